@@ -1,0 +1,99 @@
+package abi
+
+// Names of the exports a v1 module must provide.
+const (
+	// ExportMarker is the function whose presence says "this is ABI v1".
+	ExportMarker = "botrun_abi_v1"
+	// ExportOnEvent is the one exported entry point, (len i32) -> i32.
+	ExportOnEvent = "botrun_on_event"
+	// ExportMemory is the guest memory the host reads and writes.
+	ExportMemory = "memory"
+	// ExportInitialize is the optional reactor start function.
+	ExportInitialize = "_initialize"
+)
+
+// Names of the host modules a guest may import from.
+const (
+	// HostModule is the module that holds the botrun host functions.
+	HostModule = "botrun"
+	// WASIModule is the WASI preview 1 module.
+	WASIModule = "wasi_snapshot_preview1"
+	// EnvModule holds env.abort, which AssemblyScript's runtime imports.
+	EnvModule = "env"
+)
+
+// Host function names in HostModule.
+const (
+	FuncEventRead   = "event_read"
+	FuncSend        = "send"
+	FuncEnqueue     = "enqueue"
+	FuncResultRead  = "result_read"
+	FuncStateGet    = "state_get"
+	FuncStateSet    = "state_set"
+	FuncStateDelete = "state_delete"
+	FuncLog         = "log"
+	FuncNowMs       = "now_ms"
+)
+
+// Status is what botrun_on_event returns.
+type Status int32
+
+// Handler statuses.
+const (
+	// StatusOK means the event was handled.
+	StatusOK Status = 0
+	// StatusHandlerError means the handler returned an error; the host reports it
+	// and does not retry, because the handler's effects already happened.
+	StatusHandlerError Status = 1
+)
+
+// Code is a negative result of a host function: an error the guest can act on.
+type Code int32
+
+// Error codes returned by host functions.
+const (
+	CodeBadPointer  Code = -1
+	CodeBadPayload  Code = -2
+	CodeNotFound    Code = -3
+	CodeUnsupported Code = -4
+	CodeTooLarge    Code = -5
+	CodeNoResult    Code = -6
+	CodeHostError   Code = -7
+)
+
+// String names the code as SPEC.md does.
+func (c Code) String() string {
+	switch c {
+	case CodeBadPointer:
+		return "BAD_POINTER"
+	case CodeBadPayload:
+		return "BAD_PAYLOAD"
+	case CodeNotFound:
+		return "NOT_FOUND"
+	case CodeUnsupported:
+		return "UNSUPPORTED"
+	case CodeTooLarge:
+		return "TOO_LARGE"
+	case CodeNoResult:
+		return "NO_RESULT"
+	case CodeHostError:
+		return "HOST_ERROR"
+	}
+	return "UNKNOWN"
+}
+
+// Log levels accepted by the log host function.
+const (
+	LogDebug int32 = 0
+	LogInfo  int32 = 1
+	LogWarn  int32 = 2
+	LogError int32 = 3
+)
+
+// Limits on what a guest may pass to the host.
+const (
+	// MaxPayload is the largest JSON payload a guest may pass.
+	MaxPayload = 1 << 20
+	// MaxStateKey is the longest state key.
+	MaxStateKey = 64 << 10
+)

@@ -1,0 +1,106 @@
+package abi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Event is one inbound message as the guest sees it.
+type Event struct {
+	ID         string  `json:"id"`
+	Provider   string  `json:"provider"`
+	Chat       string  `json:"chat"`
+	From       string  `json:"from"`
+	Text       string  `json:"text"`
+	Media      []Media `json:"media"`
+	Attempt    int     `json:"attempt"`
+	ReceivedAt int64   `json:"received_at"`
+}
+
+// Media is one attachment: inbound it carries the provider's ref, outbound a ref
+// or a public URL.
+type Media struct {
+	Type    string `json:"type"`
+	Ref     string `json:"ref,omitempty"`
+	URL     string `json:"url,omitempty"`
+	MIME    string `json:"mime,omitempty"`
+	Caption string `json:"caption,omitempty"`
+}
+
+// SendRequest is what a guest passes to send and enqueue.
+type SendRequest struct {
+	Chat           string `json:"chat"`
+	Text           string `json:"text"`
+	Media          *Media `json:"media"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// SendStatus is the outcome of a send.
+type SendStatus string
+
+// Send outcomes, as SPEC.md section 2 defines them.
+const (
+	SendSent     SendStatus = "sent"
+	SendDeduped  SendStatus = "deduped"
+	SendDeferred SendStatus = "deferred"
+	SendDead     SendStatus = "dead"
+	SendBypassed SendStatus = "bypassed"
+)
+
+// SendResult is what the host answers to send and enqueue.
+type SendResult struct {
+	Status SendStatus `json:"status"`
+	Key    string     `json:"key"`
+	Ref    string     `json:"ref"`
+	Error  string     `json:"error"`
+}
+
+// MediaTypes lists the media types the ABI knows.
+var MediaTypes = []string{"image", "audio", "video", "document", "sticker"}
+
+// ErrBadPayload is wrapped by every decoding error of a guest payload.
+var ErrBadPayload = errors.New("bad payload")
+
+// DecodeSendRequest parses and validates a SendRequest from untrusted guest
+// bytes. Unknown fields, trailing data, a missing chat, or a request with
+// neither text nor media are errors wrapping ErrBadPayload.
+func DecodeSendRequest(b []byte) (SendRequest, error) {
+	var r SendRequest
+	if len(b) > MaxPayload {
+		return r, fmt.Errorf("%w: send request is %d bytes (limit %d)", ErrBadPayload, len(b), MaxPayload)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return SendRequest{}, fmt.Errorf("%w: send request: %v", ErrBadPayload, err)
+	}
+	if dec.More() {
+		return SendRequest{}, fmt.Errorf("%w: send request: trailing data after the JSON object", ErrBadPayload)
+	}
+	if r.Chat == "" {
+		return SendRequest{}, fmt.Errorf("%w: send request: \"chat\" is required", ErrBadPayload)
+	}
+	if r.Text == "" && r.Media == nil {
+		return SendRequest{}, fmt.Errorf("%w: send request: \"text\" or \"media\" is required", ErrBadPayload)
+	}
+	if r.Media != nil {
+		if err := r.Media.validate(); err != nil {
+			return SendRequest{}, err
+		}
+	}
+	return r, nil
+}
+
+func (m *Media) validate() error {
+	for _, t := range MediaTypes {
+		if m.Type == t {
+			if m.Ref == "" && m.URL == "" {
+				return fmt.Errorf("%w: media: \"ref\" or \"url\" is required", ErrBadPayload)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: media: unknown type %q (want one of %v)", ErrBadPayload, m.Type, MediaTypes)
+}

@@ -1,0 +1,64 @@
+package abi
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDecodeSendRequest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, wantErr string
+		want             SendRequest
+	}{
+		{name: "text", in: `{"chat":"c1","text":"hi"}`, want: SendRequest{Chat: "c1", Text: "hi"}},
+		{name: "explicit key", in: `{"chat":"c1","text":"hi","media":null,"idempotency_key":"k"}`, want: SendRequest{Chat: "c1", Text: "hi", IdempotencyKey: "k"}},
+		{name: "media", in: `{"chat":"c1","media":{"type":"image","url":"https://x/y.png"}}`, want: SendRequest{Chat: "c1", Media: &Media{Type: "image", URL: "https://x/y.png"}}},
+		{name: "not json", in: `{"chat":`, wantErr: "send request: unexpected EOF"},
+		{name: "unknown field", in: `{"chat":"c1","txt":"hi"}`, wantErr: `unknown field "txt"`},
+		{name: "trailing", in: `{"chat":"c1","text":"a"}{}`, wantErr: "trailing data"},
+		{name: "no chat", in: `{"text":"hi"}`, wantErr: `"chat" is required`},
+		{name: "empty", in: `{"chat":"c1"}`, wantErr: `"text" or "media" is required`},
+		{name: "bad media type", in: `{"chat":"c1","media":{"type":"gif","url":"u"}}`, wantErr: `unknown type "gif"`},
+		{name: "media without ref", in: `{"chat":"c1","media":{"type":"image"}}`, wantErr: `"ref" or "url" is required`},
+		{name: "wrong type", in: `{"chat":1,"text":"x"}`, wantErr: "cannot unmarshal number"},
+		{name: "too large", in: `{"chat":"c","text":"` + strings.Repeat("a", MaxPayload) + `"}`, wantErr: "limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeSendRequest([]byte(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrBadPayload) {
+					t.Fatalf("err = %v, want one containing %q wrapping ErrBadPayload", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Chat != tt.want.Chat || got.Text != tt.want.Text || got.IdempotencyKey != tt.want.IdempotencyKey ||
+				(got.Media == nil) != (tt.want.Media == nil) || (got.Media != nil && *got.Media != *tt.want.Media) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzDecodeSendRequest(f *testing.F) {
+	f.Add([]byte(`{"chat":"c1","text":"hi"}`))
+	f.Add([]byte(`{"chat":"c1","media":{"type":"image","ref":"r"},"idempotency_key":"k"}`))
+	f.Add([]byte(`{"chat":"`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeSendRequest(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadPayload) {
+				t.Fatalf("error %v does not wrap ErrBadPayload", err)
+			}
+			return
+		}
+		if r.Chat == "" || (r.Text == "" && r.Media == nil) {
+			t.Fatalf("accepted an invalid request %+v", r)
+		}
+	})
+}

@@ -1,0 +1,18 @@
+// Command echo is the example bot: it replies "echo: <text>" to every text
+// message. Build it with make examples (or GOOS=wasip1 GOARCH=wasm go build
+// -buildmode=c-shared -o echo.wasm .).
+package main
+
+import bot "github.com/botrun/botrun/guest-sdk/go"
+
+func init() {
+	bot.Handle(func(ctx *bot.Context) error {
+		if ctx.Event.Text == "" {
+			return nil // media without a caption: nothing to echo
+		}
+		_, err := ctx.Reply("echo: " + ctx.Event.Text)
+		return err
+	})
+}
+
+func main() {}

@@ -1,0 +1,264 @@
+// Package bot is the Go SDK for botrun handlers. It implements ABI v1
+// (abi/SPEC.md in the botrun repository): importing it makes a module export
+// botrun_abi_v1 and botrun_on_event, so a bot is just a handler registered from
+// init:
+//
+//	package main
+//
+//	import bot "github.com/botrun/botrun/guest-sdk/go"
+//
+//	func init() {
+//		bot.Handle(func(ctx *bot.Context) error {
+//			_, err := ctx.Reply("echo: " + ctx.Event.Text)
+//			return err
+//		})
+//	}
+//
+//	func main() {}
+//
+// Build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o bot.wasm .
+// In that build mode main never runs, so register the handler in init.
+//
+// The SDK has no dependencies beyond the standard library.
+package bot
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unsafe"
+)
+
+// Event is the inbound message being handled.
+type Event struct {
+	ID         string  `json:"id"`
+	Provider   string  `json:"provider"`
+	Chat       string  `json:"chat"`
+	From       string  `json:"from"`
+	Text       string  `json:"text"`
+	Media      []Media `json:"media"`
+	Attempt    int     `json:"attempt"`
+	ReceivedAt int64   `json:"received_at"`
+}
+
+// Media is an attachment: inbound it has a Ref; outbound a Ref or a public URL.
+type Media struct {
+	Type    string `json:"type"`
+	Ref     string `json:"ref,omitempty"`
+	URL     string `json:"url,omitempty"`
+	MIME    string `json:"mime,omitempty"`
+	Caption string `json:"caption,omitempty"`
+}
+
+// SendResult is the host's answer to a send or an enqueue.
+type SendResult struct {
+	// Status is sent, deduped, deferred, dead or bypassed.
+	Status string `json:"status"`
+	// Key is the idempotency key the host used.
+	Key string `json:"key"`
+	// Ref is the channel's message id, when known.
+	Ref string `json:"ref"`
+	// Error says why a send is dead or deferred.
+	Error string `json:"error"`
+}
+
+// SendError is returned by Reply and Send when a send did not go out now: it is
+// dead, or deferred (it stays journaled and the host keeps retrying it).
+type SendError struct{ Result SendResult }
+
+func (e *SendError) Error() string {
+	return fmt.Sprintf("send %s %s: %s", e.Result.Key, e.Result.Status, e.Result.Error)
+}
+
+// HostError is a negative code from a host function (see SPEC.md section 4.1).
+type HostError struct {
+	Func string
+	Code int32
+}
+
+var codeNames = map[int32]string{-1: "BAD_POINTER", -2: "BAD_PAYLOAD", -3: "NOT_FOUND", -4: "UNSUPPORTED", -5: "TOO_LARGE", -6: "NO_RESULT", -7: "HOST_ERROR"}
+
+func (e *HostError) Error() string {
+	name, ok := codeNames[e.Code]
+	if !ok {
+		name = fmt.Sprint(e.Code)
+	}
+	return "botrun." + e.Func + ": " + name
+}
+
+// ErrUnsupported is matched (errors.Is) by a HostError with code UNSUPPORTED.
+var ErrUnsupported = errors.New("unsupported by this host")
+
+// Is makes errors.Is(err, ErrUnsupported) work.
+func (e *HostError) Is(target error) bool { return target == ErrUnsupported && e.Code == -4 }
+
+// Context is what a handler gets for one event.
+type Context struct {
+	// Event is the message being handled.
+	Event Event
+}
+
+// Handler handles one event. Returning an error reports it to the host, which
+// logs it and does not retry (the handler's sends already happened). A panic is
+// a fault: the host retries the event, deduplicating its sends.
+type Handler func(ctx *Context) error
+
+var handler Handler
+
+// Handle registers the handler. Call it from an init function.
+func Handle(h Handler) { handler = h }
+
+// SendOption changes one send.
+type SendOption func(*sendRequest)
+
+type sendRequest struct {
+	Chat           string `json:"chat"`
+	Text           string `json:"text"`
+	Media          *Media `json:"media"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// WithIdempotencyKey names the send: the host sends a key at most once per bot.
+// Without it the key is derived from the event and the send's position.
+func WithIdempotencyKey(key string) SendOption {
+	return func(r *sendRequest) { r.IdempotencyKey = key }
+}
+
+// WithMedia attaches one media item.
+func WithMedia(m Media) SendOption {
+	return func(r *sendRequest) { r.Media = &m }
+}
+
+// Reply sends text to the event's chat.
+func (c *Context) Reply(text string, opts ...SendOption) (SendResult, error) {
+	return c.Send(c.Event.Chat, text, opts...)
+}
+
+// Send sends text to chat and waits for the outbox's answer. A dead or deferred
+// send returns its result with a *SendError.
+func (c *Context) Send(chat, text string, opts ...SendOption) (SendResult, error) {
+	res, err := c.send("send", chat, text, opts)
+	if err == nil && (res.Status == "dead" || res.Status == "deferred") {
+		err = &SendError{Result: res}
+	}
+	return res, err
+}
+
+// Enqueue journals a send for the host to deliver in the background and returns
+// at once. A second Enqueue with the same explicit key does nothing.
+func (c *Context) Enqueue(chat, text string, opts ...SendOption) (SendResult, error) {
+	return c.send("enqueue", chat, text, opts)
+}
+
+func (c *Context) send(fn, chat, text string, opts []SendOption) (SendResult, error) {
+	r := sendRequest{Chat: chat, Text: text}
+	for _, o := range opts {
+		o(&r)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return SendResult{}, err
+	}
+	var n int32
+	if fn == "send" {
+		n = hostSend(ptr(b), int32(len(b)))
+	} else {
+		n = hostEnqueue(ptr(b), int32(len(b)))
+	}
+	out, err := result(fn, n)
+	if err != nil {
+		return SendResult{}, err
+	}
+	var res SendResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return SendResult{}, fmt.Errorf("botrun.%s: bad result: %w", fn, err)
+	}
+	return res, nil
+}
+
+// Log writes an info line to the host log, tagged with the event.
+func (c *Context) Log(format string, args ...any) { logf(1, format, args...) }
+
+// Logf is Log at a level: 0 debug, 1 info, 2 warn, 3 error.
+func (c *Context) Logf(level int32, format string, args ...any) { logf(level, format, args...) }
+
+// StateGet reads a conversation state value; ok is false when it is absent.
+func (c *Context) StateGet(key string) (value []byte, ok bool, err error) {
+	k := []byte(key)
+	n := hostStateGet(ptr(k), int32(len(k)))
+	if n == -3 {
+		return nil, false, nil
+	}
+	v, err := result("state_get", n)
+	return v, err == nil, err
+}
+
+// StateSet writes a conversation state value; it commits with the event.
+func (c *Context) StateSet(key string, value []byte) error {
+	k := []byte(key)
+	return check("state_set", hostStateSet(ptr(k), int32(len(k)), ptr(value), int32(len(value))))
+}
+
+// StateDelete removes a conversation state value; it commits with the event.
+func (c *Context) StateDelete(key string) error {
+	k := []byte(key)
+	return check("state_delete", hostStateDelete(ptr(k), int32(len(k))))
+}
+
+// NowMs is the event's time in milliseconds: the deterministic clock.
+func NowMs() int64 { return hostNowMs() }
+
+func logf(level int32, format string, args ...any) {
+	b := []byte(fmt.Sprintf(format, args...))
+	hostLog(level, ptr(b), int32(len(b)))
+}
+
+func check(fn string, n int32) error {
+	if n < 0 {
+		return &HostError{Func: fn, Code: n}
+	}
+	return nil
+}
+
+// result pulls a host result of length n.
+func result(fn string, n int32) ([]byte, error) {
+	if n < 0 {
+		return nil, &HostError{Func: fn, Code: n}
+	}
+	buf := make([]byte, n)
+	if n > 0 {
+		if got := hostResultRead(ptr(buf), n); got != n {
+			return nil, &HostError{Func: "result_read", Code: got}
+		}
+	}
+	return buf, nil
+}
+
+func ptr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}
+
+func onEvent(n int32) int32 {
+	buf := make([]byte, n)
+	if got := hostEventRead(ptr(buf), n); got != n {
+		logf(3, "botrun sdk: event_read returned %d, want %d", got, n)
+		return 1
+	}
+	ctx := &Context{}
+	if err := json.Unmarshal(buf, &ctx.Event); err != nil {
+		logf(3, "botrun sdk: bad event: %v", err)
+		return 1
+	}
+	if handler == nil {
+		logf(3, "botrun sdk: no handler registered: call bot.Handle from an init function (main never runs in a reactor)")
+		return 1
+	}
+	if err := handler(ctx); err != nil {
+		logf(3, "%v", err)
+		return 1
+	}
+	return 0
+}

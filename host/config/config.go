@@ -1,0 +1,249 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is a decoded, expanded, defaulted and validated bot.toml.
+type Config struct {
+	// File is the path the config was read from.
+	File string `toml:"-"`
+	// Bot is the [bot] section.
+	Bot Bot `toml:"bot"`
+	// HTTP is the [http] section.
+	HTTP HTTP `toml:"http"`
+	// Durability is the [durability] section; Backend is "memory" when the
+	// section is left out.
+	Durability Durability `toml:"durability"`
+	// Providers are the [[providers]] entries, each a type-specific struct.
+	Providers []Provider `toml:"-"`
+}
+
+// Bot is the [bot] section.
+type Bot struct {
+	// ID names the bot; it scopes the journals (default "bot").
+	ID string `toml:"id"`
+	// Module is the path of the WebAssembly module, relative to the config file.
+	Module string `toml:"module"`
+	// Workers is how many events run at once (default 4).
+	Workers int `toml:"workers"`
+	// HandlerTimeout is the deadline of one event (default 10s).
+	HandlerTimeout Duration `toml:"handler_timeout"`
+	// MaxMemory caps the guest's memory (default 64MiB).
+	MaxMemory Size `toml:"max_memory"`
+	// HotReload swaps in a new module when its file changes.
+	HotReload bool `toml:"hot_reload"`
+	// DataDir holds the compilation cache and embedded backends' files, relative
+	// to the config file (default "data").
+	DataDir string `toml:"data_dir"`
+}
+
+// HTTP is the [http] section.
+type HTTP struct {
+	// Listen is the address of the webhook, webchat and admin server (default
+	// "127.0.0.1:8080").
+	Listen string `toml:"listen"`
+}
+
+// Durability is the [durability] section: the seed's durability options.
+type Durability struct {
+	// Backend is memory, file, sqlite, postgres or redis (default memory).
+	Backend string `toml:"backend"`
+	// Path is the file of the file and sqlite backends, relative to the config.
+	Path string `toml:"path"`
+	// URL is the connection URL of the postgres and redis backends.
+	URL string `toml:"url"`
+	// InstanceID owns leases (default <hostname>/<bot id>/<connection>).
+	InstanceID string `toml:"instance_id"`
+	// FailOpen dispatches an event even when the journal cannot record it.
+	FailOpen bool `toml:"fail_open"`
+	// Poll is the sweeper period (default 1s).
+	Poll Duration `toml:"poll"`
+	// Retention is how long done and sent records are kept (default 7d; 0 keeps
+	// them).
+	Retention *Duration `toml:"retention"`
+	// Inbox holds the inbox options.
+	Inbox Inbox `toml:"inbox"`
+	// Outbox holds the outbox options.
+	Outbox Outbox `toml:"outbox"`
+}
+
+// Backoff is a retry schedule: base * 2^n, capped, with jitter.
+type Backoff struct {
+	// Base is the first wait (default 1s).
+	Base Duration `toml:"base"`
+	// Cap is the longest wait (default 60s).
+	Cap Duration `toml:"cap"`
+	// Jitter is the random fraction added or removed, 0..1 (default 0.2).
+	Jitter *float64 `toml:"jitter"`
+}
+
+// Inbox holds [durability.inbox].
+type Inbox struct {
+	// Lease is the processing lease, extended by a heartbeat (default 60s).
+	Lease Duration `toml:"lease"`
+	// MaxAttempts is how many charged runs an event gets before the DLQ
+	// (default 5).
+	MaxAttempts int `toml:"max_attempts"`
+	// Backoff is the wait between failed attempts.
+	Backoff Backoff `toml:"backoff"`
+	// MediaRefs journals serializable media references (default true).
+	MediaRefs *bool `toml:"media_refs"`
+}
+
+// Outbox holds [durability.outbox].
+type Outbox struct {
+	// Retries after the first attempt before the DLQ (default 5).
+	Retries *int `toml:"retries"`
+	// Backoff is the wait between attempts (default: the inbox's).
+	Backoff Backoff `toml:"backoff"`
+	// InlineMax is how long a send retries inline before "deferred" (default 15s).
+	InlineMax Duration `toml:"inline_max"`
+	// OnAmbiguous is skip (never duplicate) or resend (never lose).
+	OnAmbiguous string `toml:"on_ambiguous"`
+	// OnDiverged is send or skip.
+	OnDiverged string `toml:"on_diverged"`
+	// MaxPayloadBytes bypasses the outbox for larger payloads (default 1MiB).
+	MaxPayloadBytes Size `toml:"max_payload_bytes"`
+	// Lease is the lease of a send in flight (default 60s, at least 20ms).
+	Lease Duration `toml:"lease"`
+}
+
+// Provider is one [[providers]] entry. Each type has its own struct.
+type Provider interface {
+	// Common returns the keys every provider has.
+	Common() ProviderCommon
+}
+
+// ProviderCommon holds the keys every provider has.
+type ProviderCommon struct {
+	// ID names the provider; it appears in URLs and record ids.
+	ID string `toml:"id"`
+	// Type selects the channel.
+	Type string `toml:"type"`
+}
+
+// Common implements Provider.
+func (p ProviderCommon) Common() ProviderCommon { return p }
+
+// Webchat is a provider of type "webchat": the development channel with a chat
+// page. It has no keys of its own.
+type Webchat struct {
+	ProviderCommon
+}
+
+// providerTypes maps each type to a constructor of its config struct.
+var providerTypes = map[string]func() Provider{
+	"webchat": func() Provider { return &Webchat{} },
+}
+
+// Backends lists the durability backends bot.toml accepts.
+var Backends = []string{"memory", "file", "sqlite", "postgres", "redis"}
+
+// defaults fills every unset value; dir is the config file's directory.
+func (c *Config) defaults(dir string) {
+	b := &c.Bot
+	if b.ID == "" {
+		b.ID = "bot"
+	}
+	if b.Workers == 0 {
+		b.Workers = 4
+	}
+	if b.HandlerTimeout == 0 {
+		b.HandlerTimeout = Duration(10 * time.Second)
+	}
+	if b.MaxMemory == 0 {
+		b.MaxMemory = 64 << 20
+	}
+	if b.DataDir == "" {
+		b.DataDir = "data"
+	}
+	b.DataDir = resolve(dir, b.DataDir)
+	if b.Module != "" {
+		b.Module = resolve(dir, b.Module)
+	}
+	if c.HTTP.Listen == "" {
+		c.HTTP.Listen = "127.0.0.1:8080"
+	}
+	d := &c.Durability
+	if d.Backend == "" {
+		d.Backend = "memory"
+	}
+	if d.Path != "" {
+		d.Path = resolve(dir, d.Path)
+	}
+	if d.InstanceID == "" {
+		host, _ := os.Hostname()
+		d.InstanceID = host + "/" + b.ID + "/default"
+	}
+	if d.Poll == 0 {
+		d.Poll = Duration(time.Second)
+	}
+	if d.Retention == nil {
+		r := Duration(7 * 24 * time.Hour)
+		d.Retention = &r
+	}
+	if d.Inbox.Lease == 0 {
+		d.Inbox.Lease = Duration(60 * time.Second)
+	}
+	if d.Inbox.MaxAttempts == 0 {
+		d.Inbox.MaxAttempts = 5
+	}
+	d.Inbox.Backoff.defaults(Backoff{})
+	if d.Inbox.MediaRefs == nil {
+		t := true
+		d.Inbox.MediaRefs = &t
+	}
+	o := &d.Outbox
+	if o.Retries == nil {
+		n := 5
+		o.Retries = &n
+	}
+	o.Backoff.defaults(d.Inbox.Backoff)
+	if o.InlineMax == 0 {
+		o.InlineMax = Duration(15 * time.Second)
+	}
+	if o.OnAmbiguous == "" {
+		o.OnAmbiguous = "skip"
+	}
+	if o.OnDiverged == "" {
+		o.OnDiverged = "send"
+	}
+	if o.MaxPayloadBytes == 0 {
+		o.MaxPayloadBytes = 1 << 20
+	}
+	if o.Lease == 0 {
+		o.Lease = Duration(60 * time.Second)
+	}
+}
+
+func (b *Backoff) defaults(from Backoff) {
+	if b.Base == 0 {
+		b.Base = from.Base
+		if b.Base == 0 {
+			b.Base = Duration(time.Second)
+		}
+	}
+	if b.Cap == 0 {
+		b.Cap = from.Cap
+		if b.Cap == 0 {
+			b.Cap = Duration(60 * time.Second)
+		}
+	}
+	if b.Jitter == nil {
+		j := 0.2
+		if from.Jitter != nil {
+			j = *from.Jitter
+		}
+		b.Jitter = &j
+	}
+}
+
+func resolve(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}

@@ -1,0 +1,184 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden error files")
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestMinimalDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("testdata/good/minimal.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	d := cfg.Durability
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"bot.id", cfg.Bot.ID, "bot"},
+		{"bot.module", cfg.Bot.Module, filepath.Join("testdata", "good", "bot.wasm")},
+		{"bot.workers", cfg.Bot.Workers, 4},
+		{"bot.handler_timeout", cfg.Bot.HandlerTimeout.D(), 10 * time.Second},
+		{"bot.max_memory", int64(cfg.Bot.MaxMemory), int64(64 << 20)},
+		{"bot.data_dir", cfg.Bot.DataDir, filepath.Join("testdata", "good", "data")},
+		{"http.listen", cfg.HTTP.Listen, "127.0.0.1:8080"},
+		{"durability.backend", d.Backend, "memory"},
+		{"durability.instance_id", d.InstanceID, host + "/bot/default"},
+		{"durability.fail_open", d.FailOpen, false},
+		{"durability.poll", d.Poll.D(), time.Second},
+		{"durability.retention", d.Retention.D(), 7 * 24 * time.Hour},
+		{"durability.inbox.lease", d.Inbox.Lease.D(), 60 * time.Second},
+		{"durability.inbox.max_attempts", d.Inbox.MaxAttempts, 5},
+		{"durability.inbox.backoff.base", d.Inbox.Backoff.Base.D(), time.Second},
+		{"durability.inbox.backoff.cap", d.Inbox.Backoff.Cap.D(), time.Minute},
+		{"durability.inbox.backoff.jitter", *d.Inbox.Backoff.Jitter, 0.2},
+		{"durability.inbox.media_refs", *d.Inbox.MediaRefs, true},
+		{"durability.outbox.retries", *d.Outbox.Retries, 5},
+		{"durability.outbox.backoff.base", d.Outbox.Backoff.Base.D(), time.Second},
+		{"durability.outbox.inline_max", d.Outbox.InlineMax.D(), 15 * time.Second},
+		{"durability.outbox.on_ambiguous", d.Outbox.OnAmbiguous, "skip"},
+		{"durability.outbox.on_diverged", d.Outbox.OnDiverged, "send"},
+		{"durability.outbox.max_payload_bytes", int64(d.Outbox.MaxPayloadBytes), int64(1 << 20)},
+		{"durability.outbox.lease", d.Outbox.Lease.D(), 60 * time.Second},
+		{"providers", len(cfg.Providers), 1},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if w, ok := cfg.Providers[0].(*Webchat); !ok || w.ID != "web" || w.Type != "webchat" {
+		t.Errorf("provider = %#v", cfg.Providers[0])
+	}
+}
+
+func TestFullFile(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("testdata/good/full.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse("/etc/botrun/full.toml", string(src), env(map[string]string{"PORT": "9090"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.Durability
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"bot.module absolute", cfg.Bot.Module, "/abs/bot.wasm"},
+		{"bot.data_dir relative to file", cfg.Bot.DataDir, "/etc/botrun/state"},
+		{"bot.handler_timeout ms", cfg.Bot.HandlerTimeout.D(), 2500 * time.Millisecond},
+		{"bot.max_memory MiB", int64(cfg.Bot.MaxMemory), int64(128 << 20)},
+		{"bot.hot_reload", cfg.Bot.HotReload, true},
+		{"http.listen expanded", cfg.HTTP.Listen, "0.0.0.0:9090"},
+		{"durability.path", d.Path, "/etc/botrun/data/bot.db"},
+		{"durability.retention days", d.Retention.D(), 14 * 24 * time.Hour},
+		{"inbox.backoff inline table", d.Inbox.Backoff.Base.D(), 500 * time.Millisecond},
+		{"outbox.backoff inherits inbox", d.Outbox.Backoff.Base.D(), 500 * time.Millisecond},
+		{"outbox.backoff jitter inherits", *d.Outbox.Backoff.Jitter, 0.1},
+		{"outbox.retries zero kept", *d.Outbox.Retries, 0},
+		{"outbox.lease 20ms allowed", d.Outbox.Lease.D(), 20 * time.Millisecond},
+		{"media_refs false kept", *d.Inbox.MediaRefs, false},
+		{"providers", len(cfg.Providers), 2},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestBadFiles compares each bad file's errors with its golden file
+// (go test ./host/config -update rewrites them).
+func TestBadFiles(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("testdata/bad/*.toml")
+	if len(files) == 0 {
+		t.Fatal("no bad files")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Parse(f, string(src), env(nil))
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("err = %v, want config.Errors", err)
+			}
+			got := err.Error() + "\n"
+			golden := strings.TrimSuffix(f, ".toml") + ".golden"
+			if *update {
+				os.WriteFile(golden, []byte(got), 0o644)
+			}
+			want, _ := os.ReadFile(golden)
+			if got != string(want) {
+				t.Fatalf("errors:\n%s\nwant (%s):\n%s", got, golden, want)
+			}
+		})
+	}
+}
+
+func TestDurations(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{
+		"15s": 15 * time.Second, "7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour,
+		"500ms": 500 * time.Millisecond, "0": 0, "1h30m": 90 * time.Minute,
+	} {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "d", "7", "-1s", "xd", "1d-1h", "forever"} {
+		if _, err := ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", in)
+		}
+	}
+}
+
+func TestSizes(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{
+		"64MiB": 64 << 20, "1GiB": 1 << 30, "512KiB": 512 << 10, "1MB": 1e6, "100": 100, "10 B": 10,
+	} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-1", "1.5MiB", "9999999999GiB", "64 mb"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, p := range []string{"testdata/good/full.toml", "testdata/bad/values.toml", "testdata/bad/unknown-keys.toml"} {
+		b, _ := os.ReadFile(p)
+		f.Add(string(b))
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		cfg, err := Parse("fuzz.toml", src, env(nil))
+		if err == nil && (cfg.Bot.Module == "" || len(cfg.Providers) == 0) {
+			t.Fatalf("accepted a config without module or providers")
+		}
+	})
+}

@@ -1,0 +1,290 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Error is one problem in a config file, at a line when it is known.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found in one file, in line order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n")
+}
+
+// Load reads, expands, defaults and validates the config at path. Relative
+// paths inside it are resolved against the file's directory. On failure the
+// error is an Errors listing every problem with its file and line.
+func Load(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, string(src), os.LookupEnv)
+}
+
+// Parse is Load for a file already read; lookup resolves ${VAR}.
+func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error) {
+	p := &parser{file: path, lines: locate(src)}
+	var raw struct {
+		Config
+		Providers []toml.Primitive `toml:"providers"`
+	}
+	md, err := toml.Decode(src, &raw)
+	if err != nil {
+		return nil, Errors{p.decodeError(err)}
+	}
+	cfg := raw.Config
+	cfg.File = path
+	for i, prim := range raw.Providers {
+		prov, perr := p.provider(md, i, prim)
+		if perr != nil {
+			p.errs = append(p.errs, perr)
+			continue
+		}
+		cfg.Providers = append(cfg.Providers, prov)
+	}
+	for _, k := range md.Undecoded() {
+		key := k.String()
+		p.add(key, "unknown key (check the spelling; bot.toml.example lists every key)")
+	}
+	p.expand(reflect.ValueOf(&cfg).Elem(), "", lookup)
+	p.validateBackoff("durability.inbox.backoff", cfg.Durability.Inbox.Backoff)
+	p.validateBackoff("durability.outbox.backoff", cfg.Durability.Outbox.Backoff)
+	cfg.defaults(filepath.Dir(path))
+	p.validate(&cfg)
+	if len(p.errs) > 0 {
+		slices.SortStableFunc(p.errs, func(a, b *Error) int { return a.Line - b.Line })
+		return nil, p.errs
+	}
+	return &cfg, nil
+}
+
+type parser struct {
+	file  string
+	lines map[string]int
+	errs  Errors
+}
+
+// add records a problem at key, placed at the key's line (or its table's).
+func (p *parser) add(key, format string, args ...any) {
+	p.errs = append(p.errs, &Error{File: p.file, Line: p.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) line(key string) int {
+	for k := key; k != ""; {
+		if l, ok := p.lines[k]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
+}
+
+var lineErr = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+
+func (p *parser) decodeError(err error) *Error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		return &Error{File: p.file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}
+	}
+	if m := lineErr.FindStringSubmatch(err.Error()); m != nil {
+		l, _ := strconv.Atoi(m[1])
+		return &Error{File: p.file, Line: l, Key: m[2], Msg: m[3]}
+	}
+	return &Error{File: p.file, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+}
+
+func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Provider, *Error) {
+	key := fmt.Sprintf("providers[%d]", i)
+	var common ProviderCommon
+	if err := md.PrimitiveDecode(prim, &common); err != nil {
+		return nil, p.decodeError(err)
+	}
+	if common.Type == "" {
+		return nil, &Error{File: p.file, Line: p.line(key), Key: key + ".type", Msg: fmt.Sprintf("missing (want one of %s)", strings.Join(sortedTypes(), ", "))}
+	}
+	mk, ok := providerTypes[common.Type]
+	if !ok {
+		return nil, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type", Msg: fmt.Sprintf("unknown provider type %q (want one of %s)", common.Type, strings.Join(sortedTypes(), ", "))}
+	}
+	prov := mk()
+	if err := md.PrimitiveDecode(prim, prov); err != nil {
+		return nil, p.decodeError(err)
+	}
+	return prov, nil
+}
+
+func sortedTypes() []string {
+	var ts []string
+	for t := range providerTypes {
+		ts = append(ts, t)
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expand replaces ${VAR} in every string of v; key is v's path in the file.
+func (p *parser) expand(v reflect.Value, key string, lookup func(string) (string, bool)) {
+	switch v.Kind() {
+	case reflect.String:
+		s := v.String()
+		if !strings.Contains(s, "${") {
+			return
+		}
+		v.SetString(envRef.ReplaceAllStringFunc(s, func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			val, ok := lookup(name)
+			if !ok {
+				p.add(key, "environment variable %s is not set (export it, or write the value in the file)", name)
+			}
+			return val
+		}))
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			p.expand(v.Elem(), key, lookup)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			p.expand(v.Index(i), fmt.Sprintf("%s[%d]", key, i), lookup)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name := strings.Split(f.Tag.Get("toml"), ",")[0]
+			switch {
+			case f.Anonymous:
+				p.expand(v.Field(i), key, lookup)
+				continue
+			case name == "-" && f.Name == "Providers":
+				name = "providers"
+			case name == "" || name == "-":
+				continue
+			}
+			sub := name
+			if key != "" {
+				sub = key + "." + name
+			}
+			p.expand(v.Field(i), sub, lookup)
+		}
+	}
+}
+
+var providerID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+func (p *parser) validate(c *Config) {
+	b := c.Bot
+	if b.Module == "" {
+		p.add("bot.module", "missing: set it to the path of your bot's .wasm file")
+	}
+	if b.Workers < 1 || b.Workers > 1024 {
+		p.add("bot.workers", "%d is outside 1..1024", b.Workers)
+	}
+	if b.MaxMemory < 1<<20 || b.MaxMemory > 4<<30 {
+		p.add("bot.max_memory", "%d bytes is outside 1MiB..4GiB", b.MaxMemory)
+	}
+	d := c.Durability
+	if !slices.Contains(Backends, d.Backend) {
+		p.add("durability.backend", "unknown backend %q (want %s)", d.Backend, strings.Join(Backends, ", "))
+	}
+	switch d.Backend {
+	case "file", "sqlite":
+		if d.Path == "" {
+			p.add("durability.path", "missing: the %s backend needs a file path", d.Backend)
+		}
+	case "postgres", "redis":
+		if d.URL == "" {
+			p.add("durability.url", "missing: the %s backend needs a connection URL", d.Backend)
+		}
+	}
+	if d.Inbox.MaxAttempts < 1 {
+		p.add("durability.inbox.max_attempts", "%d must be at least 1", d.Inbox.MaxAttempts)
+	}
+	if *d.Outbox.Retries < 0 {
+		p.add("durability.outbox.retries", "%d must not be negative", *d.Outbox.Retries)
+	}
+	if d.Outbox.Lease.D() < 20*time.Millisecond {
+		p.add("durability.outbox.lease", "%s is below the 20ms minimum", d.Outbox.Lease.D())
+	}
+	if d.Inbox.Lease.D() < 20*time.Millisecond {
+		p.add("durability.inbox.lease", "%s is below the 20ms minimum", d.Inbox.Lease.D())
+	}
+	if o := d.Outbox.OnAmbiguous; o != "skip" && o != "resend" {
+		p.add("durability.outbox.on_ambiguous", "unknown policy %q (want skip or resend)", o)
+	}
+	if o := d.Outbox.OnDiverged; o != "send" && o != "skip" {
+		p.add("durability.outbox.on_diverged", "unknown policy %q (want send or skip)", o)
+	}
+	if len(c.Providers) == 0 && len(p.errs) == 0 {
+		p.add("providers", "no [[providers]]: add one, e.g. { id = \"web\", type = \"webchat\" }")
+	}
+	seen := map[string]bool{}
+	for i, prov := range c.Providers {
+		id := prov.Common().ID
+		key := fmt.Sprintf("providers[%d].id", i)
+		switch {
+		case !providerID.MatchString(id):
+			p.add(key, "%q must be 1-63 lowercase letters, digits, '-' or '_'", id)
+		case seen[id]:
+			p.add(key, "duplicate provider id %q", id)
+		}
+		seen[id] = true
+	}
+}
+
+// validateBackoff checks the values set in the file, before defaults and
+// inheritance fill the rest, so each problem is reported once at its line.
+func (p *parser) validateBackoff(key string, b Backoff) {
+	if b.Jitter != nil && (*b.Jitter < 0 || *b.Jitter > 1) {
+		p.add(key+".jitter", "%g is outside 0..1", *b.Jitter)
+	}
+	if b.Cap != 0 && b.Cap < b.Base {
+		p.add(key+".cap", "%s is below base %s", b.Cap.D(), b.Base.D())
+	}
+}

@@ -1,0 +1,153 @@
+package wasm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/botrun/botrun/abi"
+)
+
+// Config sets the limits of an Engine. The zero value of a field means its
+// default.
+type Config struct {
+	// Workers is how many instances may run at once (default 4).
+	Workers int
+	// HandlerTimeout is the deadline of one event (default 10s).
+	HandlerTimeout time.Duration
+	// MaxMemory caps each instance's linear memory in bytes (default 64 MiB).
+	MaxMemory int64
+	// CacheDir, when set, holds wazero's file compilation cache.
+	CacheDir string
+	// Logger receives guest logs and output (default slog.Default()).
+	Logger *slog.Logger
+}
+
+const pageSize = 64 << 10
+
+func (c Config) withDefaults() Config {
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.HandlerTimeout <= 0 {
+		c.HandlerTimeout = 10 * time.Second
+	}
+	if c.MaxMemory <= 0 {
+		c.MaxMemory = 64 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Engine compiles and runs bot modules. One Engine serves every module loaded
+// from it, including the modules of later reloads; it is safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+	// known lists, per importable module, the functions a guest may import.
+	known map[string]map[string]api.FunctionDefinition
+}
+
+// NewEngine starts a wazero runtime with the host modules instantiated.
+func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	pages := uint32(cfg.MaxMemory / pageSize)
+	if pages < 1 || cfg.MaxMemory > 4<<30 {
+		return nil, fmt.Errorf("wasm: max memory %d bytes is outside 64 KiB..4 GiB", cfg.MaxMemory)
+	}
+	rc := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(pages)
+	e := &Engine{cfg: cfg, known: map[string]map[string]api.FunctionDefinition{}}
+	if cfg.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("wasm: compilation cache %s: %w", cfg.CacheDir, err)
+		}
+		e.cache = cache
+		rc = rc.WithCompilationCache(cache)
+	}
+	e.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	hosts := map[string]interface {
+		Compile(context.Context) (wazero.CompiledModule, error)
+	}{
+		abi.HostModule: hostModule(e.rt),
+		abi.WASIModule: wasi_snapshot_preview1.NewBuilder(e.rt),
+		abi.EnvModule:  envModule(e.rt),
+	}
+	for name, b := range hosts {
+		cm, err := b.Compile(ctx)
+		if err == nil {
+			_, err = e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig())
+		}
+		if err != nil {
+			e.rt.Close(ctx)
+			return nil, fmt.Errorf("wasm: host module %s: %w", name, err)
+		}
+		e.known[name] = cm.ExportedFunctions()
+	}
+	return e, nil
+}
+
+// Close releases the runtime, every module loaded from it and the cache handle.
+func (e *Engine) Close(ctx context.Context) error {
+	err := e.rt.Close(ctx)
+	if e.cache != nil {
+		err = errors.Join(err, e.cache.Close(ctx))
+	}
+	return err
+}
+
+// Load reads, compiles and validates the module at path, then instantiates it
+// once to prove it starts. The error names what is wrong: a missing file, bytes
+// that are not WebAssembly, a missing ABI export, an unknown import, or a start
+// function that traps.
+func (e *Engine) Load(ctx context.Context, path string) (*Module, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w (build it first, or fix bot.module)", path, err)
+	}
+	return e.LoadBytes(ctx, path, b)
+}
+
+// LoadBytes is Load for a module already in memory; name is used in errors.
+func (e *Engine) LoadBytes(ctx context.Context, name string, b []byte) (*Module, error) {
+	if len(b) < 8 || string(b[:4]) != "\x00asm" {
+		return nil, fmt.Errorf("module %s is not a WebAssembly module (no \\0asm header)", name)
+	}
+	cm, err := e.rt.CompileModule(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("module %s does not compile: %w", name, err)
+	}
+	if err := e.validate(name, cm); err != nil {
+		cm.Close(ctx)
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	m := &Module{
+		engine:   e,
+		name:     name,
+		digest:   hex.EncodeToString(sum[:]),
+		compiled: cm,
+		slots:    make(chan struct{}, e.cfg.Workers),
+	}
+	inst, err := m.instantiate(ctx)
+	if err != nil {
+		cm.Close(ctx)
+		return nil, err
+	}
+	m.idle = append(m.idle, inst)
+	return m, nil
+}

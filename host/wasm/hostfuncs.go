@@ -1,0 +1,325 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/botrun/botrun/abi"
+)
+
+// Env answers the host calls a guest makes while it handles one event. The
+// host's send path implements it; errors returned by Env are host failures
+// (HOST_ERROR to the guest, and the event's attempt fails).
+type Env interface {
+	// Send delivers req through the outbox and reports the outcome.
+	Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
+	// Enqueue journals req for the sweeper and returns at once.
+	Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
+	// StateGet reads a conversation state value; ok is false when absent.
+	StateGet(ctx context.Context, key string) (value []byte, ok bool, err error)
+	// StateSet buffers a state write.
+	StateSet(ctx context.Context, key string, value []byte) error
+	// StateDelete buffers a state delete.
+	StateDelete(ctx context.Context, key string) error
+}
+
+// ErrUnsupported is returned by an Env that does not offer a function yet; the
+// guest sees UNSUPPORTED.
+var ErrUnsupported = errors.New("unsupported by this host")
+
+// call is the state of one botrun_on_event call, reached by host functions
+// through the call's context.
+type call struct {
+	event      []byte
+	receivedAt int64
+	env        Env
+	logger     *slog.Logger
+	result     []byte
+	hasResult  bool
+	lastError  string
+	// hostErr is the first host failure; it turns the call into a fault.
+	hostErr error
+}
+
+type callKey struct{}
+
+func withCall(ctx context.Context, c *call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+const (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
+// hostModule builds the botrun host module of SPEC.md section 4.
+func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
+	b := rt.NewHostModuleBuilder(abi.HostModule)
+	fn := func(name string, params, results []api.ValueType, f api.GoModuleFunc) {
+		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
+	}
+	fn(abi.FuncEventRead, []api.ValueType{i32, i32}, []api.ValueType{i32}, eventRead)
+	fn(abi.FuncSend, []api.ValueType{i32, i32}, []api.ValueType{i32}, sendFunc(false))
+	fn(abi.FuncEnqueue, []api.ValueType{i32, i32}, []api.ValueType{i32}, sendFunc(true))
+	fn(abi.FuncResultRead, []api.ValueType{i32, i32}, []api.ValueType{i32}, resultRead)
+	fn(abi.FuncStateGet, []api.ValueType{i32, i32}, []api.ValueType{i32}, stateGet)
+	fn(abi.FuncStateSet, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, stateSet)
+	fn(abi.FuncStateDelete, []api.ValueType{i32, i32}, []api.ValueType{i32}, stateDelete)
+	fn(abi.FuncLog, []api.ValueType{i32, i32, i32}, nil, logFunc)
+	fn(abi.FuncNowMs, nil, []api.ValueType{i64}, nowMs)
+	return b
+}
+
+// envModule provides env.abort for AssemblyScript; calling it traps.
+func envModule(rt wazero.Runtime) wazero.HostModuleBuilder {
+	b := rt.NewHostModuleBuilder(abi.EnvModule)
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+		panic("guest called env.abort")
+	}), []api.ValueType{i32, i32, i32, i32}, nil).Export("abort")
+	return b
+}
+
+func code(c abi.Code) uint64 { return uint64(uint32(int32(c))) }
+
+// read copies guest memory [ptr, ptr+n); ok is false when it is out of bounds.
+func read(mod api.Module, ptr, n uint32) ([]byte, bool) {
+	b, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), b...), true
+}
+
+// write copies as much of src as fits into guest memory at [ptr, ptr+n).
+func write(mod api.Module, ptr, n uint32, src []byte) (uint32, bool) {
+	if uint32(len(src)) < n {
+		n = uint32(len(src))
+	}
+	if !mod.Memory().Write(ptr, src[:n]) {
+		return 0, false
+	}
+	return n, true
+}
+
+var eventRead = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	if c == nil {
+		stack[0] = code(abi.CodeNoResult)
+		return
+	}
+	n, ok := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), c.event)
+	if !ok {
+		stack[0] = code(abi.CodeBadPointer)
+		return
+	}
+	stack[0] = uint64(n)
+})
+
+var resultRead = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	if c == nil || !c.hasResult {
+		stack[0] = code(abi.CodeNoResult)
+		return
+	}
+	n, ok := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), c.result)
+	if !ok {
+		stack[0] = code(abi.CodeBadPointer)
+		return
+	}
+	stack[0] = uint64(n)
+})
+
+func (c *call) setResult(b []byte) uint64 {
+	c.result, c.hasResult = b, true
+	return uint64(len(b))
+}
+
+// fail records a host failure: the guest sees HOST_ERROR and the event's
+// attempt fails once the call returns.
+func (c *call) fail(err error) uint64 {
+	if c.hostErr == nil {
+		c.hostErr = err
+	}
+	c.logger.Error("host function failed", "err", err)
+	return code(abi.CodeHostError)
+}
+
+func sendFunc(enqueue bool) api.GoModuleFunc {
+	name := abi.FuncSend
+	if enqueue {
+		name = abi.FuncEnqueue
+	}
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		c := callOf(ctx)
+		if c == nil {
+			stack[0] = code(abi.CodeUnsupported)
+			return
+		}
+		n := api.DecodeU32(stack[1])
+		if n > abi.MaxPayload {
+			stack[0] = code(abi.CodeTooLarge)
+			return
+		}
+		b, ok := read(mod, api.DecodeU32(stack[0]), n)
+		if !ok {
+			stack[0] = code(abi.CodeBadPointer)
+			return
+		}
+		req, err := abi.DecodeSendRequest(b)
+		if err != nil {
+			c.logger.Warn("guest passed a bad payload", "func", name, "err", err)
+			stack[0] = code(abi.CodeBadPayload)
+			return
+		}
+		var res abi.SendResult
+		if enqueue {
+			res, err = c.env.Enqueue(ctx, req)
+		} else {
+			res, err = c.env.Send(ctx, req)
+		}
+		if err != nil {
+			stack[0] = c.fail(err)
+			return
+		}
+		out, err := json.Marshal(res)
+		if err != nil {
+			stack[0] = c.fail(err)
+			return
+		}
+		stack[0] = c.setResult(out)
+	}
+}
+
+// stateKey reads a state key argument, or returns the error code to answer.
+func stateKey(mod api.Module, ptr, n uint32) (string, abi.Code) {
+	if n > abi.MaxStateKey {
+		return "", abi.CodeTooLarge
+	}
+	b, ok := read(mod, ptr, n)
+	if !ok {
+		return "", abi.CodeBadPointer
+	}
+	if len(b) == 0 {
+		return "", abi.CodeBadPayload
+	}
+	return string(b), 0
+}
+
+func (c *call) stateErr(err error) uint64 {
+	if errors.Is(err, ErrUnsupported) {
+		return code(abi.CodeUnsupported)
+	}
+	return c.fail(err)
+}
+
+var stateGet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	key, bad := stateKey(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+	switch {
+	case c == nil:
+		stack[0] = code(abi.CodeUnsupported)
+		return
+	case bad != 0:
+		stack[0] = code(bad)
+		return
+	}
+	v, ok, err := c.env.StateGet(ctx, key)
+	switch {
+	case err != nil:
+		stack[0] = c.stateErr(err)
+	case !ok:
+		stack[0] = code(abi.CodeNotFound)
+	default:
+		stack[0] = c.setResult(v)
+	}
+})
+
+var stateSet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	key, bad := stateKey(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+	switch {
+	case c == nil:
+		stack[0] = code(abi.CodeUnsupported)
+		return
+	case bad != 0:
+		stack[0] = code(bad)
+		return
+	}
+	n := api.DecodeU32(stack[3])
+	if n > abi.MaxPayload {
+		stack[0] = code(abi.CodeTooLarge)
+		return
+	}
+	v, ok := read(mod, api.DecodeU32(stack[2]), n)
+	if !ok {
+		stack[0] = code(abi.CodeBadPointer)
+		return
+	}
+	if err := c.env.StateSet(ctx, key, v); err != nil {
+		stack[0] = c.stateErr(err)
+		return
+	}
+	stack[0] = 0
+})
+
+var stateDelete = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	key, bad := stateKey(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+	switch {
+	case c == nil:
+		stack[0] = code(abi.CodeUnsupported)
+		return
+	case bad != 0:
+		stack[0] = code(bad)
+		return
+	}
+	if err := c.env.StateDelete(ctx, key); err != nil {
+		stack[0] = c.stateErr(err)
+		return
+	}
+	stack[0] = 0
+})
+
+var logFunc = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	level := int32(api.DecodeI32(stack[0]))
+	n := api.DecodeU32(stack[2])
+	if n > maxOutputLine {
+		n = maxOutputLine
+	}
+	b, ok := read(mod, api.DecodeU32(stack[1]), n)
+	if !ok || c == nil {
+		return
+	}
+	msg := string(b)
+	l := slog.LevelInfo
+	switch {
+	case level <= abi.LogDebug:
+		l = slog.LevelDebug
+	case level == abi.LogWarn:
+		l = slog.LevelWarn
+	case level >= abi.LogError:
+		l = slog.LevelError
+		c.lastError = msg
+	}
+	c.logger.Log(ctx, l, msg, slog.String("source", "guest"))
+})
+
+var nowMs = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	if c == nil {
+		stack[0] = 0
+		return
+	}
+	stack[0] = uint64(c.receivedAt)
+})

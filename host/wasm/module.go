@@ -1,0 +1,293 @@
+package wasm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/botrun/botrun/abi"
+)
+
+// Module is one loaded bot module with its pool of instances. Handle may be
+// called from many goroutines; at most Config.Workers calls run at once and no
+// instance is ever used by two calls.
+type Module struct {
+	engine   *Engine
+	name     string
+	digest   string
+	compiled wazero.CompiledModule
+	slots    chan struct{}
+
+	mu     sync.Mutex
+	idle   []*instance
+	closed bool
+}
+
+// Digest is the hex SHA-256 of the module's bytes.
+func (m *Module) Digest() string { return m.digest }
+
+// Name is the path or name the module was loaded from.
+func (m *Module) Name() string { return m.name }
+
+// instance is one instantiated module, used by one call at a time.
+type instance struct {
+	mod     api.Module
+	onEvent api.Function
+	clock   *virtualClock
+	rand    *eventRand
+	stdout  *guestOutput
+	stderr  *guestOutput
+}
+
+// Close closes the idle instances and the compiled module. Calls in flight
+// finish on their instances, which are closed when they return.
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	idle := m.idle
+	m.idle = nil
+	m.mu.Unlock()
+	for _, inst := range idle {
+		inst.mod.Close(ctx)
+	}
+	return m.compiled.Close(ctx)
+}
+
+func (m *Module) instantiate(ctx context.Context) (*instance, error) {
+	logger := m.engine.cfg.Logger.With(slog.String("module", m.name))
+	inst := &instance{
+		clock:  &virtualClock{},
+		rand:   newEventRand(""),
+		stdout: &guestOutput{logger: logger, stream: "stdout"},
+		stderr: &guestOutput{logger: logger, stream: "stderr"},
+	}
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(abi.ExportInitialize).
+		WithStdout(inst.stdout).
+		WithStderr(inst.stderr).
+		WithWalltime(inst.clock.walltime, 1000).
+		WithNanotime(inst.clock.nanotime, 1000).
+		WithNanosleep(inst.clock.sleep).
+		WithOsyield(func() {}).
+		WithRandSource(inst.rand)
+	// The start function runs under the handler deadline too.
+	ctx, cancel := context.WithTimeout(ctx, m.engine.cfg.HandlerTimeout)
+	defer cancel()
+	mod, err := m.engine.rt.InstantiateModule(ctx, m.compiled, cfg)
+	inst.stdout.flush("")
+	inst.stderr.flush("")
+	if err != nil {
+		return nil, fmt.Errorf("module %s does not start: %w", m.name, err)
+	}
+	inst.mod = mod
+	inst.onEvent = mod.ExportedFunction(abi.ExportOnEvent)
+	return inst, nil
+}
+
+// acquire takes an instance, waiting while all Workers are busy.
+func (m *Module) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case m.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		<-m.slots
+		return nil, fmt.Errorf("module %s is closed", m.name)
+	}
+	if n := len(m.idle); n > 0 {
+		inst := m.idle[n-1]
+		m.idle = m.idle[:n-1]
+		m.mu.Unlock()
+		return inst, nil
+	}
+	m.mu.Unlock()
+	inst, err := m.instantiate(ctx)
+	if err != nil {
+		<-m.slots
+		return nil, err
+	}
+	return inst, nil
+}
+
+// release returns a healthy instance to the pool, or closes a broken one.
+func (m *Module) release(ctx context.Context, inst *instance, broken bool) {
+	m.mu.Lock()
+	if broken || m.closed {
+		m.mu.Unlock()
+		inst.mod.Close(ctx)
+	} else {
+		m.idle = append(m.idle, inst)
+		m.mu.Unlock()
+	}
+	<-m.slots
+}
+
+// HandlerError is returned by Handle when the guest's handler returned an
+// error (status HANDLER_ERROR). Its effects happened; it is not retried.
+type HandlerError struct {
+	// Message is the last line the guest logged at error level, if any.
+	Message string
+}
+
+func (e *HandlerError) Error() string {
+	if e.Message == "" {
+		return "handler returned an error"
+	}
+	return "handler returned an error: " + e.Message
+}
+
+// FaultKind says why a call faulted.
+type FaultKind string
+
+// Fault kinds.
+const (
+	FaultTrap     FaultKind = "trap"
+	FaultDeadline FaultKind = "deadline"
+	FaultMemory   FaultKind = "out-of-memory"
+	FaultExit     FaultKind = "exit"
+	FaultCanceled FaultKind = "canceled"
+	FaultHost     FaultKind = "host-error"
+)
+
+// FaultError is returned by Handle when the call did not complete: a trap, the
+// deadline, out-of-memory, a guest exit, or a host function that failed. The
+// instance was discarded; the event may be retried safely.
+type FaultError struct {
+	Kind FaultKind
+	Err  error
+}
+
+func (e *FaultError) Error() string { return fmt.Sprintf("guest fault (%s): %v", e.Kind, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *FaultError) Unwrap() error { return e.Err }
+
+// Handle runs botrun_on_event for ev on a pooled instance, with env answering
+// the guest's host calls. It returns nil when the handler succeeded, a
+// *HandlerError when it returned an error, and a *FaultError when the call
+// faulted.
+func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
+	if ev.Media == nil {
+		ev.Media = []abi.Media{} // SPEC.md: an array, never null
+	}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("wasm: encode event %s: %w", ev.ID, err)
+	}
+	inst, err := m.acquire(ctx)
+	if err != nil {
+		return &FaultError{Kind: FaultHost, Err: err}
+	}
+	c := &call{
+		event:      payload,
+		receivedAt: ev.ReceivedAt,
+		env:        env,
+		logger:     m.engine.cfg.Logger.With(slog.String("module", m.name), slog.String("event", ev.ID)),
+	}
+	inst.clock.set(ev.ReceivedAt)
+	inst.rand.reseed(ev.ID)
+	inst.stdout.flush(ev.ID)
+	inst.stderr.flush(ev.ID)
+
+	callCtx, cancel := context.WithTimeout(withCall(ctx, c), m.engine.cfg.HandlerTimeout)
+	res, callErr := inst.onEvent.Call(callCtx, uint64(len(payload)))
+	deadline := callCtx.Err()
+	cancel()
+	inst.stdout.flush("")
+	inst.stderr.flush("")
+
+	if callErr == nil && c.hostErr == nil {
+		m.release(ctx, inst, false)
+		switch abi.Status(int32(res[0])) {
+		case abi.StatusOK:
+			return nil
+		case abi.StatusHandlerError:
+			return &HandlerError{Message: c.lastError}
+		default:
+			c.logger.Warn("guest returned an unknown status; treating it as a handler error", "status", int32(res[0]))
+			return &HandlerError{Message: c.lastError}
+		}
+	}
+	fault := m.classify(inst, callErr, deadline, ctx.Err(), c.hostErr)
+	m.release(ctx, inst, true)
+	return fault
+}
+
+func (m *Module) classify(inst *instance, callErr, deadline, parent, hostErr error) *FaultError {
+	var exit *sys.ExitError
+	switch {
+	case hostErr != nil:
+		return &FaultError{Kind: FaultHost, Err: hostErr}
+	case parent != nil:
+		return &FaultError{Kind: FaultCanceled, Err: parent}
+	case errors.Is(deadline, context.DeadlineExceeded):
+		return &FaultError{Kind: FaultDeadline, Err: fmt.Errorf("handler ran past bot.handler_timeout (%s)", m.engine.cfg.HandlerTimeout)}
+	case m.nearMemoryLimit(inst):
+		return &FaultError{Kind: FaultMemory, Err: fmt.Errorf("guest reached bot.max_memory (%d bytes): %w", m.engine.cfg.MaxMemory, callErr)}
+	case errors.As(callErr, &exit):
+		return &FaultError{Kind: FaultExit, Err: fmt.Errorf("guest exited with code %d", exit.ExitCode())}
+	}
+	return &FaultError{Kind: FaultTrap, Err: callErr}
+}
+
+// nearMemoryLimit reports whether the instance's memory is within 1 MiB of the
+// cap: a fault there is an allocation that could not grow.
+func (m *Module) nearMemoryLimit(inst *instance) bool {
+	mem := inst.mod.Memory()
+	if mem == nil {
+		return false
+	}
+	return int64(mem.Size())+(1<<20) >= m.engine.cfg.MaxMemory
+}
+
+// virtualClock is the guest's only clock: it starts at the event's journaled
+// time and advances one microsecond per read (and by any sleep), so a replay
+// reads the same times in the same order.
+type virtualClock struct{ ns atomic.Int64 }
+
+func (c *virtualClock) set(ms int64) { c.ns.Store(ms * 1e6) }
+
+func (c *virtualClock) walltime() (int64, int32) {
+	ns := c.ns.Add(1000)
+	return ns / 1e9, int32(ns % 1e9)
+}
+
+func (c *virtualClock) nanotime() int64 { return c.ns.Add(1000) }
+
+func (c *virtualClock) sleep(ns int64) {
+	if ns > 0 {
+		c.ns.Add(ns)
+	}
+}
+
+// eventRand is WASI's random source, seeded from the event id so that a replay
+// reads the same bytes.
+type eventRand struct{ src *rand.ChaCha8 }
+
+func newEventRand(id string) *eventRand {
+	r := &eventRand{}
+	r.reseed(id)
+	return r
+}
+
+func (r *eventRand) reseed(id string) {
+	r.src = rand.NewChaCha8(sha256.Sum256([]byte("botrun/random/" + id)))
+}
+
+func (r *eventRand) Read(p []byte) (int, error) {
+	return r.src.Read(p)
+}

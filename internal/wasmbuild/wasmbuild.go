@@ -1,0 +1,47 @@
+// Package wasmbuild builds Go guest modules for tests: GOOS=wasip1
+// GOARCH=wasm, -buildmode=c-shared, exactly as the README tells bot authors.
+// Builds share the Go build cache, so a rebuild of an unchanged guest is fast.
+package wasmbuild
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+var (
+	mu    sync.Mutex
+	built = map[string]string{}
+)
+
+// Go builds the Go guest in dir (a directory with its own go.mod, or a package
+// inside one) into a temporary file and returns its path. Each dir is built once
+// per test binary.
+func Go(t testing.TB, dir string) string {
+	t.Helper()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if out, ok := built[abs]; ok {
+		return out
+	}
+	outDir, err := os.MkdirTemp("", "botrun-guest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(outDir, filepath.Base(abs)+".wasm")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, ".")
+	cmd.Dir = abs
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building guest %s: %v\n%s", dir, err, b)
+	}
+	built[abs] = out
+	return out
+}
