@@ -1,0 +1,195 @@
+// Command botrun runs a durable WebAssembly bot described by a bot.toml.
+//
+//	botrun bot.toml            run the bot (same as botrun run bot.toml)
+//	botrun check bot.toml      validate the config and the module
+//	botrun version             print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `botrun runs a durable WebAssembly bot.
+
+Usage:
+  botrun [run] bot.toml     run the bot described by bot.toml
+  botrun check bot.toml     validate bot.toml and its module; exit 1 with the reasons
+  botrun version            print the version
+  botrun help               show this help
+
+Every command takes --help.
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "version":
+		return cmdVersion(args[1:], stdout, stderr)
+	case "check":
+		return cmdCheck(args[1:], stdout, stderr)
+	case "run":
+		return cmdRun(args[1:], stdout, stderr)
+	}
+	if strings.HasSuffix(args[0], ".toml") || fileExists(args[0]) {
+		return cmdRun(args, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "botrun: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// flags builds a command's flag set with a --help text.
+func flags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args; it returns an exit code when the command should stop.
+func parse(fs *flag.FlagSet, args []string, wantArgs int) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return 2, true
+	}
+	if fs.NArg() != wantArgs {
+		fs.Usage()
+		return 2, true
+	}
+	return 0, false
+}
+
+func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	fs := flags("version", "Usage: botrun version\n\nPrints botrun's version and the Go version it was built with.", stderr)
+	if code, stop := parse(fs, args, 0); stop {
+		return code
+	}
+	rev := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				rev = " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "botrun %s%s, ABI v1, %s\n", version, rev, strings.TrimPrefix(goVersion(), "go"))
+	return 0
+}
+
+func goVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.GoVersion
+	}
+	return "unknown"
+}
+
+func cmdCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flags("check", "Usage: botrun check bot.toml\n\nValidates bot.toml and compiles and validates its module against ABI v1.\nExit status 0 when both are good, 1 with the reasons otherwise.", stderr)
+	if code, stop := parse(fs, args, 1); stop {
+		return code
+	}
+	cfg, err := config.Load(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	ctx := context.Background()
+	engine, err := wasm.NewEngine(ctx, wasm.Config{
+		Workers: 1, MaxMemory: int64(cfg.Bot.MaxMemory), HandlerTimeout: cfg.Bot.HandlerTimeout.D(),
+		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer engine.Close(ctx)
+	m, err := engine.Load(ctx, cfg.Bot.Module)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "ok: %s: module %s (sha256 %s), %d provider(s), durability %s\n",
+		fs.Arg(0), cfg.Bot.Module, m.Digest()[:12], len(cfg.Providers), cfg.Durability.Backend)
+	return 0
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := flags("run", "Usage: botrun [run] [flags] bot.toml\n\nRuns the bot until SIGINT or SIGTERM, then lets events in flight finish.", stderr)
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	listen := fs.String("listen", "", "override [http] listen (host:port; port 0 picks a free one)")
+	if code, stop := parse(fs, args, 1); stop {
+		return code
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "botrun: --log-level %q: want debug, info, warn or error\n", *level)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	cfg, err := config.Load(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if *listen != "" {
+		cfg.HTTP.Listen = *listen
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	bot, err := host.New(ctx, cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: http.listen %q: %v (is another botrun running? pick another port)\n", cfg.File, cfg.HTTP.Listen, err)
+		return 1
+	}
+	logger.Info("botrun is up", "chat", "http://"+ln.Addr().String()+"/", "config", cfg.File)
+	fmt.Fprintf(stdout, "botrun: chat page at http://%s/\n", ln.Addr())
+	if err := bot.Run(ctx, ln, cfg.Bot.HandlerTimeout.D()+5*time.Second); err != nil {
+		logger.Error("stopped with an error", "err", err)
+		return 1
+	}
+	logger.Info("stopped")
+	return 0
+}

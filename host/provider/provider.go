@@ -1,0 +1,77 @@
+// Package provider is the channel SPI: the small Provider interface every
+// channel implements, the optional interfaces a channel may add, and the types
+// that cross it. One subpackage per channel implements it.
+//
+// provider imports only the standard library: channels know nothing of the
+// durability journals or the WASM engine.
+package provider
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Message is one inbound message as a channel parsed it.
+type Message struct {
+	// ID is the channel's message id, unique within the provider; admission
+	// deduplicates on it. Empty means the channel has none: the host makes one.
+	ID string
+	// Chat is the conversation the message belongs to.
+	Chat string
+	// From is the sender.
+	From string
+	// Text is the message text.
+	Text string
+	// Media are the attachments.
+	Media []Media
+	// ReceivedAt is when the channel received it; zero means now.
+	ReceivedAt time.Time
+}
+
+// Media is an attachment: a channel reference inbound; a reference or a public
+// URL outbound.
+type Media struct {
+	Type    string
+	Ref     string
+	URL     string
+	MIME    string
+	Caption string
+}
+
+// Outbound is one message to send. The idempotency key never reaches a
+// provider: the host's outbox owns it.
+type Outbound struct {
+	Chat  string
+	Text  string
+	Media *Media
+}
+
+// Provider sends messages on one channel. Send must be safe for concurrent use.
+type Provider interface {
+	// ID is the provider's id from bot.toml.
+	ID() string
+	// Send delivers msg and returns the channel's message id.
+	Send(ctx context.Context, msg Outbound) (ref string, err error)
+}
+
+// Admission is the host's answer to an inbound message.
+type Admission struct {
+	// ID is the inbound record id ("<provider id>:<message id>").
+	ID string
+	// Duplicate is true when the message id was already admitted; it is not
+	// processed again.
+	Duplicate bool
+}
+
+// Admitter is the host side of inbound: a channel calls Admit for each parsed
+// message and answers its transport only after Admit returns without error.
+type Admitter interface {
+	Admit(ctx context.Context, provider string, msg Message) (Admission, error)
+}
+
+// Router is implemented by a provider that serves HTTP (webhooks, pages). Its
+// routes are mounted on the [http] listen address.
+type Router interface {
+	Routes(mux *http.ServeMux)
+}

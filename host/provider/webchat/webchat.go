@@ -1,0 +1,286 @@
+// Package webchat is the development channel: a chat page a person uses in a
+// browser and a small JSON API that tools drive. It needs no credentials.
+//
+//	POST /webchat/{id}/messages  {"chat":"c1","from":"u1","text":"hola","id":"m-1"}
+//	     202 {"id":"web:m-1"} once admitted; 200 {"id":…,"duplicate":true} for a repeated id
+//	GET  /webchat/{id}/messages?chat=c1&after=N[&wait=20s]
+//	     200 {"messages":[{"seq":1,"chat":"c1","text":"echo: hola"}]}
+//
+// The bot's sends are kept in a Transcript, which the host backs with its store.
+package webchat
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/botrun/botrun/host/provider"
+)
+
+// Entry is one message the bot sent, as the transcript keeps it.
+type Entry struct {
+	Seq  int64  `json:"seq"`
+	Chat string `json:"chat"`
+	Text string `json:"text"`
+}
+
+// Transcript stores the bot's sends per provider. Seq increases by one per
+// Append across the provider.
+type Transcript interface {
+	Append(ctx context.Context, provider, chat, text string) (seq int64, err error)
+	After(ctx context.Context, provider, chat string, after int64, limit int) ([]Entry, error)
+}
+
+// Limits on what the API accepts.
+const (
+	MaxBody    = 64 << 10
+	MaxText    = 16 << 10
+	MaxIDChars = 256
+	pageLimit  = 500
+	maxWait    = 30 * time.Second
+)
+
+// Provider is a webchat channel.
+type Provider struct {
+	id    string
+	admit provider.Admitter
+	store Transcript
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every Append
+}
+
+// New returns the webchat provider id, admitting through admit and keeping the
+// transcript in store.
+func New(id string, admit provider.Admitter, store Transcript) *Provider {
+	return &Provider{id: id, admit: admit, store: store, changed: make(chan struct{})}
+}
+
+// ID implements provider.Provider.
+func (p *Provider) ID() string { return p.id }
+
+// Send implements provider.Provider: the message joins the transcript.
+func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
+	text := msg.Text
+	if msg.Media != nil {
+		text = strings.TrimSpace(text + " [" + msg.Media.Type + ": " + msg.Media.URL + msg.Media.Ref + "]")
+	}
+	seq, err := p.store.Append(ctx, p.id, msg.Chat, text)
+	if err != nil {
+		return "", fmt.Errorf("webchat %s: transcript: %w", p.id, err)
+	}
+	p.mu.Lock()
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+	return strconv.FormatInt(seq, 10), nil
+}
+
+//go:embed page.html
+var page embed.FS
+
+// Routes implements provider.Router.
+func (p *Provider) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /webchat/"+p.id+"/messages", p.post)
+	mux.HandleFunc("GET /webchat/"+p.id+"/messages", p.get)
+	mux.HandleFunc("GET /webchat/"+p.id+"/{$}", p.page)
+}
+
+// Page serves the chat page for this provider; the host mounts it at /.
+func (p *Provider) Page(w http.ResponseWriter, r *http.Request) { p.page(w, r) }
+
+func (p *Provider) page(w http.ResponseWriter, r *http.Request) {
+	b, _ := page.ReadFile("page.html")
+	b = bytes.ReplaceAll(b, []byte("{{PROVIDER}}"), []byte(p.id))
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(b)
+}
+
+// PostBody is the body of POST /webchat/{id}/messages.
+type PostBody struct {
+	Chat string `json:"chat"`
+	From string `json:"from"`
+	Text string `json:"text"`
+	ID   string `json:"id"`
+}
+
+// ErrBadRequest is wrapped by every error of DecodePost.
+var ErrBadRequest = errors.New("bad request")
+
+// DecodePost parses and validates a POST body from untrusted bytes.
+func DecodePost(b []byte) (PostBody, error) {
+	var m PostBody
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return PostBody{}, fmt.Errorf("%w: body must be a JSON object {\"chat\",\"from\",\"text\",\"id\"}: %v", ErrBadRequest, err)
+	}
+	if dec.More() {
+		return PostBody{}, fmt.Errorf("%w: trailing data after the JSON object", ErrBadRequest)
+	}
+	switch {
+	case m.Chat == "":
+		return PostBody{}, fmt.Errorf("%w: \"chat\" is required", ErrBadRequest)
+	case m.Text == "":
+		return PostBody{}, fmt.Errorf("%w: \"text\" is required", ErrBadRequest)
+	case len(m.Chat) > MaxIDChars || len(m.From) > MaxIDChars || len(m.ID) > MaxIDChars:
+		return PostBody{}, fmt.Errorf("%w: \"chat\", \"from\" and \"id\" are limited to %d bytes", ErrBadRequest, MaxIDChars)
+	case len(m.Text) > MaxText:
+		return PostBody{}, fmt.Errorf("%w: \"text\" is limited to %d bytes", ErrBadRequest, MaxText)
+	case !utf8.ValidString(m.Chat + m.From + m.Text + m.ID):
+		return PostBody{}, fmt.Errorf("%w: strings must be UTF-8", ErrBadRequest)
+	}
+	if m.From == "" {
+		m.From = m.Chat
+	}
+	return m, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func (p *Provider) post(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r.Body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	m, err := DecodePost(buf.Bytes())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if m.ID == "" {
+		var b [12]byte
+		rand.Read(b[:])
+		m.ID = hex.EncodeToString(b[:])
+	}
+	adm, err := p.admit.Admit(r.Context(), p.id, provider.Message{ID: m.ID, Chat: m.Chat, From: m.From, Text: m.Text})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not admitted, send it again: "+err.Error())
+		return
+	}
+	if adm.Duplicate {
+		writeJSON(w, http.StatusOK, map[string]any{"id": adm.ID, "duplicate": true})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": adm.ID})
+}
+
+func (p *Provider) get(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	chat := q.Get("chat")
+	if chat == "" {
+		writeError(w, http.StatusBadRequest, "query parameter \"chat\" is required")
+		return
+	}
+	var after int64
+	if s := q.Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "\"after\" must be a non-negative integer")
+			return
+		}
+		after = n
+	}
+	var wait time.Duration
+	if s := q.Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, "\"wait\" must be a duration such as \"20s\"")
+			return
+		}
+		wait = min(d, maxWait)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		p.mu.Lock()
+		changed := p.changed
+		p.mu.Unlock()
+		msgs, err := p.store.After(r.Context(), p.id, chat, after, pageLimit)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "transcript: "+err.Error())
+			return
+		}
+		left := time.Until(deadline)
+		if len(msgs) > 0 || left <= 0 {
+			if msgs == nil {
+				msgs = []Entry{}
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+			return
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+		t.Stop()
+	}
+}
+
+// MemoryTranscript is a Transcript in memory: it is lost on restart.
+type MemoryTranscript struct {
+	mu      sync.Mutex
+	seq     map[string]int64
+	entries map[string][]Entry // by provider
+}
+
+// NewMemoryTranscript returns an empty transcript.
+func NewMemoryTranscript() *MemoryTranscript {
+	return &MemoryTranscript{seq: map[string]int64{}, entries: map[string][]Entry{}}
+}
+
+// Append implements Transcript.
+func (t *MemoryTranscript) Append(_ context.Context, provider, chat, text string) (int64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq[provider]++
+	e := Entry{Seq: t.seq[provider], Chat: chat, Text: text}
+	t.entries[provider] = append(t.entries[provider], e)
+	return e.Seq, nil
+}
+
+// After implements Transcript.
+func (t *MemoryTranscript) After(_ context.Context, provider, chat string, after int64, limit int) ([]Entry, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Entry
+	for _, e := range t.entries[provider] {
+		if e.Seq > after && e.Chat == chat {
+			out = append(out, e)
+			if len(out) == limit {
+				break
+			}
+		}
+	}
+	return out, nil
+}
