@@ -10,7 +10,7 @@ func TestDecodeSendRequest(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, in, wantErr string
-		want             SendRequest
+		want              SendRequest
 	}{
 		{name: "text", in: `{"chat":"c1","text":"hi"}`, want: SendRequest{Chat: "c1", Text: "hi"}},
 		{name: "explicit key", in: `{"chat":"c1","text":"hi","media":null,"idempotency_key":"k"}`, want: SendRequest{Chat: "c1", Text: "hi", IdempotencyKey: "k"}},

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -59,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
 	}
-	if strings.HasSuffix(args[0], ".toml") || fileExists(args[0]) {
+	if strings.HasPrefix(args[0], "-") || strings.HasSuffix(args[0], ".toml") || fileExists(args[0]) {
 		return cmdRun(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "botrun: unknown command %q\n\n%s", args[0], usage)
@@ -134,7 +135,8 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	engine, err := wasm.NewEngine(ctx, wasm.Config{
 		Workers: 1, MaxMemory: int64(cfg.Bot.MaxMemory), HandlerTimeout: cfg.Bot.HandlerTimeout.D(),
-		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
+		CacheDir: filepath.Join(cfg.Bot.DataDir, "wasm-cache"),
+		Logger:   slog.New(slog.NewTextHandler(stderr, nil)),
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, err)

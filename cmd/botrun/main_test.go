@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/internal/wasmbuild"
+)
+
+// lockedBuffer is a bytes.Buffer safe to read while a child process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func writeConfig(t *testing.T, module string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "bot.toml")
+	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
+		module, filepath.Join(os.TempDir(), "botrun-test-data"))
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCheck(t *testing.T) {
+	good := writeConfig(t, wasmbuild.Go(t, "../../examples/echo"))
+	if code, out, errs := runCLI("check", good); code != 0 || !strings.HasPrefix(out, "ok: ") {
+		t.Fatalf("check good: %d %q %q", code, out, errs)
+	}
+	nomarker := writeConfig(t, wasmbuild.Go(t, "../../host/wasm/testdata/guests/nomarker"))
+	code, _, errs := runCLI("check", nomarker)
+	if code != 1 || !strings.Contains(errs, `is not a botrun ABI v1 module: missing export "botrun_abi_v1"`) {
+		t.Fatalf("check without marker: %d %q", code, errs)
+	}
+	missing := writeConfig(t, filepath.Join(t.TempDir(), "gone.wasm"))
+	if code, _, errs := runCLI("check", missing); code != 1 || !strings.Contains(errs, "gone.wasm: open") {
+		t.Fatalf("check missing module: %d %q", code, errs)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(bad, []byte("[bot]\nmodule = \"x.wasm\"\nworkerz = 2\n"), 0o644)
+	if code, _, errs := runCLI("check", bad); code != 1 || !strings.Contains(errs, "bad.toml:3: bot.workerz: unknown key") {
+		t.Fatalf("check bad config: %d %q", code, errs)
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"run", "--help"}, {"check", "-h"}, {"version", "--help"}} {
+		code, out, errs := runCLI(args...)
+		if code != 0 || !strings.Contains(out+errs, "Usage") && !strings.Contains(out+errs, "usage") {
+			t.Errorf("%v: %d %q %q", args, code, out, errs)
+		}
+	}
+	if code, out, _ := runCLI("version"); code != 0 || !strings.HasPrefix(out, "botrun ") || !strings.Contains(out, "ABI v1") {
+		t.Errorf("version: %d %q", code, out)
+	}
+	if code, _, errs := runCLI("frobnicate"); code != 2 || !strings.Contains(errs, `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: %d %q", code, errs)
+	}
+	if code, _, _ := runCLI("check"); code != 2 {
+		t.Errorf("check without a file: %d, want 2", code)
+	}
+}
+
+// TestProcessEchoAndGracefulStop builds botrun, runs `botrun bot.toml` as a
+// child process on a free port, gets the echo reply, and stops it with SIGTERM.
+func TestProcessEchoAndGracefulStop(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "botrun")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfg := writeConfig(t, wasmbuild.Go(t, "../../examples/echo"))
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", cfg)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no URL on stdout: %v\n%s", err, stderr.String())
+	}
+	base := strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(line, "botrun: chat page at ")), "/")
+	resp, err := http.Post(base+"/webchat/web/messages", "application/json", strings.NewReader(`{"chat":"c1","from":"u1","text":"hola","id":"m-1"}`))
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("POST: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(base + "/webchat/web/messages?chat=c1&after=0&wait=10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var l struct{ Messages []struct{ Text string } }
+	json.Unmarshal(b, &l)
+	if len(l.Messages) != 1 || l.Messages[0].Text != "echo: hola" {
+		t.Fatalf("GET: %s", b)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("botrun did not stop after SIGTERM\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "msg=stopped") {
+		t.Fatalf("no graceful stop in the log:\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,30 @@
+package bot
+
+import (
+	"errors"
+	"testing"
+)
+
+// Outside WebAssembly every host call answers UNSUPPORTED; these tests pin how
+// the SDK surfaces host codes and send outcomes.
+func TestHostErrors(t *testing.T) {
+	ctx := &Context{Event: Event{Chat: "c1"}}
+	_, err := ctx.Reply("hi")
+	var he *HostError
+	if !errors.As(err, &he) || he.Func != "send" || he.Error() != "botrun.send: UNSUPPORTED" || !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Reply outside a host: %v", err)
+	}
+	if _, _, err := ctx.StateGet("k"); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("StateGet: %v", err)
+	}
+	if err := (&HostError{Func: "send", Code: -2}); err.Error() != "botrun.send: BAD_PAYLOAD" || errors.Is(err, ErrUnsupported) {
+		t.Fatalf("BAD_PAYLOAD: %v", err)
+	}
+}
+
+func TestSendError(t *testing.T) {
+	err := &SendError{Result: SendResult{Status: "dead", Key: "web:1:1", Error: "recipient unreachable"}}
+	if got := err.Error(); got != "send web:1:1 dead: recipient unreachable" {
+		t.Fatalf("%q", got)
+	}
+}
