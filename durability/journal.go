@@ -1,0 +1,188 @@
+package durability
+
+import "context"
+
+// Lease is a claim's owner and duration.
+type Lease struct {
+	// Owner is the claiming instance id.
+	Owner string
+	// Now is the claim time.
+	Now int64
+	// Until is when the lease expires unless extended.
+	Until int64
+}
+
+// PutStatus says whether Put created the record.
+type PutStatus string
+
+// Put outcomes.
+const (
+	Created PutStatus = "created"
+	Exists  PutStatus = "exists"
+)
+
+// ClaimOptions select what ClaimDue takes.
+type ClaimOptions struct {
+	// Lease is the lease given to every claimed record (Now is the due time).
+	Lease Lease
+	// Limit caps how many records are claimed (0 means 100).
+	Limit int
+	// PendingBefore: inbox pending records created before it are claimable
+	// (records this process admitted later are already queued in it).
+	PendingBefore int64
+	// Reclaim, when set, also claims leases its Owner took before Before
+	// although they have not expired: a restarted instance's first sweep
+	// recovers the dead incarnation's records at once.
+	Reclaim *Reclaim
+}
+
+// Reclaim names an earlier incarnation's leases.
+type Reclaim struct {
+	Owner  string
+	Before int64
+}
+
+// ListFilter selects records for List, oldest CreatedAt first.
+type ListFilter struct {
+	// State filters by state (empty: any).
+	State string
+	// Chat filters by chat (empty: any).
+	Chat string
+	// Limit caps the result (0: no cap).
+	Limit int
+}
+
+// OutboxPut is a new outbound record.
+type OutboxPut struct {
+	Key          string
+	Provider     string
+	Chat         string
+	Payload      []byte
+	Fingerprint  string
+	PreviousPart string
+	Inbound      string
+}
+
+// FailOptions settle a failed attempt.
+type FailOptions struct {
+	Now int64
+	// RetryAt is when the record is due again (ignored with Dead).
+	RetryAt int64
+	// Dead sends the record to the dead-letter queue.
+	Dead bool
+	// Refund gives back the attempt the claim charged: the claim made no
+	// provider call (a part waiting behind an earlier part).
+	Refund bool
+}
+
+// ClaimedSend is a record ClaimDue leased.
+type ClaimedSend struct {
+	Record OutboxRecord
+	// Ambiguous is true when the record was sending under an expired (or
+	// reclaimed) lease: the provider may or may not have accepted it.
+	Ambiguous bool
+}
+
+// OutboxJournal is the persistence contract of outbound sends, method by method
+// the seed's OutboxJournal.
+type OutboxJournal interface {
+	// Put inserts rec if its key is absent; otherwise it returns the existing
+	// record unchanged with Exists. With lease, a new record is created already
+	// begun: sending, token 1, 1 attempt.
+	Put(ctx context.Context, rec OutboxPut, now int64, lease *Lease) (PutStatus, OutboxRecord, error)
+	// Begin moves a pending or failed record (due or not) to sending under a
+	// fresh token, charging an attempt: the persisted "about to call the
+	// provider" marker. ErrNotClaimable in any other state.
+	Begin(ctx context.Context, key string, lease Lease) (OutboxRecord, error)
+	// MarkSent moves sending → sent with the provider's ref.
+	MarkSent(ctx context.Context, key string, token int64, ref string, now int64) error
+	// Extend extends the lease of a sending record.
+	Extend(ctx context.Context, key string, token int64, until int64) error
+	// MarkFailed moves sending → failed (due at RetryAt) or dead.
+	MarkFailed(ctx context.Context, key string, token int64, errMsg string, opts FailOptions) error
+	// ClaimDue leases due pending and failed records and sending records whose
+	// lease expired (Ambiguous), oldest CreatedAt first, under fresh tokens.
+	ClaimDue(ctx context.Context, opts ClaimOptions) ([]ClaimedSend, error)
+	// ResolveAmbiguous settles an ambiguous claim: to unknown (terminal) or to
+	// pending (send again, due now).
+	ResolveAmbiguous(ctx context.Context, key string, token int64, to OutboxState, now int64) error
+	// Get returns the record, or ErrNotFound.
+	Get(ctx context.Context, key string) (OutboxRecord, error)
+	// List returns records by state and chat, oldest CreatedAt first.
+	List(ctx context.Context, f ListFilter) ([]OutboxRecord, error)
+	// Retry is the operator's retry: failed, dead or unknown → pending, due now,
+	// with its attempts reset.
+	Retry(ctx context.Context, key string, now int64) error
+	// Discard deletes the record: a later send with the key goes out again.
+	Discard(ctx context.Context, key string) error
+	// Purge deletes terminal records completed before before; it returns how
+	// many.
+	Purge(ctx context.Context, before int64) (int, error)
+}
+
+// InboxPut is a new inbound record.
+type InboxPut struct {
+	ID       string
+	Provider string
+	Chat     string
+	Payload  []byte
+}
+
+// StateWrite is one buffered conversation state write; Delete removes the key.
+type StateWrite struct {
+	Key    string
+	Value  []byte
+	Delete bool
+}
+
+// InboxJournal is the persistence contract of inbound messages.
+type InboxJournal interface {
+	// Put inserts rec if its id is absent (Created); otherwise it counts a
+	// duplicate on the existing record and returns it with Exists.
+	Put(ctx context.Context, rec InboxPut, now int64) (PutStatus, InboxRecord, error)
+	// Claim leases a pending or failed record (due or not), or a processing one
+	// whose lease expired, under a fresh token, charging an attempt.
+	// ErrNotClaimable otherwise.
+	Claim(ctx context.Context, id string, lease Lease) (InboxRecord, error)
+	// Extend extends the lease of a processing record.
+	Extend(ctx context.Context, id string, token int64, until int64) error
+	// Complete moves processing → done and applies the buffered state writes in
+	// the same atomic write. module is the digest of the module that ran it.
+	Complete(ctx context.Context, id string, token int64, effects []StateWrite, module string, now int64) error
+	// Fail moves processing → failed (due at RetryAt) or dead.
+	Fail(ctx context.Context, id string, token int64, errMsg string, opts FailOptions) error
+	// ClaimDue leases pending records created before PendingBefore, failed
+	// records due by now and processing records whose lease expired (or that
+	// Reclaim names), oldest CreatedAt first.
+	ClaimDue(ctx context.Context, opts ClaimOptions) ([]InboxRecord, error)
+	// Get returns the record, or ErrNotFound.
+	Get(ctx context.Context, id string) (InboxRecord, error)
+	// List returns records by state and chat, oldest CreatedAt first.
+	List(ctx context.Context, f ListFilter) ([]InboxRecord, error)
+	// Replay is the operator's replay: a done, failed or dead record → pending,
+	// with its attempts reset, so the next sweep processes it again.
+	Replay(ctx context.Context, id string, now int64) error
+	// Purge deletes terminal records completed before before.
+	Purge(ctx context.Context, before int64) (int, error)
+}
+
+// StateStore reads conversation state. Writes land only through
+// InboxJournal.Complete, atomically with the inbound record.
+type StateStore interface {
+	// Get returns the value of key; ok is false when absent.
+	Get(ctx context.Context, key string) (value []byte, ok bool, err error)
+}
+
+// Journals are one scope's view of a backend.
+type Journals struct {
+	Inbox  InboxJournal
+	Outbox OutboxJournal
+	State  StateStore
+}
+
+// Backend is a durability backend. Open returns the journals of one scope;
+// records of different scopes never meet.
+type Backend interface {
+	Open(ctx context.Context, scope Scope) (Journals, error)
+	Close() error
+}

@@ -1,0 +1,648 @@
+package durability
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// KvDurability implements Backend over any Kv: records are JSON values under
+// "<scope>/in/<id>" and "<scope>/out/<key>", conversation state under
+// "<scope>/st/<key>", and each journal keeps two ordered indexes: "due" (when a
+// record becomes claimable) and "created" (listing order and purge).
+type KvDurability struct {
+	kv Kv
+}
+
+// NewKvDurability returns the journals over kv.
+func NewKvDurability(kv Kv) *KvDurability { return &KvDurability{kv: kv} }
+
+// Open implements Backend.
+func (d *KvDurability) Open(_ context.Context, scope Scope) (Journals, error) {
+	p := scope.ID() + "/"
+	in := &table[InboxRecord]{kv: d.kv, prefix: p + "in/", scores: inboxScores}
+	out := &table[OutboxRecord]{kv: d.kv, prefix: p + "out/", scores: outboxScores}
+	st := &kvState{kv: d.kv, prefix: p + "st/"}
+	return Journals{Inbox: &kvInbox{t: in, state: st}, Outbox: &kvOutbox{t: out}, State: st}, nil
+}
+
+// Close implements Backend.
+func (d *KvDurability) Close() error { return d.kv.Close() }
+
+const (
+	scanPage = 256
+	// scanBudget bounds how many index entries one ClaimDue reads.
+	scanBudget = 20000
+)
+
+// table stores records of type T in a Kv with their due and created scores.
+type table[T any] struct {
+	kv     Kv
+	prefix string
+	// scores returns the record's due score (inDue false when it is never
+	// claimable) and its created score.
+	scores func(*T) (due int64, inDue bool, created int64)
+}
+
+func (t *table[T]) due() string     { return t.prefix + "due" }
+func (t *table[T]) created() string { return t.prefix + "created" }
+
+func (t *table[T]) get(ctx context.Context, id string) (T, int64, error) {
+	var rec T
+	b, v, err := t.kv.Get(ctx, t.prefix+"r/"+id)
+	if err != nil {
+		return rec, 0, err
+	}
+	if v == 0 {
+		return rec, 0, ErrNotFound
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, 0, fmt.Errorf("durability: record %s%s is corrupt: %w", t.prefix, id, err)
+	}
+	return rec, v, nil
+}
+
+// put writes rec over version (0 to create) with its index entries and extra
+// writes, atomically.
+func (t *table[T]) put(ctx context.Context, id string, version int64, rec *T, extra []Write) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	due, inDue, created := t.scores(rec)
+	idx := []IndexOp{{Index: t.created(), Member: id, Score: created}}
+	if inDue {
+		idx = append(idx, IndexOp{Index: t.due(), Member: id, Score: due})
+	} else {
+		idx = append(idx, IndexOp{Index: t.due(), Member: id, Remove: true})
+	}
+	writes := append([]Write{{Key: t.prefix + "r/" + id, Version: version, Value: b}}, extra...)
+	return t.kv.Commit(ctx, writes, idx)
+}
+
+func (t *table[T]) del(ctx context.Context, id string, version int64) error {
+	return t.kv.Commit(ctx, []Write{{Key: t.prefix + "r/" + id, Version: version, Delete: true}},
+		[]IndexOp{{Index: t.created(), Member: id, Remove: true}, {Index: t.due(), Member: id, Remove: true}})
+}
+
+// update applies fn to the current record and writes it, retrying on version
+// conflicts. fn returns the extra writes to commit with the record.
+func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Write, error)) (T, error) {
+	for {
+		rec, v, err := t.get(ctx, id)
+		if err != nil {
+			return rec, err
+		}
+		extra, err := fn(&rec)
+		if err != nil {
+			return rec, err
+		}
+		err = t.put(ctx, id, v, &rec, extra)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		return rec, err
+	}
+}
+
+// scan reads records from index with min <= score <= max, calling keep for
+// each until it returns false or the budget is spent.
+func (t *table[T]) scan(ctx context.Context, index string, max int64, keep func(id string, rec T, version int64) bool) error {
+	cursor := IndexEntry{Score: math.MinInt64}
+	for read := 0; read < scanBudget; {
+		entries, err := t.kv.Range(ctx, index, cursor, max, scanPage)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			read++
+			rec, v, err := t.get(ctx, e.Member)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !keep(e.Member, rec, v) {
+				return nil
+			}
+		}
+		if len(entries) < scanPage {
+			return nil
+		}
+		cursor = entries[len(entries)-1]
+	}
+	return nil
+}
+
+// list returns records matching match from the created index, oldest first.
+func (t *table[T]) list(ctx context.Context, limit int, match func(*T) bool) ([]T, error) {
+	var out []T
+	err := t.scan(ctx, t.created(), math.MaxInt64, func(_ string, rec T, _ int64) bool {
+		if match(&rec) {
+			out = append(out, rec)
+		}
+		return limit <= 0 || len(out) < limit
+	})
+	return out, err
+}
+
+// purge deletes records created before before for which dead returns true.
+func (t *table[T]) purge(ctx context.Context, before int64, purgeable func(*T) bool) (int, error) {
+	type victim struct {
+		id string
+		v  int64
+	}
+	var victims []victim
+	err := t.scan(ctx, t.created(), before, func(id string, rec T, v int64) bool {
+		if purgeable(&rec) {
+			victims = append(victims, victim{id, v})
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, vc := range victims {
+		err := t.del(ctx, vc.id, vc.v)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrConflict):
+			// It changed since the scan (a replay or retry): keep it.
+		default:
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func inboxScores(r *InboxRecord) (int64, bool, int64) {
+	switch r.State {
+	case InboxPending:
+		return r.CreatedAt, true, r.CreatedAt
+	case InboxFailed:
+		return r.RetryAt, true, r.CreatedAt
+	case InboxProcessing:
+		return r.LeaseUntil, true, r.CreatedAt
+	}
+	return 0, false, r.CreatedAt
+}
+
+func outboxScores(r *OutboxRecord) (int64, bool, int64) {
+	switch r.State {
+	case OutboxPending, OutboxFailed:
+		return r.RetryAt, true, r.CreatedAt
+	case OutboxSending:
+		return r.LeaseUntil, true, r.CreatedAt
+	}
+	return 0, false, r.CreatedAt
+}
+
+// claimWindow returns the due-index ceiling for a ClaimDue.
+func claimWindow(opts ClaimOptions) int64 {
+	if opts.Reclaim != nil {
+		return math.MaxInt64 // reclaimed leases have not expired yet
+	}
+	return opts.Lease.Now
+}
+
+func limitOf(opts ClaimOptions) int {
+	if opts.Limit <= 0 {
+		return 100
+	}
+	return opts.Limit
+}
+
+func reclaims(opts ClaimOptions, owner string, leasedAt int64) bool {
+	return opts.Reclaim != nil && owner == opts.Reclaim.Owner && leasedAt < opts.Reclaim.Before
+}
+
+// kvInbox implements InboxJournal.
+type kvInbox struct {
+	t     *table[InboxRecord]
+	state *kvState
+}
+
+func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64) (PutStatus, InboxRecord, error) {
+	for {
+		rec, v, err := j.t.get(ctx, p.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			rec = InboxRecord{ID: p.ID, Provider: p.Provider, Chat: p.Chat, Payload: p.Payload,
+				State: InboxPending, CreatedAt: now, UpdatedAt: now}
+			err = j.t.put(ctx, p.ID, 0, &rec, nil)
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			return Created, rec, err
+		case err != nil:
+			return "", rec, err
+		}
+		rec.Duplicates++
+		rec.UpdatedAt = max(rec.UpdatedAt, now)
+		err = j.t.put(ctx, p.ID, v, &rec, nil)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		return Exists, rec, err
+	}
+}
+
+func claimInbox(rec *InboxRecord, lease Lease) {
+	rec.State = InboxProcessing
+	rec.Attempts++
+	rec.Token++
+	rec.Owner = lease.Owner
+	rec.LeasedAt = lease.Now
+	rec.LeaseUntil = lease.Until
+	rec.RetryAt = 0
+	rec.UpdatedAt = lease.Now
+}
+
+func (j *kvInbox) Claim(ctx context.Context, id string, lease Lease) (InboxRecord, error) {
+	return j.t.update(ctx, id, func(rec *InboxRecord) ([]Write, error) {
+		switch {
+		case rec.State == InboxPending || rec.State == InboxFailed:
+		case rec.State == InboxProcessing && rec.LeaseUntil <= lease.Now:
+		default:
+			return nil, fmt.Errorf("%w: inbox %s is %s", ErrNotClaimable, id, rec.State)
+		}
+		claimInbox(rec, lease)
+		return nil, nil
+	})
+}
+
+// leased checks a fencing token against a record in the leased state.
+func leased(state, want string, token, current int64, what, id string) error {
+	if state != want || token != current {
+		return fmt.Errorf("%w: %s %s (token %d, record %s with token %d)", ErrStaleLease, what, id, token, state, current)
+	}
+	return nil
+}
+
+func (j *kvInbox) Extend(ctx context.Context, id string, token, until int64) error {
+	_, err := j.t.update(ctx, id, func(rec *InboxRecord) ([]Write, error) {
+		if err := leased(string(rec.State), string(InboxProcessing), token, rec.Token, "inbox", id); err != nil {
+			return nil, err
+		}
+		rec.LeaseUntil = until
+		return nil, nil
+	})
+	return err
+}
+
+func (j *kvInbox) Complete(ctx context.Context, id string, token int64, effects []StateWrite, module string, now int64) error {
+	_, err := j.t.update(ctx, id, func(rec *InboxRecord) ([]Write, error) {
+		if err := leased(string(rec.State), string(InboxProcessing), token, rec.Token, "inbox", id); err != nil {
+			return nil, err
+		}
+		rec.State = InboxDone
+		rec.Module = module
+		rec.Error = ""
+		rec.LeaseUntil = 0
+		rec.UpdatedAt, rec.CompletedAt = now, now
+		return j.state.writes(effects), nil
+	})
+	return err
+}
+
+func (j *kvInbox) Fail(ctx context.Context, id string, token int64, errMsg string, o FailOptions) error {
+	_, err := j.t.update(ctx, id, func(rec *InboxRecord) ([]Write, error) {
+		if err := leased(string(rec.State), string(InboxProcessing), token, rec.Token, "inbox", id); err != nil {
+			return nil, err
+		}
+		rec.Error = errMsg
+		rec.LeaseUntil = 0
+		rec.UpdatedAt = o.Now
+		if o.Refund && rec.Attempts > 0 {
+			rec.Attempts--
+		}
+		if o.Dead {
+			rec.State, rec.CompletedAt, rec.RetryAt = InboxDead, o.Now, 0
+		} else {
+			rec.State, rec.RetryAt = InboxFailed, o.RetryAt
+		}
+		return nil, nil
+	})
+	return err
+}
+
+func (j *kvInbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]InboxRecord, error) {
+	now := opts.Lease.Now
+	var cands []InboxRecord
+	err := j.t.scan(ctx, j.t.due(), claimWindow(opts), func(_ string, rec InboxRecord, _ int64) bool {
+		switch rec.State {
+		case InboxPending:
+			if rec.CreatedAt < opts.PendingBefore {
+				cands = append(cands, rec)
+			}
+		case InboxFailed:
+			if rec.RetryAt <= now {
+				cands = append(cands, rec)
+			}
+		case InboxProcessing:
+			if rec.LeaseUntil <= now || reclaims(opts, rec.Owner, rec.LeasedAt) {
+				cands = append(cands, rec)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(cands, func(a, b InboxRecord) int {
+		if a.CreatedAt != b.CreatedAt {
+			return cmp.Compare(a.CreatedAt, b.CreatedAt)
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	var out []InboxRecord
+	for _, c := range cands {
+		if len(out) == limitOf(opts) {
+			break
+		}
+		rec, err := j.t.update(ctx, c.ID, func(rec *InboxRecord) ([]Write, error) {
+			ok := false
+			switch rec.State {
+			case InboxPending:
+				ok = rec.CreatedAt < opts.PendingBefore
+			case InboxFailed:
+				ok = rec.RetryAt <= now
+			case InboxProcessing:
+				ok = rec.LeaseUntil <= now || reclaims(opts, rec.Owner, rec.LeasedAt)
+			}
+			if !ok {
+				return nil, ErrNotClaimable
+			}
+			claimInbox(rec, opts.Lease)
+			return nil, nil
+		})
+		switch {
+		case err == nil:
+			out = append(out, rec)
+		case errors.Is(err, ErrNotClaimable), errors.Is(err, ErrNotFound):
+		default:
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func (j *kvInbox) Get(ctx context.Context, id string) (InboxRecord, error) {
+	rec, _, err := j.t.get(ctx, id)
+	return rec, err
+}
+
+func (j *kvInbox) List(ctx context.Context, f ListFilter) ([]InboxRecord, error) {
+	return j.t.list(ctx, f.Limit, func(r *InboxRecord) bool {
+		return (f.State == "" || string(r.State) == f.State) && (f.Chat == "" || r.Chat == f.Chat)
+	})
+}
+
+func (j *kvInbox) Replay(ctx context.Context, id string, now int64) error {
+	_, err := j.t.update(ctx, id, func(rec *InboxRecord) ([]Write, error) {
+		if rec.State != InboxDone && rec.State != InboxDead && rec.State != InboxFailed {
+			return nil, fmt.Errorf("%w: inbox %s is %s (replay takes done, failed or dead)", ErrInvalidState, id, rec.State)
+		}
+		rec.State = InboxPending
+		rec.Attempts, rec.RetryAt, rec.CompletedAt, rec.LeaseUntil = 0, 0, 0, 0
+		rec.UpdatedAt = now
+		return nil, nil
+	})
+	return err
+}
+
+func (j *kvInbox) Purge(ctx context.Context, before int64) (int, error) {
+	return j.t.purge(ctx, before, func(r *InboxRecord) bool {
+		return r.State.Terminal() && r.CompletedAt < before
+	})
+}
+
+// kvOutbox implements OutboxJournal.
+type kvOutbox struct {
+	t *table[OutboxRecord]
+}
+
+func beginOutbox(rec *OutboxRecord, lease Lease) {
+	rec.State = OutboxSending
+	rec.Attempts++
+	rec.Token++
+	rec.Owner = lease.Owner
+	rec.LeasedAt = lease.Now
+	rec.LeaseUntil = lease.Until
+	rec.UpdatedAt = lease.Now
+}
+
+func (j *kvOutbox) Put(ctx context.Context, p OutboxPut, now int64, lease *Lease) (PutStatus, OutboxRecord, error) {
+	for {
+		rec, _, err := j.t.get(ctx, p.Key)
+		if err == nil {
+			return Exists, rec, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return "", rec, err
+		}
+		rec = OutboxRecord{Key: p.Key, Provider: p.Provider, Chat: p.Chat, Payload: p.Payload,
+			Fingerprint: p.Fingerprint, PreviousPart: p.PreviousPart, Inbound: p.Inbound,
+			State: OutboxPending, RetryAt: now, CreatedAt: now, UpdatedAt: now}
+		if lease != nil {
+			beginOutbox(&rec, *lease)
+			rec.RetryAt = 0
+		}
+		err = j.t.put(ctx, p.Key, 0, &rec, nil)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		return Created, rec, err
+	}
+}
+
+func (j *kvOutbox) Begin(ctx context.Context, key string, lease Lease) (OutboxRecord, error) {
+	return j.t.update(ctx, key, func(rec *OutboxRecord) ([]Write, error) {
+		if rec.State != OutboxPending && rec.State != OutboxFailed {
+			return nil, fmt.Errorf("%w: outbox %s is %s", ErrNotClaimable, key, rec.State)
+		}
+		beginOutbox(rec, lease)
+		return nil, nil
+	})
+}
+
+func (j *kvOutbox) sending(ctx context.Context, key string, token int64, fn func(rec *OutboxRecord)) error {
+	_, err := j.t.update(ctx, key, func(rec *OutboxRecord) ([]Write, error) {
+		if err := leased(string(rec.State), string(OutboxSending), token, rec.Token, "outbox", key); err != nil {
+			return nil, err
+		}
+		fn(rec)
+		return nil, nil
+	})
+	return err
+}
+
+func (j *kvOutbox) MarkSent(ctx context.Context, key string, token int64, ref string, now int64) error {
+	return j.sending(ctx, key, token, func(rec *OutboxRecord) {
+		rec.State, rec.Ref, rec.Error = OutboxSent, ref, ""
+		rec.LeaseUntil, rec.RetryAt = 0, 0
+		rec.UpdatedAt, rec.CompletedAt = now, now
+	})
+}
+
+func (j *kvOutbox) Extend(ctx context.Context, key string, token, until int64) error {
+	return j.sending(ctx, key, token, func(rec *OutboxRecord) { rec.LeaseUntil = until })
+}
+
+func (j *kvOutbox) MarkFailed(ctx context.Context, key string, token int64, errMsg string, o FailOptions) error {
+	return j.sending(ctx, key, token, func(rec *OutboxRecord) {
+		rec.Error = errMsg
+		rec.LeaseUntil = 0
+		rec.UpdatedAt = o.Now
+		if o.Refund && rec.Attempts > 0 {
+			rec.Attempts--
+		}
+		if o.Dead {
+			rec.State, rec.CompletedAt, rec.RetryAt = OutboxDead, o.Now, 0
+		} else {
+			rec.State, rec.RetryAt = OutboxFailed, o.RetryAt
+		}
+	})
+}
+
+func (j *kvOutbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]ClaimedSend, error) {
+	now := opts.Lease.Now
+	claimable := func(rec *OutboxRecord) (ok, ambiguous bool) {
+		switch rec.State {
+		case OutboxPending, OutboxFailed:
+			return rec.RetryAt <= now, false
+		case OutboxSending:
+			amb := rec.LeaseUntil <= now || reclaims(opts, rec.Owner, rec.LeasedAt)
+			return amb, amb
+		}
+		return false, false
+	}
+	var cands []OutboxRecord
+	err := j.t.scan(ctx, j.t.due(), claimWindow(opts), func(_ string, rec OutboxRecord, _ int64) bool {
+		if ok, _ := claimable(&rec); ok {
+			cands = append(cands, rec)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(cands, func(a, b OutboxRecord) int {
+		if a.CreatedAt != b.CreatedAt {
+			return cmp.Compare(a.CreatedAt, b.CreatedAt)
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	var out []ClaimedSend
+	for _, c := range cands {
+		if len(out) == limitOf(opts) {
+			break
+		}
+		var amb bool
+		rec, err := j.t.update(ctx, c.Key, func(rec *OutboxRecord) ([]Write, error) {
+			ok, a := claimable(rec)
+			if !ok {
+				return nil, ErrNotClaimable
+			}
+			amb = a
+			if a {
+				// An ambiguous claim made no provider call: it charges nothing.
+				rec.Attempts--
+			}
+			beginOutbox(rec, opts.Lease)
+			return nil, nil
+		})
+		switch {
+		case err == nil:
+			out = append(out, ClaimedSend{Record: rec, Ambiguous: amb})
+		case errors.Is(err, ErrNotClaimable), errors.Is(err, ErrNotFound):
+		default:
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func (j *kvOutbox) ResolveAmbiguous(ctx context.Context, key string, token int64, to OutboxState, now int64) error {
+	if to != OutboxUnknown && to != OutboxPending {
+		return fmt.Errorf("%w: resolve ambiguous to %q (want unknown or pending)", ErrInvalidState, to)
+	}
+	return j.sending(ctx, key, token, func(rec *OutboxRecord) {
+		rec.State, rec.LeaseUntil, rec.UpdatedAt = to, 0, now
+		if to == OutboxUnknown {
+			rec.CompletedAt = now
+		} else {
+			rec.RetryAt = now
+		}
+	})
+}
+
+func (j *kvOutbox) Get(ctx context.Context, key string) (OutboxRecord, error) {
+	rec, _, err := j.t.get(ctx, key)
+	return rec, err
+}
+
+func (j *kvOutbox) List(ctx context.Context, f ListFilter) ([]OutboxRecord, error) {
+	return j.t.list(ctx, f.Limit, func(r *OutboxRecord) bool {
+		return (f.State == "" || string(r.State) == f.State) && (f.Chat == "" || r.Chat == f.Chat)
+	})
+}
+
+func (j *kvOutbox) Retry(ctx context.Context, key string, now int64) error {
+	_, err := j.t.update(ctx, key, func(rec *OutboxRecord) ([]Write, error) {
+		if rec.State != OutboxFailed && rec.State != OutboxDead && rec.State != OutboxUnknown {
+			return nil, fmt.Errorf("%w: outbox %s is %s (retry takes failed, dead or unknown)", ErrInvalidState, key, rec.State)
+		}
+		rec.State, rec.Attempts, rec.RetryAt, rec.CompletedAt, rec.UpdatedAt = OutboxPending, 0, now, 0, now
+		return nil, nil
+	})
+	return err
+}
+
+func (j *kvOutbox) Discard(ctx context.Context, key string) error {
+	for {
+		_, v, err := j.t.get(ctx, key)
+		if err != nil {
+			return err
+		}
+		err = j.t.del(ctx, key, v)
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
+}
+
+func (j *kvOutbox) Purge(ctx context.Context, before int64) (int, error) {
+	return j.t.purge(ctx, before, func(r *OutboxRecord) bool {
+		return r.State.Terminal() && r.CompletedAt < before
+	})
+}
+
+// kvState implements StateStore and turns state writes into Kv writes.
+type kvState struct {
+	kv     Kv
+	prefix string
+}
+
+func (s *kvState) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	b, v, err := s.kv.Get(ctx, s.prefix+key)
+	if err != nil || v == 0 {
+		return nil, false, err
+	}
+	return b, true, nil
+}
+
+func (s *kvState) writes(effects []StateWrite) []Write {
+	var ws []Write
+	for _, e := range effects {
+		ws = append(ws, Write{Key: s.prefix + e.Key, Version: AnyVersion, Value: e.Value, Delete: e.Delete})
+	}
+	return ws
+}
