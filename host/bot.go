@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,67 +12,151 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/webchat"
 	"github.com/botrun/botrun/host/wasm"
 )
 
-// Bot is one running bot: its module, providers, dispatcher and HTTP surface.
+// Handler runs one event against env. *wasm.Module implements it; tests may
+// pass a native handler.
+type Handler interface {
+	Handle(ctx context.Context, ev abi.Event, env wasm.Env) error
+	// Digest identifies the code; it is recorded on each completed record.
+	Digest() string
+}
+
+// Options change how New builds a bot. The zero value builds everything from
+// the config.
+type Options struct {
+	// Logger receives the bot's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Backend replaces the backend named by the config (the bot does not close
+	// an injected backend).
+	Backend durability.Backend
+	// Handler replaces the config's module.
+	Handler Handler
+	// Providers replace the config's providers.
+	Providers []provider.Provider
+}
+
+// Bot is one running bot: its handler, providers, journals, dispatcher,
+// sweeper and HTTP surface.
 type Bot struct {
 	cfg       *config.Config
 	log       *slog.Logger
+	policy    policy
 	engine    *wasm.Engine
-	module    *wasm.Module
+	handler   Handler
 	providers map[string]provider.Provider
 	chatPage  http.HandlerFunc
-	dispatch  *dispatcher
 
-	mu       sync.Mutex
-	admitted map[string]bool // inbound record ids, for deduplication
-	sent     map[string]string
+	backend    durability.Backend
+	ownBackend bool
+	inbox      durability.InboxJournal
+	outbox     durability.OutboxJournal
+	state      durability.StateStore
+
+	dispatch *dispatcher
+	metrics  counters
+	boot     time.Time
+	wake     chan struct{}
+
+	mu        sync.Mutex
+	listeners []func(Event)
+	started   bool
+	stopping  bool
+	stopped   chan struct{}
+	sweepDone chan struct{}
+	abandon   context.CancelFunc
+	baseCtx   context.Context
 }
 
-// inbound is an admitted event.
-type inbound struct {
-	provider string
-	event    abi.Event
-}
-
-// New loads cfg's module and builds its providers. It does not serve yet.
-func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Bot, error) {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	if cfg.Durability.Backend != "memory" {
-		return nil, fmt.Errorf("%s: durability.backend %q is not available in this build yet (use memory, or leave out [durability])", cfg.File, cfg.Durability.Backend)
-	}
-	engine, err := wasm.NewEngine(ctx, wasm.Config{
-		Workers:        cfg.Bot.Workers,
-		HandlerTimeout: cfg.Bot.HandlerTimeout.D(),
-		MaxMemory:      int64(cfg.Bot.MaxMemory),
-		CacheDir:       filepath.Join(cfg.Bot.DataDir, "wasm-cache"),
-		Logger:         logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	module, err := engine.Load(ctx, cfg.Bot.Module)
-	if err != nil {
-		engine.Close(ctx)
-		return nil, err
-	}
+// New builds a bot from cfg: it opens the journals, loads the module and builds
+// the providers. Run starts it.
+func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	b := &Bot{
 		cfg:       cfg,
-		log:       logger,
-		engine:    engine,
-		module:    module,
+		log:       opts.Logger,
+		policy:    newPolicy(cfg),
 		providers: map[string]provider.Provider{},
-		admitted:  map[string]bool{},
-		sent:      map[string]string{},
+		boot:      time.Now(),
+		wake:      make(chan struct{}, 1),
+		stopped:   make(chan struct{}),
+		sweepDone: make(chan struct{}),
+	}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	b.baseCtx, b.abandon = context.WithCancel(context.Background())
+	if err := b.openBackend(ctx, opts.Backend); err != nil {
+		return nil, err
+	}
+	b.handler = opts.Handler
+	if b.handler == nil {
+		if err := b.loadModule(ctx); err != nil {
+			b.closeBackend()
+			return nil, err
+		}
+	}
+	if err := b.buildProviders(opts.Providers); err != nil {
+		b.close()
+		return nil, err
+	}
+	b.dispatch = newDispatcher(cfg.Bot.Workers, b.handle)
+	return b, nil
+}
+
+func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) error {
+	b.backend = injected
+	if b.backend == nil {
+		switch b.cfg.Durability.Backend {
+		case "memory":
+			b.backend, b.ownBackend = memory.New(), true
+		default:
+			return fmt.Errorf("%s: durability.backend %q is not available in this build yet (use memory, or leave out [durability])", b.cfg.File, b.cfg.Durability.Backend)
+		}
+	}
+	j, err := b.backend.Open(ctx, durability.Scope{Bot: b.cfg.Bot.ID, Connection: "default"})
+	if err != nil {
+		return fmt.Errorf("durability: open %s backend: %w", b.cfg.Durability.Backend, err)
+	}
+	b.inbox, b.outbox, b.state = j.Inbox, j.Outbox, j.State
+	return nil
+}
+
+func (b *Bot) loadModule(ctx context.Context) error {
+	engine, err := wasm.NewEngine(ctx, wasm.Config{
+		Workers:        b.cfg.Bot.Workers,
+		HandlerTimeout: b.cfg.Bot.HandlerTimeout.D(),
+		MaxMemory:      int64(b.cfg.Bot.MaxMemory),
+		CacheDir:       filepath.Join(b.cfg.Bot.DataDir, "wasm-cache"),
+		Logger:         b.log,
+	})
+	if err != nil {
+		return err
+	}
+	module, err := engine.Load(ctx, b.cfg.Bot.Module)
+	if err != nil {
+		engine.Close(ctx)
+		return err
+	}
+	b.engine, b.handler = engine, module
+	b.log.Info("module loaded", "module", b.cfg.Bot.Module, "sha256", module.Digest()[:12])
+	return nil
+}
+
+func (b *Bot) buildProviders(injected []provider.Provider) error {
+	for _, p := range injected {
+		b.providers[p.ID()] = p
+	}
+	if injected != nil {
+		return nil
 	}
 	transcript := webchat.NewMemoryTranscript()
-	for _, pc := range cfg.Providers {
+	for _, pc := range b.cfg.Providers {
 		switch pc := pc.(type) {
 		case *config.Webchat:
 			wc := webchat.New(pc.ID, b, transcript)
@@ -83,62 +165,10 @@ func New(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*Bot, er
 				b.chatPage = wc.Page
 			}
 		default:
-			engine.Close(ctx)
-			return nil, fmt.Errorf("provider %q: type %q has no implementation", pc.Common().ID, pc.Common().Type)
+			return fmt.Errorf("provider %q: type %q has no implementation", pc.Common().ID, pc.Common().Type)
 		}
 	}
-	b.dispatch = newDispatcher(cfg.Bot.Workers, b.handle)
-	logger.Info("module loaded", "module", cfg.Bot.Module, "sha256", module.Digest()[:12])
-	return b, nil
-}
-
-// Admit implements provider.Admitter: it deduplicates on the channel's message
-// id and queues the event behind its chat's earlier events.
-func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message) (provider.Admission, error) {
-	if msg.ID == "" {
-		msg.ID = randomID()
-	}
-	id := providerID + ":" + msg.ID
-	b.mu.Lock()
-	if b.admitted[id] {
-		b.mu.Unlock()
-		return provider.Admission{ID: id, Duplicate: true}, nil
-	}
-	b.admitted[id] = true
-	b.mu.Unlock()
-	at := msg.ReceivedAt
-	if at.IsZero() {
-		at = time.Now()
-	}
-	ev := abi.Event{
-		ID: id, Provider: providerID, Chat: msg.Chat, From: msg.From, Text: msg.Text,
-		Media: mediaToABI(msg.Media), Attempt: 1, ReceivedAt: at.UnixMilli(),
-	}
-	if !b.dispatch.submit(job{chatKey: providerID + "\x00" + msg.Chat, event: inbound{provider: providerID, event: ev}}) {
-		b.mu.Lock()
-		delete(b.admitted, id)
-		b.mu.Unlock()
-		return provider.Admission{}, errors.New("bot is shutting down")
-	}
-	return provider.Admission{ID: id}, nil
-}
-
-// handle runs one event through the module.
-func (b *Bot) handle(ctx context.Context, j job) {
-	ev := j.event.event
-	t := &turn{bot: b, provider: b.providers[j.event.provider], event: ev}
-	err := b.module.Handle(ctx, ev, t)
-	var he *wasm.HandlerError
-	var fault *wasm.FaultError
-	switch {
-	case err == nil:
-	case errors.As(err, &he):
-		b.log.Error("handler returned an error; not retried (its sends already happened)", "event", ev.ID, "err", he.Message)
-	case errors.As(err, &fault):
-		b.log.Error("event failed: guest fault; the instance was discarded", "event", ev.ID, "kind", fault.Kind, "err", fault.Err)
-	default:
-		b.log.Error("event failed", "event", ev.ID, "err", err)
-	}
+	return nil
 }
 
 // Handler returns the bot's HTTP surface: provider routes, the chat page at /
@@ -163,9 +193,21 @@ func (b *Bot) Handler() http.Handler {
 	return mux
 }
 
-// Run serves HTTP on ln until ctx ends, then shuts down gracefully: it stops
-// admitting, lets handlers in flight finish within grace, and closes the module.
+// Start starts the sweeper without serving HTTP (Run does both).
+func (b *Bot) Start() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.started && !b.stopping {
+		b.started = true
+		go b.sweepLoop()
+	}
+}
+
+// Run starts the sweeper and serves HTTP on ln until ctx ends, then shuts down
+// gracefully: it stops admitting, lets handlers in flight finish within grace,
+// and closes the module and the backend.
 func (b *Bot) Run(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	b.Start()
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -178,30 +220,74 @@ func (b *Bot) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	httpErr := srv.Shutdown(sctx)
-	dropped, waitErr := b.dispatch.stop(sctx)
-	if dropped > 0 {
-		b.log.Warn("queued events were not started (the memory backend does not keep them)", "count", dropped)
-	}
-	if waitErr != nil {
-		b.log.Warn("handlers still running at the end of the grace period", "grace", grace)
-	}
-	closeErr := b.engine.Close(context.Background())
+	stopErr := b.Stop(sctx)
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
-	return errors.Join(serveErr, httpErr, closeErr)
+	return errors.Join(serveErr, httpErr, stopErr)
 }
 
-func randomID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func mediaToABI(ms []provider.Media) []abi.Media {
-	out := make([]abi.Media, len(ms))
-	for i, m := range ms {
-		out[i] = abi.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME, Caption: m.Caption}
+// Stop stops admitting and sweeping, waits for handlers in flight until ctx
+// ends, and closes what the bot owns. Queued events that did not start stay
+// journaled (pending) for the next start.
+func (b *Bot) Stop(ctx context.Context) error {
+	b.mu.Lock()
+	if b.stopping {
+		b.mu.Unlock()
+		<-b.stopped
+		return nil
 	}
-	return out
+	b.stopping = true
+	started := b.started
+	b.mu.Unlock()
+	defer close(b.stopped)
+	b.wakeSweeper()
+	dropped, err := b.dispatch.stop(ctx)
+	if started {
+		<-b.sweepDone
+	}
+	if dropped > 0 {
+		b.log.Info("queued events left journaled for the next start", "count", dropped)
+	}
+	if err != nil {
+		b.log.Warn("handlers still running at the end of the grace period; their records will be reclaimed")
+	}
+	b.abandon()
+	b.close()
+	return nil
+}
+
+// Abandon stops the bot without waiting for anything, as a crash would: its
+// goroutines are left to fail against a dead backend. For crash tests.
+func (b *Bot) Abandon() {
+	b.mu.Lock()
+	b.stopping = true
+	b.mu.Unlock()
+	b.abandon()
+	b.dispatch.stop(canceled())
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+func (b *Bot) close() {
+	if b.engine != nil {
+		b.engine.Close(context.Background())
+	}
+	b.closeBackend()
+}
+
+func (b *Bot) closeBackend() {
+	if b.ownBackend {
+		b.backend.Close()
+	}
+}
+
+func (b *Bot) isStopping() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stopping
 }

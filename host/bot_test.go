@@ -48,7 +48,7 @@ func startBot(t *testing.T, module, extra string) (string, *syncBuffer) {
 	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	bot, err := New(context.Background(), cfg, logger)
+	bot, err := New(context.Background(), cfg, Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestNewRefusesBadModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	_, err = New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.Contains(err.Error(), `missing export "botrun_abi_v1"`) {
 		t.Fatalf("err = %v", err)
 	}

@@ -3,6 +3,9 @@ package host
 import (
 	"context"
 	"sync"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
 )
 
 // dispatcher runs jobs with per-chat ordering: one job per chat at a time, many
@@ -15,13 +18,29 @@ type dispatcher struct {
 	chats   map[string]*chatQueue
 	ready   []*chatQueue
 	stopped bool
+	pending int // queued jobs not yet started
 	wg      sync.WaitGroup
 }
 
-// job is one event to handle.
+// queued returns how many jobs wait to start.
+func (d *dispatcher) queued() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pending
+}
+
+// job is one inbound record to handle.
 type job struct {
 	chatKey string
-	event   inbound
+	// id is the inbox record id.
+	id string
+	// claimed and hb are set when the sweeper claimed the record already.
+	claimed *durability.InboxRecord
+	hb      *heartbeat
+	// event and unjournaled are set for an event dispatched without a record
+	// (fail_open).
+	event       *abi.Event
+	unjournaled bool
 }
 
 type chatQueue struct {
@@ -45,6 +64,7 @@ func (d *dispatcher) submit(j job) bool {
 	if d.stopped {
 		return false
 	}
+	d.pending++
 	q, ok := d.chats[j.chatKey]
 	if !ok {
 		q = &chatQueue{key: j.chatKey}
@@ -70,6 +90,7 @@ func (d *dispatcher) work() {
 		d.ready = d.ready[1:]
 		j := q.jobs[0]
 		q.jobs = q.jobs[1:]
+		d.pending--
 		d.mu.Unlock()
 		d.run(context.Background(), j)
 		d.mu.Lock()
@@ -89,10 +110,14 @@ func (d *dispatcher) stop(ctx context.Context) (dropped int, err error) {
 	d.stopped = true
 	for _, q := range d.chats {
 		dropped += len(q.jobs)
-		if q.jobs != nil {
-			q.jobs = q.jobs[:0]
+		for _, j := range q.jobs {
+			if j.hb != nil {
+				j.hb.release() // the claim's lease expires; the record is reclaimed
+			}
 		}
+		q.jobs = nil
 	}
+	d.pending = 0
 	d.ready = nil
 	d.cond.Broadcast()
 	d.mu.Unlock()

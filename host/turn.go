@@ -3,52 +3,84 @@ package host
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/botrun/botrun/abi"
-	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/durability"
 )
 
 // turn answers the host calls of one event's handler (wasm.Env). It numbers the
-// event's sends, so the n-th send without an explicit key gets "<event id>:<n>".
+// event's sends, so the n-th send without an explicit key gets "<event id>:<n>",
+// and buffers state writes until the inbox completion commits them.
 type turn struct {
-	bot      *Bot
-	provider provider.Provider
-	event    abi.Event
-	n        int
+	bot    *Bot
+	event  abi.Event
+	n      int
+	writes map[string]durability.StateWrite
 }
 
-// key picks a send's idempotency key: explicit, else derived from the event.
-func (t *turn) key(req abi.SendRequest) string {
+func (b *Bot) newTurn(ev abi.Event) *turn {
+	return &turn{bot: b, event: ev, writes: map[string]durability.StateWrite{}}
+}
+
+// spec builds the send of req by the idempotency key rules: explicit, else
+// derived from the event and the send's position.
+func (t *turn) spec(req abi.SendRequest) sendSpec {
 	t.n++
+	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media}, inbound: t.event.ID}
 	if req.IdempotencyKey != "" {
-		return req.IdempotencyKey
+		s.key = req.IdempotencyKey
+	} else {
+		s.key, s.derived = fmt.Sprintf("%s:%d", t.event.ID, t.n), true
 	}
-	return fmt.Sprintf("%s:%d", t.event.ID, t.n)
+	return s
 }
 
 // Send implements wasm.Env.
 func (t *turn) Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
-	return t.bot.send(ctx, t.provider, t.key(req), req), nil
+	return t.bot.sendNow(ctx, t.spec(req))
 }
 
-// Enqueue implements wasm.Env. Until the outbox journal lands, an enqueued send
-// is delivered at once and reported as deferred.
+// Enqueue implements wasm.Env.
 func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
-	res := t.bot.send(ctx, t.provider, t.key(req), req)
-	if res.Status == abi.SendSent {
-		res.Status = abi.SendDeferred
+	return t.bot.enqueue(ctx, t.spec(req))
+}
+
+// stateKey scopes a guest's state key to the event's chat.
+func (t *turn) stateKey(key string) string {
+	return "chat/" + t.event.Provider + "/" + t.event.Chat + "/" + key
+}
+
+// StateGet implements wasm.Env: the handler reads its own buffered writes, then
+// the store as of the claim.
+func (t *turn) StateGet(ctx context.Context, key string) ([]byte, bool, error) {
+	k := t.stateKey(key)
+	if w, ok := t.writes[k]; ok {
+		return w.Value, !w.Delete, nil
 	}
-	return res, nil
+	return t.bot.state.Get(ctx, k)
 }
 
-// StateGet implements wasm.Env; conversation state is not offered yet.
-func (t *turn) StateGet(context.Context, string) ([]byte, bool, error) {
-	return nil, false, wasm.ErrUnsupported
+// StateSet implements wasm.Env; the write lands with the inbox completion.
+func (t *turn) StateSet(_ context.Context, key string, value []byte) error {
+	k := t.stateKey(key)
+	t.writes[k] = durability.StateWrite{Key: k, Value: append([]byte(nil), value...)}
+	return nil
 }
 
-// StateSet implements wasm.Env; conversation state is not offered yet.
-func (t *turn) StateSet(context.Context, string, []byte) error { return wasm.ErrUnsupported }
+// StateDelete implements wasm.Env; the delete lands with the inbox completion.
+func (t *turn) StateDelete(_ context.Context, key string) error {
+	k := t.stateKey(key)
+	t.writes[k] = durability.StateWrite{Key: k, Delete: true}
+	return nil
+}
 
-// StateDelete implements wasm.Env; conversation state is not offered yet.
-func (t *turn) StateDelete(context.Context, string) error { return wasm.ErrUnsupported }
+// effects returns the buffered writes in key order.
+func (t *turn) effects() []durability.StateWrite {
+	out := make([]durability.StateWrite, 0, len(t.writes))
+	for _, w := range t.writes {
+		out = append(out, w)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}

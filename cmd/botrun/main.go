@@ -176,7 +176,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	bot, err := host.New(ctx, cfg, logger)
+	bot, err := host.New(ctx, cfg, host.Options{Logger: logger})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -1,0 +1,83 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider"
+)
+
+// ErrStopping is returned by Admit while the bot shuts down; the channel should
+// redeliver later.
+var ErrStopping = errors.New("bot is stopping")
+
+// Admit implements provider.Admitter. It journals the message in the inbox
+// before any handler runs (a repeated message id is a duplicate and is not
+// processed again), then queues it behind its chat's earlier messages. If the
+// journal cannot record it, the message is not dispatched and the error tells
+// the channel to redeliver, unless durability.fail_open is set.
+func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message) (provider.Admission, error) {
+	if b.isStopping() {
+		return provider.Admission{}, ErrStopping
+	}
+	if msg.ID == "" {
+		msg.ID = randomID()
+	}
+	id := providerID + ":" + msg.ID
+	at := msg.ReceivedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	ev := abi.Event{
+		ID: id, Provider: providerID, Chat: msg.Chat, From: msg.From, Text: msg.Text,
+		Media: mediaToABI(msg.Media), ReceivedAt: at.UnixMilli(),
+	}
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return provider.Admission{}, fmt.Errorf("admit %s: %w", id, err)
+	}
+	st, _, err := b.inbox.Put(ctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, nowMs())
+	if err != nil {
+		if !b.policy.failOpen {
+			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)
+			return provider.Admission{}, fmt.Errorf("inbox journal: %w", err)
+		}
+		b.log.Warn("fail_open: dispatching without a journal record", "id", id, "err", err)
+		ev.Attempt = 1
+		b.dispatch.submit(job{chatKey: chatKey(providerID, msg.Chat), id: id, event: &ev, unjournaled: true})
+		return provider.Admission{ID: id}, nil
+	}
+	if st == durability.Exists {
+		b.metrics.inboundDuplicates.Add(1)
+		return provider.Admission{ID: id, Duplicate: true}, nil
+	}
+	b.metrics.inboundJournaled.Add(1)
+	// If the dispatcher is stopping, the record stays pending for the next start.
+	b.dispatch.submit(job{chatKey: chatKey(providerID, msg.Chat), id: id})
+	return provider.Admission{ID: id}, nil
+}
+
+func chatKey(providerID, chat string) string { return providerID + "\x00" + chat }
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+func randomID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func mediaToABI(ms []provider.Media) []abi.Media {
+	out := make([]abi.Media, len(ms))
+	for i, m := range ms {
+		out[i] = abi.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME, Caption: m.Caption}
+	}
+	return out
+}

@@ -1,0 +1,63 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+)
+
+// heartbeat extends a lease every third of its length while work runs. If the
+// journal says the lease is stale (another owner claimed the record), it counts
+// it and cancels ctx, so the work stops.
+type heartbeat struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	lost   atomic.Bool
+	once   sync.Once
+	done   chan struct{}
+}
+
+func (b *Bot) startHeartbeat(lease time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat {
+	ctx, cancel := context.WithCancel(b.baseCtx)
+	h := &heartbeat{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		t := time.NewTicker(max(lease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-h.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				err := extend(ctx, time.Now().Add(lease).UnixMilli())
+				if errors.Is(err, durability.ErrStaleLease) {
+					h.lost.Store(true)
+					b.metrics.staleLeases.Add(1)
+					b.log.Warn("lease lost to another owner; stopping this work", "err", err)
+					cancel()
+					return
+				}
+				if err != nil && ctx.Err() == nil {
+					b.log.Warn("lease heartbeat failed", "err", err)
+				}
+			}
+		}
+	}()
+	return h
+}
+
+// stop ends the heartbeat (the lease is left to the caller's next write).
+func (h *heartbeat) stop() {
+	h.once.Do(func() { close(h.done) })
+}
+
+// release stops the heartbeat and cancels its context.
+func (h *heartbeat) release() {
+	h.stop()
+	h.cancel()
+}

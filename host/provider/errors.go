@@ -1,0 +1,64 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Permanent errors: a send that fails with one of these (errors.Is) goes
+// straight to the dead-letter queue, without retries.
+var (
+	ErrUnsupportedContent   = errors.New("unsupported content")
+	ErrPayloadTooLarge      = errors.New("payload too large")
+	ErrOutsideSessionWindow = errors.New("outside the session window")
+	ErrRecipientUnreachable = errors.New("recipient unreachable")
+)
+
+// RateLimitedError asks the caller to wait at least RetryAfter before the next
+// attempt.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("rate limited (retry after %s): %v", e.RetryAfter, e.Err)
+}
+
+// Unwrap returns the channel's error.
+func (e *RateLimitedError) Unwrap() error { return e.Err }
+
+// Retryabler is implemented by errors that know whether a retry can succeed;
+// Retryable() == false sends the record to the dead-letter queue.
+type Retryabler interface {
+	Retryable() bool
+}
+
+// Permanent reports whether err can never succeed on a retry: one of the
+// permanent sentinels, or an error whose Retryable() is false.
+func Permanent(err error) bool {
+	for _, p := range []error{ErrUnsupportedContent, ErrPayloadTooLarge, ErrOutsideSessionWindow, ErrRecipientUnreachable} {
+		if errors.Is(err, p) {
+			return true
+		}
+	}
+	var r Retryabler
+	return errors.As(err, &r) && !r.Retryable()
+}
+
+// RetryAfter returns the wait a RateLimitedError asks for, or 0.
+func RetryAfter(err error) time.Duration {
+	var rl *RateLimitedError
+	if errors.As(err, &rl) {
+		return rl.RetryAfter
+	}
+	return 0
+}
+
+// TextLimiter is implemented by providers whose channel limits the length of a
+// text message; longer texts are split into parts sent in order.
+type TextLimiter interface {
+	// TextLimit is the longest text, in characters (Unicode code points).
+	TextLimit() int
+}

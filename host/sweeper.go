@@ -1,0 +1,175 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+)
+
+// wakeSweeper asks for a sweep now (an enqueue, a replay, a stop).
+func (b *Bot) wakeSweeper() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sweepLoop sweeps every durability.poll: due sends, ambiguous sends, due and
+// abandoned inbound records, and the retention purge. Its first sweep also
+// reclaims the leases this instance id held before this start.
+func (b *Bot) sweepLoop() {
+	defer close(b.sweepDone)
+	t := time.NewTicker(b.policy.poll)
+	defer t.Stop()
+	var lastPurge time.Time
+	for first := true; ; first = false {
+		if b.isStopping() {
+			return
+		}
+		b.sweep(first)
+		if b.policy.retention > 0 && time.Since(lastPurge) > min(b.policy.retention, time.Minute) {
+			b.purge()
+			lastPurge = time.Now()
+		}
+		select {
+		case <-t.C:
+		case <-b.wake:
+		case <-b.baseCtx.Done():
+			return
+		}
+	}
+}
+
+func (b *Bot) sweep(first bool) {
+	ctx := b.baseCtx
+	var reclaim *durability.Reclaim
+	if first {
+		reclaim = &durability.Reclaim{Owner: b.policy.instanceID, Before: b.boot.UnixMilli()}
+	}
+	claimed, err := b.outbox.ClaimDue(ctx, durability.ClaimOptions{Lease: b.outboxLease(), Limit: 100, Reclaim: reclaim})
+	if err != nil && ctx.Err() == nil {
+		b.log.Error("sweep: claiming due sends failed", "err", err)
+	}
+	for _, c := range claimed {
+		if b.isStopping() {
+			break // unfinished claims expire and are reclaimed
+		}
+		b.deliverClaimed(ctx, c)
+	}
+	room := 4*b.cfg.Bot.Workers - b.dispatch.queued()
+	if room <= 0 || b.isStopping() {
+		return
+	}
+	now := time.Now()
+	l := b.inboxLease()
+	recs, err := b.inbox.ClaimDue(ctx, durability.ClaimOptions{
+		Lease:         l,
+		Limit:         room,
+		PendingBefore: max(b.boot.UnixMilli(), now.Add(-b.policy.inboxLease).UnixMilli()),
+		Reclaim:       reclaim,
+	})
+	if err != nil && ctx.Err() == nil {
+		b.log.Error("sweep: claiming due inbound records failed", "err", err)
+	}
+	for i := range recs {
+		rec := &recs[i]
+		hb := b.inboxHeartbeat(rec.ID, rec.Token)
+		if !b.dispatch.submit(job{chatKey: chatKey(rec.Provider, rec.Chat), id: rec.ID, claimed: rec, hb: hb}) {
+			hb.release()
+		}
+	}
+}
+
+// deliverClaimed delivers one send the sweeper claimed.
+func (b *Bot) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
+	rec := c.Record
+	now := time.Now().UnixMilli()
+	if c.Ambiguous {
+		b.metrics.outboxAmbiguous.Add(1)
+		b.emit(Event{Name: EventAmbiguous, Key: rec.Key, Chat: rec.Chat})
+		to := durability.OutboxUnknown
+		if b.policy.resend {
+			to = durability.OutboxPending
+		}
+		if err := b.outbox.ResolveAmbiguous(ctx, rec.Key, rec.Token, to, now); !b.noteFailWrite(rec.Key, err) {
+			return
+		}
+		if to == durability.OutboxPending {
+			b.wakeSweeper()
+		}
+		return
+	}
+	if rec.PreviousPart != "" {
+		prev, err := b.outbox.Get(ctx, rec.PreviousPart)
+		switch {
+		case errors.Is(err, durability.ErrNotFound), err == nil && (prev.State == durability.OutboxSent || prev.State == durability.OutboxUnknown):
+		case err == nil && prev.State == durability.OutboxDead:
+			b.settleFailure(ctx, rec, &permanentError{fmt.Errorf("previous part %s is dead", prev.Key)})
+			return
+		default:
+			// Waiting behind an earlier part is not an attempt.
+			err := b.outbox.MarkFailed(ctx, rec.Key, rec.Token, "waiting for "+rec.PreviousPart,
+				durability.FailOptions{Now: now, RetryAt: now + b.policy.poll.Milliseconds(), Refund: true})
+			b.noteFailWrite(rec.Key, err)
+			return
+		}
+	}
+	prov, ok := b.providers[rec.Provider]
+	if !ok {
+		b.settleFailure(ctx, rec, &permanentError{fmt.Errorf("provider %q is not configured", rec.Provider)})
+		return
+	}
+	if rec, ok = b.splitJournaled(ctx, rec); !ok {
+		return
+	}
+	ref, err := b.call(prov, rec)
+	if err != nil {
+		b.settleFailure(ctx, rec, err)
+		return
+	}
+	b.markSent(ctx, rec, ref)
+}
+
+// splitJournaled splits a record whose text is over the channel's limit (it
+// was journaled by an older version, or with a larger limit): the parts after
+// the first are journaled as key#2, key#3, … before the first is sent under the
+// record's own key, so a retry journals and sends nothing twice.
+func (b *Bot) splitJournaled(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, bool) {
+	var m outMsg
+	if json.Unmarshal(rec.Payload, &m) != nil {
+		return rec, true // call reports it
+	}
+	texts := splitText(m.Text, b.textLimit(rec.Provider))
+	if len(texts) == 1 {
+		return rec, true
+	}
+	s := sendSpec{provider: rec.Provider, chat: rec.Chat, msg: m, key: rec.Key, inbound: rec.Inbound}
+	ps := b.parts(s)
+	for _, p := range ps[1:] {
+		if _, err := b.journal(ctx, s, p); err != nil {
+			b.log.Error("splitting a journaled send failed", "key", rec.Key, "err", err)
+			return rec, false
+		}
+	}
+	rec.Payload = ps[0].payload
+	return rec, true
+}
+
+// purge deletes done and sent records older than durability.retention.
+func (b *Bot) purge() {
+	before := time.Now().Add(-b.policy.retention).UnixMilli()
+	ctx := b.baseCtx
+	in, err1 := b.inbox.Purge(ctx, before)
+	out, err2 := b.outbox.Purge(ctx, before)
+	if err := errors.Join(err1, err2); err != nil && ctx.Err() == nil {
+		b.log.Error("retention purge failed", "err", err)
+		return
+	}
+	if in+out > 0 {
+		b.log.Info("retention purge", "inbox", in, "outbox", out)
+	}
+}

@@ -1,0 +1,119 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+func (b *Bot) inboxLease() durability.Lease {
+	now := time.Now()
+	return durability.Lease{Owner: b.policy.instanceID, Now: now.UnixMilli(), Until: now.Add(b.policy.inboxLease).UnixMilli()}
+}
+
+func (b *Bot) inboxHeartbeat(id string, token int64) *heartbeat {
+	return b.startHeartbeat(b.policy.inboxLease, func(ctx context.Context, until int64) error {
+		return b.inbox.Extend(ctx, id, token, until)
+	})
+}
+
+// handle runs one job: claim (unless the sweeper already did), run the handler
+// with a heartbeat, then complete with the buffered state writes, or fail with a
+// retry or to the dead-letter queue.
+func (b *Bot) handle(_ context.Context, j job) {
+	ctx := b.baseCtx
+	if j.unjournaled {
+		b.run(ctx, *j.event, nil)
+		return
+	}
+	rec, hb := j.claimed, j.hb
+	if rec == nil {
+		r, err := b.inbox.Claim(ctx, j.id, b.inboxLease())
+		switch {
+		case errors.Is(err, durability.ErrNotClaimable), errors.Is(err, durability.ErrNotFound):
+			return // another worker or replica has it, or it is done
+		case err != nil:
+			b.log.Error("claim failed; the sweeper will retry it", "id", j.id, "err", err)
+			return
+		}
+		rec, hb = &r, b.inboxHeartbeat(r.ID, r.Token)
+	}
+	defer hb.release()
+	if rec.Attempts > b.policy.maxAttempts {
+		b.failInbound(ctx, rec, hb, fmt.Errorf("claimed %d times without finishing (durability.inbox.max_attempts = %d): the process died each time", rec.Attempts-1, b.policy.maxAttempts), true)
+		return
+	}
+	if rec.Attempts > 1 {
+		b.metrics.inboundReplayed.Add(1)
+	}
+	var ev abi.Event
+	if err := json.Unmarshal(rec.Payload, &ev); err != nil {
+		b.failInbound(ctx, rec, hb, fmt.Errorf("journaled event is unreadable: %w", err), true)
+		return
+	}
+	ev.Attempt = rec.Attempts
+	t, err := b.run(hb.ctx, ev, rec)
+	hb.stop()
+	if hb.lost.Load() {
+		return // counted as a stale lease; the new owner finishes it
+	}
+	var he *wasm.HandlerError
+	if err == nil || errors.As(err, &he) {
+		err := b.inbox.Complete(ctx, rec.ID, rec.Token, t.effects(), b.handler.Digest(), nowMs())
+		if errors.Is(err, durability.ErrStaleLease) {
+			b.metrics.staleLeases.Add(1)
+			b.log.Warn("completion refused: the lease was lost to another owner", "id", rec.ID)
+		} else if err != nil {
+			b.log.Error("completion failed; the record will be reclaimed and its sends answered from the outbox", "id", rec.ID, "err", err)
+		}
+		return
+	}
+	b.failInbound(ctx, rec, hb, err, rec.Attempts >= b.policy.maxAttempts)
+}
+
+// run calls the handler for ev and reports its outcome. rec is nil for an event
+// dispatched without a journal record (fail_open).
+func (b *Bot) run(ctx context.Context, ev abi.Event, rec *durability.InboxRecord) (*turn, error) {
+	t := b.newTurn(ev)
+	err := b.handler.Handle(ctx, ev, t)
+	var he *wasm.HandlerError
+	var fault *wasm.FaultError
+	switch {
+	case err == nil:
+	case errors.As(err, &he):
+		b.log.Error("handler returned an error; the message is confirmed, not retried (its sends already happened)", "event", ev.ID, "err", he.Message)
+	case errors.As(err, &fault):
+		b.log.Error("event failed: guest fault; the instance was discarded", "event", ev.ID, "attempt", ev.Attempt, "kind", fault.Kind, "err", fault.Err)
+	default:
+		b.log.Error("event failed", "event", ev.ID, "attempt", ev.Attempt, "err", err)
+	}
+	return t, err
+}
+
+// failInbound settles a failed attempt: a retry after inbox.backoff, or dead.
+func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *heartbeat, cause error, dead bool) {
+	hb.stop()
+	now := time.Now()
+	opts := durability.FailOptions{Now: now.UnixMilli(), Dead: dead}
+	if !dead {
+		opts.RetryAt = now.Add(b.policy.inboxBackoff.wait(rec.Attempts)).UnixMilli()
+	}
+	err := b.inbox.Fail(ctx, rec.ID, rec.Token, cause.Error(), opts)
+	switch {
+	case errors.Is(err, durability.ErrStaleLease):
+		b.metrics.staleLeases.Add(1)
+	case err != nil:
+		b.log.Error("recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
+	case dead:
+		b.metrics.inboundDead.Add(1)
+		b.emit(Event{Name: EventDead, Kind: "inbox", ID: rec.ID, Chat: rec.Chat, Error: cause.Error()})
+	default:
+		b.log.Info("event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
+	}
+}
