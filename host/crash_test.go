@@ -1,0 +1,202 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/memory"
+)
+
+// crashCase is one crash point of the matrix.
+type crashCase struct {
+	op     string // a journal op or "provider.send"; empty with nth
+	nth    int    // crash at the n-th counted write
+	after  bool
+	resend bool
+}
+
+func (c crashCase) String() string {
+	when := "before"
+	if c.after {
+		when = "after"
+	}
+	policy := "skip"
+	if c.resend {
+		policy = "resend"
+	}
+	if c.op == "" {
+		return fmt.Sprintf("write%d/%s/%s", c.nth, when, policy)
+	}
+	return fmt.Sprintf("%s/%s/%s", c.op, when, policy)
+}
+
+var crashMessages = []struct{ chat, id, text string }{
+	{"c1", "m1", "a"}, {"c2", "m2", "b"}, {"c1", "m3", "c"},
+}
+
+// runCrash drives one crash: bot A on a crashable view of a shared backend
+// handles the messages until it dies at the crash point; bot B, a new bot on
+// the same backend and instance id, takes over while the channel redelivers
+// every message. It then checks the seed's guarantee table and returns B's
+// metrics.
+func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c crashCase) Metrics {
+	t.Helper()
+	shared := newBackend(t)
+	crash := durabilitytest.NewCrashable(shared)
+	switch {
+	case c.op == "":
+		crash.CrashAtWrite(c.nth, c.after)
+	case c.after:
+		crash.CrashAfter(c.op)
+	default:
+		crash.CrashBefore(c.op)
+	}
+	policy := "skip"
+	if c.resend {
+		policy = "resend"
+	}
+	cfg := testConfig(t, "on_ambiguous = \""+policy+"\"\n")
+	ch := newChannel()
+	a := newTestBot(t, cfg, crash, echoTwice, crashProvider{ch: ch, crash: crash})
+	for _, m := range crashMessages {
+		a.admit(t, m.chat, m.id, m.text) // an error means "not journaled": the channel redelivers below
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for !crash.Crashed() && !a.settled(len(crashMessages)) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	a.Abandon()
+	time.Sleep(2 * time.Millisecond) // B boots strictly after A's last lease
+
+	b := newTestBot(t, cfg, shared, echoTwice, ch)
+	defer b.stop(t)
+	for _, m := range crashMessages {
+		if _, err := b.admit(t, m.chat, m.id, m.text); err != nil {
+			t.Fatalf("%s: redelivery of %s: %v", c, m.id, err)
+		}
+	}
+	if !b.quiet(len(crashMessages), 10*time.Second) {
+		in, _ := b.ListInbox(context.Background(), durability.ListFilter{})
+		out, _ := b.ListOutbox(context.Background(), durability.ListFilter{})
+		t.Fatalf("%s: bot B did not settle:\ninbox %+v\noutbox %+v", c, in, out)
+	}
+	checkGuarantees(t, c, b, ch)
+	m := b.Metrics()
+	t.Logf("%s: crashed=%v; bot B: journaled %d, duplicates %d, replayed %d, deduped %d, ambiguous %d; channel got %d sends",
+		c, crash.Crashed(), m.InboundJournaled, m.InboundDuplicates, m.InboundReplayed, m.OutboxDeduped, m.OutboxAmbiguous, len(ch.texts()))
+	return m
+}
+
+// checkGuarantees asserts the seed's table after a crash and a restart: every
+// message is processed, and every reply goes out exactly once except the sends
+// counted ambiguous, which skip may lose and resend may duplicate.
+func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *channel) {
+	t.Helper()
+	ctx := context.Background()
+	for _, m := range crashMessages {
+		if r := b.inboxState(t, "web:"+m.id); r.State != durability.InboxDone {
+			t.Fatalf("%s: inbound %s is %s, want done", c, m.id, r.State)
+		}
+	}
+	ambiguous := map[string]bool{}
+	for len(b.events) > 0 {
+		if e := <-b.events; e.Name == EventAmbiguous {
+			ambiguous[e.Key] = true
+		}
+	}
+	if n := b.Metrics().OutboxAmbiguous; int(n) != len(ambiguous) {
+		t.Fatalf("%s: outbox_ambiguous = %d but %d ambiguous events", c, n, len(ambiguous))
+	}
+	out, _ := b.ListOutbox(ctx, durability.ListFilter{})
+	byText := map[string]durability.OutboxRecord{}
+	for _, r := range out {
+		var m outMsg
+		json.Unmarshal(r.Payload, &m)
+		byText[r.Chat+"|"+m.Text] = r
+	}
+	for _, m := range crashMessages {
+		for _, reply := range []string{"echo: " + m.text, "bye: " + m.text} {
+			n := ch.count(m.chat, reply)
+			rec, ok := byText[m.chat+"|"+reply]
+			if !ok {
+				t.Fatalf("%s: reply %q to %s was never journaled", c, reply, m.id)
+			}
+			switch {
+			case ambiguous[rec.Key] && !c.resend:
+				if n > 1 || rec.State != durability.OutboxUnknown {
+					t.Fatalf("%s: ambiguous %q under skip: sent %d times, state %s (want at most once, unknown)", c, reply, n, rec.State)
+				}
+			case ambiguous[rec.Key] && c.resend:
+				if n < 1 || n > 2 || rec.State != durability.OutboxSent {
+					t.Fatalf("%s: ambiguous %q under resend: sent %d times, state %s (want 1 or 2, sent)", c, reply, n, rec.State)
+				}
+			default:
+				if n != 1 || rec.State != durability.OutboxSent {
+					t.Fatalf("%s: %q sent %d times, state %s; want exactly once (key %s, delivered %q)", c, reply, n, rec.State, rec.Key, ch.texts())
+				}
+			}
+		}
+	}
+}
+
+var crashOps = []string{
+	"inbox.put", "inbox.claim", "inbox.complete",
+	"outbox.put", "outbox.markSent", "provider.send",
+	"outbox.claimDue", "inbox.claimDue",
+}
+
+func memoryBackend(*testing.T) durability.Backend { return memory.New() }
+
+// TestCrashMatrix crashes at every crash point, before and after it, under both
+// ambiguity policies.
+func TestCrashMatrix(t *testing.T) {
+	for _, op := range crashOps {
+		for _, after := range []bool{false, true} {
+			for _, resend := range []bool{false, true} {
+				c := crashCase{op: op, after: after, resend: resend}
+				t.Run(c.String(), func(t *testing.T) { runCrash(t, memoryBackend, c) })
+			}
+		}
+	}
+}
+
+// TestCrashMatrixRandom crashes at 1,000 seeded random writes.
+func TestCrashMatrixRandom(t *testing.T) {
+	// A clean run counts the writes the messages cause.
+	clean := durabilitytest.NewCrashable(memory.New())
+	cfg := testConfig(t, "")
+	ch := newChannel()
+	a := newTestBot(t, cfg, clean, echoTwice, crashProvider{ch: ch, crash: clean})
+	for _, m := range crashMessages {
+		a.admit(t, m.chat, m.id, m.text)
+	}
+	if !a.quiet(len(crashMessages), 5*time.Second) {
+		t.Fatal("clean run did not settle")
+	}
+	a.stop(t)
+	writes := len(clean.Writes())
+	t.Logf("a clean run makes %d counted writes: %s", writes, strings.Join(clean.Writes(), " "))
+
+	runs := 1000
+	if testing.Short() {
+		runs = 100
+	}
+	rng := rand.New(rand.NewPCG(20261129, 1))
+	var ambiguous int64
+	for i := range runs {
+		c := crashCase{nth: 1 + rng.IntN(writes+2), after: rng.IntN(2) == 1, resend: rng.IntN(2) == 1}
+		m := runCrash(t, memoryBackend, c)
+		ambiguous += m.OutboxAmbiguous
+		if t.Failed() {
+			t.Fatalf("run %d (%s) failed", i, c)
+		}
+	}
+	t.Logf("%d random crashes, %d ambiguous sends settled by policy", runs, ambiguous)
+}
