@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 type native func(ctx context.Context, ev abi.Event, env wasm.Env) error
 
 func (f native) Handle(ctx context.Context, ev abi.Event, env wasm.Env) error { return f(ctx, ev, env) }
-func (f native) Digest() string                                              { return "native" }
+func (f native) Digest() string                                               { return "native" }
 
 // echoTwice replies "echo: <text>" and then "bye: <text>".
 var echoTwice = native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
@@ -113,7 +114,6 @@ func (p crashProvider) Send(ctx context.Context, out provider.Outbound) (string,
 
 const fastDurability = `
 [durability]
-instance_id = "i1"
 poll = "5ms"
 [durability.inbox]
 lease = "2s"
@@ -125,16 +125,87 @@ inline_max = "60ms"
 retries = 3
 `
 
-// testConfig parses a bot.toml made of fastDurability and extra (which may
-// override whole sections it does not share with it).
+// testConfig parses a bot.toml made of fastDurability and extra (keys of
+// [durability.outbox], or whole other sections), with instance id "i1".
 func testConfig(t testing.TB, extra string) *config.Config {
 	t.Helper()
-	src := "[bot]\nmodule = \"unused.wasm\"\nworkers = 2\n" + fastDurability + extra + "\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"
-	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"), src, func(string) (string, bool) { return "", false })
+	cfg := testConfigRaw(t, extra)
+	cfg.Durability.InstanceID = "i1"
+	return cfg
+}
+
+// testConfigRaw is testConfig with the config's default instance id.
+func testConfigRaw(t testing.TB, extra string) *config.Config {
+	t.Helper()
+	cfg, err := parseConfig(t, extra)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+func parseConfig(t testing.TB, extra string) (*config.Config, error) {
+	src := "[bot]\nmodule = \"unused.wasm\"\nworkers = 2\n" + mergeTOML(fastDurability, extra) + "\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"
+	return config.Parse(filepath.Join(t.TempDir(), "bot.toml"), src, func(string) (string, bool) { return "", false })
+}
+
+// mergeTOML overlays extra on base, table by table and key by key. Lines of
+// extra before any table header belong to [durability.outbox].
+func mergeTOML(base, extra string) string {
+	type table struct {
+		name string
+		keys []string
+		line map[string]string
+	}
+	var order []*table
+	byName := map[string]*table{}
+	add := func(src, first string) {
+		cur := first
+		for _, l := range strings.Split(src, "\n") {
+			l = strings.TrimSpace(l)
+			switch {
+			case l == "":
+			case strings.HasPrefix(l, "["):
+				cur = l
+			default:
+				tb := byName[cur]
+				if tb == nil {
+					tb = &table{name: cur, line: map[string]string{}}
+					byName[cur] = tb
+					order = append(order, tb)
+				}
+				k := strings.TrimSpace(strings.SplitN(l, "=", 2)[0])
+				if _, ok := tb.line[k]; !ok {
+					tb.keys = append(tb.keys, k)
+				}
+				tb.line[k] = l
+			}
+		}
+	}
+	add(base, "[durability]")
+	add(extra, "[durability.outbox]")
+	var b strings.Builder
+	for _, tb := range order {
+		b.WriteString(tb.name + "\n")
+		for _, k := range tb.keys {
+			b.WriteString(tb.line[k] + "\n")
+		}
+	}
+	return b.String()
+}
+
+func parseErr(t testing.TB, extra string) error {
+	_, err := parseConfig(t, extra)
+	return err
+}
+
+func duration(t testing.TB, s string) config.Duration {
+	t.Helper()
+	d, err := config.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config.Duration(d)
 }
 
 type testBot struct {
@@ -230,4 +301,60 @@ func (b *testBot) outboxRecord(t testing.TB, key string) durability.OutboxRecord
 		t.Fatalf("outbox %s: %v", key, err)
 	}
 	return r
+}
+
+// hooked wraps a backend's inbox to fail Put, or to freeze the bot: its lease
+// extensions and sweeps do nothing (a SIGSTOPped process writes nothing).
+type hooked struct {
+	durability.Backend
+	failPut func() error
+	frozen  bool
+}
+
+func (h *hooked) Open(ctx context.Context, s durability.Scope) (durability.Journals, error) {
+	j, err := h.Backend.Open(ctx, s)
+	j.Inbox = &hookedInbox{InboxJournal: j.Inbox, h: h}
+	return j, err
+}
+
+func (h *hooked) Close() error { return nil }
+
+type hookedInbox struct {
+	durability.InboxJournal
+	h *hooked
+}
+
+func (i *hookedInbox) Put(ctx context.Context, r durability.InboxPut, now int64) (durability.PutStatus, durability.InboxRecord, error) {
+	if i.h.failPut != nil {
+		if err := i.h.failPut(); err != nil {
+			return "", durability.InboxRecord{}, err
+		}
+	}
+	return i.InboxJournal.Put(ctx, r, now)
+}
+
+func (i *hookedInbox) Extend(ctx context.Context, id string, token, until int64) error {
+	if i.h.frozen {
+		return nil
+	}
+	return i.InboxJournal.Extend(ctx, id, token, until)
+}
+
+func (i *hookedInbox) ClaimDue(ctx context.Context, o durability.ClaimOptions) ([]durability.InboxRecord, error) {
+	if i.h.frozen {
+		return nil, nil
+	}
+	return i.InboxJournal.ClaimDue(ctx, o)
+}
+
+// waitFor polls cond every 2ms until it holds or timeout passes.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
 }

@@ -19,12 +19,14 @@ type heartbeat struct {
 	lost   atomic.Bool
 	once   sync.Once
 	done   chan struct{}
+	exited chan struct{}
 }
 
 func (b *Bot) startHeartbeat(lease time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat {
 	ctx, cancel := context.WithCancel(b.baseCtx)
-	h := &heartbeat{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	h := &heartbeat{ctx: ctx, cancel: cancel, done: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
+		defer close(h.exited)
 		t := time.NewTicker(max(lease/3, time.Millisecond))
 		defer t.Stop()
 		for {
@@ -51,9 +53,11 @@ func (b *Bot) startHeartbeat(lease time.Duration, extend func(ctx context.Contex
 	return h
 }
 
-// stop ends the heartbeat (the lease is left to the caller's next write).
+// stop ends the heartbeat and waits for an extension in flight, so the
+// caller's next write comes after it.
 func (h *heartbeat) stop() {
 	h.once.Do(func() { close(h.done) })
+	<-h.exited
 }
 
 // release stops the heartbeat and cancels its context.

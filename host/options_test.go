@@ -1,0 +1,614 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+// The seed's configuration table, one test per option (config defaults and
+// parsing are in host/config).
+
+func reply(text string) Handler {
+	return native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text + ev.Text})
+		return err
+	})
+}
+
+func TestOption_Backend_DefaultMemoryAndUnknownRefused(t *testing.T) {
+	cfg := testConfig(t, "")
+	if cfg.Durability.Backend != "memory" {
+		t.Fatalf("backend = %q", cfg.Durability.Backend)
+	}
+	b := newTestBot(t, cfg, nil, reply("r: "), newChannel())
+	b.stop(t)
+	cfg.Durability.Backend = "sqlite"
+	_, err := New(context.Background(), cfg, Options{Handler: reply("")})
+	if err == nil || !strings.Contains(err.Error(), `durability.backend "sqlite" is not available in this build yet`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestOption_InstanceID_DefaultOwnsTheLeases(t *testing.T) {
+	cfg := testConfigRaw(t, "")
+	host, _ := os.Hostname()
+	if want := host + "/bot/default"; cfg.Durability.InstanceID != want {
+		t.Fatalf("default instance_id = %q, want %q", cfg.Durability.InstanceID, want)
+	}
+	released := make(chan struct{})
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error { <-released; return nil })
+	b := newTestBot(t, cfg, memory.New(), h, newChannel())
+	b.admit(t, "c1", "m1", "x")
+	waitFor(5*time.Second, func() bool { return b.inboxState(t, "web:m1").State == durability.InboxProcessing })
+	if r := b.inboxState(t, "web:m1"); r.Owner != host+"/bot/default" {
+		t.Fatalf("owner = %q", r.Owner)
+	}
+	close(released)
+	b.stop(t)
+}
+
+func TestOption_FailOpen(t *testing.T) {
+	for _, open := range []bool{false, true} {
+		t.Run(fmt.Sprint("fail_open=", open), func(t *testing.T) {
+			cfg := testConfig(t, fmt.Sprintf("[durability]\nfail_open = %v\n", open))
+			back := &hooked{Backend: memory.New(), failPut: func() error { return errors.New("disk full") }}
+			ch := newChannel()
+			b := newTestBot(t, cfg, back, reply("r: "), ch)
+			defer b.stop(t)
+			_, err := b.admit(t, "c1", "m1", "hi")
+			if !open {
+				if err == nil {
+					t.Fatal("admitted without a journal")
+				}
+				time.Sleep(30 * time.Millisecond)
+				if n := len(ch.texts()); n != 0 {
+					t.Fatalf("a message that was not journaled was dispatched (%d sends)", n)
+				}
+				// The journal recovers and the channel redelivers: it is processed.
+				back.failPut = nil
+				if _, err := b.admit(t, "c1", "m1", "hi"); err != nil {
+					t.Fatal(err)
+				}
+			} else if err != nil {
+				t.Fatalf("fail_open admission: %v", err)
+			}
+			if !waitFor(5*time.Second, func() bool { return ch.count("c1", "r: hi") == 1 }) {
+				t.Fatalf("not processed: %q", ch.texts())
+			}
+		})
+	}
+}
+
+func TestOption_InboxLease_HeartbeatKeepsALongHandler(t *testing.T) {
+	cfg := testConfig(t, "[durability.inbox]\nlease = \"60ms\"\n")
+	shared := memory.New()
+	ch := newChannel()
+	var runs atomic.Int32
+	slow := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		runs.Add(1)
+		time.Sleep(400 * time.Millisecond) // many leases long
+		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "done"})
+		return err
+	})
+	a := newTestBot(t, cfg, shared, slow, ch)
+	defer a.stop(t)
+	cfgB := testConfig(t, "[durability.inbox]\nlease = \"60ms\"\n")
+	cfgB.Durability.InstanceID = "replica-b"
+	b := newTestBot(t, cfgB, shared, slow, ch) // a replica sweeping every 5ms
+	defer b.stop(t)
+	a.admit(t, "c1", "m1", "x")
+	if !a.quiet(1, 5*time.Second) {
+		t.Fatal("did not settle")
+	}
+	if runs.Load() != 1 || a.Metrics().StaleLeases != 0 || len(ch.texts()) != 1 {
+		t.Fatalf("runs %d, stale %d, sends %q: the live lease was taken", runs.Load(), a.Metrics().StaleLeases, ch.texts())
+	}
+}
+
+// A frozen owner (its heartbeat stops) loses the record when the lease
+// expires; its late completion is refused and counted in stale_leases.
+func TestOption_InboxLease_ExpiredLeaseTakenOverAndLateCompletionRefused(t *testing.T) {
+	shared := memory.New()
+	ch := newChannel()
+	release := make(chan struct{})
+	frozen := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		<-release
+		return nil
+	})
+	cfgA := testConfig(t, "[durability.inbox]\nlease = \"50ms\"\n")
+	cfgA.Durability.InstanceID = "a"
+	a := newTestBot(t, cfgA, &hooked{Backend: shared, frozen: true}, frozen, ch)
+	a.admit(t, "c1", "m1", "x")
+	waitFor(5*time.Second, func() bool { return a.inboxState(t, "web:m1").State == durability.InboxProcessing })
+	cfgB := testConfig(t, "[durability.inbox]\nlease = \"50ms\"\n")
+	cfgB.Durability.InstanceID = "b"
+	b := newTestBot(t, cfgB, shared, reply("b: "), ch)
+	defer b.stop(t)
+	if !waitFor(5*time.Second, func() bool { return ch.count("c1", "b: x") == 1 }) {
+		t.Fatalf("replica b did not take over the expired lease: %+v; b metrics %+v", b.inboxState(t, "web:m1"), b.Metrics())
+	}
+	close(release)
+	if !waitFor(5*time.Second, func() bool { return a.Metrics().StaleLeases == 1 }) {
+		t.Fatalf("late completion not counted: %+v", a.Metrics())
+	}
+	a.stop(t)
+	if r := b.inboxState(t, "web:m1"); r.State != durability.InboxDone || r.Owner != "b" {
+		t.Fatalf("record %+v", r)
+	}
+}
+
+func TestOption_InboxMaxAttempts_And_InboxBackoff(t *testing.T) {
+	cfg := testConfig(t, "[durability.inbox]\nmax_attempts = 2\nbackoff = { base = \"40ms\", cap = \"1s\", jitter = 0.0 }\n")
+	var waits []int64
+	var mu sync.Mutex
+	b := newTestBot(t, cfg, memory.New(), native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		return &wasm.FaultError{Kind: wasm.FaultDeadline, Err: errors.New("too slow")}
+	}), newChannel())
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	waitFor(5*time.Second, func() bool {
+		r := b.inboxState(t, "web:m1")
+		if r.State == durability.InboxFailed {
+			mu.Lock()
+			if len(waits) == 0 {
+				waits = append(waits, r.RetryAt-r.UpdatedAt)
+			}
+			mu.Unlock()
+		}
+		return r.State == durability.InboxDead
+	})
+	r := b.inboxState(t, "web:m1")
+	if r.State != durability.InboxDead || r.Attempts != 2 {
+		t.Fatalf("record %+v, want dead after max_attempts = 2", r)
+	}
+	if len(waits) != 1 || waits[0] != 40 {
+		t.Fatalf("first retry waited %v ms, want inbox.backoff.base = 40", waits)
+	}
+	if got := newBackoff(cfg.Durability.Inbox.Backoff); got.wait(1) != 40*time.Millisecond || got.wait(2) != 80*time.Millisecond || got.wait(10) != time.Second {
+		t.Fatalf("backoff schedule %v %v %v", got.wait(1), got.wait(2), got.wait(10))
+	}
+	j := backoff{base: 100 * time.Millisecond, cap: time.Second, jitter: 0.2}
+	for range 100 {
+		if w := j.wait(1); w < 80*time.Millisecond || w > 120*time.Millisecond {
+			t.Fatalf("jittered wait %v outside ±20%%", w)
+		}
+	}
+}
+
+func TestOption_OutboxRetries_ThenDead(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\nretries = 2\ninline_max = \"1s\"\nbackoff = { base = \"2ms\", cap = \"5ms\", jitter = 0.0 }\n")
+	ch := newChannel()
+	ch.fail = func(int, provider.Outbound) error { return errors.New("503 service unavailable") }
+	b := newTestBot(t, cfg, memory.New(), reply("r: "), ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	if !b.quiet(1, 5*time.Second) {
+		t.Fatal("did not settle")
+	}
+	r := b.outboxRecord(t, "web:m1:1")
+	if r.State != durability.OutboxDead || r.Attempts != 3 || ch.calls != 3 {
+		t.Fatalf("record %+v after %d calls; want dead after 1 + retries(2) = 3 calls", r, ch.calls)
+	}
+	if m := b.Metrics(); m.OutboxDead != 1 || m.OutboxRetried != 2 {
+		t.Fatalf("metrics %+v", m)
+	}
+}
+
+func TestOption_OutboxBackoff_RateLimitedRetryAfterHonoured(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"10ms\"\nbackoff = { base = \"1ms\", cap = \"5ms\", jitter = 0.0 }\n")
+	ch := newChannel()
+	ch.fail = func(n int, _ provider.Outbound) error {
+		if n == 1 {
+			return &provider.RateLimitedError{RetryAfter: 150 * time.Millisecond, Err: errors.New("429")}
+		}
+		return nil
+	}
+	b := newTestBot(t, cfg, memory.New(), reply("r: "), ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	var first durability.OutboxRecord
+	waitFor(5*time.Second, func() bool {
+		r, err := b.outbox.Get(context.Background(), "web:m1:1")
+		if err == nil && r.State == durability.OutboxFailed {
+			first = r
+			return true
+		}
+		return false
+	})
+	if first.RetryAt-first.UpdatedAt != 150 {
+		t.Fatalf("retry scheduled %d ms after the 429, want retry_after = 150", first.RetryAt-first.UpdatedAt)
+	}
+	if !b.quiet(1, 5*time.Second) || ch.count("c1", "r: x") != 1 {
+		t.Fatalf("not delivered after the wait: %q", ch.texts())
+	}
+}
+
+func TestOption_OutboxInlineMax_DeferredWithKeyThenSweeperDelivers(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"60ms\"\nbackoff = { base = \"40ms\", cap = \"40ms\", jitter = 0.0 }\n")
+	ch := newChannel()
+	ch.fail = func(n int, _ provider.Outbound) error {
+		if n <= 3 {
+			return errors.New("502")
+		}
+		return nil
+	}
+	results := make(chan abi.SendResult, 1)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "hello"})
+		results <- res
+		return err
+	})
+	b := newTestBot(t, cfg, memory.New(), h, ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	res := <-results
+	if res.Status != abi.SendDeferred || res.Key != "web:m1:1" || res.Error != "502" {
+		t.Fatalf("result %+v, want deferred with the key", res)
+	}
+	if !b.quiet(1, 5*time.Second) || ch.count("c1", "hello") != 1 {
+		t.Fatalf("the sweeper did not deliver: %q", ch.texts())
+	}
+	if m := b.Metrics(); m.OutboxDeferred != 1 {
+		t.Fatalf("outbox_deferred = %d", m.OutboxDeferred)
+	}
+}
+
+func TestOption_OnAmbiguous_SkipMarksUnknown_ResendSendsAgain(t *testing.T) {
+	for _, resend := range []bool{false, true} {
+		c := crashCase{op: "provider.send", after: true, resend: resend}
+		t.Run(c.String(), func(t *testing.T) {
+			runCrash(t, memoryBackend, c) // checkGuarantees asserts unknown vs sent by policy
+		})
+	}
+}
+
+func TestOption_OnDiverged_ExplicitKeysNeverCompared(t *testing.T) {
+	shared := memory.New()
+	ch := newChannel()
+	text := "first"
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text, IdempotencyKey: "invoice:42"})
+		return err
+	})
+	b := newTestBot(t, testConfig(t, ""), shared, h, ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	b.quiet(1, 5*time.Second)
+	text = "second"
+	b.admit(t, "c1", "m2", "y")
+	b.quiet(2, 5*time.Second)
+	if got := ch.texts(); len(got) != 1 || got[0] != "first" || b.Metrics().OutboxDiverged != 0 || b.Metrics().OutboxDeduped != 1 {
+		t.Fatalf("sends %q, metrics %+v: an explicit key names the send", got, b.Metrics())
+	}
+}
+
+func TestOption_MaxPayloadBytes_BypassesTheOutbox(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\nmax_payload_bytes = 100\n")
+	ch := newChannel()
+	results := make(chan abi.SendResult, 1)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: strings.Repeat("x", 200)})
+		results <- res
+		return err
+	})
+	b := newTestBot(t, cfg, memory.New(), h, ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	if res := <-results; res.Status != abi.SendBypassed || res.Ref == "" {
+		t.Fatalf("result %+v", res)
+	}
+	b.quiet(1, 5*time.Second)
+	if out, _ := b.ListOutbox(context.Background(), durability.ListFilter{}); len(out) != 0 || b.Metrics().OutboxBypassed != 1 || len(ch.texts()) != 1 {
+		t.Fatalf("outbox %v, metrics %+v", out, b.Metrics())
+	}
+}
+
+func TestOption_OutboxLease_MinimumAndHeartbeat(t *testing.T) {
+	if err := parseErr(t, "[durability.outbox]\nlease = \"19ms\"\n"); err == nil || !strings.Contains(err.Error(), "durability.outbox.lease: 19ms is below the 20ms minimum") {
+		t.Fatalf("err = %v", err)
+	}
+	// A slow provider call longer than the lease is never taken for abandoned.
+	cfg := testConfig(t, "[durability.outbox]\nlease = \"40ms\"\n")
+	shared := memory.New()
+	ch := newChannel()
+	ch.fail = func(n int, _ provider.Outbound) error { time.Sleep(300 * time.Millisecond); return nil }
+	a := newTestBot(t, cfg, shared, reply("r: "), ch)
+	defer a.stop(t)
+	cfgB := testConfig(t, "[durability.outbox]\nlease = \"40ms\"\n")
+	cfgB.Durability.InstanceID = "replica-b"
+	b := newTestBot(t, cfgB, shared, reply("r: "), ch)
+	defer b.stop(t)
+	a.admit(t, "c1", "m1", "x")
+	if !a.quiet(1, 5*time.Second) {
+		t.Fatal("did not settle")
+	}
+	if m := b.Metrics(); m.OutboxAmbiguous != 0 || ch.count("c1", "r: x") != 1 {
+		t.Fatalf("replica b took a live send as ambiguous: %+v, %q", m, ch.texts())
+	}
+}
+
+func TestOption_Poll_SweeperPeriod(t *testing.T) {
+	for _, poll := range []string{"10ms", "1h"} {
+		t.Run(poll, func(t *testing.T) {
+			cfg := testConfig(t, "")
+			cfg.Durability.Poll = duration(t, poll)
+			b := newTestBot(t, cfg, memory.New(), native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+				if ev.Attempt == 1 {
+					return &wasm.FaultError{Kind: wasm.FaultTrap, Err: errors.New("x")}
+				}
+				return nil
+			}), newChannel())
+			defer b.stop(t)
+			b.admit(t, "c1", "m1", "x")
+			retried := waitFor(300*time.Millisecond, func() bool { return b.inboxState(t, "web:m1").State == durability.InboxDone })
+			if retried != (poll == "10ms") {
+				t.Fatalf("poll %s: retried within 300ms = %v", poll, retried)
+			}
+		})
+	}
+}
+
+func TestOption_Retention_PurgesSettledRecords(t *testing.T) {
+	for _, retention := range []string{"30ms", "0"} {
+		t.Run(retention, func(t *testing.T) {
+			cfg := testConfig(t, "")
+			r := duration(t, retention)
+			cfg.Durability.Retention = &r
+			b := newTestBot(t, cfg, memory.New(), reply("r: "), newChannel())
+			defer b.stop(t)
+			b.admit(t, "c1", "m1", "x")
+			b.quiet(1, 5*time.Second)
+			purged := waitFor(500*time.Millisecond, func() bool {
+				in, _ := b.ListInbox(context.Background(), durability.ListFilter{})
+				out, _ := b.ListOutbox(context.Background(), durability.ListFilter{})
+				return len(in) == 0 && len(out) == 0
+			})
+			if purged != (retention != "0") {
+				t.Fatalf("retention %s: purged = %v", retention, purged)
+			}
+		})
+	}
+}
+
+func TestKeys_ExplicitDerivedAndRandom(t *testing.T) {
+	ch := newChannel()
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "one"})
+		env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "two", IdempotencyKey: "invoice:42"})
+		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "three"})
+		return err
+	})
+	b := newTestBot(t, testConfig(t, ""), memory.New(), h, ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	b.quiet(1, 5*time.Second)
+	for key, text := range map[string]string{"web:m1:1": "one", "invoice:42": "two", "web:m1:3": "three"} {
+		var m outMsg
+		json.Unmarshal(b.outboxRecord(t, key).Payload, &m)
+		if m.Text != text {
+			t.Fatalf("key %s holds %q, want %q", key, m.Text, text)
+		}
+	}
+	res, err := b.Send(context.Background(), "web", "c9", "from the host", "")
+	if err != nil || res.Status != abi.SendSent || !strings.HasPrefix(res.Key, "rnd:") {
+		t.Fatalf("random-key send: %+v %v", res, err)
+	}
+	res2, _ := b.Send(context.Background(), "web", "c9", "from the host", "")
+	if res2.Key == res.Key || ch.count("c9", "from the host") != 2 {
+		t.Fatal("a second call with a random key is a new send")
+	}
+}
+
+func TestEnqueue_ReturnsAtOnce_SecondEnqueueOfAKeyDoesNothing(t *testing.T) {
+	ch := newChannel()
+	results := make(chan abi.SendResult, 2)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		res, err := env.Enqueue(ctx, abi.SendRequest{Chat: ev.Chat, Text: "your appointment is tomorrow", IdempotencyKey: "reminder:1"})
+		results <- res
+		return err
+	})
+	b := newTestBot(t, testConfig(t, ""), memory.New(), h, ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	if r := <-results; r.Status != abi.SendDeferred || r.Key != "reminder:1" {
+		t.Fatalf("first enqueue %+v", r)
+	}
+	b.quiet(1, 5*time.Second)
+	b.admit(t, "c1", "m2", "y")
+	if r := <-results; r.Status != abi.SendDeduped {
+		t.Fatalf("second enqueue %+v, want deduped", r)
+	}
+	b.quiet(2, 5*time.Second)
+	if n := ch.count("c1", "your appointment is tomorrow"); n != 1 {
+		t.Fatalf("sent %d times", n)
+	}
+}
+
+func TestPerChatOrderKeptWhileASendRetriesInline(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"1s\"\nbackoff = { base = \"30ms\", cap = \"30ms\", jitter = 0.0 }\n")
+	ch := newChannel()
+	ch.fail = func(n int, out provider.Outbound) error {
+		if out.Text == "r: 1" && n == 1 {
+			return errors.New("timeout")
+		}
+		return nil
+	}
+	b := newTestBot(t, cfg, memory.New(), reply("r: "), ch)
+	defer b.stop(t)
+	for i := 1; i <= 3; i++ {
+		b.admit(t, "c1", fmt.Sprint("m", i), fmt.Sprint(i))
+	}
+	b.quiet(3, 5*time.Second)
+	if got := strings.Join(ch.texts(), ","); got != "r: 1,r: 2,r: 3" {
+		t.Fatalf("order %s", got)
+	}
+}
+
+func TestSplit_PartsInOrder_WaitingIsRefunded(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"10ms\"\nbackoff = { base = \"60ms\", cap = \"60ms\", jitter = 0.0 }\n")
+	ch := newChannel()
+	ch.limit = 10
+	ch.fail = func(n int, _ provider.Outbound) error {
+		if n == 1 {
+			return errors.New("flaky")
+		}
+		return nil
+	}
+	text := "aaaaaaaaa bbbbbbbbb ccccc"
+	b := newTestBot(t, cfg, memory.New(), native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text})
+		return err
+	}), limited{ch})
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	if !b.quiet(1, 5*time.Second) {
+		t.Fatal("did not settle")
+	}
+	if got := strings.Join(ch.texts(), "|"); got != "aaaaaaaaa |bbbbbbbbb |ccccc" {
+		t.Fatalf("parts delivered as %q", got)
+	}
+	p2 := b.outboxRecord(t, "web:m1:1#2")
+	if p2.PreviousPart != "web:m1:1" || p2.Attempts != 1 || b.outboxRecord(t, "web:m1:1#3").PreviousPart != "web:m1:1#2" {
+		t.Fatalf("part 2 %+v: want linked to part 1 with 1 attempt (waiting refunded)", p2)
+	}
+}
+
+func TestSplit_SweeperSplitsAnOversizedJournaledRecord(t *testing.T) {
+	ch := newChannel()
+	ch.limit = 10
+	shared := memory.New()
+	j, _ := shared.Open(context.Background(), durability.Scope{Bot: "bot", Connection: "default"})
+	payload, _ := json.Marshal(outMsg{Text: "aaaaaaaaa bbbbbbbbb ccccc"})
+	j.Outbox.Put(context.Background(), durability.OutboxPut{Key: "old", Provider: "web", Chat: "c1", Payload: payload}, nowMs(), nil)
+	b := newTestBot(t, testConfig(t, ""), shared, reply(""), limited{ch})
+	defer b.stop(t)
+	if !waitFor(5*time.Second, func() bool { return len(ch.texts()) == 3 && b.settled(0) }) {
+		t.Fatalf("delivered %q", ch.texts())
+	}
+	if got := strings.Join(ch.texts(), "|"); got != "aaaaaaaaa |bbbbbbbbb |ccccc" {
+		t.Fatalf("parts %q", got)
+	}
+	if r := b.outboxRecord(t, "old#3"); r.PreviousPart != "old#2" || r.State != durability.OutboxSent {
+		t.Fatalf("part 3 %+v", r)
+	}
+}
+
+func TestPermanentErrorsGoStraightToTheDLQ(t *testing.T) {
+	for _, perm := range []error{provider.ErrUnsupportedContent, provider.ErrPayloadTooLarge, provider.ErrOutsideSessionWindow, provider.ErrRecipientUnreachable, permanentError{errors.New("retryable=false")}} {
+		t.Run(perm.Error(), func(t *testing.T) {
+			ch := newChannel()
+			ch.fail = func(int, provider.Outbound) error { return fmt.Errorf("channel: %w", perm) }
+			b := newTestBot(t, testConfig(t, ""), memory.New(), reply(""), ch)
+			defer b.stop(t)
+			b.admit(t, "c1", "m1", "x")
+			b.quiet(1, 5*time.Second)
+			if r := b.outboxRecord(t, "web:m1:1"); r.State != durability.OutboxDead || ch.calls != 1 {
+				t.Fatalf("record %+v after %d calls", r, ch.calls)
+			}
+			var e Event
+			for len(b.events) > 0 {
+				if ev := <-b.events; ev.Name == EventDead {
+					e = ev
+				}
+			}
+			if e.Kind != "outbox" || e.Key != "web:m1:1" || e.Chat != "c1" || !strings.Contains(e.Error, perm.Error()) {
+				t.Fatalf("dead event %+v", e)
+			}
+		})
+	}
+}
+
+// The first sweep after a restart recovers the leases of the dead incarnation
+// (same instance id) at once, without waiting for them to expire.
+func TestRestartRecoversEarlierLeasesAtOnce(t *testing.T) {
+	shared := memory.New()
+	cfg := testConfig(t, "[durability.inbox]\nlease = \"1h\"\n")
+	ch := newChannel()
+	hang := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error { <-ctx.Done(); return ctx.Err() })
+	crash := durabilitytest.NewCrashable(shared)
+	a := newTestBot(t, cfg, crash, hang, ch)
+	a.admit(t, "c1", "m1", "x")
+	waitFor(5*time.Second, func() bool { return a.inboxState(t, "web:m1").State == durability.InboxProcessing })
+	crash.CrashBefore("inbox.fail")
+	a.Abandon()
+	time.Sleep(2 * time.Millisecond)
+	b := newTestBot(t, cfg, shared, reply("r: "), ch)
+	defer b.stop(t)
+	if !waitFor(5*time.Second, func() bool { return ch.count("c1", "r: x") == 1 }) {
+		t.Fatal("the dead incarnation's record was not recovered")
+	}
+	if r := b.inboxState(t, "web:m1"); r.Attempts != 2 {
+		t.Fatalf("record %+v", r)
+	}
+}
+
+func TestOperations_ListRetryDiscard(t *testing.T) {
+	ch := newChannel()
+	ch.fail = func(int, provider.Outbound) error { return provider.ErrRecipientUnreachable }
+	b := newTestBot(t, testConfig(t, ""), memory.New(), reply("r: "), ch)
+	defer b.stop(t)
+	ctx := context.Background()
+	b.admit(t, "c1", "m1", "x")
+	b.quiet(1, 5*time.Second)
+	dead, _ := b.ListOutbox(ctx, durability.ListFilter{State: "dead"})
+	if len(dead) != 1 {
+		t.Fatalf("outbound DLQ %v", dead)
+	}
+	ch.mu.Lock()
+	ch.fail = nil
+	ch.mu.Unlock()
+	if err := b.RetrySend(ctx, dead[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(5*time.Second, func() bool { return ch.count("c1", "r: x") == 1 }) {
+		t.Fatal("retry did not send")
+	}
+	if err := b.RetrySend(ctx, dead[0].Key); !errors.Is(err, durability.ErrInvalidState) {
+		t.Fatalf("retry of a sent record: %v", err)
+	}
+	if err := b.Discard(ctx, dead[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	// The discarded key sends again on a replay.
+	if err := b.ReplayInbound(ctx, "web:m1"); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(5*time.Second, func() bool { return ch.count("c1", "r: x") == 2 }) {
+		t.Fatalf("replay after discard did not send again: %q", ch.texts())
+	}
+	if in, _ := b.ListInbox(ctx, durability.ListFilter{State: "done", Chat: "c1"}); len(in) != 1 {
+		t.Fatalf("inbox list %v", in)
+	}
+}
+
+func TestMetrics_TheSeedsThirteenCounters(t *testing.T) {
+	b, _ := json.Marshal(Metrics{})
+	var m map[string]int64
+	json.Unmarshal(b, &m)
+	want := []string{"inbound_journaled", "inbound_duplicates", "inbound_replayed", "inbound_dead", "outbox_journaled",
+		"outbox_deduped", "outbox_retried", "outbox_deferred", "outbox_dead", "outbox_ambiguous", "outbox_bypassed",
+		"stale_leases", "outbox_diverged"}
+	if len(m) != 13 {
+		t.Fatalf("%d counters: %v", len(m), m)
+	}
+	for _, k := range want {
+		if _, ok := m[k]; !ok {
+			t.Fatalf("missing %s", k)
+		}
+	}
+}
