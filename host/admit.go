@@ -39,7 +39,9 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		ID: id, Provider: providerID, Chat: msg.Chat, From: msg.From, Text: msg.Text,
 		Media: mediaToABI(msg.Media), ReceivedAt: at.UnixMilli(),
 	}
-	payload, err := json.Marshal(ev)
+	rec := journaled{Event: ev}
+	b.serializeMedia(providerID, &rec)
+	payload, err := json.Marshal(rec)
 	if err != nil {
 		return provider.Admission{}, fmt.Errorf("admit %s: %w", id, err)
 	}

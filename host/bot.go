@@ -59,10 +59,11 @@ type Bot struct {
 	outbox     durability.OutboxJournal
 	state      durability.StateStore
 
-	dispatch *dispatcher
-	metrics  counters
-	boot     time.Time
-	wake     chan struct{}
+	dispatch  *dispatcher
+	metrics   counters
+	mediaRefs bool
+	boot      time.Time
+	wake      chan struct{}
 
 	mu        sync.Mutex
 	listeners []func(Event)
@@ -81,6 +82,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		cfg:       cfg,
 		log:       opts.Logger,
 		policy:    newPolicy(cfg),
+		mediaRefs: *cfg.Durability.Inbox.MediaRefs,
 		providers: map[string]provider.Provider{},
 		boot:      time.Now(),
 		wake:      make(chan struct{}, 1),

@@ -612,3 +612,62 @@ func TestMetrics_TheSeedsThirteenCounters(t *testing.T) {
 		}
 	}
 }
+
+// codecChannel journals its media as {v:1, data:{"file":…}} without the secret
+// part of the live token ("<file>?sig=<secret>").
+type codecChannel struct{ *channel }
+
+func (codecChannel) SerializeMediaRef(m provider.Media) (provider.StoredRef, bool) {
+	file, _, _ := strings.Cut(m.Ref, "?")
+	if file == "view-once" {
+		return provider.StoredRef{}, false
+	}
+	data, _ := json.Marshal(map[string]string{"file": file})
+	return provider.StoredRef{V: 1, Data: data}, true
+}
+
+func (codecChannel) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error) {
+	var d struct{ File string }
+	if s.V != 1 || json.Unmarshal(s.Data, &d) != nil || d.File == "" {
+		return provider.Media{}, errors.New("bad stored ref")
+	}
+	return provider.Media{Ref: d.File + "?sig=fresh"}, nil
+}
+
+func TestOption_InboxMediaRefs(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprint("media_refs=", on), func(t *testing.T) {
+			cfg := testConfig(t, fmt.Sprintf("[durability.inbox]\nmedia_refs = %v\n", on))
+			refs := make(chan []string, 1)
+			h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+				var rs []string
+				for _, m := range ev.Media {
+					rs = append(rs, m.Ref)
+				}
+				refs <- rs
+				return nil
+			})
+			b := newTestBot(t, cfg, memory.New(), h, codecChannel{newChannel()})
+			defer b.stop(t)
+			_, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Media: []provider.Media{
+				{Type: "image", Ref: "photo-1?sig=SECRET"}, {Type: "image", Ref: "view-once?sig=SECRET"},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := <-refs
+			b.quiet(1, 5*time.Second)
+			payload := string(b.inboxState(t, "web:m1").Payload)
+			if on {
+				if strings.Contains(payload, "SECRET") || !strings.Contains(payload, `"data":{"file":"photo-1"}`) {
+					t.Fatalf("journaled %s", payload)
+				}
+				if got[0] != "photo-1?sig=fresh" || got[1] != "" {
+					t.Fatalf("guest saw refs %q, want the rehydrated one and none for the view-once media", got)
+				}
+			} else if !strings.Contains(payload, "photo-1?sig=SECRET") || got[0] != "photo-1?sig=SECRET" {
+				t.Fatalf("media_refs = false journals the raw token: %s, guest saw %q", payload, got)
+			}
+		})
+	}
+}

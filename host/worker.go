@@ -52,11 +52,13 @@ func (b *Bot) handle(_ context.Context, j job) {
 	if rec.Attempts > 1 {
 		b.metrics.inboundReplayed.Add(1)
 	}
-	var ev abi.Event
-	if err := json.Unmarshal(rec.Payload, &ev); err != nil {
+	var jr journaled
+	if err := json.Unmarshal(rec.Payload, &jr); err != nil {
 		b.failInbound(ctx, rec, hb, fmt.Errorf("journaled event is unreadable: %w", err), true)
 		return
 	}
+	b.rehydrateMedia(rec.Provider, &jr)
+	ev := jr.Event
 	ev.Attempt = rec.Attempts
 	t, err := b.run(hb.ctx, ev, rec)
 	hb.stop()

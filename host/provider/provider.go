@@ -8,6 +8,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 )
@@ -74,4 +75,21 @@ type Admitter interface {
 // routes are mounted on the [http] listen address.
 type Router interface {
 	Routes(mux *http.ServeMux)
+}
+
+// StoredRef is a provider's durable, versioned media reference as the inbox
+// journals it. It never holds credentials: those are added again at download.
+type StoredRef struct {
+	V    int             `json:"v"`
+	Data json.RawMessage `json:"data"`
+}
+
+// MediaRefCodec is implemented by a provider whose live media references
+// cannot be journaled as they are. SerializeMediaRef returns the stored form,
+// or false when the media cannot be made durable; RehydrateMediaRef validates a
+// stored form (unknown version, bad or tampered data is an error) and rebuilds
+// the reference, without needing the transport connected.
+type MediaRefCodec interface {
+	SerializeMediaRef(m Media) (StoredRef, bool)
+	RehydrateMediaRef(s StoredRef) (Media, error)
 }
