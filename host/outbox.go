@@ -272,6 +272,10 @@ func (b *Bot) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error) {
 // backoff until outbox.inline_max, then leaves it failed for the sweeper.
 func (b *Bot) deliverInline(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord) (abi.SendResult, error) {
 	start := time.Now()
+	deferred := func(sendErr error) (abi.SendResult, error) {
+		b.metrics.outboxDeferred.Add(1)
+		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil
+	}
 	for {
 		ref, sendErr := b.call(prov, rec)
 		if sendErr == nil {
@@ -283,18 +287,16 @@ func (b *Bot) deliverInline(ctx context.Context, prov provider.Provider, rec dur
 			return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: sendErr.Error()}, nil
 		}
 		if time.Since(start)+wait > b.policy.inlineMax {
-			b.metrics.outboxDeferred.Add(1)
-			return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil
+			return deferred(sendErr)
 		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil
+			return deferred(sendErr)
 		}
 		next, err := b.outbox.Begin(ctx, rec.Key, b.outboxLease())
 		if errors.Is(err, durability.ErrNotClaimable) {
-			// The sweeper took it: it delivers from here.
-			return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil
+			return deferred(sendErr) // the sweeper took it: it delivers from here
 		}
 		if err != nil {
 			return abi.SendResult{}, fmt.Errorf("outbox journal: %w", err)
