@@ -33,6 +33,10 @@ func (d *KvDurability) Open(_ context.Context, scope Scope) (Journals, error) {
 // Close implements Backend.
 func (d *KvDurability) Close() error { return d.kv.Close() }
 
+// Kv returns the store the journals live in; the host keeps other per-scope
+// data (the webchat transcript) beside them.
+func (d *KvDurability) Kv() Kv { return d.kv }
+
 const (
 	scanPage = 256
 	// scanBudget bounds how many index entries one ClaimDue reads.

@@ -13,7 +13,9 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/file"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/webchat"
@@ -55,6 +57,7 @@ type Bot struct {
 
 	backend    durability.Backend
 	ownBackend bool
+	transcript webchat.Transcript
 	inbox      durability.InboxJournal
 	outbox     durability.OutboxJournal
 	state      durability.StateStore
@@ -114,19 +117,43 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) error {
 	b.backend = injected
 	if b.backend == nil {
-		switch b.cfg.Durability.Backend {
-		case "memory":
-			b.backend, b.ownBackend = memory.New(), true
-		default:
-			return fmt.Errorf("%s: durability.backend %q is not available in this build yet (use memory, or leave out [durability])", b.cfg.File, b.cfg.Durability.Backend)
+		backend, err := OpenBackend(b.cfg)
+		if err != nil {
+			return err
 		}
+		b.backend, b.ownBackend = backend, true
 	}
-	j, err := b.backend.Open(ctx, durability.Scope{Bot: b.cfg.Bot.ID, Connection: "default"})
+	scope := Scope(b.cfg)
+	j, err := b.backend.Open(ctx, scope)
 	if err != nil {
 		return fmt.Errorf("durability: open %s backend: %w", b.cfg.Durability.Backend, err)
 	}
 	b.inbox, b.outbox, b.state = j.Inbox, j.Outbox, j.State
+	if kvb, ok := b.backend.(interface{ Kv() durability.Kv }); ok {
+		b.transcript = &kvTranscript{kv: kvb.Kv(), prefix: scope.ID() + "/tr/"}
+	} else {
+		b.transcript = webchat.NewMemoryTranscript()
+	}
 	return nil
+}
+
+// Scope is the journal scope of the bot cfg describes.
+func Scope(cfg *config.Config) durability.Scope {
+	return durability.Scope{Bot: cfg.Bot.ID, Connection: "default"}
+}
+
+// OpenBackend opens the durability backend cfg names.
+func OpenBackend(cfg *config.Config) (durability.Backend, error) {
+	d := cfg.Durability
+	switch d.Backend {
+	case "memory":
+		return memory.New(), nil
+	case "sqlite":
+		return sqlite.Open(d.Path, &sqlite.Options{Synchronous: d.Synchronous})
+	case "file":
+		return file.Open(d.Path, &file.Options{AppendLog: *d.AppendLog, CompactEvery: d.CompactEvery, CompactBytes: int64(d.CompactBytes), NoFsync: !*d.Fsync})
+	}
+	return nil, fmt.Errorf("%s: durability.backend %q is not available in this build yet (use sqlite, file or memory)", cfg.File, d.Backend)
 }
 
 func (b *Bot) loadModule(ctx context.Context) error {
@@ -157,11 +184,10 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 	if injected != nil {
 		return nil
 	}
-	transcript := webchat.NewMemoryTranscript()
 	for _, pc := range b.cfg.Providers {
 		switch pc := pc.(type) {
 		case *config.Webchat:
-			wc := webchat.New(pc.ID, b, transcript)
+			wc := webchat.New(pc.ID, b, b.transcript)
 			b.providers[pc.ID] = wc
 			if b.chatPage == nil {
 				b.chatPage = wc.Page

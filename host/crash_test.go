@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/file"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/durability/sqlite"
 )
 
 // crashCase is one crash point of the matrix.
@@ -154,23 +157,55 @@ var crashOps = []string{
 
 func memoryBackend(*testing.T) durability.Backend { return memory.New() }
 
-// TestCrashMatrix crashes at every crash point, before and after it, under both
-// ambiguity policies.
-func TestCrashMatrix(t *testing.T) {
-	for _, op := range crashOps {
-		for _, after := range []bool{false, true} {
-			for _, resend := range []bool{false, true} {
-				c := crashCase{op: op, after: after, resend: resend}
-				t.Run(c.String(), func(t *testing.T) { runCrash(t, memoryBackend, c) })
-			}
+// backends are the backends the crash matrix runs on: each test gets a fresh
+// one, closed at its end.
+var backends = map[string]func(t *testing.T) durability.Backend{
+	"memory": memoryBackend,
+	"sqlite": func(t *testing.T) durability.Backend {
+		b, err := sqlite.Open(filepath.Join(t.TempDir(), "bot.db"), nil)
+		if err != nil {
+			t.Fatal(err)
 		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	},
+	"file": func(t *testing.T) durability.Backend {
+		b, err := file.Open(filepath.Join(t.TempDir(), "bot.journal"), &file.Options{AppendLog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	},
+}
+
+// TestCrashMatrix crashes at every crash point, before and after it, under both
+// ambiguity policies, on every backend.
+func TestCrashMatrix(t *testing.T) {
+	for name, nb := range backends {
+		t.Run(name, func(t *testing.T) {
+			for _, op := range crashOps {
+				for _, after := range []bool{false, true} {
+					for _, resend := range []bool{false, true} {
+						c := crashCase{op: op, after: after, resend: resend}
+						t.Run(c.String(), func(t *testing.T) { runCrash(t, nb, c) })
+					}
+				}
+			}
+		})
 	}
 }
 
-// TestCrashMatrixRandom crashes at 1,000 seeded random writes.
+// TestCrashMatrixRandom crashes at 1,000 seeded random writes on every backend.
 func TestCrashMatrixRandom(t *testing.T) {
+	for name, nb := range backends {
+		t.Run(name, func(t *testing.T) { crashRandom(t, nb) })
+	}
+}
+
+func crashRandom(t *testing.T, nb func(t *testing.T) durability.Backend) {
 	// A clean run counts the writes the messages cause.
-	clean := durabilitytest.NewCrashable(memory.New())
+	clean := durabilitytest.NewCrashable(nb(t))
 	cfg := testConfig(t, "")
 	ch := newChannel()
 	a := newTestBot(t, cfg, clean, echoTwice, crashProvider{ch: ch, crash: clean})
@@ -192,7 +227,7 @@ func TestCrashMatrixRandom(t *testing.T) {
 	var ambiguous int64
 	for i := range runs {
 		c := crashCase{nth: 1 + rng.IntN(writes+2), after: rng.IntN(2) == 1, resend: rng.IntN(2) == 1}
-		m := runCrash(t, memoryBackend, c)
+		m := runCrash(t, nb, c)
 		ambiguous += m.OutboxAmbiguous
 		if t.Failed() {
 			t.Fatalf("run %d (%s) failed", i, c)

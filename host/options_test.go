@@ -37,9 +37,9 @@ func TestOption_Backend_DefaultMemoryAndUnknownRefused(t *testing.T) {
 	}
 	b := newTestBot(t, cfg, nil, reply("r: "), newChannel())
 	b.stop(t)
-	cfg.Durability.Backend = "sqlite"
+	cfg.Durability.Backend = "redis"
 	_, err := New(context.Background(), cfg, Options{Handler: reply("")})
-	if err == nil || !strings.Contains(err.Error(), `durability.backend "sqlite" is not available in this build yet`) {
+	if err == nil || !strings.Contains(err.Error(), `durability.backend "redis" is not available in this build yet`) {
 		t.Fatalf("err = %v", err)
 	}
 }

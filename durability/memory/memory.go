@@ -150,3 +150,51 @@ func (k *Kv) Close() error {
 	k.closed = true
 	return nil
 }
+
+// State is a Kv's whole content, for backends that persist it (the file
+// journal snapshots it).
+type State struct {
+	// Version is the last version handed out.
+	Version int64                              `json:"version"`
+	Items   map[string]Item                    `json:"items"`
+	Index   map[string][]durability.IndexEntry `json:"index"`
+}
+
+// Item is one stored value.
+type Item struct {
+	Value   []byte `json:"value"`
+	Version int64  `json:"v"`
+}
+
+// Export copies the Kv's content.
+func (k *Kv) Export() State {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := State{Version: k.version, Items: make(map[string]Item, len(k.items)), Index: make(map[string][]durability.IndexEntry, len(k.indexes))}
+	for key, it := range k.items {
+		s.Items[key] = Item{Value: it.value, Version: it.version}
+	}
+	for name, ix := range k.indexes {
+		if len(ix.sorted) > 0 {
+			s.Index[name] = slices.Clone(ix.sorted)
+		}
+	}
+	return s
+}
+
+// Import returns a Kv holding s.
+func Import(s State) *Kv {
+	k := NewKv()
+	k.version = s.Version
+	for key, it := range s.Items {
+		k.items[key] = item{value: it.Value, version: it.Version}
+	}
+	for name, entries := range s.Index {
+		ix := &index{score: map[string]int64{}}
+		for _, e := range entries {
+			ix.add(e)
+		}
+		k.indexes[name] = ix
+	}
+	return k
+}

@@ -55,6 +55,19 @@ type Durability struct {
 	Path string `toml:"path"`
 	// URL is the connection URL of the postgres and redis backends.
 	URL string `toml:"url"`
+	// Synchronous is the sqlite backend's fsync policy: full (default) or
+	// normal.
+	Synchronous string `toml:"synchronous"`
+	// AppendLog makes the file backend append each change to <path>.log
+	// (default true) instead of rewriting the snapshot.
+	AppendLog *bool `toml:"append_log"`
+	// CompactEvery folds the file backend's log after this many entries
+	// (default 1000).
+	CompactEvery int `toml:"compact_every"`
+	// CompactBytes folds the file backend's log at this size (default 4MiB).
+	CompactBytes Size `toml:"compact_bytes"`
+	// Fsync forces the file backend's writes to disk (default true).
+	Fsync *bool `toml:"fsync"`
 	// InstanceID owns leases (default <hostname>/<bot id>/<connection>).
 	InstanceID string `toml:"instance_id"`
 	// FailOpen dispatches an event even when the journal cannot record it.
@@ -177,6 +190,23 @@ func (c *Config) defaults(dir string) {
 	if d.InstanceID == "" {
 		host, _ := os.Hostname()
 		d.InstanceID = host + "/" + b.ID + "/default"
+	}
+	if d.Synchronous == "" {
+		d.Synchronous = "full"
+	}
+	if d.AppendLog == nil {
+		t := true
+		d.AppendLog = &t
+	}
+	if d.CompactEvery == 0 {
+		d.CompactEvery = 1000
+	}
+	if d.CompactBytes == 0 {
+		d.CompactBytes = 4 << 20
+	}
+	if d.Fsync == nil {
+		t := true
+		d.Fsync = &t
 	}
 	if d.Poll == 0 {
 		d.Poll = Duration(time.Second)

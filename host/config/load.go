@@ -243,6 +243,12 @@ func (p *parser) validate(c *Config) {
 			p.add("durability.url", "missing: the %s backend needs a connection URL", d.Backend)
 		}
 	}
+	if d.Synchronous != "full" && d.Synchronous != "normal" {
+		p.add("durability.synchronous", "unknown value %q (want full or normal)", d.Synchronous)
+	}
+	if d.CompactEvery < 1 {
+		p.add("durability.compact_every", "%d must be at least 1", d.CompactEvery)
+	}
 	if d.Inbox.MaxAttempts < 1 {
 		p.add("durability.inbox.max_attempts", "%d must be at least 1", d.Inbox.MaxAttempts)
 	}

@@ -1,0 +1,446 @@
+// Package file is the seed's FileDurability: the journals in one JSON snapshot
+// file, optionally with an append log (<path>.log) of every committed change.
+//
+// A lock file (<path>.lock, holding the pid) refuses a second live process and
+// a second open in the same process until Close. Snapshots are written
+// atomically (temp file, fsync, rename). With AppendLog each commit appends one
+// line to the log; the log is folded into the snapshot every CompactEvery
+// entries or CompactBytes bytes, and at Close. A leftover log is always
+// replayed at open. Concurrent commits share one write and one fsync, and a
+// caller returns only once its change is on disk.
+//
+// An unreadable snapshot is refused with an error naming the file. A truncated
+// last log line (a crash mid-write) is trimmed; a bad line followed by more
+// lines is corruption: Open refuses it with a *CorruptError (code
+// APPEND_LOG_CORRUPT, file, line and byte) and leaves the file as it is.
+package file
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/memory"
+)
+
+// Options tune the file journal. The zero value is a snapshot rewritten on
+// every commit, fsynced.
+type Options struct {
+	// AppendLog appends each change to <path>.log instead of rewriting the
+	// snapshot.
+	AppendLog bool
+	// CompactEvery folds the log into the snapshot after this many entries
+	// (default 1000).
+	CompactEvery int
+	// CompactBytes folds the log after it reaches this size (default 4 MiB).
+	CompactBytes int64
+	// NoFsync skips fsync: renames stay atomic but may sit in the page cache
+	// if the machine loses power.
+	NoFsync bool
+}
+
+// Store is a durability.Kv kept in memory and persisted to the file.
+type Store struct {
+	path string
+	opts Options
+	kv   *memory.Kv
+	lock *os.File
+
+	mu      sync.Mutex // orders apply + log line
+	seq     int64      // last sequence applied in memory
+	pending bytes.Buffer
+	waiters []chan error
+	kick    chan struct{}
+
+	flushMu   sync.Mutex // held by the flusher while writing
+	log       *os.File
+	logLines  int
+	logBytes  int64
+	snapSeq   int64
+	closed    bool
+	stop      chan struct{}
+	done      chan struct{}
+	flushErr  error
+	openPaths *sync.Map
+}
+
+// Backend is the journals over a Store.
+type Backend struct {
+	*durability.KvDurability
+	*Store
+}
+
+// Close closes the store: the log is folded into the snapshot and the lock is
+// released.
+func (b *Backend) Close() error { return b.Store.Close() }
+
+var open sync.Map // absolute path -> true, for the same-process check
+
+// Open opens the journal at path (creating it if absent), replaying a leftover
+// log.
+func Open(path string, opts *Options) (*Backend, error) {
+	s, err := OpenStore(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{KvDurability: durability.NewKvDurability(s), Store: s}, nil
+}
+
+// ErrLocked is wrapped by the error of opening a journal another live process
+// (or this one) holds.
+var ErrLocked = errors.New("file journal is locked")
+
+// OpenStore opens the Kv alone.
+func OpenStore(path string, opts *Options) (*Store, error) {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.CompactEvery <= 0 {
+		o.CompactEvery = 1000
+	}
+	if o.CompactBytes <= 0 {
+		o.CompactBytes = 4 << 20
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, loaded := open.LoadOrStore(abs, true); loaded {
+		return nil, fmt.Errorf("%w: %s is already open in this process (close it first)", ErrLocked, path)
+	}
+	s := &Store{path: path, opts: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), openPaths: &open}
+	if err := s.load(); err != nil {
+		open.Delete(abs)
+		return nil, err
+	}
+	go s.flusher()
+	return s, nil
+}
+
+func (s *Store) load() error {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+		return fmt.Errorf("file journal %s: %w", s.path, err)
+	}
+	lock, err := acquireLock(s.path + ".lock")
+	if err != nil {
+		return err
+	}
+	s.lock = lock
+	fail := func(err error) error {
+		releaseLock(lock, s.path+".lock")
+		return err
+	}
+	state := memory.State{}
+	if b, err := os.ReadFile(s.path); err == nil {
+		snap, err := DecodeSnapshot(b)
+		if err != nil {
+			return fail(fmt.Errorf("file journal %s: snapshot is unreadable: %w (restore it from a backup or move it aside)", s.path, err))
+		}
+		state, s.snapSeq = snap.KV, snap.Seq
+	} else if !os.IsNotExist(err) {
+		return fail(fmt.Errorf("file journal %s: %w", s.path, err))
+	}
+	s.kv = memory.Import(state)
+	s.seq = s.snapSeq
+	logPath := s.path + ".log"
+	b, err := os.ReadFile(logPath)
+	if err != nil && !os.IsNotExist(err) {
+		return fail(fmt.Errorf("file journal %s: %w", logPath, err))
+	}
+	entries, keep, err := DecodeLog(logPath, b)
+	if err != nil {
+		return fail(err)
+	}
+	for _, e := range entries {
+		if e.Seq <= s.seq {
+			continue // already in the snapshot (a crash between snapshot and truncate)
+		}
+		if err := s.kv.Commit(context.Background(), e.writes(), e.Index); err != nil {
+			return fail(fmt.Errorf("file journal %s: replaying entry %d: %w", logPath, e.Seq, err))
+		}
+		s.seq = e.Seq
+	}
+	s.log, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fail(fmt.Errorf("file journal %s: %w", logPath, err))
+	}
+	if keep < len(b) {
+		// A truncated last line: trim it.
+		if err := s.log.Truncate(int64(keep)); err != nil {
+			return fail(fmt.Errorf("file journal %s: trimming a truncated last line: %w", logPath, err))
+		}
+	}
+	if _, err := s.log.Seek(int64(keep), 0); err != nil {
+		return fail(err)
+	}
+	s.logLines, s.logBytes = len(entries), int64(keep)
+	return nil
+}
+
+// Get implements durability.Kv.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
+	return s.kv.Get(ctx, key)
+}
+
+// Range implements durability.Kv.
+func (s *Store) Range(ctx context.Context, index string, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
+	return s.kv.Range(ctx, index, after, max, limit)
+}
+
+// Commit implements durability.Kv: it applies the commit in memory, queues its
+// log line (or a snapshot), and returns once that is on disk.
+func (s *Store) Commit(ctx context.Context, writes []durability.Write, index []durability.IndexOp) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return durability.ErrClosed
+	}
+	if s.flushErr != nil {
+		err := s.flushErr
+		s.mu.Unlock()
+		return err
+	}
+	if err := s.kv.Commit(ctx, writes, index); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.seq++
+	if s.opts.AppendLog {
+		line, err := json.Marshal(newEntry(s.seq, writes, index))
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		s.pending.Write(line)
+		s.pending.WriteByte('\n')
+	}
+	done := make(chan error, 1)
+	s.waiters = append(s.waiters, done)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return <-done
+}
+
+// flusher writes what Commit queued: one write and one fsync for every commit
+// that arrived meanwhile (group commit).
+func (s *Store) flusher() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.kick:
+		case <-s.stop:
+			s.flush()
+			return
+		}
+		s.flush()
+	}
+}
+
+func (s *Store) flush() {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	buf := bytes.Clone(s.pending.Bytes())
+	s.pending.Reset()
+	waiters := s.waiters
+	s.waiters = nil
+	seq := s.seq
+	var state memory.State
+	if !s.opts.AppendLog && len(waiters) > 0 {
+		state = s.kv.Export()
+	}
+	s.mu.Unlock()
+	if len(waiters) == 0 {
+		return
+	}
+	var err error
+	if s.opts.AppendLog {
+		err = s.appendLog(buf, len(waiters))
+		if err == nil && (s.logLines >= s.opts.CompactEvery || s.logBytes >= s.opts.CompactBytes) {
+			err = s.compact()
+		}
+	} else {
+		err = s.writeSnapshot(state, seq)
+	}
+	if err != nil {
+		err = fmt.Errorf("file journal %s: %w", s.path, err)
+		s.mu.Lock()
+		s.flushErr = err // memory is ahead of the disk: refuse further commits
+		s.mu.Unlock()
+	}
+	for _, w := range waiters {
+		w <- err
+	}
+}
+
+func (s *Store) appendLog(buf []byte, lines int) error {
+	if _, err := s.log.Write(buf); err != nil {
+		return err
+	}
+	if !s.opts.NoFsync {
+		if err := s.log.Sync(); err != nil {
+			return err
+		}
+	}
+	s.logLines += lines
+	s.logBytes += int64(len(buf))
+	return nil
+}
+
+// compact folds the log into the snapshot: it snapshots everything applied
+// so far (with its sequence), then truncates the log. A crash in between is
+// harmless: replay skips the entries the snapshot holds.
+func (s *Store) compact() error {
+	s.mu.Lock()
+	state, seq := s.kv.Export(), s.seq
+	s.pending.Reset()
+	s.mu.Unlock()
+	if err := s.writeSnapshot(state, seq); err != nil {
+		return err
+	}
+	if err := s.log.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := s.log.Seek(0, 0); err != nil {
+		return err
+	}
+	// Lines queued meanwhile are in the snapshot already; their waiters are
+	// answered by the next flush.
+	s.logLines, s.logBytes = 0, 0
+	return nil
+}
+
+func (s *Store) writeSnapshot(state memory.State, seq int64) error {
+	b, err := json.Marshal(snapshot{Format: snapshotFormat, Seq: seq, KV: state})
+	if err != nil {
+		return err
+	}
+	tmp := s.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if !s.opts.NoFsync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return err
+	}
+	s.snapSeq = seq
+	if !s.opts.NoFsync {
+		if d, err := os.Open(filepath.Dir(s.path)); err == nil {
+			d.Sync()
+			d.Close()
+		}
+	}
+	return nil
+}
+
+// Close flushes, folds the log into the snapshot, closes the files and
+// releases the lock.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.done
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	var err error
+	if s.flushErr == nil {
+		s.mu.Lock()
+		state, seq := s.kv.Export(), s.seq
+		s.mu.Unlock()
+		if err = s.writeSnapshot(state, seq); err == nil {
+			err = s.log.Truncate(0)
+		}
+	}
+	err = errors.Join(err, s.log.Close())
+	s.kv.Close()
+	releaseLock(s.lock, s.path+".lock")
+	abs, _ := filepath.Abs(s.path)
+	s.openPaths.Delete(abs)
+	if err != nil {
+		return fmt.Errorf("file journal %s: close: %w", s.path, err)
+	}
+	return nil
+}
+
+// Path is the snapshot file.
+func (s *Store) Path() string { return s.path }
+
+// acquireLock creates the lock file with our pid; a lock left by a dead
+// process is broken, one held by a live process refuses.
+func acquireLock(path string) (*os.File, error) {
+	for range 3 {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "%d\n", os.Getpid())
+			return f, nil
+		}
+		if !os.IsExist(err) {
+			return nil, fmt.Errorf("file journal lock %s: %w", path, err)
+		}
+		b, _ := os.ReadFile(path)
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if perr == nil && pid > 0 && processAlive(pid) {
+			return nil, fmt.Errorf("%w: %s is held by live process %d (stop that botrun, or use its admin API)", ErrLocked, path, pid)
+		}
+		os.Remove(path) // stale: its process is gone
+	}
+	return nil, fmt.Errorf("%w: could not take %s", ErrLocked, path)
+}
+
+func processAlive(pid int) bool {
+	if pid == os.Getpid() {
+		return true
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func releaseLock(f *os.File, path string) {
+	f.Close()
+	os.Remove(path)
+}
+
+// LockHolder returns the pid in the lock file of the journal at path, or 0
+// when no live process holds it.
+func LockHolder(path string) int {
+	b, err := os.ReadFile(path + ".lock")
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || !processAlive(pid) {
+		return 0
+	}
+	return pid
+}

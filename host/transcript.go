@@ -1,0 +1,77 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider/webchat"
+)
+
+// kvTranscript keeps the webchat transcript in the backend's Kv, beside the
+// journals, so it survives a restart on a persistent backend.
+type kvTranscript struct {
+	kv     durability.Kv
+	prefix string
+}
+
+type transcriptEntry struct {
+	Chat string `json:"chat"`
+	Text string `json:"text"`
+}
+
+func pad(seq int64) string { return fmt.Sprintf("%020d", seq) }
+
+// Append implements webchat.Transcript.
+func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) (int64, error) {
+	p := t.prefix + provider + "/"
+	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: text})
+	for {
+		b, version, err := t.kv.Get(ctx, p+"seq")
+		if err != nil {
+			return 0, err
+		}
+		var seq int64
+		if version != 0 {
+			seq, _ = strconv.ParseInt(string(b), 10, 64)
+		}
+		seq++
+		err = t.kv.Commit(ctx, []durability.Write{
+			{Key: p + "seq", Version: version, Value: []byte(strconv.FormatInt(seq, 10))},
+			{Key: p + "e/" + pad(seq), Version: durability.AnyVersion, Value: entry},
+		}, []durability.IndexOp{{Index: p + "chat/" + chat, Member: pad(seq), Score: seq}})
+		if errors.Is(err, durability.ErrConflict) {
+			continue
+		}
+		return seq, err
+	}
+}
+
+// After implements webchat.Transcript.
+func (t *kvTranscript) After(ctx context.Context, provider, chat string, after int64, limit int) ([]webchat.Entry, error) {
+	p := t.prefix + provider + "/"
+	ids, err := t.kv.Range(ctx, p+"chat/"+chat, durability.IndexEntry{Score: after, Member: pad(after)}, math.MaxInt64, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []webchat.Entry
+	for _, id := range ids {
+		b, v, err := t.kv.Get(ctx, p+"e/"+id.Member)
+		if err != nil {
+			return nil, err
+		}
+		if v == 0 {
+			continue
+		}
+		var e transcriptEntry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, err
+		}
+		out = append(out, webchat.Entry{Seq: id.Score, Chat: e.Chat, Text: e.Text})
+	}
+	return out, nil
+}
