@@ -271,7 +271,7 @@ func (b *Bot) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error) {
 // deliverInline calls the provider for a begun record and retries inline with
 // backoff until outbox.inline_max, then leaves it failed for the sweeper.
 func (b *Bot) deliverInline(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord) (abi.SendResult, error) {
-	start := time.Now()
+	inlineUntil := time.Now().Add(b.policy.inlineMax)
 	deferred := func(sendErr error) (abi.SendResult, error) {
 		b.metrics.outboxDeferred.Add(1)
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil
@@ -282,11 +282,11 @@ func (b *Bot) deliverInline(ctx context.Context, prov provider.Provider, rec dur
 			b.markSent(ctx, rec, ref)
 			return abi.SendResult{Status: abi.SendSent, Key: rec.Key, Ref: ref}, nil
 		}
-		wait, dead := b.settleFailure(ctx, rec, sendErr)
+		wait, dead, inline := b.settleFailure(ctx, rec, sendErr, inlineUntil)
 		if dead {
 			return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: sendErr.Error()}, nil
 		}
-		if time.Since(start)+wait > b.policy.inlineMax {
+		if !inline {
 			return deferred(sendErr)
 		}
 		select {
@@ -296,7 +296,7 @@ func (b *Bot) deliverInline(ctx context.Context, prov provider.Provider, rec dur
 		}
 		next, err := b.outbox.Begin(ctx, rec.Key, b.outboxLease())
 		if errors.Is(err, durability.ErrNotClaimable) {
-			return deferred(sendErr) // the sweeper took it: it delivers from here
+			return deferred(sendErr) // another replica took it: it delivers from here
 		}
 		if err != nil {
 			return abi.SendResult{}, fmt.Errorf("outbox journal: %w", err)
@@ -346,9 +346,12 @@ func (b *Bot) markSent(ctx context.Context, rec durability.OutboxRecord, ref str
 }
 
 // settleFailure records a failed provider call: dead when the error is
-// permanent or the retries are spent, else failed with a retry time. It returns
-// the wait before the retry.
-func (b *Bot) settleFailure(ctx context.Context, rec durability.OutboxRecord, sendErr error) (time.Duration, bool) {
+// permanent or the retries are spent, else failed with a retry time. When the
+// retry fits before inlineUntil the caller retries inline (inline is true), and
+// the journaled retry time is pushed past it by a margin so this process's
+// sweeper does not take the send over and reorder the chat; the margin only
+// delays the retry if the process dies meanwhile.
+func (b *Bot) settleFailure(ctx context.Context, rec durability.OutboxRecord, sendErr error, inlineUntil time.Time) (wait time.Duration, dead, inline bool) {
 	now := time.Now()
 	if provider.Permanent(sendErr) || rec.Attempts >= 1+b.policy.retries {
 		err := b.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
@@ -356,13 +359,18 @@ func (b *Bot) settleFailure(ctx context.Context, rec durability.OutboxRecord, se
 			b.metrics.outboxDead.Add(1)
 			b.emit(Event{Name: EventDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Chat: rec.Chat, Error: sendErr.Error()})
 		}
-		return 0, true
+		return 0, true, false
 	}
-	wait := max(b.policy.outboxBackoff.wait(rec.Attempts), provider.RetryAfter(sendErr))
-	err := b.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), RetryAt: now.Add(wait).UnixMilli()})
+	wait = max(b.policy.outboxBackoff.wait(rec.Attempts), provider.RetryAfter(sendErr))
+	retryAt := now.Add(wait)
+	inline = !retryAt.After(inlineUntil)
+	if inline {
+		retryAt = retryAt.Add(max(2*b.policy.poll, time.Second))
+	}
+	err := b.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), RetryAt: retryAt.UnixMilli()})
 	b.noteFailWrite(rec.Key, err)
-	b.log.Warn("send failed; will retry", "key", rec.Key, "attempt", rec.Attempts, "wait", wait, "err", sendErr)
-	return wait, false
+	b.log.Warn("send failed; will retry", "key", rec.Key, "attempt", rec.Attempts, "wait", wait, "inline", inline, "err", sendErr)
+	return wait, false, inline
 }
 
 func (b *Bot) noteFailWrite(key string, err error) bool {

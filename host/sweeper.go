@@ -108,7 +108,7 @@ func (b *Bot) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		switch {
 		case errors.Is(err, durability.ErrNotFound), err == nil && (prev.State == durability.OutboxSent || prev.State == durability.OutboxUnknown):
 		case err == nil && prev.State == durability.OutboxDead:
-			b.settleFailure(ctx, rec, &permanentError{fmt.Errorf("previous part %s is dead", prev.Key)})
+			b.settleFailure(ctx, rec, &permanentError{fmt.Errorf("previous part %s is dead", prev.Key)}, time.Time{})
 			return
 		default:
 			// Waiting behind an earlier part is not an attempt.
@@ -120,7 +120,7 @@ func (b *Bot) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 	}
 	prov, ok := b.providers[rec.Provider]
 	if !ok {
-		b.settleFailure(ctx, rec, &permanentError{fmt.Errorf("provider %q is not configured", rec.Provider)})
+		b.settleFailure(ctx, rec, &permanentError{fmt.Errorf("provider %q is not configured", rec.Provider)}, time.Time{})
 		return
 	}
 	if rec, ok = b.splitJournaled(ctx, rec); !ok {
@@ -128,7 +128,7 @@ func (b *Bot) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 	}
 	ref, err := b.call(prov, rec)
 	if err != nil {
-		b.settleFailure(ctx, rec, err)
+		b.settleFailure(ctx, rec, err, time.Time{})
 		return
 	}
 	b.markSent(ctx, rec, ref)
