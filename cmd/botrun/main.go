@@ -38,6 +38,12 @@ const usage = `botrun runs a durable WebAssembly bot.
 Usage:
   botrun [run] bot.toml     run the bot described by bot.toml
   botrun check bot.toml     validate bot.toml and its module; exit 1 with the reasons
+  botrun inbox list         list inbound records      (-c bot.toml, --state, --chat, --json)
+  botrun outbox list        list sends                (-c bot.toml, --state, --chat, --json)
+  botrun replay ID          process an inbound record again
+  botrun retry KEY          send a dead, failed or unknown send again
+  botrun discard KEY        forget a send
+  botrun purge --before D   delete settled records older than D
   botrun version            print the version
   botrun help               show this help
 
@@ -59,6 +65,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args[1:], stdout, stderr)
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "inbox":
+		return cmdInbox(args[1:], stdout, stderr)
+	case "outbox":
+		return cmdOutbox(args[1:], stdout, stderr)
+	case "replay":
+		return cmdReplay(args[1:], stdout, stderr)
+	case "retry":
+		return cmdRetry(args[1:], stdout, stderr)
+	case "discard":
+		return cmdDiscard(args[1:], stdout, stderr)
+	case "purge":
+		return cmdPurge(args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") || strings.HasSuffix(args[0], ".toml") || fileExists(args[0]) {
 		return cmdRun(args, stdout, stderr)

@@ -411,7 +411,7 @@ func acquireLock(path string) (*os.File, error) {
 		b, _ := os.ReadFile(path)
 		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
 		if perr == nil && pid > 0 && processAlive(pid) {
-			return nil, fmt.Errorf("%w: %s is held by live process %d (stop that botrun, or use its admin API)", ErrLocked, path, pid)
+			return nil, fmt.Errorf("%w: %s is held by live process %d (the file journal allows one process: stop that botrun first)", ErrLocked, path, pid)
 		}
 		os.Remove(path) // stale: its process is gone
 	}

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -98,6 +100,9 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 	}
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: database path %q may not contain '?' or '#'", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))

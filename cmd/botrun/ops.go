@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/config"
+)
+
+// opsFlags adds -c to a command's flags.
+func opsFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flags(name, synopsis, stderr)
+	cfg := fs.String("c", "bot.toml", "the bot's config file")
+	return fs, cfg
+}
+
+// openJournals opens the journals of the bot a config describes, from outside
+// the running bot. SQLite may be shared with a live bot; a file journal held by
+// a live bot refuses; the memory backend has nothing outside its process.
+func openJournals(path string, stderr io.Writer) (durability.Journals, func(), bool) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return durability.Journals{}, nil, false
+	}
+	if cfg.Durability.Backend == "memory" {
+		fmt.Fprintf(stderr, "%s: durability.backend is memory: its journals live only inside the running bot (configure sqlite or file to inspect them from here)\n", path)
+		return durability.Journals{}, nil, false
+	}
+	b, err := host.OpenBackend(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return durability.Journals{}, nil, false
+	}
+	j, err := b.Open(context.Background(), host.Scope(cfg))
+	if err != nil {
+		b.Close()
+		fmt.Fprintln(stderr, err)
+		return durability.Journals{}, nil, false
+	}
+	return j, func() { b.Close() }, true
+}
+
+func ms(t int64) string {
+	if t == 0 {
+		return "-"
+	}
+	return time.UnixMilli(t).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func cmdInbox(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "list" {
+		fmt.Fprintln(stderr, "Usage: botrun inbox list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return 0
+		}
+		return 2
+	}
+	fs, cfgPath := opsFlags("inbox list", "Usage: botrun inbox list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]\n\nLists inbound records, oldest first. --state dead is the inbound dead-letter queue.", stderr)
+	state := fs.String("state", "", "only records in this state: "+statesOf(durability.InboxStates))
+	chat := fs.String("chat", "", "only records of this chat")
+	limit := fs.Int("limit", 0, "at most this many records (0: all)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, stop := parse(fs, args[1:], 0); stop {
+		return code
+	}
+	if *state != "" && !validState(*state, durability.InboxStates) {
+		fmt.Fprintf(stderr, "botrun: --state %q: want one of %s\n", *state, statesOf(durability.InboxStates))
+		return 2
+	}
+	j, done, ok := openJournals(*cfgPath, stderr)
+	if !ok {
+		return 1
+	}
+	defer done()
+	recs, err := j.Inbox.List(context.Background(), durability.ListFilter{State: *state, Chat: *chat, Limit: *limit})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if *asJSON {
+		return printJSON(stdout, recs)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tATTEMPTS\tCHAT\tCREATED\tERROR")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.State, r.Attempts, r.Chat, ms(r.CreatedAt), oneLine(r.Error))
+	}
+	tw.Flush()
+	return 0
+}
+
+func cmdOutbox(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "list" {
+		fmt.Fprintln(stderr, "Usage: botrun outbox list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return 0
+		}
+		return 2
+	}
+	fs, cfgPath := opsFlags("outbox list", "Usage: botrun outbox list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]\n\nLists sends, oldest first. --state dead is the outbound dead-letter queue.", stderr)
+	state := fs.String("state", "", "only records in this state: "+statesOf(durability.OutboxStates))
+	chat := fs.String("chat", "", "only records of this chat")
+	limit := fs.Int("limit", 0, "at most this many records (0: all)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, stop := parse(fs, args[1:], 0); stop {
+		return code
+	}
+	if *state != "" && !validState(*state, durability.OutboxStates) {
+		fmt.Fprintf(stderr, "botrun: --state %q: want one of %s\n", *state, statesOf(durability.OutboxStates))
+		return 2
+	}
+	j, done, ok := openJournals(*cfgPath, stderr)
+	if !ok {
+		return 1
+	}
+	defer done()
+	recs, err := j.Outbox.List(context.Background(), durability.ListFilter{State: *state, Chat: *chat, Limit: *limit})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if *asJSON {
+		return printJSON(stdout, recs)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tSTATE\tATTEMPTS\tCHAT\tREF\tCREATED\tERROR")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.State, r.Attempts, r.Chat, r.Ref, ms(r.CreatedAt), oneLine(r.Error))
+	}
+	tw.Flush()
+	return 0
+}
+
+// cmdOne runs an operator action on one record.
+func cmdOne(name, what, synopsis string, act func(j durability.Journals, arg string) (string, error), args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := opsFlags(name, synopsis, stderr)
+	if code, stop := parse(fs, args, 1); stop {
+		return code
+	}
+	j, done, ok := openJournals(*cfgPath, stderr)
+	if !ok {
+		return 1
+	}
+	defer done()
+	msg, err := act(j, fs.Arg(0))
+	switch {
+	case errors.Is(err, durability.ErrNotFound):
+		fmt.Fprintf(stderr, "botrun %s: no %s %q (list them with botrun %s list)\n", name, what, fs.Arg(0), strings.Split(what, " ")[0])
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "botrun %s: %v\n", name, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, msg)
+	return 0
+}
+
+func cmdReplay(args []string, stdout, stderr io.Writer) int {
+	return cmdOne("replay", "inbox record", "Usage: botrun replay [-c bot.toml] ID\n\nProcesses a done, failed or dead inbound record again with a fresh attempt budget;\nits sends are answered from the outbox where already sent.",
+		func(j durability.Journals, id string) (string, error) {
+			if err := j.Inbox.Replay(context.Background(), id, time.Now().UnixMilli()); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("replayed %s: the bot processes it on its next sweep", id), nil
+		}, args, stdout, stderr)
+}
+
+func cmdRetry(args []string, stdout, stderr io.Writer) int {
+	return cmdOne("retry", "outbox record", "Usage: botrun retry [-c bot.toml] KEY\n\nSends a dead, failed or unknown send again.",
+		func(j durability.Journals, key string) (string, error) {
+			if err := j.Outbox.Retry(context.Background(), key, time.Now().UnixMilli()); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("retrying %s: the bot sends it on its next sweep", key), nil
+		}, args, stdout, stderr)
+}
+
+func cmdDiscard(args []string, stdout, stderr io.Writer) int {
+	return cmdOne("discard", "outbox record", "Usage: botrun discard [-c bot.toml] KEY\n\nForgets a send: a later send with the same key goes out again.",
+		func(j durability.Journals, key string) (string, error) {
+			if err := j.Outbox.Discard(context.Background(), key); err != nil {
+				return "", err
+			}
+			return "discarded " + key, nil
+		}, args, stdout, stderr)
+}
+
+func cmdPurge(args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := opsFlags("purge", "Usage: botrun purge [-c bot.toml] --before DURATION\n\nDeletes settled records (done, dead, sent, unknown) completed more than DURATION ago (\"7d\", \"12h\").", stderr)
+	before := fs.String("before", "", "age of the records to delete, e.g. 7d")
+	if code, stop := parse(fs, args, 0); stop {
+		return code
+	}
+	d, err := config.ParseDuration(*before)
+	if *before == "" || err != nil {
+		fmt.Fprintln(stderr, "botrun purge: --before DURATION is required, e.g. --before 7d")
+		return 2
+	}
+	j, done, ok := openJournals(*cfgPath, stderr)
+	if !ok {
+		return 1
+	}
+	defer done()
+	cut := time.Now().Add(-d).UnixMilli()
+	in, err := j.Inbox.Purge(context.Background(), cut)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	out, err := j.Outbox.Purge(context.Background(), cut)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "purged %d inbox and %d outbox records completed before %s\n", in, out, ms(cut))
+	return 0
+}
+
+func printJSON(w io.Writer, v any) int {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return 1
+	}
+	return 0
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 80 {
+		return s[:77] + "..."
+	}
+	return s
+}
+
+func statesOf[S ~string](states []S) string {
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = string(s)
+	}
+	return strings.Join(out, ", ")
+}
+
+func validState[S ~string](s string, states []S) bool {
+	for _, st := range states {
+		if string(st) == s {
+			return true
+		}
+	}
+	return false
+}
