@@ -18,6 +18,7 @@ import (
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/httpchan"
 	"github.com/botrun/botrun/host/provider/webchat"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -192,6 +193,8 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 			if b.chatPage == nil {
 				b.chatPage = wc.Page
 			}
+		case *config.HTTPChannel:
+			b.providers[pc.ID] = httpchan.New(pc.ID, pc.URL, pc.Secret, b)
 		default:
 			return fmt.Errorf("provider %q: type %q has no implementation", pc.Common().ID, pc.Common().Type)
 		}

@@ -147,9 +147,20 @@ type Webchat struct {
 	ProviderCommon
 }
 
+// HTTPChannel is a provider of type "http": any gateway that speaks botrun's
+// signed JSON webhooks (see host/provider/httpchan).
+type HTTPChannel struct {
+	ProviderCommon
+	// URL receives the bot's sends.
+	URL string `toml:"url"`
+	// Secret signs both directions (HMAC-SHA256); use ${ENV}.
+	Secret string `toml:"secret"`
+}
+
 // providerTypes maps each type to a constructor of its config struct.
 var providerTypes = map[string]func() Provider{
 	"webchat": func() Provider { return &Webchat{} },
+	"http":    func() Provider { return &HTTPChannel{} },
 }
 
 // Backends lists the durability backends bot.toml accepts.

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -281,6 +282,14 @@ func (p *parser) validate(c *Config) {
 			p.add(key, "duplicate provider id %q", id)
 		}
 		seen[id] = true
+		if h, ok := prov.(*HTTPChannel); ok {
+			if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				p.add(fmt.Sprintf("providers[%d].url", i), "%q must be an http(s) URL", h.URL)
+			}
+			if len(h.Secret) < 16 {
+				p.add(fmt.Sprintf("providers[%d].secret", i), "missing or shorter than 16 characters (use ${ENV} to keep it out of the file)")
+			}
+		}
 	}
 }
 
