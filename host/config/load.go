@@ -80,6 +80,7 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 			continue
 		}
 		cfg.Providers = append(cfg.Providers, prov)
+		p.providerIndex = append(p.providerIndex, i)
 	}
 	for _, k := range md.Undecoded() {
 		key := k.String()
@@ -101,6 +102,8 @@ type parser struct {
 	file  string
 	lines map[string]int
 	errs  Errors
+	// providerIndex is each decoded provider's position in the file.
+	providerIndex []int
 }
 
 // add records a problem at key, placed at the key's line (or its table's).
@@ -272,7 +275,8 @@ func (p *parser) validate(c *Config) {
 		p.add("providers", "no [[providers]]: add one, e.g. { id = \"web\", type = \"webchat\" }")
 	}
 	seen := map[string]bool{}
-	for i, prov := range c.Providers {
+	for n, prov := range c.Providers {
+		i := p.providerIndex[n]
 		id := prov.Common().ID
 		key := fmt.Sprintf("providers[%d].id", i)
 		switch {
