@@ -224,3 +224,9 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		}
 	})
 }
+
+func TestAckedWritesSurviveSIGKILL(t *testing.T) {
+	durabilitytest.AckedWritesSurviveKill(t, "TestAckedWritesSurviveSIGKILL", func(path string) (durability.Kv, error) {
+		return OpenStore(path, &Options{AppendLog: true, CompactEvery: 100})
+	})
+}

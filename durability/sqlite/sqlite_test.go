@@ -22,3 +22,9 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+func TestAckedWritesSurviveSIGKILL(t *testing.T) {
+	durabilitytest.AckedWritesSurviveKill(t, "TestAckedWritesSurviveSIGKILL", func(path string) (durability.Kv, error) {
+		return sqlite.OpenStore(path, nil)
+	})
+}
