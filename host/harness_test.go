@@ -358,3 +358,5 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 	}
 	return true
 }
+
+var discard = slog.New(slog.DiscardHandler)

@@ -23,7 +23,6 @@
 package bot
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"unsafe"
@@ -155,10 +154,7 @@ func (c *Context) send(fn, chat, text string, opts []SendOption) (SendResult, er
 	for _, o := range opts {
 		o(&r)
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return SendResult{}, err
-	}
+	b := encodeSendRequest(r)
 	var n int32
 	if fn == "send" {
 		n = hostSend(ptr(b), int32(len(b)))
@@ -169,8 +165,8 @@ func (c *Context) send(fn, chat, text string, opts []SendOption) (SendResult, er
 	if err != nil {
 		return SendResult{}, err
 	}
-	var res SendResult
-	if err := json.Unmarshal(out, &res); err != nil {
+	res, err := decodeSendResult(out)
+	if err != nil {
 		return SendResult{}, fmt.Errorf("botrun.%s: bad result: %w", fn, err)
 	}
 	return res, nil
@@ -247,11 +243,12 @@ func onEvent(n int32) int32 {
 		logf(3, "botrun sdk: event_read returned %d, want %d", got, n)
 		return 1
 	}
-	ctx := &Context{}
-	if err := json.Unmarshal(buf, &ctx.Event); err != nil {
+	ev, err := decodeEvent(buf)
+	if err != nil {
 		logf(3, "botrun sdk: bad event: %v", err)
 		return 1
 	}
+	ctx := &Context{Event: ev}
 	if handler == nil {
 		logf(3, "botrun sdk: no handler registered: call bot.Handle from an init function (main never runs in a reactor)")
 		return 1

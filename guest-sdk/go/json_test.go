@@ -1,0 +1,90 @@
+package bot
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"unicode/utf8"
+)
+
+var events = []string{
+	`{"id":"web:m-1","provider":"web","chat":"c1","from":"u1","text":"hola","media":[],"attempt":1,"received_at":1764412800000}`,
+	`{"id":"x","text":"quote \" slash \\ nl \n tab \t uni \u00e9 \ud83d\ude00 lone \ud800 ctl \u0001","media":[{"type":"image","ref":"r","mime":"image/png","caption":"c","extra":[1,{"a":null}]}],"attempt":3,"received_at":-5,"future":{"x":[true,false,null,1.5e3]}}`,
+	` { "id" : "sp" , "media" : null } `,
+	`{"text":"emoji 😀 and \u2028"}`,
+}
+
+// The codec agrees with encoding/json on what the host sends.
+func TestDecodeEventMatchesEncodingJSON(t *testing.T) {
+	for _, in := range events {
+		got, err := decodeEvent([]byte(in))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		var want Event
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if len(want.Media) == 0 {
+			want.Media = nil
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n got %+v\nwant %+v", in, got, want)
+		}
+	}
+	for _, bad := range []string{``, `{`, `{"id":}`, `{"id":"x"`, `{"id":"x"}x`, `{"attempt":"1"}`, `{"text":"\q"}`, `{"text":"a` + "\x01" + `"}`, `[]`} {
+		if _, err := decodeEvent([]byte(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func TestEncodeSendRequestRoundTrips(t *testing.T) {
+	for _, r := range []sendRequest{
+		{Chat: "c1", Text: "echo: hola"},
+		{Chat: "c\"1", Text: "line\nbreak \\ \t \x01 é 😀 \xff", IdempotencyKey: "k:1"},
+		{Chat: "c", Media: &Media{Type: "image", URL: "https://x/y.png", Caption: "hi"}},
+	} {
+		b := encodeSendRequest(r)
+		var back sendRequest
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		want := r
+		want.Text = string([]rune(r.Text)) // invalid UTF-8 becomes U+FFFD, as encoding/json does
+		if !reflect.DeepEqual(back, want) {
+			t.Fatalf("%s:\n got %+v\nwant %+v", b, back, want)
+		}
+	}
+}
+
+func TestDecodeSendResult(t *testing.T) {
+	r, err := decodeSendResult([]byte(`{"status":"sent","key":"web:1:1","ref":"7","error":"","new":1}`))
+	if err != nil || r != (SendResult{Status: "sent", Key: "web:1:1", Ref: "7"}) {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	for _, e := range events {
+		f.Add([]byte(e))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeEvent(b)
+		if err != nil {
+			return
+		}
+		for _, s := range []string{e.ID, e.Provider, e.Chat, e.From, e.Text} {
+			if !utf8.ValidString(s) {
+				t.Fatalf("invalid UTF-8 from %q", b)
+			}
+		}
+		// What the SDK decodes, encoding/json reads the same way when the input
+		// is canonical (lowercase keys, no duplicates): re-encode and compare.
+		canon, _ := json.Marshal(e)
+		again, err := decodeEvent(canon)
+		if err != nil || !reflect.DeepEqual(again, e) {
+			t.Fatalf("re-decoding %s: %+v %v", canon, again, err)
+		}
+	})
+}

@@ -1,0 +1,105 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/file"
+	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/internal/wasmbuild"
+)
+
+// counter is a channel that only counts what it accepts.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) ID() string { return "web" }
+func (c *counter) Send(context.Context, provider.Outbound) (string, error) {
+	return fmt.Sprint(c.n.Add(1)), nil
+}
+
+// BenchmarkDurableEcho measures durable end-to-end messages per second:
+// admission (inbox journal) → claim → the Go echo guest → one reply (outbox
+// journal, channel, sent) → done, over 256 chats, on each embedded backend. It
+// prints the sqlite-FULL/memory ratio measured in the same run.
+func BenchmarkDurableEcho(b *testing.B) {
+	module := wasmbuild.Go(b, "../examples/echo")
+	rates := map[string]float64{}
+	for _, bk := range []struct {
+		name string
+		open func(dir string) (durability.Backend, error)
+	}{
+		{"memory", func(string) (durability.Backend, error) { return memory.New(), nil }},
+		{"sqlite-full", func(dir string) (durability.Backend, error) {
+			return sqlite.Open(filepath.Join(dir, "bot.db"), &sqlite.Options{Synchronous: "full"})
+		}},
+		{"sqlite-normal", func(dir string) (durability.Backend, error) {
+			return sqlite.Open(filepath.Join(dir, "bot.db"), &sqlite.Options{Synchronous: "normal"})
+		}},
+		{"file", func(dir string) (durability.Backend, error) {
+			return file.Open(filepath.Join(dir, "bot.journal"), &file.Options{AppendLog: true})
+		}},
+	} {
+		b.Run(bk.name, func(b *testing.B) {
+			backend, err := bk.open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer backend.Close()
+			cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
+			cfg.Bot.Module, cfg.Bot.Workers = module, 16
+			cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
+			ch := &counter{}
+			bot, err := New(context.Background(), cfg, Options{Backend: backend, Providers: []provider.Provider{ch}, Logger: discard})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bot.Start()
+			defer bot.Stop(context.Background())
+			b.ResetTimer()
+			start := time.Now()
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for {
+						i := next.Add(1) - 1
+						if i >= int64(b.N) {
+							return
+						}
+						_, err := bot.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", i%256), Text: "hi"})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for ch.n.Load() < int64(b.N) || bot.dispatch.queued() > 0 {
+				time.Sleep(time.Millisecond)
+			}
+			// The last completions land right after the last sends.
+			for !(&testBot{Bot: bot}).settled(0) {
+				time.Sleep(time.Millisecond)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			rate := float64(b.N) / elapsed.Seconds()
+			b.ReportMetric(rate, "msg/s")
+			rates[bk.name] = rate
+		})
+	}
+	if m, s := rates["memory"], rates["sqlite-full"]; m > 0 && s > 0 {
+		fmt.Printf("durable echo msg/s: memory %.0f, sqlite-full %.0f, sqlite-normal %.0f, file %.0f; sqlite-full/memory ratio %.2f\n",
+			m, s, rates["sqlite-normal"], rates["file"], s/m)
+	}
+}
