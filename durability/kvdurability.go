@@ -71,17 +71,26 @@ func (t *table[T]) get(ctx context.Context, id string) (T, int64, error) {
 }
 
 // put writes rec over version (0 to create) with its index entries and extra
-// writes, atomically.
-func (t *table[T]) put(ctx context.Context, id string, version int64, rec *T, extra []Write) error {
+// writes, atomically. old is the record being replaced (nil when creating):
+// index entries whose score did not change are not rewritten.
+func (t *table[T]) put(ctx context.Context, id string, version int64, rec, old *T, extra []Write) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
 	due, inDue, created := t.scores(rec)
-	idx := []IndexOp{{Index: t.created(), Member: id, Score: created}}
-	if inDue {
+	var idx []IndexOp
+	oldDue, oldInDue, oldCreated := int64(0), false, int64(0)
+	if old != nil {
+		oldDue, oldInDue, oldCreated = t.scores(old)
+	}
+	if old == nil || created != oldCreated {
+		idx = append(idx, IndexOp{Index: t.created(), Member: id, Score: created})
+	}
+	switch {
+	case inDue && (old == nil || !oldInDue || due != oldDue):
 		idx = append(idx, IndexOp{Index: t.due(), Member: id, Score: due})
-	} else {
+	case !inDue && (old == nil || oldInDue):
 		idx = append(idx, IndexOp{Index: t.due(), Member: id, Remove: true})
 	}
 	writes := append([]Write{{Key: t.prefix + "r/" + id, Version: version, Value: b}}, extra...)
@@ -101,11 +110,12 @@ func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Wri
 		if err != nil {
 			return rec, err
 		}
+		old := rec
 		extra, err := fn(&rec)
 		if err != nil {
 			return rec, err
 		}
-		err = t.put(ctx, id, v, &rec, extra)
+		err = t.put(ctx, id, v, &rec, &old, extra)
 		if errors.Is(err, ErrConflict) {
 			continue
 		}
@@ -240,7 +250,7 @@ func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64) (PutStatus, In
 		case errors.Is(err, ErrNotFound):
 			rec = InboxRecord{ID: p.ID, Provider: p.Provider, Chat: p.Chat, Payload: p.Payload,
 				State: InboxPending, CreatedAt: now, UpdatedAt: now}
-			err = j.t.put(ctx, p.ID, 0, &rec, nil)
+			err = j.t.put(ctx, p.ID, 0, &rec, nil, nil)
 			if errors.Is(err, ErrConflict) {
 				continue
 			}
@@ -248,9 +258,10 @@ func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64) (PutStatus, In
 		case err != nil:
 			return "", rec, err
 		}
+		old := rec
 		rec.Duplicates++
 		rec.UpdatedAt = max(rec.UpdatedAt, now)
-		err = j.t.put(ctx, p.ID, v, &rec, nil)
+		err = j.t.put(ctx, p.ID, v, &rec, &old, nil)
 		if errors.Is(err, ErrConflict) {
 			continue
 		}
@@ -459,7 +470,7 @@ func (j *kvOutbox) Put(ctx context.Context, p OutboxPut, now int64, lease *Lease
 			beginOutbox(&rec, *lease)
 			rec.RetryAt = 0
 		}
-		err = j.t.put(ctx, p.Key, 0, &rec, nil)
+		err = j.t.put(ctx, p.Key, 0, &rec, nil, nil)
 		if errors.Is(err, ErrConflict) {
 			continue
 		}

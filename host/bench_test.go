@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,7 +56,7 @@ func BenchmarkDurableEcho(b *testing.B) {
 			}
 			defer backend.Close()
 			cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
-			cfg.Bot.Module, cfg.Bot.Workers = module, 16
+			cfg.Bot.Module, cfg.Bot.Workers = module, benchWorkers()
 			cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 			ch := &counter{}
 			bot, err := New(context.Background(), cfg, Options{Backend: backend, Providers: []provider.Provider{ch}, Logger: discard})
@@ -102,4 +103,13 @@ func BenchmarkDurableEcho(b *testing.B) {
 		fmt.Printf("durable echo msg/s: memory %.0f, sqlite-full %.0f, sqlite-normal %.0f, file %.0f; sqlite-full/memory ratio %.2f\n",
 			m, s, rates["sqlite-normal"], rates["file"], s/m)
 	}
+}
+
+// benchWorkers is bot.workers for the benchmark (BOTRUN_BENCH_WORKERS, default
+// 32): enough chats in flight to keep both cores busy and commits grouped.
+func benchWorkers() int {
+	if n, err := strconv.Atoi(os.Getenv("BOTRUN_BENCH_WORKERS")); err == nil && n > 0 {
+		return n
+	}
+	return 32
 }

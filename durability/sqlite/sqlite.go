@@ -44,7 +44,8 @@ type Store struct {
 	w    *sql.Conn
 
 	get, rng                           *sql.Stmt
-	wVersion, wUpsert, wDelete         *sql.Stmt
+	wInsert, wUpdate, wUpsert          *sql.Stmt
+	wDelete, wDeleteVersion            *sql.Stmt
 	wIdxUpsert, wIdxDelete, wSeq, wSet *sql.Stmt
 
 	reqs   chan *commit
@@ -145,7 +146,9 @@ func (s *Store) init(ctx context.Context) error {
 	prep(s.db, &s.rng, `SELECT member, score FROM durable_index
 		WHERE name = ? AND (score > ? OR (score = ? AND member > ?)) AND score <= ?
 		ORDER BY score, member LIMIT ?`)
-	prep(w, &s.wVersion, `SELECT version FROM durable WHERE key = ?`)
+	prep(w, &s.wInsert, `INSERT INTO durable (key, version, value) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING`)
+	prep(w, &s.wUpdate, `UPDATE durable SET version = ?, value = ? WHERE key = ? AND version = ?`)
+	prep(w, &s.wDeleteVersion, `DELETE FROM durable WHERE key = ? AND version = ?`)
 	prep(w, &s.wUpsert, `INSERT INTO durable (key, version, value) VALUES (?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET version = excluded.version, value = excluded.value`)
 	prep(w, &s.wDelete, `DELETE FROM durable WHERE key = ?`)
@@ -272,34 +275,9 @@ func (s *Store) run(batch []*commit) {
 			return err
 		}
 		for i, c := range batch {
-			ok, err := s.check(ctx, c.writes)
+			results[i], err = s.apply(ctx, c, &seq)
 			if err != nil {
 				return err
-			}
-			if !ok {
-				results[i] = durability.ErrConflict
-				continue
-			}
-			for _, w := range c.writes {
-				if w.Delete {
-					_, err = s.wDelete.ExecContext(ctx, w.Key)
-				} else {
-					seq++
-					_, err = s.wUpsert.ExecContext(ctx, w.Key, seq, w.Value)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			for _, op := range c.index {
-				if op.Remove {
-					_, err = s.wIdxDelete.ExecContext(ctx, op.Index, op.Member)
-				} else {
-					_, err = s.wIdxUpsert.ExecContext(ctx, op.Index, op.Member, op.Score)
-				}
-				if err != nil {
-					return err
-				}
 			}
 		}
 		if _, err := s.wSet.ExecContext(ctx, seq); err != nil {
@@ -317,23 +295,78 @@ func (s *Store) run(batch []*commit) {
 	}
 }
 
-func (s *Store) check(ctx context.Context, writes []durability.Write) (bool, error) {
-	for _, w := range writes {
-		if w.Version == durability.AnyVersion {
-			continue
-		}
-		var v int64
-		err := s.wVersion.QueryRowContext(ctx, w.Key).Scan(&v)
-		if errors.Is(err, sql.ErrNoRows) {
-			v = 0
-		} else if err != nil {
-			return false, err
-		}
-		if v != w.Version {
-			return false, nil
+// apply runs one commit inside the batch's transaction. Each versioned write
+// is a conditional statement whose row count says whether the version matched;
+// a commit with more than one write runs under a savepoint, so a conflict on a
+// later write undoes the earlier ones. It returns ErrConflict as the commit's
+// result, or an error that fails the whole batch.
+func (s *Store) apply(ctx context.Context, c *commit, seq *int64) (error, error) {
+	nested := len(c.writes) > 1
+	if nested {
+		if _, err := s.w.ExecContext(ctx, "SAVEPOINT c"); err != nil {
+			return nil, err
 		}
 	}
-	return true, nil
+	startSeq := *seq
+	conflict := false
+	for _, w := range c.writes {
+		var res sql.Result
+		var err error
+		switch {
+		case w.Delete && w.Version == durability.AnyVersion:
+			_, err = s.wDelete.ExecContext(ctx, w.Key)
+		case w.Delete:
+			res, err = s.wDeleteVersion.ExecContext(ctx, w.Key, w.Version)
+		case w.Version == durability.AnyVersion:
+			*seq++
+			_, err = s.wUpsert.ExecContext(ctx, w.Key, *seq, w.Value)
+		case w.Version == 0:
+			*seq++
+			res, err = s.wInsert.ExecContext(ctx, w.Key, *seq, w.Value)
+		default:
+			*seq++
+			res, err = s.wUpdate.ExecContext(ctx, *seq, w.Value, w.Key, w.Version)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if res != nil {
+			if n, err := res.RowsAffected(); err != nil {
+				return nil, err
+			} else if n != 1 {
+				conflict = true
+				break
+			}
+		}
+	}
+	if !conflict {
+		for _, op := range c.index {
+			var err error
+			if op.Remove {
+				_, err = s.wIdxDelete.ExecContext(ctx, op.Index, op.Member)
+			} else {
+				_, err = s.wIdxUpsert.ExecContext(ctx, op.Index, op.Member, op.Score)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if nested {
+		if conflict {
+			if _, err := s.w.ExecContext(ctx, "ROLLBACK TO c"); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := s.w.ExecContext(ctx, "RELEASE c"); err != nil {
+			return nil, err
+		}
+	}
+	if conflict {
+		*seq = startSeq
+		return durability.ErrConflict, nil
+	}
+	return nil, nil
 }
 
 // Close stops the writer after the commits already queued and closes the
