@@ -11,7 +11,10 @@ type Write struct {
 	// Version is the version the key must have now: 0 for absent, AnyVersion
 	// for no check.
 	Version int64
-	Value   []byte
+	// Next is the version to store; 0 lets the store pick one greater than
+	// every version it handed out.
+	Next  int64
+	Value []byte
 	// Delete removes the key (Value is ignored).
 	Delete bool
 }

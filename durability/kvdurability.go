@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
+	"time"
 )
 
 // KvDurability implements Backend over any Kv: records are JSON values under
@@ -44,12 +46,54 @@ const (
 )
 
 // table stores records of type T in a Kv with their due and created scores.
+// It remembers the records it wrote last (a write-through cache): an update
+// of a record this process just wrote needs no read, and if another process
+// changed it meanwhile the version check refuses the write and the record is
+// read again.
 type table[T any] struct {
 	kv     Kv
 	prefix string
 	// scores returns the record's due score (inDue false when it is never
 	// claimable) and its created score.
 	scores func(*T) (due int64, inDue bool, created int64)
+
+	mu    sync.Mutex
+	cache map[string]cached[T]
+}
+
+type cached[T any] struct {
+	rec     T
+	version int64
+}
+
+const cacheMax = 50000
+
+func (t *table[T]) remember(id string, rec T, version int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cache == nil || len(t.cache) >= cacheMax {
+		t.cache = map[string]cached[T]{}
+	}
+	t.cache[id] = cached[T]{rec, version}
+}
+
+func (t *table[T]) forget(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.cache, id)
+}
+
+func (t *table[T]) recall(id string) (T, int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.cache[id]
+	return c.rec, c.version, ok
+}
+
+// nextVersion is the version a write stores: past the record's current one,
+// and past any version the key had before a delete (no ABA on re-creation).
+func nextVersion(old int64) int64 {
+	return max(old+1, time.Now().UnixNano())
 }
 
 func (t *table[T]) due() string     { return t.prefix + "due" }
@@ -93,11 +137,20 @@ func (t *table[T]) put(ctx context.Context, id string, version int64, rec, old *
 	case !inDue && (old == nil || oldInDue):
 		idx = append(idx, IndexOp{Index: t.due(), Member: id, Remove: true})
 	}
-	writes := append([]Write{{Key: t.prefix + "r/" + id, Version: version, Value: b}}, extra...)
-	return t.kv.Commit(ctx, writes, idx)
+	next := nextVersion(version)
+	writes := append([]Write{{Key: t.prefix + "r/" + id, Version: version, Next: next, Value: b}}, extra...)
+	err = t.kv.Commit(ctx, writes, idx)
+	switch {
+	case err == nil:
+		t.remember(id, *rec, next)
+	case errors.Is(err, ErrConflict):
+		t.forget(id)
+	}
+	return err
 }
 
 func (t *table[T]) del(ctx context.Context, id string, version int64) error {
+	t.forget(id)
 	return t.kv.Commit(ctx, []Write{{Key: t.prefix + "r/" + id, Version: version, Delete: true}},
 		[]IndexOp{{Index: t.created(), Member: id, Remove: true}, {Index: t.due(), Member: id, Remove: true}})
 }
@@ -106,9 +159,12 @@ func (t *table[T]) del(ctx context.Context, id string, version int64) error {
 // conflicts. fn returns the extra writes to commit with the record.
 func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Write, error)) (T, error) {
 	for {
-		rec, v, err := t.get(ctx, id)
-		if err != nil {
-			return rec, err
+		rec, v, ok := t.recall(id)
+		if !ok {
+			var err error
+			if rec, v, err = t.get(ctx, id); err != nil {
+				return rec, err
+			}
 		}
 		old := rec
 		extra, err := fn(&rec)
@@ -244,29 +300,22 @@ type kvInbox struct {
 }
 
 func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64) (PutStatus, InboxRecord, error) {
-	for {
-		rec, v, err := j.t.get(ctx, p.ID)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			rec = InboxRecord{ID: p.ID, Provider: p.Provider, Chat: p.Chat, Payload: p.Payload,
-				State: InboxPending, CreatedAt: now, UpdatedAt: now}
-			err = j.t.put(ctx, p.ID, 0, &rec, nil, nil)
-			if errors.Is(err, ErrConflict) {
-				continue
-			}
-			return Created, rec, err
-		case err != nil:
-			return "", rec, err
-		}
-		old := rec
-		rec.Duplicates++
-		rec.UpdatedAt = max(rec.UpdatedAt, now)
-		err = j.t.put(ctx, p.ID, v, &rec, &old, nil)
-		if errors.Is(err, ErrConflict) {
-			continue
-		}
-		return Exists, rec, err
+	rec := InboxRecord{ID: p.ID, Provider: p.Provider, Chat: p.Chat, Payload: p.Payload,
+		State: InboxPending, CreatedAt: now, UpdatedAt: now}
+	err := j.t.put(ctx, p.ID, 0, &rec, nil, nil)
+	if !errors.Is(err, ErrConflict) {
+		return Created, rec, err
 	}
+	// It exists: count the duplicate.
+	rec, err = j.t.update(ctx, p.ID, func(r *InboxRecord) ([]Write, error) {
+		r.Duplicates++
+		r.UpdatedAt = max(r.UpdatedAt, now)
+		return nil, nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return j.Put(ctx, p, now) // purged meanwhile
+	}
+	return Exists, rec, err
 }
 
 func claimInbox(rec *InboxRecord, lease Lease) {
@@ -456,25 +505,22 @@ func beginOutbox(rec *OutboxRecord, lease Lease) {
 
 func (j *kvOutbox) Put(ctx context.Context, p OutboxPut, now int64, lease *Lease) (PutStatus, OutboxRecord, error) {
 	for {
-		rec, _, err := j.t.get(ctx, p.Key)
-		if err == nil {
-			return Exists, rec, nil
-		}
-		if !errors.Is(err, ErrNotFound) {
-			return "", rec, err
-		}
-		rec = OutboxRecord{Key: p.Key, Provider: p.Provider, Chat: p.Chat, Payload: p.Payload,
+		rec := OutboxRecord{Key: p.Key, Provider: p.Provider, Chat: p.Chat, Payload: p.Payload,
 			Fingerprint: p.Fingerprint, PreviousPart: p.PreviousPart, Inbound: p.Inbound,
 			State: OutboxPending, RetryAt: now, CreatedAt: now, UpdatedAt: now}
 		if lease != nil {
 			beginOutbox(&rec, *lease)
 			rec.RetryAt = 0
 		}
-		err = j.t.put(ctx, p.Key, 0, &rec, nil, nil)
-		if errors.Is(err, ErrConflict) {
-			continue
+		err := j.t.put(ctx, p.Key, 0, &rec, nil, nil)
+		if !errors.Is(err, ErrConflict) {
+			return Created, rec, err
 		}
-		return Created, rec, err
+		existing, _, err := j.t.get(ctx, p.Key)
+		if errors.Is(err, ErrNotFound) {
+			continue // discarded meanwhile
+		}
+		return Exists, existing, err
 	}
 }
 

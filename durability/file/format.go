@@ -52,15 +52,16 @@ type entry struct {
 }
 
 type logWrite struct {
-	Key    string `json:"k"`
-	Value  []byte `json:"v,omitempty"`
-	Delete bool   `json:"d,omitempty"`
+	Key     string `json:"k"`
+	Version int64  `json:"n,omitempty"`
+	Value   []byte `json:"v,omitempty"`
+	Delete  bool   `json:"d,omitempty"`
 }
 
 func newEntry(seq int64, writes []durability.Write, index []durability.IndexOp) entry {
 	e := entry{Seq: seq, Index: index}
 	for _, w := range writes {
-		e.Writes = append(e.Writes, logWrite{Key: w.Key, Value: w.Value, Delete: w.Delete})
+		e.Writes = append(e.Writes, logWrite{Key: w.Key, Version: w.Next, Value: w.Value, Delete: w.Delete})
 	}
 	return e
 }
@@ -68,7 +69,7 @@ func newEntry(seq int64, writes []durability.Write, index []durability.IndexOp) 
 func (e entry) writes() []durability.Write {
 	ws := make([]durability.Write, len(e.Writes))
 	for i, w := range e.Writes {
-		ws[i] = durability.Write{Key: w.Key, Version: durability.AnyVersion, Value: w.Value, Delete: w.Delete}
+		ws[i] = durability.Write{Key: w.Key, Version: durability.AnyVersion, Next: w.Version, Value: w.Value, Delete: w.Delete}
 	}
 	return ws
 }

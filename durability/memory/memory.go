@@ -78,8 +78,12 @@ func (k *Kv) Commit(_ context.Context, writes []durability.Write, ops []durabili
 			delete(k.items, w.Key)
 			continue
 		}
-		k.version++
-		k.items[w.Key] = item{value: slices.Clone(w.Value), version: k.version}
+		v := w.Next
+		if v <= 0 {
+			v = k.version + 1
+		}
+		k.version = max(k.version, v)
+		k.items[w.Key] = item{value: slices.Clone(w.Value), version: v}
 	}
 	for _, op := range ops {
 		ix := k.indexes[op.Index]

@@ -295,6 +295,16 @@ func (s *Store) run(batch []*commit) {
 	}
 }
 
+// next returns the version to store: the caller's, or one past the highest
+// handed out; seq keeps the highest.
+func next(seq *int64, want int64) int64 {
+	if want <= 0 {
+		want = *seq + 1
+	}
+	*seq = max(*seq, want)
+	return want
+}
+
 // apply runs one commit inside the batch's transaction. Each versioned write
 // is a conditional statement whose row count says whether the version matched;
 // a commit with more than one write runs under a savepoint, so a conflict on a
@@ -318,14 +328,11 @@ func (s *Store) apply(ctx context.Context, c *commit, seq *int64) (error, error)
 		case w.Delete:
 			res, err = s.wDeleteVersion.ExecContext(ctx, w.Key, w.Version)
 		case w.Version == durability.AnyVersion:
-			*seq++
-			_, err = s.wUpsert.ExecContext(ctx, w.Key, *seq, w.Value)
+			_, err = s.wUpsert.ExecContext(ctx, w.Key, next(seq, w.Next), w.Value)
 		case w.Version == 0:
-			*seq++
-			res, err = s.wInsert.ExecContext(ctx, w.Key, *seq, w.Value)
+			res, err = s.wInsert.ExecContext(ctx, w.Key, next(seq, w.Next), w.Value)
 		default:
-			*seq++
-			res, err = s.wUpdate.ExecContext(ctx, *seq, w.Value, w.Key, w.Version)
+			res, err = s.wUpdate.ExecContext(ctx, next(seq, w.Next), w.Value, w.Key, w.Version)
 		}
 		if err != nil {
 			return nil, err
