@@ -138,8 +138,9 @@ type StateWrite struct {
 // InboxJournal is the persistence contract of inbound messages.
 type InboxJournal interface {
 	// Put inserts rec if its id is absent (Created); otherwise it counts a
-	// duplicate on the existing record and returns it with Exists.
-	Put(ctx context.Context, rec InboxPut, now int64) (PutStatus, InboxRecord, error)
+	// duplicate on the existing record and returns it with Exists. With lease,
+	// a new record is created already claimed: processing, token 1, 1 attempt.
+	Put(ctx context.Context, rec InboxPut, now int64, lease *Lease) (PutStatus, InboxRecord, error)
 	// Claim leases a pending or failed record (due or not), or a processing one
 	// whose lease expired, under a fresh token, charging an attempt.
 	// ErrNotClaimable otherwise.
@@ -164,6 +165,22 @@ type InboxJournal interface {
 	Replay(ctx context.Context, id string, now int64) error
 	// Purge deletes terminal records completed before before.
 	Purge(ctx context.Context, before int64) (int, error)
+}
+
+// SentMark is a MarkSent deferred to land with an inbox completion.
+type SentMark struct {
+	Key   string
+	Token int64
+	Ref   string
+	Now   int64
+}
+
+// CompleteSender is implemented by an InboxJournal that can land the last
+// sends' MarkSent in the same atomic write as a completion (one commit instead
+// of two per message). If any mark or the completion is stale, nothing lands
+// and the error wraps ErrStaleLease: the caller settles them one by one.
+type CompleteSender interface {
+	CompleteWithSent(ctx context.Context, id string, token int64, effects []StateWrite, module string, now int64, sent []SentMark) error
 }
 
 // StateStore reads conversation state. Writes land only through

@@ -29,7 +29,7 @@ func (d *KvDurability) Open(_ context.Context, scope Scope) (Journals, error) {
 	in := &table[InboxRecord]{kv: d.kv, prefix: p + "in/", scores: inboxScores}
 	out := &table[OutboxRecord]{kv: d.kv, prefix: p + "out/", scores: outboxScores}
 	st := &kvState{kv: d.kv, prefix: p + "st/"}
-	return Journals{Inbox: &kvInbox{t: in, state: st}, Outbox: &kvOutbox{t: out}, State: st}, nil
+	return Journals{Inbox: &kvInbox{t: in, out: out, state: st}, Outbox: &kvOutbox{t: out}, State: st}, nil
 }
 
 // Close implements Backend.
@@ -114,13 +114,13 @@ func (t *table[T]) get(ctx context.Context, id string) (T, int64, error) {
 	return rec, v, nil
 }
 
-// put writes rec over version (0 to create) with its index entries and extra
-// writes, atomically. old is the record being replaced (nil when creating):
-// index entries whose score did not change are not rewritten.
-func (t *table[T]) put(ctx context.Context, id string, version int64, rec, old *T, extra []Write) error {
+// writeOf returns the Kv write and the index ops that store rec over version
+// (0 to create). old is the record being replaced (nil when creating): index
+// entries whose score did not change are not rewritten.
+func (t *table[T]) writeOf(id string, version int64, rec, old *T) (Write, []IndexOp, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {
-		return err
+		return Write{}, nil, err
 	}
 	due, inDue, created := t.scores(rec)
 	var idx []IndexOp
@@ -137,16 +137,32 @@ func (t *table[T]) put(ctx context.Context, id string, version int64, rec, old *
 	case !inDue && (old == nil || oldInDue):
 		idx = append(idx, IndexOp{Index: t.due(), Member: id, Remove: true})
 	}
-	next := nextVersion(version)
-	writes := append([]Write{{Key: t.prefix + "r/" + id, Version: version, Next: next, Value: b}}, extra...)
-	err = t.kv.Commit(ctx, writes, idx)
+	return Write{Key: t.prefix + "r/" + id, Version: version, Next: nextVersion(version), Value: b}, idx, nil
+}
+
+// put writes rec over version with its index entries and extra writes,
+// atomically.
+func (t *table[T]) put(ctx context.Context, id string, version int64, rec, old *T, extra []Write) error {
+	w, idx, err := t.writeOf(id, version, rec, old)
+	if err != nil {
+		return err
+	}
+	err = t.kv.Commit(ctx, append([]Write{w}, extra...), idx)
 	switch {
 	case err == nil:
-		t.remember(id, *rec, next)
+		t.remember(id, *rec, w.Next)
 	case errors.Is(err, ErrConflict):
 		t.forget(id)
 	}
 	return err
+}
+
+// current returns the record as this process last wrote it, or as stored.
+func (t *table[T]) current(ctx context.Context, id string) (T, int64, error) {
+	if rec, v, ok := t.recall(id); ok {
+		return rec, v, nil
+	}
+	return t.get(ctx, id)
 }
 
 func (t *table[T]) del(ctx context.Context, id string, version int64) error {
@@ -159,12 +175,9 @@ func (t *table[T]) del(ctx context.Context, id string, version int64) error {
 // conflicts. fn returns the extra writes to commit with the record.
 func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Write, error)) (T, error) {
 	for {
-		rec, v, ok := t.recall(id)
-		if !ok {
-			var err error
-			if rec, v, err = t.get(ctx, id); err != nil {
-				return rec, err
-			}
+		rec, v, err := t.current(ctx, id)
+		if err != nil {
+			return rec, err
 		}
 		old := rec
 		extra, err := fn(&rec)
@@ -296,12 +309,16 @@ func reclaims(opts ClaimOptions, owner string, leasedAt int64) bool {
 // kvInbox implements InboxJournal.
 type kvInbox struct {
 	t     *table[InboxRecord]
+	out   *table[OutboxRecord]
 	state *kvState
 }
 
-func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64) (PutStatus, InboxRecord, error) {
+func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64, lease *Lease) (PutStatus, InboxRecord, error) {
 	rec := InboxRecord{ID: p.ID, Provider: p.Provider, Chat: p.Chat, Payload: p.Payload,
 		State: InboxPending, CreatedAt: now, UpdatedAt: now}
+	if lease != nil {
+		claimInbox(&rec, *lease)
+	}
 	err := j.t.put(ctx, p.ID, 0, &rec, nil, nil)
 	if !errors.Is(err, ErrConflict) {
 		return Created, rec, err
@@ -313,7 +330,7 @@ func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64) (PutStatus, In
 		return nil, nil
 	})
 	if errors.Is(err, ErrNotFound) {
-		return j.Put(ctx, p, now) // purged meanwhile
+		return j.Put(ctx, p, now, lease) // purged meanwhile
 	}
 	return Exists, rec, err
 }
@@ -374,6 +391,71 @@ func (j *kvInbox) Complete(ctx context.Context, id string, token int64, effects 
 		return j.state.writes(effects), nil
 	})
 	return err
+}
+
+// CompleteWithSent implements CompleteSender: the inbox record, the sent
+// outbox records and the state writes land in one Kv commit.
+func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, effects []StateWrite, module string, now int64, sent []SentMark) error {
+	for {
+		rec, v, err := j.t.current(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := leased(string(rec.State), string(InboxProcessing), token, rec.Token, "inbox", id); err != nil {
+			return err
+		}
+		old := rec
+		rec.State, rec.Module, rec.Error, rec.LeaseUntil = InboxDone, module, "", 0
+		rec.UpdatedAt, rec.CompletedAt = now, now
+		var writes []Write
+		var index []IndexOp
+		type outWrite struct {
+			key  string
+			rec  OutboxRecord
+			next int64
+		}
+		var outs []outWrite
+		for _, m := range sent {
+			o, ov, err := j.out.current(ctx, m.Key)
+			if err != nil {
+				return err
+			}
+			if err := leased(string(o.State), string(OutboxSending), m.Token, o.Token, "outbox", m.Key); err != nil {
+				return err
+			}
+			oldOut := o
+			o.State, o.Ref, o.Error = OutboxSent, m.Ref, ""
+			o.LeaseUntil, o.RetryAt = 0, 0
+			o.UpdatedAt, o.CompletedAt = m.Now, m.Now
+			w, ix, err := j.out.writeOf(m.Key, ov, &o, &oldOut)
+			if err != nil {
+				return err
+			}
+			writes, index = append(writes, w), append(index, ix...)
+			outs = append(outs, outWrite{m.Key, o, w.Next})
+		}
+		w, ix, err := j.t.writeOf(id, v, &rec, &old)
+		if err != nil {
+			return err
+		}
+		writes = append(append([]Write{w}, writes...), j.state.writes(effects)...)
+		err = j.t.kv.Commit(ctx, writes, append(ix, index...))
+		if errors.Is(err, ErrConflict) {
+			j.t.forget(id)
+			for _, m := range sent {
+				j.out.forget(m.Key)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		j.t.remember(id, rec, w.Next)
+		for _, o := range outs {
+			j.out.remember(o.key, o.rec, o.next)
+		}
+		return nil
+	}
 }
 
 func (j *kvInbox) Fail(ctx context.Context, id string, token int64, errMsg string, o FailOptions) error {

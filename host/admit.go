@@ -39,13 +39,16 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		ID: id, Provider: providerID, Chat: msg.Chat, From: msg.From, Text: msg.Text,
 		Media: mediaToABI(msg.Media), ReceivedAt: at.UnixMilli(),
 	}
-	rec := journaled{Event: ev}
-	b.serializeMedia(providerID, &rec)
-	payload, err := json.Marshal(rec)
+	jr := journaled{Event: ev}
+	b.serializeMedia(providerID, &jr)
+	payload, err := json.Marshal(jr)
 	if err != nil {
 		return provider.Admission{}, fmt.Errorf("admit %s: %w", id, err)
 	}
-	st, _, err := b.inbox.Put(ctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, nowMs())
+	// The record is created already claimed: this process handles it next,
+	// and a crash leaves it to be reclaimed (one write instead of two).
+	lease := b.inboxLease()
+	st, rec, err := b.inbox.Put(ctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
 	if err != nil {
 		if !b.policy.failOpen {
 			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)
@@ -61,8 +64,10 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		return provider.Admission{ID: id, Duplicate: true}, nil
 	}
 	b.metrics.inboundJournaled.Add(1)
-	// If the dispatcher is stopping, the record stays pending for the next start.
-	b.dispatch.submit(job{chatKey: chatKey(providerID, msg.Chat), id: id})
+	hb := b.inboxHeartbeat(rec.ID, rec.Token)
+	if !b.dispatch.submit(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, hb: hb}) {
+		hb.release() // stopping: the lease expires and the record is reclaimed
+	}
 	return provider.Admission{ID: id}, nil
 }
 

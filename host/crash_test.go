@@ -150,7 +150,7 @@ func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *channel) {
 }
 
 var crashOps = []string{
-	"inbox.put", "inbox.claim", "inbox.complete",
+	"inbox.put", "inbox.complete",
 	"outbox.put", "outbox.markSent", "provider.send",
 	"outbox.claimDue", "inbox.claimDue",
 }

@@ -30,7 +30,7 @@ func TestGuaranteeRow1_DiesBeforeJournalingInbound_RedeliveryIsProcessed(t *test
 // message is reprocessed; replies that went out are answered from the outbox,
 // the missing ones are sent.
 func TestGuaranteeRow2_DiesDuringHandler_ReprocessedAndRepliesAnsweredFromOutbox(t *testing.T) {
-	for _, c := range []crashCase{{op: "inbox.claim", after: true}, {op: "outbox.put"}} {
+	for _, c := range []crashCase{{op: "inbox.put", after: true}, {op: "outbox.put"}} {
 		t.Run(c.String(), func(t *testing.T) {
 			m := runCrash(t, memoryBackend, c)
 			if m.InboundReplayed == 0 {

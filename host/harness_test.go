@@ -324,13 +324,13 @@ type hookedInbox struct {
 	h *hooked
 }
 
-func (i *hookedInbox) Put(ctx context.Context, r durability.InboxPut, now int64) (durability.PutStatus, durability.InboxRecord, error) {
+func (i *hookedInbox) Put(ctx context.Context, r durability.InboxPut, now int64, l *durability.Lease) (durability.PutStatus, durability.InboxRecord, error) {
 	if i.h.failPut != nil {
 		if err := i.h.failPut(); err != nil {
 			return "", durability.InboxRecord{}, err
 		}
 	}
-	return i.InboxJournal.Put(ctx, r, now)
+	return i.InboxJournal.Put(ctx, r, now, l)
 }
 
 func (i *hookedInbox) Extend(ctx context.Context, id string, token, until int64) error {

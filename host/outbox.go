@@ -31,6 +31,8 @@ type sendSpec struct {
 	// compared by fingerprint.
 	derived bool
 	inbound string
+	// turn is the handler's turn, whose completion may carry the MarkSent.
+	turn *turn
 }
 
 // part is one journal record of a send: the whole send, or one piece of a text
@@ -227,7 +229,7 @@ func (b *Bot) sendPart(ctx context.Context, prov provider.Provider, s sendSpec, 
 	} else {
 		b.metrics.outboxJournaled.Add(1)
 	}
-	return b.deliverInline(ctx, prov, rec)
+	return b.deliverInline(ctx, prov, rec, s.turn)
 }
 
 // journal records a part for the sweeper without sending it.
@@ -270,18 +272,26 @@ func (b *Bot) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error) {
 
 // deliverInline calls the provider for a begun record and retries inline with
 // backoff until outbox.inline_max, then leaves it failed for the sweeper.
-func (b *Bot) deliverInline(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord) (abi.SendResult, error) {
+func (b *Bot) deliverInline(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord, t *turn) (abi.SendResult, error) {
 	inlineUntil := time.Now().Add(b.policy.inlineMax)
 	deferred := func(sendErr error) (abi.SendResult, error) {
 		b.metrics.outboxDeferred.Add(1)
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil
 	}
 	for {
-		ref, sendErr := b.call(prov, rec)
+		ref, hb, sendErr := b.call(prov, rec)
 		if sendErr == nil {
-			b.markSent(ctx, rec, ref)
+			if t != nil {
+				// Land the MarkSent with the completion (or the next send).
+				t.mark = &pendingMark{rec: rec, ref: ref, at: nowMs(), hb: hb}
+			} else {
+				hb.stop()
+				b.markSent(ctx, rec, ref)
+				hb.release()
+			}
 			return abi.SendResult{Status: abi.SendSent, Key: rec.Key, Ref: ref}, nil
 		}
+		hb.release()
 		wait, dead, inline := b.settleFailure(ctx, rec, sendErr, inlineUntil)
 		if dead {
 			return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: sendErr.Error()}, nil
@@ -313,21 +323,22 @@ func toOutbound(chat string, m outMsg) provider.Outbound {
 	return out
 }
 
-// call makes one provider call for a sending record, extending its lease while
-// the call runs. The idempotency key never reaches the provider.
-func (b *Bot) call(prov provider.Provider, rec durability.OutboxRecord) (string, error) {
+// call makes one provider call for a sending record, extending its lease from
+// now until the caller releases the returned heartbeat. The idempotency key
+// never reaches the provider.
+func (b *Bot) call(prov provider.Provider, rec durability.OutboxRecord) (string, *heartbeat, error) {
+	hb := b.startHeartbeat(b.policy.outboxLease, func(ctx context.Context, until int64) error {
+		return b.outbox.Extend(ctx, rec.Key, rec.Token, until)
+	})
 	var m outMsg
 	if err := json.Unmarshal(rec.Payload, &m); err != nil {
-		return "", &permanentError{fmt.Errorf("journaled content is unreadable: %w", err)}
+		return "", hb, &permanentError{fmt.Errorf("journaled content is unreadable: %w", err)}
 	}
 	if rec.Attempts > 1 {
 		b.metrics.outboxRetried.Add(1)
 	}
-	hb := b.startHeartbeat(b.policy.outboxLease, func(ctx context.Context, until int64) error {
-		return b.outbox.Extend(ctx, rec.Key, rec.Token, until)
-	})
-	defer hb.release()
-	return prov.Send(hb.ctx, toOutbound(rec.Chat, m))
+	ref, err := prov.Send(hb.ctx, toOutbound(rec.Chat, m))
+	return ref, hb, err
 }
 
 type permanentError struct{ error }
@@ -335,7 +346,11 @@ type permanentError struct{ error }
 func (permanentError) Retryable() bool { return false }
 
 func (b *Bot) markSent(ctx context.Context, rec durability.OutboxRecord, ref string) {
-	err := b.outbox.MarkSent(ctx, rec.Key, rec.Token, ref, nowMs())
+	b.markSentAt(ctx, rec, ref, nowMs())
+}
+
+func (b *Bot) markSentAt(ctx context.Context, rec durability.OutboxRecord, ref string, at int64) {
+	err := b.outbox.MarkSent(ctx, rec.Key, rec.Token, ref, at)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
 		b.metrics.staleLeases.Add(1)

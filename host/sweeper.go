@@ -126,7 +126,9 @@ func (b *Bot) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 	if rec, ok = b.splitJournaled(ctx, rec); !ok {
 		return
 	}
-	ref, err := b.call(prov, rec)
+	ref, hb, err := b.call(prov, rec)
+	hb.stop()
+	defer hb.release()
 	if err != nil {
 		b.settleFailure(ctx, rec, err, time.Time{})
 		return

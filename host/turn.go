@@ -17,6 +17,26 @@ type turn struct {
 	event  abi.Event
 	n      int
 	writes map[string]durability.StateWrite
+	// mark is the last send's MarkSent, deferred to land with the completion;
+	// its heartbeat keeps the send's lease until then.
+	mark *pendingMark
+}
+
+type pendingMark struct {
+	rec durability.OutboxRecord
+	ref string
+	at  int64
+	hb  *heartbeat
+}
+
+// flushMark lands a deferred MarkSent on its own.
+func (t *turn) flushMark(ctx context.Context) {
+	if m := t.mark; m != nil {
+		t.mark = nil
+		m.hb.stop()
+		t.bot.markSentAt(ctx, m.rec, m.ref, m.at)
+		m.hb.release()
+	}
 }
 
 func (b *Bot) newTurn(ev abi.Event) *turn {
@@ -27,7 +47,7 @@ func (b *Bot) newTurn(ev abi.Event) *turn {
 // derived from the event and the send's position.
 func (t *turn) spec(req abi.SendRequest) sendSpec {
 	t.n++
-	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media}, inbound: t.event.ID}
+	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media}, inbound: t.event.ID, turn: t}
 	if req.IdempotencyKey != "" {
 		s.key = req.IdempotencyKey
 	} else {
@@ -38,11 +58,13 @@ func (t *turn) spec(req abi.SendRequest) sendSpec {
 
 // Send implements wasm.Env.
 func (t *turn) Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	t.flushMark(ctx)
 	return t.bot.sendNow(ctx, t.spec(req))
 }
 
 // Enqueue implements wasm.Env.
 func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	t.flushMark(ctx)
 	return t.bot.enqueue(ctx, t.spec(req))
 }
 

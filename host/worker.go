@@ -63,11 +63,12 @@ func (b *Bot) handle(_ context.Context, j job) {
 	t, err := b.run(hb.ctx, ev, rec)
 	hb.stop()
 	if hb.lost.Load() {
+		t.flushMark(ctx)
 		return // counted as a stale lease; the new owner finishes it
 	}
 	var he *wasm.HandlerError
 	if err == nil || errors.As(err, &he) {
-		err := b.inbox.Complete(ctx, rec.ID, rec.Token, t.effects(), b.handler.Digest(), nowMs())
+		err := b.complete(ctx, rec, t)
 		if errors.Is(err, durability.ErrStaleLease) {
 			b.metrics.staleLeases.Add(1)
 			b.log.Warn("completion refused: the lease was lost to another owner", "id", rec.ID)
@@ -76,7 +77,29 @@ func (b *Bot) handle(_ context.Context, j job) {
 		}
 		return
 	}
+	t.flushMark(ctx)
 	b.failInbound(ctx, rec, hb, err, rec.Attempts >= b.policy.maxAttempts)
+}
+
+// complete lands the inbox completion with the buffered state writes, and the
+// last send's deferred MarkSent in the same write where the journal can.
+func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn) error {
+	now := nowMs()
+	if m := t.mark; m != nil {
+		if cs, ok := b.inbox.(durability.CompleteSender); ok {
+			m.hb.stop()
+			err := cs.CompleteWithSent(ctx, rec.ID, rec.Token, t.effects(), b.handler.Digest(), now,
+				[]durability.SentMark{{Key: m.rec.Key, Token: m.rec.Token, Ref: m.ref, Now: m.at}})
+			if err == nil {
+				t.mark = nil
+				m.hb.release()
+				return nil
+			}
+			// Settle them one by one: the errors then say which is stale.
+		}
+		t.flushMark(ctx)
+	}
+	return b.inbox.Complete(ctx, rec.ID, rec.Token, t.effects(), b.handler.Digest(), now)
 }
 
 // run calls the handler for ev and reports its outcome. rec is nil for an event

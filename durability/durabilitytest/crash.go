@@ -135,12 +135,12 @@ type crashInbox struct {
 	j durability.InboxJournal
 }
 
-func (w *crashInbox) Put(ctx context.Context, rec durability.InboxPut, now int64) (durability.PutStatus, durability.InboxRecord, error) {
+func (w *crashInbox) Put(ctx context.Context, rec durability.InboxPut, now int64, l *durability.Lease) (durability.PutStatus, durability.InboxRecord, error) {
 	var r durability.InboxRecord
 	st, err := call1(w.c, "inbox.put", func() (durability.PutStatus, error) {
 		var st durability.PutStatus
 		var err error
-		st, r, err = w.j.Put(ctx, rec, now)
+		st, r, err = w.j.Put(ctx, rec, now, l)
 		return st, err
 	})
 	return st, r, err
@@ -156,6 +156,16 @@ func (w *crashInbox) Extend(ctx context.Context, id string, token, until int64) 
 
 func (w *crashInbox) Complete(ctx context.Context, id string, token int64, e []durability.StateWrite, module string, now int64) error {
 	return w.c.Call("inbox.complete", func() error { return w.j.Complete(ctx, id, token, e, module, now) })
+}
+
+// CompleteWithSent runs as "inbox.complete" when the wrapped journal offers
+// it.
+func (w *crashInbox) CompleteWithSent(ctx context.Context, id string, token int64, e []durability.StateWrite, module string, now int64, sent []durability.SentMark) error {
+	cs, ok := w.j.(durability.CompleteSender)
+	if !ok {
+		return errors.New("durabilitytest: the wrapped inbox cannot complete with sends")
+	}
+	return w.c.Call("inbox.complete", func() error { return cs.CompleteWithSent(ctx, id, token, e, module, now, sent) })
 }
 
 func (w *crashInbox) Fail(ctx context.Context, id string, token int64, msg string, o durability.FailOptions) error {

@@ -74,7 +74,7 @@ func Run(t *testing.T, nb NewBackend) {
 
 func putIn(t *testing.T, j durability.Journals, id, chat string, now int64) {
 	t.Helper()
-	st, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: chat, Payload: []byte(`{"id":"` + id + `"}`)}, now)
+	st, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: chat, Payload: []byte(`{"id":"` + id + `"}`)}, now, nil)
 	if err != nil || st != durability.Created {
 		t.Fatalf("Put %s: %v %v", id, st, err)
 	}
@@ -99,20 +99,69 @@ func keys(recs []durability.OutboxRecord) []string {
 func runInbox(t *testing.T, nb NewBackend) {
 	t.Run("put is insert-if-absent and counts duplicates", func(t *testing.T) {
 		j, _ := open(t, nb)
-		st, rec, err := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Provider: "web", Chat: "c1", Payload: []byte("p1")}, 100)
+		st, rec, err := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Provider: "web", Chat: "c1", Payload: []byte("p1")}, 100, nil)
 		if err != nil || st != durability.Created || rec.State != durability.InboxPending || rec.CreatedAt != 100 || string(rec.Payload) != "p1" {
 			t.Fatalf("first put: %v %+v %v", st, rec, err)
 		}
-		st, rec, err = j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Provider: "web", Chat: "c1", Payload: []byte("other")}, 200)
+		st, rec, err = j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Provider: "web", Chat: "c1", Payload: []byte("other")}, 200, nil)
 		if err != nil || st != durability.Exists || rec.Duplicates != 1 || string(rec.Payload) != "p1" {
 			t.Fatalf("second put: %v %+v %v", st, rec, err)
 		}
-		j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Chat: "c1"}, 300)
+		j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Chat: "c1"}, 300, nil)
 		if got := check(j.Inbox.Get(ctx, "web:1"))(t); got.Duplicates != 2 || got.State != durability.InboxPending {
 			t.Fatalf("after third put: %+v", got)
 		}
 		_, err = j.Inbox.Get(ctx, "web:404")
 		wantErr(t, err, durability.ErrNotFound, "Get missing")
+	})
+
+	t.Run("put with a lease creates the record claimed", func(t *testing.T) {
+		j, _ := open(t, nb)
+		l := lease("i1", 100, 1100)
+		st, rec, err := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Chat: "c1"}, 100, &l)
+		if err != nil || st != durability.Created || rec.State != durability.InboxProcessing || rec.Token != 1 || rec.Attempts != 1 || rec.Owner != "i1" {
+			t.Fatalf("put with lease: %v %+v %v", st, rec, err)
+		}
+		st, rec, _ = j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Chat: "c1"}, 200, &l)
+		if st != durability.Exists || rec.Token != 1 || rec.Duplicates != 1 {
+			t.Fatalf("second put with lease: %v %+v", st, rec)
+		}
+		noErr(t, j.Inbox.Complete(ctx, "web:1", 1, nil, "", 300))
+	})
+
+	t.Run("complete with sends lands everything in one write", func(t *testing.T) {
+		j, _ := open(t, nb)
+		cs, ok := j.Inbox.(durability.CompleteSender)
+		if !ok {
+			t.Skip("this backend does not offer CompleteWithSent")
+		}
+		l := lease("i1", 100, 1100)
+		j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Chat: "c1"}, 100, &l)
+		putOut(t, j, "web:1:1", "c1", 110, &l)
+		putOut(t, j, "web:1:2", "c1", 120, &l)
+		err := cs.CompleteWithSent(ctx, "web:1", 1, []durability.StateWrite{{Key: "k", Value: []byte("v")}}, "m", 130,
+			[]durability.SentMark{{Key: "web:1:1", Token: 1, Ref: "r1", Now: 125}, {Key: "web:1:2", Token: 1, Ref: "r2", Now: 126}})
+		noErr(t, err)
+		if r := check(j.Inbox.Get(ctx, "web:1"))(t); r.State != durability.InboxDone {
+			t.Fatalf("inbox %+v", r)
+		}
+		if o := check(j.Outbox.Get(ctx, "web:1:2"))(t); o.State != durability.OutboxSent || o.Ref != "r2" || o.CompletedAt != 126 {
+			t.Fatalf("outbox %+v", o)
+		}
+		if v, ok, _ := j.State.Get(ctx, "k"); !ok || string(v) != "v" {
+			t.Fatal("state not written")
+		}
+		// A stale mark: nothing lands.
+		j.Inbox.Put(ctx, durability.InboxPut{ID: "web:2", Chat: "c1"}, 200, &l)
+		putOut(t, j, "web:2:1", "c1", 210, &l)
+		err = cs.CompleteWithSent(ctx, "web:2", 1, nil, "m", 230, []durability.SentMark{{Key: "web:2:1", Token: 9, Ref: "x", Now: 220}})
+		wantErr(t, err, durability.ErrStaleLease, "stale mark")
+		if r := check(j.Inbox.Get(ctx, "web:2"))(t); r.State != durability.InboxProcessing {
+			t.Fatalf("a refused combined completion changed the inbox: %+v", r)
+		}
+		if o := check(j.Outbox.Get(ctx, "web:2:1"))(t); o.State != durability.OutboxSending {
+			t.Fatalf("a refused combined completion changed the outbox: %+v", o)
+		}
 	})
 
 	t.Run("claim leases under a fresh fencing token", func(t *testing.T) {
@@ -341,7 +390,7 @@ func runInbox(t *testing.T, nb NewBackend) {
 			t.Fatalf("left %v", ids(got))
 		}
 		// A purged id is new again.
-		if st, _, _ := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:done-old", Chat: "c1"}, 1000); st != durability.Created {
+		if st, _, _ := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:done-old", Chat: "c1"}, 1000, nil); st != durability.Created {
 			t.Fatalf("put after purge: %v", st)
 		}
 	})
@@ -691,7 +740,7 @@ func runConcurrency(t *testing.T, nb NewBackend) {
 		var wg sync.WaitGroup
 		for range workers {
 			wg.Go(func() {
-				st, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:dup", Chat: "c1"}, 5)
+				st, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:dup", Chat: "c1"}, 5, nil)
 				if err != nil {
 					t.Error(err)
 					return
