@@ -19,7 +19,15 @@ type dispatcher struct {
 	ready   []*chatQueue
 	stopped bool
 	pending int // queued jobs not yet started
+	running int // jobs in a handler now
 	wg      sync.WaitGroup
+}
+
+// idle reports whether no job is queued or running.
+func (d *dispatcher) idle() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pending == 0 && d.running == 0
 }
 
 // queued returns how many jobs wait to start.
@@ -91,9 +99,11 @@ func (d *dispatcher) work() {
 		j := q.jobs[0]
 		q.jobs = q.jobs[1:]
 		d.pending--
+		d.running++
 		d.mu.Unlock()
 		d.run(context.Background(), j)
 		d.mu.Lock()
+		d.running--
 		if len(q.jobs) > 0 {
 			d.ready = append(d.ready, q)
 			d.cond.Signal()

@@ -47,6 +47,8 @@ type Store struct {
 	wInsert, wUpdate, wUpsert          *sql.Stmt
 	wDelete, wDeleteVersion            *sql.Stmt
 	wIdxUpsert, wIdxDelete, wSeq, wSet *sql.Stmt
+	wBegin, wCommit, wRollback         *sql.Stmt
+	wSave, wRollbackTo, wRelease       *sql.Stmt
 
 	reqs   chan *commit
 	stop   chan struct{}
@@ -155,6 +157,12 @@ func (s *Store) init(ctx context.Context) error {
 	prep(w, &s.wIdxUpsert, `INSERT INTO durable_index (name, member, score) VALUES (?, ?, ?)
 		ON CONFLICT (name, member) DO UPDATE SET score = excluded.score`)
 	prep(w, &s.wIdxDelete, `DELETE FROM durable_index WHERE name = ? AND member = ?`)
+	prep(w, &s.wBegin, `BEGIN IMMEDIATE`)
+	prep(w, &s.wCommit, `COMMIT`)
+	prep(w, &s.wRollback, `ROLLBACK`)
+	prep(w, &s.wSave, `SAVEPOINT c`)
+	prep(w, &s.wRollbackTo, `ROLLBACK TO c`)
+	prep(w, &s.wRelease, `RELEASE c`)
 	prep(w, &s.wSeq, `SELECT seq FROM durable_seq WHERE id = 1`)
 	prep(w, &s.wSet, `UPDATE durable_seq SET seq = ? WHERE id = 1`)
 	if err != nil {
@@ -262,12 +270,12 @@ func (s *Store) run(batch []*commit) {
 	ctx := context.Background()
 	results := make([]error, len(batch))
 	err := func() (err error) {
-		if _, err := s.w.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		if _, err := s.wBegin.ExecContext(ctx); err != nil {
 			return err
 		}
 		defer func() {
 			if err != nil {
-				s.w.ExecContext(ctx, "ROLLBACK")
+				s.wRollback.ExecContext(ctx)
 			}
 		}()
 		var seq int64
@@ -283,7 +291,7 @@ func (s *Store) run(batch []*commit) {
 		if _, err := s.wSet.ExecContext(ctx, seq); err != nil {
 			return err
 		}
-		_, err = s.w.ExecContext(ctx, "COMMIT")
+		_, err = s.wCommit.ExecContext(ctx)
 		return err
 	}()
 	for i, c := range batch {
@@ -313,7 +321,7 @@ func next(seq *int64, want int64) int64 {
 func (s *Store) apply(ctx context.Context, c *commit, seq *int64) (error, error) {
 	nested := len(c.writes) > 1
 	if nested {
-		if _, err := s.w.ExecContext(ctx, "SAVEPOINT c"); err != nil {
+		if _, err := s.wSave.ExecContext(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -361,11 +369,11 @@ func (s *Store) apply(ctx context.Context, c *commit, seq *int64) (error, error)
 	}
 	if nested {
 		if conflict {
-			if _, err := s.w.ExecContext(ctx, "ROLLBACK TO c"); err != nil {
+			if _, err := s.wRollbackTo.ExecContext(ctx); err != nil {
 				return nil, err
 			}
 		}
-		if _, err := s.w.ExecContext(ctx, "RELEASE c"); err != nil {
+		if _, err := s.wRelease.ExecContext(ctx); err != nil {
 			return nil, err
 		}
 	}
