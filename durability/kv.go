@@ -5,6 +5,17 @@ import "context"
 // AnyVersion in a Write skips the version check.
 const AnyVersion int64 = -1
 
+// Index names one of the two ordered indexes a Kv keeps.
+type Index int
+
+// The two ordered indexes.
+const (
+	// IndexDue orders keys by when their record becomes claimable.
+	IndexDue Index = iota
+	// IndexOrder orders keys by creation (listing and purge).
+	IndexOrder
+)
+
 // Write is one key write in a Kv commit.
 type Write struct {
 	Key string
@@ -15,40 +26,37 @@ type Write struct {
 	// every version it handed out.
 	Next  int64
 	Value []byte
-	// Delete removes the key (Value is ignored).
+	// Delete removes the key (and its index entries).
 	Delete bool
+	// Group is the key's group for Range ("<scope>/in/"); the key starts
+	// with it.
+	Group string
+	// Due and Order are the key's scores in the two indexes; nil leaves the
+	// key out of that index.
+	Due, Order *int64
 }
 
-// IndexOp sets or removes a member's score in an ordered index.
-type IndexOp struct {
-	Index  string
-	Member string
-	Score  int64
-	Remove bool
-}
-
-// IndexEntry is one member of an ordered index.
+// IndexEntry is one key in an ordered index.
 type IndexEntry struct {
-	Member string
-	Score  int64
+	Key   string
+	Score int64
 }
 
 // Kv is the small interface a custom backend implements: versioned values with
-// multi-key compare-and-set, and ordered indexes (named sorted sets; the
-// journals use two per journal, "due" and "created"). KvDurability turns any Kv
-// into both journals.
+// multi-key compare-and-set, and two ordered indexes (due and order) over the
+// keys of a group. KvDurability turns any Kv into both journals.
 type Kv interface {
 	// Get returns the value and version of key; version 0 and a nil value mean
-	// absent. Versions increase with every write of a key.
+	// absent.
 	Get(ctx context.Context, key string) (value []byte, version int64, err error)
-	// Commit applies every write and index op atomically if every write's
-	// expected version matches, and returns ErrConflict (applying nothing)
-	// otherwise.
-	Commit(ctx context.Context, writes []Write, index []IndexOp) error
-	// Range returns up to limit members of index that come after the cursor
-	// after in (score, member) order and have score <= max, ascending. Start
-	// with IndexEntry{Score: math.MinInt64}.
-	Range(ctx context.Context, index string, after IndexEntry, max int64, limit int) ([]IndexEntry, error)
+	// Commit applies every write atomically if every write's expected version
+	// matches, and returns ErrConflict (applying nothing) otherwise. It
+	// returns once the commit is durable.
+	Commit(ctx context.Context, writes []Write) error
+	// Range returns up to limit keys of group in index ix that come after the
+	// cursor after in (score, key) order and have score <= max, ascending.
+	// Start with IndexEntry{Score: math.MinInt64}.
+	Range(ctx context.Context, group string, ix Index, after IndexEntry, max int64, limit int) ([]IndexEntry, error)
 	// Close releases the store.
 	Close() error
 }

@@ -8,14 +8,15 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
 
 // KvDurability implements Backend over any Kv: records are JSON values under
-// "<scope>/in/<id>" and "<scope>/out/<key>", conversation state under
-// "<scope>/st/<key>", and each journal keeps two ordered indexes: "due" (when a
-// record becomes claimable) and "created" (listing order and purge).
+// "<scope>/in/<id>" and "<scope>/out/<key>" (the groups of the two journals),
+// conversation state under "<scope>/st/<key>". A record's due score is when it
+// becomes claimable (none once settled); its order score is its creation time.
 type KvDurability struct {
 	kv Kv
 }
@@ -26,8 +27,8 @@ func NewKvDurability(kv Kv) *KvDurability { return &KvDurability{kv: kv} }
 // Open implements Backend.
 func (d *KvDurability) Open(_ context.Context, scope Scope) (Journals, error) {
 	p := scope.ID() + "/"
-	in := &table[InboxRecord]{kv: d.kv, prefix: p + "in/", scores: inboxScores}
-	out := &table[OutboxRecord]{kv: d.kv, prefix: p + "out/", scores: outboxScores}
+	in := &table[InboxRecord]{kv: d.kv, group: p + "in/", scores: inboxScores}
+	out := &table[OutboxRecord]{kv: d.kv, group: p + "out/", scores: outboxScores}
 	st := &kvState{kv: d.kv, prefix: p + "st/"}
 	return Journals{Inbox: &kvInbox{t: in, out: out, state: st}, Outbox: &kvOutbox{t: out}, State: st}, nil
 }
@@ -51,8 +52,8 @@ const (
 // changed it meanwhile the version check refuses the write and the record is
 // read again.
 type table[T any] struct {
-	kv     Kv
-	prefix string
+	kv    Kv
+	group string
 	// scores returns the record's due score (inDue false when it is never
 	// claimable) and its created score.
 	scores func(*T) (due int64, inDue bool, created int64)
@@ -96,12 +97,9 @@ func nextVersion(old int64) int64 {
 	return max(old+1, time.Now().UnixNano())
 }
 
-func (t *table[T]) due() string     { return t.prefix + "due" }
-func (t *table[T]) created() string { return t.prefix + "created" }
-
 func (t *table[T]) get(ctx context.Context, id string) (T, int64, error) {
 	var rec T
-	b, v, err := t.kv.Get(ctx, t.prefix+"r/"+id)
+	b, v, err := t.kv.Get(ctx, t.group+id)
 	if err != nil {
 		return rec, 0, err
 	}
@@ -109,45 +107,33 @@ func (t *table[T]) get(ctx context.Context, id string) (T, int64, error) {
 		return rec, 0, ErrNotFound
 	}
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return rec, 0, fmt.Errorf("durability: record %s%s is corrupt: %w", t.prefix, id, err)
+		return rec, 0, fmt.Errorf("durability: record %s%s is corrupt: %w", t.group, id, err)
 	}
 	return rec, v, nil
 }
 
-// writeOf returns the Kv write and the index ops that store rec over version
-// (0 to create). old is the record being replaced (nil when creating): index
-// entries whose score did not change are not rewritten.
-func (t *table[T]) writeOf(id string, version int64, rec, old *T) (Write, []IndexOp, error) {
+// writeOf returns the Kv write that stores rec over version (0 to create),
+// with its two index scores.
+func (t *table[T]) writeOf(id string, version int64, rec *T) (Write, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {
-		return Write{}, nil, err
+		return Write{}, err
 	}
 	due, inDue, created := t.scores(rec)
-	var idx []IndexOp
-	oldDue, oldInDue, oldCreated := int64(0), false, int64(0)
-	if old != nil {
-		oldDue, oldInDue, oldCreated = t.scores(old)
+	w := Write{Key: t.group + id, Version: version, Next: nextVersion(version), Value: b, Group: t.group, Order: &created}
+	if inDue {
+		w.Due = &due
 	}
-	if old == nil || created != oldCreated {
-		idx = append(idx, IndexOp{Index: t.created(), Member: id, Score: created})
-	}
-	switch {
-	case inDue && (old == nil || !oldInDue || due != oldDue):
-		idx = append(idx, IndexOp{Index: t.due(), Member: id, Score: due})
-	case !inDue && (old == nil || oldInDue):
-		idx = append(idx, IndexOp{Index: t.due(), Member: id, Remove: true})
-	}
-	return Write{Key: t.prefix + "r/" + id, Version: version, Next: nextVersion(version), Value: b}, idx, nil
+	return w, nil
 }
 
-// put writes rec over version with its index entries and extra writes,
-// atomically.
-func (t *table[T]) put(ctx context.Context, id string, version int64, rec, old *T, extra []Write) error {
-	w, idx, err := t.writeOf(id, version, rec, old)
+// put writes rec over version with extra writes, atomically.
+func (t *table[T]) put(ctx context.Context, id string, version int64, rec *T, extra []Write) error {
+	w, err := t.writeOf(id, version, rec)
 	if err != nil {
 		return err
 	}
-	err = t.kv.Commit(ctx, append([]Write{w}, extra...), idx)
+	err = t.kv.Commit(ctx, append([]Write{w}, extra...))
 	switch {
 	case err == nil:
 		t.remember(id, *rec, w.Next)
@@ -167,8 +153,7 @@ func (t *table[T]) current(ctx context.Context, id string) (T, int64, error) {
 
 func (t *table[T]) del(ctx context.Context, id string, version int64) error {
 	t.forget(id)
-	return t.kv.Commit(ctx, []Write{{Key: t.prefix + "r/" + id, Version: version, Delete: true}},
-		[]IndexOp{{Index: t.created(), Member: id, Remove: true}, {Index: t.due(), Member: id, Remove: true}})
+	return t.kv.Commit(ctx, []Write{{Key: t.group + id, Version: version, Delete: true, Group: t.group}})
 }
 
 // update applies fn to the current record and writes it, retrying on version
@@ -179,12 +164,11 @@ func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Wri
 		if err != nil {
 			return rec, err
 		}
-		old := rec
 		extra, err := fn(&rec)
 		if err != nil {
 			return rec, err
 		}
-		err = t.put(ctx, id, v, &rec, &old, extra)
+		err = t.put(ctx, id, v, &rec, extra)
 		if errors.Is(err, ErrConflict) {
 			continue
 		}
@@ -194,23 +178,24 @@ func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Wri
 
 // scan reads records from index with min <= score <= max, calling keep for
 // each until it returns false or the budget is spent.
-func (t *table[T]) scan(ctx context.Context, index string, max int64, keep func(id string, rec T, version int64) bool) error {
+func (t *table[T]) scan(ctx context.Context, ix Index, max int64, keep func(id string, rec T, version int64) bool) error {
 	cursor := IndexEntry{Score: math.MinInt64}
 	for read := 0; read < scanBudget; {
-		entries, err := t.kv.Range(ctx, index, cursor, max, scanPage)
+		entries, err := t.kv.Range(ctx, t.group, ix, cursor, max, scanPage)
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
 			read++
-			rec, v, err := t.get(ctx, e.Member)
+			id := strings.TrimPrefix(e.Key, t.group)
+			rec, v, err := t.get(ctx, id)
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			if !keep(e.Member, rec, v) {
+			if !keep(id, rec, v) {
 				return nil
 			}
 		}
@@ -225,7 +210,7 @@ func (t *table[T]) scan(ctx context.Context, index string, max int64, keep func(
 // list returns records matching match from the created index, oldest first.
 func (t *table[T]) list(ctx context.Context, limit int, match func(*T) bool) ([]T, error) {
 	var out []T
-	err := t.scan(ctx, t.created(), math.MaxInt64, func(_ string, rec T, _ int64) bool {
+	err := t.scan(ctx, IndexOrder, math.MaxInt64, func(_ string, rec T, _ int64) bool {
 		if match(&rec) {
 			out = append(out, rec)
 		}
@@ -241,7 +226,7 @@ func (t *table[T]) purge(ctx context.Context, before int64, purgeable func(*T) b
 		v  int64
 	}
 	var victims []victim
-	err := t.scan(ctx, t.created(), before, func(id string, rec T, v int64) bool {
+	err := t.scan(ctx, IndexOrder, before, func(id string, rec T, v int64) bool {
 		if purgeable(&rec) {
 			victims = append(victims, victim{id, v})
 		}
@@ -319,7 +304,7 @@ func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64, lease *Lease) 
 	if lease != nil {
 		claimInbox(&rec, *lease)
 	}
-	err := j.t.put(ctx, p.ID, 0, &rec, nil, nil)
+	err := j.t.put(ctx, p.ID, 0, &rec, nil)
 	if !errors.Is(err, ErrConflict) {
 		return Created, rec, err
 	}
@@ -404,11 +389,9 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 		if err := leased(string(rec.State), string(InboxProcessing), token, rec.Token, "inbox", id); err != nil {
 			return err
 		}
-		old := rec
 		rec.State, rec.Module, rec.Error, rec.LeaseUntil = InboxDone, module, "", 0
 		rec.UpdatedAt, rec.CompletedAt = now, now
 		var writes []Write
-		var index []IndexOp
 		type outWrite struct {
 			key  string
 			rec  OutboxRecord
@@ -423,23 +406,22 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 			if err := leased(string(o.State), string(OutboxSending), m.Token, o.Token, "outbox", m.Key); err != nil {
 				return err
 			}
-			oldOut := o
 			o.State, o.Ref, o.Error = OutboxSent, m.Ref, ""
 			o.LeaseUntil, o.RetryAt = 0, 0
 			o.UpdatedAt, o.CompletedAt = m.Now, m.Now
-			w, ix, err := j.out.writeOf(m.Key, ov, &o, &oldOut)
+			w, err := j.out.writeOf(m.Key, ov, &o)
 			if err != nil {
 				return err
 			}
-			writes, index = append(writes, w), append(index, ix...)
+			writes = append(writes, w)
 			outs = append(outs, outWrite{m.Key, o, w.Next})
 		}
-		w, ix, err := j.t.writeOf(id, v, &rec, &old)
+		w, err := j.t.writeOf(id, v, &rec)
 		if err != nil {
 			return err
 		}
 		writes = append(append([]Write{w}, writes...), j.state.writes(effects)...)
-		err = j.t.kv.Commit(ctx, writes, append(ix, index...))
+		err = j.t.kv.Commit(ctx, writes)
 		if errors.Is(err, ErrConflict) {
 			j.t.forget(id)
 			for _, m := range sent {
@@ -482,7 +464,7 @@ func (j *kvInbox) Fail(ctx context.Context, id string, token int64, errMsg strin
 func (j *kvInbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]InboxRecord, error) {
 	now := opts.Lease.Now
 	var cands []InboxRecord
-	err := j.t.scan(ctx, j.t.due(), claimWindow(opts), func(_ string, rec InboxRecord, _ int64) bool {
+	err := j.t.scan(ctx, IndexDue, claimWindow(opts), func(_ string, rec InboxRecord, _ int64) bool {
 		switch rec.State {
 		case InboxPending:
 			if rec.CreatedAt < opts.PendingBefore {
@@ -594,7 +576,7 @@ func (j *kvOutbox) Put(ctx context.Context, p OutboxPut, now int64, lease *Lease
 			beginOutbox(&rec, *lease)
 			rec.RetryAt = 0
 		}
-		err := j.t.put(ctx, p.Key, 0, &rec, nil, nil)
+		err := j.t.put(ctx, p.Key, 0, &rec, nil)
 		if !errors.Is(err, ErrConflict) {
 			return Created, rec, err
 		}
@@ -668,7 +650,7 @@ func (j *kvOutbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]ClaimedSe
 		return false, false
 	}
 	var cands []OutboxRecord
-	err := j.t.scan(ctx, j.t.due(), claimWindow(opts), func(_ string, rec OutboxRecord, _ int64) bool {
+	err := j.t.scan(ctx, IndexDue, claimWindow(opts), func(_ string, rec OutboxRecord, _ int64) bool {
 		if ok, _ := claimable(&rec); ok {
 			cands = append(cands, rec)
 		}

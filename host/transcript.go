@@ -40,10 +40,11 @@ func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) 
 			seq, _ = strconv.ParseInt(string(b), 10, 64)
 		}
 		seq++
+		group := p + "chat/" + chat + "/"
 		err = t.kv.Commit(ctx, []durability.Write{
 			{Key: p + "seq", Version: version, Value: []byte(strconv.FormatInt(seq, 10))},
-			{Key: p + "e/" + pad(seq), Version: durability.AnyVersion, Value: entry},
-		}, []durability.IndexOp{{Index: p + "chat/" + chat, Member: pad(seq), Score: seq}})
+			{Key: group + pad(seq), Version: durability.AnyVersion, Value: entry, Group: group, Order: &seq},
+		})
 		if errors.Is(err, durability.ErrConflict) {
 			continue
 		}
@@ -53,14 +54,14 @@ func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) 
 
 // After implements webchat.Transcript.
 func (t *kvTranscript) After(ctx context.Context, provider, chat string, after int64, limit int) ([]webchat.Entry, error) {
-	p := t.prefix + provider + "/"
-	ids, err := t.kv.Range(ctx, p+"chat/"+chat, durability.IndexEntry{Score: after, Member: pad(after)}, math.MaxInt64, limit)
+	group := t.prefix + provider + "/chat/" + chat + "/"
+	ids, err := t.kv.Range(ctx, group, durability.IndexOrder, durability.IndexEntry{Score: after, Key: group + pad(after)}, math.MaxInt64, limit)
 	if err != nil {
 		return nil, err
 	}
 	var out []webchat.Entry
 	for _, id := range ids {
-		b, v, err := t.kv.Get(ctx, p+"e/"+id.Member)
+		b, v, err := t.kv.Get(ctx, id.Key)
 		if err != nil {
 			return nil, err
 		}

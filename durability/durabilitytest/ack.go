@@ -82,8 +82,8 @@ func ackChild(path string, open func(string) (durability.Kv, error)) {
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				key := fmt.Sprintf("r%s/g%d/%d", round, g, i)
-				err := kv.Commit(context.Background(), []durability.Write{{Key: key, Version: 0, Value: []byte(key)}},
-					[]durability.IndexOp{{Index: "acks", Member: key, Score: int64(i)}})
+				score := int64(i)
+				err := kv.Commit(context.Background(), []durability.Write{{Key: key, Version: 0, Value: []byte(key), Group: "acks/", Order: &score}})
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "child commit:", err)
 					os.Exit(4)

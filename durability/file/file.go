@@ -23,10 +23,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
@@ -165,7 +167,7 @@ func (s *Store) load() error {
 		if e.Seq <= s.seq {
 			continue // already in the snapshot (a crash between snapshot and truncate)
 		}
-		if err := s.kv.Commit(context.Background(), e.writes(), e.Index); err != nil {
+		if err := s.kv.Commit(context.Background(), e.writes()); err != nil {
 			return fail(fmt.Errorf("file journal %s: replaying entry %d: %w", logPath, e.Seq, err))
 		}
 		s.seq = e.Seq
@@ -193,13 +195,13 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
 }
 
 // Range implements durability.Kv.
-func (s *Store) Range(ctx context.Context, index string, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
-	return s.kv.Range(ctx, index, after, max, limit)
+func (s *Store) Range(ctx context.Context, group string, ix durability.Index, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
+	return s.kv.Range(ctx, group, ix, after, max, limit)
 }
 
 // Commit implements durability.Kv: it applies the commit in memory, queues its
 // log line (or a snapshot), and returns once that is on disk.
-func (s *Store) Commit(ctx context.Context, writes []durability.Write, index []durability.IndexOp) error {
+func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -210,13 +212,20 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write, index []d
 		s.mu.Unlock()
 		return err
 	}
-	if err := s.kv.Commit(ctx, writes, index); err != nil {
+	// Every write gets its version here, so the log replays it exactly.
+	writes = slices.Clone(writes)
+	for i := range writes {
+		if writes[i].Next <= 0 && !writes[i].Delete {
+			writes[i].Next = time.Now().UnixNano()
+		}
+	}
+	if err := s.kv.Commit(ctx, writes); err != nil {
 		s.mu.Unlock()
 		return err
 	}
 	s.seq++
 	if s.opts.AppendLog {
-		line, err := json.Marshal(newEntry(s.seq, writes, index))
+		line, err := json.Marshal(newEntry(s.seq, writes))
 		if err != nil {
 			s.mu.Unlock()
 			return err

@@ -32,8 +32,8 @@ func TestConformance(t *testing.T) {
 
 func put(t *testing.T, s *Store, key, value string) {
 	t.Helper()
-	if err := s.Commit(context.Background(), []durability.Write{{Key: key, Version: durability.AnyVersion, Value: []byte(value)}},
-		[]durability.IndexOp{{Index: "ix", Member: key, Score: int64(len(value))}}); err != nil {
+	score := int64(len(value))
+	if err := s.Commit(context.Background(), []durability.Write{{Key: key, Version: durability.AnyVersion, Value: []byte(value), Group: "ix/", Order: &score}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -106,8 +106,8 @@ func TestAppendLogReplayAndCompaction(t *testing.T) {
 	if value(t, s2, "a") != "4444" || value(t, s2, "c") != "333" {
 		t.Fatalf("after replay: a=%q c=%q", value(t, s2, "a"), value(t, s2, "c"))
 	}
-	e, err := s2.Range(context.Background(), "ix", durability.IndexEntry{Score: -1}, 100, 10)
-	if err != nil || len(e) != 3 || e[2].Member != "a" || e[2].Score != 4 {
+	e, err := s2.Range(context.Background(), "ix/", durability.IndexOrder, durability.IndexEntry{Score: -1}, 100, 10)
+	if err != nil || len(e) != 3 || e[2].Key != "a" || e[2].Score != 4 {
 		t.Fatalf("index after replay: %+v %v", e, err)
 	}
 	if err := s2.Close(); err != nil {
@@ -187,7 +187,7 @@ func TestSnapshotModeRewritesAtomically(t *testing.T) {
 }
 
 func FuzzDecodeLog(f *testing.F) {
-	f.Add([]byte(`{"seq":1,"w":[{"k":"a","v":"MQ=="}],"i":[{"Index":"x","Member":"a","Score":1}]}` + "\n"))
+	f.Add([]byte(`{"seq":1,"w":[{"k":"a","v":"MQ==","g":"x/","o":1}]}` + "\n"))
 	f.Add([]byte("{\"seq\":1,\"w\":[]}\ngarbage\n{\"seq\":3,\"w\":[]}\n"))
 	f.Add([]byte(`{"seq":2,"w":[{"k":"b"`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -215,7 +215,7 @@ func FuzzDecodeLog(f *testing.F) {
 }
 
 func FuzzDecodeSnapshot(f *testing.F) {
-	f.Add([]byte(`{"format":"botrun-file-journal/1","seq":3,"kv":{"version":4,"items":{"a":{"value":"MQ==","v":4}},"index":{"x":[{"Member":"a","Score":1}]}}}`))
+	f.Add([]byte(`{"format":"botrun-file-journal/1","seq":3,"kv":{"version":4,"items":{"a":{"value":"MQ==","v":4,"g":"x/","order":1}}}}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := DecodeSnapshot(b)

@@ -46,9 +46,8 @@ func DecodeSnapshot(b []byte) (Snapshot, error) {
 
 // entry is one log line: a commit's writes and index ops.
 type entry struct {
-	Seq    int64                `json:"seq"`
-	Writes []logWrite           `json:"w"`
-	Index  []durability.IndexOp `json:"i,omitempty"`
+	Seq    int64      `json:"seq"`
+	Writes []logWrite `json:"w"`
 }
 
 type logWrite struct {
@@ -56,12 +55,15 @@ type logWrite struct {
 	Version int64  `json:"n,omitempty"`
 	Value   []byte `json:"v,omitempty"`
 	Delete  bool   `json:"d,omitempty"`
+	Group   string `json:"g,omitempty"`
+	Due     *int64 `json:"due,omitempty"`
+	Order   *int64 `json:"o,omitempty"`
 }
 
-func newEntry(seq int64, writes []durability.Write, index []durability.IndexOp) entry {
-	e := entry{Seq: seq, Index: index}
+func newEntry(seq int64, writes []durability.Write) entry {
+	e := entry{Seq: seq}
 	for _, w := range writes {
-		e.Writes = append(e.Writes, logWrite{Key: w.Key, Version: w.Next, Value: w.Value, Delete: w.Delete})
+		e.Writes = append(e.Writes, logWrite{Key: w.Key, Version: w.Next, Value: w.Value, Delete: w.Delete, Group: w.Group, Due: w.Due, Order: w.Order})
 	}
 	return e
 }
@@ -69,7 +71,7 @@ func newEntry(seq int64, writes []durability.Write, index []durability.IndexOp) 
 func (e entry) writes() []durability.Write {
 	ws := make([]durability.Write, len(e.Writes))
 	for i, w := range e.Writes {
-		ws[i] = durability.Write{Key: w.Key, Version: durability.AnyVersion, Next: w.Version, Value: w.Value, Delete: w.Delete}
+		ws[i] = durability.Write{Key: w.Key, Version: durability.AnyVersion, Next: w.Version, Value: w.Value, Delete: w.Delete, Group: w.Group, Due: w.Due, Order: w.Order}
 	}
 	return ws
 }

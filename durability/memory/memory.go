@@ -24,24 +24,30 @@ type Kv struct {
 	mu      sync.Mutex
 	version int64
 	items   map[string]item
-	indexes map[string]*index
+	indexes map[indexKey]*index
 	closed  bool
 }
 
 type item struct {
-	value   []byte
-	version int64
+	value      []byte
+	version    int64
+	group      string
+	due, order *int64
 }
 
-// index is an ordered set: members sorted by (score, member), with their scores.
+type indexKey struct {
+	group string
+	ix    durability.Index
+}
+
+// index is an ordered set of (score, key).
 type index struct {
 	sorted []durability.IndexEntry
-	score  map[string]int64
 }
 
 // NewKv returns an empty Kv.
 func NewKv() *Kv {
-	return &Kv{items: map[string]item{}, indexes: map[string]*index{}}
+	return &Kv{items: map[string]item{}, indexes: map[indexKey]*index{}}
 }
 
 // Get implements durability.Kv.
@@ -59,7 +65,7 @@ func (k *Kv) Get(_ context.Context, key string) ([]byte, int64, error) {
 }
 
 // Commit implements durability.Kv.
-func (k *Kv) Commit(_ context.Context, writes []durability.Write, ops []durability.IndexOp) error {
+func (k *Kv) Commit(_ context.Context, writes []durability.Write) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {
@@ -74,66 +80,87 @@ func (k *Kv) Commit(_ context.Context, writes []durability.Write, ops []durabili
 		}
 	}
 	for _, w := range writes {
-		if w.Delete {
-			delete(k.items, w.Key)
-			continue
-		}
-		v := w.Next
-		if v <= 0 {
-			v = k.version + 1
-		}
-		k.version = max(k.version, v)
-		k.items[w.Key] = item{value: slices.Clone(w.Value), version: v}
-	}
-	for _, op := range ops {
-		ix := k.indexes[op.Index]
-		if ix == nil {
-			ix = &index{score: map[string]int64{}}
-			k.indexes[op.Index] = ix
-		}
-		ix.remove(op.Member)
-		if !op.Remove {
-			ix.add(durability.IndexEntry{Member: op.Member, Score: op.Score})
-		}
+		k.apply(w)
 	}
 	return nil
+}
+
+func (k *Kv) apply(w durability.Write) {
+	if old, ok := k.items[w.Key]; ok {
+		k.unindex(w.Key, old)
+	}
+	if w.Delete {
+		delete(k.items, w.Key)
+		return
+	}
+	v := w.Next
+	if v <= 0 {
+		v = k.version + 1
+	}
+	k.version = max(k.version, v)
+	it := item{value: slices.Clone(w.Value), version: v, group: w.Group, due: w.Due, order: w.Order}
+	k.items[w.Key] = it
+	k.reindex(w.Key, it)
+}
+
+func (k *Kv) ix(group string, ix durability.Index) *index {
+	key := indexKey{group, ix}
+	x := k.indexes[key]
+	if x == nil {
+		x = &index{}
+		k.indexes[key] = x
+	}
+	return x
+}
+
+func (k *Kv) unindex(key string, it item) {
+	if it.due != nil {
+		k.ix(it.group, durability.IndexDue).remove(durability.IndexEntry{Key: key, Score: *it.due})
+	}
+	if it.order != nil {
+		k.ix(it.group, durability.IndexOrder).remove(durability.IndexEntry{Key: key, Score: *it.order})
+	}
+}
+
+func (k *Kv) reindex(key string, it item) {
+	if it.due != nil {
+		k.ix(it.group, durability.IndexDue).add(durability.IndexEntry{Key: key, Score: *it.due})
+	}
+	if it.order != nil {
+		k.ix(it.group, durability.IndexOrder).add(durability.IndexEntry{Key: key, Score: *it.order})
+	}
 }
 
 func compare(a, b durability.IndexEntry) int {
 	if c := cmp.Compare(a.Score, b.Score); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Member, b.Member)
+	return cmp.Compare(a.Key, b.Key)
 }
 
-func (ix *index) remove(member string) {
-	s, ok := ix.score[member]
-	if !ok {
-		return
+func (x *index) remove(e durability.IndexEntry) {
+	if i, found := slices.BinarySearchFunc(x.sorted, e, compare); found {
+		x.sorted = slices.Delete(x.sorted, i, i+1)
 	}
-	i, _ := slices.BinarySearchFunc(ix.sorted, durability.IndexEntry{Member: member, Score: s}, compare)
-	ix.sorted = slices.Delete(ix.sorted, i, i+1)
-	delete(ix.score, member)
 }
 
-func (ix *index) add(e durability.IndexEntry) {
-	i, _ := slices.BinarySearchFunc(ix.sorted, e, compare)
-	ix.sorted = slices.Insert(ix.sorted, i, e)
-	ix.score[e.Member] = e.Score
+func (x *index) add(e durability.IndexEntry) {
+	i, _ := slices.BinarySearchFunc(x.sorted, e, compare)
+	x.sorted = slices.Insert(x.sorted, i, e)
 }
 
 // Range implements durability.Kv.
-func (k *Kv) Range(_ context.Context, name string, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
+func (k *Kv) Range(_ context.Context, group string, ix durability.Index, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {
 		return nil, durability.ErrClosed
 	}
-	ix := k.indexes[name]
-	if ix == nil {
+	x := k.indexes[indexKey{group, ix}]
+	if x == nil {
 		return nil, nil
 	}
-	i, found := slices.BinarySearchFunc(ix.sorted, after, compare)
+	i, found := slices.BinarySearchFunc(x.sorted, after, compare)
 	if found {
 		i++
 	}
@@ -141,8 +168,8 @@ func (k *Kv) Range(_ context.Context, name string, after durability.IndexEntry, 
 		limit = math.MaxInt
 	}
 	var out []durability.IndexEntry
-	for ; i < len(ix.sorted) && len(out) < limit && ix.sorted[i].Score <= max; i++ {
-		out = append(out, ix.sorted[i])
+	for ; i < len(x.sorted) && len(out) < limit && x.sorted[i].Score <= max; i++ {
+		out = append(out, x.sorted[i])
 	}
 	return out, nil
 }
@@ -156,32 +183,29 @@ func (k *Kv) Close() error {
 }
 
 // State is a Kv's whole content, for backends that persist it (the file
-// journal snapshots it).
+// journal snapshots it). The indexes are rebuilt from the items.
 type State struct {
-	// Version is the last version handed out.
-	Version int64                              `json:"version"`
-	Items   map[string]Item                    `json:"items"`
-	Index   map[string][]durability.IndexEntry `json:"index"`
+	// Version is the highest version handed out.
+	Version int64           `json:"version"`
+	Items   map[string]Item `json:"items"`
 }
 
-// Item is one stored value.
+// Item is one stored value with its group and index scores.
 type Item struct {
 	Value   []byte `json:"value"`
 	Version int64  `json:"v"`
+	Group   string `json:"g,omitempty"`
+	Due     *int64 `json:"due,omitempty"`
+	Order   *int64 `json:"order,omitempty"`
 }
 
 // Export copies the Kv's content.
 func (k *Kv) Export() State {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	s := State{Version: k.version, Items: make(map[string]Item, len(k.items)), Index: make(map[string][]durability.IndexEntry, len(k.indexes))}
+	s := State{Version: k.version, Items: make(map[string]Item, len(k.items))}
 	for key, it := range k.items {
-		s.Items[key] = Item{Value: it.value, Version: it.version}
-	}
-	for name, ix := range k.indexes {
-		if len(ix.sorted) > 0 {
-			s.Index[name] = slices.Clone(ix.sorted)
-		}
+		s.Items[key] = Item{Value: it.value, Version: it.version, Group: it.group, Due: it.due, Order: it.order}
 	}
 	return s
 }
@@ -191,14 +215,10 @@ func Import(s State) *Kv {
 	k := NewKv()
 	k.version = s.Version
 	for key, it := range s.Items {
-		k.items[key] = item{value: it.Value, version: it.Version}
-	}
-	for name, entries := range s.Index {
-		ix := &index{score: map[string]int64{}}
-		for _, e := range entries {
-			ix.add(e)
-		}
-		k.indexes[name] = ix
+		i := item{value: it.Value, version: it.Version, group: it.Group, due: it.Due, order: it.Order}
+		k.items[key] = i
+		k.reindex(key, i)
+		k.version = max(k.version, it.Version)
 	}
 	return k
 }

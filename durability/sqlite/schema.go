@@ -11,17 +11,13 @@ var migrations = []string{
 	`CREATE TABLE durable (
 		key     TEXT PRIMARY KEY,
 		version INTEGER NOT NULL,
-		value   BLOB NOT NULL
+		value   BLOB NOT NULL,
+		grp     TEXT NOT NULL DEFAULT '',
+		due     INTEGER,
+		ord     INTEGER
 	) WITHOUT ROWID;
-	CREATE TABLE durable_index (
-		name   TEXT NOT NULL,
-		member TEXT NOT NULL,
-		score  INTEGER NOT NULL,
-		PRIMARY KEY (name, member)
-	) WITHOUT ROWID;
-	CREATE INDEX durable_index_score ON durable_index (name, score, member);
-	CREATE TABLE durable_seq (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL);
-	INSERT INTO durable_seq (id, seq) VALUES (1, 0);`,
+	CREATE INDEX durable_due ON durable (grp, due, key) WHERE due IS NOT NULL;
+	CREATE INDEX durable_ord ON durable (grp, ord, key) WHERE ord IS NOT NULL;`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -1,7 +1,7 @@
 // Package sqlite is the default durability backend: one SQLite database file
 // (modernc.org/sqlite, no cgo) in WAL mode holds the journals and the
-// conversation state in the table durable, with its ordered indexes in
-// durable_index. Writes from many goroutines are group-committed: one writer
+// conversation state in the table durable, whose due and ord columns are the
+// two ordered indexes (SQL indexes on the group and the score). Writes from many goroutines are group-committed: one writer
 // connection drains the queue of pending commits into one immediate
 // transaction and one fsync, and wakes each caller only after the transaction
 // is durable. Several processes on one host may share the file (busy_timeout
@@ -43,12 +43,12 @@ type Store struct {
 	db   *sql.DB
 	w    *sql.Conn
 
-	get, rng                           *sql.Stmt
-	wInsert, wUpdate, wUpsert          *sql.Stmt
-	wDelete, wDeleteVersion            *sql.Stmt
-	wIdxUpsert, wIdxDelete, wSeq, wSet *sql.Stmt
-	wBegin, wCommit, wRollback         *sql.Stmt
-	wSave, wRollbackTo, wRelease       *sql.Stmt
+	get                          *sql.Stmt
+	rng                          [2]*sql.Stmt
+	wInsert, wUpdate, wUpsert    *sql.Stmt
+	wDelete, wDeleteVersion      *sql.Stmt
+	wBegin, wCommit, wRollback   *sql.Stmt
+	wSave, wRollbackTo, wRelease *sql.Stmt
 
 	reqs   chan *commit
 	stop   chan struct{}
@@ -59,7 +59,6 @@ type Store struct {
 
 type commit struct {
 	writes []durability.Write
-	index  []durability.IndexOp
 	err    chan error
 }
 
@@ -145,26 +144,24 @@ func (s *Store) init(ctx context.Context) error {
 		*dst, err = c.PrepareContext(ctx, q)
 	}
 	prep(s.db, &s.get, `SELECT value, version FROM durable WHERE key = ?`)
-	prep(s.db, &s.rng, `SELECT member, score FROM durable_index
-		WHERE name = ? AND (score > ? OR (score = ? AND member > ?)) AND score <= ?
-		ORDER BY score, member LIMIT ?`)
-	prep(w, &s.wInsert, `INSERT INTO durable (key, version, value) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING`)
-	prep(w, &s.wUpdate, `UPDATE durable SET version = ?, value = ? WHERE key = ? AND version = ?`)
-	prep(w, &s.wDeleteVersion, `DELETE FROM durable WHERE key = ? AND version = ?`)
-	prep(w, &s.wUpsert, `INSERT INTO durable (key, version, value) VALUES (?, ?, ?)
-		ON CONFLICT (key) DO UPDATE SET version = excluded.version, value = excluded.value`)
+	for ix, col := range []string{"due", "ord"} {
+		prep(s.db, &s.rng[ix], `SELECT key, `+col+` FROM durable
+			WHERE grp = ? AND `+col+` IS NOT NULL AND (`+col+` > ? OR (`+col+` = ? AND key > ?)) AND `+col+` <= ?
+			ORDER BY `+col+`, key LIMIT ?`)
+	}
+	prep(w, &s.wInsert, `INSERT INTO durable (key, version, value, grp, due, ord) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`)
+	prep(w, &s.wUpdate, `UPDATE durable SET version = ?, value = ?, grp = ?, due = ?, ord = ? WHERE key = ? AND version = ?`)
+	prep(w, &s.wUpsert, `INSERT INTO durable (key, version, value, grp, due, ord) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET version = excluded.version, value = excluded.value,
+			grp = excluded.grp, due = excluded.due, ord = excluded.ord`)
 	prep(w, &s.wDelete, `DELETE FROM durable WHERE key = ?`)
-	prep(w, &s.wIdxUpsert, `INSERT INTO durable_index (name, member, score) VALUES (?, ?, ?)
-		ON CONFLICT (name, member) DO UPDATE SET score = excluded.score`)
-	prep(w, &s.wIdxDelete, `DELETE FROM durable_index WHERE name = ? AND member = ?`)
+	prep(w, &s.wDeleteVersion, `DELETE FROM durable WHERE key = ? AND version = ?`)
 	prep(w, &s.wBegin, `BEGIN IMMEDIATE`)
 	prep(w, &s.wCommit, `COMMIT`)
 	prep(w, &s.wRollback, `ROLLBACK`)
 	prep(w, &s.wSave, `SAVEPOINT c`)
 	prep(w, &s.wRollbackTo, `ROLLBACK TO c`)
 	prep(w, &s.wRelease, `RELEASE c`)
-	prep(w, &s.wSeq, `SELECT seq FROM durable_seq WHERE id = 1`)
-	prep(w, &s.wSet, `UPDATE durable_seq SET seq = ? WHERE id = 1`)
 	if err != nil {
 		return fmt.Errorf("sqlite %s: prepare: %w", s.path, err)
 	}
@@ -191,7 +188,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
 }
 
 // Range implements durability.Kv.
-func (s *Store) Range(ctx context.Context, index string, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
+func (s *Store) Range(ctx context.Context, group string, ix durability.Index, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -200,7 +197,10 @@ func (s *Store) Range(ctx context.Context, index string, after durability.IndexE
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.rng.QueryContext(ctx, index, after.Score, after.Score, after.Member, max, limit)
+	if ix != durability.IndexDue && ix != durability.IndexOrder {
+		return nil, fmt.Errorf("sqlite %s: unknown index %d", s.path, ix)
+	}
+	rows, err := s.rng[ix].QueryContext(ctx, group, after.Score, after.Score, after.Key, max, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: range: %w", s.path, err)
 	}
@@ -208,7 +208,7 @@ func (s *Store) Range(ctx context.Context, index string, after durability.IndexE
 	var out []durability.IndexEntry
 	for rows.Next() {
 		var e durability.IndexEntry
-		if err := rows.Scan(&e.Member, &e.Score); err != nil {
+		if err := rows.Scan(&e.Key, &e.Score); err != nil {
 			return nil, err
 		}
 		out = append(out, e)
@@ -218,8 +218,8 @@ func (s *Store) Range(ctx context.Context, index string, after durability.IndexE
 
 // Commit implements durability.Kv. It returns once the commit is durable (or
 // refused): concurrent commits share one transaction.
-func (s *Store) Commit(ctx context.Context, writes []durability.Write, index []durability.IndexOp) error {
-	c := &commit{writes: writes, index: index, err: make(chan error, 1)}
+func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
+	c := &commit{writes: writes, err: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
@@ -278,18 +278,11 @@ func (s *Store) run(batch []*commit) {
 				s.wRollback.ExecContext(ctx)
 			}
 		}()
-		var seq int64
-		if err := s.wSeq.QueryRowContext(ctx).Scan(&seq); err != nil {
-			return err
-		}
 		for i, c := range batch {
-			results[i], err = s.apply(ctx, c, &seq)
+			results[i], err = s.apply(ctx, c)
 			if err != nil {
 				return err
 			}
-		}
-		if _, err := s.wSet.ExecContext(ctx, seq); err != nil {
-			return err
 		}
 		_, err = s.wCommit.ExecContext(ctx)
 		return err
@@ -303,14 +296,21 @@ func (s *Store) run(batch []*commit) {
 	}
 }
 
-// next returns the version to store: the caller's, or one past the highest
-// handed out; seq keeps the highest.
-func next(seq *int64, want int64) int64 {
-	if want <= 0 {
-		want = *seq + 1
+// next returns the version to store: the caller's, or a fresh one from the
+// clock (versions only need to differ from the key's earlier ones).
+func next(want int64) int64 {
+	if want > 0 {
+		return want
 	}
-	*seq = max(*seq, want)
-	return want
+	return time.Now().UnixNano()
+}
+
+// nullable turns an index score into a column value.
+func nullable(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // apply runs one commit inside the batch's transaction. Each versioned write
@@ -318,29 +318,29 @@ func next(seq *int64, want int64) int64 {
 // a commit with more than one write runs under a savepoint, so a conflict on a
 // later write undoes the earlier ones. It returns ErrConflict as the commit's
 // result, or an error that fails the whole batch.
-func (s *Store) apply(ctx context.Context, c *commit, seq *int64) (error, error) {
+func (s *Store) apply(ctx context.Context, c *commit) (error, error) {
 	nested := len(c.writes) > 1
 	if nested {
 		if _, err := s.wSave.ExecContext(ctx); err != nil {
 			return nil, err
 		}
 	}
-	startSeq := *seq
 	conflict := false
 	for _, w := range c.writes {
 		var res sql.Result
 		var err error
+		due, ord := nullable(w.Due), nullable(w.Order)
 		switch {
 		case w.Delete && w.Version == durability.AnyVersion:
 			_, err = s.wDelete.ExecContext(ctx, w.Key)
 		case w.Delete:
 			res, err = s.wDeleteVersion.ExecContext(ctx, w.Key, w.Version)
 		case w.Version == durability.AnyVersion:
-			_, err = s.wUpsert.ExecContext(ctx, w.Key, next(seq, w.Next), w.Value)
+			_, err = s.wUpsert.ExecContext(ctx, w.Key, next(w.Next), w.Value, w.Group, due, ord)
 		case w.Version == 0:
-			res, err = s.wInsert.ExecContext(ctx, w.Key, next(seq, w.Next), w.Value)
+			res, err = s.wInsert.ExecContext(ctx, w.Key, next(w.Next), w.Value, w.Group, due, ord)
 		default:
-			res, err = s.wUpdate.ExecContext(ctx, next(seq, w.Next), w.Value, w.Key, w.Version)
+			res, err = s.wUpdate.ExecContext(ctx, next(w.Next), w.Value, w.Group, due, ord, w.Key, w.Version)
 		}
 		if err != nil {
 			return nil, err
@@ -351,19 +351,6 @@ func (s *Store) apply(ctx context.Context, c *commit, seq *int64) (error, error)
 			} else if n != 1 {
 				conflict = true
 				break
-			}
-		}
-	}
-	if !conflict {
-		for _, op := range c.index {
-			var err error
-			if op.Remove {
-				_, err = s.wIdxDelete.ExecContext(ctx, op.Index, op.Member)
-			} else {
-				_, err = s.wIdxUpsert.ExecContext(ctx, op.Index, op.Member, op.Score)
-			}
-			if err != nil {
-				return nil, err
 			}
 		}
 	}
@@ -378,7 +365,6 @@ func (s *Store) apply(ctx context.Context, c *commit, seq *int64) (error, error)
 		}
 	}
 	if conflict {
-		*seq = startSeq
 		return durability.ErrConflict, nil
 	}
 	return nil, nil
