@@ -29,13 +29,30 @@ test: vet examples
 	cd guest-sdk/go && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
 
-fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzDecodeSendRequest$$' -fuzztime=$(FUZZTIME) ./abi
-	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./host/config
-	$(GO) test -run='^$$' -fuzz='^FuzzDecodePost$$' -fuzztime=$(FUZZTIME) ./host/provider/webchat
+# Every parser of untrusted bytes has a fuzz target; each runs for FUZZTIME.
+FUZZ_TARGETS = \
+	./abi:FuzzDecodeSendRequest \
+	./host/config:FuzzParse \
+	./host/provider/webchat:FuzzDecodePost \
+	./host/provider/httpchan:FuzzDecodeInbound \
+	./durability:FuzzDecodeInboxRecord \
+	./durability:FuzzDecodeOutboxRecord \
+	./durability/file:FuzzDecodeLog \
+	./durability/file:FuzzDecodeSnapshot
 
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg > /tmp/botrun-fuzz.log 2>&1 || { cat /tmp/botrun-fuzz.log; exit 1; }; \
+	done
+	cd guest-sdk/go && $(GO) test -run='^$$' -fuzz='^FuzzDecodeEvent$$' -fuzztime=$(FUZZTIME) .
+
+# Durable end-to-end messages/s on every embedded backend, and the Go guest's
+# share; the README's performance section quotes these.
 bench: examples
-	$(GO) test -run='^$$' -bench=. -benchtime=2s ./...
+	$(GO) test -run='^$$' -bench='^BenchmarkDurableEcho$$' -benchtime=20000x ./host/
+	$(GO) test -run='^$$' -bench=. -benchtime=3000x ./host/wasm/
 
 clean:
 	rm -rf bin data examples/echo/echo.wasm

@@ -106,10 +106,18 @@ func (t *table[T]) get(ctx context.Context, id string) (T, int64, error) {
 	if v == 0 {
 		return rec, 0, ErrNotFound
 	}
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return rec, 0, fmt.Errorf("durability: record %s%s is corrupt: %w", t.group, id, err)
+	if rec, err = decodeRecord[T](b); err != nil {
+		return rec, 0, fmt.Errorf("durability: record %s%s is corrupt (restore the store from a backup, or discard the record): %w", t.group, id, err)
 	}
 	return rec, v, nil
+}
+
+// decodeRecord reads a stored record; bytes from a store are untrusted (a
+// damaged file, another program's writes).
+func decodeRecord[T any](b []byte) (T, error) {
+	var rec T
+	err := json.Unmarshal(b, &rec)
+	return rec, err
 }
 
 // writeOf returns the Kv write that stores rec over version (0 to create),

@@ -110,10 +110,10 @@ func BenchmarkDurableEcho(b *testing.B) {
 }
 
 // benchWorkers is bot.workers for the benchmark (BOTRUN_BENCH_WORKERS, default
-// 32): enough chats in flight to keep both cores busy and commits grouped.
+// 64): enough chats in flight to keep both cores busy and commits grouped.
 func benchWorkers() int {
 	if n, err := strconv.Atoi(os.Getenv("BOTRUN_BENCH_WORKERS")); err == nil && n > 0 {
 		return n
 	}
-	return 32
+	return 64
 }

@@ -193,3 +193,39 @@ func TestNewRefusesBadModule(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestWebchatSurvivesRestartOnSQLite: the journal and the webchat transcript
+// live in the SQLite file, so after a restart the replies are still listed and
+// a redelivered message id is still a duplicate.
+func TestWebchatSurvivesRestartOnSQLite(t *testing.T) {
+	module := wasmbuild.Go(t, "../examples/echo")
+	dir := t.TempDir()
+	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
+		module, filepath.Join(os.TempDir(), "botrun-test-data"))
+	for run := range 2 {
+		cfg, err := config.Parse(filepath.Join(dir, "bot.toml"), src, os.LookupEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bot, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- bot.Run(ctx, ln, 5*time.Second) }()
+		base := "http://" + ln.Addr().String()
+		code := postMessage(t, base, "c1", "hola", "m-1")
+		if want := []int{202, 200}[run]; code != want {
+			t.Fatalf("run %d: POST %d, want %d", run, code, want)
+		}
+		if got := replies(t, base, "c1", 1, 10*time.Second); len(got) != 1 || got[0] != "echo: hola" {
+			t.Fatalf("run %d: replies %q", run, got)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
