@@ -202,6 +202,22 @@ func (s *Store) Range(ctx context.Context, group string, ix durability.Index, af
 // Commit implements durability.Kv: it applies the commit in memory, queues its
 // log line (or a snapshot), and returns once that is on disk.
 func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
+	// Every write gets its version here, so the log replays it exactly; the
+	// line is encoded before taking the lock, which orders only the apply and
+	// the append.
+	writes = slices.Clone(writes)
+	for i := range writes {
+		if writes[i].Next <= 0 && !writes[i].Delete {
+			writes[i].Next = time.Now().UnixNano()
+		}
+	}
+	var body []byte
+	if s.opts.AppendLog {
+		var err error
+		if body, err = json.Marshal(newEntry(0, writes).Writes); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -212,26 +228,15 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 		s.mu.Unlock()
 		return err
 	}
-	// Every write gets its version here, so the log replays it exactly.
-	writes = slices.Clone(writes)
-	for i := range writes {
-		if writes[i].Next <= 0 && !writes[i].Delete {
-			writes[i].Next = time.Now().UnixNano()
-		}
-	}
 	if err := s.kv.Commit(ctx, writes); err != nil {
 		s.mu.Unlock()
 		return err
 	}
 	s.seq++
 	if s.opts.AppendLog {
-		line, err := json.Marshal(newEntry(s.seq, writes))
-		if err != nil {
-			s.mu.Unlock()
-			return err
-		}
-		s.pending.Write(line)
-		s.pending.WriteByte('\n')
+		s.pending.WriteString(`{"seq":` + strconv.FormatInt(s.seq, 10) + `,"w":`)
+		s.pending.Write(body)
+		s.pending.WriteString("}\n")
 	}
 	done := make(chan error, 1)
 	s.waiters = append(s.waiters, done)
