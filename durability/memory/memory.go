@@ -86,10 +86,11 @@ func (k *Kv) Commit(_ context.Context, writes []durability.Write) error {
 }
 
 func (k *Kv) apply(w durability.Write) {
-	if old, ok := k.items[w.Key]; ok {
-		k.unindex(w.Key, old)
-	}
+	old, had := k.items[w.Key]
 	if w.Delete {
+		if had {
+			k.unindex(w.Key, old, item{})
+		}
 		delete(k.items, w.Key)
 		return
 	}
@@ -100,7 +101,14 @@ func (k *Kv) apply(w durability.Write) {
 	k.version = max(k.version, v)
 	it := item{value: slices.Clone(w.Value), version: v, group: w.Group, due: w.Due, order: w.Order}
 	k.items[w.Key] = it
-	k.reindex(w.Key, it)
+	if had {
+		k.unindex(w.Key, old, it)
+	}
+	k.reindex(w.Key, it, old, had)
+}
+
+func same(a, b *int64) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
 func (k *Kv) ix(group string, ix durability.Index) *index {
@@ -113,20 +121,25 @@ func (k *Kv) ix(group string, ix durability.Index) *index {
 	return x
 }
 
-func (k *Kv) unindex(key string, it item) {
-	if it.due != nil {
+// unindex removes it's index entries that next does not keep (a score that
+// did not change is left in place: no shifting of a large index).
+func (k *Kv) unindex(key string, it, next item) {
+	keep := it.group == next.group
+	if it.due != nil && !(keep && same(it.due, next.due)) {
 		k.ix(it.group, durability.IndexDue).remove(durability.IndexEntry{Key: key, Score: *it.due})
 	}
-	if it.order != nil {
+	if it.order != nil && !(keep && same(it.order, next.order)) {
 		k.ix(it.group, durability.IndexOrder).remove(durability.IndexEntry{Key: key, Score: *it.order})
 	}
 }
 
-func (k *Kv) reindex(key string, it item) {
-	if it.due != nil {
+// reindex adds it's index entries that old (when had) did not have already.
+func (k *Kv) reindex(key string, it, old item, had bool) {
+	keep := had && it.group == old.group
+	if it.due != nil && !(keep && same(it.due, old.due)) {
 		k.ix(it.group, durability.IndexDue).add(durability.IndexEntry{Key: key, Score: *it.due})
 	}
-	if it.order != nil {
+	if it.order != nil && !(keep && same(it.order, old.order)) {
 		k.ix(it.group, durability.IndexOrder).add(durability.IndexEntry{Key: key, Score: *it.order})
 	}
 }
@@ -217,7 +230,7 @@ func Import(s State) *Kv {
 	for key, it := range s.Items {
 		i := item{value: it.Value, version: it.Version, group: it.Group, due: it.Due, order: it.Order}
 		k.items[key] = i
-		k.reindex(key, i)
+		k.reindex(key, i, item{}, false)
 		k.version = max(k.version, it.Version)
 	}
 	return k
