@@ -1,0 +1,396 @@
+// Package postgres is the durability backend for several replicas on one
+// PostgreSQL (pgx v5): the journals and the conversation state live in the
+// table {table_prefix}durable, created idempotently at start, whose due and
+// ord columns are the two ordered indexes. Concurrent commits of one process
+// are group-committed: a writer sends a batch of commits as one pipelined
+// transaction, each commit a call of {table_prefix}botrun_commit, a function
+// that checks every expected version and applies the writes atomically (a
+// conflict undoes only that commit). Replicas coordinate through the versions:
+// two replicas never both claim a record.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/botrun/botrun/durability"
+)
+
+// Options configure a Store: URL (the store opens and closes its own pool) or
+// Pool (injected; the caller closes it).
+type Options struct {
+	URL  string
+	Pool *pgxpool.Pool
+	// TablePrefix prefixes the table and function names (letters, digits,
+	// '_').
+	TablePrefix string
+	// Logger receives connection-loss reports (default slog.Default()).
+	Logger *slog.Logger
+	// MaxBatch caps the commits one transaction carries (default 256).
+	MaxBatch int
+}
+
+// Store is a durability.Kv in PostgreSQL.
+type Store struct {
+	pool    *pgxpool.Pool
+	ownPool bool
+	table   string
+	fn      string
+	log     *slog.Logger
+
+	reqs   chan *commit
+	stop   chan struct{}
+	done   chan struct{}
+	mu     sync.RWMutex
+	closed bool
+}
+
+type commit struct {
+	arg []byte
+	err chan error
+}
+
+// Backend is the journals over a Store.
+type Backend struct {
+	*durability.KvDurability
+	*Store
+}
+
+// Close closes the store.
+func (b *Backend) Close() error { return b.Store.Close() }
+
+// Open connects and creates the schema if needed.
+func Open(ctx context.Context, o Options) (*Backend, error) {
+	s, err := OpenStore(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{KvDurability: durability.NewKvDurability(s), Store: s}, nil
+}
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_]*$`)
+
+// OpenStore opens the Kv alone.
+func OpenStore(ctx context.Context, o Options) (*Store, error) {
+	if !prefixRE.MatchString(o.TablePrefix) {
+		return nil, fmt.Errorf("postgres: table prefix %q: use letters, digits and '_'", o.TablePrefix)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	s := &Store{pool: o.Pool, table: o.TablePrefix + "durable", fn: o.TablePrefix + "botrun_commit", log: o.Logger,
+		reqs: make(chan *commit, 4096), stop: make(chan struct{}), done: make(chan struct{})}
+	if s.pool == nil {
+		if o.URL == "" {
+			return nil, errors.New("postgres: set durability.url (or inject a pool)")
+		}
+		cfg, err := pgxpool.ParseConfig(o.URL)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: url: %w", err)
+		}
+		cfg.MaxConns = max(cfg.MaxConns, 8)
+		// A connection the server cut while idle is found at the next
+		// health check or query, logged, and replaced.
+		cfg.HealthCheckPeriod = 5 * time.Second
+		if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		s.ownPool = true
+	}
+	if err := s.migrate(ctx); err != nil {
+		if s.ownPool {
+			s.pool.Close()
+		}
+		return nil, err
+	}
+	go s.writer(o.MaxBatch)
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	t, fn := pgx.Identifier{s.table}.Sanitize(), pgx.Identifier{s.fn}.Sanitize()
+	ddl := `
+	CREATE TABLE IF NOT EXISTS ` + t + ` (
+		key     text PRIMARY KEY,
+		version bigint NOT NULL,
+		value   bytea NOT NULL,
+		grp     text NOT NULL DEFAULT '',
+		due     bigint,
+		ord     bigint
+	);
+	CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{s.table + "_due"}.Sanitize() + ` ON ` + t + ` (grp, due, key) WHERE due IS NOT NULL;
+	CREATE INDEX IF NOT EXISTS ` + pgx.Identifier{s.table + "_ord"}.Sanitize() + ` ON ` + t + ` (grp, ord, key) WHERE ord IS NOT NULL;
+	CREATE OR REPLACE FUNCTION ` + fn + `(writes jsonb) RETURNS boolean LANGUAGE plpgsql AS $$
+	DECLARE
+		w jsonb;
+		n int;
+	BEGIN
+		FOR w IN SELECT * FROM jsonb_array_elements(writes) LOOP
+			IF (w->>'del')::boolean THEN
+				IF (w->>'ver')::bigint = -1 THEN
+					DELETE FROM ` + t + ` WHERE key = w->>'key';
+				ELSE
+					DELETE FROM ` + t + ` WHERE key = w->>'key' AND version = (w->>'ver')::bigint;
+					GET DIAGNOSTICS n = ROW_COUNT;
+					IF n <> 1 THEN RAISE EXCEPTION USING ERRCODE = 'BR001'; END IF;
+				END IF;
+			ELSIF (w->>'ver')::bigint = -1 THEN
+				INSERT INTO ` + t + ` (key, version, value, grp, due, ord)
+				VALUES (w->>'key', (w->>'next')::bigint, decode(w->>'val', 'base64'), w->>'grp', (w->>'due')::bigint, (w->>'ord')::bigint)
+				ON CONFLICT (key) DO UPDATE SET version = excluded.version, value = excluded.value,
+					grp = excluded.grp, due = excluded.due, ord = excluded.ord;
+			ELSIF (w->>'ver')::bigint = 0 THEN
+				INSERT INTO ` + t + ` (key, version, value, grp, due, ord)
+				VALUES (w->>'key', (w->>'next')::bigint, decode(w->>'val', 'base64'), w->>'grp', (w->>'due')::bigint, (w->>'ord')::bigint)
+				ON CONFLICT (key) DO NOTHING;
+				GET DIAGNOSTICS n = ROW_COUNT;
+				IF n <> 1 THEN RAISE EXCEPTION USING ERRCODE = 'BR001'; END IF;
+			ELSE
+				UPDATE ` + t + ` SET version = (w->>'next')::bigint, value = decode(w->>'val', 'base64'),
+					grp = w->>'grp', due = (w->>'due')::bigint, ord = (w->>'ord')::bigint
+				WHERE key = w->>'key' AND version = (w->>'ver')::bigint;
+				GET DIAGNOSTICS n = ROW_COUNT;
+				IF n <> 1 THEN RAISE EXCEPTION USING ERRCODE = 'BR001'; END IF;
+			END IF;
+		END LOOP;
+		RETURN true;
+	EXCEPTION WHEN SQLSTATE 'BR001' THEN
+		RETURN false;
+	END $$;`
+	// Replicas starting together serialize their schema setup.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "botrun:"+s.table); err != nil {
+		return fmt.Errorf("postgres: schema lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, ddl); err != nil {
+		return fmt.Errorf("postgres: creating %s: %w", s.table, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	return nil
+}
+
+// retry runs fn, and once more after a connection error: the pool drops the
+// dead connection (the server cut it while idle, or restarted) and hands out
+// a new one. Reads retry on any connection error; a commit only when the
+// request provably never reached the server.
+func (s *Store) retry(ctx context.Context, what string, read bool, fn func() error) error {
+	err := fn()
+	if err != nil && ctx.Err() == nil && (pgconn.SafeToRetry(err) || read && isConnError(err)) {
+		s.log.Error("postgres connection lost; retrying on a new connection", "op", what, "err", err)
+		err = fn()
+	}
+	return err
+}
+
+func isConnError(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "08")
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// Get implements durability.Kv.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
+	var v []byte
+	var version int64
+	err := s.retry(ctx, "get", true, func() error {
+		return s.pool.QueryRow(ctx, `SELECT value, version FROM `+pgx.Identifier{s.table}.Sanitize()+` WHERE key = $1`, key).Scan(&v, &version)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: get: %w", err)
+	}
+	return v, version, nil
+}
+
+// Range implements durability.Kv.
+func (s *Store) Range(ctx context.Context, group string, ix durability.Index, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
+	col := "due"
+	if ix == durability.IndexOrder {
+		col = "ord"
+	} else if ix != durability.IndexDue {
+		return nil, fmt.Errorf("postgres: unknown index %d", ix)
+	}
+	lim := "ALL"
+	if limit > 0 {
+		lim = strconv.Itoa(limit)
+	}
+	q := `SELECT key, ` + col + ` FROM ` + pgx.Identifier{s.table}.Sanitize() + `
+		WHERE grp = $1 AND ` + col + ` IS NOT NULL AND (` + col + `, key) > ($2, $3) AND ` + col + ` <= $4
+		ORDER BY ` + col + `, key LIMIT ` + lim
+	var out []durability.IndexEntry
+	err := s.retry(ctx, "range", true, func() error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, q, group, after.Score, after.Key, max)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var e durability.IndexEntry
+			if err := rows.Scan(&e.Key, &e.Score); err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: range: %w", err)
+	}
+	return out, nil
+}
+
+type jsonWrite struct {
+	Key   string `json:"key"`
+	Ver   int64  `json:"ver"`
+	Next  int64  `json:"next"`
+	Val   []byte `json:"val"`
+	Del   bool   `json:"del"`
+	Group string `json:"grp"`
+	Due   *int64 `json:"due"`
+	Order *int64 `json:"ord"`
+}
+
+// Commit implements durability.Kv; it returns once the commit is durable (or
+// refused). Concurrent commits share one transaction.
+func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
+	ws := make([]jsonWrite, len(writes))
+	for i, w := range writes {
+		next := w.Next
+		if next <= 0 {
+			next = time.Now().UnixNano()
+		}
+		ws[i] = jsonWrite{Key: w.Key, Ver: w.Version, Next: next, Val: w.Value, Del: w.Delete, Group: w.Group, Due: w.Due, Order: w.Order}
+		if ws[i].Val == nil {
+			ws[i].Val = []byte{}
+		}
+	}
+	arg, err := json.Marshal(ws)
+	if err != nil {
+		return err
+	}
+	c := &commit{arg: arg, err: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return durability.ErrClosed
+	}
+	s.reqs <- c
+	s.mu.RUnlock()
+	return <-c.err
+}
+
+func (s *Store) writer(maxBatch int) {
+	defer close(s.done)
+	batch := make([]*commit, 0, maxBatch)
+	for {
+		var first *commit
+		select {
+		case first = <-s.reqs:
+		case <-s.stop:
+			for {
+				select {
+				case c := <-s.reqs:
+					s.run([]*commit{c})
+				default:
+					return
+				}
+			}
+		}
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-s.reqs:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		s.run(batch)
+	}
+}
+
+// run sends a batch as one pipelined transaction: every commit is one call of
+// the commit function, which answers false on a version conflict.
+func (s *Store) run(batch []*commit) {
+	ctx := context.Background()
+	results := make([]bool, len(batch))
+	err := s.retry(ctx, "commit", false, func() error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		for _, c := range batch {
+			b.Queue(`SELECT `+pgx.Identifier{s.fn}.Sanitize()+`($1::jsonb)`, string(c.arg))
+		}
+		b.Queue("COMMIT")
+		br := s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		for i := range batch {
+			if err := br.QueryRow().Scan(&results[i]); err != nil {
+				return err
+			}
+		}
+		_, err := br.Exec()
+		return err
+	})
+	for i, c := range batch {
+		switch {
+		case err != nil:
+			c.err <- fmt.Errorf("postgres: commit: %w", err)
+		case !results[i]:
+			c.err <- durability.ErrConflict
+		default:
+			c.err <- nil
+		}
+	}
+}
+
+// Close stops the writer after the queued commits and closes an owned pool.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.done
+	if s.ownPool {
+		s.pool.Close()
+	}
+	return nil
+}
