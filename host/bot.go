@@ -15,6 +15,8 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/file"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/durability/postgres"
+	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
@@ -153,6 +155,14 @@ func OpenBackend(cfg *config.Config) (durability.Backend, error) {
 		return sqlite.Open(d.Path, &sqlite.Options{Synchronous: d.Synchronous})
 	case "file":
 		return file.Open(d.Path, &file.Options{AppendLog: *d.AppendLog, CompactEvery: d.CompactEvery, CompactBytes: int64(d.CompactBytes), NoFsync: !*d.Fsync})
+	case "postgres":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return postgres.Open(ctx, postgres.Options{URL: d.URL, TablePrefix: d.TablePrefix})
+	case "redis":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return redis.Open(ctx, redis.Options{URL: d.URL, Prefix: d.Prefix})
 	}
 	return nil, fmt.Errorf("%s: durability.backend %q is not available in this build yet (use sqlite, file or memory)", cfg.File, d.Backend)
 }

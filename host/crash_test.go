@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +16,10 @@ import (
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/durability/file"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/durability/postgres"
+	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/internal/testserver"
 )
 
 // crashCase is one crash point of the matrix.
@@ -52,6 +57,7 @@ var crashMessages = []struct{ chat, id, text string }{
 func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c crashCase) Metrics {
 	t.Helper()
 	shared := newBackend(t)
+	defer shared.Close()
 	crash := durabilitytest.NewCrashable(shared)
 	switch {
 	case c.op == "":
@@ -169,6 +175,22 @@ var backends = map[string]func(t *testing.T) durability.Backend{
 		t.Cleanup(func() { b.Close() })
 		return b
 	},
+	"postgres": func(t *testing.T) durability.Backend {
+		b, err := postgres.Open(context.Background(), postgres.Options{URL: testserver.Postgres(t), TablePrefix: uniquePrefix("t")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	},
+	"redis": func(t *testing.T) durability.Backend {
+		b, err := redis.Open(context.Background(), redis.Options{URL: testserver.Redis(t), Prefix: uniquePrefix("t")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	},
 	"file": func(t *testing.T) durability.Backend {
 		b, err := file.Open(filepath.Join(t.TempDir(), "bot.journal"), &file.Options{AppendLog: true})
 		if err != nil {
@@ -235,3 +257,12 @@ func crashRandom(t *testing.T, nb func(t *testing.T) durability.Backend) {
 	}
 	t.Logf("%d random crashes, %d ambiguous sends settled by policy", runs, ambiguous)
 }
+
+var prefixes atomic.Int64
+
+// uniquePrefix names a fresh table or key space on a shared server.
+func uniquePrefix(p string) string {
+	return fmt.Sprintf("%s%d_%d_", p, os.Getpid(), prefixes.Add(1))
+}
+
+func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }

@@ -39,7 +39,7 @@ func TestOption_Backend_DefaultMemoryAndUnknownRefused(t *testing.T) {
 	b.stop(t)
 	cfg.Durability.Backend = "redis"
 	_, err := New(context.Background(), cfg, Options{Handler: reply("")})
-	if err == nil || !strings.Contains(err.Error(), `durability.backend "redis" is not available in this build yet`) {
+	if err == nil || !strings.Contains(err.Error(), `redis: set durability.url`) {
 		t.Fatalf("err = %v", err)
 	}
 }

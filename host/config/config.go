@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"time"
@@ -55,6 +57,10 @@ type Durability struct {
 	Path string `toml:"path"`
 	// URL is the connection URL of the postgres and redis backends.
 	URL string `toml:"url"`
+	// TablePrefix prefixes the postgres backend's table (default "botrun_").
+	TablePrefix string `toml:"table_prefix"`
+	// Prefix starts the redis backend's keys (default "botrun").
+	Prefix string `toml:"prefix"`
 	// Synchronous is the sqlite backend's fsync policy: full (default) or
 	// normal.
 	Synchronous string `toml:"synchronous"`
@@ -166,6 +172,13 @@ var providerTypes = map[string]func() Provider{
 // Backends lists the durability backends bot.toml accepts.
 var Backends = []string{"memory", "file", "sqlite", "postgres", "redis"}
 
+// bootID distinguishes this process's default instance id on shared backends.
+var bootID = func() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}()
+
 // defaults fills every unset value; dir is the config file's directory.
 func (c *Config) defaults(dir string) {
 	b := &c.Bot
@@ -201,6 +214,18 @@ func (c *Config) defaults(dir string) {
 	if d.InstanceID == "" {
 		host, _ := os.Hostname()
 		d.InstanceID = host + "/" + b.ID + "/default"
+		if d.Backend == "postgres" || d.Backend == "redis" {
+			// Two processes of one host sharing the backend must not share an
+			// id: a per-boot suffix. A restart then waits for the old leases
+			// to expire; set instance_id to avoid that wait.
+			d.InstanceID += "/" + bootID
+		}
+	}
+	if d.TablePrefix == "" {
+		d.TablePrefix = "botrun_"
+	}
+	if d.Prefix == "" {
+		d.Prefix = "botrun"
 	}
 	if d.Synchronous == "" {
 		d.Synchronous = "full"

@@ -220,6 +220,8 @@ func (p *parser) expand(v reflect.Value, key string, lookup func(string) (string
 	}
 }
 
+var tablePrefix = regexp.MustCompile(`^[A-Za-z0-9_]*$`)
+
 var providerID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 func (p *parser) validate(c *Config) {
@@ -246,6 +248,9 @@ func (p *parser) validate(c *Config) {
 		if d.URL == "" {
 			p.add("durability.url", "missing: the %s backend needs a connection URL", d.Backend)
 		}
+	}
+	if !tablePrefix.MatchString(d.TablePrefix) {
+		p.add("durability.table_prefix", "%q: use letters, digits and '_'", d.TablePrefix)
 	}
 	if d.Synchronous != "full" && d.Synchronous != "normal" {
 		p.add("durability.synchronous", "unknown value %q (want full or normal)", d.Synchronous)
