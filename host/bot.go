@@ -295,6 +295,12 @@ func (b *Bot) Stop(ctx context.Context) error {
 	}
 	b.abandon()
 	b.close()
+	m := b.Metrics()
+	b.log.Info("durability metrics", "inbound_journaled", m.InboundJournaled, "inbound_duplicates", m.InboundDuplicates,
+		"inbound_replayed", m.InboundReplayed, "inbound_dead", m.InboundDead, "outbox_journaled", m.OutboxJournaled,
+		"outbox_deduped", m.OutboxDeduped, "outbox_retried", m.OutboxRetried, "outbox_deferred", m.OutboxDeferred,
+		"outbox_dead", m.OutboxDead, "outbox_ambiguous", m.OutboxAmbiguous, "outbox_bypassed", m.OutboxBypassed,
+		"stale_leases", m.StaleLeases, "outbox_diverged", m.OutboxDiverged)
 	return nil
 }
 

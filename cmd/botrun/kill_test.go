@@ -32,10 +32,19 @@ type gateway struct {
 	texts map[string]int
 	bad   int
 	n     int
+	// delay makes each send slow, so a replica can die in the middle of one.
+	delay time.Duration
+}
+
+func (g *gateway) sends() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	time.Sleep(g.delay)
 	if !httpchan.Verify([]byte(killSecret), body, r.Header.Get(httpchan.SignatureHeader)) {
 		g.mu.Lock()
 		g.bad++

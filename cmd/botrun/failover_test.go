@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider/httpchan"
+	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/wasmbuild"
+)
+
+func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }
+
+// replica is one botrun process of a failover test.
+type replica struct {
+	name, addr, cfg string
+	cmd             *exec.Cmd
+	stderr          *lockedBuffer
+}
+
+func (r *replica) start(t *testing.T, bin string) {
+	t.Helper()
+	r.stderr = &lockedBuffer{}
+	r.cmd = exec.Command(bin, r.cfg)
+	r.cmd.Stdout, r.cmd.Stderr = io.Discard, r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + r.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			r.cmd.Process.Kill()
+			t.Fatalf("%s did not come up: %v\n%s", r.name, err, r.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// post delivers a message to a replica; false when it is down or refused.
+func post(addr, chat, text string) bool {
+	body, _ := json.Marshal(httpchan.Inbound{ID: text, Chat: chat, From: "u", Text: text})
+	req, _ := http.NewRequest("POST", "http://"+addr+"/webhooks/gw", bytes.NewReader(body))
+	req.Header.Set(httpchan.SignatureHeader, httpchan.Sign([]byte(killSecret), body))
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 202 || resp.StatusCode == 200
+}
+
+// TestFailover runs two botrun replicas on one shared backend. One is
+// SIGKILLed in the middle of handlers: the survivor reprocesses its records
+// once their leases expire, and nothing is lost or sent twice outside the
+// sends counted ambiguous. Then a third replica is frozen (SIGSTOP) past its
+// leases and thawed (SIGCONT): its late completion is refused and counted in
+// stale_leases.
+func TestFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the failover test takes a while")
+	}
+	bin := buildBotrun(t)
+	module := wasmbuild.Go(t, "../../examples/echo")
+	t.Run("postgres", func(t *testing.T) {
+		failover(t, bin, module, "postgres", fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"fo%d_\"", testserver.Postgres(t), os.Getpid()))
+	})
+	t.Run("redis", func(t *testing.T) {
+		failover(t, bin, module, "redis", fmt.Sprintf("backend = \"redis\"\nurl = %q\nprefix = \"fo%d\"", testserver.Redis(t), os.Getpid()))
+	})
+}
+
+func failover(t *testing.T, bin, module, name, backend string) {
+	dir := t.TempDir()
+	gw := &gateway{texts: map[string]int{}, delay: 150 * time.Millisecond}
+	gwSrv := httptest.NewServer(gw)
+	defer gwSrv.Close()
+	mk := func(name string) *replica {
+		r := &replica{name: name, addr: freePort(t), cfg: filepath.Join(dir, name+".toml")}
+		os.WriteFile(r.cfg, []byte(fmt.Sprintf(`
+[bot]
+module = %q
+workers = 8
+data_dir = %q
+[http]
+listen = %q
+[durability]
+%s
+instance_id = %q
+poll = "100ms"
+[durability.inbox]
+lease = "1500ms"
+max_attempts = 20
+[durability.outbox]
+lease = "1500ms"
+[[providers]]
+id = "gw"
+type = "http"
+url = %q
+secret = %q
+`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, backend, name, gwSrv.URL, killSecret)), 0o644)
+		return r
+	}
+	a, b := mk("replica-a"), mk("replica-b")
+	a.start(t, bin)
+	b.start(t, bin)
+	defer b.cmd.Process.Kill()
+
+	// Chats are routed to one replica each; when a replica is down the
+	// channel redelivers to the other, as a load balancer would.
+	const messages, chats = 60, 12
+	admitted := map[string]string{}
+	var mu sync.Mutex
+	send := func(i int, killed bool) {
+		text := fmt.Sprintf("fo-%d", i)
+		chat := fmt.Sprintf("chat-%d", i%chats)
+		owner, other := a.addr, b.addr
+		if i%chats%2 == 1 {
+			owner, other = b.addr, a.addr
+		}
+		for range 100 {
+			if (!killed || owner != a.addr) && post(owner, chat, text) || post(other, chat, text) {
+				mu.Lock()
+				admitted[text] = chat
+				mu.Unlock()
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Errorf("message %s was never admitted", text)
+	}
+	var wg sync.WaitGroup
+	for i := range messages / 2 {
+		wg.Go(func() { send(i, false) })
+	}
+	for gw.sends() < 6 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.cmd.Process.Signal(syscall.SIGKILL) // in the middle of handlers waiting on the slow channel
+	a.cmd.Wait()
+	wg.Wait()
+	for i := messages / 2; i < messages; i++ {
+		wg.Go(func() { send(i, true) })
+	}
+	wg.Wait()
+	waitSettled(t, bin, b.cfg, len(admitted), 60*time.Second)
+
+	// A frozen replica: its leases expire while it is stopped; the survivor
+	// takes its records; thawed, its completions are refused as stale.
+	c := mk("replica-c")
+	c.start(t, bin)
+	for i := range 4 {
+		text := fmt.Sprintf("frozen-%d", i)
+		chat := fmt.Sprintf("fchat-%d", i)
+		if !post(c.addr, chat, text) {
+			t.Fatalf("replica-c refused %s", text)
+		}
+		admitted[text] = chat
+	}
+	time.Sleep(50 * time.Millisecond)
+	c.cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(3 * time.Second)
+	c.cmd.Process.Signal(syscall.SIGCONT)
+	time.Sleep(1 * time.Second)
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	c.cmd.Wait()
+	waitSettled(t, bin, b.cfg, len(admitted), 60*time.Second)
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	b.cmd.Wait()
+
+	stale := 0
+	if m := regexp.MustCompile(`stale_leases=(\d+)`).FindStringSubmatch(c.stderr.String()); m != nil {
+		stale, _ = strconv.Atoi(m[1])
+	}
+	if stale < 1 {
+		t.Errorf("the thawed replica counted no stale lease:\n%s", c.stderr.String())
+	}
+
+	inbox := list[durability.InboxRecord](t, bin, b.cfg, "inbox")
+	outbox := list[durability.OutboxRecord](t, bin, b.cfg, "outbox")
+	done := map[string]bool{}
+	takenOver := 0
+	for _, r := range inbox {
+		done[r.ID] = r.State == durability.InboxDone
+		if r.Attempts > 1 {
+			takenOver++
+		}
+	}
+	unknown := map[string]bool{}
+	for _, r := range outbox {
+		if r.State == durability.OutboxUnknown {
+			var m struct{ Text string }
+			json.Unmarshal(r.Payload, &m)
+			unknown[r.Chat+"|"+m.Text] = true
+		}
+	}
+	lost, duplicated := 0, 0
+	for text, chat := range admitted {
+		if !done["gw:"+text] {
+			t.Errorf("admitted %s was not handled", text)
+		}
+		reply := chat + "|echo: " + text
+		gw.mu.Lock()
+		n := gw.texts[reply]
+		gw.mu.Unlock()
+		switch {
+		case n == 0:
+			lost++
+			if !unknown[reply] {
+				t.Errorf("reply to %s lost and not counted ambiguous", text)
+			}
+		case n > 1:
+			duplicated++
+			if !unknown[reply] {
+				t.Errorf("reply to %s sent %d times and not counted ambiguous", text, n)
+			}
+		}
+	}
+	if takenOver == 0 {
+		t.Error("no record was taken over from the killed or frozen replica")
+	}
+	fmt.Printf("failover %s: messages %d, taken over %d, lost %d, duplicated %d, ambiguous %d, stale leases %d\n",
+		name, len(admitted), takenOver, lost, duplicated, len(unknown), stale)
+}
+
+// waitSettled waits until want inbound records exist and every record is
+// settled, reading the shared backend through the CLI.
+func waitSettled(t *testing.T, bin, cfg string, want int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := exec.Command(bin, "inbox", "list", "-c", cfg, "--json").Output()
+		var recs []durability.InboxRecord
+		if err == nil && json.Unmarshal(out, &recs) == nil && len(recs) >= want {
+			settled := true
+			for _, r := range recs {
+				settled = settled && r.State.Terminal()
+			}
+			if settled {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled in %s: %d records, want %d (%v)", timeout, len(recs), want, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
