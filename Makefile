@@ -48,10 +48,13 @@ fuzz:
 	done
 	cd guest-sdk/go && $(GO) test -run='^$$' -fuzz='^FuzzDecodeEvent$$' -fuzztime=$(FUZZTIME) .
 
-# Durable end-to-end messages/s on every embedded backend, and the Go guest's
-# share; the README's performance section quotes these.
+# Durable end-to-end messages/s on every backend (PostgreSQL and Redis with 1
+# and 3 replicas: BOTRUN_TEST_POSTGRES_URL / BOTRUN_TEST_REDIS_URL, or servers
+# started from the machine's binaries), and the Go guest's share; the README's
+# performance section quotes these.
 bench: examples
 	$(GO) test -run='^$$' -bench='^BenchmarkDurableEcho$$' -benchtime=20000x ./host/
+	$(GO) test -run='^$$' -bench='^BenchmarkReplicas$$' -benchtime=10000x ./host/
 	$(GO) test -run='^$$' -bench=. -benchtime=3000x ./host/wasm/
 
 clean:

@@ -14,7 +14,10 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/file"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/durability/postgres"
+	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -116,4 +119,92 @@ func benchWorkers() int {
 		return n
 	}
 	return 64
+}
+
+// BenchmarkReplicas measures durable end-to-end messages/s on the shared
+// backends with one replica and with three (each its own connection pool or
+// client, as separate processes would have), chats split between them.
+func BenchmarkReplicas(b *testing.B) {
+	module := wasmbuild.Go(b, "../examples/echo")
+	rates := map[string]float64{}
+	for _, bk := range []struct {
+		name string
+		open func(prefix string) (durability.Backend, error)
+	}{
+		{"postgres", func(prefix string) (durability.Backend, error) {
+			return postgres.Open(context.Background(), postgres.Options{URL: testserver.Postgres(b), TablePrefix: prefix})
+		}},
+		{"redis", func(prefix string) (durability.Backend, error) {
+			return redis.Open(context.Background(), redis.Options{URL: testserver.Redis(b), Prefix: prefix})
+		}},
+	} {
+		for _, n := range []int{1, 3} {
+			name := fmt.Sprintf("%s/replicas=%d", bk.name, n)
+			b.Run(name, func(b *testing.B) {
+				prefix := uniquePrefix("bench")
+				ch := &counter{}
+				var bots []*Bot
+				for i := range n {
+					backend, err := bk.open(prefix)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer backend.Close()
+					cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
+					cfg.Bot.Module, cfg.Bot.Workers = module, 32
+					cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
+					cfg.Durability.InstanceID = fmt.Sprint("replica-", i)
+					bot, err := New(context.Background(), cfg, Options{Backend: backend, Providers: []provider.Provider{ch}, Logger: discard})
+					if err != nil {
+						b.Fatal(err)
+					}
+					bot.Start()
+					defer bot.Stop(context.Background())
+					bots = append(bots, bot)
+				}
+				admit := func(from, to int64) {
+					var next atomic.Int64
+					next.Store(from)
+					var wg sync.WaitGroup
+					for range 64 {
+						wg.Go(func() {
+							for {
+								i := next.Add(1) - 1
+								if i >= to {
+									return
+								}
+								chat := (i%256 + 256) % 256
+								bot := bots[chat%int64(n)]
+								if _, err := bot.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", chat), Text: "hi"}); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						})
+					}
+					wg.Wait()
+					for ch.n.Load() < to {
+						time.Sleep(time.Millisecond)
+					}
+					for _, bot := range bots {
+						for !bot.dispatch.idle() {
+							time.Sleep(time.Millisecond)
+						}
+					}
+				}
+				warm := int64(4 * 32 * n)
+				admit(-warm, 0)
+				ch.n.Store(0)
+				b.ResetTimer()
+				start := time.Now()
+				admit(0, int64(b.N))
+				rate := float64(b.N) / time.Since(start).Seconds()
+				b.StopTimer()
+				b.ReportMetric(rate, "msg/s")
+				rates[name] = rate
+			})
+		}
+	}
+	fmt.Printf("durable echo msg/s on shared backends: postgres %.0f (1 replica) %.0f (3 replicas); redis %.0f (1) %.0f (3)\n",
+		rates["postgres/replicas=1"], rates["postgres/replicas=3"], rates["redis/replicas=1"], rates["redis/replicas=3"])
 }

@@ -111,7 +111,7 @@ func startPostgres() (string, error) {
 		return "", err
 	}
 	if err := run(filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "30",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", port, dir), "start"); err != nil {
+		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", port, dir), "start"); err != nil {
 		return "", err
 	}
 	mu.Lock()
