@@ -17,8 +17,8 @@ import (
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
-	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
