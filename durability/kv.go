@@ -60,3 +60,22 @@ type Kv interface {
 	// Close releases the store.
 	Close() error
 }
+
+// ClaimedValue is a record a NativeClaimer claimed: its key, new value and
+// version, and whether it was a send in flight under an expired lease.
+type ClaimedValue struct {
+	Key       string
+	Value     []byte
+	Version   int64
+	Ambiguous bool
+}
+
+// NativeClaimer is implemented by a Kv that claims due records in one native
+// statement (PostgreSQL: UPDATE … FROM (SELECT … FOR UPDATE SKIP LOCKED)), so
+// concurrent claimers skip each other's rows instead of colliding on versions.
+// It applies exactly KvDurability's claim transitions to the JSON records of
+// group; KvDurability uses it for ClaimDue when the Kv offers it.
+type NativeClaimer interface {
+	ClaimInbox(ctx context.Context, group string, opts ClaimOptions) ([]ClaimedValue, error)
+	ClaimOutbox(ctx context.Context, group string, opts ClaimOptions) ([]ClaimedValue, error)
+}

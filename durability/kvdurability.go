@@ -288,6 +288,11 @@ func claimWindow(opts ClaimOptions) int64 {
 	return opts.Lease.Now
 }
 
+func withLimit(opts ClaimOptions) ClaimOptions {
+	opts.Limit = limitOf(opts)
+	return opts
+}
+
 func limitOf(opts ClaimOptions) int {
 	if opts.Limit <= 0 {
 		return 100
@@ -470,6 +475,22 @@ func (j *kvInbox) Fail(ctx context.Context, id string, token int64, errMsg strin
 }
 
 func (j *kvInbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]InboxRecord, error) {
+	if nc, ok := j.t.kv.(NativeClaimer); ok {
+		vals, err := nc.ClaimInbox(ctx, j.t.group, withLimit(opts))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]InboxRecord, 0, len(vals))
+		for _, v := range vals {
+			rec, err := decodeRecord[InboxRecord](v.Value)
+			if err != nil {
+				return out, fmt.Errorf("durability: claimed record %s is corrupt: %w", v.Key, err)
+			}
+			j.t.remember(rec.ID, rec, v.Version)
+			out = append(out, rec)
+		}
+		return out, nil
+	}
 	now := opts.Lease.Now
 	var cands []InboxRecord
 	err := j.t.scan(ctx, IndexDue, claimWindow(opts), func(_ string, rec InboxRecord, _ int64) bool {
@@ -646,6 +667,22 @@ func (j *kvOutbox) MarkFailed(ctx context.Context, key string, token int64, errM
 }
 
 func (j *kvOutbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]ClaimedSend, error) {
+	if nc, ok := j.t.kv.(NativeClaimer); ok {
+		vals, err := nc.ClaimOutbox(ctx, j.t.group, withLimit(opts))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]ClaimedSend, 0, len(vals))
+		for _, v := range vals {
+			rec, err := decodeRecord[OutboxRecord](v.Value)
+			if err != nil {
+				return out, fmt.Errorf("durability: claimed record %s is corrupt: %w", v.Key, err)
+			}
+			j.t.remember(rec.Key, rec, v.Version)
+			out = append(out, ClaimedSend{Record: rec, Ambiguous: v.Ambiguous})
+		}
+		return out, nil
+	}
 	now := opts.Lease.Now
 	claimable := func(rec *OutboxRecord) (ok, ambiguous bool) {
 		switch rec.State {

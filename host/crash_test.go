@@ -72,6 +72,7 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 		policy = "resend"
 	}
 	cfg := testConfig(t, "on_ambiguous = \""+policy+"\"\n")
+	cfg.Bot.ID = uniquePrefix("bot") // a scope of its own on a shared backend
 	ch := newChannel()
 	a := newTestBot(t, cfg, crash, echoTwice, crashProvider{ch: ch, crash: crash})
 	for _, m := range crashMessages {
@@ -176,7 +177,8 @@ var backends = map[string]func(t *testing.T) durability.Backend{
 		return b
 	},
 	"postgres": func(t *testing.T) durability.Backend {
-		b, err := postgres.Open(context.Background(), postgres.Options{URL: testserver.Postgres(t), TablePrefix: uniquePrefix("t")})
+		// One table for the test process; each run is its own bot (scope).
+		b, err := postgres.Open(context.Background(), postgres.Options{URL: testserver.Postgres(t), TablePrefix: processPrefix})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +186,7 @@ var backends = map[string]func(t *testing.T) durability.Backend{
 		return b
 	},
 	"redis": func(t *testing.T) durability.Backend {
-		b, err := redis.Open(context.Background(), redis.Options{URL: testserver.Redis(t), Prefix: uniquePrefix("t")})
+		b, err := redis.Open(context.Background(), redis.Options{URL: testserver.Redis(t), Prefix: processPrefix})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,6 +231,7 @@ func crashRandom(t *testing.T, nb func(t *testing.T) durability.Backend) {
 	// A clean run counts the writes the messages cause.
 	clean := durabilitytest.NewCrashable(nb(t))
 	cfg := testConfig(t, "")
+	cfg.Bot.ID = uniquePrefix("bot")
 	ch := newChannel()
 	a := newTestBot(t, cfg, clean, echoTwice, crashProvider{ch: ch, crash: clean})
 	for _, m := range crashMessages {
@@ -259,6 +262,9 @@ func crashRandom(t *testing.T, nb func(t *testing.T) durability.Backend) {
 }
 
 var prefixes atomic.Int64
+
+// processPrefix is this test process's table or key prefix on a shared server.
+var processPrefix = fmt.Sprintf("crash%d_", os.Getpid())
 
 // uniquePrefix names a fresh table or key space on a shared server.
 func uniquePrefix(p string) string {

@@ -20,7 +20,9 @@ func (b *Bot) wakeSweeper() {
 
 // sweepLoop sweeps every durability.poll: due sends, ambiguous sends, due and
 // abandoned inbound records, and the retention purge. Its first sweep also
-// reclaims the leases this instance id held before this start.
+// reclaims the leases this instance id held before this start; so do the next
+// ones until those leases would have expired anyway (a claim that skips a row
+// locked at that moment gets it on the next sweep, not a lease later).
 func (b *Bot) sweepLoop() {
 	defer close(b.sweepDone)
 	t := time.NewTicker(b.policy.poll)
@@ -47,7 +49,7 @@ func (b *Bot) sweepLoop() {
 func (b *Bot) sweep(first bool) {
 	ctx := b.baseCtx
 	var reclaim *durability.Reclaim
-	if first {
+	if first || time.Since(b.boot) < max(b.policy.inboxLease, b.policy.outboxLease) {
 		reclaim = &durability.Reclaim{Owner: b.policy.instanceID, Before: b.boot.UnixMilli()}
 	}
 	claimed, err := b.outbox.ClaimDue(ctx, durability.ClaimOptions{Lease: b.outboxLease(), Limit: 100, Reclaim: reclaim})

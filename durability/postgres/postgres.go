@@ -96,7 +96,7 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
 	}
-	s := &Store{pool: o.Pool, table: o.TablePrefix + "durable", fn: o.TablePrefix + "botrun_commit", log: o.Logger,
+	s := &Store{pool: o.Pool, table: o.TablePrefix + "durable", fn: o.TablePrefix + "botrun_commit_v1", log: o.Logger,
 		reqs: make(chan *commit, 4096), stop: make(chan struct{}), done: make(chan struct{})}
 	if s.pool == nil {
 		if o.URL == "" {
@@ -126,6 +126,15 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
+	// The schema is versioned by the commit function's name: when this
+	// version's function exists, the schema is in place.
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regproc($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`, s.fn, s.table).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if exists {
+		return nil
+	}
 	t, fn := pgx.Identifier{s.table}.Sanitize(), pgx.Identifier{s.fn}.Sanitize()
 	ddl := `
 	CREATE TABLE IF NOT EXISTS ` + t + ` (
