@@ -20,7 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/internal/groupcommit"
 )
 
 // Options configure a Store: URL (the store opens and closes its own pool) or
@@ -53,11 +54,8 @@ type Store struct {
 	fn      string
 	log     *slog.Logger
 
-	reqs   chan *commit
-	stop   chan struct{}
-	done   chan struct{}
-	mu     sync.RWMutex
-	closed bool
+	gc     *groupcommit.Committer[*commit]
+	closed atomic.Bool
 }
 
 type commit struct {
@@ -96,8 +94,7 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
 	}
-	s := &Store{pool: o.Pool, table: o.TablePrefix + "durable", fn: o.TablePrefix + "botrun_commit_v1", log: o.Logger,
-		reqs: make(chan *commit, 4096), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{pool: o.Pool, table: o.TablePrefix + "durable", fn: o.TablePrefix + "botrun_commit_v1", log: o.Logger}
 	if s.pool == nil {
 		if o.URL == "" {
 			return nil, errors.New("postgres: set durability.url (or inject a pool)")
@@ -121,7 +118,7 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 		}
 		return nil, err
 	}
-	go s.writer(o.MaxBatch)
+	s.gc = groupcommit.New(o.MaxBatch, s.run)
 	return s, nil
 }
 
@@ -309,45 +306,10 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 		return err
 	}
 	c := &commit{arg: arg, err: make(chan error, 1)}
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
+	if err := s.gc.Submit(c); err != nil {
 		return durability.ErrClosed
 	}
-	s.reqs <- c
-	s.mu.RUnlock()
 	return <-c.err
-}
-
-func (s *Store) writer(maxBatch int) {
-	defer close(s.done)
-	batch := make([]*commit, 0, maxBatch)
-	for {
-		var first *commit
-		select {
-		case first = <-s.reqs:
-		case <-s.stop:
-			for {
-				select {
-				case c := <-s.reqs:
-					s.run([]*commit{c})
-				default:
-					return
-				}
-			}
-		}
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case c := <-s.reqs:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
-		}
-		s.run(batch)
-	}
 }
 
 // run sends a batch as one pipelined transaction: every commit is one call of
@@ -389,15 +351,10 @@ func (s *Store) run(batch []*commit) {
 
 // Close stops the writer after the queued commits and closes an owned pool.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.stop)
-	<-s.done
+	s.gc.Close()
 	if s.ownPool {
 		s.pool.Close()
 	}

@@ -21,12 +21,13 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/internal/groupcommit"
 )
 
 // Options configure a Store: URL (the store opens and closes its client) or
@@ -47,11 +48,8 @@ type Store struct {
 	prefix    string
 	commitSHA string
 
-	reqs   chan *commit
-	stop   chan struct{}
-	done   chan struct{}
-	mu     sync.RWMutex
-	closed bool
+	gc     *groupcommit.Committer[*commit]
+	closed atomic.Bool
 }
 
 type commit struct {
@@ -116,7 +114,7 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
 	}
-	s := &Store{c: o.Client, prefix: o.Prefix, reqs: make(chan *commit, 4096), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{c: o.Client, prefix: o.Prefix}
 	if s.c == nil {
 		if o.URL == "" {
 			return nil, errors.New("redis: set durability.url (or inject a client)")
@@ -133,7 +131,7 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 		}
 		return nil, err
 	}
-	go s.writer(o.MaxBatch)
+	s.gc = groupcommit.New(o.MaxBatch, s.run)
 	return s, nil
 }
 
@@ -254,45 +252,10 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 		c.keys = append(c.keys, h, dz, oz)
 		c.args = append(c.args, w.Key, strconv.FormatInt(w.Version, 10), strconv.FormatInt(next, 10), w.Value, del, due, ord)
 	}
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
+	if err := s.gc.Submit(c); err != nil {
 		return durability.ErrClosed
 	}
-	s.reqs <- c
-	s.mu.RUnlock()
 	return <-c.err
-}
-
-func (s *Store) writer(maxBatch int) {
-	defer close(s.done)
-	batch := make([]*commit, 0, maxBatch)
-	for {
-		var first *commit
-		select {
-		case first = <-s.reqs:
-		case <-s.stop:
-			for {
-				select {
-				case c := <-s.reqs:
-					s.run([]*commit{c})
-				default:
-					return
-				}
-			}
-		}
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case c := <-s.reqs:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
-		}
-		s.run(batch)
-	}
 }
 
 // run pipelines a batch: one EVALSHA per commit, one round trip.
@@ -329,15 +292,10 @@ func (s *Store) run(batch []*commit) {
 
 // Close stops the writer after the queued commits and closes an owned client.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.stop)
-	<-s.done
+	s.gc.Close()
 	if s.ownClient {
 		return s.c.Close()
 	}

@@ -17,10 +17,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/internal/groupcommit"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
@@ -50,11 +51,8 @@ type Store struct {
 	wBegin, wCommit, wRollback   *sql.Stmt
 	wSave, wRollbackTo, wRelease *sql.Stmt
 
-	reqs   chan *commit
-	stop   chan struct{}
-	done   chan struct{}
-	mu     sync.RWMutex
-	closed bool
+	gc     *groupcommit.Committer[*commit]
+	closed atomic.Bool
 }
 
 type commit struct {
@@ -117,12 +115,12 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 	}
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
-	s := &Store{path: path, db: db, reqs: make(chan *commit, 4096), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{path: path, db: db}
 	if err := s.init(context.Background()); err != nil {
 		db.Close()
 		return nil, err
 	}
-	go s.writer(o.MaxBatch)
+	s.gc = groupcommit.New(o.MaxBatch, s.run)
 	return s, nil
 }
 
@@ -170,9 +168,7 @@ func (s *Store) init(ctx context.Context) error {
 
 // Get implements durability.Kv.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil, 0, durability.ErrClosed
 	}
 	var v []byte
@@ -189,9 +185,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
 
 // Range implements durability.Kv.
 func (s *Store) Range(ctx context.Context, group string, ix durability.Index, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil, durability.ErrClosed
 	}
 	if limit <= 0 {
@@ -220,48 +214,10 @@ func (s *Store) Range(ctx context.Context, group string, ix durability.Index, af
 // refused): concurrent commits share one transaction.
 func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 	c := &commit{writes: writes, err: make(chan error, 1)}
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
+	if err := s.gc.Submit(c); err != nil {
 		return durability.ErrClosed
 	}
-	s.reqs <- c
-	s.mu.RUnlock()
 	return <-c.err
-}
-
-// writer is the group committer: it takes the first pending commit, drains
-// whatever else is queued (up to maxBatch), and runs them in one transaction.
-func (s *Store) writer(maxBatch int) {
-	defer close(s.done)
-	batch := make([]*commit, 0, maxBatch)
-	for {
-		var first *commit
-		select {
-		case first = <-s.reqs:
-		case <-s.stop:
-			// Close: no new commits arrive; run the ones still queued.
-			for {
-				select {
-				case c := <-s.reqs:
-					s.run([]*commit{c})
-				default:
-					return
-				}
-			}
-		}
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case c := <-s.reqs:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
-		}
-		s.run(batch)
-	}
 }
 
 // run commits a batch. A commit whose expected versions do not match gets
@@ -373,17 +329,10 @@ func (s *Store) apply(ctx context.Context, c *commit) (error, error) {
 // Close stops the writer after the commits already queued and closes the
 // database.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
-	// Every Commit that got past the closed check has queued its request; the
-	// writer runs them before it stops.
-	close(s.stop)
-	<-s.done
+	s.gc.Close()
 	s.w.Close()
 	return s.db.Close()
 }
