@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/botrun/botrun/abi"
@@ -55,6 +56,7 @@ type Bot struct {
 	policy    policy
 	engine    *wasm.Engine
 	handler   Handler
+	reload    *reloader
 	providers map[string]provider.Provider
 	chatPage  http.HandlerFunc
 
@@ -65,11 +67,13 @@ type Bot struct {
 	outbox     durability.OutboxJournal
 	state      durability.StateStore
 
-	dispatch  *dispatcher
-	metrics   counters
-	mediaRefs bool
-	boot      time.Time
-	wake      chan struct{}
+	dispatch *dispatcher
+	metrics  counters
+	// replaysOnNewModule counts records run again under another module.
+	replaysOnNewModule atomic.Int64
+	mediaRefs          bool
+	boot               time.Time
+	wake               chan struct{}
 
 	mu        sync.Mutex
 	listeners []func(Event)
@@ -184,7 +188,11 @@ func (b *Bot) loadModule(ctx context.Context) error {
 		return err
 	}
 	b.engine, b.handler = engine, module
-	b.log.Info("module loaded", "module", b.cfg.Bot.Module, "sha256", module.Digest()[:12])
+	if b.cfg.Bot.HotReload {
+		b.reload = newReloader(engine, b.cfg.Bot.Module, module, b)
+		b.handler = b.reload
+	}
+	b.log.Info("module loaded", "module", b.cfg.Bot.Module, "sha256", module.Digest()[:12], "hot_reload", b.cfg.Bot.HotReload)
 	return nil
 }
 
@@ -241,6 +249,11 @@ func (b *Bot) Start() {
 	if !b.started && !b.stopping {
 		b.started = true
 		go b.sweepLoop()
+		if b.reload != nil {
+			if err := b.reload.watch(b.baseCtx); err != nil {
+				b.log.Error("hot reload is off", "err", err)
+			}
+		}
 	}
 }
 

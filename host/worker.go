@@ -60,6 +60,12 @@ func (b *Bot) handle(_ context.Context, j job) {
 	b.rehydrateMedia(rec.Provider, &jr)
 	ev := jr.Event
 	ev.Attempt = rec.Attempts
+	if rec.Module != "" && rec.Module != b.handler.Digest() {
+		// A replay under another module than the one that ran it: its sends
+		// may differ; on_diverged settles derived keys.
+		b.replaysOnNewModule.Add(1)
+		b.log.Warn("replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.handler.Digest()))
+	}
 	t, err := b.run(hb.ctx, ev, rec)
 	hb.stop()
 	if hb.lost.Load() {
@@ -85,10 +91,14 @@ func (b *Bot) handle(_ context.Context, j job) {
 // last send's deferred MarkSent in the same write where the journal can.
 func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn) error {
 	now := nowMs()
+	digest := t.module
+	if digest == "" {
+		digest = b.handler.Digest()
+	}
 	if m := t.mark; m != nil {
 		if cs, ok := b.inbox.(durability.CompleteSender); ok {
 			m.hb.stop()
-			err := cs.CompleteWithSent(ctx, rec.ID, rec.Token, t.effects(), b.handler.Digest(), now,
+			err := cs.CompleteWithSent(ctx, rec.ID, rec.Token, t.effects(), digest, now,
 				[]durability.SentMark{{Key: m.rec.Key, Token: m.rec.Token, Ref: m.ref, Now: m.at}})
 			if err == nil {
 				t.mark = nil
@@ -99,7 +109,7 @@ func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn
 		}
 		t.flushMark(ctx)
 	}
-	return b.inbox.Complete(ctx, rec.ID, rec.Token, t.effects(), b.handler.Digest(), now)
+	return b.inbox.Complete(ctx, rec.ID, rec.Token, t.effects(), digest, now)
 }
 
 // run calls the handler for ev and reports its outcome. rec is nil for an event
@@ -141,4 +151,11 @@ func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *
 	default:
 		b.log.Info("event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
 	}
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
 }

@@ -1,0 +1,173 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+// reloader is the Handler of a bot with bot.hot_reload: it runs events on the
+// current module and swaps in a new one when the module file changes. New
+// events run the new module; events in flight finish on the old one, which is
+// closed once they drain. A module that does not compile, fails validation or
+// traps while starting is refused: the old one keeps serving.
+type reloader struct {
+	engine *wasm.Engine
+	path   string
+	log    func(msg string, args ...any)
+	logErr func(msg string, args ...any)
+
+	mu  sync.Mutex
+	cur *loaded
+
+	reloads, failures atomic.Int64
+}
+
+// loaded is one module with the events running on it.
+type loaded struct {
+	mod     *wasm.Module
+	refs    int
+	retired bool
+}
+
+func newReloader(engine *wasm.Engine, path string, mod *wasm.Module, b *Bot) *reloader {
+	return &reloader{engine: engine, path: path, cur: &loaded{mod: mod},
+		log: b.log.Info, logErr: b.log.Error}
+}
+
+func (r *reloader) acquire() *loaded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cur.refs++
+	return r.cur
+}
+
+func (r *reloader) release(l *loaded) {
+	r.mu.Lock()
+	l.refs--
+	done := l.retired && l.refs == 0
+	r.mu.Unlock()
+	if done {
+		l.mod.Close(context.Background())
+	}
+}
+
+// Handle implements Handler on the current module, and records its digest on
+// the turn so the completion names the module that ran.
+func (r *reloader) Handle(ctx context.Context, ev abi.Event, env wasm.Env) error {
+	l := r.acquire()
+	defer r.release(l)
+	if t, ok := env.(*turn); ok {
+		t.module = l.mod.Digest()
+	}
+	return l.mod.Handle(ctx, ev, env)
+}
+
+// Digest implements Handler.
+func (r *reloader) Digest() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur.mod.Digest()
+}
+
+// swap loads b as the new module unless it is the current one. It reports
+// whether a new module went live.
+func (r *reloader) swap(ctx context.Context, b []byte) (bool, error) {
+	cur := r.Digest()
+	mod, err := r.engine.LoadBytes(ctx, r.path, b)
+	if err != nil {
+		r.failures.Add(1)
+		return false, err
+	}
+	if mod.Digest() == cur {
+		mod.Close(ctx)
+		return false, nil
+	}
+	r.mu.Lock()
+	old := r.cur
+	r.cur = &loaded{mod: mod}
+	old.retired = true
+	drained := old.refs == 0
+	r.mu.Unlock()
+	if drained {
+		old.mod.Close(ctx)
+	}
+	r.reloads.Add(1)
+	return true, nil
+}
+
+// watch reloads the module when its file changes, until ctx ends. It watches
+// the directory (editors and build tools replace files by rename) and waits
+// for the writes to settle before loading.
+func (r *reloader) watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("hot reload: %w", err)
+	}
+	dir, name := filepath.Split(r.path)
+	if dir == "" {
+		dir = "."
+	}
+	if err := w.Add(dir); err != nil {
+		w.Close()
+		return fmt.Errorf("hot reload: watching %s: %w", dir, err)
+	}
+	go func() {
+		defer w.Close()
+		const settle = 200 * time.Millisecond
+		var timer <-chan time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if filepath.Base(ev.Name) == name && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+					timer = time.After(settle)
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				r.logErr("hot reload: watch error", "err", err)
+			case <-timer:
+				timer = nil
+				b, err := os.ReadFile(r.path)
+				if err != nil {
+					r.failures.Add(1)
+					r.logErr("hot reload: module refused; the old one keeps serving", "module", r.path, "err", err)
+					continue
+				}
+				swapped, err := r.swap(ctx, b)
+				switch {
+				case err != nil:
+					r.logErr("hot reload: module refused; the old one keeps serving", "module", r.path, "err", err)
+				case swapped:
+					r.log("hot reload: new module live", "module", r.path, "sha256", r.Digest()[:12])
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// ModuleReloads reports, since start, how many new modules went live, how many
+// were refused (hot reload), and how many records ran again under another
+// module than the one that ran them before.
+func (b *Bot) ModuleReloads() (live, refused, replays int64) {
+	if b.reload != nil {
+		live, refused = b.reload.reloads.Load(), b.reload.failures.Load()
+	}
+	return live, refused, b.replaysOnNewModule.Load()
+}

@@ -1,0 +1,197 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/wasmbuild"
+)
+
+// replaceFile writes b next to path and renames it over path, as build tools
+// and editors do.
+func replaceFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
+	echo, _ := os.ReadFile(wasmbuild.Go(t, "../examples/echo"))
+	faulty, _ := os.ReadFile(wasmbuild.Go(t, "wasm/testdata/guests/faulty"))
+	dir := t.TempDir()
+	module := filepath.Join(dir, "bot.wasm")
+	os.WriteFile(module, echo, 0o644)
+	src := fmt.Sprintf("[bot]\nmodule = \"bot.wasm\"\nhot_reload = true\ndata_dir = %q\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", filepath.Join(os.TempDir(), "botrun-test-data"))
+	cfg, err := config.Parse(filepath.Join(dir, "bot.toml"), src, os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bot, err := New(context.Background(), cfg, Options{Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- bot.Run(ctx, ln, 5*time.Second) }()
+	defer func() { cancel(); <-done }()
+	base := "http://" + ln.Addr().String()
+	ask := func(id string) string {
+		postMessage(t, base, id, "clock", id)
+		got := replies(t, base, id, 1, 10*time.Second)
+		if len(got) != 1 {
+			t.Fatalf("no reply to %s", id)
+		}
+		return got[0]
+	}
+	if got := ask("c1"); got != "echo: clock" {
+		t.Fatalf("before the reload: %q", got)
+	}
+	replaceFile(t, module, faulty)
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ; i++ {
+		if got := ask(fmt.Sprint("c2-", i)); strings.HasPrefix(got, "now ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the new module never went live")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if live, refused, _ := bot.ModuleReloads(); live != 1 || refused != 0 {
+		t.Fatalf("reloads %d, refused %d", live, refused)
+	}
+	replaceFile(t, module, []byte("not wasm at all"))
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		if _, refused, _ := bot.ModuleReloads(); refused == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the broken module was not refused")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := ask("c3"); !strings.HasPrefix(got, "now ") {
+		t.Fatalf("after a refused reload the old module must keep serving: %q", got)
+	}
+	if r := (&testBot{Bot: bot}).inboxState(t, "web:c3"); r.Module != bot.handler.Digest() {
+		t.Fatalf("record names module %q, want the live one", r.Module)
+	}
+	// c1 ran under the echo module: a replay now runs under the new one and
+	// is counted.
+	if err := bot.ReplayInbound(context.Background(), "web:c1"); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if _, _, replays := bot.ModuleReloads(); replays == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replay under a new module was not counted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tinyModule is a minimal ABI v1 module (botrun_on_event returns 0) with a
+// custom section that makes each version's bytes, and digest, different.
+func tinyModule(version byte) []byte {
+	export := func(name string, kind, idx byte) []byte {
+		return append(append([]byte{byte(len(name))}, name...), kind, idx)
+	}
+	exports := []byte{3}
+	exports = append(exports, export("botrun_abi_v1", 0, 0)...)
+	exports = append(exports, export("botrun_on_event", 0, 1)...)
+	exports = append(exports, export("memory", 2, 0)...)
+	section := func(id byte, body []byte) []byte { return append([]byte{id, byte(len(body))}, body...) }
+	m := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	m = append(m, section(1, []byte{2, 0x60, 0, 0, 0x60, 1, 0x7f, 1, 0x7f})...)
+	m = append(m, section(3, []byte{2, 0, 1})...)
+	m = append(m, section(5, []byte{1, 0, 16})...) // 1 MiB: a leaked instance shows
+	m = append(m, section(7, exports)...)
+	m = append(m, section(10, []byte{2, 2, 0, 0x0b, 4, 0, 0x41, 0, 0x0b})...)
+	return append(m, section(0, []byte{1, 'v', version})...)
+}
+
+// TestHotReload1000TimesMemoryBounded reloads 1,000 times, with events in
+// between, and checks the heap stays bounded (no leaked compiled modules or
+// instances).
+func TestHotReload1000TimesMemoryBounded(t *testing.T) {
+	engine, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 2, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close(context.Background())
+	first, err := engine.LoadBytes(context.Background(), "tiny.wasm", tinyModule(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReloader(engine, "tiny.wasm", first, &Bot{log: discard})
+	// The Go heap, plus the process's resident memory: compiled code lives
+	// in memory wazero maps outside the heap.
+	usage := func() (heap, rss uint64) {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		b, _ := os.ReadFile("/proc/self/statm")
+		var size, resident uint64
+		fmt.Sscan(string(b), &size, &resident)
+		return m.HeapInuse, resident * uint64(os.Getpagesize())
+	}
+	var before, rssBefore uint64
+	for i := range 1000 {
+		if i == 100 {
+			before, rssBefore = usage() // after warm-up
+		}
+		swapped, err := r.swap(context.Background(), tinyModule(byte(i%2+1)))
+		if err != nil || !swapped {
+			t.Fatalf("reload %d: %v %v", i, swapped, err)
+		}
+		if err := r.Handle(context.Background(), event(fmt.Sprint(i)), &recorderEnv{}); err != nil {
+			t.Fatalf("event after reload %d: %v", i, err)
+		}
+	}
+	after, rssAfter := usage()
+	t.Logf("heap in use %d -> %d KiB, resident %d -> %d KiB (after 100 and after 1,000 reloads)", before>>10, after>>10, rssBefore>>10, rssAfter>>10)
+	if after > before+64<<20 || rssAfter > rssBefore+128<<20 {
+		t.Fatalf("memory grew over 900 reloads: heap +%d MiB, resident +%d MiB", (after-before)>>20, (rssAfter-rssBefore)>>20)
+	}
+	if r.reloads.Load() != 1000 {
+		t.Fatalf("reloads %d", r.reloads.Load())
+	}
+}
+
+func event(id string) abi.Event {
+	return abi.Event{ID: id, Provider: "web", Chat: "c1", Text: "x", Attempt: 1, ReceivedAt: 1}
+}
+
+// recorderEnv is a wasm.Env that accepts everything; the tiny module calls
+// nothing.
+type recorderEnv struct{}
+
+func (recorderEnv) Send(context.Context, abi.SendRequest) (abi.SendResult, error) {
+	return abi.SendResult{Status: abi.SendSent}, nil
+}
+func (recorderEnv) Enqueue(context.Context, abi.SendRequest) (abi.SendResult, error) {
+	return abi.SendResult{Status: abi.SendDeferred}, nil
+}
+func (recorderEnv) StateGet(context.Context, string) ([]byte, bool, error) { return nil, false, nil }
+func (recorderEnv) StateSet(context.Context, string, []byte) error         { return nil }
+func (recorderEnv) StateDelete(context.Context, string) error              { return nil }
