@@ -14,7 +14,10 @@ build:
 examples/echo/echo.wasm: $(wildcard examples/echo/*.go examples/echo/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
 	cd examples/echo && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o echo.wasm .
 
-examples: examples/echo/echo.wasm
+examples/flow/flow.wasm: $(wildcard examples/flow/*.go examples/flow/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
+	cd examples/flow && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o flow.wasm .
+
+examples: examples/echo/echo.wasm examples/flow/flow.wasm
 
 run: build examples
 	./bin/botrun bot.toml.example
@@ -58,4 +61,4 @@ bench: examples
 	$(GO) test -run='^$$' -bench=. -benchtime=3000x ./host/wasm/
 
 clean:
-	rm -rf bin data examples/echo/echo.wasm
+	rm -rf bin data examples/*/*.wasm

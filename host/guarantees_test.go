@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
 // The seed's "Qué se garantiza" table, one test per row. The crash matrix
@@ -239,5 +242,52 @@ func TestHandlerErrorConfirmedNotRetried(t *testing.T) {
 	time.Sleep(30 * time.Millisecond) // several sweeps
 	if r := b.inboxState(t, "web:m1"); r.State != durability.InboxDone || runs != 1 {
 		t.Fatalf("record %+v after %d runs", r, runs)
+	}
+}
+
+// Row 5: the process dies while a persistent flow waits for an answer: the
+// flow goes on from its checkpoint, the pending question is not repeated, and
+// the next message is taken as its answer. The flow is examples/flow (Go SDK);
+// its checkpoint is conversation state committed with each message.
+func TestGuaranteeRow5_PersistentFlowResumesWithoutRepeatingTheQuestion(t *testing.T) {
+	module := wasmbuild.Go(t, "../examples/flow")
+	for _, c := range []crashCase{{op: "inbox.complete"}, {op: "inbox.complete", after: true}, {op: "provider.send", after: true}} {
+		t.Run(c.String(), func(t *testing.T) {
+			shared := memory.New()
+			crash := durabilitytest.NewCrashable(shared)
+			if c.after {
+				crash.CrashAfter(c.op)
+			} else {
+				crash.CrashBefore(c.op)
+			}
+			cfg := testConfig(t, "on_ambiguous = \""+map[bool]string{true: "resend", false: "skip"}[c.resend]+"\"\n")
+			cfg.Bot.Module = module
+			cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
+			ch := newChannel()
+			a := newTestBot(t, cfg, crash, nil, crashProvider{ch: ch, crash: crash})
+			a.admit(t, "c1", "m1", "/signup")
+			if !waitFor(10*time.Second, crash.Crashed) {
+				t.Fatal("no crash")
+			}
+			a.Abandon()
+			time.Sleep(2 * time.Millisecond)
+			b := newTestBot(t, cfg, shared, nil, ch)
+			defer b.stop(t)
+			b.admit(t, "c1", "m1", "/signup") // the channel redelivers
+			if !b.quiet(1, 10*time.Second) {
+				t.Fatal("did not settle after the restart")
+			}
+			b.admit(t, "c1", "m2", "Ana")
+			b.quiet(2, 10*time.Second)
+			b.admit(t, "c1", "m3", "Lima")
+			b.quiet(3, 10*time.Second)
+			q1 := ch.count("c1", "What is your name?")
+			if q1 != 1 {
+				t.Fatalf("the first question went out %d times: %q", q1, ch.texts())
+			}
+			if ch.count("c1", "Which city do you live in, Ana?") != 1 || ch.count("c1", "Thanks Ana from Lima!") != 1 {
+				t.Fatalf("the flow did not resume with the next message as the answer: %q", ch.texts())
+			}
+		})
 	}
 }

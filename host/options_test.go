@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -669,5 +670,44 @@ func TestOption_InboxMediaRefs(t *testing.T) {
 				t.Fatalf("media_refs = false journals the raw token: %s, guest saw %q", payload, got)
 			}
 		})
+	}
+}
+
+// Conversation state is per chat, buffered during the handler (it reads its
+// own writes), committed with the completion, and a handler that faults
+// commits nothing.
+func TestConversationState(t *testing.T) {
+	seen := make(chan string, 10)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		v, ok, err := env.StateGet(ctx, "count")
+		if err != nil {
+			return err
+		}
+		n := 0
+		if ok {
+			n, _ = strconv.Atoi(string(v))
+		}
+		n++
+		env.StateSet(ctx, "count", []byte(strconv.Itoa(n)))
+		back, _, _ := env.StateGet(ctx, "count") // reads its own write
+		seen <- ev.Chat + "=" + string(back)
+		if ev.Text == "boom" {
+			return &wasm.FaultError{Kind: wasm.FaultTrap, Err: errors.New("after the write")}
+		}
+		return nil
+	})
+	cfg := testConfig(t, "[durability.inbox]\nmax_attempts = 1\n")
+	b := newTestBot(t, cfg, memory.New(), h, newChannel())
+	defer b.stop(t)
+	for i, m := range []struct{ chat, text string }{{"a", "x"}, {"a", "x"}, {"b", "x"}, {"a", "boom"}, {"a", "x"}} {
+		b.admit(t, m.chat, fmt.Sprint("m", i), m.text)
+		b.quiet(i+1, 5*time.Second)
+	}
+	var got []string
+	for len(seen) > 0 {
+		got = append(got, <-seen)
+	}
+	if strings.Join(got, " ") != "a=1 a=2 b=1 a=3 a=3" {
+		t.Fatalf("state seen %q: want per-chat counts, and the faulted write (a=3) not committed", got)
 	}
 }
