@@ -17,9 +17,17 @@ examples/echo/echo.wasm: $(wildcard examples/echo/*.go examples/echo/go.mod gues
 examples/flow/flow.wasm: $(wildcard examples/flow/*.go examples/flow/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
 	cd examples/flow && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o flow.wasm .
 
-examples: examples/echo/echo.wasm examples/flow/flow.wasm
+C_GUEST = clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -Wl,--strip-debug -Wall -Werror -I guest-sdk/c
+examples/c-echo/echo.wasm: examples/c-echo/echo.c guest-sdk/c/botrun.c guest-sdk/c/botrun.h
+	$(C_GUEST) -o $@ examples/c-echo/echo.c guest-sdk/c/botrun.c
 
-run: build examples
+examples/c-flow/flow.wasm: examples/c-flow/flow.c guest-sdk/c/botrun.c guest-sdk/c/botrun.h
+	$(C_GUEST) -o $@ examples/c-flow/flow.c guest-sdk/c/botrun.c
+
+# Every example (C needs clang and wasi-libc: see .ci/run); make run needs only Go.
+examples: examples/echo/echo.wasm examples/flow/flow.wasm examples/c-echo/echo.wasm examples/c-flow/flow.wasm
+
+run: build examples/echo/echo.wasm
 	./bin/botrun bot.toml.example
 
 vet:

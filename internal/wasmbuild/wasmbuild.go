@@ -45,3 +45,44 @@ func Go(t testing.TB, dir string) string {
 	built[abs] = out
 	return out
 }
+
+// C builds a C guest from sources (paths relative to dir) with clang and
+// wasi-libc, as the C SDK documents, and returns the module's path. Without
+// clang the test is skipped, or fails under CI=true.
+func C(t testing.TB, dir string, sources ...string) string {
+	t.Helper()
+	clang, err := exec.LookPath("clang")
+	if err != nil {
+		missing(t, "clang (apt-get install clang lld wasi-libc libclang-rt-dev-wasm32)")
+	}
+	abs, _ := filepath.Abs(dir)
+	key := abs + ":" + filepath.Join(sources...)
+	mu.Lock()
+	defer mu.Unlock()
+	if out, ok := built[key]; ok {
+		return out
+	}
+	outDir, err := os.MkdirTemp("", "botrun-guest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(outDir, filepath.Base(abs)+".wasm")
+	args := []string{"--target=wasm32-wasi", "--sysroot=/usr", "-O2", "-mexec-model=reactor", "-Wl,--strip-debug", "-Wall", "-Werror",
+		"-I", filepath.Join(abs, "../../guest-sdk/c"), "-o", out}
+	for _, s := range sources {
+		args = append(args, filepath.Join(abs, s))
+	}
+	if b, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+		t.Fatalf("building C guest %s: %v\n%s", dir, err, b)
+	}
+	built[key] = out
+	return out
+}
+
+func missing(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not installed (CI=true: .ci/run must install it)", what)
+	}
+	t.Skipf("SKIPPING: %s is not installed", what)
+}

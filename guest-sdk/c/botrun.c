@@ -1,0 +1,415 @@
+/* botrun guest SDK for C: the ABI v1 exports, the host imports, and a small
+ * JSON codec for exactly the ABI's payloads. See botrun.h. */
+#include "botrun.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IMPORT(name) __attribute__((import_module("botrun"), import_name(name)))
+#define EXPORT(name) __attribute__((export_name(name)))
+
+IMPORT("event_read") int32_t host_event_read(void *p, int32_t n);
+IMPORT("send") int32_t host_send(const void *p, int32_t n);
+IMPORT("enqueue") int32_t host_enqueue(const void *p, int32_t n);
+IMPORT("result_read") int32_t host_result_read(void *p, int32_t n);
+IMPORT("state_get") int32_t host_state_get(const void *k, int32_t kn);
+IMPORT("state_set") int32_t host_state_set(const void *k, int32_t kn, const void *v, int32_t vn);
+IMPORT("state_delete") int32_t host_state_delete(const void *k, int32_t kn);
+IMPORT("log") void host_log(int32_t level, const void *p, int32_t n);
+IMPORT("now_ms") int64_t host_now_ms(void);
+
+EXPORT("botrun_abi_v1") void botrun_abi_v1(void) {}
+
+/* ---- a growable buffer ---- */
+typedef struct {
+  char *b;
+  size_t n, cap;
+} buf;
+
+static void put(buf *o, const char *s, size_t n) {
+  if (o->n + n + 1 > o->cap) {
+    o->cap = (o->n + n + 1) * 2;
+    o->b = realloc(o->b, o->cap);
+  }
+  memcpy(o->b + o->n, s, n);
+  o->n += n;
+  o->b[o->n] = 0;
+}
+
+static void puts_(buf *o, const char *s) { put(o, s, strlen(s)); }
+
+static void put_json_string(buf *o, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  put(o, "\"", 1);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      char e[2] = {'\\', (char)c};
+      put(o, e, 2);
+    } else if (c < 0x20) {
+      char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+      put(o, e, 6);
+    } else {
+      put(o, (const char *)&c, 1);
+    }
+  }
+  put(o, "\"", 1);
+}
+
+/* ---- a JSON reader for the host's payloads ---- */
+typedef struct {
+  const char *p, *end;
+} reader;
+
+static void ws(reader *r) {
+  while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r')) r->p++;
+}
+
+static int expect(reader *r, char c) {
+  ws(r);
+  if (r->p >= r->end || *r->p != c) return 0;
+  r->p++;
+  return 1;
+}
+
+static void put_utf8(buf *o, unsigned cp) {
+  char e[4];
+  if (cp < 0x80) {
+    e[0] = (char)cp;
+    put(o, e, 1);
+  } else if (cp < 0x800) {
+    e[0] = (char)(0xc0 | cp >> 6), e[1] = (char)(0x80 | (cp & 63));
+    put(o, e, 2);
+  } else if (cp < 0x10000) {
+    e[0] = (char)(0xe0 | cp >> 12), e[1] = (char)(0x80 | ((cp >> 6) & 63)), e[2] = (char)(0x80 | (cp & 63));
+    put(o, e, 3);
+  } else {
+    e[0] = (char)(0xf0 | cp >> 18), e[1] = (char)(0x80 | ((cp >> 12) & 63)), e[2] = (char)(0x80 | ((cp >> 6) & 63)),
+    e[3] = (char)(0x80 | (cp & 63));
+    put(o, e, 4);
+  }
+}
+
+static int hex4(reader *r, unsigned *out) {
+  if (r->end - r->p < 4) return 0;
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = r->p[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
+    else return 0;
+  }
+  r->p += 4;
+  *out = v;
+  return 1;
+}
+
+/* str reads a JSON string into a new malloc'd C string. */
+static char *str(reader *r) {
+  ws(r);
+  if (r->p >= r->end || *r->p != '"') return NULL;
+  r->p++;
+  buf o = {0};
+  put(&o, "", 0);
+  while (r->p < r->end) {
+    char c = *r->p++;
+    if (c == '"') return o.b;
+    if (c != '\\') {
+      put(&o, &c, 1);
+      continue;
+    }
+    if (r->p >= r->end) break;
+    char e = *r->p++;
+    unsigned cp;
+    switch (e) {
+    case 'n': put(&o, "\n", 1); break;
+    case 't': put(&o, "\t", 1); break;
+    case 'r': put(&o, "\r", 1); break;
+    case 'b': put(&o, "\b", 1); break;
+    case 'f': put(&o, "\f", 1); break;
+    case 'u':
+      if (!hex4(r, &cp)) goto bad;
+      if (cp >= 0xd800 && cp < 0xdc00 && r->end - r->p >= 6 && r->p[0] == '\\' && r->p[1] == 'u') {
+        unsigned lo;
+        r->p += 2;
+        if (!hex4(r, &lo)) goto bad;
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+      }
+      put_utf8(&o, cp);
+      break;
+    default: put(&o, &e, 1);
+    }
+  }
+bad:
+  free(o.b);
+  return NULL;
+}
+
+static int skip(reader *r);
+
+static int skip_container(reader *r, char open, char close, int object) {
+  if (!expect(r, open)) return 0;
+  ws(r);
+  if (r->p < r->end && *r->p == close) {
+    r->p++;
+    return 1;
+  }
+  for (;;) {
+    if (object) {
+      char *k = str(r);
+      if (!k) return 0;
+      free(k);
+      if (!expect(r, ':')) return 0;
+    }
+    if (!skip(r)) return 0;
+    ws(r);
+    if (r->p >= r->end) return 0;
+    if (*r->p == ',') {
+      r->p++;
+      continue;
+    }
+    if (*r->p == close) {
+      r->p++;
+      return 1;
+    }
+    return 0;
+  }
+}
+
+static int skip(reader *r) {
+  ws(r);
+  if (r->p >= r->end) return 0;
+  switch (*r->p) {
+  case '"': {
+    char *s = str(r);
+    free(s);
+    return s != NULL;
+  }
+  case '{': return skip_container(r, '{', '}', 1);
+  case '[': return skip_container(r, '[', ']', 0);
+  default:
+    while (r->p < r->end && strchr("+-0123456789.eEtruefalsn", *r->p)) r->p++;
+    return 1;
+  }
+}
+
+static long long num(reader *r) {
+  ws(r);
+  return strtoll(r->p, (char **)&r->p, 10);
+}
+
+/* object reads {"key": value, ...}; field consumes known keys' values. */
+static int object(reader *r, int (*field)(reader *r, const char *key, void *dst), void *dst) {
+  if (!expect(r, '{')) return 0;
+  ws(r);
+  if (r->p < r->end && *r->p == '}') {
+    r->p++;
+    return 1;
+  }
+  for (;;) {
+    char *k = str(r);
+    if (!k || !expect(r, ':')) {
+      free(k);
+      return 0;
+    }
+    int ok = field(r, k, dst);
+    free(k);
+    if (!ok) return 0;
+    ws(r);
+    if (r->p >= r->end) return 0;
+    if (*r->p == ',') {
+      r->p++;
+      continue;
+    }
+    if (*r->p == '}') {
+      r->p++;
+      return 1;
+    }
+    return 0;
+  }
+}
+
+static int set_str(reader *r, char **dst) {
+  free(*dst);
+  *dst = str(r);
+  return *dst != NULL;
+}
+
+static int event_field(reader *r, const char *k, void *dst) {
+  botrun_event *e = dst;
+  if (!strcmp(k, "id")) return set_str(r, &e->id);
+  if (!strcmp(k, "provider")) return set_str(r, &e->provider);
+  if (!strcmp(k, "chat")) return set_str(r, &e->chat);
+  if (!strcmp(k, "from")) return set_str(r, &e->from);
+  if (!strcmp(k, "text")) return set_str(r, &e->text);
+  if (!strcmp(k, "attempt")) return e->attempt = (int)num(r), 1;
+  if (!strcmp(k, "received_at")) return e->received_at = num(r), 1;
+  return skip(r);
+}
+
+static void copy_field(reader *r, char *dst, size_t cap, int *ok) {
+  char *s = str(r);
+  if (!s) {
+    *ok = 0;
+    return;
+  }
+  snprintf(dst, cap, "%s", s);
+  free(s);
+}
+
+static int result_field(reader *r, const char *k, void *dst) {
+  botrun_send_result *o = dst;
+  int ok = 1;
+  if (!strcmp(k, "status")) copy_field(r, o->status, sizeof o->status, &ok);
+  else if (!strcmp(k, "key")) copy_field(r, o->key, sizeof o->key, &ok);
+  else if (!strcmp(k, "ref")) copy_field(r, o->ref, sizeof o->ref, &ok);
+  else if (!strcmp(k, "error")) copy_field(r, o->error, sizeof o->error, &ok);
+  else ok = skip(r);
+  return ok;
+}
+
+/* ---- API ---- */
+void botrun_log(int level, const char *msg) { host_log(level, msg, (int32_t)strlen(msg)); }
+
+long long botrun_now_ms(void) { return host_now_ms(); }
+
+static int do_send(int enqueue, const char *chat, const char *text, const char *key, botrun_send_result *out) {
+  buf o = {0};
+  puts_(&o, "{\"chat\":");
+  put_json_string(&o, chat);
+  puts_(&o, ",\"text\":");
+  put_json_string(&o, text);
+  if (key && *key) {
+    puts_(&o, ",\"idempotency_key\":");
+    put_json_string(&o, key);
+  }
+  puts_(&o, "}");
+  int32_t n = enqueue ? host_enqueue(o.b, (int32_t)o.n) : host_send(o.b, (int32_t)o.n);
+  free(o.b);
+  if (n < 0) return n;
+  char *res = malloc((size_t)n + 1);
+  if (host_result_read(res, n) != n) {
+    free(res);
+    return BOTRUN_NO_RESULT;
+  }
+  botrun_send_result tmp = {0};
+  if (!out) out = &tmp;
+  memset(out, 0, sizeof *out);
+  reader r = {res, res + n};
+  int ok = object(&r, result_field, out);
+  free(res);
+  if (!ok) return BOTRUN_BAD_PAYLOAD;
+  if (!enqueue && (!strcmp(out->status, "dead") || !strcmp(out->status, "deferred"))) return BOTRUN_NOT_SENT;
+  return 0;
+}
+
+int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
+  ctx->send_count++;
+  return do_send(0, chat, text, key, out);
+}
+
+int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
+  ctx->send_count++;
+  return do_send(1, chat, text, key, out);
+}
+
+int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out) {
+  return botrun_send(ctx, ctx->event.chat, text, NULL, out);
+}
+
+int botrun_state_get(const char *key, char *b, size_t cap) {
+  int32_t n = host_state_get(key, (int32_t)strlen(key));
+  if (n < 0) return n;
+  if ((size_t)n + 1 > cap) return BOTRUN_TOO_LARGE;
+  if (host_result_read(b, n) != n) return BOTRUN_NO_RESULT;
+  b[n] = 0;
+  return n;
+}
+
+int botrun_state_set(const char *key, const char *value, size_t len) {
+  return host_state_set(key, (int32_t)strlen(key), value, (int32_t)len);
+}
+
+int botrun_state_delete(const char *key) { return host_state_delete(key, (int32_t)strlen(key)); }
+
+/* ---- flows: state "botrun.flow" = name, then each answer, NUL-separated ---- */
+#define FLOW_KEY "botrun.flow"
+
+static int save_flow(botrun_flow *f) {
+  buf o = {0};
+  put(&o, f->name, strlen(f->name) + 1);
+  for (int i = 0; i < f->nanswers; i++) put(&o, f->answers[i], strlen(f->answers[i]) + 1);
+  int rc = botrun_state_set(FLOW_KEY, o.b, o.n);
+  free(o.b);
+  return rc;
+}
+
+static int run_flow(botrun_flow *f, botrun_flow_fn fn) {
+  int rc = fn(f);
+  if (rc == BOTRUN_WAITING) return save_flow(f);
+  if (rc != 0) return rc;
+  return botrun_state_delete(FLOW_KEY);
+}
+
+int botrun_ask(botrun_flow *f, const char *question, const char **answer) {
+  f->asked++;
+  if (f->asked <= f->nanswers) {
+    *answer = f->answers[f->asked - 1];
+    return 0;
+  }
+  int rc = botrun_reply(f->ctx, question, NULL);
+  return rc == 0 ? BOTRUN_WAITING : rc;
+}
+
+int botrun_flow_start(botrun_ctx *ctx, const char *name, botrun_flow_fn fn) {
+  botrun_flow f = {.ctx = ctx, .name = name};
+  return run_flow(&f, fn);
+}
+
+int botrun_flow_continue(botrun_ctx *ctx, const char *const *names, const botrun_flow_fn *fns, int n, int *in_flow) {
+  static char state[64 << 10];
+  *in_flow = 0;
+  int len = botrun_state_get(FLOW_KEY, state, sizeof state);
+  if (len == BOTRUN_NOT_FOUND) return 0;
+  if (len < 0) return len;
+  *in_flow = 1;
+  botrun_flow f = {.ctx = ctx, .name = state};
+  size_t off = strlen(state) + 1;
+  while (off < (size_t)len && f.nanswers < 15) {
+    f.answers[f.nanswers++] = state + off;
+    off += strlen(state + off) + 1;
+  }
+  f.answers[f.nanswers++] = ctx->event.text;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(names[i], f.name)) return run_flow(&f, fns[i]);
+  *in_flow = 0;
+  return botrun_state_delete(FLOW_KEY);
+}
+
+/* ---- the entry point ---- */
+EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
+  char *raw = malloc((size_t)n);
+  if (host_event_read(raw, n) != n) {
+    free(raw);
+    botrun_log(3, "botrun sdk: event_read failed");
+    return 1;
+  }
+  botrun_ctx ctx = {0};
+  reader r = {raw, raw + n};
+  int ok = object(&r, event_field, &ctx.event);
+  free(raw);
+  if (!ok) {
+    botrun_log(3, "botrun sdk: bad event");
+    return 1;
+  }
+  const char *empty = "";
+  if (!ctx.event.text) ctx.event.text = strdup(empty);
+  if (!ctx.event.chat) ctx.event.chat = strdup(empty);
+  int rc = botrun_handle(&ctx);
+  free(ctx.event.id), free(ctx.event.provider), free(ctx.event.chat), free(ctx.event.from), free(ctx.event.text);
+  return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,95 @@
+/*
+ * botrun guest SDK for C (ABI v1, see abi/SPEC.md). Build a bot with
+ *
+ *   clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor \
+ *     -Wl,--strip-debug -I guest-sdk/c -o bot.wasm bot.c guest-sdk/c/botrun.c
+ *
+ * and define the handler:
+ *
+ *   int botrun_handle(botrun_ctx *ctx) {
+ *     char text[4200];
+ *     snprintf(text, sizeof text, "echo: %s", ctx->event.text);
+ *     return botrun_reply(ctx, text, NULL);
+ *   }
+ *
+ * Return 0 when the event is handled, non-zero for a handler error (reported,
+ * not retried). The SDK has no dependencies beyond wasi-libc.
+ */
+#ifndef BOTRUN_H
+#define BOTRUN_H
+
+#include <stddef.h>
+
+/* Host error codes (SPEC.md 4.1) and SDK results. */
+#define BOTRUN_OK 0
+#define BOTRUN_BAD_POINTER (-1)
+#define BOTRUN_BAD_PAYLOAD (-2)
+#define BOTRUN_NOT_FOUND (-3)
+#define BOTRUN_UNSUPPORTED (-4)
+#define BOTRUN_TOO_LARGE (-5)
+#define BOTRUN_NO_RESULT (-6)
+#define BOTRUN_HOST_ERROR (-7)
+/* botrun_ask: the question was sent; return it from the flow to wait. */
+#define BOTRUN_WAITING (-100)
+/* A send that is dead or deferred. */
+#define BOTRUN_NOT_SENT (-101)
+
+typedef struct {
+  char *id, *provider, *chat, *from, *text;
+  int attempt;
+  long long received_at;
+} botrun_event;
+
+typedef struct {
+  botrun_event event;
+  int send_count;
+} botrun_ctx;
+
+typedef struct {
+  char status[16]; /* sent, deduped, deferred, dead, bypassed */
+  char key[256];
+  char ref[256];
+  char error[512];
+} botrun_send_result;
+
+/* The handler every bot defines. */
+int botrun_handle(botrun_ctx *ctx);
+
+/* Send text to the event's chat. out may be NULL. Returns 0 when sent or
+ * deduped, BOTRUN_NOT_SENT when dead or deferred, or a host error code. */
+int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out);
+/* Send text to chat; idempotency_key may be NULL (derived key). */
+int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, botrun_send_result *out);
+/* Journal a send for the host to deliver in the background. */
+int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, botrun_send_result *out);
+
+/* Conversation state of the event's chat, committed with the event. */
+int botrun_state_get(const char *key, char *buf, size_t cap); /* length, or BOTRUN_NOT_FOUND */
+int botrun_state_set(const char *key, const char *value, size_t len);
+int botrun_state_delete(const char *key);
+
+/* Log a line (level 0 debug, 1 info, 2 warn, 3 error). */
+void botrun_log(int level, const char *msg);
+/* The event's time in milliseconds: the deterministic clock. */
+long long botrun_now_ms(void);
+
+/* Persistent flows: a flow function asks questions with botrun_ask and is
+ * re-run from the start for each message with the answers so far. */
+typedef struct botrun_flow botrun_flow;
+typedef int (*botrun_flow_fn)(botrun_flow *f);
+struct botrun_flow {
+  botrun_ctx *ctx;
+  const char *name;
+  int asked;
+  int nanswers;
+  char *answers[16];
+};
+/* Start the flow named name (fn) in this chat. */
+int botrun_flow_start(botrun_ctx *ctx, const char *name, botrun_flow_fn fn);
+/* Feed this message to the chat's flow in progress. *in_flow is set to 1 when
+ * there was one; fns maps names to functions (NULL-terminated pairs). */
+int botrun_flow_continue(botrun_ctx *ctx, const char *const *names, const botrun_flow_fn *fns, int n, int *in_flow);
+/* The answer to the question, or sends it and returns BOTRUN_WAITING. */
+int botrun_ask(botrun_flow *f, const char *question, const char **answer);
+
+#endif

@@ -1,0 +1,130 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/wasmbuild"
+)
+
+// example is one example bot and how to build it.
+type example struct {
+	name, kind string // kind: echo or flow
+	build      func(t *testing.T) string
+}
+
+var examples = []example{
+	{"go/echo", "echo", func(t *testing.T) string { return wasmbuild.Go(t, "../examples/echo") }},
+	{"go/flow", "flow", func(t *testing.T) string { return wasmbuild.Go(t, "../examples/flow") }},
+	{"c/echo", "echo", func(t *testing.T) string { return wasmbuild.C(t, "../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c") }},
+	{"c/flow", "flow", func(t *testing.T) string { return wasmbuild.C(t, "../examples/c-flow", "flow.c", "../../guest-sdk/c/botrun.c") }},
+}
+
+// TestExamples runs every example bot through botrun and the webchat API:
+// each echo bot replies exactly "echo: <text>", each flow bot holds the
+// signup conversation.
+func TestExamples(t *testing.T) {
+	for _, ex := range examples {
+		t.Run(ex.name, func(t *testing.T) {
+			base, _ := startBot(t, ex.build(t), "")
+			talk := func(chat, id, text string) string {
+				t.Helper()
+				before := len(replies(t, base, chat, 1000, 50*time.Millisecond))
+				if code := postMessage(t, base, chat, text, id); code != 202 {
+					t.Fatalf("POST %q: %d", text, code)
+				}
+				got := replies(t, base, chat, before+1, 10*time.Second)
+				if len(got) != before+1 {
+					t.Fatalf("no reply to %q", text)
+				}
+				return got[before]
+			}
+			if got := talk("e", "e1", "hola, ¿qué tal? \"quoted\" \\ tab\t"); got != "echo: hola, ¿qué tal? \"quoted\" \\ tab\t" {
+				t.Fatalf("echo: %q", got)
+			}
+			if ex.kind != "flow" {
+				return
+			}
+			for _, step := range []struct{ in, want string }{
+				{"/signup", "What is your name?"},
+				{"Ana", "Which city do you live in, Ana?"},
+				{"Lima", "Thanks Ana from Lima!"},
+				{"after", "echo: after"},
+			} {
+				if got := talk("f", "f-"+step.in, step.in); got != step.want {
+					t.Fatalf("flow: %q answered %q, want %q", step.in, got, step.want)
+				}
+			}
+		})
+	}
+}
+
+// sendLog is a wasm.Env that records each send's exact bytes and keeps state.
+type sendLog struct {
+	bytes.Buffer
+	state map[string][]byte
+	n     int
+}
+
+func (l *sendLog) Send(_ context.Context, r abi.SendRequest) (abi.SendResult, error) {
+	b, _ := json.Marshal(r)
+	l.Write(append(b, '\n'))
+	l.n++
+	return abi.SendResult{Status: abi.SendSent, Key: fmt.Sprint("k", l.n), Ref: fmt.Sprint(l.n)}, nil
+}
+func (l *sendLog) Enqueue(ctx context.Context, r abi.SendRequest) (abi.SendResult, error) {
+	return l.Send(ctx, r)
+}
+func (l *sendLog) StateGet(_ context.Context, k string) ([]byte, bool, error) {
+	v, ok := l.state[k]
+	return v, ok, nil
+}
+func (l *sendLog) StateSet(_ context.Context, k string, v []byte) error {
+	l.state[k] = append([]byte(nil), v...)
+	return nil
+}
+func (l *sendLog) StateDelete(_ context.Context, k string) error {
+	delete(l.state, k)
+	return nil
+}
+
+// TestReplayIsDeterministic re-runs the same journaled events against the same
+// module, on fresh instances, in every language, and requires byte-identical
+// sends: the clock, the random source and the inputs are the journal's.
+func TestReplayIsDeterministic(t *testing.T) {
+	events := []string{"/signup", "Ana", "Lima", "hello", "¡olé!"}
+	for _, ex := range examples {
+		t.Run(ex.name, func(t *testing.T) {
+			path := ex.build(t)
+			run := func() string {
+				e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close(context.Background())
+				m, err := e.Load(context.Background(), path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				log := &sendLog{state: map[string][]byte{}}
+				for i, text := range events {
+					ev := abi.Event{ID: fmt.Sprint("web:r", i), Provider: "web", Chat: "c1", From: "u", Text: text, Attempt: 1, ReceivedAt: 1764412800000 + int64(i)}
+					if err := m.Handle(context.Background(), ev, log); err != nil {
+						t.Fatalf("event %q: %v", text, err)
+					}
+				}
+				return log.String()
+			}
+			first, second := run(), run()
+			if first != second || first == "" {
+				t.Fatalf("replay differs:\n%s\n---\n%s", first, second)
+			}
+		})
+	}
+}
