@@ -22,8 +22,12 @@ type example struct {
 var examples = []example{
 	{"go/echo", "echo", func(t *testing.T) string { return wasmbuild.Go(t, "../examples/echo") }},
 	{"go/flow", "flow", func(t *testing.T) string { return wasmbuild.Go(t, "../examples/flow") }},
-	{"c/echo", "echo", func(t *testing.T) string { return wasmbuild.C(t, "../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c") }},
-	{"c/flow", "flow", func(t *testing.T) string { return wasmbuild.C(t, "../examples/c-flow", "flow.c", "../../guest-sdk/c/botrun.c") }},
+	{"c/echo", "echo", func(t *testing.T) string {
+		return wasmbuild.C(t, "../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c")
+	}},
+	{"c/flow", "flow", func(t *testing.T) string {
+		return wasmbuild.C(t, "../examples/c-flow", "flow.c", "../../guest-sdk/c/botrun.c")
+	}},
 }
 
 // TestExamples runs every example bot through botrun and the webchat API:
