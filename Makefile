@@ -24,8 +24,17 @@ examples/c-echo/echo.wasm: examples/c-echo/echo.c guest-sdk/c/botrun.c guest-sdk
 examples/c-flow/flow.wasm: examples/c-flow/flow.c guest-sdk/c/botrun.c guest-sdk/c/botrun.h
 	$(C_GUEST) -o $@ examples/c-flow/flow.c guest-sdk/c/botrun.c
 
-# Every example (C needs clang and wasi-libc: see .ci/run); make run needs only Go.
-examples: examples/echo/echo.wasm examples/flow/flow.wasm examples/c-echo/echo.wasm examples/c-flow/flow.wasm
+RUSTC = /usr/bin/rustc --edition 2021 --target wasm32-unknown-unknown -C opt-level=s -C panic=abort
+guest-sdk/rust/libbotrun.rlib: $(wildcard guest-sdk/rust/src/*.rs)
+	$(RUSTC) --crate-type=rlib --crate-name botrun -o $@ guest-sdk/rust/src/lib.rs
+
+examples/rust-%/echo.wasm examples/rust-%/flow.wasm: guest-sdk/rust/libbotrun.rlib
+	$(RUSTC) --crate-type=cdylib -C strip=debuginfo -D warnings --extern botrun=$< -o $@ $(dir $@)src/lib.rs
+
+# Every example (C needs clang and wasi-libc, Rust Debian's rustc with the
+# wasm32 std: see .ci/run); make run needs only Go.
+examples: examples/echo/echo.wasm examples/flow/flow.wasm examples/c-echo/echo.wasm examples/c-flow/flow.wasm \
+	examples/rust-echo/echo.wasm examples/rust-flow/flow.wasm
 
 run: build examples/echo/echo.wasm
 	./bin/botrun bot.toml.example
@@ -69,4 +78,4 @@ bench: examples
 	$(GO) test -run='^$$' -bench=. -benchtime=3000x ./host/wasm/
 
 clean:
-	rm -rf bin data examples/*/*.wasm
+	rm -rf bin data examples/*/*.wasm guest-sdk/rust/libbotrun.rlib

@@ -28,6 +28,8 @@ var examples = []example{
 	{"c/flow", "flow", func(t *testing.T) string {
 		return wasmbuild.C(t, "../examples/c-flow", "flow.c", "../../guest-sdk/c/botrun.c")
 	}},
+	{"rust/echo", "echo", func(t *testing.T) string { return wasmbuild.Rust(t, "../examples/rust-echo") }},
+	{"rust/flow", "flow", func(t *testing.T) string { return wasmbuild.Rust(t, "../examples/rust-flow") }},
 }
 
 // TestExamples runs every example bot through botrun and the webchat API:

@@ -86,3 +86,37 @@ func missing(t testing.TB, what string) {
 	}
 	t.Skipf("SKIPPING: %s is not installed", what)
 }
+
+// Rust builds a Rust example (a cdylib at dir/src/lib.rs) against the SDK
+// crate with Debian's rustc (/usr/bin/rustc: a rustup rustc first on PATH has
+// no wasm32 target here), as the Rust SDK documents.
+func Rust(t testing.TB, dir string) string {
+	t.Helper()
+	const rustc = "/usr/bin/rustc"
+	if _, err := os.Stat(rustc); err != nil {
+		missing(t, "Debian's rustc (apt-get install rustc libstd-rust-dev-wasm32)")
+	}
+	abs, _ := filepath.Abs(dir)
+	mu.Lock()
+	defer mu.Unlock()
+	if out, ok := built[abs]; ok {
+		return out
+	}
+	outDir, err := os.MkdirTemp("", "botrun-guest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--edition", "2021", "--target", "wasm32-unknown-unknown", "-C", "opt-level=s", "-C", "panic=abort"}
+	lib := filepath.Join(outDir, "libbotrun.rlib")
+	out := filepath.Join(outDir, filepath.Base(abs)+".wasm")
+	for _, args := range [][]string{
+		append(common, "--crate-type=rlib", "--crate-name", "botrun", "-o", lib, filepath.Join(abs, "../../guest-sdk/rust/src/lib.rs")),
+		append(common, "--crate-type=cdylib", "-C", "strip=debuginfo", "-D", "warnings", "--extern", "botrun="+lib, "-o", out, filepath.Join(abs, "src/lib.rs")),
+	} {
+		if b, err := exec.Command(rustc, args...).CombinedOutput(); err != nil {
+			t.Fatalf("building Rust guest %s: %v\n%s", dir, err, b)
+		}
+	}
+	built[abs] = out
+	return out
+}

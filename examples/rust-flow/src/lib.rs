@@ -1,0 +1,32 @@
+//! The Rust flow bot: "/signup" asks two questions and thanks the user; the
+//! conversation survives a restart. Other messages are echoed.
+
+use std::collections::HashMap;
+
+fn signup(f: &mut botrun::Flow) -> Result<(), String> {
+    let name = f.ask("What is your name?")?;
+    let city = f.ask(&format!("Which city do you live in, {}?", name))?;
+    f.ctx.reply(&format!("Thanks {} from {}!", name, city))?;
+    Ok(())
+}
+
+fn flows() -> botrun::Flows {
+    let mut m: HashMap<&'static str, fn(&mut botrun::Flow) -> Result<(), String>> = HashMap::new();
+    m.insert("signup", signup);
+    botrun::Flows(m)
+}
+
+fn handle(ctx: &mut botrun::Context) -> Result<(), String> {
+    let flows = flows();
+    if ctx.event.text == "/signup" {
+        return ctx.start(&flows, "signup");
+    }
+    if ctx.continue_flow(&flows)? {
+        return Ok(());
+    }
+    let reply = format!("echo: {}", ctx.event.text);
+    ctx.reply(&reply)?;
+    Ok(())
+}
+
+botrun::export_handler!(handle);

@@ -1,0 +1,187 @@
+//! A small JSON codec for exactly the ABI's payloads (the SDK has no
+//! dependencies). Unknown fields are skipped.
+
+use crate::{Event, SendResult};
+
+pub fn put_string(b: &mut String, s: &str) {
+    b.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => b.push_str("\\\""),
+            '\\' => b.push_str("\\\\"),
+            '\n' => b.push_str("\\n"),
+            '\r' => b.push_str("\\r"),
+            '\t' => b.push_str("\\t"),
+            c if (c as u32) < 0x20 => b.push_str(&format!("\\u{:04x}", c as u32)),
+            c => b.push(c),
+        }
+    }
+    b.push('"');
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn ws(&mut self) {
+        while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+            self.i += 1;
+        }
+    }
+
+    fn expect(&mut self, c: u8) -> Option<()> {
+        self.ws();
+        if self.i < self.b.len() && self.b[self.i] == c {
+            self.i += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.b.get(self.i).copied()
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let s = std::str::from_utf8(self.b.get(self.i..self.i + 4)?).ok()?;
+        self.i += 4;
+        u32::from_str_radix(s, 16).ok()
+    }
+
+    fn string(&mut self) -> Option<String> {
+        self.expect(b'"')?;
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let c = *self.b.get(self.i)?;
+            self.i += 1;
+            match c {
+                b'"' => return Some(String::from_utf8_lossy(&out).into_owned()),
+                b'\\' => {
+                    let e = *self.b.get(self.i)?;
+                    self.i += 1;
+                    match e {
+                        b'n' => out.push(b'\n'),
+                        b't' => out.push(b'\t'),
+                        b'r' => out.push(b'\r'),
+                        b'b' => out.push(8),
+                        b'f' => out.push(12),
+                        b'u' => {
+                            let mut cp = self.hex4()?;
+                            if (0xd800..0xdc00).contains(&cp) && self.b.get(self.i..self.i + 2) == Some(b"\\u") {
+                                self.i += 2;
+                                let lo = self.hex4()?;
+                                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo.wrapping_sub(0xdc00) & 0x3ff);
+                            }
+                            let ch = char::from_u32(cp).unwrap_or('\u{fffd}');
+                            let mut tmp = [0u8; 4];
+                            out.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+                        }
+                        other => out.push(other),
+                    }
+                }
+                c if c < 0x20 => return None,
+                c => out.push(c),
+            }
+        }
+    }
+
+    fn number(&mut self) -> Option<i64> {
+        self.ws();
+        let start = self.i;
+        while self.i < self.b.len() && matches!(self.b[self.i], b'-' | b'0'..=b'9') {
+            self.i += 1;
+        }
+        std::str::from_utf8(&self.b[start..self.i]).ok()?.parse().ok()
+    }
+
+    fn skip(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b'{' => self.object(|r, _| r.skip()),
+            b'[' => {
+                self.expect(b'[')?;
+                if self.peek()? == b']' {
+                    self.i += 1;
+                    return Some(());
+                }
+                loop {
+                    self.skip()?;
+                    match self.peek()? {
+                        b',' => self.i += 1,
+                        b']' => {
+                            self.i += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            _ => {
+                while self.i < self.b.len() && !matches!(self.b[self.i], b',' | b'}' | b']' | b' ' | b'\n' | b'\t' | b'\r') {
+                    self.i += 1;
+                }
+                Some(())
+            }
+        }
+    }
+
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
+        self.expect(b'{')?;
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            self.expect(b':')?;
+            field(self, &key)?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+pub fn decode_event(b: &[u8]) -> Option<Event> {
+    let mut e = Event::default();
+    let mut r = Reader { b, i: 0 };
+    r.object(|r, k| {
+        match k {
+            "id" => e.id = r.string()?,
+            "provider" => e.provider = r.string()?,
+            "chat" => e.chat = r.string()?,
+            "from" => e.from = r.string()?,
+            "text" => e.text = r.string()?,
+            "attempt" => e.attempt = r.number()?,
+            "received_at" => e.received_at = r.number()?,
+            _ => r.skip()?,
+        }
+        Some(())
+    })?;
+    Some(e)
+}
+
+pub fn decode_result(b: &[u8]) -> Option<SendResult> {
+    let mut s = SendResult::default();
+    let mut r = Reader { b, i: 0 };
+    r.object(|r, k| {
+        match k {
+            "status" => s.status = r.string()?,
+            "key" => s.key = r.string()?,
+            "ref" => s.r#ref = r.string()?,
+            "error" => s.error = r.string()?,
+            _ => r.skip()?,
+        }
+        Some(())
+    })?;
+    Some(s)
+}

@@ -1,0 +1,287 @@
+//! botrun guest SDK for Rust (ABI v1, see abi/SPEC.md in the botrun
+//! repository). It has no dependencies and builds with Debian's rustc 1.63:
+//!
+//! ```text
+//! /usr/bin/rustc --edition 2021 --crate-type=rlib --crate-name botrun \
+//!   --target wasm32-unknown-unknown -C opt-level=s -C panic=abort \
+//!   -o libbotrun.rlib guest-sdk/rust/src/lib.rs
+//! /usr/bin/rustc --edition 2021 --crate-type=cdylib --target wasm32-unknown-unknown \
+//!   -C opt-level=s -C panic=abort -C strip=debuginfo --extern botrun=libbotrun.rlib \
+//!   -o bot.wasm src/lib.rs
+//! ```
+//!
+//! A bot defines its handler and exports it with the macro:
+//!
+//! ```text
+//! fn handle(ctx: &mut botrun::Context) -> Result<(), String> {
+//!     ctx.reply(&format!("echo: {}", ctx.event.text))?;
+//!     Ok(())
+//! }
+//! botrun::export_handler!(handle);
+//! ```
+
+mod json;
+
+use std::collections::HashMap;
+
+#[link(wasm_import_module = "botrun")]
+extern "C" {
+    fn event_read(p: *mut u8, n: i32) -> i32;
+    fn send(p: *const u8, n: i32) -> i32;
+    fn enqueue(p: *const u8, n: i32) -> i32;
+    fn result_read(p: *mut u8, n: i32) -> i32;
+    fn state_get(k: *const u8, kn: i32) -> i32;
+    fn state_set(k: *const u8, kn: i32, v: *const u8, vn: i32) -> i32;
+    fn state_delete(k: *const u8, kn: i32) -> i32;
+    fn log(level: i32, p: *const u8, n: i32);
+    fn now_ms() -> i64;
+}
+
+/// The inbound message being handled.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Event {
+    pub id: String,
+    pub provider: String,
+    pub chat: String,
+    pub from: String,
+    pub text: String,
+    pub attempt: i64,
+    pub received_at: i64,
+}
+
+/// The host's answer to a send.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SendResult {
+    pub status: String,
+    pub key: String,
+    pub r#ref: String,
+    pub error: String,
+}
+
+/// What a handler gets for one event.
+pub struct Context {
+    pub event: Event,
+}
+
+fn code_name(code: i32) -> &'static str {
+    match code {
+        -1 => "BAD_POINTER",
+        -2 => "BAD_PAYLOAD",
+        -3 => "NOT_FOUND",
+        -4 => "UNSUPPORTED",
+        -5 => "TOO_LARGE",
+        -6 => "NO_RESULT",
+        -7 => "HOST_ERROR",
+        _ => "UNKNOWN",
+    }
+}
+
+fn result(f: &str, n: i32) -> Result<Vec<u8>, String> {
+    if n < 0 {
+        return Err(format!("botrun.{}: {}", f, code_name(n)));
+    }
+    let mut buf = vec![0u8; n as usize];
+    if n > 0 && unsafe { result_read(buf.as_mut_ptr(), n) } != n {
+        return Err("botrun.result_read failed".into());
+    }
+    Ok(buf)
+}
+
+/// Options of one send.
+#[derive(Default)]
+pub struct SendOptions<'a> {
+    /// Names the send: sent at most once per bot.
+    pub idempotency_key: Option<&'a str>,
+}
+
+impl Context {
+    /// Sends text to the event's chat. A dead or deferred send is an error
+    /// (a deferred one stays journaled and the host keeps retrying it).
+    pub fn reply(&mut self, text: &str) -> Result<SendResult, String> {
+        let chat = self.event.chat.clone();
+        self.send(&chat, text, SendOptions::default())
+    }
+
+    /// Sends text to chat and waits for the outbox's answer.
+    pub fn send(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+        let r = self.do_send(false, chat, text, opts)?;
+        if r.status == "dead" || r.status == "deferred" {
+            return Err(format!("send {} {}: {}", r.key, r.status, r.error));
+        }
+        Ok(r)
+    }
+
+    /// Journals a send for the host to deliver in the background.
+    pub fn enqueue(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+        self.do_send(true, chat, text, opts)
+    }
+
+    fn do_send(&mut self, background: bool, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+        let mut b = String::from("{\"chat\":");
+        json::put_string(&mut b, chat);
+        b.push_str(",\"text\":");
+        json::put_string(&mut b, text);
+        if let Some(k) = opts.idempotency_key {
+            b.push_str(",\"idempotency_key\":");
+            json::put_string(&mut b, k);
+        }
+        b.push('}');
+        let n = unsafe {
+            if background {
+                enqueue(b.as_ptr(), b.len() as i32)
+            } else {
+                send(b.as_ptr(), b.len() as i32)
+            }
+        };
+        let out = result(if background { "enqueue" } else { "send" }, n)?;
+        json::decode_result(&out).ok_or_else(|| "botrun.send: bad result".to_string())
+    }
+
+    /// Reads a conversation state value of the event's chat.
+    pub fn state_get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        let n = unsafe { state_get(key.as_ptr(), key.len() as i32) };
+        if n == -3 {
+            return Ok(None);
+        }
+        result("state_get", n).map(Some)
+    }
+
+    /// Writes a conversation state value; it commits with the event.
+    pub fn state_set(&self, key: &str, value: &[u8]) -> Result<(), String> {
+        let n = unsafe { state_set(key.as_ptr(), key.len() as i32, value.as_ptr(), value.len() as i32) };
+        if n < 0 {
+            return Err(format!("botrun.state_set: {}", code_name(n)));
+        }
+        Ok(())
+    }
+
+    /// Removes a conversation state value; it commits with the event.
+    pub fn state_delete(&self, key: &str) -> Result<(), String> {
+        let n = unsafe { state_delete(key.as_ptr(), key.len() as i32) };
+        if n < 0 {
+            return Err(format!("botrun.state_delete: {}", code_name(n)));
+        }
+        Ok(())
+    }
+
+    /// Writes a line to the host log (0 debug, 1 info, 2 warn, 3 error).
+    pub fn log(&self, level: i32, msg: &str) {
+        unsafe { log(level, msg.as_ptr(), msg.len() as i32) }
+    }
+
+    /// Starts a flow in this chat.
+    pub fn start(&mut self, flows: &Flows, name: &str) -> Result<(), String> {
+        run_flow(self, flows, name, Vec::new())
+    }
+
+    /// Feeds this message to the chat's flow in progress; Ok(false) when there
+    /// is none.
+    pub fn continue_flow(&mut self, flows: &Flows) -> Result<bool, String> {
+        let state = match self.state_get(FLOW_KEY)? {
+            Some(s) => s,
+            None => return Ok(false),
+        };
+        let mut parts = state.split(|b| *b == 0).map(|p| String::from_utf8_lossy(p).into_owned());
+        let name = parts.next().unwrap_or_default();
+        let mut answers: Vec<String> = parts.collect();
+        answers.pop(); // the terminator's empty tail
+        answers.push(self.event.text.clone());
+        if !flows.0.contains_key(name.as_str()) {
+            self.state_delete(FLOW_KEY)?;
+            return Ok(false);
+        }
+        run_flow(self, flows, &name, answers)?;
+        Ok(true)
+    }
+}
+
+/// The event's time in milliseconds: the deterministic clock.
+pub fn now() -> i64 {
+    unsafe { now_ms() }
+}
+
+/// A flow asks questions and takes the chat's next messages as the answers;
+/// it is re-run from the start for each message with the answers so far.
+pub struct Flow<'a> {
+    pub ctx: &'a mut Context,
+    answers: Vec<String>,
+    asked: usize,
+}
+
+/// What ask returns when the question was sent: return it to wait.
+pub const WAITING: &str = "botrun flow: waiting for an answer";
+
+impl<'a> Flow<'a> {
+    /// The answer to the question; the first time the flow reaches it, sends
+    /// it and returns Err(WAITING).
+    pub fn ask(&mut self, question: &str) -> Result<String, String> {
+        self.asked += 1;
+        if self.asked <= self.answers.len() {
+            return Ok(self.answers[self.asked - 1].clone());
+        }
+        self.ctx.reply(question)?;
+        Err(WAITING.to_string())
+    }
+}
+
+/// The flows of a bot by name.
+pub struct Flows(pub HashMap<&'static str, fn(&mut Flow) -> Result<(), String>>);
+
+const FLOW_KEY: &str = "botrun.flow";
+
+fn run_flow(ctx: &mut Context, flows: &Flows, name: &str, answers: Vec<String>) -> Result<(), String> {
+    let f = *flows.0.get(name).ok_or_else(|| format!("no flow {}", name))?;
+    let mut flow = Flow { ctx, answers, asked: 0 };
+    match f(&mut flow) {
+        Err(e) if e == WAITING => {
+            let mut b = Vec::from(name.as_bytes());
+            b.push(0);
+            for a in &flow.answers {
+                b.extend_from_slice(a.as_bytes());
+                b.push(0);
+            }
+            flow.ctx.state_set(FLOW_KEY, &b)
+        }
+        Err(e) => Err(e),
+        Ok(()) => flow.ctx.state_delete(FLOW_KEY),
+    }
+}
+
+/// Runs one event: called by the export the handler macro generates.
+pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), String>) -> i32 {
+    let mut buf = vec![0u8; len as usize];
+    if unsafe { event_read(buf.as_mut_ptr(), len) } != len {
+        return 1;
+    }
+    let event = match json::decode_event(&buf) {
+        Some(e) => e,
+        None => {
+            let m = "botrun sdk: bad event";
+            unsafe { log(3, m.as_ptr(), m.len() as i32) };
+            return 1;
+        }
+    };
+    let mut ctx = Context { event };
+    match handler(&mut ctx) {
+        Ok(()) => 0,
+        Err(e) => {
+            ctx.log(3, &e);
+            1
+        }
+    }
+}
+
+/// Exports the ABI v1 entry points for a handler
+/// `fn(&mut botrun::Context) -> Result<(), String>`.
+#[macro_export]
+macro_rules! export_handler {
+    ($handler:path) => {
+        #[no_mangle]
+        pub extern "C" fn botrun_abi_v1() {}
+
+        #[no_mangle]
+        pub extern "C" fn botrun_on_event(len: i32) -> i32 {
+            $crate::run(len, $handler)
+        }
+    };
+}
