@@ -31,10 +31,17 @@ guest-sdk/rust/libbotrun.rlib: $(wildcard guest-sdk/rust/src/*.rs)
 examples/rust-%/echo.wasm examples/rust-%/flow.wasm: guest-sdk/rust/libbotrun.rlib
 	$(RUSTC) --crate-type=cdylib -C strip=debuginfo -D warnings --extern botrun=$< -o $@ $(dir $@)src/lib.rs
 
+node_modules/.bin/asc: package.json
+	npm install --no-audit --no-fund
+	touch $@
+
+examples/as-%/echo.wasm examples/as-%/flow.wasm: node_modules/.bin/asc $(wildcard guest-sdk/assemblyscript/assembly/*.ts)
+	cd $(dir $@) && ../../node_modules/.bin/asc assembly/index.ts -o $(notdir $@) --optimize
+
 # Every example (C needs clang and wasi-libc, Rust Debian's rustc with the
-# wasm32 std: see .ci/run); make run needs only Go.
+# wasm32 std, AssemblyScript npm: see .ci/run); make run needs only Go.
 examples: examples/echo/echo.wasm examples/flow/flow.wasm examples/c-echo/echo.wasm examples/c-flow/flow.wasm \
-	examples/rust-echo/echo.wasm examples/rust-flow/flow.wasm
+	examples/rust-echo/echo.wasm examples/rust-flow/flow.wasm examples/as-echo/echo.wasm examples/as-flow/flow.wasm
 
 run: build examples/echo/echo.wasm
 	./bin/botrun bot.toml.example

@@ -30,6 +30,8 @@ var examples = []example{
 	}},
 	{"rust/echo", "echo", func(t *testing.T) string { return wasmbuild.Rust(t, "../examples/rust-echo") }},
 	{"rust/flow", "flow", func(t *testing.T) string { return wasmbuild.Rust(t, "../examples/rust-flow") }},
+	{"assemblyscript/echo", "echo", func(t *testing.T) string { return wasmbuild.AssemblyScript(t, "../examples/as-echo") }},
+	{"assemblyscript/flow", "flow", func(t *testing.T) string { return wasmbuild.AssemblyScript(t, "../examples/as-flow") }},
 }
 
 // TestExamples runs every example bot through botrun and the webchat API:

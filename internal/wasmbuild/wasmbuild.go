@@ -120,3 +120,31 @@ func Rust(t testing.TB, dir string) string {
 	built[abs] = out
 	return out
 }
+
+// AssemblyScript builds an AssemblyScript example (dir/assembly/index.ts) with
+// the asc of the repository's node_modules (npm install at the root).
+func AssemblyScript(t testing.TB, dir string) string {
+	t.Helper()
+	abs, _ := filepath.Abs(dir)
+	asc := filepath.Join(abs, "../../node_modules/.bin/asc")
+	if _, err := os.Stat(asc); err != nil {
+		missing(t, "the AssemblyScript compiler (npm install at the repository root)")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if out, ok := built[abs]; ok {
+		return out
+	}
+	outDir, err := os.MkdirTemp("", "botrun-guest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(outDir, filepath.Base(abs)+".wasm")
+	cmd := exec.Command(asc, "assembly/index.ts", "-o", out, "--optimize")
+	cmd.Dir = abs
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building AssemblyScript guest %s: %v\n%s", dir, err, b)
+	}
+	built[abs] = out
+	return out
+}

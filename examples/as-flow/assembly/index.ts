@@ -1,0 +1,18 @@
+// The AssemblyScript flow bot: "/signup" asks two questions and thanks the
+// user; the conversation survives a restart. Other messages are echoed.
+import { Context, Flow, FlowContext, WAITING, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
+export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly/index";
+
+const signup = new Flow("signup", (f: FlowContext): string | null => {
+  const name = f.ask("What is your name?");
+  if (name == null) return WAITING;
+  const city = f.ask("Which city do you live in, " + name + "?");
+  if (city == null) return WAITING;
+  return f.ctx.reply("Thanks " + name + " from " + city + "!");
+});
+
+setHandler((ctx: Context): string | null => {
+  if (ctx.event.text == "/signup") return ctx.start(signup);
+  if (ctx.continueFlow([signup])) return null;
+  return ctx.reply("echo: " + ctx.event.text);
+});

@@ -1,0 +1,323 @@
+// botrun guest SDK for AssemblyScript (ABI v1, see abi/SPEC.md). A bot sets
+// its handler at the top level and re-exports the entry points:
+//
+//   import { Context, setHandler } from "../../../guest-sdk/assemblyscript/assembly";
+//   export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly";
+//   setHandler((ctx: Context): string | null => ctx.reply("echo: " + ctx.event.text));
+//
+// A handler returns null when done, or an error message (reported, not
+// retried). Strings are UTF-16 in AssemblyScript and UTF-8 on the wire: the SDK
+// converts at the boundary. Do not use Math.random or trace: the host offers
+// no env.seed or env.trace import.
+
+@external("botrun", "event_read") declare function host_event_read(p: usize, n: i32): i32;
+@external("botrun", "send") declare function host_send(p: usize, n: i32): i32;
+@external("botrun", "enqueue") declare function host_enqueue(p: usize, n: i32): i32;
+@external("botrun", "result_read") declare function host_result_read(p: usize, n: i32): i32;
+@external("botrun", "state_get") declare function host_state_get(k: usize, kn: i32): i32;
+@external("botrun", "state_set") declare function host_state_set(k: usize, kn: i32, v: usize, vn: i32): i32;
+@external("botrun", "state_delete") declare function host_state_delete(k: usize, kn: i32): i32;
+@external("botrun", "log") declare function host_log(level: i32, p: usize, n: i32): void;
+@external("botrun", "now_ms") declare function host_now_ms(): i64;
+
+export class Event {
+  id: string = "";
+  provider: string = "";
+  chat: string = "";
+  from: string = "";
+  text: string = "";
+  attempt: i64 = 0;
+  received_at: i64 = 0;
+}
+
+export class SendResult {
+  status: string = "";
+  key: string = "";
+  ref: string = "";
+  error: string = "";
+}
+
+// ---- JSON: exactly the ABI's shapes; unknown fields are skipped ----
+function quote(s: string): string {
+  let out = "\"";
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c == 0x22) out += "\\\"";
+    else if (c == 0x5c) out += "\\\\";
+    else if (c == 0x0a) out += "\\n";
+    else if (c == 0x0d) out += "\\r";
+    else if (c == 0x09) out += "\\t";
+    else if (c < 0x20) out += "\\u00" + (c < 16 ? "0" : "") + c.toString(16);
+    else out += String.fromCharCode(c);
+  }
+  return out + "\"";
+}
+
+class Reader {
+  s: string;
+  i: i32 = 0;
+  ok: bool = true;
+  constructor(s: string) { this.s = s; }
+  ws(): void {
+    while (this.i < this.s.length) {
+      const c = this.s.charCodeAt(this.i);
+      if (c != 0x20 && c != 0x09 && c != 0x0a && c != 0x0d) break;
+      this.i++;
+    }
+  }
+  peek(): i32 { this.ws(); return this.i < this.s.length ? this.s.charCodeAt(this.i) : -1; }
+  expect(c: i32): bool {
+    if (this.peek() != c) { this.ok = false; return false; }
+    this.i++;
+    return true;
+  }
+  str(): string {
+    if (!this.expect(0x22)) return "";
+    let out = "";
+    while (this.i < this.s.length) {
+      const c = this.s.charCodeAt(this.i++);
+      if (c == 0x22) return out;
+      if (c != 0x5c) { out += String.fromCharCode(c); continue; }
+      const e = this.s.charCodeAt(this.i++);
+      if (e == 0x6e) out += "\n";
+      else if (e == 0x74) out += "\t";
+      else if (e == 0x72) out += "\r";
+      else if (e == 0x62) out += "\b";
+      else if (e == 0x66) out += "\f";
+      else if (e == 0x75) {
+        out += String.fromCharCode(<i32>parseInt(this.s.substr(this.i, 4), 16));
+        this.i += 4;
+      } else out += String.fromCharCode(e);
+    }
+    this.ok = false;
+    return out;
+  }
+  num(): i64 {
+    this.ws();
+    const start = this.i;
+    while (this.i < this.s.length) {
+      const c = this.s.charCodeAt(this.i);
+      if (c != 0x2d && (c < 0x30 || c > 0x39)) break;
+      this.i++;
+    }
+    return I64.parseInt(this.s.substring(start, this.i));
+  }
+  skip(): void {
+    const c = this.peek();
+    if (c == 0x22) { this.str(); return; }
+    if (c == 0x7b || c == 0x5b) {
+      const close = c == 0x7b ? 0x7d : 0x5d;
+      this.i++;
+      if (this.peek() == close) { this.i++; return; }
+      while (this.ok) {
+        if (c == 0x7b) { this.str(); this.expect(0x3a); }
+        this.skip();
+        const d = this.peek();
+        this.i++;
+        if (d == close) return;
+        if (d != 0x2c) { this.ok = false; return; }
+      }
+      return;
+    }
+    while (this.i < this.s.length) {
+      const d = this.s.charCodeAt(this.i);
+      if (d == 0x2c || d == 0x7d || d == 0x5d || d == 0x20) break;
+      this.i++;
+    }
+  }
+  // keys returns the next key of an object, or null at its end.
+  key(first: bool): string | null {
+    if (first) {
+      if (!this.expect(0x7b)) return null;
+      if (this.peek() == 0x7d) { this.i++; return null; }
+    } else {
+      const d = this.peek();
+      this.i++;
+      if (d == 0x7d) return null;
+      if (d != 0x2c) { this.ok = false; return null; }
+    }
+    const k = this.str();
+    this.expect(0x3a);
+    return this.ok ? k : null;
+  }
+}
+
+function decodeEvent(s: string): Event | null {
+  const e = new Event();
+  const r = new Reader(s);
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "id") e.id = r.str();
+    else if (key == "provider") e.provider = r.str();
+    else if (key == "chat") e.chat = r.str();
+    else if (key == "from") e.from = r.str();
+    else if (key == "text") e.text = r.str();
+    else if (key == "attempt") e.attempt = r.num();
+    else if (key == "received_at") e.received_at = r.num();
+    else r.skip();
+    k = r.key(false);
+  }
+  return r.ok ? e : null;
+}
+
+function decodeResult(s: string): SendResult {
+  const o = new SendResult();
+  const r = new Reader(s);
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "status") o.status = r.str();
+    else if (key == "key") o.key = r.str();
+    else if (key == "ref") o.ref = r.str();
+    else if (key == "error") o.error = r.str();
+    else r.skip();
+    k = r.key(false);
+  }
+  return o;
+}
+
+// ---- host calls ----
+function utf8(s: string): ArrayBuffer { return String.UTF8.encode(s); }
+
+function pull(n: i32): ArrayBuffer | null {
+  if (n < 0) return null;
+  const b = new ArrayBuffer(n);
+  if (n > 0 && host_result_read(changetype<usize>(b), n) != n) return null;
+  return b;
+}
+
+export function log(level: i32, msg: string): void {
+  const b = utf8(msg);
+  host_log(level, changetype<usize>(b), b.byteLength);
+}
+
+export function nowMs(): i64 { return host_now_ms(); }
+
+const FLOW_KEY = "botrun.flow";
+
+export class Context {
+  event: Event;
+  constructor(e: Event) { this.event = e; }
+
+  // send sends text to chat (key: "" for a derived key); null when sent or
+  // deduped, else why not.
+  send(chat: string, text: string, key: string = ""): string | null {
+    const r = this.call(false, chat, text, key);
+    if (r == null) return "botrun.send failed";
+    const res = changetype<SendResult>(r);
+    if (res.status == "dead" || res.status == "deferred") return "send " + res.key + " " + res.status + ": " + res.error;
+    return null;
+  }
+
+  reply(text: string): string | null { return this.send(this.event.chat, text); }
+
+  enqueue(chat: string, text: string, key: string = ""): SendResult | null { return this.call(true, chat, text, key); }
+
+  private call(background: bool, chat: string, text: string, key: string): SendResult | null {
+    let req = "{\"chat\":" + quote(chat) + ",\"text\":" + quote(text);
+    if (key.length > 0) req += ",\"idempotency_key\":" + quote(key);
+    const b = utf8(req + "}");
+    const n = background ? host_enqueue(changetype<usize>(b), b.byteLength) : host_send(changetype<usize>(b), b.byteLength);
+    const out = pull(n);
+    if (out == null) return null;
+    return decodeResult(String.UTF8.decode(changetype<ArrayBuffer>(out)));
+  }
+
+  // stateGet returns the value of key in this chat, or null.
+  stateGet(key: string): string | null {
+    const k = utf8(key);
+    const n = host_state_get(changetype<usize>(k), k.byteLength);
+    const out = pull(n);
+    return out == null ? null : String.UTF8.decode(changetype<ArrayBuffer>(out));
+  }
+
+  stateSet(key: string, value: string): bool {
+    const k = utf8(key), v = utf8(value);
+    return host_state_set(changetype<usize>(k), k.byteLength, changetype<usize>(v), v.byteLength) == 0;
+  }
+
+  stateDelete(key: string): bool {
+    const k = utf8(key);
+    return host_state_delete(changetype<usize>(k), k.byteLength) == 0;
+  }
+
+  // start begins the flow in this chat.
+  start(flow: Flow): string | null { return runFlow(this, flow, []); }
+
+  // continueFlow feeds this message to the chat's flow in progress; false
+  // when there is none.
+  continueFlow(flows: Flow[]): bool {
+    const st = this.stateGet(FLOW_KEY);
+    if (st == null) return false;
+    const parts = changetype<string>(st).split("\u0000");
+    const answers = parts.slice(1, parts.length - 1);
+    answers.push(this.event.text);
+    for (let i = 0; i < flows.length; i++) {
+      if (flows[i].name == parts[0]) {
+        const err = runFlow(this, flows[i], answers);
+        if (err != null) log(3, changetype<string>(err));
+        return true;
+      }
+    }
+    this.stateDelete(FLOW_KEY);
+    return false;
+  }
+}
+
+// ---- flows ----
+export const WAITING = "botrun flow: waiting for an answer";
+
+export class FlowContext {
+  ctx: Context;
+  answers: string[];
+  asked: i32 = 0;
+  constructor(ctx: Context, answers: string[]) { this.ctx = ctx; this.answers = answers; }
+  // ask returns the answer, or sends the question and returns null: return
+  // WAITING from the flow then.
+  ask(question: string): string | null {
+    this.asked++;
+    if (this.asked <= this.answers.length) return this.answers[this.asked - 1];
+    this.ctx.reply(question);
+    return null;
+  }
+}
+
+export class Flow {
+  name: string;
+  fn: (f: FlowContext) => string | null;
+  constructor(name: string, fn: (f: FlowContext) => string | null) { this.name = name; this.fn = fn; }
+}
+
+function runFlow(ctx: Context, flow: Flow, answers: string[]): string | null {
+  const f = new FlowContext(ctx, answers);
+  const err = flow.fn(f);
+  if (err != null && changetype<string>(err) == WAITING) {
+    let st = flow.name + "\u0000";
+    for (let i = 0; i < answers.length; i++) st += answers[i] + "\u0000";
+    ctx.stateSet(FLOW_KEY, st);
+    return null;
+  }
+  if (err != null) return err;
+  ctx.stateDelete(FLOW_KEY);
+  return null;
+}
+
+// ---- entry points ----
+let handler: ((ctx: Context) => string | null) | null = null;
+
+export function setHandler(h: (ctx: Context) => string | null): void { handler = h; }
+
+export function botrun_abi_v1(): void {}
+
+export function botrun_on_event(n: i32): i32 {
+  const raw = new ArrayBuffer(n);
+  if (host_event_read(changetype<usize>(raw), n) != n) return 1;
+  const e = decodeEvent(String.UTF8.decode(raw));
+  if (e == null) { log(3, "botrun sdk: bad event"); return 1; }
+  if (handler == null) { log(3, "botrun sdk: no handler: call setHandler at the top level"); return 1; }
+  const h = changetype<(ctx: Context) => string | null>(handler);
+  const err = h(new Context(changetype<Event>(e)));
+  if (err != null) { log(3, changetype<string>(err)); return 1; }
+  return 0;
+}
