@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +101,34 @@ func (l *sendLog) StateSet(_ context.Context, k string, v []byte) error {
 func (l *sendLog) StateDelete(_ context.Context, k string) error {
 	delete(l.state, k)
 	return nil
+}
+
+// TestReplayIsDeterministic also covers a guest that reads the clock and WASI
+// random: the same journaled events give the same bytes, other events other
+// bytes.
+func TestClockAndRandomComeFromTheJournal(t *testing.T) {
+	path := wasmbuild.Go(t, "wasm/testdata/guests/faulty")
+	run := func(id string) string {
+		e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(context.Background())
+		m, err := e.Load(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := &sendLog{state: map[string][]byte{}}
+		ev := abi.Event{ID: id, Provider: "web", Chat: "c1", Text: "entropy", Attempt: 1, ReceivedAt: 1764412800000}
+		if err := m.Handle(context.Background(), ev, log); err != nil {
+			t.Fatal(err)
+		}
+		return log.String()
+	}
+	a, b, other := run("web:e1"), run("web:e1"), run("web:e2")
+	if a != b || a == other || !strings.Contains(a, "2025-11-29T10:40:00") {
+		t.Fatalf("replays %q and %q, other event %q: want equal replays at the journaled time, another event different", a, b, other)
+	}
 }
 
 // TestReplayIsDeterministic re-runs the same journaled events against the same

@@ -711,3 +711,28 @@ func TestConversationState(t *testing.T) {
 		t.Fatalf("state seen %q: want per-chat counts, and the faulted write (a=3) not committed", got)
 	}
 }
+
+// State keys starting with "user/" belong to the sender across chats.
+func TestConversationStatePerUser(t *testing.T) {
+	seen := make(chan string, 10)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		v, _, _ := env.StateGet(ctx, "user/visits")
+		n, _ := strconv.Atoi(string(v))
+		env.StateSet(ctx, "user/visits", []byte(strconv.Itoa(n+1)))
+		seen <- fmt.Sprintf("%s@%s=%d", ev.From, ev.Chat, n+1)
+		return nil
+	})
+	b := newTestBot(t, testConfig(t, ""), memory.New(), h, newChannel())
+	defer b.stop(t)
+	for i, m := range []struct{ chat, from string }{{"a", "ana"}, {"b", "ana"}, {"a", "bob"}} {
+		b.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint("m", i), Chat: m.chat, From: m.from, Text: "x"})
+		b.quiet(i+1, 5*time.Second)
+	}
+	var got []string
+	for len(seen) > 0 {
+		got = append(got, <-seen)
+	}
+	if strings.Join(got, " ") != "ana@a=1 ana@b=2 bob@a=1" {
+		t.Fatalf("per-user state %q", got)
+	}
+}

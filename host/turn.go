@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
@@ -71,8 +72,12 @@ func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult
 	return t.bot.enqueue(ctx, t.spec(req))
 }
 
-// stateKey scopes a guest's state key to the event's chat.
+// stateKey scopes a guest's state key: keys starting with "user/" belong to
+// the sender (across chats), the others to the event's chat.
 func (t *turn) stateKey(key string) string {
+	if rest, ok := strings.CutPrefix(key, "user/"); ok {
+		return "user/" + t.event.Provider + "/" + t.event.From + "/" + rest
+	}
 	return "chat/" + t.event.Provider + "/" + t.event.Chat + "/" + key
 }
 

@@ -5,7 +5,11 @@
 package main
 
 import (
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
+	mrand "math/rand/v2"
+	"time"
 	"unsafe"
 
 	bot "github.com/botrun/botrun/guest-sdk/go"
@@ -50,6 +54,13 @@ func init() {
 			return err
 		case "clock":
 			_, err := ctx.Reply("now " + itoa(int32(bot.NowMs()%1000000)))
+			return err
+		case "entropy":
+			// The Go runtime's clock and WASI random: both come from the
+			// journal, so a replay sees the same values.
+			var b [8]byte
+			crand.Read(b[:])
+			_, err := ctx.Reply(time.Now().UTC().Format(time.RFC3339Nano) + " " + hex.EncodeToString(b[:]) + " " + itoa(int32(mrand.Int32N(1000000))))
 			return err
 		}
 		_, err := ctx.Reply("echo: " + ctx.Event.Text)
