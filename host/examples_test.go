@@ -162,6 +162,24 @@ func TestReplayIsDeterministic(t *testing.T) {
 			if first != second || first == "" {
 				t.Fatalf("replay differs:\n%s\n---\n%s", first, second)
 			}
+			if ex.kind == "echo" {
+				// The SDK reads the event's media: a photo without a caption.
+				e, _ := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard})
+				defer e.Close(context.Background())
+				m, err := e.Load(context.Background(), path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				log := &sendLog{state: map[string][]byte{}}
+				ev := abi.Event{ID: "web:media", Provider: "web", Chat: "c1", Attempt: 1, ReceivedAt: 1,
+					Media: []abi.Media{{Type: "image", Ref: "ref\"1", MIME: "image/png"}, {Type: "audio", Ref: "r2"}}}
+				if err := m.Handle(context.Background(), ev, log); err != nil {
+					t.Fatal(err)
+				}
+				if got := log.String(); !strings.Contains(got, `"text":"echo: [image]"`) {
+					t.Fatalf("media event answered %s", got)
+				}
+			}
 		})
 	}
 }

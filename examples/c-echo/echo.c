@@ -6,7 +6,13 @@
 #include "botrun.h"
 
 int botrun_handle(botrun_ctx *ctx) {
-  if (!*ctx->event.text) return 0;
+  if (!*ctx->event.text) {
+    /* Media without a caption: name what came. */
+    if (ctx->event.nmedia == 0) return 0;
+    char reply[256];
+    snprintf(reply, sizeof reply, "echo: [%s]", ctx->event.media[0].type ? ctx->event.media[0].type : "?");
+    return botrun_reply(ctx, reply, NULL);
+  }
   size_t n = strlen(ctx->event.text) + 7;
   char *reply = malloc(n);
   snprintf(reply, n, "echo: %s", ctx->event.text);

@@ -8,7 +8,12 @@ import bot "github.com/botrun/botrun/guest-sdk/go"
 func init() {
 	bot.Handle(func(ctx *bot.Context) error {
 		if ctx.Event.Text == "" {
-			return nil // media without a caption: nothing to echo
+			// Media without a caption: name what came.
+			if len(ctx.Event.Media) > 0 {
+				_, err := ctx.Reply("echo: [" + ctx.Event.Media[0].Type + "]")
+				return err
+			}
+			return nil
 		}
 		_, err := ctx.Reply("echo: " + ctx.Event.Text)
 		return err

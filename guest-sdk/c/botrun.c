@@ -239,8 +239,41 @@ static int set_str(reader *r, char **dst) {
   return *dst != NULL;
 }
 
+static int media_field(reader *r, const char *k, void *dst) {
+  botrun_media *m = dst;
+  if (!strcmp(k, "type")) return set_str(r, &m->type);
+  if (!strcmp(k, "ref")) return set_str(r, &m->ref);
+  if (!strcmp(k, "url")) return set_str(r, &m->url);
+  if (!strcmp(k, "mime")) return set_str(r, &m->mime);
+  if (!strcmp(k, "caption")) return set_str(r, &m->caption);
+  return skip(r);
+}
+
+static int media_list(reader *r, botrun_event *e) {
+  ws(r);
+  if (r->end - r->p >= 4 && !strncmp(r->p, "null", 4)) return r->p += 4, 1;
+  if (!expect(r, '[')) return 0;
+  ws(r);
+  if (r->p < r->end && *r->p == ']') return r->p++, 1;
+  for (;;) {
+    e->media = realloc(e->media, sizeof(botrun_media) * (size_t)(e->nmedia + 1));
+    botrun_media *m = &e->media[e->nmedia++];
+    memset(m, 0, sizeof *m);
+    if (!object(r, media_field, m)) return 0;
+    ws(r);
+    if (r->p >= r->end) return 0;
+    if (*r->p == ',') {
+      r->p++;
+      continue;
+    }
+    if (*r->p == ']') return r->p++, 1;
+    return 0;
+  }
+}
+
 static int event_field(reader *r, const char *k, void *dst) {
   botrun_event *e = dst;
+  if (!strcmp(k, "media")) return media_list(r, e);
   if (!strcmp(k, "id")) return set_str(r, &e->id);
   if (!strcmp(k, "provider")) return set_str(r, &e->provider);
   if (!strcmp(k, "chat")) return set_str(r, &e->chat);
@@ -411,5 +444,10 @@ EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
   if (!ctx.event.chat) ctx.event.chat = strdup(empty);
   int rc = botrun_handle(&ctx);
   free(ctx.event.id), free(ctx.event.provider), free(ctx.event.chat), free(ctx.event.from), free(ctx.event.text);
+  for (int i = 0; i < ctx.event.nmedia; i++) {
+    botrun_media *m = &ctx.event.media[i];
+    free(m->type), free(m->ref), free(m->url), free(m->mime), free(m->caption);
+  }
+  free(ctx.event.media);
   return rc == 0 ? 0 : 1;
 }

@@ -34,10 +34,17 @@
 /* A send that is dead or deferred. */
 #define BOTRUN_NOT_SENT (-101)
 
+/* An attachment: the provider's ref inbound (opaque), or a public URL. */
+typedef struct {
+  char *type, *ref, *url, *mime, *caption;
+} botrun_media;
+
 typedef struct {
   char *id, *provider, *chat, *from, *text;
   int attempt;
   long long received_at;
+  botrun_media *media;
+  int nmedia;
 } botrun_event;
 
 typedef struct {

@@ -20,7 +20,16 @@
 @external("botrun", "log") declare function host_log(level: i32, p: usize, n: i32): void;
 @external("botrun", "now_ms") declare function host_now_ms(): i64;
 
+export class Media {
+  type: string = "";
+  ref: string = "";
+  url: string = "";
+  mime: string = "";
+  caption: string = "";
+}
+
 export class Event {
+  media: Media[] = [];
   id: string = "";
   provider: string = "";
   chat: string = "";
@@ -155,6 +164,31 @@ function decodeEvent(s: string): Event | null {
     else if (key == "text") e.text = r.str();
     else if (key == "attempt") e.attempt = r.num();
     else if (key == "received_at") e.received_at = r.num();
+    else if (key == "media" && r.peek() == 0x5b) {
+      r.i++;
+      if (r.peek() == 0x5d) r.i++;
+      else {
+        while (r.ok) {
+          const m = new Media();
+          let mk = r.key(true);
+          while (mk !== null) {
+            const mkey = changetype<string>(mk);
+            if (mkey == "type") m.type = r.str();
+            else if (mkey == "ref") m.ref = r.str();
+            else if (mkey == "url") m.url = r.str();
+            else if (mkey == "mime") m.mime = r.str();
+            else if (mkey == "caption") m.caption = r.str();
+            else r.skip();
+            mk = r.key(false);
+          }
+          e.media.push(m);
+          const d = r.peek();
+          r.i++;
+          if (d == 0x5d) break;
+          if (d != 0x2c) r.ok = false;
+        }
+      }
+    }
     else r.skip();
     k = r.key(false);
   }

@@ -1,7 +1,7 @@
 //! A small JSON codec for exactly the ABI's payloads (the SDK has no
 //! dependencies). Unknown fields are skipped.
 
-use crate::{Event, SendResult};
+use crate::{Event, Media, SendResult};
 
 pub fn put_string(b: &mut String, s: &str) {
     b.push('"');
@@ -129,6 +129,46 @@ impl<'a> Reader<'a> {
         }
     }
 
+    fn media(&mut self) -> Option<Vec<Media>> {
+        let mut out = Vec::new();
+        if self.b.get(self.i..).map_or(false, |rest| {
+            let t = rest.iter().position(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r')).unwrap_or(0);
+            rest[t..].starts_with(b"null")
+        }) {
+            self.ws();
+            self.i += 4;
+            return Some(out);
+        }
+        self.expect(b'[')?;
+        if self.peek()? == b']' {
+            self.i += 1;
+            return Some(out);
+        }
+        loop {
+            let mut m = Media::default();
+            self.object(|r, k| {
+                match k {
+                    "type" => m.r#type = r.string()?,
+                    "ref" => m.r#ref = r.string()?,
+                    "url" => m.url = r.string()?,
+                    "mime" => m.mime = r.string()?,
+                    "caption" => m.caption = r.string()?,
+                    _ => r.skip()?,
+                }
+                Some(())
+            })?;
+            out.push(m);
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Some(out);
+                }
+                _ => return None,
+            }
+        }
+    }
+
     fn object(&mut self, mut field: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
         self.expect(b'{')?;
         if self.peek()? == b'}' {
@@ -163,6 +203,7 @@ pub fn decode_event(b: &[u8]) -> Option<Event> {
             "text" => e.text = r.string()?,
             "attempt" => e.attempt = r.number()?,
             "received_at" => e.received_at = r.number()?,
+            "media" => e.media = r.media()?,
             _ => r.skip()?,
         }
         Some(())

@@ -45,8 +45,19 @@ pub struct Event {
     pub chat: String,
     pub from: String,
     pub text: String,
+    pub media: Vec<Media>,
     pub attempt: i64,
     pub received_at: i64,
+}
+
+/// An attachment: the provider's ref inbound (opaque), or a public URL.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Media {
+    pub r#type: String,
+    pub r#ref: String,
+    pub url: String,
+    pub mime: String,
+    pub caption: String,
 }
 
 /// The host's answer to a send.
