@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
 // The seed's configuration table, one test per option (config defaults and
@@ -734,5 +736,33 @@ func TestConversationStatePerUser(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "ana@a=1 ana@b=2 bob@a=1" {
 		t.Fatalf("per-user state %q", got)
+	}
+}
+
+// A guest that floods send hits bot.max_sends: the host function fails, the
+// event's attempt faults, and after max_attempts it is dead; other chats are
+// served throughout.
+func TestSandbox_SendFloodIsCapped(t *testing.T) {
+	module := wasmbuild.Go(t, "wasm/testdata/guests/faulty")
+	cfg := testConfig(t, "[durability.inbox]\nmax_attempts = 2\n")
+	cfg.Bot.Module, cfg.Bot.MaxSends = module, 5
+	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
+	ch := newChannel()
+	b := newTestBot(t, cfg, memory.New(), nil, ch)
+	defer b.stop(t)
+	b.admit(t, "flooder", "f1", "flood")
+	b.admit(t, "other", "o1", "hello")
+	if !b.quiet(2, 10*time.Second) {
+		t.Fatal("did not settle")
+	}
+	r := b.inboxState(t, "web:f1")
+	if r.State != durability.InboxDead || r.Attempts != 2 || !strings.Contains(r.Error, "bot.max_sends") {
+		t.Fatalf("flooding record %+v", r)
+	}
+	if n := ch.count("flooder", "flood 0"); n != 1 {
+		t.Fatalf("the capped sends went out %d times; replays must dedupe them", n)
+	}
+	if ch.count("other", "echo: hello") != 1 {
+		t.Fatalf("the other chat was not served: %q", ch.texts())
 	}
 }

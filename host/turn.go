@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -47,29 +48,43 @@ func (b *Bot) newTurn(ev abi.Event) *turn {
 	return &turn{bot: b, event: ev, writes: map[string]durability.StateWrite{}}
 }
 
+// ErrSendCap fails an event whose handler sends more than bot.max_sends.
+var ErrSendCap = errors.New("the handler sent more than bot.max_sends")
+
 // spec builds the send of req by the idempotency key rules: explicit, else
 // derived from the event and the send's position.
-func (t *turn) spec(req abi.SendRequest) sendSpec {
+func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
 	t.n++
+	if max := t.bot.cfg.Bot.MaxSends; t.n > max {
+		return sendSpec{}, fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", t.event.ID, ErrSendCap, max)
+	}
 	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media}, inbound: t.event.ID, turn: t}
 	if req.IdempotencyKey != "" {
 		s.key = req.IdempotencyKey
 	} else {
 		s.key, s.derived = fmt.Sprintf("%s:%d", t.event.ID, t.n), true
 	}
-	return s
+	return s, nil
 }
 
 // Send implements wasm.Env.
 func (t *turn) Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
 	t.flushMark(ctx)
-	return t.bot.sendNow(ctx, t.spec(req))
+	s, err := t.spec(req)
+	if err != nil {
+		return abi.SendResult{}, err
+	}
+	return t.bot.sendNow(ctx, s)
 }
 
 // Enqueue implements wasm.Env.
 func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
 	t.flushMark(ctx)
-	return t.bot.enqueue(ctx, t.spec(req))
+	s, err := t.spec(req)
+	if err != nil {
+		return abi.SendResult{}, err
+	}
+	return t.bot.enqueue(ctx, s)
 }
 
 // stateKey scopes a guest's state key: keys starting with "user/" belong to

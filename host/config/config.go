@@ -37,6 +37,9 @@ type Bot struct {
 	MaxMemory Size `toml:"max_memory"`
 	// HotReload swaps in a new module when its file changes.
 	HotReload bool `toml:"hot_reload"`
+	// MaxSends caps the sends (and enqueues) of one event (default 100): a
+	// guest that floods fails its event.
+	MaxSends int `toml:"max_sends"`
 	// DataDir holds the compilation cache and embedded backends' files, relative
 	// to the config file (default "data").
 	DataDir string `toml:"data_dir"`
@@ -187,6 +190,9 @@ func (c *Config) defaults(dir string) {
 	}
 	if b.Workers == 0 {
 		b.Workers = 4
+	}
+	if b.MaxSends == 0 {
+		b.MaxSends = 100
 	}
 	if b.HandlerTimeout == 0 {
 		b.HandlerTimeout = Duration(10 * time.Second)

@@ -232,6 +232,9 @@ func (p *parser) validate(c *Config) {
 	if b.Workers < 1 || b.Workers > 1024 {
 		p.add("bot.workers", "%d is outside 1..1024", b.Workers)
 	}
+	if b.MaxSends < 1 {
+		p.add("bot.max_sends", "%d must be at least 1", b.MaxSends)
+	}
 	if b.MaxMemory < 1<<20 || b.MaxMemory > 4<<30 {
 		p.add("bot.max_memory", "%d bytes is outside 1MiB..4GiB", b.MaxMemory)
 	}

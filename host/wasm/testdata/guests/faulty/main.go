@@ -44,6 +44,12 @@ func init() {
 			n := rawSend(unsafe.Pointer(uintptr(0xfffffff0)), 64)
 			_, err := ctx.Reply("badptr answered " + itoa(n))
 			return err
+		case "flood":
+			for i := 0; ; i++ {
+				if _, err := ctx.Reply("flood " + itoa(int32(i))); err != nil {
+					return err
+				}
+			}
 		case "fail":
 			return errors.New("handler says no")
 		case "state":
