@@ -38,6 +38,7 @@ const usage = `botrun runs a durable WebAssembly bot.
 Usage:
   botrun [run] bot.toml     run the bot described by bot.toml
   botrun check bot.toml     validate bot.toml and its module; exit 1 with the reasons
+  botrun new --lang L DIR   scaffold a bot in go, rust, c or assemblyscript
   botrun inbox list         list inbound records      (-c bot.toml, --state, --chat, --json)
   botrun outbox list        list sends                (-c bot.toml, --state, --chat, --json)
   botrun replay ID          process an inbound record again
@@ -65,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args[1:], stdout, stderr)
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "new":
+		return cmdNew(args[1:], stdout, stderr)
 	case "inbox":
 		return cmdInbox(args[1:], stdout, stderr)
 	case "outbox":

@@ -145,3 +145,34 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 		t.Fatalf("no graceful stop in the log:\n%s", stderr.String())
 	}
 }
+
+// TestNewScaffoldsProjectsThatBuild: botrun new makes a project in each
+// language that builds with one command (make) and passes botrun check.
+func TestNewScaffoldsProjectsThatBuild(t *testing.T) {
+	tools := map[string]string{"go": "go", "c": "clang", "rust": "/usr/bin/rustc", "assemblyscript": "node"}
+	for _, lang := range langs {
+		t.Run(lang, func(t *testing.T) {
+			if _, err := exec.LookPath(tools[lang]); err != nil {
+				if os.Getenv("CI") == "true" {
+					t.Fatalf("%s is not installed", tools[lang])
+				}
+				t.Skipf("SKIPPING: %s is not installed", tools[lang])
+			}
+			dir := filepath.Join(t.TempDir(), "my-bot")
+			if code, out, errs := runCLI("new", "--lang", lang, dir); code != 0 || !strings.Contains(out, "make && botrun bot.toml") {
+				t.Fatalf("new: %d %q %q", code, out, errs)
+			}
+			cmd := exec.Command("make")
+			cmd.Dir = dir
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("make in the new %s project: %v\n%s", lang, err, b)
+			}
+			if code, out, errs := runCLI("check", filepath.Join(dir, "bot.toml")); code != 0 {
+				t.Fatalf("check: %d %q %q", code, out, errs)
+			}
+		})
+	}
+	if code, _, errs := runCLI("new", "--lang", "cobol", filepath.Join(t.TempDir(), "x")); code != 2 || !strings.Contains(errs, "want one of") {
+		t.Fatalf("unknown language: %d %q", code, errs)
+	}
+}
