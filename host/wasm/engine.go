@@ -138,6 +138,7 @@ func (e *Engine) LoadBytes(ctx context.Context, name string, b []byte) (*Module,
 	sum := sha256.Sum256(b)
 	m := &Module{
 		engine:   e,
+		logger:   e.cfg.Logger.With(slog.String("module", name)),
 		name:     name,
 		digest:   hex.EncodeToString(sum[:]),
 		compiled: cm,

@@ -35,10 +35,13 @@ var ErrUnsupported = errors.New("unsupported by this host")
 // call is the state of one botrun_on_event call, reached by host functions
 // through the call's context.
 type call struct {
+	// base is the module's logger; log() adds the event id on first use.
+	base       *slog.Logger
+	eventID    string
+	lg         *slog.Logger
 	event      []byte
 	receivedAt int64
 	env        Env
-	logger     *slog.Logger
 	result     []byte
 	hasResult  bool
 	lastError  string
@@ -47,6 +50,14 @@ type call struct {
 }
 
 type callKey struct{}
+
+// log is the call's logger, tagged with the event.
+func (c *call) log() *slog.Logger {
+	if c.lg == nil {
+		c.lg = c.base.With(slog.String("event", c.eventID))
+	}
+	return c.lg
+}
 
 func withCall(ctx context.Context, c *call) context.Context {
 	return context.WithValue(ctx, callKey{}, c)
@@ -150,7 +161,7 @@ func (c *call) fail(err error) uint64 {
 	if c.hostErr == nil {
 		c.hostErr = err
 	}
-	c.logger.Error("host function failed", "err", err)
+	c.log().Error("host function failed", "err", err)
 	return code(abi.CodeHostError)
 }
 
@@ -177,7 +188,7 @@ func sendFunc(enqueue bool) api.GoModuleFunc {
 		}
 		req, err := abi.DecodeSendRequest(b)
 		if err != nil {
-			c.logger.Warn("guest passed a bad payload", "func", name, "err", err)
+			c.log().Warn("guest passed a bad payload", "func", name, "err", err)
 			stack[0] = code(abi.CodeBadPayload)
 			return
 		}
@@ -312,7 +323,7 @@ var logFunc = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack [
 		l = slog.LevelError
 		c.lastError = msg
 	}
-	c.logger.Log(ctx, l, msg, slog.String("source", "guest"))
+	c.log().Log(ctx, l, msg, slog.String("source", "guest"))
 })
 
 var nowMs = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {

@@ -23,6 +23,7 @@ import (
 // instance is ever used by two calls.
 type Module struct {
 	engine   *Engine
+	logger   *slog.Logger
 	name     string
 	digest   string
 	compiled wazero.CompiledModule
@@ -193,10 +194,11 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 		return &FaultError{Kind: FaultHost, Err: err}
 	}
 	c := &call{
+		base:       m.logger,
+		eventID:    ev.ID,
 		event:      payload,
 		receivedAt: ev.ReceivedAt,
 		env:        env,
-		logger:     m.engine.cfg.Logger.With(slog.String("module", m.name), slog.String("event", ev.ID)),
 	}
 	inst.clock.set(ev.ReceivedAt)
 	inst.rand.reseed(ev.ID)
@@ -218,7 +220,7 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 		case abi.StatusHandlerError:
 			return &HandlerError{Message: c.lastError}
 		default:
-			c.logger.Warn("guest returned an unknown status; treating it as a handler error", "status", int32(res[0]))
+			c.log().Warn("guest returned an unknown status; treating it as a handler error", "status", int32(res[0]))
 			return &HandlerError{Message: c.lastError}
 		}
 	}
