@@ -82,7 +82,8 @@ fuzz:
 bench: examples
 	$(GO) test -run='^$$' -bench='^BenchmarkDurableEcho$$' -benchtime=20000x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkReplicas$$' -benchtime=10000x ./host/
-	$(GO) test -run='^$$' -bench=. -benchtime=3000x ./host/wasm/
+	$(GO) test -run='^$$' -bench='^BenchmarkReloadLatency$$' -benchtime=5x ./host/
+	$(GO) test -run='^$$' -bench=. -benchtime=20000x ./host/wasm/
 
 clean:
 	rm -rf bin data examples/*/*.wasm guest-sdk/rust/libbotrun.rlib

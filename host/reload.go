@@ -123,7 +123,7 @@ func (r *reloader) watch(ctx context.Context) error {
 	}
 	go func() {
 		defer w.Close()
-		const settle = 200 * time.Millisecond
+		const settle = 50 * time.Millisecond
 		var timer <-chan time.Time
 		for {
 			select {
