@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -57,24 +58,34 @@ func ms(t int64) string {
 	return time.UnixMilli(t).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-func cmdInbox(args []string, stdout, stderr io.Writer) int {
+// listing is what differs between inbox list and outbox list.
+type listing[R any] struct {
+	name, doc string
+	states    []string
+	list      func(j durability.Journals, f durability.ListFilter) ([]R, error)
+	header    string
+	row       func(r R) string
+}
+
+func cmdList[R any](l listing[R], args []string, stdout, stderr io.Writer) int {
+	usage := "Usage: botrun " + l.name + " list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]"
 	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprintln(stderr, "Usage: botrun inbox list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]")
+		fmt.Fprintln(stderr, usage)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return 0
 		}
 		return 2
 	}
-	fs, cfgPath := opsFlags("inbox list", "Usage: botrun inbox list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]\n\nLists inbound records, oldest first. --state dead is the inbound dead-letter queue.", stderr)
-	state := fs.String("state", "", "only records in this state: "+statesOf(durability.InboxStates))
+	fs, cfgPath := opsFlags(l.name+" list", usage+"\n\n"+l.doc, stderr)
+	state := fs.String("state", "", "only records in this state: "+strings.Join(l.states, ", "))
 	chat := fs.String("chat", "", "only records of this chat")
 	limit := fs.Int("limit", 0, "at most this many records (0: all)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, stop := parse(fs, args[1:], 0); stop {
 		return code
 	}
-	if *state != "" && !validState(*state, durability.InboxStates) {
-		fmt.Fprintf(stderr, "botrun: --state %q: want one of %s\n", *state, statesOf(durability.InboxStates))
+	if *state != "" && !slices.Contains(l.states, *state) {
+		fmt.Fprintf(stderr, "botrun: --state %q: want one of %s\n", *state, strings.Join(l.states, ", "))
 		return 2
 	}
 	j, done, ok := openJournals(*cfgPath, stderr)
@@ -82,7 +93,7 @@ func cmdInbox(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer done()
-	recs, err := j.Inbox.List(context.Background(), durability.ListFilter{State: *state, Chat: *chat, Limit: *limit})
+	recs, err := l.list(j, durability.ListFilter{State: *state, Chat: *chat, Limit: *limit})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -91,54 +102,48 @@ func cmdInbox(args []string, stdout, stderr io.Writer) int {
 		return printJSON(stdout, recs)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tATTEMPTS\tCHAT\tCREATED\tERROR")
+	fmt.Fprintln(tw, l.header)
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.State, r.Attempts, r.Chat, ms(r.CreatedAt), oneLine(r.Error))
+		fmt.Fprintln(tw, l.row(r))
 	}
 	tw.Flush()
 	return 0
 }
 
+func states[S ~string](ss []S) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func cmdInbox(args []string, stdout, stderr io.Writer) int {
+	return cmdList(listing[durability.InboxRecord]{
+		name: "inbox", doc: "Lists inbound records, oldest first. --state dead is the inbound dead-letter queue.",
+		states: states(durability.InboxStates),
+		list: func(j durability.Journals, f durability.ListFilter) ([]durability.InboxRecord, error) {
+			return j.Inbox.List(context.Background(), f)
+		},
+		header: "ID\tSTATE\tATTEMPTS\tCHAT\tCREATED\tERROR",
+		row: func(r durability.InboxRecord) string {
+			return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", r.ID, r.State, r.Attempts, r.Chat, ms(r.CreatedAt), oneLine(r.Error))
+		},
+	}, args, stdout, stderr)
+}
+
 func cmdOutbox(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprintln(stderr, "Usage: botrun outbox list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return 0
-		}
-		return 2
-	}
-	fs, cfgPath := opsFlags("outbox list", "Usage: botrun outbox list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]\n\nLists sends, oldest first. --state dead is the outbound dead-letter queue.", stderr)
-	state := fs.String("state", "", "only records in this state: "+statesOf(durability.OutboxStates))
-	chat := fs.String("chat", "", "only records of this chat")
-	limit := fs.Int("limit", 0, "at most this many records (0: all)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if code, stop := parse(fs, args[1:], 0); stop {
-		return code
-	}
-	if *state != "" && !validState(*state, durability.OutboxStates) {
-		fmt.Fprintf(stderr, "botrun: --state %q: want one of %s\n", *state, statesOf(durability.OutboxStates))
-		return 2
-	}
-	j, done, ok := openJournals(*cfgPath, stderr)
-	if !ok {
-		return 1
-	}
-	defer done()
-	recs, err := j.Outbox.List(context.Background(), durability.ListFilter{State: *state, Chat: *chat, Limit: *limit})
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	if *asJSON {
-		return printJSON(stdout, recs)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tSTATE\tATTEMPTS\tCHAT\tREF\tCREATED\tERROR")
-	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.State, r.Attempts, r.Chat, r.Ref, ms(r.CreatedAt), oneLine(r.Error))
-	}
-	tw.Flush()
-	return 0
+	return cmdList(listing[durability.OutboxRecord]{
+		name: "outbox", doc: "Lists sends, oldest first. --state dead is the outbound dead-letter queue.",
+		states: states(durability.OutboxStates),
+		list: func(j durability.Journals, f durability.ListFilter) ([]durability.OutboxRecord, error) {
+			return j.Outbox.List(context.Background(), f)
+		},
+		header: "KEY\tSTATE\tATTEMPTS\tCHAT\tREF\tCREATED\tERROR",
+		row: func(r durability.OutboxRecord) string {
+			return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s", r.Key, r.State, r.Attempts, r.Chat, r.Ref, ms(r.CreatedAt), oneLine(r.Error))
+		},
+	}, args, stdout, stderr)
 }
 
 // cmdOne runs an operator action on one record.
@@ -241,21 +246,4 @@ func oneLine(s string) string {
 		return s[:77] + "..."
 	}
 	return s
-}
-
-func statesOf[S ~string](states []S) string {
-	out := make([]string, len(states))
-	for i, s := range states {
-		out[i] = string(s)
-	}
-	return strings.Join(out, ", ")
-}
-
-func validState[S ~string](s string, states []S) bool {
-	for _, st := range states {
-		if string(st) == s {
-			return true
-		}
-	}
-	return false
 }
