@@ -176,7 +176,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 				if err := m.Handle(context.Background(), ev, log); err != nil {
 					t.Fatal(err)
 				}
-				if got := log.String(); !strings.Contains(got, `"text":"echo: [image]"`) {
+				if got := log.String(); !strings.Contains(got, `"text":"echo: [image]","media":{"type":"image","ref":"ref\"1"}`) {
 					t.Fatalf("media event answered %s", got)
 				}
 			}

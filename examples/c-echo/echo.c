@@ -7,11 +7,13 @@
 
 int botrun_handle(botrun_ctx *ctx) {
   if (!*ctx->event.text) {
-    /* Media without a caption: name what came. */
+    /* Media without a caption: send it back, named. */
     if (ctx->event.nmedia == 0) return 0;
+    const botrun_media *m = &ctx->event.media[0];
     char reply[256];
-    snprintf(reply, sizeof reply, "echo: [%s]", ctx->event.media[0].type ? ctx->event.media[0].type : "?");
-    return botrun_reply(ctx, reply, NULL);
+    snprintf(reply, sizeof reply, "echo: [%s]", m->type ? m->type : "?");
+    botrun_media back = {.type = m->type, .ref = m->ref};
+    return botrun_send_media(ctx, ctx->event.chat, reply, &back, NULL, NULL);
   }
   size_t n = strlen(ctx->event.text) + 7;
   char *reply = malloc(n);

@@ -8,9 +8,10 @@ import bot "github.com/botrun/botrun/guest-sdk/go"
 func init() {
 	bot.Handle(func(ctx *bot.Context) error {
 		if ctx.Event.Text == "" {
-			// Media without a caption: name what came.
+			// Media without a caption: send it back, named.
 			if len(ctx.Event.Media) > 0 {
-				_, err := ctx.Reply("echo: [" + ctx.Event.Media[0].Type + "]")
+				m := ctx.Event.Media[0]
+				_, err := ctx.Reply("echo: ["+m.Type+"]", bot.WithMedia(bot.Media{Type: m.Type, Ref: m.Ref}))
 				return err
 			}
 			return nil

@@ -310,12 +310,30 @@ void botrun_log(int level, const char *msg) { host_log(level, msg, (int32_t)strl
 
 long long botrun_now_ms(void) { return host_now_ms(); }
 
-static int do_send(int enqueue, const char *chat, const char *text, const char *key, botrun_send_result *out) {
+static void put_media(buf *o, const botrun_media *m) {
+  puts_(o, ",\"media\":{\"type\":");
+  put_json_string(o, m->type ? m->type : "");
+  const char *names[] = {"ref", "url", "mime", "caption"};
+  const char *vals[] = {m->ref, m->url, m->mime, m->caption};
+  for (int i = 0; i < 4; i++) {
+    if (vals[i] && *vals[i]) {
+      puts_(o, ",\"");
+      puts_(o, names[i]);
+      puts_(o, "\":");
+      put_json_string(o, vals[i]);
+    }
+  }
+  puts_(o, "}");
+}
+
+static int do_send(int enqueue, const char *chat, const char *text, const botrun_media *media, const char *key,
+                   botrun_send_result *out) {
   buf o = {0};
   puts_(&o, "{\"chat\":");
   put_json_string(&o, chat);
   puts_(&o, ",\"text\":");
   put_json_string(&o, text);
+  if (media) put_media(&o, media);
   if (key && *key) {
     puts_(&o, ",\"idempotency_key\":");
     put_json_string(&o, key);
@@ -342,12 +360,18 @@ static int do_send(int enqueue, const char *chat, const char *text, const char *
 
 int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   ctx->send_count++;
-  return do_send(0, chat, text, key, out);
+  return do_send(0, chat, text, NULL, key, out);
+}
+
+int botrun_send_media(botrun_ctx *ctx, const char *chat, const char *text, const botrun_media *media, const char *key,
+                      botrun_send_result *out) {
+  ctx->send_count++;
+  return do_send(0, chat, text, media, key, out);
 }
 
 int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   ctx->send_count++;
-  return do_send(1, chat, text, key, out);
+  return do_send(1, chat, text, NULL, key, out);
 }
 
 int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out) {

@@ -67,6 +67,9 @@ int botrun_handle(botrun_ctx *ctx);
 int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out);
 /* Send text to chat; idempotency_key may be NULL (derived key). */
 int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, botrun_send_result *out);
+/* Send text with one attachment (a ref or a public url) to chat. */
+int botrun_send_media(botrun_ctx *ctx, const char *chat, const char *text, const botrun_media *media, const char *idempotency_key,
+                      botrun_send_result *out);
 /* Journal a send for the host to deliver in the background. */
 int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, botrun_send_result *out);
 

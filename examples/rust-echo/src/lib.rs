@@ -2,10 +2,12 @@
 
 fn handle(ctx: &mut botrun::Context) -> Result<(), String> {
     if ctx.event.text.is_empty() {
-        // Media without a caption: name what came.
-        if let Some(m) = ctx.event.media.first() {
+        // Media without a caption: send it back, named.
+        if let Some(m) = ctx.event.media.first().cloned() {
             let reply = format!("echo: [{}]", m.r#type);
-            ctx.reply(&reply)?;
+            let back = botrun::Media { r#type: m.r#type, r#ref: m.r#ref, ..Default::default() };
+            let chat = ctx.event.chat.clone();
+            ctx.send(&chat, &reply, botrun::SendOptions { media: Some(&back), ..Default::default() })?;
         }
         return Ok(());
     }

@@ -236,8 +236,8 @@ export class Context {
 
   // send sends text to chat (key: "" for a derived key); null when sent or
   // deduped, else why not.
-  send(chat: string, text: string, key: string = ""): string | null {
-    const r = this.call(false, chat, text, key);
+  send(chat: string, text: string, key: string = "", media: Media | null = null): string | null {
+    const r = this.call(false, chat, text, key, media);
     if (r == null) return "botrun.send failed";
     const res = changetype<SendResult>(r);
     if (res.status == "dead" || res.status == "deferred") return "send " + res.key + " " + res.status + ": " + res.error;
@@ -246,10 +246,19 @@ export class Context {
 
   reply(text: string): string | null { return this.send(this.event.chat, text); }
 
-  enqueue(chat: string, text: string, key: string = ""): SendResult | null { return this.call(true, chat, text, key); }
+  enqueue(chat: string, text: string, key: string = ""): SendResult | null { return this.call(true, chat, text, key, null); }
 
-  private call(background: bool, chat: string, text: string, key: string): SendResult | null {
+  private call(background: bool, chat: string, text: string, key: string, media: Media | null): SendResult | null {
     let req = "{\"chat\":" + quote(chat) + ",\"text\":" + quote(text);
+    if (media != null) {
+      const m = changetype<Media>(media);
+      req += ",\"media\":{\"type\":" + quote(m.type);
+      if (m.ref.length > 0) req += ",\"ref\":" + quote(m.ref);
+      if (m.url.length > 0) req += ",\"url\":" + quote(m.url);
+      if (m.mime.length > 0) req += ",\"mime\":" + quote(m.mime);
+      if (m.caption.length > 0) req += ",\"caption\":" + quote(m.caption);
+      req += "}";
+    }
     if (key.length > 0) req += ",\"idempotency_key\":" + quote(key);
     const b = utf8(req + "}");
     const n = background ? host_enqueue(changetype<usize>(b), b.byteLength) : host_send(changetype<usize>(b), b.byteLength);

@@ -103,6 +103,8 @@ fn result(f: &str, n: i32) -> Result<Vec<u8>, String> {
 pub struct SendOptions<'a> {
     /// Names the send: sent at most once per bot.
     pub idempotency_key: Option<&'a str>,
+    /// One attachment: a ref or a public url.
+    pub media: Option<&'a Media>,
 }
 
 impl Context {
@@ -132,6 +134,17 @@ impl Context {
         json::put_string(&mut b, chat);
         b.push_str(",\"text\":");
         json::put_string(&mut b, text);
+        if let Some(m) = opts.media {
+            b.push_str(",\"media\":{\"type\":");
+            json::put_string(&mut b, &m.r#type);
+            for (k, v) in [("ref", &m.r#ref), ("url", &m.url), ("mime", &m.mime), ("caption", &m.caption)] {
+                if !v.is_empty() {
+                    b.push_str(&format!(",\"{}\":", k));
+                    json::put_string(&mut b, v);
+                }
+            }
+            b.push('}');
+        }
         if let Some(k) = opts.idempotency_key {
             b.push_str(",\"idempotency_key\":");
             json::put_string(&mut b, k);
