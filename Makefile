@@ -62,6 +62,7 @@ FUZZ_TARGETS = \
 	./host/config:FuzzParse \
 	./host/provider/webchat:FuzzDecodePost \
 	./host/provider/httpchan:FuzzDecodeInbound \
+	./host/provider/telegram:FuzzDecodeUpdate \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \

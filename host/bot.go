@@ -22,6 +22,7 @@ import (
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/httpchan"
+	"github.com/botrun/botrun/host/provider/telegram"
 	"github.com/botrun/botrun/host/provider/webchat"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -59,6 +60,9 @@ type Bot struct {
 	reload    *reloader
 	providers map[string]provider.Provider
 	chatPage  http.HandlerFunc
+	// pollers receive from channels that pull (long polling) until the bot
+	// stops.
+	pollers []func(context.Context)
 
 	backend    durability.Backend
 	ownBackend bool
@@ -213,6 +217,13 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 			}
 		case *config.HTTPChannel:
 			b.providers[pc.ID] = httpchan.New(pc.ID, pc.URL, pc.Secret, b)
+		case *config.Telegram:
+			tg := telegram.New(telegram.Config{ID: pc.ID, Token: pc.Token, SecretToken: pc.SecretToken,
+				Poll: pc.Mode == "poll", APIURL: pc.APIURL, Logger: b.log}, b)
+			b.providers[pc.ID] = tg
+			if pc.Mode == "poll" {
+				b.pollers = append(b.pollers, tg.Poll)
+			}
 		default:
 			return fmt.Errorf("provider %q: type %q has no implementation", pc.Common().ID, pc.Common().Type)
 		}
@@ -249,6 +260,9 @@ func (b *Bot) Start() {
 	if !b.started && !b.stopping {
 		b.started = true
 		go b.sweepLoop()
+		for _, poll := range b.pollers {
+			go poll(b.baseCtx)
+		}
 		if b.reload != nil {
 			if err := b.reload.watch(b.baseCtx); err != nil {
 				b.log.Error("hot reload is off", "err", err)

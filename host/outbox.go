@@ -282,7 +282,9 @@ func (b *Bot) deliverInline(ctx context.Context, prov provider.Provider, rec dur
 		ref, hb, sendErr := b.call(prov, rec)
 		if sendErr == nil {
 			if t != nil {
-				// Land the MarkSent with the completion (or the next send).
+				// Land the MarkSent with the completion (or the next send);
+				// an earlier part's deferred mark lands now.
+				t.flushMark(ctx)
 				t.mark = &pendingMark{rec: rec, ref: ref, at: nowMs(), hb: hb}
 			} else {
 				hb.stop()

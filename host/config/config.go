@@ -166,10 +166,24 @@ type HTTPChannel struct {
 	Secret string `toml:"secret"`
 }
 
+// Telegram is a provider of type "telegram": a Telegram bot.
+type Telegram struct {
+	ProviderCommon
+	// Token is the bot token (use ${ENV}).
+	Token string `toml:"token"`
+	// SecretToken is checked on every webhook (X-Telegram-Bot-Api-Secret-Token).
+	SecretToken string `toml:"secret_token"`
+	// Mode is webhook (default) or poll (getUpdates; no public URL needed).
+	Mode string `toml:"mode"`
+	// APIURL is the Bot API base URL (default https://api.telegram.org).
+	APIURL string `toml:"api_url"`
+}
+
 // providerTypes maps each type to a constructor of its config struct.
 var providerTypes = map[string]func() Provider{
-	"webchat": func() Provider { return &Webchat{} },
-	"http":    func() Provider { return &HTTPChannel{} },
+	"webchat":  func() Provider { return &Webchat{} },
+	"http":     func() Provider { return &HTTPChannel{} },
+	"telegram": func() Provider { return &Telegram{} },
 }
 
 // Backends lists the durability backends bot.toml accepts.

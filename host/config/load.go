@@ -294,6 +294,9 @@ func (p *parser) validate(c *Config) {
 			p.add(key, "duplicate provider id %q", id)
 		}
 		seen[id] = true
+		if tg, ok := prov.(*Telegram); ok {
+			p.validateTelegram(i, tg)
+		}
 		if h, ok := prov.(*HTTPChannel); ok {
 			if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				p.add(fmt.Sprintf("providers[%d].url", i), "%q must be an http(s) URL", h.URL)
@@ -313,5 +316,31 @@ func (p *parser) validateBackoff(key string, b Backoff) {
 	}
 	if b.Cap != 0 && b.Cap < b.Base {
 		p.add(key+".cap", "%s is below base %s", b.Cap.D(), b.Base.D())
+	}
+}
+
+var secretToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+
+func (p *parser) validateTelegram(i int, tg *Telegram) {
+	key := func(k string) string { return fmt.Sprintf("providers[%d].%s", i, k) }
+	if tg.Token == "" {
+		p.add(key("token"), "missing: the bot token from @BotFather (use ${ENV} to keep it out of the file)")
+	}
+	if tg.Mode == "" {
+		tg.Mode = "webhook"
+	}
+	switch tg.Mode {
+	case "webhook":
+		if !secretToken.MatchString(tg.SecretToken) {
+			p.add(key("secret_token"), "webhook mode needs 1-256 characters of A-Z a-z 0-9 _ - (the secret_token given to setWebhook)")
+		}
+	case "poll":
+	default:
+		p.add(key("mode"), "%q: want webhook or poll", tg.Mode)
+	}
+	if tg.APIURL != "" {
+		if u, err := url.Parse(tg.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add(key("api_url"), "%q must be an http(s) URL", tg.APIURL)
+		}
 	}
 }

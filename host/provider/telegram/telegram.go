@@ -1,0 +1,335 @@
+// Package telegram is the Telegram Bot API channel: webhooks verified by the
+// secret token header, or getUpdates long polling (no public URL needed);
+// sendMessage / sendPhoto / sendDocument with the API errors mapped onto the
+// provider taxonomy; 4096-character texts; file_id media references.
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/botrun/botrun/host/provider"
+)
+
+// DefaultAPI is the public Bot API; api_url replaces it (tests, self-hosted
+// Bot API servers).
+const DefaultAPI = "https://api.telegram.org"
+
+// MaxBody is the largest webhook body accepted.
+const MaxBody = 1 << 20
+
+// TextLimit is Telegram's longest text message.
+const TextLimit = 4096
+
+// Config configures a Telegram channel.
+type Config struct {
+	ID          string
+	Token       string
+	SecretToken string
+	// Poll uses getUpdates instead of a webhook.
+	Poll   bool
+	APIURL string
+	Logger *slog.Logger
+}
+
+// Provider is one Telegram bot.
+type Provider struct {
+	cfg    Config
+	admit  provider.Admitter
+	client *http.Client
+}
+
+// New returns the channel; Start begins long polling when configured.
+func New(cfg Config, admit provider.Admitter) *Provider {
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPI
+	}
+	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Provider{cfg: cfg, admit: admit, client: &http.Client{Timeout: 60 * time.Second}}
+}
+
+// ID implements provider.Provider.
+func (p *Provider) ID() string { return p.cfg.ID }
+
+// TextLimit implements provider.TextLimiter.
+func (p *Provider) TextLimit() int { return TextLimit }
+
+// Update is the part of a Telegram Update botrun reads.
+type Update struct {
+	UpdateID int64    `json:"update_id"`
+	Message  *Message `json:"message"`
+}
+
+// Message is a Telegram message.
+type Message struct {
+	MessageID int64  `json:"message_id"`
+	Date      int64  `json:"date"`
+	Text      string `json:"text"`
+	Caption   string `json:"caption"`
+	From      *struct {
+		ID    int64 `json:"id"`
+		IsBot bool  `json:"is_bot"`
+	} `json:"from"`
+	Chat struct {
+		ID int64 `json:"id"`
+	} `json:"chat"`
+	Photo []struct {
+		FileID string `json:"file_id"`
+	} `json:"photo"`
+	Document *struct {
+		FileID   string `json:"file_id"`
+		MimeType string `json:"mime_type"`
+	} `json:"document"`
+}
+
+// ErrBadUpdate is wrapped by every DecodeUpdate error.
+var ErrBadUpdate = errors.New("bad update")
+
+// DecodeUpdate parses an Update from untrusted bytes.
+func DecodeUpdate(b []byte) (Update, error) {
+	var u Update
+	if err := json.Unmarshal(b, &u); err != nil {
+		return u, fmt.Errorf("%w: %v", ErrBadUpdate, err)
+	}
+	if u.UpdateID == 0 {
+		return u, fmt.Errorf("%w: no update_id", ErrBadUpdate)
+	}
+	if m := u.Message; m != nil && (m.MessageID == 0 || m.Chat.ID == 0) {
+		return u, fmt.Errorf("%w: message without message_id or chat.id", ErrBadUpdate)
+	}
+	return u, nil
+}
+
+// message turns an update into an inbound message; ok is false for updates
+// botrun ignores (edits, service messages, the bot's own messages).
+func (u Update) message() (provider.Message, bool) {
+	m := u.Message
+	if m == nil || (m.From != nil && m.From.IsBot) {
+		return provider.Message{}, false
+	}
+	out := provider.Message{
+		ID:   strconv.FormatInt(m.Chat.ID, 10) + ":" + strconv.FormatInt(m.MessageID, 10),
+		Chat: strconv.FormatInt(m.Chat.ID, 10),
+		Text: m.Text,
+	}
+	if m.From != nil {
+		out.From = strconv.FormatInt(m.From.ID, 10)
+	}
+	if m.Date > 0 {
+		out.ReceivedAt = time.Unix(m.Date, 0)
+	}
+	if len(m.Photo) > 0 {
+		out.Media = append(out.Media, provider.Media{Type: "image", Ref: m.Photo[len(m.Photo)-1].FileID, Caption: m.Caption})
+	}
+	if m.Document != nil {
+		out.Media = append(out.Media, provider.Media{Type: "document", Ref: m.Document.FileID, MIME: m.Document.MimeType, Caption: m.Caption})
+	}
+	if out.Text == "" && len(out.Media) == 0 {
+		return provider.Message{}, false
+	}
+	return out, true
+}
+
+// Routes implements provider.Router: the webhook.
+func (p *Provider) Routes(mux *http.ServeMux) {
+	if !p.cfg.Poll {
+		mux.HandleFunc("POST /webhooks/"+p.cfg.ID, p.webhook)
+	}
+}
+
+func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
+	got := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")
+	if p.cfg.SecretToken == "" || subtle.ConstantTimeCompare([]byte(got), []byte(p.cfg.SecretToken)) != 1 {
+		http.Error(w, "bad secret token", http.StatusUnauthorized)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	u, err := DecodeUpdate(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if msg, ok := u.message(); ok {
+		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil {
+			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable) // Telegram retries
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// Poll runs getUpdates long polling until ctx ends. An update's offset is
+// acknowledged only after its message is admitted.
+func (p *Provider) Poll(ctx context.Context) {
+	var offset int64
+	for ctx.Err() == nil {
+		var updates []json.RawMessage
+		err := p.call(ctx, "getUpdates", map[string]any{"offset": offset, "timeout": 25}, &updates)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.cfg.Logger.Warn("telegram getUpdates failed", "provider", p.cfg.ID, "err", err)
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+				}
+			}
+			continue
+		}
+		for _, raw := range updates {
+			u, err := DecodeUpdate(raw)
+			if err != nil {
+				p.cfg.Logger.Warn("telegram: bad update skipped", "err", err)
+				continue
+			}
+			if msg, ok := u.message(); ok {
+				if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil {
+					p.cfg.Logger.Error("telegram: not admitted; will poll it again", "err", err)
+					break
+				}
+			}
+			offset = u.UpdateID + 1
+		}
+	}
+}
+
+type apiResponse struct {
+	OK          bool            `json:"ok"`
+	Result      json.RawMessage `json:"result"`
+	ErrorCode   int             `json:"error_code"`
+	Description string          `json:"description"`
+	Parameters  struct {
+		RetryAfter int `json:"retry_after"`
+	} `json:"parameters"`
+}
+
+// call invokes a Bot API method and decodes its result.
+func (p *Provider) call(ctx context.Context, method string, args any, result any) error {
+	body, err := json.Marshal(args)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.APIURL+"/bot"+p.cfg.Token+"/"+method, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("telegram %s: %s: bad api_url", p.cfg.ID, method)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		// The URL holds the token: never put it in an error.
+		return fmt.Errorf("telegram %s: %s: %v", p.cfg.ID, method, redact(err, p.cfg.Token))
+	}
+	defer resp.Body.Close()
+	var r apiResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&r); err != nil {
+		return fmt.Errorf("telegram %s: %s: HTTP %d with an unreadable body", p.cfg.ID, method, resp.StatusCode)
+	}
+	if !r.OK {
+		return apiError(p.cfg.ID, method, r)
+	}
+	if result != nil {
+		return json.Unmarshal(r.Result, result)
+	}
+	return nil
+}
+
+func redact(err error, token string) string {
+	if token == "" {
+		return err.Error()
+	}
+	return strings.ReplaceAll(err.Error(), token, "<token>")
+}
+
+// apiError maps a Bot API error onto the taxonomy.
+func apiError(id, method string, r apiResponse) error {
+	cause := fmt.Errorf("telegram %s: %s: %d %s", id, method, r.ErrorCode, r.Description)
+	d := strings.ToLower(r.Description)
+	switch {
+	case r.ErrorCode == 429:
+		return &provider.RateLimitedError{RetryAfter: time.Duration(r.Parameters.RetryAfter) * time.Second, Err: cause}
+	case r.ErrorCode == 403:
+		return fmt.Errorf("%w: %w", provider.ErrRecipientUnreachable, cause)
+	case r.ErrorCode == 400 && strings.Contains(d, "chat not found"):
+		return fmt.Errorf("%w: %w", provider.ErrRecipientUnreachable, cause)
+	case r.ErrorCode == 400 && strings.Contains(d, "too long"):
+		return fmt.Errorf("%w: %w", provider.ErrPayloadTooLarge, cause)
+	case r.ErrorCode == 400, r.ErrorCode == 401, r.ErrorCode == 404:
+		return fmt.Errorf("%w: %w", provider.ErrUnsupportedContent, cause)
+	}
+	return cause
+}
+
+// Send implements provider.Provider.
+func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
+	chat, err := strconv.ParseInt(msg.Chat, 10, 64)
+	if err != nil {
+		return "", fmt.Errorf("%w: telegram chat %q is not a chat id", provider.ErrRecipientUnreachable, msg.Chat)
+	}
+	method, args := "sendMessage", map[string]any{"chat_id": chat, "text": msg.Text}
+	if m := msg.Media; m != nil {
+		field := map[string]string{"image": "photo", "document": "document", "video": "video", "audio": "audio"}[m.Type]
+		if field == "" {
+			return "", fmt.Errorf("%w: telegram cannot send media of type %q", provider.ErrUnsupportedContent, m.Type)
+		}
+		src := m.Ref
+		if src == "" {
+			src = m.URL
+		}
+		caption := msg.Text
+		if m.Caption != "" {
+			caption = m.Caption
+		}
+		method = "send" + strings.ToUpper(field[:1]) + field[1:]
+		args = map[string]any{"chat_id": chat, field: src}
+		if caption != "" {
+			args["caption"] = caption
+		}
+	}
+	var sent struct {
+		MessageID int64 `json:"message_id"`
+	}
+	if err := p.call(ctx, method, args, &sent); err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(sent.MessageID, 10), nil
+}
+
+// SerializeMediaRef implements provider.MediaRefCodec: the file_id, valid
+// only with this bot's token (which is not stored).
+func (p *Provider) SerializeMediaRef(m provider.Media) (provider.StoredRef, bool) {
+	if m.Ref == "" {
+		return provider.StoredRef{}, false
+	}
+	data, _ := json.Marshal(map[string]string{"file_id": m.Ref})
+	return provider.StoredRef{V: 1, Data: data}, true
+}
+
+// RehydrateMediaRef implements provider.MediaRefCodec.
+func (p *Provider) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error) {
+	var d struct {
+		FileID string `json:"file_id"`
+	}
+	if s.V != 1 {
+		return provider.Media{}, fmt.Errorf("telegram media ref version %d is unknown", s.V)
+	}
+	if err := json.Unmarshal(s.Data, &d); err != nil || d.FileID == "" || len(d.FileID) > 256 {
+		return provider.Media{}, errors.New("telegram media ref is invalid")
+	}
+	return provider.Media{Ref: d.FileID}, nil
+}

@@ -1,0 +1,184 @@
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/telegram/telegramtest"
+)
+
+const token = "123456:TEST-token"
+
+type admitter struct {
+	mu   sync.Mutex
+	msgs []provider.Message
+	seen map[string]bool
+}
+
+func (a *admitter) Admit(_ context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.seen[m.ID] {
+		return provider.Admission{ID: prov + ":" + m.ID, Duplicate: true}, nil
+	}
+	a.seen[m.ID] = true
+	a.msgs = append(a.msgs, m)
+	return provider.Admission{ID: prov + ":" + m.ID}, nil
+}
+
+func setup(t *testing.T, poll bool) (*Provider, *telegramtest.API, *admitter) {
+	api := telegramtest.New(token, 42, 43)
+	api.Blocked[43] = true
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	a := &admitter{seen: map[string]bool{}}
+	return New(Config{ID: "tg", Token: token, SecretToken: "s3cret_token", Poll: poll, APIURL: srv.URL}, a), api, a
+}
+
+func TestWebhookChecksTheSecretToken(t *testing.T) {
+	p, _, a := setup(t, false)
+	mux := http.NewServeMux()
+	p.Routes(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	post := func(secret, body string) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/webhooks/tg", strings.NewReader(body))
+		if secret != "" {
+			req.Header.Set("X-Telegram-Bot-Api-Secret-Token", secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	msg := `{"update_id":10,"message":{"message_id":5,"from":{"id":7},"chat":{"id":42,"type":"private"},"date":1764412800,"text":"hola"}}`
+	for _, tt := range []struct {
+		name, secret, body string
+		code               int
+	}{
+		{"no secret", "", msg, 401},
+		{"wrong secret", "nope", msg, 401},
+		{"good", "s3cret_token", msg, 200},
+		{"redelivered", "s3cret_token", msg, 200},
+		{"not json", "s3cret_token", `{"update_id":`, 400},
+		{"edited message ignored", "s3cret_token", `{"update_id":11,"edited_message":{"message_id":5,"chat":{"id":42},"text":"x"}}`, 200},
+		{"bot's own message ignored", "s3cret_token", `{"update_id":12,"message":{"message_id":6,"from":{"id":1,"is_bot":true},"chat":{"id":42},"text":"x"}}`, 200},
+		{"photo", "s3cret_token", `{"update_id":13,"message":{"message_id":7,"from":{"id":7},"chat":{"id":42},"caption":"look","photo":[{"file_id":"small"},{"file_id":"big"}]}}`, 200},
+	} {
+		if got := post(tt.secret, tt.body); got != tt.code {
+			t.Errorf("%s: %d, want %d", tt.name, got, tt.code)
+		}
+	}
+	if len(a.msgs) != 2 || a.msgs[0].ID != "42:5" || a.msgs[0].Text != "hola" || a.msgs[0].From != "7" || a.msgs[0].ReceivedAt.Unix() != 1764412800 {
+		t.Fatalf("admitted %+v", a.msgs)
+	}
+	if m := a.msgs[1]; len(m.Media) != 1 || m.Media[0].Ref != "big" || m.Media[0].Caption != "look" || m.Media[0].Type != "image" {
+		t.Fatalf("photo %+v", m)
+	}
+}
+
+func TestSendMapsTheAPIErrors(t *testing.T) {
+	p, api, _ := setup(t, false)
+	ctx := context.Background()
+	ref, err := p.Send(ctx, provider.Outbound{Chat: "42", Text: "hi"})
+	if err != nil || ref != "1" {
+		t.Fatalf("send: %q %v", ref, err)
+	}
+	if _, err := p.Send(ctx, provider.Outbound{Chat: "42", Text: strings.Repeat("é", TextLimit+1)}); !errors.Is(err, provider.ErrPayloadTooLarge) {
+		t.Fatalf("too long: %v", err)
+	}
+	if _, err := p.Send(ctx, provider.Outbound{Chat: "99", Text: "hi"}); !errors.Is(err, provider.ErrRecipientUnreachable) {
+		t.Fatalf("chat not found: %v", err)
+	}
+	if _, err := p.Send(ctx, provider.Outbound{Chat: "43", Text: "hi"}); !errors.Is(err, provider.ErrRecipientUnreachable) {
+		t.Fatalf("blocked: %v", err)
+	}
+	api.Limited = 1
+	if _, err := p.Send(ctx, provider.Outbound{Chat: "42", Text: "hi"}); provider.RetryAfter(err) != 7*time.Second || provider.Permanent(err) {
+		t.Fatalf("rate limit: %v", err)
+	}
+	ref, err = p.Send(ctx, provider.Outbound{Chat: "42", Media: &provider.Media{Type: "image", Ref: "file-1", Caption: "c"}})
+	if err != nil || api.Sent[len(api.Sent)-1]["method"] != "sendPhoto" || api.Sent[len(api.Sent)-1]["photo"] != "file-1" {
+		t.Fatalf("photo: %q %v %v", ref, err, api.Sent)
+	}
+	bad := New(Config{ID: "tg", Token: "wrong", APIURL: p.cfg.APIURL}, nil)
+	if _, err := bad.Send(ctx, provider.Outbound{Chat: "42", Text: "hi"}); !provider.Permanent(err) {
+		t.Fatalf("bad token: %v", err)
+	}
+	// A network error never shows the token (it is in the URL).
+	down := New(Config{ID: "tg", Token: token, APIURL: "http://127.0.0.1:1"}, nil)
+	if _, err := down.Send(ctx, provider.Outbound{Chat: "42", Text: "hi"}); err == nil || strings.Contains(err.Error(), token) {
+		t.Fatalf("network error %v", err)
+	}
+}
+
+func TestPollAdmitsAndAdvancesTheOffset(t *testing.T) {
+	p, api, a := setup(t, true)
+	for i := range 3 {
+		api.Updates = append(api.Updates, json.RawMessage(fmt.Sprintf(`{"update_id":%d,"message":{"message_id":%d,"from":{"id":7},"chat":{"id":42},"text":"m%d"}}`, 100+i, i+1, i)))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Poll(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		offsets := api.Offsets()
+		if len(offsets) >= 2 && offsets[len(offsets)-1] == 103 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offsets %v", offsets)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.msgs) != 3 || a.msgs[2].Text != "m2" {
+		t.Fatalf("admitted %+v", a.msgs)
+	}
+}
+
+func TestMediaRefs(t *testing.T) {
+	p, _, _ := setup(t, false)
+	s, ok := p.SerializeMediaRef(provider.Media{Type: "image", Ref: "AgACAgQ"})
+	if !ok || s.V != 1 || bytes.Contains(s.Data, []byte(token)) {
+		t.Fatalf("stored %+v", s)
+	}
+	if m, err := p.RehydrateMediaRef(s); err != nil || m.Ref != "AgACAgQ" {
+		t.Fatalf("rehydrate %+v %v", m, err)
+	}
+	for _, bad := range []provider.StoredRef{{V: 2, Data: s.Data}, {V: 1, Data: []byte(`{}`)}, {V: 1, Data: []byte(`nope`)}} {
+		if _, err := p.RehydrateMediaRef(bad); err == nil {
+			t.Fatalf("accepted %+v", bad)
+		}
+	}
+}
+
+func FuzzDecodeUpdate(f *testing.F) {
+	f.Add([]byte(`{"update_id":10,"message":{"message_id":5,"from":{"id":7},"chat":{"id":42},"text":"hola"}}`))
+	f.Add([]byte(`{"update_id":1,"message":{"message_id":0}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		u, err := DecodeUpdate(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadUpdate) {
+				t.Fatal(err)
+			}
+			return
+		}
+		if m, ok := u.message(); ok && (m.ID == "" || m.Chat == "") {
+			t.Fatalf("message without id or chat from %q", b)
+		}
+	})
+}
