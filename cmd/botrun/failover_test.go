@@ -194,51 +194,12 @@ secret = %q
 		t.Errorf("the thawed replica counted no stale lease:\n%s", c.stderr.String())
 	}
 
-	inbox := list[durability.InboxRecord](t, bin, b.cfg, "inbox")
-	outbox := list[durability.OutboxRecord](t, bin, b.cfg, "outbox")
-	done := map[string]bool{}
-	takenOver := 0
-	for _, r := range inbox {
-		done[r.ID] = r.State == durability.InboxDone
-		if r.Attempts > 1 {
-			takenOver++
-		}
-	}
-	unknown := map[string]bool{}
-	for _, r := range outbox {
-		if r.State == durability.OutboxUnknown {
-			var m struct{ Text string }
-			json.Unmarshal(r.Payload, &m)
-			unknown[r.Chat+"|"+m.Text] = true
-		}
-	}
-	lost, duplicated := 0, 0
-	for text, chat := range admitted {
-		if !done["gw:"+text] {
-			t.Errorf("admitted %s was not handled", text)
-		}
-		reply := chat + "|echo: " + text
-		gw.mu.Lock()
-		n := gw.texts[reply]
-		gw.mu.Unlock()
-		switch {
-		case n == 0:
-			lost++
-			if !unknown[reply] {
-				t.Errorf("reply to %s lost and not counted ambiguous", text)
-			}
-		case n > 1:
-			duplicated++
-			if !unknown[reply] {
-				t.Errorf("reply to %s sent %d times and not counted ambiguous", text, n)
-			}
-		}
-	}
-	if takenOver == 0 {
+	o := audit(t, bin, b.cfg, gw, admitted)
+	if o.takenOver == 0 {
 		t.Error("no record was taken over from the killed or frozen replica")
 	}
 	fmt.Printf("failover %s: messages %d, taken over %d, lost %d, duplicated %d, ambiguous %d, stale leases %d\n",
-		name, len(admitted), takenOver, lost, duplicated, len(unknown), stale)
+		name, len(admitted), o.takenOver, o.lost, o.duplicated, o.ambiguous, stale)
 }
 
 // waitSettled waits until want inbound records exist and every record is

@@ -228,53 +228,16 @@ secret = %q
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
 
-	inbox := list[durability.InboxRecord](t, bin, cfgPath, "inbox")
-	outbox := list[durability.OutboxRecord](t, bin, cfgPath, "outbox")
-	done := map[string]bool{}
-	for _, r := range inbox {
-		done[r.ID] = r.State == durability.InboxDone
-	}
-	unknown := map[string]bool{}
-	for _, r := range outbox {
-		if r.State == durability.OutboxUnknown {
-			var m struct{ Text string }
-			json.Unmarshal(r.Payload, &m)
-			unknown[r.Chat+"|"+m.Text] = true
-		}
-	}
-	var handled, lost, duplicated int
-	admitted.Range(func(k, v any) bool {
-		text, chat := k.(string), v.(string)
-		if done["gw:"+text] {
-			handled++
-		} else {
-			t.Errorf("admitted %s was not handled", text)
-		}
-		reply := chat + "|echo: " + text
-		gw.mu.Lock()
-		n := gw.texts[reply]
-		gw.mu.Unlock()
-		switch {
-		case n == 0:
-			lost++
-			if !unknown[reply] {
-				t.Errorf("reply to %s never sent and not counted ambiguous", text)
-			}
-		case n > 1:
-			duplicated++
-			if !unknown[reply] {
-				t.Errorf("reply to %s sent %d times and not counted ambiguous", text, n)
-			}
-		}
-		return true
-	})
+	all := map[string]string{}
+	admitted.Range(func(k, v any) bool { all[k.(string)] = v.(string); return true })
+	o := audit(t, bin, cfgPath, gw, all)
 	if gw.bad > 0 {
 		t.Errorf("the gateway saw %d sends with a bad signature", gw.bad)
 	}
 	t.Logf("%s: kills %d, messages %d, handled %d, lost %d, duplicated %d, ambiguous %d",
-		backend, kills, messages, handled, lost, duplicated, len(unknown))
+		backend, kills, messages, o.handled, o.lost, o.duplicated, o.ambiguous)
 	fmt.Printf("SIGKILL %s: kills %d, messages %d, lost %d, duplicated %d, ambiguous %d\n",
-		backend, kills, messages, lost, duplicated, len(unknown))
+		backend, kills, messages, o.lost, o.duplicated, o.ambiguous)
 }
 
 // settled asks the CLI whether every record is settled. The file journal is
@@ -306,4 +269,57 @@ func list[T any](t *testing.T, bin, cfg, what string) []T {
 		t.Fatalf("botrun %s list --json: %v: %s", what, err, out)
 	}
 	return recs
+}
+
+// outcome is what the journal and the gateway say about a run.
+type outcome struct {
+	handled, lost, duplicated, ambiguous, takenOver int
+}
+
+// audit checks every admitted message (text -> chat) against the journal, read
+// through the CLI, and the gateway: each was handled, and its reply went out
+// exactly once unless the journal counts that send ambiguous (unknown).
+func audit(t *testing.T, bin, cfg string, gw *gateway, admitted map[string]string) outcome {
+	t.Helper()
+	var o outcome
+	done := map[string]bool{}
+	for _, r := range list[durability.InboxRecord](t, bin, cfg, "inbox") {
+		done[r.ID] = r.State == durability.InboxDone
+		if r.Attempts > 1 {
+			o.takenOver++
+		}
+	}
+	unknown := map[string]bool{}
+	for _, r := range list[durability.OutboxRecord](t, bin, cfg, "outbox") {
+		if r.State == durability.OutboxUnknown {
+			var m struct{ Text string }
+			json.Unmarshal(r.Payload, &m)
+			unknown[r.Chat+"|"+m.Text] = true
+		}
+	}
+	o.ambiguous = len(unknown)
+	for text, chat := range admitted {
+		if done["gw:"+text] {
+			o.handled++
+		} else {
+			t.Errorf("admitted %s was not handled", text)
+		}
+		reply := chat + "|echo: " + text
+		gw.mu.Lock()
+		n := gw.texts[reply]
+		gw.mu.Unlock()
+		switch {
+		case n == 0:
+			o.lost++
+			if !unknown[reply] {
+				t.Errorf("reply to %s never sent and not counted ambiguous", text)
+			}
+		case n > 1:
+			o.duplicated++
+			if !unknown[reply] {
+				t.Errorf("reply to %s sent %d times and not counted ambiguous", text, n)
+			}
+		}
+	}
+	return o
 }
