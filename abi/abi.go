@@ -33,6 +33,7 @@ const (
 	FuncStateDelete = "state_delete"
 	FuncLog         = "log"
 	FuncNowMs       = "now_ms"
+	FuncMediaLoad   = "media_load"
 )
 
 // Status is what botrun_on_event returns.
@@ -59,6 +60,9 @@ const (
 	CodeTooLarge    Code = -5
 	CodeNoResult    Code = -6
 	CodeHostError   Code = -7
+	// CodeMediaUnavailable answers media_load when the media's bytes cannot be
+	// had; the pending result is a MediaUnavailable JSON naming the reason.
+	CodeMediaUnavailable Code = -8
 )
 
 // String names the code as SPEC.md does.
@@ -78,6 +82,8 @@ func (c Code) String() string {
 		return "NO_RESULT"
 	case CodeHostError:
 		return "HOST_ERROR"
+	case CodeMediaUnavailable:
+		return "MEDIA_UNAVAILABLE"
 	}
 	return "UNKNOWN"
 }
@@ -96,4 +102,33 @@ const (
 	MaxPayload = 1 << 20
 	// MaxStateKey is the longest state key.
 	MaxStateKey = 64 << 10
+	// MaxMedia is the largest media file media_load returns.
+	MaxMedia = 20 << 20
 )
+
+// Reasons a media file is unavailable to media_load.
+const (
+	// MediaNotDurable: the channel gave no reference that survives a restart,
+	// and the live one was not journaled.
+	MediaNotDurable = "not-durable"
+	// MediaProviderMismatch: the stored reference belongs to a provider that is
+	// not this event's, or that no longer reads references.
+	MediaProviderMismatch = "provider-mismatch"
+	// MediaRehydrateFailed: the stored reference did not validate, or the
+	// channel no longer has the file.
+	MediaRehydrateFailed = "rehydrate-failed"
+)
+
+// MediaUnavailableError is why media_load has no bytes for a media; it is the
+// JSON result that comes with CodeMediaUnavailable.
+type MediaUnavailableError struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+}
+
+func (e *MediaUnavailableError) Error() string {
+	if e.Message == "" {
+		return "media unavailable: " + e.Reason
+	}
+	return "media unavailable: " + e.Reason + ": " + e.Message
+}

@@ -79,6 +79,7 @@ type sendLog struct {
 	bytes.Buffer
 	state map[string][]byte
 	n     int
+	media string // the ref of the event's first media
 }
 
 func (l *sendLog) Send(_ context.Context, r abi.SendRequest) (abi.SendResult, error) {
@@ -101,6 +102,18 @@ func (l *sendLog) StateSet(_ context.Context, k string, v []byte) error {
 func (l *sendLog) StateDelete(_ context.Context, k string) error {
 	delete(l.state, k)
 	return nil
+}
+
+// LoadMedia answers a ref "gone" as the host does a reference it could not
+// rehydrate, and any other ref with the bytes "<ref>-bytes".
+func (l *sendLog) LoadMedia(_ context.Context, i int) ([]byte, error) {
+	switch {
+	case i > 0:
+		return nil, wasm.ErrNoMedia
+	case l.media == "gone":
+		return nil, &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: "the channel no longer has it"}
+	}
+	return []byte(l.media + "-bytes"), nil
 }
 
 // TestReplayIsDeterministic also covers a guest that reads the clock and WASI
@@ -163,21 +176,27 @@ func TestReplayIsDeterministic(t *testing.T) {
 				t.Fatalf("replay differs:\n%s\n---\n%s", first, second)
 			}
 			if ex.kind == "echo" {
-				// The SDK reads the event's media: a photo without a caption.
+				// The SDK reads the event's media and loads its bytes: a photo
+				// without a caption; then one whose reference is gone.
 				e, _ := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard})
 				defer e.Close(context.Background())
 				m, err := e.Load(context.Background(), path)
 				if err != nil {
 					t.Fatal(err)
 				}
-				log := &sendLog{state: map[string][]byte{}}
-				ev := abi.Event{ID: "web:media", Provider: "web", Chat: "c1", Attempt: 1, ReceivedAt: 1,
-					Media: []abi.Media{{Type: "image", Ref: "ref\"1", MIME: "image/png"}, {Type: "audio", Ref: "r2"}}}
-				if err := m.Handle(context.Background(), ev, log); err != nil {
-					t.Fatal(err)
-				}
-				if got := log.String(); !strings.Contains(got, `"text":"echo: [image]","media":{"type":"image","ref":"ref\"1"}`) {
-					t.Fatalf("media event answered %s", got)
+				for _, tt := range []struct{ ref, want string }{
+					{`ref"1`, `"text":"echo: [image, 11 bytes]","media":{"type":"image","ref":"ref\"1"}`},
+					{"gone", `"text":"echo: [image, unavailable: rehydrate-failed]","media":{"type":"image","ref":"gone"}`},
+				} {
+					log := &sendLog{state: map[string][]byte{}, media: tt.ref}
+					ev := abi.Event{ID: "web:media", Provider: "web", Chat: "c1", Attempt: 1, ReceivedAt: 1,
+						Media: []abi.Media{{Type: "image", Ref: tt.ref, MIME: "image/png"}, {Type: "audio", Ref: "r2"}}}
+					if err := m.Handle(context.Background(), ev, log); err != nil {
+						t.Fatal(err)
+					}
+					if got := log.String(); !strings.Contains(got, tt.want) {
+						t.Fatalf("media event (ref %q) answered %s, want %s", tt.ref, got, tt.want)
+					}
 				}
 			}
 		})

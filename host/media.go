@@ -1,8 +1,13 @@
 package host
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/wasm"
 )
 
 // journaled is the inbox payload: the event as the guest will see it, plus the
@@ -43,23 +48,61 @@ func (b *Bot) serializeMedia(providerID string, j *journaled) {
 }
 
 // rehydrateMedia rebuilds the references of a journaled event before its
-// handler runs. A reference that cannot be rebuilt leaves that media without a
-// ref (its download fails); the message is processed all the same.
-func (b *Bot) rehydrateMedia(recProvider string, j *journaled) {
+// handler runs, and returns for each media why it is unavailable ("" when it
+// is not). A reference that cannot be rebuilt leaves that media without a ref
+// (media_load fails with the reason); the message is processed all the same.
+func (b *Bot) rehydrateMedia(recProvider string, j *journaled) []string {
+	if len(j.DurableMedia) == 0 {
+		return nil
+	}
+	reasons := make([]string, len(j.Media))
 	for i, d := range j.DurableMedia {
-		if d == nil || d.Stored == nil || i >= len(j.Media) {
+		if d == nil || i >= len(j.Media) {
+			continue
+		}
+		if d.Stored == nil {
+			reasons[i] = abi.MediaNotDurable
 			continue
 		}
 		codec, ok := b.providers[d.Provider].(provider.MediaRefCodec)
 		if !ok || d.Provider != recProvider {
-			b.log.Warn("media reference unavailable", "event", j.ID, "reason", "provider-mismatch")
+			reasons[i] = abi.MediaProviderMismatch
+			b.log.Warn("media reference unavailable", "event", j.ID, "reason", reasons[i], "stored_by", d.Provider)
 			continue
 		}
 		m, err := codec.RehydrateMediaRef(*d.Stored)
 		if err != nil {
-			b.log.Warn("media reference unavailable", "event", j.ID, "reason", "rehydrate-failed", "err", err)
+			reasons[i] = abi.MediaRehydrateFailed
+			b.log.Warn("media reference unavailable", "event", j.ID, "reason", reasons[i], "err", err)
 			continue
 		}
 		j.Media[i].Ref, j.Media[i].URL = m.Ref, m.URL
 	}
+	return reasons
+}
+
+// LoadMedia implements wasm.Env: the bytes of the event's media[index],
+// downloaded by its provider. A permanent download failure is a
+// rehydrate-failed MediaUnavailableError; a transient one fails the attempt,
+// which is retried.
+func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
+	if index >= len(t.event.Media) {
+		return nil, wasm.ErrNoMedia
+	}
+	if index < len(t.mediaReasons) && t.mediaReasons[index] != "" {
+		return nil, &abi.MediaUnavailableError{Reason: t.mediaReasons[index]}
+	}
+	loader, ok := t.bot.providers[t.event.Provider].(provider.MediaLoader)
+	if !ok {
+		return nil, fmt.Errorf("provider %q cannot download media: %w", t.event.Provider, wasm.ErrUnsupported)
+	}
+	m := t.event.Media[index]
+	b, err := loader.LoadMedia(ctx, provider.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME}, abi.MaxMedia)
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.Is(err, provider.ErrMediaUnavailable):
+		return nil, &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: err.Error()}
+	}
+	return nil, fmt.Errorf("downloading media %d of %s: %w", index, t.event.ID, err)
 }

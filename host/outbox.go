@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
@@ -59,40 +58,10 @@ func (b *Bot) textLimit(providerID string) int {
 	return 0
 }
 
-// splitText cuts text into pieces of at most limit code points, preferring to
-// cut after a newline or a space in the last fifth of a piece. The pieces
-// depend only on the text and the limit, so every replay cuts the same way.
-func splitText(text string, limit int) []string {
-	if limit <= 0 || utf8.RuneCountInString(text) <= limit {
-		return []string{text}
-	}
-	var out []string
-	for utf8.RuneCountInString(text) > limit {
-		cut, n := 0, 0
-		for i := range text {
-			if n == limit {
-				cut = i
-				break
-			}
-			n++
-		}
-		best := cut
-		for i := cut - 1; i > 0 && i > cut*4/5; i-- {
-			if text[i] == '\n' || text[i] == ' ' {
-				best = i + 1
-				break
-			}
-		}
-		out = append(out, text[:best])
-		text = text[best:]
-	}
-	return append(out, text)
-}
-
 // parts splits a send by the provider's text limit into records key, key#2, …
 // each linked to the one before.
 func (b *Bot) parts(s sendSpec) []part {
-	texts := splitText(s.msg.Text, b.textLimit(s.provider))
+	texts := provider.SplitText(s.msg.Text, b.textLimit(s.provider))
 	ps := make([]part, len(texts))
 	for i, text := range texts {
 		m := outMsg{Text: text}

@@ -197,6 +197,7 @@ func (recorderEnv) Enqueue(context.Context, abi.SendRequest) (abi.SendResult, er
 func (recorderEnv) StateGet(context.Context, string) ([]byte, bool, error) { return nil, false, nil }
 func (recorderEnv) StateSet(context.Context, string, []byte) error         { return nil }
 func (recorderEnv) StateDelete(context.Context, string) error              { return nil }
+func (recorderEnv) LoadMedia(context.Context, int) ([]byte, error)         { return nil, wasm.ErrUnsupported }
 
 // TestHotReloadUnderTrafficLosesNothing swaps the module (the C and the Rust
 // echo bots, alternately) while messages flow: every message gets exactly one

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider"
 )
 
 // wakeSweeper asks for a sweep now (an enqueue, a replay, a stop).
@@ -147,7 +148,7 @@ func (b *Bot) splitJournaled(ctx context.Context, rec durability.OutboxRecord) (
 	if json.Unmarshal(rec.Payload, &m) != nil {
 		return rec, true // call reports it
 	}
-	texts := splitText(m.Text, b.textLimit(rec.Provider))
+	texts := provider.SplitText(m.Text, b.textLimit(rec.Provider))
 	if len(texts) == 1 {
 		return rec, true
 	}

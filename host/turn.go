@@ -22,6 +22,9 @@ type turn struct {
 	// mark is the last send's MarkSent, deferred to land with the completion;
 	// its heartbeat keeps the send's lease until then.
 	mark *pendingMark
+	// mediaReasons say why event media is unavailable, per index ("" when
+	// it is available).
+	mediaReasons []string
 	// module is the digest of the module that ran the handler, when the
 	// handler is hot-reloadable.
 	module string

@@ -57,7 +57,7 @@ func (b *Bot) handle(_ context.Context, j job) {
 		b.failInbound(ctx, rec, hb, fmt.Errorf("journaled event is unreadable: %w", err), true)
 		return
 	}
-	b.rehydrateMedia(rec.Provider, &jr)
+	reasons := b.rehydrateMedia(rec.Provider, &jr)
 	ev := jr.Event
 	ev.Attempt = rec.Attempts
 	if rec.Module != "" && rec.Module != b.handler.Digest() {
@@ -66,7 +66,7 @@ func (b *Bot) handle(_ context.Context, j job) {
 		b.replaysOnNewModule.Add(1)
 		b.log.Warn("replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.handler.Digest()))
 	}
-	t, err := b.run(hb.ctx, ev, rec)
+	t, err := b.run(hb.ctx, ev, reasons)
 	hb.stop()
 	if hb.lost.Load() {
 		t.flushMark(ctx)
@@ -112,10 +112,11 @@ func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn
 	return b.inbox.Complete(ctx, rec.ID, rec.Token, t.effects(), digest, now)
 }
 
-// run calls the handler for ev and reports its outcome. rec is nil for an event
-// dispatched without a journal record (fail_open).
-func (b *Bot) run(ctx context.Context, ev abi.Event, rec *durability.InboxRecord) (*turn, error) {
+// run calls the handler for ev and reports its outcome. mediaReasons say which
+// of its media are unavailable, and why.
+func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string) (*turn, error) {
 	t := b.newTurn(ev)
+	t.mediaReasons = mediaReasons
 	err := b.handler.Handle(ctx, ev, t)
 	var he *wasm.HandlerError
 	var fault *wasm.FaultError

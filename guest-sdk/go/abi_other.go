@@ -16,3 +16,4 @@ func hostStateSet(unsafe.Pointer, int32, unsafe.Pointer, int32) int32 { return -
 func hostStateDelete(unsafe.Pointer, int32) int32                     { return -4 }
 func hostLog(int32, unsafe.Pointer, int32)                            {}
 func hostNowMs() int64                                                { return 0 }
+func hostMediaLoad(int32) int32                                       { return -4 }

@@ -36,3 +36,6 @@ func hostLog(level int32, p unsafe.Pointer, n int32)
 
 //go:wasmimport botrun now_ms
 func hostNowMs() int64
+
+//go:wasmimport botrun media_load
+func hostMediaLoad(index int32) int32

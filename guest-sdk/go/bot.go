@@ -75,7 +75,7 @@ type HostError struct {
 	Code int32
 }
 
-var codeNames = map[int32]string{-1: "BAD_POINTER", -2: "BAD_PAYLOAD", -3: "NOT_FOUND", -4: "UNSUPPORTED", -5: "TOO_LARGE", -6: "NO_RESULT", -7: "HOST_ERROR"}
+var codeNames = map[int32]string{-1: "BAD_POINTER", -2: "BAD_PAYLOAD", -3: "NOT_FOUND", -4: "UNSUPPORTED", -5: "TOO_LARGE", -6: "NO_RESULT", -7: "HOST_ERROR", -8: "MEDIA_UNAVAILABLE"}
 
 func (e *HostError) Error() string {
 	name, ok := codeNames[e.Code]
@@ -199,6 +199,45 @@ func (c *Context) StateSet(key string, value []byte) error {
 func (c *Context) StateDelete(key string) error {
 	k := []byte(key)
 	return check("state_delete", hostStateDelete(ptr(k), int32(len(k))))
+}
+
+// MediaUnavailableError is returned by LoadMedia when the media's bytes cannot
+// be had. Reason is "not-durable" (the channel's reference did not survive a
+// restart and was not journaled), "provider-mismatch" (the stored reference
+// belongs to another provider) or "rehydrate-failed" (the stored reference did
+// not validate, or the channel no longer has the file). The message is
+// processed all the same; only the download failed.
+type MediaUnavailableError struct {
+	Reason  string
+	Message string
+}
+
+func (e *MediaUnavailableError) Error() string {
+	if e.Message == "" {
+		return "media unavailable: " + e.Reason
+	}
+	return "media unavailable: " + e.Reason + ": " + e.Message
+}
+
+// LoadMedia downloads the bytes of Event.Media[index] through the host. It
+// fails with a *MediaUnavailableError (errors.As) when the media cannot be
+// had, and with ErrUnsupported when the event's channel cannot download media.
+func (c *Context) LoadMedia(index int) ([]byte, error) {
+	n := hostMediaLoad(int32(index))
+	if n == -8 {
+		// The reason is a JSON object of at most 1 KiB (SPEC.md section 4).
+		b := make([]byte, 1024)
+		got := hostResultRead(ptr(b), int32(len(b)))
+		if got < 0 {
+			return nil, &HostError{Func: "result_read", Code: got}
+		}
+		e, err := decodeMediaUnavailable(b[:got])
+		if err != nil {
+			return nil, fmt.Errorf("botrun.media_load: bad result: %w", err)
+		}
+		return nil, e
+	}
+	return result("media_load", n)
 }
 
 // NowMs is the event's time in milliseconds: the deterministic clock.

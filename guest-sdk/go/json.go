@@ -376,6 +376,24 @@ func decodeSendResult(b []byte) (SendResult, error) {
 	return r, err
 }
 
+func decodeMediaUnavailable(b []byte) (*MediaUnavailableError, error) {
+	var e MediaUnavailableError
+	d := &decoder{b: b}
+	err := d.object(func(k string) error {
+		switch k {
+		case "reason":
+			return d.strField(&e.Reason)
+		case "message":
+			return d.strField(&e.Message)
+		}
+		return d.skip()
+	})
+	if err == nil {
+		err = d.end()
+	}
+	return &e, err
+}
+
 const hexDigits = "0123456789abcdef"
 
 func appendString(b []byte, s string) []byte {

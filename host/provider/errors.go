@@ -15,6 +15,11 @@ var (
 	ErrRecipientUnreachable = errors.New("recipient unreachable")
 )
 
+// ErrMediaUnavailable is wrapped by a MediaLoader error that no retry can
+// mend: the channel does not have the file (any more), or the reference is
+// not one botrun may fetch.
+var ErrMediaUnavailable = errors.New("media unavailable")
+
 // RateLimitedError asks the caller to wait at least RetryAfter before the next
 // attempt.
 type RateLimitedError struct {
@@ -54,11 +59,4 @@ func RetryAfter(err error) time.Duration {
 		return rl.RetryAfter
 	}
 	return 0
-}
-
-// TextLimiter is implemented by providers whose channel limits the length of a
-// text message; longer texts are split into parts sent in order.
-type TextLimiter interface {
-	// TextLimit is the longest text, in characters (Unicode code points).
-	TextLimit() int
 }

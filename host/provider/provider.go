@@ -9,6 +9,8 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"time"
 )
@@ -92,4 +94,40 @@ type StoredRef struct {
 type MediaRefCodec interface {
 	SerializeMediaRef(m Media) (StoredRef, bool)
 	RehydrateMediaRef(s StoredRef) (Media, error)
+}
+
+// MediaLoader is implemented by a provider that downloads inbound media: the
+// bytes of m (its Ref as the channel gave it, or as RehydrateMediaRef rebuilt
+// it), at most max bytes. An error wrapping ErrMediaUnavailable is permanent
+// (the channel no longer has the file, or the reference is refused); any
+// other error is worth a retry.
+type MediaLoader interface {
+	LoadMedia(ctx context.Context, m Media, max int64) ([]byte, error)
+}
+
+// Download performs req and returns its body, at most max bytes. 404, 410,
+// 400 and 403 answers wrap ErrMediaUnavailable (the file is gone or refused);
+// other failures are worth a retry. redact cleans transport errors that may
+// hold credentials (a token in the URL).
+func Download(client *http.Client, req *http.Request, max int64, redact func(error) string) ([]byte, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("downloading media: %s", redact(err))
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusGone,
+		resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusForbidden:
+		return nil, fmt.Errorf("%w: the channel answered HTTP %d to the download", ErrMediaUnavailable, resp.StatusCode)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("downloading media: HTTP %d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("downloading media: %s", redact(err))
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: the file is larger than %d bytes", ErrMediaUnavailable, max)
+	}
+	return b, nil
 }

@@ -39,6 +39,7 @@ func (r *recorder) StateGet(context.Context, string) ([]byte, bool, error) {
 }
 func (r *recorder) StateSet(context.Context, string, []byte) error { return ErrUnsupported }
 func (r *recorder) StateDelete(context.Context, string) error      { return ErrUnsupported }
+func (r *recorder) LoadMedia(context.Context, int) ([]byte, error) { return nil, ErrUnsupported }
 
 func (r *recorder) texts() []string {
 	r.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -26,7 +27,14 @@ type Env interface {
 	StateSet(ctx context.Context, key string, value []byte) error
 	// StateDelete buffers a state delete.
 	StateDelete(ctx context.Context, key string) error
+	// LoadMedia downloads the bytes of the event's media[index]. An
+	// *abi.MediaUnavailableError reaches the guest with its reason; ErrNoMedia
+	// is NOT_FOUND, ErrUnsupported UNSUPPORTED, any other error a host failure.
+	LoadMedia(ctx context.Context, index int) ([]byte, error)
 }
+
+// ErrNoMedia is returned by Env.LoadMedia for an index the event does not have.
+var ErrNoMedia = errors.New("the event has no media at that index")
 
 // ErrUnsupported is returned by an Env that does not offer a function yet; the
 // guest sees UNSUPPORTED.
@@ -88,6 +96,7 @@ func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	fn(abi.FuncStateDelete, []api.ValueType{i32, i32}, []api.ValueType{i32}, stateDelete)
 	fn(abi.FuncLog, []api.ValueType{i32, i32, i32}, nil, logFunc)
 	fn(abi.FuncNowMs, nil, []api.ValueType{i64}, nowMs)
+	fn(abi.FuncMediaLoad, []api.ValueType{i32}, []api.ValueType{i32}, mediaLoad)
 	return b
 }
 
@@ -333,4 +342,41 @@ var nowMs = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []u
 		return
 	}
 	stack[0] = uint64(c.receivedAt)
+})
+
+var mediaLoad = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	if c == nil {
+		stack[0] = code(abi.CodeUnsupported)
+		return
+	}
+	index := int32(api.DecodeI32(stack[0]))
+	if index < 0 {
+		stack[0] = code(abi.CodeNotFound)
+		return
+	}
+	b, err := c.env.LoadMedia(ctx, int(index))
+	var unavailable *abi.MediaUnavailableError
+	switch {
+	case err == nil && len(b) > abi.MaxMedia:
+		stack[0] = code(abi.CodeTooLarge)
+	case err == nil:
+		stack[0] = c.setResult(b)
+	case errors.As(err, &unavailable):
+		e := *unavailable
+		// At most 160 bytes of message keep the JSON under the 1 KiB the
+		// guest reads, whatever it escapes.
+		if len(e.Message) > 160 {
+			e.Message = strings.ToValidUTF8(e.Message[:160], "")
+		}
+		out, _ := json.Marshal(e)
+		c.setResult(out)
+		stack[0] = code(abi.CodeMediaUnavailable)
+	case errors.Is(err, ErrNoMedia):
+		stack[0] = code(abi.CodeNotFound)
+	case errors.Is(err, ErrUnsupported):
+		stack[0] = code(abi.CodeUnsupported)
+	default:
+		stack[0] = c.fail(err)
+	}
 })

@@ -333,3 +333,28 @@ func (p *Provider) RehydrateMediaRef(s provider.StoredRef) (provider.Media, erro
 	}
 	return provider.Media{Ref: d.FileID}, nil
 }
+
+// LoadMedia implements provider.MediaLoader: getFile, then the download from
+// {api}/file/bot<token>/<file_path>.
+func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) ([]byte, error) {
+	if m.Ref == "" {
+		return nil, fmt.Errorf("%w: telegram media without a file_id", provider.ErrMediaUnavailable)
+	}
+	var f struct {
+		FilePath string `json:"file_path"`
+	}
+	if err := p.call(ctx, "getFile", map[string]any{"file_id": m.Ref}, &f); err != nil {
+		if provider.Permanent(err) {
+			return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, err)
+		}
+		return nil, err
+	}
+	if f.FilePath == "" || strings.Contains(f.FilePath, "..") {
+		return nil, fmt.Errorf("%w: telegram %s: getFile gave no usable file_path", provider.ErrMediaUnavailable, p.cfg.ID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.cfg.APIURL+"/file/bot"+p.cfg.Token+"/"+f.FilePath, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: telegram %s: bad file_path", provider.ErrMediaUnavailable, p.cfg.ID)
+	}
+	return provider.Download(p.client, req, max, func(err error) string { return redact(err, p.cfg.Token) })
+}

@@ -22,6 +22,8 @@ type API struct {
 	Limited int
 	// Sent are the accepted sends' arguments (with "method").
 	Sent []map[string]any
+	// Files are the downloadable files by file_id.
+	Files map[string][]byte
 	// Updates are served to getUpdates.
 	Updates   []json.RawMessage
 	offsets   []int64
@@ -30,7 +32,7 @@ type API struct {
 
 // New returns a fake Bot API for token with the given chats.
 func New(token string, chats ...int64) *API {
-	f := &API{token: token, Chats: map[int64]bool{}, Blocked: map[int64]bool{}}
+	f := &API{token: token, Chats: map[int64]bool{}, Blocked: map[int64]bool{}, Files: map[string][]byte{}}
 	for _, c := range chats {
 		f.Chats[c] = true
 	}
@@ -74,6 +76,10 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		json.NewEncoder(w).Encode(body)
 	}
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/file/bot") {
+		f.download(w, r)
+		return
+	}
 	prefix := "/bot" + f.token + "/"
 	if !strings.HasPrefix(r.URL.Path, prefix) {
 		fail(401, "Unauthorized", 0)
@@ -105,6 +111,15 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": out})
+		return
+	}
+	if method == "getFile" {
+		id, _ := args["file_id"].(string)
+		if _, ok := f.Files[id]; !ok {
+			fail(400, "Bad Request: invalid file_id", 0)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": map[string]any{"file_id": id, "file_path": "photos/" + id + ".jpg"}})
 		return
 	}
 	if f.Limited > 0 {
@@ -145,4 +160,19 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	args["method"] = method
 	f.Sent = append(f.Sent, args)
 	json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": map[string]any{"message_id": f.nextMsgID, "chat": map[string]any{"id": chat}}})
+}
+
+// download serves {api}/file/bot<token>/<file_path> as the real API does: 404
+// for a wrong token or an unknown path.
+func (f *API) download(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/file/bot"+f.token+"/photos/")
+	f.mu.Lock()
+	b, known := f.Files[strings.TrimSuffix(rest, ".jpg")]
+	f.mu.Unlock()
+	if !ok || !known {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "image/jpeg")
+	w.Write(b)
 }
