@@ -19,6 +19,7 @@ IMPORT("state_set") int32_t host_state_set(const void *k, int32_t kn, const void
 IMPORT("state_delete") int32_t host_state_delete(const void *k, int32_t kn);
 IMPORT("log") void host_log(int32_t level, const void *p, int32_t n);
 IMPORT("now_ms") int64_t host_now_ms(void);
+IMPORT("media_load") int32_t host_media_load(int32_t index);
 
 EXPORT("botrun_abi_v1") void botrun_abi_v1(void) {}
 
@@ -305,7 +306,43 @@ static int result_field(reader *r, const char *k, void *dst) {
   return ok;
 }
 
+static int unavailable_field(reader *r, const char *k, void *dst) {
+  botrun_media_unavailable *o = dst;
+  int ok = 1;
+  if (!strcmp(k, "reason")) copy_field(r, o->reason, sizeof o->reason, &ok);
+  else if (!strcmp(k, "message")) copy_field(r, o->message, sizeof o->message, &ok);
+  else ok = skip(r);
+  return ok;
+}
+
 /* ---- API ---- */
+int botrun_media_load(int index, unsigned char **data, size_t *len, botrun_media_unavailable *why) {
+  *data = NULL;
+  *len = 0;
+  int32_t n = host_media_load(index);
+  if (n == BOTRUN_MEDIA_UNAVAILABLE) {
+    char res[1024];
+    int32_t got = host_result_read(res, sizeof res);
+    if (got < 0) return got;
+    botrun_media_unavailable tmp;
+    if (!why) why = &tmp;
+    memset(why, 0, sizeof *why);
+    reader r = {res, res + got};
+    if (!object(&r, unavailable_field, why)) return BOTRUN_BAD_PAYLOAD;
+    return BOTRUN_MEDIA_UNAVAILABLE;
+  }
+  if (n < 0) return n;
+  unsigned char *b = malloc(n ? (size_t)n : 1);
+  if (!b) return BOTRUN_TOO_LARGE;
+  if (n > 0 && host_result_read(b, n) != n) {
+    free(b);
+    return BOTRUN_NO_RESULT;
+  }
+  *data = b;
+  *len = (size_t)n;
+  return 0;
+}
+
 void botrun_log(int level, const char *msg) { host_log(level, msg, (int32_t)strlen(msg)); }
 
 long long botrun_now_ms(void) { return host_now_ms(); }

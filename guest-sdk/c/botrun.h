@@ -29,6 +29,8 @@
 #define BOTRUN_TOO_LARGE (-5)
 #define BOTRUN_NO_RESULT (-6)
 #define BOTRUN_HOST_ERROR (-7)
+/* botrun_media_load: the bytes cannot be had; the reason says why. */
+#define BOTRUN_MEDIA_UNAVAILABLE (-8)
 /* botrun_ask: the question was sent; return it from the flow to wait. */
 #define BOTRUN_WAITING (-100)
 /* A send that is dead or deferred. */
@@ -77,6 +79,19 @@ int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const ch
 int botrun_state_get(const char *key, char *buf, size_t cap); /* length, or BOTRUN_NOT_FOUND */
 int botrun_state_set(const char *key, const char *value, size_t len);
 int botrun_state_delete(const char *key);
+
+/* Why botrun_media_load has no bytes: reason is "not-durable",
+ * "provider-mismatch" or "rehydrate-failed" (SPEC.md section 4). */
+typedef struct {
+  char reason[32];
+  char message[512];
+} botrun_media_unavailable;
+
+/* Download the bytes of ctx->event.media[index]. On success returns 0 with
+ * *data malloc'd (free it) and *len set. Returns BOTRUN_MEDIA_UNAVAILABLE with
+ * why filled (why may be NULL), BOTRUN_UNSUPPORTED when the channel cannot
+ * download, BOTRUN_NOT_FOUND for a bad index, or another host error code. */
+int botrun_media_load(int index, unsigned char **data, size_t *len, botrun_media_unavailable *why);
 
 /* Log a line (level 0 debug, 1 info, 2 warn, 3 error). */
 void botrun_log(int level, const char *msg);

@@ -1,15 +1,26 @@
-// The AssemblyScript echo bot: replies "echo: <text>" to every text message.
-import { Context, Media, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
+// The AssemblyScript echo bot: replies "echo: <text>" to every text message,
+// and to a photo without a caption "echo: [image, N bytes]" with the photo
+// sent back.
+import { Context, Media, MediaUnavailableError, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
 export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly/index";
 
 setHandler((ctx: Context): string | null => {
   if (ctx.event.text.length == 0) {
-    // Media without a caption: send it back, named.
+    // Media without a caption: load it, say how big it is, send it back.
     if (ctx.event.media.length == 0) return null;
     const back = new Media();
     back.type = ctx.event.media[0].type;
     back.ref = ctx.event.media[0].ref;
-    return ctx.send(ctx.event.chat, "echo: [" + back.type + "]", "", back);
+    let label = back.type;
+    const loaded = ctx.loadMedia(0);
+    if (loaded.bytes != null) {
+      label += ", " + changetype<ArrayBuffer>(loaded.bytes).byteLength.toString() + " bytes";
+    } else if (loaded.unavailable != null) {
+      label += ", unavailable: " + changetype<MediaUnavailableError>(loaded.unavailable).reason;
+    } else if (loaded.code != -4) {
+      return "botrun.media_load failed: " + loaded.code.toString();
+    }
+    return ctx.send(ctx.event.chat, "echo: [" + label + "]", "", back);
   }
   return ctx.reply("echo: " + ctx.event.text);
 });

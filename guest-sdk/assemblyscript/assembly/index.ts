@@ -19,6 +19,7 @@
 @external("botrun", "state_delete") declare function host_state_delete(k: usize, kn: i32): i32;
 @external("botrun", "log") declare function host_log(level: i32, p: usize, n: i32): void;
 @external("botrun", "now_ms") declare function host_now_ms(): i64;
+@external("botrun", "media_load") declare function host_media_load(index: i32): i32;
 
 export class Media {
   type: string = "";
@@ -44,6 +45,23 @@ export class SendResult {
   key: string = "";
   ref: string = "";
   error: string = "";
+}
+
+// MediaUnavailableError says why loadMedia has no bytes: reason is
+// "not-durable", "provider-mismatch" or "rehydrate-failed" (SPEC.md section 4).
+// The message is processed all the same; only the download failed.
+export class MediaUnavailableError {
+  reason: string = "";
+  message: string = "";
+}
+
+// MediaResult is loadMedia's answer: bytes when loaded; else unavailable
+// (with its reason) or a host error code (-4 UNSUPPORTED: the channel cannot
+// download media).
+export class MediaResult {
+  bytes: ArrayBuffer | null = null;
+  unavailable: MediaUnavailableError | null = null;
+  code: i32 = 0;
 }
 
 // ---- JSON: exactly the ABI's shapes; unknown fields are skipped ----
@@ -211,6 +229,20 @@ function decodeResult(s: string): SendResult {
   return o;
 }
 
+function decodeUnavailable(s: string): MediaUnavailableError {
+  const o = new MediaUnavailableError();
+  const r = new Reader(s);
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "reason") o.reason = r.str();
+    else if (key == "message") o.message = r.str();
+    else r.skip();
+    k = r.key(false);
+  }
+  return o;
+}
+
 // ---- host calls ----
 function utf8(s: string): ArrayBuffer { return String.UTF8.encode(s); }
 
@@ -265,6 +297,25 @@ export class Context {
     const out = pull(n);
     if (out == null) return null;
     return decodeResult(String.UTF8.decode(changetype<ArrayBuffer>(out)));
+  }
+
+  // loadMedia downloads the bytes of event.media[index] through the host.
+  loadMedia(index: i32): MediaResult {
+    const res = new MediaResult();
+    const n = host_media_load(index);
+    if (n == -8) {
+      // The reason is a JSON object of at most 1 KiB (SPEC.md section 4).
+      const b = new ArrayBuffer(1024);
+      const got = host_result_read(changetype<usize>(b), 1024);
+      if (got < 0) { res.code = got; return res; }
+      res.unavailable = decodeUnavailable(String.UTF8.decode(b.slice(0, got)));
+      res.code = -8;
+      return res;
+    }
+    const out = pull(n);
+    if (out == null) { res.code = n < 0 ? n : -6; return res; }
+    res.bytes = out;
+    return res;
   }
 
   // stateGet returns the value of key in this chat, or null.

@@ -226,3 +226,17 @@ pub fn decode_result(b: &[u8]) -> Option<SendResult> {
     })?;
     Some(s)
 }
+
+pub fn decode_unavailable(b: &[u8]) -> Option<crate::MediaUnavailableError> {
+    let mut e = crate::MediaUnavailableError::default();
+    let mut r = Reader { b, i: 0 };
+    r.object(|r, k| {
+        match k {
+            "reason" => e.reason = r.string()?,
+            "message" => e.message = r.string()?,
+            _ => r.skip()?,
+        }
+        Some(())
+    })?;
+    Some(e)
+}

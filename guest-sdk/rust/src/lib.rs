@@ -35,6 +35,7 @@ extern "C" {
     fn state_delete(k: *const u8, kn: i32) -> i32;
     fn log(level: i32, p: *const u8, n: i32);
     fn now_ms() -> i64;
+    fn media_load(index: i32) -> i32;
 }
 
 /// The inbound message being handled.
@@ -83,6 +84,7 @@ fn code_name(code: i32) -> &'static str {
         -5 => "TOO_LARGE",
         -6 => "NO_RESULT",
         -7 => "HOST_ERROR",
+        -8 => "MEDIA_UNAVAILABLE",
         _ => "UNKNOWN",
     }
 }
@@ -96,6 +98,36 @@ fn result(f: &str, n: i32) -> Result<Vec<u8>, String> {
         return Err("botrun.result_read failed".into());
     }
     Ok(buf)
+}
+
+/// Why `load_media` has no bytes: `reason` is "not-durable",
+/// "provider-mismatch" or "rehydrate-failed" (SPEC.md section 4). The message
+/// is processed all the same; only the download failed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MediaUnavailableError {
+    pub reason: String,
+    pub message: String,
+}
+
+/// A failed `load_media`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MediaError {
+    /// The bytes cannot be had, for the reason given.
+    Unavailable(MediaUnavailableError),
+    /// The event's channel cannot download media.
+    Unsupported,
+    /// Any other host error.
+    Host(String),
+}
+
+impl std::fmt::Display for MediaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            MediaError::Unavailable(e) => write!(f, "media unavailable: {}: {}", e.reason, e.message),
+            MediaError::Unsupported => write!(f, "botrun.media_load: UNSUPPORTED"),
+            MediaError::Host(s) => write!(f, "{}", s),
+        }
+    }
 }
 
 /// Options of one send.
@@ -186,6 +218,28 @@ impl Context {
             return Err(format!("botrun.state_delete: {}", code_name(n)));
         }
         Ok(())
+    }
+
+    /// Downloads the bytes of `event.media[index]` through the host.
+    pub fn load_media(&self, index: usize) -> Result<Vec<u8>, MediaError> {
+        let n = unsafe { media_load(index as i32) };
+        match n {
+            -8 => {
+                // The reason is a JSON object of at most 1 KiB (SPEC.md section 4).
+                let mut buf = vec![0u8; 1024];
+                let got = unsafe { result_read(buf.as_mut_ptr(), buf.len() as i32) };
+                if got < 0 {
+                    return Err(MediaError::Host(format!("botrun.result_read: {}", code_name(got))));
+                }
+                buf.truncate(got as usize);
+                json::decode_unavailable(&buf)
+                    .map(MediaError::Unavailable)
+                    .ok_or_else(|| MediaError::Host("botrun.media_load: bad result".into()))
+                    .and_then(Err)
+            }
+            -4 => Err(MediaError::Unsupported),
+            _ => result("media_load", n).map_err(MediaError::Host),
+        }
     }
 
     /// Writes a line to the host log (0 debug, 1 info, 2 warn, 3 error).
