@@ -63,6 +63,8 @@ FUZZ_TARGETS = \
 	./host/provider/webchat:FuzzDecodePost \
 	./host/provider/httpchan:FuzzDecodeInbound \
 	./host/provider/telegram:FuzzDecodeUpdate \
+	./host/provider/metawhatsapp:FuzzDecodeNotification \
+	./host/provider/twilio:FuzzDecodeWebhook \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \

@@ -34,6 +34,18 @@ func (e *RateLimitedError) Error() string {
 // Unwrap returns the channel's error.
 func (e *RateLimitedError) Unwrap() error { return e.Err }
 
+// PermanentError is a channel error no retry can mend that none of the
+// sentinels names (a revoked token, a locked account, a policy block).
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the channel's error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Retryable implements Retryabler: never.
+func (e *PermanentError) Retryable() bool { return false }
+
 // Retryabler is implemented by errors that know whether a retry can succeed;
 // Retryable() == false sends the record to the dead-letter queue.
 type Retryabler interface {

@@ -1,0 +1,493 @@
+// Package metawhatsapp is the Meta WhatsApp Cloud API channel (type
+// "meta-whatsapp"): webhooks verified by the hub.challenge handshake and the
+// X-Hub-Signature-256 HMAC of the raw body; sends through
+// POST {api_url}/{phone_number_id}/messages with the Graph errors mapped onto
+// the provider taxonomy; 4096-character texts; media ids as durable media
+// references, downloaded with the same Bearer token.
+package metawhatsapp
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/botrun/botrun/host/provider"
+)
+
+// DefaultAPI is the Graph API with the version botrun speaks; api_url
+// replaces it (tests, a newer version).
+const DefaultAPI = "https://graph.facebook.com/v21.0"
+
+// MaxBody is the largest webhook body accepted (Meta sends up to 3 MB).
+const MaxBody = 3 << 20
+
+// TextLimit is WhatsApp's longest text message.
+const TextLimit = 4096
+
+// SignatureHeader carries the HMAC-SHA256 of the raw body.
+const SignatureHeader = "X-Hub-Signature-256"
+
+// Config configures one WhatsApp Cloud number.
+type Config struct {
+	ID            string
+	Token         string
+	AppSecret     string
+	VerifyToken   string
+	PhoneNumberID string
+	APIURL        string
+	Logger        *slog.Logger
+}
+
+// Provider is one WhatsApp Business phone number.
+type Provider struct {
+	cfg    Config
+	admit  provider.Admitter
+	client *http.Client
+	api    *url.URL
+}
+
+// New returns the channel.
+func New(cfg Config, admit provider.Admitter) (*Provider, error) {
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPI
+	}
+	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
+	api, err := url.Parse(cfg.APIURL)
+	if err != nil || api.Host == "" {
+		return nil, fmt.Errorf("meta-whatsapp %s: api_url %q is not an absolute URL", cfg.ID, cfg.APIURL)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Provider{cfg: cfg, admit: admit, client: &http.Client{Timeout: 60 * time.Second}, api: api}, nil
+}
+
+// ID implements provider.Provider.
+func (p *Provider) ID() string { return p.cfg.ID }
+
+// TextLimit implements provider.TextLimiter.
+func (p *Provider) TextLimit() int { return TextLimit }
+
+// Sign returns the X-Hub-Signature-256 value of body: "sha256=<hex>".
+func Sign(appSecret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(appSecret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Notification is the part of a webhook body botrun reads.
+type Notification struct {
+	Object string `json:"object"`
+	Entry  []struct {
+		Changes []struct {
+			Field string `json:"field"`
+			Value Value  `json:"value"`
+		} `json:"changes"`
+	} `json:"entry"`
+}
+
+// Value is one change's value: messages, or statuses (which are ignored).
+type Value struct {
+	Metadata struct {
+		PhoneNumberID string `json:"phone_number_id"`
+	} `json:"metadata"`
+	Messages []Message        `json:"messages"`
+	Statuses []map[string]any `json:"statuses"`
+}
+
+// Media is an inbound attachment.
+type Media struct {
+	ID       string `json:"id"`
+	MimeType string `json:"mime_type"`
+	Caption  string `json:"caption"`
+}
+
+// Message is one inbound message.
+type Message struct {
+	From      string `json:"from"`
+	ID        string `json:"id"`
+	Timestamp string `json:"timestamp"`
+	Type      string `json:"type"`
+	Text      *struct {
+		Body string `json:"body"`
+	} `json:"text"`
+	Image       *Media `json:"image"`
+	Document    *Media `json:"document"`
+	Audio       *Media `json:"audio"`
+	Video       *Media `json:"video"`
+	Sticker     *Media `json:"sticker"`
+	Button      *struct {
+		Text string `json:"text"`
+	} `json:"button"`
+	Interactive *struct {
+		ButtonReply *struct {
+			Title string `json:"title"`
+		} `json:"button_reply"`
+		ListReply *struct {
+			Title string `json:"title"`
+		} `json:"list_reply"`
+	} `json:"interactive"`
+}
+
+// ErrBadNotification is wrapped by every DecodeNotification error.
+var ErrBadNotification = errors.New("bad notification")
+
+// DecodeNotification parses a webhook body from untrusted bytes.
+func DecodeNotification(b []byte) (Notification, error) {
+	var n Notification
+	if err := json.Unmarshal(b, &n); err != nil {
+		return n, fmt.Errorf("%w: %v", ErrBadNotification, err)
+	}
+	if n.Object != "whatsapp_business_account" {
+		return n, fmt.Errorf("%w: object %q is not whatsapp_business_account", ErrBadNotification, n.Object)
+	}
+	for _, e := range n.Entry {
+		for _, c := range e.Changes {
+			for _, m := range c.Value.Messages {
+				if m.ID == "" || m.From == "" {
+					return n, fmt.Errorf("%w: a message without id or from", ErrBadNotification)
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// inbound turns a message into what botrun admits; ok is false for types
+// botrun does not handle (reactions, locations, contacts, system messages).
+func (m Message) inbound() (provider.Message, bool) {
+	out := provider.Message{ID: m.ID, Chat: m.From, From: m.From}
+	if ts, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil && ts > 0 {
+		out.ReceivedAt = time.Unix(ts, 0)
+	}
+	media := func(kind string, md *Media) {
+		if md != nil && md.ID != "" {
+			out.Media = append(out.Media, provider.Media{Type: kind, Ref: md.ID, MIME: md.MimeType, Caption: md.Caption})
+			out.Text = md.Caption
+		}
+	}
+	switch {
+	case m.Type == "text" && m.Text != nil:
+		out.Text = m.Text.Body
+	case m.Type == "image":
+		media("image", m.Image)
+	case m.Type == "document":
+		media("document", m.Document)
+	case m.Type == "audio":
+		media("audio", m.Audio)
+	case m.Type == "video":
+		media("video", m.Video)
+	case m.Type == "sticker":
+		media("sticker", m.Sticker)
+	case m.Type == "button" && m.Button != nil:
+		out.Text = m.Button.Text
+	case m.Type == "interactive" && m.Interactive != nil && m.Interactive.ButtonReply != nil:
+		out.Text = m.Interactive.ButtonReply.Title
+	case m.Type == "interactive" && m.Interactive != nil && m.Interactive.ListReply != nil:
+		out.Text = m.Interactive.ListReply.Title
+	}
+	return out, out.Text != "" || len(out.Media) > 0
+}
+
+// Routes implements provider.Router: the verification handshake and the
+// webhook.
+func (p *Provider) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /webhooks/"+p.cfg.ID, p.verify)
+	mux.HandleFunc("POST /webhooks/"+p.cfg.ID, p.webhook)
+}
+
+// verify answers Meta's subscription handshake.
+func (p *Provider) verify(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("hub.mode") != "subscribe" || p.cfg.VerifyToken == "" ||
+		subtle.ConstantTimeCompare([]byte(q.Get("hub.verify_token")), []byte(p.cfg.VerifyToken)) != 1 {
+		http.Error(w, "verification failed: hub.verify_token does not match verify_token", http.StatusForbidden)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	io.WriteString(w, q.Get("hub.challenge"))
+}
+
+func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	sig := r.Header.Get(SignatureHeader)
+	if sig == "" {
+		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
+		return
+	}
+	if p.cfg.AppSecret == "" || !hmac.Equal([]byte(sig), []byte(Sign(p.cfg.AppSecret, body))) {
+		http.Error(w, "bad "+SignatureHeader, http.StatusForbidden)
+		return
+	}
+	n, err := DecodeNotification(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	for _, e := range n.Entry {
+		for _, c := range e.Changes {
+			if c.Field != "messages" {
+				continue
+			}
+			if id := c.Value.Metadata.PhoneNumberID; id != "" && id != p.cfg.PhoneNumberID {
+				p.cfg.Logger.Warn("meta-whatsapp: a notification for another phone number ignored", "provider", p.cfg.ID, "phone_number_id", id)
+				continue
+			}
+			for _, m := range c.Value.Messages {
+				msg, ok := m.inbound()
+				if !ok {
+					p.cfg.Logger.Info("meta-whatsapp: message type not handled", "provider", p.cfg.ID, "type", m.Type, "id", m.ID)
+					continue
+				}
+				if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil {
+					// Meta redelivers the whole notification; what was
+					// admitted comes back as duplicates.
+					http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
+					return
+				}
+			}
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// graphError is the Graph API's error body.
+type graphError struct {
+	Error struct {
+		Message   string `json:"message"`
+		Type      string `json:"type"`
+		Code      int    `json:"code"`
+		ErrorData struct {
+			Details string `json:"details"`
+		} `json:"error_data"`
+	} `json:"error"`
+}
+
+// Rate limits carry no Retry-After; these are the waits Meta's documentation
+// implies for each.
+var rateLimits = map[int]time.Duration{
+	130429: time.Second,      // throughput of the number
+	131056: 6 * time.Second,  // pair rate: one message every 6 s to one user
+	80007:  time.Minute,      // the business account
+	4:      time.Minute,      // the app
+	131048: 10 * time.Minute, // spam rate limit
+}
+
+// apiError maps a Graph error onto the taxonomy.
+func (p *Provider) apiError(status int, header http.Header, body []byte) error {
+	var g graphError
+	if json.Unmarshal(body, &g) != nil || g.Error.Code == 0 {
+		err := fmt.Errorf("meta-whatsapp %s: HTTP %d", p.cfg.ID, status)
+		if status == http.StatusTooManyRequests {
+			return &provider.RateLimitedError{RetryAfter: retryAfter(header, time.Second), Err: err}
+		}
+		return err
+	}
+	e := g.Error
+	cause := fmt.Errorf("meta-whatsapp %s: HTTP %d: code %d: %s", p.cfg.ID, status, e.Code, e.Message)
+	if e.ErrorData.Details != "" {
+		cause = fmt.Errorf("%w (%s)", cause, e.ErrorData.Details)
+	}
+	if wait, ok := rateLimits[e.Code]; ok {
+		return &provider.RateLimitedError{RetryAfter: retryAfter(header, wait), Err: cause}
+	}
+	switch e.Code {
+	case 131047:
+		return fmt.Errorf("%w: %w", provider.ErrOutsideSessionWindow, cause)
+	case 131026, 131030:
+		return fmt.Errorf("%w: %w", provider.ErrRecipientUnreachable, cause)
+	case 100:
+		if strings.Contains(strings.ToLower(e.Message+e.ErrorData.Details), "at most") {
+			return fmt.Errorf("%w: %w", provider.ErrPayloadTooLarge, cause)
+		}
+		return fmt.Errorf("%w: %w", provider.ErrUnsupportedContent, cause)
+	case 131051, 131052, 131053, 131008, 131009:
+		return fmt.Errorf("%w: %w", provider.ErrUnsupportedContent, cause)
+	case 131031, 368, 190:
+		return &provider.PermanentError{Err: cause}
+	}
+	return cause
+}
+
+func retryAfter(h http.Header, def time.Duration) time.Duration {
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return def
+}
+
+// do sends an authorized Graph request and decodes a 2xx JSON answer into out.
+func (p *Provider) do(req *http.Request, out any) error {
+	req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("meta-whatsapp %s: reading the answer: %w", p.cfg.ID, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return p.apiError(resp.StatusCode, resp.Header, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("meta-whatsapp %s: HTTP %d with an unreadable body", p.cfg.ID, resp.StatusCode)
+	}
+	return nil
+}
+
+// Send implements provider.Provider.
+func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
+	req := map[string]any{"messaging_product": "whatsapp", "recipient_type": "individual", "to": msg.Chat}
+	if m := msg.Media; m != nil {
+		switch m.Type {
+		case "image", "document", "audio", "video", "sticker":
+		default:
+			return "", fmt.Errorf("%w: meta-whatsapp cannot send media of type %q", provider.ErrUnsupportedContent, m.Type)
+		}
+		obj := map[string]string{}
+		switch {
+		case m.Ref != "":
+			obj["id"] = m.Ref
+		case m.URL != "":
+			obj["link"] = m.URL
+		default:
+			return "", fmt.Errorf("%w: media without ref or url", provider.ErrUnsupportedContent)
+		}
+		caption := m.Caption
+		if caption == "" {
+			caption = msg.Text
+		}
+		if caption != "" && m.Type != "audio" && m.Type != "sticker" {
+			obj["caption"] = caption
+		}
+		req["type"], req[m.Type] = m.Type, obj
+	} else {
+		req["type"], req["text"] = "text", map[string]any{"body": msg.Text, "preview_url": false}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.APIURL+"/"+url.PathEscape(p.cfg.PhoneNumberID)+"/messages", bytes.NewReader(body))
+	if err != nil {
+		return "", fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	var out struct {
+		Messages []struct {
+			ID string `json:"id"`
+		} `json:"messages"`
+	}
+	if err := p.do(hr, &out); err != nil {
+		return "", err
+	}
+	if len(out.Messages) == 0 {
+		return "", fmt.Errorf("meta-whatsapp %s: the answer has no message id", p.cfg.ID)
+	}
+	return out.Messages[0].ID, nil
+}
+
+// validMediaID reports whether id looks like a Graph media id.
+func validMediaID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// SerializeMediaRef implements provider.MediaRefCodec: the media id (Meta
+// keeps inbound media about 30 days); the token is not stored.
+func (p *Provider) SerializeMediaRef(m provider.Media) (provider.StoredRef, bool) {
+	if !validMediaID(m.Ref) {
+		return provider.StoredRef{}, false
+	}
+	data, _ := json.Marshal(map[string]string{"media_id": m.Ref})
+	return provider.StoredRef{V: 1, Data: data}, true
+}
+
+// RehydrateMediaRef implements provider.MediaRefCodec.
+func (p *Provider) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error) {
+	if s.V != 1 {
+		return provider.Media{}, fmt.Errorf("meta-whatsapp media ref version %d is unknown", s.V)
+	}
+	var d struct {
+		MediaID string `json:"media_id"`
+	}
+	if err := json.Unmarshal(s.Data, &d); err != nil || !validMediaID(d.MediaID) {
+		return provider.Media{}, errors.New("meta-whatsapp media ref is invalid")
+	}
+	return provider.Media{Ref: d.MediaID}, nil
+}
+
+// downloadAllowed reports whether the Bearer token may be sent to u: https on
+// a Meta host, or the configured API's own origin.
+func (p *Provider) downloadAllowed(u *url.URL) bool {
+	if u.Scheme == p.api.Scheme && u.Host == p.api.Host {
+		return true
+	}
+	h := u.Hostname()
+	if u.Scheme != "https" {
+		return false
+	}
+	for _, d := range []string{"fbsbx.com", "facebook.com", "whatsapp.net", "fbcdn.net"} {
+		if h == d || strings.HasSuffix(h, "."+d) {
+			return true
+		}
+	}
+	return false
+}
+
+// LoadMedia implements provider.MediaLoader: GET /{media-id} gives a URL that
+// lives five minutes; its GET needs the same Bearer token.
+func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) ([]byte, error) {
+	if !validMediaID(m.Ref) {
+		return nil, fmt.Errorf("%w: meta-whatsapp media id %q is invalid", provider.ErrMediaUnavailable, m.Ref)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.cfg.APIURL+"/"+m.Ref, nil)
+	if err != nil {
+		return nil, fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
+	}
+	var info struct {
+		URL string `json:"url"`
+	}
+	if err := p.do(req, &info); err != nil {
+		if provider.Permanent(err) {
+			return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, err)
+		}
+		return nil, err
+	}
+	u, err := url.Parse(info.URL)
+	if err != nil || !p.downloadAllowed(u) {
+		return nil, fmt.Errorf("%w: meta-whatsapp %s: media URL %q is not on a Meta host", provider.ErrMediaUnavailable, p.cfg.ID, info.URL)
+	}
+	dl, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
+	}
+	dl.Header.Set("Authorization", "Bearer "+p.cfg.Token)
+	return provider.Download(p.client, dl, max, func(err error) string { return err.Error() })
+}

@@ -1,0 +1,163 @@
+package metawhatsapp
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/metawhatsapp/metawhatsapptest"
+	"github.com/botrun/botrun/host/provider/providertest"
+)
+
+const (
+	token     = "EAAG-test-token"
+	appSecret = "app-secret-123"
+	phoneID   = "1098765"
+	user      = "15551234567"
+)
+
+func signed(t *testing.T, body []byte) *http.Request {
+	r := httptest.NewRequest("POST", "/webhooks/wa", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(SignatureHeader, Sign(appSecret, body))
+	return r
+}
+
+func newProvider(t *testing.T, api string, admit provider.Admitter) *Provider {
+	p, err := New(Config{ID: "wa", Token: token, AppSecret: appSecret, VerifyToken: "verify-me", PhoneNumberID: phoneID, APIURL: api}, admit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestContract(t *testing.T) {
+	api := metawhatsapptest.New(token, phoneID, user)
+	api.Closed["15550000002"] = true
+	api.Unreachable["15550000003"] = true
+	photo := []byte("\xff\xd8\xff\xe0 a whatsapp jpeg")
+	api.Media["4490709327384033"] = photo
+	mw := metawhatsapptest.Notification
+	providertest.Run(t, providertest.Channel{
+		Fake: api,
+		New: func(t *testing.T, url string, admit provider.Admitter) provider.Provider {
+			return newProvider(t, url+"/"+metawhatsapptest.Version, admit)
+		},
+		Signed:          signed,
+		SignatureHeader: SignatureHeader,
+		SignsBody:       true,
+		TextBody: func(msgID, text string) []byte {
+			return mw(phoneID, []map[string]any{metawhatsapptest.TextMessage(user, "wamid."+msgID, text)}, nil)
+		},
+		ImageBody: func(_, msgID string) []byte {
+			return mw(phoneID, []map[string]any{metawhatsapptest.ImageMessage(user, "wamid."+msgID, "4490709327384033", "")}, nil)
+		},
+		ImageBytes: photo,
+		Ignored: [][]byte{
+			mw(phoneID, nil, []map[string]any{metawhatsapptest.Status("wamid.OUT1", user, "delivered"), metawhatsapptest.Status("wamid.OUT1", user, "read")}),
+			mw("another-number", []map[string]any{metawhatsapptest.TextMessage(user, "wamid.other", "not ours")}, nil),
+			mw(phoneID, []map[string]any{{"from": user, "id": "wamid.react", "timestamp": "1", "type": "reaction", "reaction": map[string]any{"message_id": "wamid.OUT1", "emoji": "👍"}}}, nil),
+			[]byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"account_update","value":{}}]}]}`),
+		},
+		MaxBody:   MaxBody,
+		Chat:      user,
+		MediaOut:  provider.Media{Type: "image", Ref: "4490709327384033", Caption: "look"},
+		GoneMedia: func(string) provider.Media { return provider.Media{Type: "image", Ref: "999000999"} },
+		Texts:     api.Texts,
+		Failures: []providertest.Failure{
+			{Name: "130429 throughput", Arrange: func() provider.Outbound {
+				api.Lock()
+				api.Limited = 1
+				api.Unlock()
+				return provider.Outbound{Chat: user, Text: "x"}
+			}, RetryAfter: 1e9},
+			{Name: "131047 outside the 24 h window", Arrange: func() provider.Outbound { return provider.Outbound{Chat: "15550000002", Text: "x"} }, Is: provider.ErrOutsideSessionWindow},
+			{Name: "131026 undeliverable", Arrange: func() provider.Outbound { return provider.Outbound{Chat: "15550000003", Text: "x"} }, Is: provider.ErrRecipientUnreachable},
+			{Name: "100 empty text", Arrange: func() provider.Outbound { return provider.Outbound{Chat: user} }, Is: provider.ErrUnsupportedContent},
+			{Name: "100 media without id or link", Arrange: func() provider.Outbound {
+				return provider.Outbound{Chat: user, Media: &provider.Media{Type: "image"}}
+			}, Permanent: true},
+		},
+		Secrets: []string{token, appSecret, "verify-me"},
+	})
+}
+
+func TestVerificationHandshake(t *testing.T) {
+	p := newProvider(t, "http://127.0.0.1:1/v21.0", nil)
+	mux := http.NewServeMux()
+	p.Routes(mux)
+	for _, tt := range []struct {
+		query string
+		code  int
+		body  string
+	}{
+		{"hub.mode=subscribe&hub.verify_token=verify-me&hub.challenge=1158201444", 200, "1158201444"},
+		{"hub.mode=subscribe&hub.verify_token=wrong&hub.challenge=1158201444", 403, ""},
+		{"hub.mode=unsubscribe&hub.verify_token=verify-me&hub.challenge=1", 403, ""},
+		{"hub.challenge=1", 403, ""},
+	} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/webhooks/wa?"+tt.query, nil))
+		if rec.Code != tt.code || (tt.code == 200 && rec.Body.String() != tt.body) {
+			t.Errorf("GET ?%s: %d %q, want %d %q", tt.query, rec.Code, rec.Body.String(), tt.code, tt.body)
+		}
+	}
+}
+
+// TestTokenErrorsArePermanentAndHidden: a revoked token (code 190) is not
+// retried, and the token never shows in an error.
+func TestTokenErrorsArePermanentAndHidden(t *testing.T) {
+	api := metawhatsapptest.New("another-token", phoneID, user)
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	p := newProvider(t, srv.URL+"/"+metawhatsapptest.Version, nil)
+	_, err := p.Send(context.Background(), provider.Outbound{Chat: user, Text: "x"})
+	if !provider.Permanent(err) || strings.Contains(err.Error(), token) {
+		t.Fatalf("send with a bad token: %v", err)
+	}
+}
+
+// TestMediaDownloadStaysOnMetaHosts: the Bearer token is sent only to Meta's
+// hosts or the configured API.
+func TestMediaDownloadStaysOnMetaHosts(t *testing.T) {
+	p := newProvider(t, "https://graph.facebook.com/v21.0", nil)
+	for raw, want := range map[string]bool{
+		"https://lookaside.fbsbx.com/whatsapp_business/attachments/?mid=1": true,
+		"https://graph.facebook.com/v21.0/x":                               true,
+		"http://lookaside.fbsbx.com/x":                                     false,
+		"https://fbsbx.com.evil.example/x":                                 false,
+		"https://evil.example/?h=fbsbx.com":                                false,
+	} {
+		u, _ := url.Parse(raw)
+		if got := p.downloadAllowed(u); got != want {
+			t.Errorf("%s: allowed %v, want %v", raw, got, want)
+		}
+	}
+}
+
+func FuzzDecodeNotification(f *testing.F) {
+	f.Add(metawhatsapptest.Notification(phoneID, []map[string]any{metawhatsapptest.TextMessage(user, "wamid.1", "hola")}, nil))
+	f.Add(metawhatsapptest.Notification(phoneID, []map[string]any{metawhatsapptest.ImageMessage(user, "wamid.2", "123", "c")}, nil))
+	f.Add(metawhatsapptest.Notification(phoneID, nil, []map[string]any{metawhatsapptest.Status("wamid.3", user, "read")}))
+	f.Add([]byte(`{"object":"page"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := DecodeNotification(b)
+		if err != nil {
+			return
+		}
+		for _, e := range n.Entry {
+			for _, c := range e.Changes {
+				for _, m := range c.Value.Messages {
+					if msg, ok := m.inbound(); ok && (msg.ID == "" || msg.Chat == "") {
+						t.Fatalf("admissible message without id or chat: %+v", msg)
+					}
+				}
+			}
+		}
+	})
+}

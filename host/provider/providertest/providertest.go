@@ -1,0 +1,369 @@
+// Package providertest is the channel contract suite: every provider runs it
+// against its fake API. It covers inbound parsing, webhook verification and
+// deduplication, sends, every error class the channel maps, splitting at the
+// text limit, and durable media (serialize, rehydrate, load).
+package providertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/host/provider"
+)
+
+// Channel is one channel and its fake, as the suite needs them.
+type Channel struct {
+	// Fake is the channel's fake API. The suite serves it, so it can also
+	// make the API unavailable.
+	Fake http.Handler
+	// New builds the provider under test with api as its api_url.
+	New func(t *testing.T, api string, admit provider.Admitter) provider.Provider
+	// Signed returns a webhook request for body, signed as the channel
+	// signs it.
+	Signed func(t *testing.T, body []byte) *http.Request
+	// SignatureHeader is the header that carries the signature or secret.
+	SignatureHeader string
+	// SignsBody is true when the signature covers the body, so a tampered
+	// body must be refused too.
+	SignsBody bool
+	// TextBody is a webhook body delivering a text message.
+	TextBody func(msgID, text string) []byte
+	// ImageBody is a webhook body delivering an image whose bytes the fake,
+	// served at api, serves as ImageBytes.
+	ImageBody  func(api, msgID string) []byte
+	ImageBytes []byte
+	// Ignored are webhook bodies that must be answered 2xx and admit nothing:
+	// status updates, echoes, edits.
+	Ignored [][]byte
+	// MaxBody is the largest webhook body the provider accepts.
+	MaxBody int
+	// Chat is a chat the fake accepts sends to, and the chat of TextBody.
+	Chat string
+	// MediaOut is an attachment the fake accepts.
+	MediaOut provider.Media
+	// GoneMedia is a media reference the fake, served at api, does not (any
+	// longer) have.
+	GoneMedia func(api string) provider.Media
+	// Texts returns the texts the fake accepted for chat, in order.
+	Texts func(chat string) []string
+	// Failures are the error classes the channel maps, each arranged at the
+	// fake.
+	Failures []Failure
+	// Secrets must never appear in a stored media reference.
+	Secrets []string
+}
+
+// Failure is one error class: Arrange makes the fake fail and returns the
+// send that fails; the error must match Is (errors.Is), or be a
+// RateLimitedError asking for RetryAfter, or a permanent error (Permanent).
+type Failure struct {
+	Name       string
+	Arrange    func() provider.Outbound
+	Is         error
+	RetryAfter time.Duration
+	Permanent  bool
+}
+
+// admitter records admissions, deduplicating on the message id as the host
+// does, and can be made to fail.
+type admitter struct {
+	mu   sync.Mutex
+	msgs []provider.Message
+	seen map[string]bool
+	fail bool
+}
+
+func (a *admitter) Admit(_ context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fail {
+		return provider.Admission{}, errors.New("journal unavailable")
+	}
+	if a.seen[m.ID] {
+		return provider.Admission{ID: prov + ":" + m.ID, Duplicate: true}, nil
+	}
+	a.seen[m.ID] = true
+	a.msgs = append(a.msgs, m)
+	return provider.Admission{ID: prov + ":" + m.ID}, nil
+}
+
+func (a *admitter) admitted() []provider.Message {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]provider.Message(nil), a.msgs...)
+}
+
+// Run runs the contract suite.
+func Run(t *testing.T, ch Channel) {
+	var down atomic.Bool
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		ch.Fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(api.Close)
+	a := &admitter{seen: map[string]bool{}}
+	p := ch.New(t, api.URL, a)
+	mux := http.NewServeMux()
+	r, ok := p.(provider.Router)
+	if !ok {
+		t.Fatal("the provider serves no webhook (provider.Router)")
+	}
+	r.Routes(mux)
+	serve := func(req *http.Request) int {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	ctx := context.Background()
+
+	t.Run("inbound/verified-admitted-once", func(t *testing.T) {
+		body := ch.TextBody("contract-1", "hola ¿qué tal?")
+		for i := 0; i < 3; i++ {
+			if code := serve(ch.Signed(t, body)); code/100 != 2 {
+				t.Fatalf("delivery %d of a signed text: HTTP %d", i+1, code)
+			}
+		}
+		var got []provider.Message
+		for _, m := range a.admitted() {
+			if m.Text == "hola ¿qué tal?" {
+				got = append(got, m)
+			}
+		}
+		if len(got) != 1 || got[0].ID == "" || got[0].Chat != ch.Chat {
+			t.Fatalf("three deliveries of one message admitted %+v; want it once, with an id, in chat %q", got, ch.Chat)
+		}
+	})
+
+	t.Run("inbound/forged-rejected", func(t *testing.T) {
+		before := len(a.admitted())
+		body := ch.TextBody("contract-forged", "forged")
+		forged := ch.Signed(t, body)
+		sig := forged.Header.Get(ch.SignatureHeader)
+		forged.Header.Set(ch.SignatureHeader, flip(sig))
+		missing := ch.Signed(t, body)
+		missing.Header.Del(ch.SignatureHeader)
+		cases := map[string]*http.Request{"forged signature": forged, "missing signature": missing}
+		if ch.SignsBody {
+			tb := bytes.Replace(body, []byte("forged"), []byte("Forged"), 1)
+			cases["tampered body"] = withBody(ch.Signed(t, body), tb)
+		}
+		for name, req := range cases {
+			if code := serve(req); code != 401 && code != 403 {
+				t.Errorf("%s: HTTP %d, want 401 or 403", name, code)
+			}
+		}
+		if n := len(a.admitted()); n != before {
+			t.Fatalf("a refused webhook admitted %d messages", n-before)
+		}
+	})
+
+	t.Run("inbound/ignored", func(t *testing.T) {
+		before := len(a.admitted())
+		for i, body := range ch.Ignored {
+			if code := serve(ch.Signed(t, body)); code/100 != 2 {
+				t.Errorf("ignored body %d: HTTP %d, want 2xx (or the channel redelivers it)", i, code)
+			}
+		}
+		if n := len(a.admitted()); n != before {
+			t.Fatalf("status updates or echoes admitted %d messages: %+v", n-before, a.admitted()[before:])
+		}
+	})
+
+	t.Run("inbound/body-limit", func(t *testing.T) {
+		before := len(a.admitted())
+		big := ch.TextBody("contract-big", strings.Repeat("a", ch.MaxBody))
+		if code := serve(ch.Signed(t, big)); code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("a body over %d bytes: HTTP %d, want 413", ch.MaxBody, code)
+		}
+		if n := len(a.admitted()); n != before {
+			t.Fatal("an oversized body was admitted")
+		}
+	})
+
+	t.Run("inbound/not-journaled-not-acknowledged", func(t *testing.T) {
+		a.mu.Lock()
+		a.fail = true
+		a.mu.Unlock()
+		code := serve(ch.Signed(t, ch.TextBody("contract-unjournaled", "later")))
+		a.mu.Lock()
+		a.fail = false
+		a.mu.Unlock()
+		if code/100 == 2 {
+			t.Fatal("a message the journal refused was acknowledged 2xx: the channel would not redeliver it")
+		}
+		if code := serve(ch.Signed(t, ch.TextBody("contract-unjournaled", "later"))); code/100 != 2 {
+			t.Fatalf("the redelivery: HTTP %d", code)
+		}
+	})
+
+	t.Run("send/text-and-media", func(t *testing.T) {
+		before := len(ch.Texts(ch.Chat))
+		ref, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: "echo: hola"})
+		if err != nil || ref == "" {
+			t.Fatalf("send text: ref %q, %v", ref, err)
+		}
+		if got := ch.Texts(ch.Chat); len(got) != before+1 || got[before] != "echo: hola" {
+			t.Fatalf("the fake got %q", got)
+		}
+		m := ch.MediaOut
+		if ref, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: "look", Media: &m}); err != nil || ref == "" {
+			t.Fatalf("send media: ref %q, %v", ref, err)
+		}
+		if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Media: &provider.Media{Type: "hologram", Ref: "x"}}); !provider.Permanent(err) {
+			t.Fatalf("media of an unknown type: %v, want a permanent error", err)
+		}
+	})
+
+	t.Run("send/errors", func(t *testing.T) {
+		for _, f := range ch.Failures {
+			_, err := p.Send(ctx, f.Arrange())
+			switch {
+			case err == nil:
+				t.Errorf("%s: the send succeeded", f.Name)
+			case f.RetryAfter > 0:
+				if got := provider.RetryAfter(err); got != f.RetryAfter || provider.Permanent(err) {
+					t.Errorf("%s: %v: retry after %s (permanent %v), want %s", f.Name, err, got, provider.Permanent(err), f.RetryAfter)
+				}
+			case f.Is != nil && !errors.Is(err, f.Is):
+				t.Errorf("%s: %v, want %v", f.Name, err, f.Is)
+			case f.Permanent && !provider.Permanent(err):
+				t.Errorf("%s: %v is not permanent", f.Name, err)
+			}
+		}
+		down.Store(true)
+		_, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: "while down"})
+		down.Store(false)
+		if err == nil || provider.Permanent(err) || provider.RetryAfter(err) > 0 {
+			t.Errorf("API unavailable (503): %v; want a plain retryable error", err)
+		}
+		for _, s := range ch.Secrets {
+			if err != nil && strings.Contains(err.Error(), s) {
+				t.Errorf("an error shows a credential: %v", err)
+			}
+		}
+	})
+
+	t.Run("send/split-at-the-text-limit", func(t *testing.T) {
+		tl, ok := p.(provider.TextLimiter)
+		if !ok {
+			t.Fatal("the provider declares no text limit (provider.TextLimiter)")
+		}
+		limit := tl.TextLimit()
+		if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: strings.Repeat("ñ", limit)}); err != nil {
+			t.Fatalf("a text of exactly the limit (%d characters): %v", limit, err)
+		}
+		over := strings.Repeat("ñ", limit+1)
+		if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: over}); !errors.Is(err, provider.ErrPayloadTooLarge) {
+			t.Fatalf("a text of limit+1 (%d) characters: %v, want ErrPayloadTooLarge from the channel", limit+1, err)
+		}
+		long := strings.Repeat("palabra ñandú 🦜 ", limit/5)
+		before := len(ch.Texts(ch.Chat))
+		parts := provider.SplitText(long, limit)
+		if len(parts) < 2 {
+			t.Fatalf("%d characters split into %d parts", len([]rune(long)), len(parts))
+		}
+		for i, part := range parts {
+			if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: part}); err != nil {
+				t.Fatalf("part %d of %d: %v", i+1, len(parts), err)
+			}
+		}
+		if got := strings.Join(ch.Texts(ch.Chat)[before:], ""); got != long {
+			t.Fatalf("the parts the fake got do not join into the text (%d of %d bytes)", len(got), len(long))
+		}
+	})
+
+	t.Run("media/serialize-rehydrate-load", func(t *testing.T) {
+		codec, ok := p.(provider.MediaRefCodec)
+		loader, ok2 := p.(provider.MediaLoader)
+		if !ok || !ok2 {
+			t.Fatal("the provider has no durable media (provider.MediaRefCodec and provider.MediaLoader)")
+		}
+		before := len(a.admitted())
+		if code := serve(ch.Signed(t, ch.ImageBody(api.URL, "contract-image"))); code/100 != 2 {
+			t.Fatalf("image webhook: HTTP %d", code)
+		}
+		msgs := a.admitted()
+		if len(msgs) != before+1 || len(msgs[before].Media) != 1 {
+			t.Fatalf("the image message was admitted as %+v", msgs[before:])
+		}
+		live := msgs[before].Media[0]
+		if live.Type != "image" || live.Ref == "" {
+			t.Fatalf("inbound image parsed as %+v", live)
+		}
+		stored, ok := codec.SerializeMediaRef(live)
+		if !ok || stored.V < 1 {
+			t.Fatalf("SerializeMediaRef(%+v) = %+v, %v", live, stored, ok)
+		}
+		js, _ := json.Marshal(stored)
+		for _, s := range ch.Secrets {
+			if bytes.Contains(js, []byte(s)) {
+				t.Fatalf("the stored ref %s holds a credential", js)
+			}
+		}
+		var back provider.StoredRef
+		if err := json.Unmarshal(js, &back); err != nil {
+			t.Fatal(err)
+		}
+		m, err := codec.RehydrateMediaRef(back)
+		if err != nil || m.Ref != live.Ref {
+			t.Fatalf("RehydrateMediaRef(%s) = %+v, %v; want ref %q", js, m, err, live.Ref)
+		}
+		got, err := loader.LoadMedia(ctx, m, 1<<20)
+		if err != nil || !bytes.Equal(got, ch.ImageBytes) {
+			t.Fatalf("LoadMedia: %d bytes, %v; want the fake's %d bytes", len(got), err, len(ch.ImageBytes))
+		}
+		if _, err := loader.LoadMedia(ctx, m, int64(len(ch.ImageBytes)-1)); !errors.Is(err, provider.ErrMediaUnavailable) {
+			t.Fatalf("LoadMedia over the size limit: %v, want ErrMediaUnavailable", err)
+		}
+		if _, err := loader.LoadMedia(ctx, ch.GoneMedia(api.URL), 1<<20); !errors.Is(err, provider.ErrMediaUnavailable) {
+			t.Fatalf("LoadMedia of media the channel does not have: %v, want ErrMediaUnavailable", err)
+		}
+		down.Store(true)
+		_, err = loader.LoadMedia(ctx, m, 1<<20)
+		down.Store(false)
+		if err == nil || errors.Is(err, provider.ErrMediaUnavailable) {
+			t.Fatalf("LoadMedia while the API is down: %v, want a retryable error", err)
+		}
+		for _, bad := range []provider.StoredRef{
+			{V: stored.V + 1, Data: stored.Data},
+			{V: stored.V, Data: json.RawMessage(`{}`)},
+			{V: stored.V, Data: json.RawMessage(`"not an object"`)},
+			{V: stored.V, Data: json.RawMessage(`{"file_id":"","media_id":"../x","url":"https://evil.example/x"}`)},
+		} {
+			if m, err := codec.RehydrateMediaRef(bad); err == nil {
+				t.Errorf("RehydrateMediaRef(%+v) accepted it as %+v", bad, m)
+			}
+		}
+	})
+}
+
+// flip changes a signature's last character, keeping its shape.
+func flip(sig string) string {
+	if sig == "" {
+		return "x"
+	}
+	last := sig[len(sig)-1]
+	repl := byte('0')
+	if last == '0' {
+		repl = '1'
+	}
+	return sig[:len(sig)-1] + string(repl)
+}
+
+func withBody(r *http.Request, body []byte) *http.Request {
+	out := httptest.NewRequest(r.Method, r.URL.String(), bytes.NewReader(body))
+	out.Header = r.Header.Clone()
+	return out
+}

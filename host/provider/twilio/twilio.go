@@ -1,0 +1,355 @@
+// Package twilio is the Twilio Messages API channel (type "twilio", SMS and
+// WhatsApp): form-encoded webhooks verified by X-Twilio-Signature over the
+// configured public URL and the sorted parameters; sends through
+// POST {api_url}/2010-04-01/Accounts/{AccountSid}/Messages.json with the
+// Twilio error codes mapped onto the provider taxonomy; 1600-character bodies;
+// media URLs as durable references, accepted only over https on a twilio.com
+// host or on the configured API's own origin.
+package twilio
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/botrun/botrun/host/provider"
+)
+
+// DefaultAPI is Twilio's REST API; api_url replaces it (tests).
+const DefaultAPI = "https://api.twilio.com"
+
+// MaxBody is the largest webhook body accepted.
+const MaxBody = 256 << 10
+
+// TextLimit is the longest message Body (error 21617 beyond).
+const TextLimit = 1600
+
+// SignatureHeader carries the webhook signature.
+const SignatureHeader = "X-Twilio-Signature"
+
+// Config configures one Twilio sender.
+type Config struct {
+	ID         string
+	AccountSID string
+	AuthToken  string
+	// From is the sender: a phone number, "whatsapp:+…", or a Messaging
+	// Service SID (MG…).
+	From string
+	// PublicURL is the webhook URL as configured in Twilio's console: the
+	// URL Twilio signs.
+	PublicURL string
+	APIURL    string
+	Logger    *slog.Logger
+}
+
+// Provider is one Twilio sender.
+type Provider struct {
+	cfg    Config
+	admit  provider.Admitter
+	client *http.Client
+	api    *url.URL
+}
+
+// New returns the channel.
+func New(cfg Config, admit provider.Admitter) (*Provider, error) {
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPI
+	}
+	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
+	api, err := url.Parse(cfg.APIURL)
+	if err != nil || api.Host == "" {
+		return nil, fmt.Errorf("twilio %s: api_url %q is not an absolute URL", cfg.ID, cfg.APIURL)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Provider{cfg: cfg, admit: admit, client: &http.Client{Timeout: 60 * time.Second}, api: api}, nil
+}
+
+// ID implements provider.Provider.
+func (p *Provider) ID() string { return p.cfg.ID }
+
+// TextLimit implements provider.TextLimiter.
+func (p *Provider) TextLimit() int { return TextLimit }
+
+// Sign returns the X-Twilio-Signature of a POST to fullURL with params:
+// base64(HMAC-SHA1(authToken, fullURL + each key and value, keys sorted)).
+func Sign(authToken, fullURL string, params url.Values) string {
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(fullURL)
+	for _, k := range keys {
+		vs := append([]string(nil), params[k]...)
+		sort.Strings(vs)
+		for _, v := range vs {
+			b.WriteString(k)
+			b.WriteString(v)
+		}
+	}
+	m := hmac.New(sha1.New, []byte(authToken))
+	m.Write([]byte(b.String()))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// ErrBadWebhook is wrapped by every DecodeWebhook error.
+var ErrBadWebhook = errors.New("bad webhook")
+
+// DecodeWebhook parses a form-encoded webhook body from untrusted bytes.
+func DecodeWebhook(body []byte) (url.Values, error) {
+	v, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadWebhook, err)
+	}
+	return v, nil
+}
+
+// Inbound turns webhook parameters into a message; ok is false for status
+// callbacks and messages without a MessageSid.
+func Inbound(v url.Values) (provider.Message, bool, error) {
+	if v.Get("MessageStatus") != "" || (v.Get("SmsStatus") != "" && v.Get("SmsStatus") != "received") {
+		return provider.Message{}, false, nil
+	}
+	sid := v.Get("MessageSid")
+	if sid == "" {
+		sid = v.Get("SmsMessageSid")
+	}
+	if sid == "" || v.Get("From") == "" {
+		return provider.Message{}, false, fmt.Errorf("%w: no MessageSid or From", ErrBadWebhook)
+	}
+	msg := provider.Message{ID: sid, Chat: v.Get("From"), From: v.Get("From"), Text: v.Get("Body")}
+	n, _ := strconv.Atoi(v.Get("NumMedia"))
+	if n < 0 || n > 10 {
+		return provider.Message{}, false, fmt.Errorf("%w: NumMedia %d", ErrBadWebhook, n)
+	}
+	for i := 0; i < n; i++ {
+		u := v.Get("MediaUrl" + strconv.Itoa(i))
+		if u == "" {
+			continue
+		}
+		mime := v.Get("MediaContentType" + strconv.Itoa(i))
+		msg.Media = append(msg.Media, provider.Media{Type: mediaType(mime), Ref: u, MIME: mime})
+	}
+	return msg, msg.Text != "" || len(msg.Media) > 0, nil
+}
+
+func mediaType(mime string) string {
+	switch {
+	case strings.HasPrefix(mime, "image/"):
+		return "image"
+	case strings.HasPrefix(mime, "audio/"):
+		return "audio"
+	case strings.HasPrefix(mime, "video/"):
+		return "video"
+	}
+	return "document"
+}
+
+// Routes implements provider.Router: the webhook.
+func (p *Provider) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /webhooks/"+p.cfg.ID, p.webhook)
+}
+
+// signedURL is the URL Twilio signed: public_url, with the request's query
+// when public_url has none.
+func (p *Provider) signedURL(r *http.Request) string {
+	if r.URL.RawQuery != "" && !strings.Contains(p.cfg.PublicURL, "?") {
+		return p.cfg.PublicURL + "?" + r.URL.RawQuery
+	}
+	return p.cfg.PublicURL
+}
+
+func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	params, err := DecodeWebhook(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	sig := r.Header.Get(SignatureHeader)
+	if sig == "" {
+		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
+		return
+	}
+	if p.cfg.AuthToken == "" || !hmac.Equal([]byte(sig), []byte(Sign(p.cfg.AuthToken, p.signedURL(r), params))) {
+		http.Error(w, "bad "+SignatureHeader+" (is public_url exactly the URL in Twilio's console?)", http.StatusForbidden)
+		return
+	}
+	if sid := params.Get("AccountSid"); sid != "" && sid != p.cfg.AccountSID {
+		http.Error(w, "AccountSid is not this channel's account_sid", http.StatusForbidden)
+		return
+	}
+	msg, ok, err := Inbound(params)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if ok {
+		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil {
+			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/xml")
+	io.WriteString(w, "<Response/>")
+}
+
+// apiError is Twilio's error body.
+type apiError struct {
+	Code     int    `json:"code"`
+	Message  string `json:"message"`
+	MoreInfo string `json:"more_info"`
+	Status   int    `json:"status"`
+}
+
+// mapError maps a Twilio error answer onto the taxonomy.
+func (p *Provider) mapError(status int, header http.Header, body []byte) error {
+	var e apiError
+	json.Unmarshal(body, &e)
+	cause := fmt.Errorf("twilio %s: HTTP %d: code %d: %s", p.cfg.ID, status, e.Code, e.Message)
+	switch {
+	case status == http.StatusTooManyRequests || e.Code == 20429:
+		wait := time.Second
+		if s, err := strconv.Atoi(header.Get("Retry-After")); err == nil && s > 0 {
+			wait = time.Duration(s) * time.Second
+		}
+		return &provider.RateLimitedError{RetryAfter: wait, Err: cause}
+	case e.Code == 21211, e.Code == 21614, e.Code == 21610:
+		return fmt.Errorf("%w: %w", provider.ErrRecipientUnreachable, cause)
+	case e.Code == 21617:
+		return fmt.Errorf("%w: %w", provider.ErrPayloadTooLarge, cause)
+	case e.Code == 63016:
+		return fmt.Errorf("%w: %w", provider.ErrOutsideSessionWindow, cause)
+	case status == http.StatusUnauthorized, status == http.StatusForbidden, status == http.StatusNotFound:
+		return &provider.PermanentError{Err: cause}
+	case status == http.StatusBadRequest:
+		return fmt.Errorf("%w: %w", provider.ErrUnsupportedContent, cause)
+	}
+	return cause
+}
+
+// Send implements provider.Provider.
+func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
+	form := url.Values{"To": {msg.Chat}}
+	if strings.HasPrefix(p.cfg.From, "MG") {
+		form.Set("MessagingServiceSid", p.cfg.From)
+	} else {
+		form.Set("From", p.cfg.From)
+	}
+	if msg.Text != "" {
+		form.Set("Body", msg.Text)
+	}
+	if m := msg.Media; m != nil {
+		u := m.URL
+		if u == "" {
+			u = m.Ref
+		}
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") {
+			return "", fmt.Errorf("%w: twilio sends media by public URL; %q is not one", provider.ErrUnsupportedContent, u)
+		}
+		form.Set("MediaUrl", u)
+		if msg.Text == "" && m.Caption != "" {
+			form.Set("Body", m.Caption)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		p.cfg.APIURL+"/2010-04-01/Accounts/"+url.PathEscape(p.cfg.AccountSID)+"/Messages.json", strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", fmt.Errorf("twilio %s: %w", p.cfg.ID, err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(p.cfg.AccountSID, p.cfg.AuthToken)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("twilio %s: %w", p.cfg.ID, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", fmt.Errorf("twilio %s: reading the answer: %w", p.cfg.ID, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return "", p.mapError(resp.StatusCode, resp.Header, body)
+	}
+	var out struct {
+		SID string `json:"sid"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || out.SID == "" {
+		return "", fmt.Errorf("twilio %s: HTTP %d without a message sid", p.cfg.ID, resp.StatusCode)
+	}
+	return out.SID, nil
+}
+
+// mediaAllowed reports whether u may be journaled and fetched with the
+// account's credentials: https on a twilio.com host, or the configured API's
+// own origin.
+func (p *Provider) mediaAllowed(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User != nil || len(raw) > 2048 {
+		return false
+	}
+	if u.Scheme == p.api.Scheme && u.Host == p.api.Host {
+		return true
+	}
+	h := u.Hostname()
+	return u.Scheme == "https" && (h == "twilio.com" || strings.HasSuffix(h, ".twilio.com"))
+}
+
+// SerializeMediaRef implements provider.MediaRefCodec: the media URL (no
+// credentials: they are added at download), when it is on an allowed host.
+func (p *Provider) SerializeMediaRef(m provider.Media) (provider.StoredRef, bool) {
+	if !p.mediaAllowed(m.Ref) {
+		return provider.StoredRef{}, false
+	}
+	data, _ := json.Marshal(map[string]string{"url": m.Ref})
+	return provider.StoredRef{V: 1, Data: data}, true
+}
+
+// RehydrateMediaRef implements provider.MediaRefCodec: the URL is checked
+// against the allowed hosts again.
+func (p *Provider) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error) {
+	if s.V != 1 {
+		return provider.Media{}, fmt.Errorf("twilio media ref version %d is unknown", s.V)
+	}
+	var d struct {
+		URL string `json:"url"`
+	}
+	if err := json.Unmarshal(s.Data, &d); err != nil || !p.mediaAllowed(d.URL) {
+		return provider.Media{}, errors.New("twilio media ref is invalid or not on an allowed host")
+	}
+	return provider.Media{Ref: d.URL}, nil
+}
+
+// LoadMedia implements provider.MediaLoader: GET the media URL with HTTP
+// Basic, following the redirect (the credentials are not sent to another
+// host).
+func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) ([]byte, error) {
+	if !p.mediaAllowed(m.Ref) {
+		return nil, fmt.Errorf("%w: twilio %s: media URL is not https on a twilio.com host or on api_url", provider.ErrMediaUnavailable, p.cfg.ID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.Ref, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: twilio %s: %v", provider.ErrMediaUnavailable, p.cfg.ID, err)
+	}
+	req.SetBasicAuth(p.cfg.AccountSID, p.cfg.AuthToken)
+	return provider.Download(p.client, req, max, func(err error) string { return err.Error() })
+}
