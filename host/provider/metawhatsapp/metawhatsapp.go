@@ -124,12 +124,12 @@ type Message struct {
 	Text      *struct {
 		Body string `json:"body"`
 	} `json:"text"`
-	Image       *Media `json:"image"`
-	Document    *Media `json:"document"`
-	Audio       *Media `json:"audio"`
-	Video       *Media `json:"video"`
-	Sticker     *Media `json:"sticker"`
-	Button      *struct {
+	Image    *Media `json:"image"`
+	Document *Media `json:"document"`
+	Audio    *Media `json:"audio"`
+	Video    *Media `json:"video"`
+	Sticker  *Media `json:"sticker"`
+	Button   *struct {
 		Text string `json:"text"`
 	} `json:"button"`
 	Interactive *struct {
