@@ -22,7 +22,9 @@ import (
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/httpchan"
+	"github.com/botrun/botrun/host/provider/metawhatsapp"
 	"github.com/botrun/botrun/host/provider/telegram"
+	"github.com/botrun/botrun/host/provider/twilio"
 	"github.com/botrun/botrun/host/provider/webchat"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -224,6 +226,20 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 			if pc.Mode == "poll" {
 				b.pollers = append(b.pollers, tg.Poll)
 			}
+		case *config.MetaWhatsApp:
+			wa, err := metawhatsapp.New(metawhatsapp.Config{ID: pc.ID, Token: pc.Token, AppSecret: pc.AppSecret,
+				VerifyToken: pc.VerifyToken, PhoneNumberID: pc.PhoneNumberID, APIURL: pc.APIURL, Logger: b.log}, b)
+			if err != nil {
+				return err
+			}
+			b.providers[pc.ID] = wa
+		case *config.Twilio:
+			tw, err := twilio.New(twilio.Config{ID: pc.ID, AccountSID: pc.AccountSID, AuthToken: pc.AuthToken,
+				From: pc.From, PublicURL: pc.PublicURL, APIURL: pc.APIURL, Logger: b.log}, b)
+			if err != nil {
+				return err
+			}
+			b.providers[pc.ID] = tw
 		default:
 			return fmt.Errorf("provider %q: type %q has no implementation", pc.Common().ID, pc.Common().Type)
 		}

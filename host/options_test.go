@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -625,8 +626,75 @@ func (codecChannel) SerializeMediaRef(m provider.Media) (provider.StoredRef, boo
 	if file == "view-once" {
 		return provider.StoredRef{}, false
 	}
+	if file == "corrupt" {
+		file = "" // a stored form that will not validate
+	}
 	data, _ := json.Marshal(map[string]string{"file": file})
 	return provider.StoredRef{V: 1, Data: data}, true
+}
+
+// LoadMedia serves "bytes of <ref>"; the channel no longer has "gone".
+func (codecChannel) LoadMedia(_ context.Context, m provider.Media, _ int64) ([]byte, error) {
+	if strings.HasPrefix(m.Ref, "gone") {
+		return nil, fmt.Errorf("%w: HTTP 404", provider.ErrMediaUnavailable)
+	}
+	return []byte("bytes of " + m.Ref), nil
+}
+
+// TestMediaLoad_Reasons: media_load gives the bytes of a rehydrated reference,
+// and otherwise the reason: not-durable (nothing journaled), rehydrate-failed
+// (the stored form does not validate, or the channel no longer has the file)
+// and, replayed where the provider no longer reads references,
+// provider-mismatch. The message is handled every time.
+func TestMediaLoad_Reasons(t *testing.T) {
+	loads := make(chan []string, 2)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		var out []string
+		for i := range ev.Media {
+			b, err := env.LoadMedia(ctx, i)
+			var u *abi.MediaUnavailableError
+			switch {
+			case err == nil:
+				out = append(out, string(b))
+			case errors.As(err, &u):
+				out = append(out, u.Reason)
+			default:
+				out = append(out, "error: "+err.Error())
+			}
+		}
+		if _, err := env.LoadMedia(ctx, len(ev.Media)); !errors.Is(err, wasm.ErrNoMedia) {
+			out = append(out, fmt.Sprint("past the end: ", err))
+		}
+		loads <- out
+		return nil
+	})
+	cfg := testConfig(t, "")
+	backend := memory.New()
+	b := newTestBot(t, cfg, backend, h, codecChannel{newChannel()})
+	_, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Media: []provider.Media{
+		{Type: "image", Ref: "photo-1?sig=SECRET"}, {Type: "image", Ref: "view-once?sig=SECRET"},
+		{Type: "image", Ref: "gone?sig=SECRET"}, {Type: "image", Ref: "corrupt?sig=SECRET"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"bytes of photo-1?sig=fresh", "not-durable", "rehydrate-failed", "rehydrate-failed"}
+	if got := <-loads; !slices.Equal(got, want) {
+		t.Fatalf("media_load gave %q, want %q", got, want)
+	}
+	b.quiet(1, 5*time.Second)
+	b.stop(t)
+
+	// The same journal under a provider "web" that no longer stores refs.
+	b2 := newTestBot(t, cfg, backend, h, newChannel())
+	defer b2.stop(t)
+	if err := b2.ReplayInbound(context.Background(), "web:m1"); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"provider-mismatch", "not-durable", "provider-mismatch", "provider-mismatch"}
+	if got := <-loads; !slices.Equal(got, want) {
+		t.Fatalf("replayed, media_load gave %q, want %q", got, want)
+	}
 }
 
 func (codecChannel) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error) {

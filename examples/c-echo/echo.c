@@ -28,7 +28,8 @@ int botrun_handle(botrun_ctx *ctx) {
       return rc;
     }
     botrun_media back = {.type = m->type, .ref = m->ref};
-    return botrun_send_media(ctx, ctx->event.chat, reply, &back, NULL, NULL);
+    /* The ref is empty when the reference did not survive a restart. */
+    return botrun_send_media(ctx, ctx->event.chat, reply, m->ref && *m->ref ? &back : NULL, NULL, NULL);
   }
   size_t n = strlen(ctx->event.text) + 7;
   char *reply = malloc(n);

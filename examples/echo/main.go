@@ -30,7 +30,11 @@ func init() {
 			case !errors.Is(err, bot.ErrUnsupported):
 				return err
 			}
-			_, err = ctx.Reply("echo: ["+label+"]", bot.WithMedia(bot.Media{Type: m.Type, Ref: m.Ref}))
+			var opts []bot.SendOption
+			if m.Ref != "" { // empty when the reference did not survive
+				opts = append(opts, bot.WithMedia(bot.Media{Type: m.Type, Ref: m.Ref}))
+			}
+			_, err = ctx.Reply("echo: ["+label+"]", opts...)
 			return err
 		}
 		_, err := ctx.Reply("echo: " + ctx.Event.Text)

@@ -179,11 +179,45 @@ type Telegram struct {
 	APIURL string `toml:"api_url"`
 }
 
+// MetaWhatsApp is a provider of type "meta-whatsapp": one phone number on
+// Meta's WhatsApp Cloud API.
+type MetaWhatsApp struct {
+	ProviderCommon
+	// Token is the access token (use ${ENV}).
+	Token string `toml:"token"`
+	// AppSecret verifies X-Hub-Signature-256 on every webhook (use ${ENV}).
+	AppSecret string `toml:"app_secret"`
+	// VerifyToken answers the hub.challenge subscription handshake.
+	VerifyToken string `toml:"verify_token"`
+	// PhoneNumberID is the number's id (not the number itself).
+	PhoneNumberID string `toml:"phone_number_id"`
+	// APIURL is the Graph API base URL with its version (default
+	// https://graph.facebook.com/v21.0).
+	APIURL string `toml:"api_url"`
+}
+
+// Twilio is a provider of type "twilio": SMS or WhatsApp through Twilio.
+type Twilio struct {
+	ProviderCommon
+	// AccountSID is the account (AC…).
+	AccountSID string `toml:"account_sid"`
+	// AuthToken signs webhooks and authenticates sends (use ${ENV}).
+	AuthToken string `toml:"auth_token"`
+	// From is the sender: +E164, whatsapp:+E164, or a Messaging Service (MG…).
+	From string `toml:"from"`
+	// PublicURL is the webhook URL exactly as configured in Twilio's console.
+	PublicURL string `toml:"public_url"`
+	// APIURL is the REST API base URL (default https://api.twilio.com).
+	APIURL string `toml:"api_url"`
+}
+
 // providerTypes maps each type to a constructor of its config struct.
 var providerTypes = map[string]func() Provider{
-	"webchat":  func() Provider { return &Webchat{} },
-	"http":     func() Provider { return &HTTPChannel{} },
-	"telegram": func() Provider { return &Telegram{} },
+	"webchat":       func() Provider { return &Webchat{} },
+	"http":          func() Provider { return &HTTPChannel{} },
+	"telegram":      func() Provider { return &Telegram{} },
+	"meta-whatsapp": func() Provider { return &MetaWhatsApp{} },
+	"twilio":        func() Provider { return &Twilio{} },
 }
 
 // Backends lists the durability backends bot.toml accepts.

@@ -94,7 +94,11 @@ func TestFullFile(t *testing.T) {
 		{"outbox.retries zero kept", *d.Outbox.Retries, 0},
 		{"outbox.lease 20ms allowed", d.Outbox.Lease.D(), 20 * time.Millisecond},
 		{"media_refs false kept", *d.Inbox.MediaRefs, false},
-		{"providers", len(cfg.Providers), 2},
+		{"providers", len(cfg.Providers), 4},
+		{"meta-whatsapp keys", *cfg.Providers[2].(*MetaWhatsApp), MetaWhatsApp{ProviderCommon: ProviderCommon{ID: "wa", Type: "meta-whatsapp"},
+			Token: "EAAG-token", AppSecret: "app-secret", VerifyToken: "verify-me", PhoneNumberID: "1098765", APIURL: "http://127.0.0.1:9/v21.0"}},
+		{"twilio keys", *cfg.Providers[3].(*Twilio), Twilio{ProviderCommon: ProviderCommon{ID: "sms", Type: "twilio"},
+			AccountSID: "AC0123456789abcdef0123456789abcdef", AuthToken: "auth-token", From: "+15550001111", PublicURL: "https://bot.example.com/webhooks/sms"}},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

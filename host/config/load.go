@@ -294,8 +294,13 @@ func (p *parser) validate(c *Config) {
 			p.add(key, "duplicate provider id %q", id)
 		}
 		seen[id] = true
-		if tg, ok := prov.(*Telegram); ok {
-			p.validateTelegram(i, tg)
+		switch pr := prov.(type) {
+		case *Telegram:
+			p.validateTelegram(i, pr)
+		case *MetaWhatsApp:
+			p.validateMeta(i, pr)
+		case *Twilio:
+			p.validateTwilio(i, pr)
 		}
 		if h, ok := prov.(*HTTPChannel); ok {
 			if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -338,9 +343,45 @@ func (p *parser) validateTelegram(i int, tg *Telegram) {
 	default:
 		p.add(key("mode"), "%q: want webhook or poll", tg.Mode)
 	}
-	if tg.APIURL != "" {
-		if u, err := url.Parse(tg.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.add(key("api_url"), "%q must be an http(s) URL", tg.APIURL)
-		}
+	p.validateAPIURL(i, tg.APIURL)
+}
+
+// validateAPIURL checks an optional api_url.
+func (p *parser) validateAPIURL(i int, raw string) {
+	if raw == "" {
+		return
 	}
+	if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.add(fmt.Sprintf("providers[%d].api_url", i), "%q must be an http(s) URL", raw)
+	}
+}
+
+// required reports a missing key with how to get it.
+func (p *parser) required(i int, name, value, how string) {
+	if value == "" {
+		p.add(fmt.Sprintf("providers[%d].%s", i, name), "missing: %s", how)
+	}
+}
+
+func (p *parser) validateMeta(i int, m *MetaWhatsApp) {
+	p.required(i, "token", m.Token, "the WhatsApp Cloud API access token (use ${ENV} to keep it out of the file)")
+	p.required(i, "app_secret", m.AppSecret, "the Meta app's secret, which signs every webhook (use ${ENV})")
+	p.required(i, "verify_token", m.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
+	p.required(i, "phone_number_id", m.PhoneNumberID, "the phone number id from WhatsApp > API Setup (not the number itself)")
+	p.validateAPIURL(i, m.APIURL)
+}
+
+var accountSID = regexp.MustCompile(`^AC[0-9a-fA-F]{32}$`)
+
+func (p *parser) validateTwilio(i int, tw *Twilio) {
+	key := func(k string) string { return fmt.Sprintf("providers[%d].%s", i, k) }
+	if !accountSID.MatchString(tw.AccountSID) {
+		p.add(key("account_sid"), "%q: want the account SID from Twilio's console (AC and 32 hex digits)", tw.AccountSID)
+	}
+	p.required(i, "auth_token", tw.AuthToken, "the account's auth token, which signs every webhook (use ${ENV})")
+	p.required(i, "from", tw.From, "the sender: +E164, whatsapp:+E164 or a Messaging Service SID (MG…)")
+	if u, err := url.Parse(tw.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.add(key("public_url"), "%q: want the webhook URL exactly as entered in Twilio's console (Twilio signs it)", tw.PublicURL)
+	}
+	p.validateAPIURL(i, tw.APIURL)
 }

@@ -20,7 +20,8 @@ setHandler((ctx: Context): string | null => {
     } else if (loaded.code != -4) {
       return "botrun.media_load failed: " + loaded.code.toString();
     }
-    return ctx.send(ctx.event.chat, "echo: [" + label + "]", "", back);
+    // The ref is empty when the reference did not survive a restart.
+    return ctx.send(ctx.event.chat, "echo: [" + label + "]", "", back.ref.length > 0 ? back : null);
   }
   return ctx.reply("echo: " + ctx.event.text);
 });

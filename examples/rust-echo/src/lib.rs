@@ -14,7 +14,9 @@ fn handle(ctx: &mut botrun::Context) -> Result<(), String> {
             let reply = format!("echo: [{}]", label);
             let back = botrun::Media { r#type: m.r#type, r#ref: m.r#ref, ..Default::default() };
             let chat = ctx.event.chat.clone();
-            ctx.send(&chat, &reply, botrun::SendOptions { media: Some(&back), ..Default::default() })?;
+            // The ref is empty when the reference did not survive a restart.
+            let media = if back.r#ref.is_empty() { None } else { Some(&back) };
+            ctx.send(&chat, &reply, botrun::SendOptions { media, ..Default::default() })?;
         }
         return Ok(());
     }

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/host/provider/metawhatsapp"
+	"github.com/botrun/botrun/host/provider/metawhatsapp/metawhatsapptest"
+	"github.com/botrun/botrun/host/provider/telegram/telegramtest"
+	"github.com/botrun/botrun/host/provider/twilio"
+	"github.com/botrun/botrun/host/provider/twilio/twiliotest"
+	"github.com/botrun/botrun/internal/wasmbuild"
+)
+
+// channelCase is one real channel driven end to end against its fake.
+type channelCase struct {
+	name string
+	fake http.Handler
+	// toml is the [[providers]] entry for a fake served at api.
+	toml func(api string) string
+	// text and image build signed webhook bodies and their requests to
+	// base (botrun's address).
+	text  func(base, msgID, text string) *http.Request
+	image func(base, api, msgID string) *http.Request
+	// signatureHeader is forged to check the refusal.
+	signatureHeader string
+	// download reports whether a fake request downloads media bytes.
+	download func(r *http.Request) bool
+	// replies are the texts and captions the fake accepted, in order.
+	replies func() []string
+}
+
+// gate holds media downloads while closed, so botrun can be killed while
+// the guest waits for the bytes.
+type gate struct {
+	next     http.Handler
+	download func(*http.Request) bool
+	mu       sync.Mutex
+	held     bool
+	reached  chan struct{}
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	held := g.held && g.download(r)
+	g.mu.Unlock()
+	if held {
+		select {
+		case g.reached <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // the process dies with the request open
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+func (g *gate) hold(on bool) {
+	g.mu.Lock()
+	g.held = on
+	g.mu.Unlock()
+}
+
+var photo = append([]byte("\xff\xd8\xff\xe0"), bytes.Repeat([]byte("jpeg"), 1000)...)
+
+func telegramCase() channelCase {
+	const token = "123456:E2E-token"
+	api := telegramtest.New(token, 42)
+	api.Files["AgAC-e2e"] = photo
+	n := 0
+	post := func(base, inner string) *http.Request {
+		n++
+		body := fmt.Sprintf(`{"update_id":%d,"message":{"message_id":%d,"from":{"id":7},"chat":{"id":42,"type":"private"},"date":1764412800,%s}}`, n, n, inner)
+		r, _ := http.NewRequest("POST", base+"/webhooks/tg", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("X-Telegram-Bot-Api-Secret-Token", "e2e_secret")
+		return r
+	}
+	var texts []string
+	return channelCase{
+		name: "telegram",
+		fake: api,
+		toml: func(url string) string {
+			return fmt.Sprintf("id = \"tg\"\ntype = \"telegram\"\ntoken = %q\nsecret_token = \"e2e_secret\"\napi_url = %q\n", token, url)
+		},
+		text: func(base, _, text string) *http.Request {
+			// The same update redelivered keeps its message_id.
+			if i := slices.Index(texts, text); i >= 0 {
+				n = i
+			} else {
+				texts = append(texts, text)
+				n = len(texts) - 1
+			}
+			return post(base, fmt.Sprintf(`"text":%q`, text))
+		},
+		image: func(base, _, _ string) *http.Request {
+			n = 100
+			return post(base, `"photo":[{"file_id":"AgAC-e2e","file_unique_id":"u","width":800,"height":600}]`)
+		},
+		signatureHeader: "X-Telegram-Bot-Api-Secret-Token",
+		download:        func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/file/") },
+		replies: func() []string {
+			api.Lock()
+			defer api.Unlock()
+			var out []string
+			for _, s := range api.Sent {
+				if t, ok := s["text"].(string); ok {
+					out = append(out, t)
+				} else if c, ok := s["caption"].(string); ok {
+					out = append(out, c)
+				}
+			}
+			return out
+		},
+	}
+}
+
+func metaCase() channelCase {
+	const token, secret, phone, user = "EAAG-e2e", "e2e-app-secret", "1098765", "15551234567"
+	api := metawhatsapptest.New(token, phone, user)
+	api.Media["4490709327384033"] = photo
+	post := func(base string, body []byte) *http.Request {
+		r, _ := http.NewRequest("POST", base+"/webhooks/wa", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(metawhatsapp.SignatureHeader, metawhatsapp.Sign(secret, body))
+		return r
+	}
+	return channelCase{
+		name: "meta-whatsapp",
+		fake: api,
+		toml: func(url string) string {
+			return fmt.Sprintf("id = \"wa\"\ntype = \"meta-whatsapp\"\ntoken = %q\napp_secret = %q\nverify_token = \"v\"\nphone_number_id = %q\napi_url = %q\n",
+				token, secret, phone, url+"/"+metawhatsapptest.Version)
+		},
+		text: func(base, msgID, text string) *http.Request {
+			return post(base, metawhatsapptest.Notification(phone, []map[string]any{metawhatsapptest.TextMessage(user, "wamid."+msgID, text)}, nil))
+		},
+		image: func(base, _, msgID string) *http.Request {
+			return post(base, metawhatsapptest.Notification(phone, []map[string]any{metawhatsapptest.ImageMessage(user, "wamid."+msgID, "4490709327384033", "")}, nil))
+		},
+		signatureHeader: metawhatsapp.SignatureHeader,
+		download:        func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/download/") },
+		replies: func() []string {
+			api.Lock()
+			defer api.Unlock()
+			var out []string
+			for _, s := range api.Sent {
+				if t, ok := s["text"].(map[string]any); ok {
+					out = append(out, t["body"].(string))
+				} else if img, ok := s["image"].(map[string]any); ok {
+					out = append(out, img["caption"].(string))
+				}
+			}
+			return out
+		},
+	}
+}
+
+func twilioCase() channelCase {
+	const sid, token, user = "AC0123456789abcdef0123456789abcdef", "e2e-auth-token", "+15551234567"
+	const public = "https://bot.example.com/webhooks/sms"
+	api := twiliotest.New(sid, token, user)
+	api.Media["ME0001"] = photo
+	post := func(base string, params url.Values) *http.Request {
+		r, _ := http.NewRequest("POST", base+"/webhooks/sms", strings.NewReader(params.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set(twilio.SignatureHeader, twilio.Sign(token, public, params))
+		return r
+	}
+	return channelCase{
+		name: "twilio",
+		fake: api,
+		toml: func(apiURL string) string {
+			return fmt.Sprintf("id = \"sms\"\ntype = \"twilio\"\naccount_sid = %q\nauth_token = %q\nfrom = \"+15550001111\"\npublic_url = %q\napi_url = %q\n",
+				sid, token, public, apiURL)
+		},
+		text: func(base, msgID, text string) *http.Request {
+			return post(base, api.Inbound("SM"+msgID, user, text))
+		},
+		image: func(base, apiURL, msgID string) *http.Request {
+			return post(base, api.Inbound("SM"+msgID, user, "", api.MediaURL(apiURL, "ME0001")))
+		},
+		signatureHeader: twilio.SignatureHeader,
+		download:        func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/Media/") },
+		replies: func() []string {
+			api.Lock()
+			defer api.Unlock()
+			var out []string
+			for _, s := range api.Sent {
+				out = append(out, s.Get("Body"))
+			}
+			return out
+		},
+	}
+}
+
+// TestChannelsEndToEnd runs botrun (a real process, the Go echo example,
+// SQLite) against each channel's fake: a forged webhook is refused; a signed
+// one reaches the WASM handler and its reply reaches the fake, once, however
+// often the channel redelivers. Then an image arrives, is journaled, and botrun
+// is SIGKILLed while the guest's media download hangs; restarted, the guest
+// loads the media bytes from the journaled reference and replies with their
+// size.
+func TestChannelsEndToEnd(t *testing.T) {
+	bin := buildBotrun(t)
+	module := wasmbuild.Go(t, "../../examples/echo")
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase()} {
+		t.Run(c.name, func(t *testing.T) { endToEnd(t, bin, module, c) })
+	}
+}
+
+func endToEnd(t *testing.T, bin, module string, c channelCase) {
+	g := &gate{next: c.fake, download: c.download, reached: make(chan struct{}, 1)}
+	api := httptest.NewServer(g)
+	defer api.Close()
+	dir := t.TempDir()
+	addr := freePort(t)
+	base := "http://" + addr
+	cfg := filepath.Join(dir, "bot.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`
+[bot]
+module = %q
+data_dir = %q
+[http]
+listen = %q
+[durability]
+backend = "sqlite"
+path = %q
+instance_id = "e2e"
+poll = "50ms"
+[durability.inbox]
+lease = "2s"
+[[providers]]
+%s`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, filepath.Join(dir, "bot.db"), c.toml(api.URL))), 0o644)
+
+	r := &replica{name: c.name, addr: addr, cfg: cfg}
+	r.start(t, bin)
+	defer func() {
+		if r.cmd.ProcessState == nil {
+			r.cmd.Process.Kill()
+			r.cmd.Wait()
+		}
+	}()
+	send := func(req *http.Request) int {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitReply := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !slices.Contains(c.replies(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no reply %q at the fake; it has %q\n%s", want, c.replies(), r.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	forged := c.text(base, "e2e-forged", "forged")
+	forged.Header.Set(c.signatureHeader, "sha256=00"+forged.Header.Get(c.signatureHeader))
+	if code := send(forged); code != 401 && code != 403 {
+		t.Fatalf("forged webhook: HTTP %d, want 401/403", code)
+	}
+	for i := 0; i < 3; i++ { // the channel redelivers
+		if code := send(c.text(base, "e2e-1", "hola")); code/100 != 2 {
+			t.Fatalf("webhook: HTTP %d", code)
+		}
+	}
+	waitReply("echo: hola")
+
+	g.hold(true)
+	if code := send(c.image(base, api.URL, "e2e-img")); code/100 != 2 {
+		t.Fatalf("image webhook: HTTP %d", code)
+	}
+	select {
+	case <-g.reached:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the guest never asked for the media bytes\n%s", r.stderr.String())
+	}
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.cmd.Wait()
+	g.hold(false)
+
+	r.start(t, bin)
+	want := fmt.Sprintf("echo: [image, %d bytes]", len(photo))
+	waitReply(want)
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	r.cmd.Wait()
+	got := c.replies()
+	if n := count(got, "echo: hola"); n != 1 {
+		t.Errorf("\"echo: hola\" sent %d times: %q", n, got)
+	}
+	if n := count(got, want); n != 1 {
+		t.Errorf("%q sent %d times: %q", want, n, got)
+	}
+	if slices.Contains(got, "echo: forged") {
+		t.Error("the forged message was handled")
+	}
+}
+
+func count(xs []string, x string) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
+}
