@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +186,52 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted a config without module or providers")
 		}
 	})
+}
+
+// TestExampleChannels uncomments every channel of bot.toml.example: each one's
+// keys, as documented there, must load.
+func TestExampleChannels(t *testing.T) {
+	src, err := os.ReadFile("../../bot.toml.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(src), "\n")
+	first := -1
+	for i, l := range lines {
+		if l == "[[providers]]" {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		t.Fatal("bot.toml.example has no [[providers]]")
+	}
+	key := regexp.MustCompile(`^# ([a-z_]+ = |\[\[providers\]\])`)
+	types := map[string]bool{"webchat": true} // the one left uncommented
+	for i := first + 1; i < len(lines); i++ {
+		if key.MatchString(lines[i]) {
+			lines[i] = strings.TrimPrefix(lines[i], "# ")
+			if typ, ok := strings.CutPrefix(lines[i], "type = "); ok {
+				types[strings.Trim(typ, `"`)] = true
+			}
+		}
+	}
+	env := func(name string) (string, bool) {
+		if strings.HasSuffix(name, "ACCOUNT_SID") {
+			return "AC0123456789abcdef0123456789abcdef", true
+		}
+		return "0123456789abcdef0123456789abcdef", true
+	}
+	cfg, err := Parse("bot.toml.example", strings.Join(lines, "\n"), env)
+	if err != nil {
+		t.Fatalf("the example's channels do not load:\n%v", err)
+	}
+	for typ := range providerTypes {
+		if !types[typ] {
+			t.Errorf("bot.toml.example does not show type %q", typ)
+		}
+	}
+	if len(cfg.Providers) != len(providerTypes) {
+		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Providers), len(providerTypes))
+	}
 }
