@@ -88,3 +88,13 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeMediaUnavailable(t *testing.T) {
+	e, err := decodeMediaUnavailable([]byte(`{"reason":"rehydrate-failed","message":"HTTP 404 \"gone\"","extra":[1]}`))
+	if err != nil || e.Reason != "rehydrate-failed" || e.Message != `HTTP 404 "gone"` {
+		t.Fatalf("%+v, %v", e, err)
+	}
+	if _, err := decodeMediaUnavailable([]byte(`{"reason":`)); err == nil {
+		t.Fatal("a truncated result decoded")
+	}
+}
