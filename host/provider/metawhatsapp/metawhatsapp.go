@@ -61,14 +61,11 @@ type Provider struct {
 
 // New returns the channel.
 func New(cfg Config, admit provider.Admitter) (*Provider, error) {
-	if cfg.APIURL == "" {
-		cfg.APIURL = DefaultAPI
+	api, err := provider.APIBase(cfg.APIURL, DefaultAPI)
+	if err != nil {
+		return nil, fmt.Errorf("meta-whatsapp %s: %w", cfg.ID, err)
 	}
-	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
-	api, err := url.Parse(cfg.APIURL)
-	if err != nil || api.Host == "" {
-		return nil, fmt.Errorf("meta-whatsapp %s: api_url %q is not an absolute URL", cfg.ID, cfg.APIURL)
-	}
+	cfg.APIURL = api.String()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -446,19 +443,7 @@ func (p *Provider) RehydrateMediaRef(s provider.StoredRef) (provider.Media, erro
 // downloadAllowed reports whether the Bearer token may be sent to u: https on
 // a Meta host, or the configured API's own origin.
 func (p *Provider) downloadAllowed(u *url.URL) bool {
-	if u.Scheme == p.api.Scheme && u.Host == p.api.Host {
-		return true
-	}
-	h := u.Hostname()
-	if u.Scheme != "https" {
-		return false
-	}
-	for _, d := range []string{"fbsbx.com", "facebook.com", "whatsapp.net", "fbcdn.net"} {
-		if h == d || strings.HasSuffix(h, "."+d) {
-			return true
-		}
-	}
-	return false
+	return provider.CredentialsAllowed(u, p.api, "fbsbx.com", "facebook.com", "whatsapp.net", "fbcdn.net")
 }
 
 // LoadMedia implements provider.MediaLoader: GET /{media-id} gives a URL that

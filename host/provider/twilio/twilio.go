@@ -64,14 +64,11 @@ type Provider struct {
 
 // New returns the channel.
 func New(cfg Config, admit provider.Admitter) (*Provider, error) {
-	if cfg.APIURL == "" {
-		cfg.APIURL = DefaultAPI
+	api, err := provider.APIBase(cfg.APIURL, DefaultAPI)
+	if err != nil {
+		return nil, fmt.Errorf("twilio %s: %w", cfg.ID, err)
 	}
-	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
-	api, err := url.Parse(cfg.APIURL)
-	if err != nil || api.Host == "" {
-		return nil, fmt.Errorf("twilio %s: api_url %q is not an absolute URL", cfg.ID, cfg.APIURL)
-	}
+	cfg.APIURL = api.String()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -304,14 +301,7 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 // own origin.
 func (p *Provider) mediaAllowed(raw string) bool {
 	u, err := url.Parse(raw)
-	if err != nil || u.User != nil || len(raw) > 2048 {
-		return false
-	}
-	if u.Scheme == p.api.Scheme && u.Host == p.api.Host {
-		return true
-	}
-	h := u.Hostname()
-	return u.Scheme == "https" && (h == "twilio.com" || strings.HasSuffix(h, ".twilio.com"))
+	return err == nil && len(raw) <= 2048 && provider.CredentialsAllowed(u, p.api, "twilio.com")
 }
 
 // SerializeMediaRef implements provider.MediaRefCodec: the media URL (no
