@@ -89,10 +89,17 @@ type Message struct {
 	Photo []struct {
 		FileID string `json:"file_id"`
 	} `json:"photo"`
-	Document *struct {
-		FileID   string `json:"file_id"`
-		MimeType string `json:"mime_type"`
-	} `json:"document"`
+	Document *File `json:"document"`
+	Video    *File `json:"video"`
+	Voice    *File `json:"voice"`
+	Audio    *File `json:"audio"`
+	Sticker  *File `json:"sticker"`
+}
+
+// File is a document, video, voice note, audio file or sticker.
+type File struct {
+	FileID   string `json:"file_id"`
+	MimeType string `json:"mime_type"`
 }
 
 // ErrBadUpdate is wrapped by every DecodeUpdate error.
@@ -134,8 +141,13 @@ func (u Update) message() (provider.Message, bool) {
 	if len(m.Photo) > 0 {
 		out.Media = append(out.Media, provider.Media{Type: "image", Ref: m.Photo[len(m.Photo)-1].FileID, Caption: m.Caption})
 	}
-	if m.Document != nil {
-		out.Media = append(out.Media, provider.Media{Type: "document", Ref: m.Document.FileID, MIME: m.Document.MimeType, Caption: m.Caption})
+	for _, f := range []struct {
+		kind string
+		file *File
+	}{{"document", m.Document}, {"video", m.Video}, {"audio", m.Voice}, {"audio", m.Audio}, {"sticker", m.Sticker}} {
+		if f.file != nil && f.file.FileID != "" {
+			out.Media = append(out.Media, provider.Media{Type: f.kind, Ref: f.file.FileID, MIME: f.file.MimeType, Caption: m.Caption})
+		}
 	}
 	if out.Text == "" && len(out.Media) == 0 {
 		return provider.Message{}, false

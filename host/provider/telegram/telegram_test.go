@@ -76,16 +76,20 @@ func TestWebhookChecksTheSecretToken(t *testing.T) {
 		{"edited message ignored", "s3cret_token", `{"update_id":11,"edited_message":{"message_id":5,"chat":{"id":42},"text":"x"}}`, 200},
 		{"bot's own message ignored", "s3cret_token", `{"update_id":12,"message":{"message_id":6,"from":{"id":1,"is_bot":true},"chat":{"id":42},"text":"x"}}`, 200},
 		{"photo", "s3cret_token", `{"update_id":13,"message":{"message_id":7,"from":{"id":7},"chat":{"id":42},"caption":"look","photo":[{"file_id":"small"},{"file_id":"big"}]}}`, 200},
+		{"voice note", "s3cret_token", `{"update_id":14,"message":{"message_id":8,"from":{"id":7},"chat":{"id":42},"voice":{"file_id":"v1","mime_type":"audio/ogg","duration":3}}}`, 200},
 	} {
 		if got := post(tt.secret, tt.body); got != tt.code {
 			t.Errorf("%s: %d, want %d", tt.name, got, tt.code)
 		}
 	}
-	if len(a.msgs) != 2 || a.msgs[0].ID != "42:5" || a.msgs[0].Text != "hola" || a.msgs[0].From != "7" || a.msgs[0].ReceivedAt.Unix() != 1764412800 {
+	if len(a.msgs) != 3 || a.msgs[0].ID != "42:5" || a.msgs[0].Text != "hola" || a.msgs[0].From != "7" || a.msgs[0].ReceivedAt.Unix() != 1764412800 {
 		t.Fatalf("admitted %+v", a.msgs)
 	}
 	if m := a.msgs[1]; len(m.Media) != 1 || m.Media[0].Ref != "big" || m.Media[0].Caption != "look" || m.Media[0].Type != "image" {
 		t.Fatalf("photo %+v", m)
+	}
+	if m := a.msgs[2]; len(m.Media) != 1 || m.Media[0].Ref != "v1" || m.Media[0].Type != "audio" || m.Media[0].MIME != "audio/ogg" {
+		t.Fatalf("voice note %+v", m)
 	}
 }
 
