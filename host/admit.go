@@ -65,7 +65,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	}
 	b.metrics.inboundJournaled.Add(1)
 	hb := b.inboxHeartbeat(rec.ID, rec.Token)
-	if !b.dispatch.submit(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, hb: hb}) {
+	if !b.dispatch.submit(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, hb: hb, live: ev.Media}) {
 		hb.release() // stopping: the lease expires and the record is reclaimed
 	}
 	return provider.Admission{ID: id}, nil

@@ -42,13 +42,17 @@ type job struct {
 	chatKey string
 	// id is the inbox record id.
 	id string
-	// claimed and hb are set when the sweeper claimed the record already.
+	// claimed and hb are set when the record is claimed already (by Admit or
+	// the sweeper).
 	claimed *durability.InboxRecord
 	hb      *heartbeat
 	// event and unjournaled are set for an event dispatched without a record
 	// (fail_open).
 	event       *abi.Event
 	unjournaled bool
+	// live are the channel's own media references, for the first run in the
+	// process that admitted the message; replays use the journaled ones.
+	live []abi.Media
 }
 
 type chatQueue struct {

@@ -33,6 +33,7 @@ func (b *Bot) serializeMedia(providerID string, j *journaled) {
 	if !ok || !b.mediaRefs || len(j.Media) == 0 {
 		return
 	}
+	j.Media = append([]abi.Media(nil), j.Media...) // the caller keeps the live refs
 	j.DurableMedia = make([]*durableMedia, len(j.Media))
 	for i, m := range j.Media {
 		stored, ok := codec.SerializeMediaRef(provider.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME, Caption: m.Caption})
@@ -45,6 +46,20 @@ func (b *Bot) serializeMedia(providerID string, j *journaled) {
 		j.DurableMedia[i] = d
 		j.Media[i].Ref, j.Media[i].URL = "", ""
 	}
+}
+
+// useLiveMedia gives the first run, in the process that admitted the message,
+// the channel's own references: media that could not be made durable still
+// download live. Codecs rebuild the same references, so replays see the same
+// event.
+func useLiveMedia(j *journaled, live []abi.Media) bool {
+	if len(live) == 0 || len(live) != len(j.Media) {
+		return false
+	}
+	for i := range j.Media {
+		j.Media[i].Ref, j.Media[i].URL = live[i].Ref, live[i].URL
+	}
+	return true
 }
 
 // rehydrateMedia rebuilds the references of a journaled event before its

@@ -641,11 +641,12 @@ func (codecChannel) LoadMedia(_ context.Context, m provider.Media, _ int64) ([]b
 	return []byte("bytes of " + m.Ref), nil
 }
 
-// TestMediaLoad_Reasons: media_load gives the bytes of a rehydrated reference,
-// and otherwise the reason: not-durable (nothing journaled), rehydrate-failed
-// (the stored form does not validate, or the channel no longer has the file)
-// and, replayed where the provider no longer reads references,
-// provider-mismatch. The message is handled every time.
+// TestMediaLoad_Reasons: the first run loads through the channel's live
+// references; a replay loads through the rehydrated ones, and otherwise gets
+// the reason: not-durable (nothing journaled), rehydrate-failed (the stored
+// form does not validate, or the channel no longer has the file) and,
+// replayed where the provider no longer reads references, provider-mismatch.
+// The message is handled every time.
 func TestMediaLoad_Reasons(t *testing.T) {
 	loads := make(chan []string, 2)
 	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
@@ -678,9 +679,19 @@ func TestMediaLoad_Reasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"bytes of photo-1?sig=fresh", "not-durable", "rehydrate-failed", "rehydrate-failed"}
+	// The first run has the channel's live references.
+	want := []string{"bytes of photo-1?sig=SECRET", "bytes of view-once?sig=SECRET", "rehydrate-failed", "bytes of corrupt?sig=SECRET"}
 	if got := <-loads; !slices.Equal(got, want) {
-		t.Fatalf("media_load gave %q, want %q", got, want)
+		t.Fatalf("live, media_load gave %q, want %q", got, want)
+	}
+	b.quiet(1, 5*time.Second)
+	// A replay has the journaled ones.
+	if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"bytes of photo-1?sig=fresh", "not-durable", "rehydrate-failed", "rehydrate-failed"}
+	if got := <-loads; !slices.Equal(got, want) {
+		t.Fatalf("replayed, media_load gave %q, want %q", got, want)
 	}
 	b.quiet(1, 5*time.Second)
 	b.stop(t)
@@ -726,6 +737,13 @@ func TestOption_InboxMediaRefs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if live := <-refs; live[0] != "photo-1?sig=SECRET" || live[1] != "view-once?sig=SECRET" {
+				t.Fatalf("the first run saw refs %q, want the channel's live ones", live)
+			}
+			b.quiet(1, 5*time.Second)
+			if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
+				t.Fatal(err)
+			}
 			got := <-refs
 			b.quiet(1, 5*time.Second)
 			payload := string(b.inboxState(t, "web:m1").Payload)
@@ -734,7 +752,7 @@ func TestOption_InboxMediaRefs(t *testing.T) {
 					t.Fatalf("journaled %s", payload)
 				}
 				if got[0] != "photo-1?sig=fresh" || got[1] != "" {
-					t.Fatalf("guest saw refs %q, want the rehydrated one and none for the view-once media", got)
+					t.Fatalf("a replay saw refs %q, want the rehydrated one and none for the view-once media", got)
 				}
 			} else if !strings.Contains(payload, "photo-1?sig=SECRET") || got[0] != "photo-1?sig=SECRET" {
 				t.Fatalf("media_refs = false journals the raw token: %s, guest saw %q", payload, got)

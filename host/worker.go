@@ -57,7 +57,10 @@ func (b *Bot) handle(_ context.Context, j job) {
 		b.failInbound(ctx, rec, hb, fmt.Errorf("journaled event is unreadable: %w", err), true)
 		return
 	}
-	reasons := b.rehydrateMedia(rec.Provider, &jr)
+	var reasons []string
+	if !useLiveMedia(&jr, j.live) {
+		reasons = b.rehydrateMedia(rec.Provider, &jr)
+	}
 	ev := jr.Event
 	ev.Attempt = rec.Attempts
 	if rec.Module != "" && rec.Module != b.handler.Digest() {
