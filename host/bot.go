@@ -62,6 +62,8 @@ type Bot struct {
 	reload    *reloader
 	providers map[string]provider.Provider
 	chatPage  http.HandlerFunc
+	// mounts add routes to the HTTP surface (the admin API).
+	mounts []func(*http.ServeMux)
 	// pollers receive from channels that pull (long polling) until the bot
 	// stops.
 	pollers []func(context.Context)
@@ -247,14 +249,17 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 	return nil
 }
 
-// Handler returns the bot's HTTP surface: provider routes, the chat page at /
-// and /healthz.
+// Handler returns the bot's HTTP surface: provider routes, mounted routes, the
+// chat page at / and /healthz.
 func (b *Bot) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, p := range b.providers {
 		if r, ok := p.(provider.Router); ok {
 			r.Routes(mux)
 		}
+	}
+	for _, m := range b.mounts {
+		m(mux)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
@@ -267,6 +272,13 @@ func (b *Bot) Handler() http.Handler {
 		b.chatPage(w, r)
 	})
 	return mux
+}
+
+// Mount adds routes to the bot's HTTP surface; call it before Run.
+func (b *Bot) Mount(routes func(*http.ServeMux)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mounts = append(b.mounts, routes)
 }
 
 // Start starts the sweeper without serving HTTP (Run does both).

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/admin"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -201,6 +203,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	bot.Mount(func(mux *http.ServeMux) { admin.Routes(mux, bot, cfg.Admin.Token) })
+	if cfg.Admin.Token == "" {
+		logger.Info("admin API off: set [admin] token to turn it on")
 	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {

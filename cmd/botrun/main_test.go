@@ -101,7 +101,12 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cfg := writeConfig(t, wasmbuild.Go(t, "../../examples/echo"))
+	f, _ := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	fmt.Fprintf(f, "\n[admin]\ntoken = \"${BOTRUN_TEST_ADMIN_TOKEN}\"\n")
+	f.Close()
+	const adminToken = "process-admin-token-0123"
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", cfg)
+	cmd.Env = append(os.Environ(), "BOTRUN_TEST_ADMIN_TOKEN="+adminToken)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
 	stdout, _ := cmd.StdoutPipe()
@@ -129,6 +134,20 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 	json.Unmarshal(b, &l)
 	if len(l.Messages) != 1 || l.Messages[0].Text != "echo: hola" {
 		t.Fatalf("GET: %s", b)
+	}
+	// The admin API answers with the token from the environment, and only then.
+	for tok, want := range map[string]int{"": 401, "wrong": 401, adminToken: 200} {
+		req, _ := http.NewRequest("GET", base+"/admin/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 200 && !strings.Contains(string(b), "botrun_inbound_journaled_total 1\n")) {
+			t.Fatalf("/admin/metrics with token %q: HTTP %d %s", tok, resp.StatusCode, b)
+		}
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)

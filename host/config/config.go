@@ -19,6 +19,8 @@ type Config struct {
 	// Durability is the [durability] section; Backend is "memory" when the
 	// section is left out.
 	Durability Durability `toml:"durability"`
+	// Admin is the [admin] section.
+	Admin Admin `toml:"admin"`
 	// Providers are the [[providers]] entries, each a type-specific struct.
 	Providers []Provider `toml:"-"`
 }
@@ -50,6 +52,13 @@ type HTTP struct {
 	// Listen is the address of the webhook, webchat and admin server (default
 	// "127.0.0.1:8080").
 	Listen string `toml:"listen"`
+}
+
+// Admin is the [admin] section: the operator's HTTP API under /admin/.
+type Admin struct {
+	// Token is the bearer token every admin request needs (use ${ENV});
+	// empty turns the admin API off.
+	Token string `toml:"token"`
 }
 
 // Durability is the [durability] section: the seed's durability options.

@@ -96,6 +96,7 @@ func TestFullFile(t *testing.T) {
 		{"outbox.lease 20ms allowed", d.Outbox.Lease.D(), 20 * time.Millisecond},
 		{"media_refs false kept", *d.Inbox.MediaRefs, false},
 		{"providers", len(cfg.Providers), 4},
+		{"admin.token", cfg.Admin.Token, "an-admin-token-of-24-chars"},
 		{"meta-whatsapp keys", *cfg.Providers[2].(*MetaWhatsApp), MetaWhatsApp{ProviderCommon: ProviderCommon{ID: "wa", Type: "meta-whatsapp"},
 			Token: "EAAG-token", AppSecret: "app-secret", VerifyToken: "verify-me", PhoneNumberID: "1098765", APIURL: "http://127.0.0.1:9/v21.0"}},
 		{"twilio keys", *cfg.Providers[3].(*Twilio), Twilio{ProviderCommon: ProviderCommon{ID: "sms", Type: "twilio"},

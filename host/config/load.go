@@ -279,6 +279,9 @@ func (p *parser) validate(c *Config) {
 	if o := d.Outbox.OnDiverged; o != "send" && o != "skip" {
 		p.add("durability.outbox.on_diverged", "unknown policy %q (want send or skip)", o)
 	}
+	if t := c.Admin.Token; t != "" && len(t) < 16 {
+		p.add("admin.token", "shorter than 16 characters: use a long random token (e.g. openssl rand -hex 24) from ${ENV}")
+	}
 	if len(c.Providers) == 0 && len(p.errs) == 0 {
 		p.add("providers", "no [[providers]]: add one, e.g. { id = \"web\", type = \"webchat\" }")
 	}

@@ -1,0 +1,154 @@
+// Package admin is the operator's HTTP surface of a running bot, mounted under
+// /admin/ on [http] listen: Prometheus metrics, the inbox and outbox with
+// their dead-letter queues, replay, retry and discard. Every request needs
+// "Authorization: Bearer <[admin] token>"; without a configured token the
+// surface is off.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host"
+)
+
+// Bot is what the admin surface operates; *host.Bot implements it.
+type Bot interface {
+	Metrics() host.Metrics
+	ModuleReloads() (live, refused, replays int64)
+	ListInbox(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error)
+	ListOutbox(ctx context.Context, f durability.ListFilter) ([]durability.OutboxRecord, error)
+	ReplayInbound(ctx context.Context, id string) error
+	RetrySend(ctx context.Context, key string) error
+	Discard(ctx context.Context, key string) error
+}
+
+// Routes mounts the admin surface on mux. An empty token turns it off: every
+// /admin/ request then answers 404 saying how to turn it on.
+func Routes(mux *http.ServeMux, bot Bot, token string) {
+	if token == "" {
+		mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "botrun: the admin API is off; set [admin] token in bot.toml (use ${ENV})", http.StatusNotFound)
+		})
+		return
+	}
+	a := &api{bot: bot, token: []byte(token)}
+	mux.HandleFunc("GET /admin/metrics", a.auth(a.metrics))
+	mux.HandleFunc("GET /admin/inbox", a.auth(a.listInbox))
+	mux.HandleFunc("GET /admin/outbox", a.auth(a.listOutbox))
+	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op(bot.ReplayInbound)))
+	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op(bot.RetrySend)))
+	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op(bot.Discard)))
+	mux.HandleFunc("/admin/", a.auth(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "botrun admin: no such endpoint; see the README's Operations section", http.StatusNotFound)
+	}))
+}
+
+type api struct {
+	bot   Bot
+	token []byte
+}
+
+// auth refuses a request without the bearer token, in constant time.
+func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), a.token) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="botrun admin"`)
+			http.Error(w, "botrun admin: missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// counters are the exported metrics: name, help, value.
+func (a *api) counters() [][3]any {
+	m := a.bot.Metrics()
+	live, refused, replays := a.bot.ModuleReloads()
+	return [][3]any{
+		{"inbound_journaled", "Inbound messages journaled before any handler ran.", m.InboundJournaled},
+		{"inbound_duplicates", "Redelivered inbound messages recognised by their channel id.", m.InboundDuplicates},
+		{"inbound_replayed", "Inbound records run again (after a crash, a retry or an operator's replay).", m.InboundReplayed},
+		{"inbound_dead", "Inbound records moved to the dead-letter queue.", m.InboundDead},
+		{"outbox_journaled", "Sends journaled before the channel was called.", m.OutboxJournaled},
+		{"outbox_deduped", "Sends answered from the outbox instead of sent again.", m.OutboxDeduped},
+		{"outbox_retried", "Send attempts retried after a failure.", m.OutboxRetried},
+		{"outbox_deferred", "Sends left to the sweeper.", m.OutboxDeferred},
+		{"outbox_dead", "Sends moved to the dead-letter queue.", m.OutboxDead},
+		{"outbox_ambiguous", "Sends whose outcome a crash left unknown.", m.OutboxAmbiguous},
+		{"outbox_bypassed", "Sends over max_payload_bytes sent without the outbox.", m.OutboxBypassed},
+		{"stale_leases", "Completions refused because the lease had passed to another owner.", m.StaleLeases},
+		{"outbox_diverged", "Replayed sends whose content differed under the same key.", m.OutboxDiverged},
+		{"module_reloads", "Modules swapped in by hot reload.", live},
+		{"module_reloads_refused", "Changed modules refused by hot reload.", refused},
+		{"replays_on_new_module", "Replays run by another module than the first run.", replays},
+	}
+}
+
+// metrics answers in the Prometheus text exposition format.
+func (a *api) metrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	for _, c := range a.counters() {
+		fmt.Fprintf(w, "# HELP botrun_%s_total %s\n# TYPE botrun_%s_total counter\nbotrun_%s_total %d\n", c[0], c[1], c[0], c[0], c[2])
+	}
+}
+
+// filter reads ?state=&chat=&limit= (limit defaults to 100, at most 10,000).
+func filter(r *http.Request) (durability.ListFilter, error) {
+	q := r.URL.Query()
+	f := durability.ListFilter{State: q.Get("state"), Chat: q.Get("chat"), Limit: 100}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 10000 {
+			return f, fmt.Errorf("limit %q: want 1..10000", s)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+func list[T any](w http.ResponseWriter, r *http.Request, fn func(context.Context, durability.ListFilter) ([]T, error)) {
+	f, err := filter(r)
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	recs, err := fn(r.Context(), f)
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if recs == nil {
+		recs = []T{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(recs)
+}
+
+func (a *api) listInbox(w http.ResponseWriter, r *http.Request)  { list(w, r, a.bot.ListInbox) }
+func (a *api) listOutbox(w http.ResponseWriter, r *http.Request) { list(w, r, a.bot.ListOutbox) }
+
+// op runs one operation on the record named in the path.
+func (a *api) op(fn func(context.Context, string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := fn(r.Context(), r.PathValue("id"))
+		switch {
+		case err == nil:
+			w.WriteHeader(http.StatusNoContent)
+		case errors.Is(err, durability.ErrNotFound):
+			http.Error(w, "botrun admin: "+err.Error(), http.StatusNotFound)
+		case errors.Is(err, durability.ErrInvalidState):
+			http.Error(w, "botrun admin: "+err.Error(), http.StatusConflict)
+		default:
+			http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+		}
+	}
+}

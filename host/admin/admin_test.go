@@ -1,0 +1,182 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+const token = "admin-token-0123456789"
+
+// echo replies "echo: <text>".
+type echo struct{}
+
+func (echo) Handle(ctx context.Context, ev abi.Event, env wasm.Env) error {
+	_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
+	return err
+}
+func (echo) Digest() string { return "echo" }
+
+// channel refuses sends to "blocked" until unblocked.
+type channel struct {
+	mu      sync.Mutex
+	blocked bool
+	sent    []string
+}
+
+func (c *channel) ID() string { return "web" }
+func (c *channel) Send(_ context.Context, m provider.Outbound) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.blocked {
+		return "", provider.ErrRecipientUnreachable
+	}
+	c.sent = append(c.sent, m.Text)
+	return "ref", nil
+}
+
+func (c *channel) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sent)
+}
+
+func setup(t *testing.T, tok string) (*host.Bot, *channel, *httptest.Server) {
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"),
+		"[bot]\nmodule = \"unused.wasm\"\n[durability]\npoll = \"5ms\"\n[durability.outbox]\ninline_max = \"10ms\"\nretries = 0\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := &channel{blocked: true}
+	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler),
+		Backend: memory.New(), Handler: echo{}, Providers: []provider.Provider{ch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Mount(func(mux *http.ServeMux) { Routes(mux, b, tok) })
+	b.Start()
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		b.Stop(context.Background())
+	})
+	return b, ch, srv
+}
+
+func call(t *testing.T, method, url, tok string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestTokenRequired(t *testing.T) {
+	_, _, srv := setup(t, token)
+	for _, tok := range []string{"", "wrong-token-0123456789", token + "x"} {
+		for _, ep := range []string{"GET /admin/metrics", "GET /admin/inbox", "POST /admin/outbox/k/retry", "GET /admin/nope"} {
+			method, path, _ := strings.Cut(ep, " ")
+			if code, _ := call(t, method, srv.URL+path, tok); code != http.StatusUnauthorized {
+				t.Errorf("%s with token %q: HTTP %d, want 401", ep, tok, code)
+			}
+		}
+	}
+	if code, _ := call(t, "GET", srv.URL+"/healthz", ""); code != 200 {
+		t.Errorf("/healthz: HTTP %d (health stays open for probes)", code)
+	}
+}
+
+func TestOffWithoutAToken(t *testing.T) {
+	_, _, srv := setup(t, "")
+	code, body := call(t, "GET", srv.URL+"/admin/metrics", token)
+	if code != http.StatusNotFound || !strings.Contains(body, "[admin] token") {
+		t.Fatalf("HTTP %d %q, want 404 naming [admin] token", code, body)
+	}
+}
+
+// TestOperateTheDeadLetterQueue: a send to a blocked user is dead; the
+// operator sees it in the metrics and the outbox DLQ, retries it once the
+// user is reachable, and replays the inbound message.
+func TestOperateTheDeadLetterQueue(t *testing.T) {
+	b, ch, srv := setup(t, token)
+	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Text: "hola"}); err != nil {
+		t.Fatal(err)
+	}
+	var dead []durability.OutboxRecord
+	waitFor(t, "the dead send", func() bool {
+		code, body := call(t, "GET", srv.URL+"/admin/outbox?state=dead", token)
+		return code == 200 && json.Unmarshal([]byte(body), &dead) == nil && len(dead) == 1
+	})
+	if _, metrics := call(t, "GET", srv.URL+"/admin/metrics", token); !strings.Contains(metrics, "botrun_outbox_dead_total 1\n") ||
+		!strings.Contains(metrics, "# TYPE botrun_inbound_journaled_total counter\nbotrun_inbound_journaled_total 1\n") {
+		t.Fatalf("metrics:\n%s", metrics)
+	}
+	if code, body := call(t, "GET", srv.URL+"/admin/outbox?limit=0", token); code != 400 {
+		t.Fatalf("limit=0: HTTP %d %s", code, body)
+	}
+	ch.mu.Lock()
+	ch.blocked = false
+	ch.mu.Unlock()
+	if code, body := call(t, "POST", srv.URL+"/admin/outbox/"+dead[0].Key+"/retry", token); code != 204 {
+		t.Fatalf("retry: HTTP %d %s", code, body)
+	}
+	waitFor(t, "the retried send", func() bool { return ch.count() == 1 })
+	if code, _ := call(t, "POST", srv.URL+"/admin/outbox/"+dead[0].Key+"/retry", token); code != http.StatusConflict {
+		t.Fatalf("retry of a sent record: HTTP %d, want 409", code)
+	}
+	if code, _ := call(t, "POST", srv.URL+"/admin/outbox/no-such-key/discard", token); code != http.StatusNotFound {
+		t.Fatalf("discard of an unknown key: HTTP %d, want 404", code)
+	}
+	// A replay is answered from the outbox: nothing goes out twice.
+	var in []durability.InboxRecord
+	_, body := call(t, "GET", srv.URL+"/admin/inbox?chat=c1", token)
+	if json.Unmarshal([]byte(body), &in) != nil || len(in) != 1 || in[0].State != "done" {
+		t.Fatalf("inbox %s", body)
+	}
+	first := in[0].Token
+	if code, body := call(t, "POST", srv.URL+"/admin/inbox/web:m1/replay", token); code != 204 {
+		t.Fatalf("replay: HTTP %d %s", code, body)
+	}
+	waitFor(t, "the replayed record done", func() bool {
+		_, body := call(t, "GET", srv.URL+"/admin/inbox?state=done&chat=c1", token)
+		return json.Unmarshal([]byte(body), &in) == nil && len(in) == 1 && in[0].Token > first
+	})
+	if n := ch.count(); n != 1 {
+		t.Fatalf("the channel got %d sends after the replay, want 1", n)
+	}
+}
