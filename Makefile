@@ -87,6 +87,7 @@ bench: examples
 	$(GO) test -run='^$$' -bench='^BenchmarkReplicas$$' -benchtime=10000x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkReloadLatency$$' -benchtime=5x ./host/
 	$(GO) test -run='^$$' -bench=. -benchtime=20000x ./host/wasm/
+	$(GO) test -run='^$$' -bench='^BenchmarkWebhook$$' ./host/provider/telegram/ ./host/provider/metawhatsapp/ ./host/provider/twilio/
 
 clean:
 	rm -rf bin data examples/*/*.wasm guest-sdk/rust/libbotrun.rlib

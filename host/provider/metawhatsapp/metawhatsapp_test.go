@@ -21,14 +21,14 @@ const (
 	user      = "15551234567"
 )
 
-func signed(t *testing.T, body []byte) *http.Request {
+func signed(t testing.TB, body []byte) *http.Request {
 	r := httptest.NewRequest("POST", "/webhooks/wa", bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set(SignatureHeader, Sign(appSecret, body))
 	return r
 }
 
-func newProvider(t *testing.T, api string, admit provider.Admitter) *Provider {
+func newProvider(t testing.TB, api string, admit provider.Admitter) *Provider {
 	p, err := New(Config{ID: "wa", Token: token, AppSecret: appSecret, VerifyToken: "verify-me", PhoneNumberID: phoneID, APIURL: api}, admit)
 	if err != nil {
 		t.Fatal(err)
@@ -36,16 +36,17 @@ func newProvider(t *testing.T, api string, admit provider.Admitter) *Provider {
 	return p
 }
 
-func TestContract(t *testing.T) {
+// contract is the channel and its fake as the contract suite sees them.
+func contract() providertest.Channel {
 	api := metawhatsapptest.New(token, phoneID, user)
 	api.Closed["15550000002"] = true
 	api.Unreachable["15550000003"] = true
 	photo := []byte("\xff\xd8\xff\xe0 a whatsapp jpeg")
 	api.Media["4490709327384033"] = photo
 	mw := metawhatsapptest.Notification
-	providertest.Run(t, providertest.Channel{
+	return providertest.Channel{
 		Fake: api,
-		New: func(t *testing.T, url string, admit provider.Admitter) provider.Provider {
+		New: func(t testing.TB, url string, admit provider.Admitter) provider.Provider {
 			return newProvider(t, url+"/"+metawhatsapptest.Version, admit)
 		},
 		Signed:          signed,
@@ -84,8 +85,13 @@ func TestContract(t *testing.T) {
 			}, Permanent: true},
 		},
 		Secrets: []string{token, appSecret, "verify-me"},
-	})
+	}
 }
+
+func TestContract(t *testing.T) { providertest.Run(t, contract()) }
+
+// BenchmarkWebhook: one signed text webhook read, verified, parsed and admitted.
+func BenchmarkWebhook(b *testing.B) { providertest.Bench(b, contract()) }
 
 func TestVerificationHandshake(t *testing.T) {
 	p := newProvider(t, "http://127.0.0.1:1/v21.0", nil)

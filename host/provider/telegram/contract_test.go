@@ -21,7 +21,8 @@ func num(id string) int64 {
 	return int64(h.Sum32()>>1) + 1
 }
 
-func TestContract(t *testing.T) {
+// contract is the channel and its fake as the contract suite sees them.
+func contract() providertest.Channel {
 	api := telegramtest.New(token, 42, 43)
 	api.Blocked[43] = true
 	photo := []byte("\xff\xd8\xff\xe0 a jpeg")
@@ -30,12 +31,12 @@ func TestContract(t *testing.T) {
 		return fmt.Appendf(nil, `{"update_id":%d,"message":{"message_id":%d,"from":{"id":7,"is_bot":false},"chat":{"id":42,"type":"private"},"date":1764412800,%s}}`,
 			num(msgID), num(msgID), inner)
 	}
-	providertest.Run(t, providertest.Channel{
+	return providertest.Channel{
 		Fake: api,
-		New: func(t *testing.T, url string, admit provider.Admitter) provider.Provider {
+		New: func(t testing.TB, url string, admit provider.Admitter) provider.Provider {
 			return New(Config{ID: "tg", Token: token, SecretToken: "s3cret_token", APIURL: url}, admit)
 		},
-		Signed: func(t *testing.T, body []byte) *http.Request {
+		Signed: func(t testing.TB, body []byte) *http.Request {
 			r := httptest.NewRequest("POST", "/webhooks/tg", bytes.NewReader(body))
 			r.Header.Set("Content-Type", "application/json")
 			r.Header.Set("X-Telegram-Bot-Api-Secret-Token", "s3cret_token")
@@ -72,5 +73,10 @@ func TestContract(t *testing.T) {
 			{Name: "not a chat id", Arrange: func() provider.Outbound { return provider.Outbound{Chat: "@name", Text: "x"} }, Is: provider.ErrRecipientUnreachable},
 		},
 		Secrets: []string{token, "s3cret_token"},
-	})
+	}
 }
+
+func TestContract(t *testing.T) { providertest.Run(t, contract()) }
+
+// BenchmarkWebhook: one signed text webhook read, verified, parsed and admitted.
+func BenchmarkWebhook(b *testing.B) { providertest.Bench(b, contract()) }

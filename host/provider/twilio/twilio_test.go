@@ -29,7 +29,7 @@ func TestSignatureTestVector(t *testing.T) {
 	}
 }
 
-func signed(t *testing.T, body []byte) *http.Request {
+func signed(t testing.TB, body []byte) *http.Request {
 	params, err := url.ParseQuery(string(body))
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func signed(t *testing.T, body []byte) *http.Request {
 	return r
 }
 
-func newProvider(t *testing.T, api string, admit provider.Admitter) *Provider {
+func newProvider(t testing.TB, api string, admit provider.Admitter) *Provider {
 	p, err := New(Config{ID: "tw", AccountSID: sid, AuthToken: authToken, From: "+15550001111", PublicURL: publicURL, APIURL: api}, admit)
 	if err != nil {
 		t.Fatal(err)
@@ -48,15 +48,16 @@ func newProvider(t *testing.T, api string, admit provider.Admitter) *Provider {
 	return p
 }
 
-func TestContract(t *testing.T) {
+// contract is the channel and its fake as the contract suite sees them.
+func contract() providertest.Channel {
 	api := twiliotest.New(sid, authToken, user, "whatsapp:+15550000003")
 	api.Unsubscribed["+15550000002"] = true
 	api.Closed["whatsapp:+15550000003"] = true
 	photo := []byte("\xff\xd8\xff\xe0 an mms jpeg")
 	api.Media["ME0001"] = photo
-	providertest.Run(t, providertest.Channel{
+	return providertest.Channel{
 		Fake: api,
-		New: func(t *testing.T, url string, admit provider.Admitter) provider.Provider {
+		New: func(t testing.TB, url string, admit provider.Admitter) provider.Provider {
 			return newProvider(t, url, admit)
 		},
 		Signed:          signed,
@@ -98,8 +99,13 @@ func TestContract(t *testing.T) {
 			}, Is: provider.ErrUnsupportedContent},
 		},
 		Secrets: []string{authToken},
-	})
+	}
 }
+
+func TestContract(t *testing.T) { providertest.Run(t, contract()) }
+
+// BenchmarkWebhook: one signed text webhook read, verified, parsed and admitted.
+func BenchmarkWebhook(b *testing.B) { providertest.Bench(b, contract()) }
 
 // TestMediaURLsOnlyFromTwilio: a media URL is journaled and fetched with the
 // account's credentials only over https on a twilio.com host, or on api_url.
