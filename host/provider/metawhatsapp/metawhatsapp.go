@@ -214,7 +214,9 @@ func (p *Provider) verify(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "verification failed: hub.verify_token does not match verify_token", http.StatusForbidden)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain")
+	// The challenge is echoed: plain text, never sniffed as HTML.
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	io.WriteString(w, q.Get("hub.challenge"))
 }
 
