@@ -212,41 +212,41 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 		return nil
 	}
 	for _, pc := range b.cfg.Providers {
-		switch pc := pc.(type) {
-		case *config.Webchat:
-			wc := webchat.New(pc.ID, b, b.transcript)
-			b.providers[pc.ID] = wc
-			if b.chatPage == nil {
-				b.chatPage = wc.Page
-			}
-		case *config.HTTPChannel:
-			b.providers[pc.ID] = httpchan.New(pc.ID, pc.URL, pc.Secret, b)
-		case *config.Telegram:
-			tg := telegram.New(telegram.Config{ID: pc.ID, Token: pc.Token, SecretToken: pc.SecretToken,
-				Poll: pc.Mode == "poll", APIURL: pc.APIURL, Logger: b.log}, b)
-			b.providers[pc.ID] = tg
-			if pc.Mode == "poll" {
-				b.pollers = append(b.pollers, tg.Poll)
-			}
-		case *config.MetaWhatsApp:
-			wa, err := metawhatsapp.New(metawhatsapp.Config{ID: pc.ID, Token: pc.Token, AppSecret: pc.AppSecret,
-				VerifyToken: pc.VerifyToken, PhoneNumberID: pc.PhoneNumberID, APIURL: pc.APIURL, Logger: b.log}, b)
-			if err != nil {
-				return err
-			}
-			b.providers[pc.ID] = wa
-		case *config.Twilio:
-			tw, err := twilio.New(twilio.Config{ID: pc.ID, AccountSID: pc.AccountSID, AuthToken: pc.AuthToken,
-				From: pc.From, PublicURL: pc.PublicURL, APIURL: pc.APIURL, Logger: b.log}, b)
-			if err != nil {
-				return err
-			}
-			b.providers[pc.ID] = tw
-		default:
-			return fmt.Errorf("provider %q: type %q has no implementation", pc.Common().ID, pc.Common().Type)
+		p, err := b.newProvider(pc)
+		if err != nil {
+			return err
 		}
+		b.providers[pc.Common().ID] = p
 	}
 	return nil
+}
+
+// newProvider builds the channel a [[providers]] entry configures.
+func (b *Bot) newProvider(pc config.Provider) (provider.Provider, error) {
+	switch pc := pc.(type) {
+	case *config.Webchat:
+		wc := webchat.New(pc.ID, b, b.transcript)
+		if b.chatPage == nil {
+			b.chatPage = wc.Page
+		}
+		return wc, nil
+	case *config.HTTPChannel:
+		return httpchan.New(pc.ID, pc.URL, pc.Secret, b), nil
+	case *config.Telegram:
+		tg := telegram.New(telegram.Config{ID: pc.ID, Token: pc.Token, SecretToken: pc.SecretToken,
+			Poll: pc.Mode == "poll", APIURL: pc.APIURL, Logger: b.log}, b)
+		if pc.Mode == "poll" {
+			b.pollers = append(b.pollers, tg.Poll)
+		}
+		return tg, nil
+	case *config.MetaWhatsApp:
+		return metawhatsapp.New(metawhatsapp.Config{ID: pc.ID, Token: pc.Token, AppSecret: pc.AppSecret,
+			VerifyToken: pc.VerifyToken, PhoneNumberID: pc.PhoneNumberID, APIURL: pc.APIURL, Logger: b.log}, b)
+	case *config.Twilio:
+		return twilio.New(twilio.Config{ID: pc.ID, AccountSID: pc.AccountSID, AuthToken: pc.AuthToken,
+			From: pc.From, PublicURL: pc.PublicURL, APIURL: pc.APIURL, Logger: b.log}, b)
+	}
+	return nil, fmt.Errorf("provider %q: type %q has no implementation", pc.Common().ID, pc.Common().Type)
 }
 
 // Handler returns the bot's HTTP surface: provider routes, mounted routes, the

@@ -116,7 +116,9 @@ func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
 	switch {
 	case err == nil:
 		return b, nil
-	case errors.Is(err, provider.ErrMediaUnavailable):
+	case errors.Is(err, provider.ErrMediaTooLarge):
+		return nil, fmt.Errorf("media %d of %s: %w", index, t.event.ID, wasm.ErrMediaTooLarge)
+	case provider.MediaGone(err):
 		return nil, &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: err.Error()}
 	}
 	return nil, fmt.Errorf("downloading media %d of %s: %w", index, t.event.ID, err)

@@ -633,10 +633,14 @@ func (codecChannel) SerializeMediaRef(m provider.Media) (provider.StoredRef, boo
 	return provider.StoredRef{V: 1, Data: data}, true
 }
 
-// LoadMedia serves "bytes of <ref>"; the channel no longer has "gone".
+// LoadMedia serves "bytes of <ref>"; the channel no longer has "gone", and
+// "huge" is over the size limit.
 func (codecChannel) LoadMedia(_ context.Context, m provider.Media, _ int64) ([]byte, error) {
 	if strings.HasPrefix(m.Ref, "gone") {
 		return nil, fmt.Errorf("%w: HTTP 404", provider.ErrMediaUnavailable)
+	}
+	if strings.HasPrefix(m.Ref, "huge") {
+		return nil, provider.ErrMediaTooLarge
 	}
 	return []byte("bytes of " + m.Ref), nil
 }
@@ -659,6 +663,8 @@ func TestMediaLoad_Reasons(t *testing.T) {
 				out = append(out, string(b))
 			case errors.As(err, &u):
 				out = append(out, u.Reason)
+			case errors.Is(err, wasm.ErrMediaTooLarge):
+				out = append(out, "too large")
 			default:
 				out = append(out, "error: "+err.Error())
 			}
@@ -675,12 +681,13 @@ func TestMediaLoad_Reasons(t *testing.T) {
 	_, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Media: []provider.Media{
 		{Type: "image", Ref: "photo-1?sig=SECRET"}, {Type: "image", Ref: "view-once?sig=SECRET"},
 		{Type: "image", Ref: "gone?sig=SECRET"}, {Type: "image", Ref: "corrupt?sig=SECRET"},
+		{Type: "video", Ref: "huge?sig=SECRET"},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The first run has the channel's live references.
-	want := []string{"bytes of photo-1?sig=SECRET", "bytes of view-once?sig=SECRET", "rehydrate-failed", "bytes of corrupt?sig=SECRET"}
+	want := []string{"bytes of photo-1?sig=SECRET", "bytes of view-once?sig=SECRET", "rehydrate-failed", "bytes of corrupt?sig=SECRET", "too large"}
 	if got := <-loads; !slices.Equal(got, want) {
 		t.Fatalf("live, media_load gave %q, want %q", got, want)
 	}
@@ -689,7 +696,7 @@ func TestMediaLoad_Reasons(t *testing.T) {
 	if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
 		t.Fatal(err)
 	}
-	want = []string{"bytes of photo-1?sig=fresh", "not-durable", "rehydrate-failed", "rehydrate-failed"}
+	want = []string{"bytes of photo-1?sig=fresh", "not-durable", "rehydrate-failed", "rehydrate-failed", "too large"}
 	if got := <-loads; !slices.Equal(got, want) {
 		t.Fatalf("replayed, media_load gave %q, want %q", got, want)
 	}
@@ -702,7 +709,7 @@ func TestMediaLoad_Reasons(t *testing.T) {
 	if err := b2.ReplayInbound(context.Background(), "web:m1"); err != nil {
 		t.Fatal(err)
 	}
-	want = []string{"provider-mismatch", "not-durable", "provider-mismatch", "provider-mismatch"}
+	want = []string{"provider-mismatch", "not-durable", "provider-mismatch", "provider-mismatch", "provider-mismatch"}
 	if got := <-loads; !slices.Equal(got, want) {
 		t.Fatalf("replayed, media_load gave %q, want %q", got, want)
 	}

@@ -20,6 +20,17 @@ var (
 // not one botrun may fetch.
 var ErrMediaUnavailable = errors.New("media unavailable")
 
+// ErrMediaTooLarge is wrapped by a MediaLoader error for a file over the
+// size limit; it is an ErrMediaUnavailable too.
+var ErrMediaTooLarge = fmt.Errorf("%w: larger than the size limit", ErrMediaUnavailable)
+
+// MediaGone reports whether a MediaLoader error means the media cannot be
+// had at all: ErrMediaUnavailable, or a permanent channel error (the API
+// refused the reference). Any other error is worth a retry.
+func MediaGone(err error) bool {
+	return errors.Is(err, ErrMediaUnavailable) || Permanent(err)
+}
+
 // RateLimitedError asks the caller to wait at least RetryAfter before the next
 // attempt.
 type RateLimitedError struct {

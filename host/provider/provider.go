@@ -98,9 +98,9 @@ type MediaRefCodec interface {
 
 // MediaLoader is implemented by a provider that downloads inbound media: the
 // bytes of m (its Ref as the channel gave it, or as RehydrateMediaRef rebuilt
-// it), at most max bytes. An error wrapping ErrMediaUnavailable is permanent
-// (the channel no longer has the file, or the reference is refused); any
-// other error is worth a retry.
+// it), at most max bytes. An error for which MediaGone is true is final (the
+// channel no longer has the file, or the reference is refused); any other
+// error is worth a retry.
 type MediaLoader interface {
 	LoadMedia(ctx context.Context, m Media, max int64) ([]byte, error)
 }
@@ -127,7 +127,7 @@ func Download(client *http.Client, req *http.Request, max int64, redact func(err
 		return nil, fmt.Errorf("downloading media: %s", redact(err))
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%w: the file is larger than %d bytes", ErrMediaUnavailable, max)
+		return nil, fmt.Errorf("%w (%d bytes)", ErrMediaTooLarge, max)
 	}
 	return b, nil
 }

@@ -29,12 +29,17 @@ type Env interface {
 	StateDelete(ctx context.Context, key string) error
 	// LoadMedia downloads the bytes of the event's media[index]. An
 	// *abi.MediaUnavailableError reaches the guest with its reason; ErrNoMedia
-	// is NOT_FOUND, ErrUnsupported UNSUPPORTED, any other error a host failure.
+	// is NOT_FOUND, ErrMediaTooLarge TOO_LARGE, ErrUnsupported UNSUPPORTED,
+	// any other error a host failure.
 	LoadMedia(ctx context.Context, index int) ([]byte, error)
 }
 
 // ErrNoMedia is returned by Env.LoadMedia for an index the event does not have.
 var ErrNoMedia = errors.New("the event has no media at that index")
+
+// ErrMediaTooLarge is returned by Env.LoadMedia for a file over abi.MaxMedia;
+// the guest sees TOO_LARGE.
+var ErrMediaTooLarge = errors.New("the media file is larger than the ABI's limit")
 
 // ErrUnsupported is returned by an Env that does not offer a function yet; the
 // guest sees UNSUPPORTED.
@@ -358,7 +363,7 @@ var mediaLoad = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack
 	b, err := c.env.LoadMedia(ctx, int(index))
 	var unavailable *abi.MediaUnavailableError
 	switch {
-	case err == nil && len(b) > abi.MaxMedia:
+	case errors.Is(err, ErrMediaTooLarge), err == nil && len(b) > abi.MaxMedia:
 		stack[0] = code(abi.CodeTooLarge)
 	case err == nil:
 		stack[0] = c.setResult(b)

@@ -221,9 +221,8 @@ func (p *Provider) verify(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+	body, ok := provider.ReadWebhook(w, r, MaxBody)
+	if !ok {
 		return
 	}
 	sig := r.Header.Get(SignatureHeader)
@@ -289,18 +288,18 @@ var rateLimits = map[int]time.Duration{
 	131048: 10 * time.Minute, // spam rate limit
 }
 
-// apiError maps a Graph error onto the taxonomy.
-func (p *Provider) apiError(status int, header http.Header, body []byte) error {
+// apiError maps a Graph error onto the taxonomy; do names the provider.
+func apiError(status int, header http.Header, body []byte) error {
 	var g graphError
 	if json.Unmarshal(body, &g) != nil || g.Error.Code == 0 {
-		err := fmt.Errorf("meta-whatsapp %s: HTTP %d", p.cfg.ID, status)
+		err := fmt.Errorf("HTTP %d", status)
 		if status == http.StatusTooManyRequests {
 			return &provider.RateLimitedError{RetryAfter: retryAfter(header, time.Second), Err: err}
 		}
 		return err
 	}
 	e := g.Error
-	cause := fmt.Errorf("meta-whatsapp %s: HTTP %d: code %d: %s", p.cfg.ID, status, e.Code, e.Message)
+	cause := fmt.Errorf("HTTP %d: code %d: %s", status, e.Code, e.Message)
 	if e.ErrorData.Details != "" {
 		cause = fmt.Errorf("%w (%s)", cause, e.ErrorData.Details)
 	}
@@ -335,20 +334,8 @@ func retryAfter(h http.Header, def time.Duration) time.Duration {
 // do sends an authorized Graph request and decodes a 2xx JSON answer into out.
 func (p *Provider) do(req *http.Request, out any) error {
 	req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
-	resp, err := p.client.Do(req)
-	if err != nil {
+	if err := provider.CallJSON(p.client, req, out, apiError); err != nil {
 		return fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("meta-whatsapp %s: reading the answer: %w", p.cfg.ID, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return p.apiError(resp.StatusCode, resp.Header, body)
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("meta-whatsapp %s: HTTP %d with an unreadable body", p.cfg.ID, resp.StatusCode)
 	}
 	return nil
 }
@@ -462,10 +449,7 @@ func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) (
 		URL string `json:"url"`
 	}
 	if err := p.do(req, &info); err != nil {
-		if provider.Permanent(err) {
-			return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, err)
-		}
-		return nil, err
+		return nil, err // a permanent error means the media is gone
 	}
 	u, err := url.Parse(info.URL)
 	if err != nil || !p.downloadAllowed(u) {

@@ -325,16 +325,16 @@ func Run(t *testing.T, ch Channel) {
 		if err != nil || !bytes.Equal(got, ch.ImageBytes) {
 			t.Fatalf("LoadMedia: %d bytes, %v; want the fake's %d bytes", len(got), err, len(ch.ImageBytes))
 		}
-		if _, err := loader.LoadMedia(ctx, m, int64(len(ch.ImageBytes)-1)); !errors.Is(err, provider.ErrMediaUnavailable) {
-			t.Fatalf("LoadMedia over the size limit: %v, want ErrMediaUnavailable", err)
+		if _, err := loader.LoadMedia(ctx, m, int64(len(ch.ImageBytes)-1)); !provider.MediaGone(err) {
+			t.Fatalf("LoadMedia over the size limit: %v, want the media unavailable (provider.MediaGone)", err)
 		}
-		if _, err := loader.LoadMedia(ctx, ch.GoneMedia(api.URL), 1<<20); !errors.Is(err, provider.ErrMediaUnavailable) {
-			t.Fatalf("LoadMedia of media the channel does not have: %v, want ErrMediaUnavailable", err)
+		if _, err := loader.LoadMedia(ctx, ch.GoneMedia(api.URL), 1<<20); !provider.MediaGone(err) {
+			t.Fatalf("LoadMedia of media the channel does not have: %v, want the media unavailable (provider.MediaGone)", err)
 		}
 		down.Store(true)
 		_, err = loader.LoadMedia(ctx, m, 1<<20)
 		down.Store(false)
-		if err == nil || errors.Is(err, provider.ErrMediaUnavailable) {
+		if err == nil || provider.MediaGone(err) {
 			t.Fatalf("LoadMedia while the API is down: %v, want a retryable error", err)
 		}
 		for _, bad := range []provider.StoredRef{

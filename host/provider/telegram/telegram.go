@@ -168,9 +168,8 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad secret token", http.StatusUnauthorized)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+	body, ok := provider.ReadWebhook(w, r, MaxBody)
+	if !ok {
 		return
 	}
 	u, err := DecodeUpdate(body)
@@ -356,10 +355,7 @@ func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) (
 		FilePath string `json:"file_path"`
 	}
 	if err := p.call(ctx, "getFile", map[string]any{"file_id": m.Ref}, &f); err != nil {
-		if provider.Permanent(err) {
-			return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, err)
-		}
-		return nil, err
+		return nil, err // a permanent error means the file is gone
 	}
 	if f.FilePath == "" || strings.Contains(f.FilePath, "..") {
 		return nil, fmt.Errorf("%w: telegram %s: getFile gave no usable file_path", provider.ErrMediaUnavailable, p.cfg.ID)

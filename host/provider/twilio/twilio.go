@@ -172,9 +172,8 @@ func (p *Provider) signedURL(r *http.Request) string {
 }
 
 func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+	body, ok := provider.ReadWebhook(w, r, MaxBody)
+	if !ok {
 		return
 	}
 	params, err := DecodeWebhook(body)
@@ -218,11 +217,12 @@ type apiError struct {
 	Status   int    `json:"status"`
 }
 
-// mapError maps a Twilio error answer onto the taxonomy.
-func (p *Provider) mapError(status int, header http.Header, body []byte) error {
+// mapError maps a Twilio error answer onto the taxonomy; Send names the
+// provider.
+func mapError(status int, header http.Header, body []byte) error {
 	var e apiError
 	json.Unmarshal(body, &e)
-	cause := fmt.Errorf("twilio %s: HTTP %d: code %d: %s", p.cfg.ID, status, e.Code, e.Message)
+	cause := fmt.Errorf("HTTP %d: code %d: %s", status, e.Code, e.Message)
 	switch {
 	case status == http.StatusTooManyRequests || e.Code == 20429:
 		wait := time.Second
@@ -275,23 +275,14 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth(p.cfg.AccountSID, p.cfg.AuthToken)
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("twilio %s: %w", p.cfg.ID, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return "", fmt.Errorf("twilio %s: reading the answer: %w", p.cfg.ID, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return "", p.mapError(resp.StatusCode, resp.Header, body)
-	}
 	var out struct {
 		SID string `json:"sid"`
 	}
-	if err := json.Unmarshal(body, &out); err != nil || out.SID == "" {
-		return "", fmt.Errorf("twilio %s: HTTP %d without a message sid", p.cfg.ID, resp.StatusCode)
+	if err := provider.CallJSON(p.client, req, &out, mapError); err != nil {
+		return "", fmt.Errorf("twilio %s: %w", p.cfg.ID, err)
+	}
+	if out.SID == "" {
+		return "", fmt.Errorf("twilio %s: the answer has no message sid", p.cfg.ID)
 	}
 	return out.SID, nil
 }

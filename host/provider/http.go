@@ -1,0 +1,41 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// ReadWebhook reads a webhook body of at most max bytes; a larger one is
+// answered 413 and ok is false.
+func ReadWebhook(w http.ResponseWriter, r *http.Request, max int64) (body []byte, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		http.Error(w, fmt.Sprintf("body over %d bytes", max), http.StatusRequestEntityTooLarge)
+		return nil, false
+	}
+	return body, true
+}
+
+// CallJSON performs an API request and decodes a 2xx JSON answer (at most
+// 1 MiB) into out. Any other status goes to mapErr with the status, headers
+// and body, which maps the channel's error onto the taxonomy.
+func CallJSON(client *http.Client, req *http.Request, out any, mapErr func(status int, h http.Header, body []byte) error) error {
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return mapErr(resp.StatusCode, resp.Header, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("HTTP %d with an unreadable body", resp.StatusCode)
+	}
+	return nil
+}
