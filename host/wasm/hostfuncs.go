@@ -60,6 +60,16 @@ type call struct {
 	lastError  string
 	// hostErr is the first host failure; it turns the call into a fault.
 	hostErr error
+	// deadline is the guest's clock, paused while a host call waits.
+	deadline *guestDeadline
+}
+
+// wait runs a host call that may block on the world (the journal, a channel)
+// with the guest's deadline paused.
+func (c *call) wait(f func()) {
+	c.deadline.pause()
+	defer c.deadline.resume()
+	f()
 }
 
 type callKey struct{}
@@ -207,11 +217,13 @@ func sendFunc(enqueue bool) api.GoModuleFunc {
 			return
 		}
 		var res abi.SendResult
-		if enqueue {
-			res, err = c.env.Enqueue(ctx, req)
-		} else {
-			res, err = c.env.Send(ctx, req)
-		}
+		c.wait(func() {
+			if enqueue {
+				res, err = c.env.Enqueue(ctx, req)
+			} else {
+				res, err = c.env.Send(ctx, req)
+			}
+		})
 		if err != nil {
 			stack[0] = c.fail(err)
 			return
@@ -258,7 +270,10 @@ var stateGet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack 
 		stack[0] = code(bad)
 		return
 	}
-	v, ok, err := c.env.StateGet(ctx, key)
+	var v []byte
+	var ok bool
+	var err error
+	c.wait(func() { v, ok, err = c.env.StateGet(ctx, key) })
 	switch {
 	case err != nil:
 		stack[0] = c.stateErr(err)
@@ -360,7 +375,9 @@ var mediaLoad = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack
 		stack[0] = code(abi.CodeNotFound)
 		return
 	}
-	b, err := c.env.LoadMedia(ctx, int(index))
+	var b []byte
+	var err error
+	c.wait(func() { b, err = c.env.LoadMedia(ctx, int(index)) })
 	var unavailable *abi.MediaUnavailableError
 	switch {
 	case errors.Is(err, ErrMediaTooLarge), err == nil && len(b) > abi.MaxMedia:

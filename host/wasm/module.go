@@ -205,10 +205,11 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 	inst.stdout.flush(ev.ID)
 	inst.stderr.flush(ev.ID)
 
-	callCtx, cancel := context.WithTimeout(withCall(ctx, c), m.engine.cfg.HandlerTimeout)
-	res, callErr := inst.onEvent.Call(callCtx, uint64(len(payload)))
-	deadline := callCtx.Err()
-	cancel()
+	callCtx, dl := startDeadline(ctx, m.engine.cfg.HandlerTimeout)
+	c.deadline = dl
+	res, callErr := inst.onEvent.Call(withCall(callCtx, c), uint64(len(payload)))
+	deadline := context.Cause(callCtx)
+	dl.stop()
 	inst.stdout.flush("")
 	inst.stderr.flush("")
 
@@ -236,7 +237,7 @@ func (m *Module) classify(inst *instance, callErr, deadline, parent, hostErr err
 		return &FaultError{Kind: FaultHost, Err: hostErr}
 	case parent != nil:
 		return &FaultError{Kind: FaultCanceled, Err: parent}
-	case errors.Is(deadline, context.DeadlineExceeded):
+	case errors.Is(deadline, errGuestDeadline):
 		return &FaultError{Kind: FaultDeadline, Err: fmt.Errorf("handler ran past bot.handler_timeout (%s)", m.engine.cfg.HandlerTimeout)}
 	case m.nearMemoryLimit(inst):
 		return &FaultError{Kind: FaultMemory, Err: fmt.Errorf("guest reached bot.max_memory (%d bytes): %w", m.engine.cfg.MaxMemory, callErr)}
