@@ -115,8 +115,9 @@ type OutboxJournal interface {
 	Retry(ctx context.Context, key string, now int64) error
 	// Discard deletes the record: a later send with the key goes out again.
 	Discard(ctx context.Context, key string) error
-	// Purge deletes terminal records completed before before; it returns how
-	// many.
+	// Purge deletes sent records completed before before; it returns how
+	// many. Dead and unknown records stay until an operator retries or
+	// discards them: retention never empties the DLQ.
 	Purge(ctx context.Context, before int64) (int, error)
 }
 
@@ -163,7 +164,8 @@ type InboxJournal interface {
 	// Replay is the operator's replay: a done, failed or dead record → pending,
 	// with its attempts reset, so the next sweep processes it again.
 	Replay(ctx context.Context, id string, now int64) error
-	// Purge deletes terminal records completed before before.
+	// Purge deletes done records completed before before. Dead records stay
+	// until an operator replays them: retention never empties the DLQ.
 	Purge(ctx context.Context, before int64) (int, error)
 }
 

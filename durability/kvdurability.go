@@ -577,7 +577,7 @@ func (j *kvInbox) Replay(ctx context.Context, id string, now int64) error {
 
 func (j *kvInbox) Purge(ctx context.Context, before int64) (int, error) {
 	return j.t.purge(ctx, before, func(r *InboxRecord) bool {
-		return r.State.Terminal() && r.CompletedAt < before
+		return r.State == InboxDone && r.CompletedAt < before
 	})
 }
 
@@ -791,7 +791,7 @@ func (j *kvOutbox) Discard(ctx context.Context, key string) error {
 
 func (j *kvOutbox) Purge(ctx context.Context, before int64) (int, error) {
 	return j.t.purge(ctx, before, func(r *OutboxRecord) bool {
-		return r.State.Terminal() && r.CompletedAt < before
+		return r.State == OutboxSent && r.CompletedAt < before
 	})
 }
 

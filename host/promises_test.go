@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -70,5 +73,59 @@ func TestChannelOutageDefersNotDeadLetters(t *testing.T) {
 				t.Fatalf("send is %s, want sent", r.State)
 			}
 		})
+	}
+}
+
+// TestRetentionKeepsDeadLetters: retention purges done and sent records only;
+// a dead letter (inbound or outbound) and an unknown send stay until an
+// operator retries or discards them.
+func TestRetentionKeepsDeadLetters(t *testing.T) {
+	cfg := testConfig(t, "[durability]\nretention = \"1ms\"\n")
+	ch := newChannel()
+	ch.fail = func(_ int, out provider.Outbound) error {
+		if out.Text == "to nobody" {
+			return provider.ErrRecipientUnreachable
+		}
+		return nil
+	}
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		switch ev.Text {
+		case "poison":
+			return &wasm.FaultError{Kind: wasm.FaultTrap, Err: errors.New("unreachable")}
+		case "dead send":
+			_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "to nobody"})
+			return err
+		}
+		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "ok"})
+		return err
+	})
+	b := newTestBot(t, cfg, memory.New(), h, ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "poison")
+	b.admit(t, "c2", "m2", "dead send")
+	b.admit(t, "c3", "m3", "fine")
+	if !waitFor(30*time.Second, func() bool {
+		in, err1 := b.inbox.Get(context.Background(), "web:m1")
+		out, err2 := b.outbox.Get(context.Background(), "web:m2:1")
+		return err1 == nil && err2 == nil && in.State == durability.InboxDead && out.State == durability.OutboxDead && ch.count("c3", "ok") == 1
+	}) {
+		t.Fatal("the dead letters and the reply did not settle")
+	}
+	if !waitFor(30*time.Second, func() bool {
+		b.purge()
+		_, err := b.inbox.Get(context.Background(), "web:m3")
+		return errors.Is(err, durability.ErrNotFound)
+	}) {
+		t.Fatal("retention never purged the done record")
+	}
+	b.purge()
+	if r := b.inboxState(t, "web:m1"); r.State != durability.InboxDead {
+		t.Fatalf("inbound dead letter is %s", r.State)
+	}
+	if r := b.outboxRecord(t, "web:m2:1"); r.State != durability.OutboxDead {
+		t.Fatalf("outbound dead letter is %s", r.State)
+	}
+	if _, err := b.outbox.Get(context.Background(), "web:m3:1"); !errors.Is(err, durability.ErrNotFound) {
+		t.Fatalf("the sent record was not purged: %v", err)
 	}
 }

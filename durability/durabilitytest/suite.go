@@ -367,7 +367,7 @@ func runInbox(t *testing.T, nb NewBackend) {
 		wantErr(t, j.Inbox.Replay(ctx, "web:404", 200), durability.ErrNotFound, "replay missing")
 	})
 
-	t.Run("purge deletes terminal records completed before", func(t *testing.T) {
+	t.Run("purge deletes done records completed before, never the DLQ", func(t *testing.T) {
 		j, _ := open(t, nb)
 		for i, id := range []string{"web:done-old", "web:dead-old", "web:done-new", "web:pending"} {
 			putIn(t, j, id, "c1", int64(100+i))
@@ -383,10 +383,10 @@ func runInbox(t *testing.T, nb NewBackend) {
 		settle("web:done-old", 200, false)
 		settle("web:dead-old", 210, true)
 		settle("web:done-new", 900, false)
-		if n := check(j.Inbox.Purge(ctx, 500))(t); n != 2 {
-			t.Fatalf("purged %d, want 2", n)
+		if n := check(j.Inbox.Purge(ctx, 500))(t); n != 1 {
+			t.Fatalf("purged %d, want 1 (the dead letter stays)", n)
 		}
-		if got := check(j.Inbox.List(ctx, durability.ListFilter{}))(t); !slices.Equal(ids(got), []string{"web:done-new", "web:pending"}) {
+		if got := check(j.Inbox.List(ctx, durability.ListFilter{}))(t); !slices.Equal(ids(got), []string{"web:dead-old", "web:done-new", "web:pending"}) {
 			t.Fatalf("left %v", ids(got))
 		}
 		// A purged id is new again.
@@ -587,10 +587,12 @@ func runOutbox(t *testing.T, nb NewBackend) {
 		putOut(t, j, "dead", "c1", 160, nil) // a discarded key sends again
 		putOut(t, j, "sent-late", "c1", 170, &l)
 		noErr(t, j.Outbox.MarkSent(ctx, "sent-late", 1, "r2", 900))
+		putOut(t, j, "dead-old", "c1", 180, &l)
+		noErr(t, j.Outbox.MarkFailed(ctx, "dead-old", 1, "unreachable", durability.FailOptions{Now: 190, Dead: true}))
 		if n := check(j.Outbox.Purge(ctx, 500))(t); n != 1 {
-			t.Fatalf("purged %d, want 1 (only sent@130)", n)
+			t.Fatalf("purged %d, want 1 (only sent@130; the dead letter stays)", n)
 		}
-		if got := check(j.Outbox.List(ctx, durability.ListFilter{}))(t); !slices.Equal(keys(got), []string{"dead", "sent-late"}) {
+		if got := check(j.Outbox.List(ctx, durability.ListFilter{}))(t); !slices.Equal(keys(got), []string{"dead", "sent-late", "dead-old"}) {
 			t.Fatalf("left %v", keys(got))
 		}
 		if got := check(j.Outbox.List(ctx, durability.ListFilter{State: "pending", Chat: "c1"}))(t); !slices.Equal(keys(got), []string{"dead"}) {
