@@ -154,7 +154,7 @@ func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) erro
 
 // Scope is the journal scope of the bot cfg describes.
 func Scope(cfg *config.Config) durability.Scope {
-	return durability.Scope{Bot: cfg.Bot.ID, Connection: "default"}
+	return durability.Scope{Tenant: cfg.Bot.Tenant, Environment: cfg.Bot.Environment, Bot: cfg.Bot.ID, Connection: cfg.Bot.Connection}
 }
 
 // OpenBackend opens the durability backend cfg names.

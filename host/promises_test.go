@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -127,5 +128,50 @@ func TestRetentionKeepsDeadLetters(t *testing.T) {
 	}
 	if _, err := b.outbox.Get(context.Background(), "web:m3:1"); !errors.Is(err, durability.ErrNotFound) {
 		t.Fatalf("the sent record was not purged: %v", err)
+	}
+}
+
+// TestScopeSeparatesTenantsAndEnvironments: [bot] tenant, environment and
+// connection complete the namespace, so two environments of one bot (or two
+// tenants) share one PostgreSQL without seeing each other's records.
+func TestScopeSeparatesTenantsAndEnvironments(t *testing.T) {
+	shared := backends["postgres"](t)
+	run := func(tenant, env, conn string) (*testBot, *channel) {
+		src := fmt.Sprintf("[bot]\nmodule = \"unused.wasm\"\nid = \"shop\"\ntenant = %q\nenvironment = %q\nconnection = %q\n"+fastDurability+"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", tenant, env, conn)
+		cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"), src, func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Durability.InstanceID = "i-" + tenant + "-" + env + "-" + conn
+		ch := newChannel()
+		h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+			_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "reminder", IdempotencyKey: "reminder:1"})
+			return err
+		})
+		return newTestBot(t, cfg, shared, h, ch), ch
+	}
+	suffix := randomID()
+	bots := []struct{ tenant, env, conn string }{
+		{"acme-" + suffix, "prod", "default"},
+		{"acme-" + suffix, "staging", "default"},
+		{"globex-" + suffix, "prod", "default"},
+		{"acme-" + suffix, "prod", "second-number"},
+	}
+	for _, s := range bots {
+		b, ch := run(s.tenant, s.env, s.conn)
+		defer b.stop(t)
+		if adm, err := b.admit(t, "c1", "m1", "hi"); err != nil || adm.Duplicate {
+			t.Fatalf("%+v: the same message id in another scope is not new: %+v %v", s, adm, err)
+		}
+		if !b.quiet(1, 30*time.Second) {
+			t.Fatalf("%+v: did not settle", s)
+		}
+		if n := ch.count("c1", "reminder"); n != 1 {
+			t.Fatalf("%+v: the explicit key reminder:1 was sent %d times in its own scope, want 1", s, n)
+		}
+		in, err := b.ListInbox(context.Background(), durability.ListFilter{})
+		if err != nil || len(in) != 1 {
+			t.Fatalf("%+v: sees %d inbox records (%v), want only its own", s, len(in), err)
+		}
 	}
 }

@@ -29,6 +29,13 @@ type Config struct {
 type Bot struct {
 	// ID names the bot; it scopes the journals (default "bot").
 	ID string `toml:"id"`
+	// Tenant, Environment and Connection complete the bot's namespace in a
+	// shared backend (defaults "", "" and "default"): two bots, or two
+	// environments of one bot, share one database without seeing each
+	// other's records.
+	Tenant      string `toml:"tenant"`
+	Environment string `toml:"environment"`
+	Connection  string `toml:"connection"`
 	// Module is the path of the WebAssembly module, relative to the config file.
 	Module string `toml:"module"`
 	// Workers is how many events run at once (default 4).
@@ -245,6 +252,9 @@ func (c *Config) defaults(dir string) {
 	if b.ID == "" {
 		b.ID = "bot"
 	}
+	if b.Connection == "" {
+		b.Connection = "default"
+	}
 	if b.Workers == 0 {
 		b.Workers = 4
 	}
@@ -276,7 +286,7 @@ func (c *Config) defaults(dir string) {
 	}
 	if d.InstanceID == "" {
 		host, _ := os.Hostname()
-		d.InstanceID = host + "/" + b.ID + "/default"
+		d.InstanceID = host + "/" + b.ID + "/" + b.Connection
 		if d.Backend == "postgres" || d.Backend == "redis" {
 			// Two processes of one host sharing the backend must not share an
 			// id: a per-boot suffix. A restart then waits for the old leases

@@ -30,6 +30,9 @@ func TestMinimalDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"bot.id", cfg.Bot.ID, "bot"},
+		{"bot.tenant", cfg.Bot.Tenant, ""},
+		{"bot.environment", cfg.Bot.Environment, ""},
+		{"bot.connection", cfg.Bot.Connection, "default"},
 		{"bot.module", cfg.Bot.Module, filepath.Join("testdata", "good", "bot.wasm")},
 		{"bot.workers", cfg.Bot.Workers, 4},
 		{"bot.handler_timeout", cfg.Bot.HandlerTimeout.D(), 10 * time.Second},

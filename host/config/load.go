@@ -222,12 +222,19 @@ func (p *parser) expand(v reflect.Value, key string, lookup func(string) (string
 
 var tablePrefix = regexp.MustCompile(`^[A-Za-z0-9_]*$`)
 
+var scopeName = regexp.MustCompile(`^[A-Za-z0-9._:/@-]{0,128}$`)
+
 var providerID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 func (p *parser) validate(c *Config) {
 	b := c.Bot
 	if b.Module == "" {
 		p.add("bot.module", "missing: set it to the path of your bot's .wasm file")
+	}
+	for _, n := range []struct{ key, v string }{{"bot.id", b.ID}, {"bot.tenant", b.Tenant}, {"bot.environment", b.Environment}, {"bot.connection", b.Connection}} {
+		if !scopeName.MatchString(n.v) {
+			p.add(n.key, "%q: use at most 128 letters, digits and . _ - : / @ (it names the bot's records in a shared backend)", n.v)
+		}
 	}
 	if b.Workers < 1 || b.Workers > 1024 {
 		p.add("bot.workers", "%d is outside 1..1024", b.Workers)
