@@ -4,7 +4,7 @@ GO ?= go
 GUEST_ENV = GOOS=wasip1 GOARCH=wasm GOWORK=off CGO_ENABLED=0
 FUZZTIME ?= 3s
 
-.PHONY: all build examples run test fuzz bench vet clean
+.PHONY: all build examples run test soak fuzz bench vet clean
 
 all: build examples
 
@@ -52,9 +52,14 @@ vet:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: the files above need formatting" && exit 1)
 
 test: vet examples
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 25m ./...
 	cd guest-sdk/go && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
+
+# Longer crash runs than make test: 1,000 seeded random crash points per
+# backend, the SIGKILL and failover tests, under -race.
+soak: examples
+	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'CrashMatrix|SIGKILL|Failover' ./host/ ./cmd/botrun/
 
 # Every parser of untrusted bytes has a fuzz target; each runs for FUZZTIME.
 FUZZ_TARGETS = \

@@ -78,7 +78,7 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 	for _, m := range crashMessages {
 		a.admit(t, m.chat, m.id, m.text) // an error means "not journaled": the channel redelivers below
 	}
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !crash.Crashed() && !a.settled(len(crashMessages)) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
@@ -92,7 +92,7 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 			t.Fatalf("%s: redelivery of %s: %v", c, m.id, err)
 		}
 	}
-	if !b.quiet(len(crashMessages), 10*time.Second) {
+	if !b.quiet(len(crashMessages), 60*time.Second) {
 		in, _ := b.ListInbox(context.Background(), durability.ListFilter{})
 		out, _ := b.ListOutbox(context.Background(), durability.ListFilter{})
 		t.Fatalf("%s: bot B did not settle:\ninbox %+v\noutbox %+v", c, in, out)
@@ -237,14 +237,18 @@ func crashRandom(t *testing.T, nb func(t *testing.T) durability.Backend) {
 	for _, m := range crashMessages {
 		a.admit(t, m.chat, m.id, m.text)
 	}
-	if !a.quiet(len(crashMessages), 5*time.Second) {
+	if !a.quiet(len(crashMessages), 60*time.Second) {
 		t.Fatal("clean run did not settle")
 	}
 	a.stop(t)
 	writes := len(clean.Writes())
 	t.Logf("a clean run makes %d counted writes: %s", writes, strings.Join(clean.Writes(), " "))
 
-	runs := 1000
+	// make test runs 300 seeded crash points per backend; make soak 1,000.
+	runs := 300
+	if os.Getenv("BOTRUN_SOAK") != "" {
+		runs = 1000
+	}
 	if testing.Short() {
 		runs = 100
 	}

@@ -57,7 +57,7 @@ func TestTelegramWebhookAndLongReplies(t *testing.T) {
 			t.Fatalf("secret %q: %d, want %d", secret, rec.Code, want)
 		}
 	}
-	if !b.quiet(1, 5*time.Second) {
+	if !b.quiet(1, 60*time.Second) {
 		in, _ := b.ListInbox(context.Background(), durability.ListFilter{})
 		out, _ := b.ListOutbox(context.Background(), durability.ListFilter{})
 		for _, r := range out {
@@ -91,7 +91,7 @@ func TestTelegramLongPolling(t *testing.T) {
 		defer api.Unlock()
 		api.Updates = append(api.Updates, raw)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for fmt.Sprint(api.Texts(42)) != "[echo: polled]" {
 		if time.Now().After(deadline) {
 			t.Fatalf("sent %q", api.Texts(42))

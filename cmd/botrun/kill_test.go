@@ -128,12 +128,14 @@ max_attempts = 50
 [durability.outbox]
 lease = "3s"
 on_ambiguous = "skip"
+[admin]
+token = %q
 [[providers]]
 id = "gw"
 type = "http"
 url = %q
 secret = %q
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, backend, path, gwSrv.URL, killSecret)), 0o644)
+`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, backend, path, killAdminToken, gwSrv.URL, killSecret)), 0o644)
 
 	const messages, chats, kills = 400, 40, 20
 	rng := rand.New(rand.NewPCG(20261129, uint64(len(backend))))
@@ -216,7 +218,7 @@ secret = %q
 	for {
 		n := 0
 		admitted.Range(func(_, _ any) bool { n++; return true })
-		if n == messages && settled(t, bin, cfgPath) {
+		if n == messages && settled(addr) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -240,19 +242,34 @@ secret = %q
 		backend, kills, messages, o.lost, o.duplicated, o.ambiguous)
 }
 
-// settled asks the CLI whether every record is settled. The file journal is
-// locked by the live bot, so for it the check reads nothing and waits for the
-// admitted count alone.
-func settled(t *testing.T, bin, cfg string) bool {
-	out, err := exec.Command(bin, "inbox", "list", "-c", cfg, "--json").Output()
-	if err != nil {
-		return true // the file journal refuses while the bot runs: rely on the final check
-	}
-	var recs []durability.InboxRecord
-	json.Unmarshal(out, &recs)
-	for _, r := range recs {
-		if !r.State.Terminal() {
+// killAdminToken opens the running bot's admin API to settled.
+const killAdminToken = "kill-test-admin-token"
+
+// settled asks the running bot, through its admin API, whether every inbox
+// and outbox record is settled. Any failure to answer is "not yet": a refusal
+// is never taken for an answer.
+func settled(addr string) bool {
+	for _, what := range []string{"inbox", "outbox"} {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/admin/"+what+"?limit=10000", nil)
+		req.Header.Set("Authorization", "Bearer "+killAdminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
 			return false
+		}
+		var recs []struct {
+			State string `json:"state"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&recs)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return false
+		}
+		for _, r := range recs {
+			switch r.State {
+			case string(durability.InboxDone), string(durability.InboxDead), string(durability.OutboxSent), string(durability.OutboxUnknown):
+			default:
+				return false
+			}
 		}
 	}
 	return true
