@@ -231,7 +231,7 @@ func (b *Bot) newProvider(pc config.Provider) (provider.Provider, error) {
 		}
 		return wc, nil
 	case *config.HTTPChannel:
-		return httpchan.New(pc.ID, pc.URL, pc.Secret, b), nil
+		return httpchan.New(httpchan.Config{ID: pc.ID, URL: pc.URL, Secret: pc.Secret, Window: pc.SignatureWindow.D()}, b), nil
 	case *config.Telegram:
 		tg := telegram.New(telegram.Config{ID: pc.ID, Token: pc.Token, SecretToken: pc.SecretToken,
 			Poll: pc.Mode == "poll", APIURL: pc.APIURL, Logger: b.log}, b)
