@@ -368,8 +368,10 @@ func (t *MemoryTranscript) Purge(_ context.Context, before time.Time) (int, erro
 		for i < len(es) && es[i].at.Before(before) {
 			i++
 		}
-		n += i
-		t.entries[prov] = slices.Clone(es[i:])
+		if i > 0 {
+			n += i
+			t.entries[prov] = slices.Clone(es[i:])
+		}
 	}
 	return n, nil
 }
