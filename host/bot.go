@@ -64,6 +64,11 @@ type Bot struct {
 	chatPage  http.HandlerFunc
 	// mounts add routes to the HTTP surface (the admin API).
 	mounts []func(*http.ServeMux)
+	// servedAlso are served by Run besides its own listener (the admin API
+	// on [admin] listen).
+	servedAlso []served
+	// timeouts bound every HTTP server Run starts.
+	timeouts serverTimeouts
 	// pollers receive from channels that pull (long polling) until the bot
 	// stops.
 	pollers []func(context.Context)
@@ -103,6 +108,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		mediaRefs: *cfg.Durability.Inbox.MediaRefs,
 		providers: map[string]provider.Provider{},
 		boot:      time.Now(),
+		timeouts:  defaultTimeouts,
 		wake:      make(chan struct{}, 1),
 		stopped:   make(chan struct{}),
 		sweepDone: make(chan struct{}),
@@ -225,13 +231,13 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 func (b *Bot) newProvider(pc config.Provider) (provider.Provider, error) {
 	switch pc := pc.(type) {
 	case *config.Webchat:
-		wc := webchat.New(pc.ID, b, b.transcript)
+		wc := webchat.New(webchat.Config{ID: pc.ID, RateLimit: *pc.RateLimit, Burst: pc.Burst, Logger: b.log}, b, b.transcript)
 		if b.chatPage == nil {
 			b.chatPage = wc.Page
 		}
 		return wc, nil
 	case *config.HTTPChannel:
-		return httpchan.New(pc.ID, pc.URL, pc.Secret, b), nil
+		return httpchan.New(httpchan.Config{ID: pc.ID, URL: pc.URL, Secret: pc.Secret, Window: pc.SignatureWindow.D()}, b), nil
 	case *config.Telegram:
 		tg := telegram.New(telegram.Config{ID: pc.ID, Token: pc.Token, SecretToken: pc.SecretToken,
 			Poll: pc.Mode == "poll", APIURL: pc.APIURL, Logger: b.log}, b)
@@ -299,14 +305,26 @@ func (b *Bot) Start() {
 	}
 }
 
-// Run starts the sweeper and serves HTTP on ln until ctx ends, then shuts down
-// gracefully: it stops admitting, lets handlers in flight finish within grace,
-// and closes the module and the backend.
+// Run starts the sweeper and serves HTTP on ln (and on the listeners added
+// with AddListener) until ctx ends, then shuts down gracefully: it stops
+// admitting, lets handlers in flight finish within grace, and closes the
+// module and the backend. It refuses to serve a webchat without allow_public
+// on a listener that is not loopback.
 func (b *Bot) Run(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	if err := b.checkExposure(ln.Addr()); err != nil {
+		b.Stop(ctx)
+		return err
+	}
 	b.Start()
-	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	b.mu.Lock()
+	all := append([]served{{ln, b.Handler()}}, b.servedAlso...)
+	b.mu.Unlock()
+	servers := make([]*http.Server, len(all))
+	errc := make(chan error, len(all))
+	for i, l := range all {
+		servers[i] = b.timeouts.server(l.handler)
+		go func() { errc <- servers[i].Serve(l.ln) }()
+	}
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -315,7 +333,10 @@ func (b *Bot) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	b.log.Info("stopping: finishing events in flight", "grace", grace)
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	httpErr := srv.Shutdown(sctx)
+	var httpErr error
+	for _, srv := range servers {
+		httpErr = errors.Join(httpErr, srv.Shutdown(sctx))
+	}
 	stopErr := b.Stop(sctx)
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil

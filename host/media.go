@@ -96,16 +96,27 @@ func (b *Bot) rehydrateMedia(recProvider string, j *journaled) []string {
 	return reasons
 }
 
+// mediaLoad is one media_load answer kept for the rest of the event: the
+// bytes, or a final error.
+type mediaLoad struct {
+	b   []byte
+	err error
+}
+
 // LoadMedia implements wasm.Env: the bytes of the event's media[index],
-// downloaded by its provider. A permanent download failure is a
+// downloaded by its provider once per event (a second load of the same index
+// is answered from the first). A permanent download failure is a
 // rehydrate-failed MediaUnavailableError; a transient one fails the attempt,
 // which is retried.
 func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
-	if index >= len(t.event.Media) {
+	if index < 0 || index >= len(t.event.Media) {
 		return nil, wasm.ErrNoMedia
 	}
 	if index < len(t.mediaReasons) && t.mediaReasons[index] != "" {
 		return nil, &abi.MediaUnavailableError{Reason: t.mediaReasons[index]}
+	}
+	if r, ok := t.media[index]; ok {
+		return r.b, r.err
 	}
 	loader, ok := t.bot.providers[t.event.Provider].(provider.MediaLoader)
 	if !ok {
@@ -113,13 +124,21 @@ func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
 	}
 	m := t.event.Media[index]
 	b, err := loader.LoadMedia(ctx, provider.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME}, abi.MaxMedia)
+	var r mediaLoad
 	switch {
 	case err == nil:
-		return b, nil
+		r.b = b
 	case errors.Is(err, provider.ErrMediaTooLarge):
-		return nil, fmt.Errorf("media %d of %s: %w", index, t.event.ID, wasm.ErrMediaTooLarge)
+		r.err = fmt.Errorf("media %d of %s: %w", index, t.event.ID, wasm.ErrMediaTooLarge)
 	case provider.MediaGone(err):
-		return nil, &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: err.Error()}
+		r.err = &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: err.Error()}
+	default:
+		// Transient: not kept, so a retry in this event downloads again.
+		return nil, fmt.Errorf("downloading media %d of %s: %w", index, t.event.ID, err)
 	}
-	return nil, fmt.Errorf("downloading media %d of %s: %w", index, t.event.ID, err)
+	if t.media == nil {
+		t.media = map[int]mediaLoad{}
+	}
+	t.media[index] = r
+	return r.b, r.err
 }

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider/webchat"
 )
 
 // kvTranscript keeps the webchat transcript in the backend's Kv, beside the
-// journals, so it survives a restart on a persistent backend.
+// journals, so it survives a restart on a persistent backend. Each entry is
+// also indexed by the time it was appended ("<prefix>time/"), so retention
+// can purge it.
 type kvTranscript struct {
 	kv     durability.Kv
 	prefix string
@@ -25,6 +28,10 @@ type transcriptEntry struct {
 }
 
 func pad(seq int64) string { return fmt.Sprintf("%020d", seq) }
+
+// timeGroup holds one key per entry, scored by its append time in Unix
+// milliseconds, whose value is the entry's key.
+func (t *kvTranscript) timeGroup() string { return t.prefix + "time/" }
 
 // Append implements webchat.Transcript.
 func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) (int64, error) {
@@ -41,9 +48,12 @@ func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) 
 		}
 		seq++
 		group := p + "chat/" + chat + "/"
+		key := group + pad(seq)
+		at := time.Now().UnixMilli()
 		err = t.kv.Commit(ctx, []durability.Write{
 			{Key: p + "seq", Version: version, Value: []byte(strconv.FormatInt(seq, 10))},
-			{Key: group + pad(seq), Version: durability.AnyVersion, Value: entry, Group: group, Order: &seq},
+			{Key: key, Version: durability.AnyVersion, Value: entry, Group: group, Order: &seq},
+			{Key: t.timeGroup() + provider + "/" + pad(seq), Version: durability.AnyVersion, Value: []byte(key), Group: t.timeGroup(), Order: &at},
 		})
 		if errors.Is(err, durability.ErrConflict) {
 			continue
@@ -75,4 +85,31 @@ func (t *kvTranscript) After(ctx context.Context, provider, chat string, after i
 		out = append(out, webchat.Entry{Seq: id.Score, Chat: e.Chat, Text: e.Text})
 	}
 	return out, nil
+}
+
+// Purge implements webchat.Transcript: the entries appended before before,
+// in batches of 500. Entries written before the time index existed are kept.
+func (t *kvTranscript) Purge(ctx context.Context, before time.Time) (int, error) {
+	n := 0
+	for {
+		ids, err := t.kv.Range(ctx, t.timeGroup(), durability.IndexOrder, durability.IndexEntry{Score: math.MinInt64}, before.UnixMilli()-1, 500)
+		if err != nil || len(ids) == 0 {
+			return n, err
+		}
+		writes := make([]durability.Write, 0, 2*len(ids))
+		for _, id := range ids {
+			entry, _, err := t.kv.Get(ctx, id.Key)
+			if err != nil {
+				return n, err
+			}
+			writes = append(writes, durability.Write{Key: id.Key, Version: durability.AnyVersion, Delete: true, Group: t.timeGroup()})
+			if len(entry) > 0 {
+				writes = append(writes, durability.Write{Key: string(entry), Version: durability.AnyVersion, Delete: true})
+			}
+		}
+		if err := t.kv.Commit(ctx, writes); err != nil {
+			return n, err
+		}
+		n += len(ids)
+	}
 }

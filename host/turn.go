@@ -25,6 +25,9 @@ type turn struct {
 	// mediaReasons say why event media is unavailable, per index ("" when
 	// it is available).
 	mediaReasons []string
+	// media holds this event's media_load results by index, so a guest
+	// loading the same media twice downloads it once.
+	media map[int]mediaLoad
 	// module is the digest of the module that ran the handler, when the
 	// handler is hot-reloadable.
 	module string

@@ -59,7 +59,7 @@ func (r *replica) start(t *testing.T, bin string) {
 func post(addr, chat, text string) bool {
 	body, _ := json.Marshal(httpchan.Inbound{ID: text, Chat: chat, From: "u", Text: text})
 	req, _ := http.NewRequest("POST", "http://"+addr+"/webhooks/gw", bytes.NewReader(body))
-	req.Header.Set(httpchan.SignatureHeader, httpchan.Sign([]byte(killSecret), body))
+	httpchan.SignRequest(req.Header, []byte(killSecret), body, time.Now())
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
 		return false

@@ -45,7 +45,7 @@ func (g *gateway) sends() int {
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	time.Sleep(g.delay)
-	if !httpchan.Verify([]byte(killSecret), body, r.Header.Get(httpchan.SignatureHeader)) {
+	if httpchan.VerifyRequest(r.Header, []byte(killSecret), body, time.Now(), httpchan.DefaultWindow) != nil {
 		g.mu.Lock()
 		g.bad++
 		g.mu.Unlock()
@@ -161,7 +161,7 @@ secret = %q
 					default:
 					}
 					req, _ := http.NewRequest("POST", "http://"+addr+"/webhooks/gw", bytes.NewReader(body))
-					req.Header.Set(httpchan.SignatureHeader, httpchan.Sign([]byte(killSecret), body))
+					httpchan.SignRequest(req.Header, []byte(killSecret), body, time.Now())
 					resp, err := client.Do(req)
 					if err == nil {
 						resp.Body.Close()

@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -204,7 +203,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	bot.Mount(func(mux *http.ServeMux) { admin.Routes(mux, bot, cfg.Admin.Token) })
+	var adminLn net.Listener
+	if cfg.Admin.Listen != "" {
+		if adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+			fmt.Fprintf(stderr, "%s: admin.listen %q: %v (is another botrun running? pick another port)\n", cfg.File, cfg.Admin.Listen, err)
+			bot.Stop(ctx)
+			return 1
+		}
+		logger.Info("admin API on its own address", "listen", adminLn.Addr().String())
+	}
+	admin.Attach(bot, cfg.Admin.Token, adminLn)
 	if cfg.Admin.Token == "" {
 		logger.Info("admin API off: set [admin] token to turn it on")
 	}

@@ -1,5 +1,5 @@
-// Package admin is the operator's HTTP surface of a running bot, mounted under
-// /admin/ on [http] listen: Prometheus metrics, the inbox and outbox with
+// Package admin is the operator's HTTP surface of a running bot, under /admin/
+// on [http] listen, or on its own [admin] listen: Prometheus metrics, the inbox and outbox with
 // their dead-letter queues, replay, retry and discard. Every request needs
 // "Authorization: Bearer <[admin] token>"; without a configured token the
 // surface is off.
@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,6 +29,23 @@ type Bot interface {
 	ReplayInbound(ctx context.Context, id string) error
 	RetrySend(ctx context.Context, key string) error
 	Discard(ctx context.Context, key string) error
+}
+
+// Attach puts the admin surface on bot. With ln nil it is mounted under
+// /admin/ on the bot's public listener. Otherwise it is served alone on ln
+// ([admin] listen), with /healthz, by the bot's Run, and the public listener
+// answers /admin/ with a plain 404 that does not point at it. Call it before
+// Run.
+func Attach(bot *host.Bot, token string, ln net.Listener) {
+	if ln == nil {
+		bot.Mount(func(mux *http.ServeMux) { Routes(mux, bot, token) })
+		return
+	}
+	bot.Mount(func(mux *http.ServeMux) { mux.Handle("/admin/", http.NotFoundHandler()) })
+	mux := http.NewServeMux()
+	Routes(mux, bot, token)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	bot.AddListener(ln, mux)
 }
 
 // Routes mounts the admin surface on mux. An empty token turns it off: every

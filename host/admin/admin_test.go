@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -178,5 +179,61 @@ func TestOperateTheDeadLetterQueue(t *testing.T) {
 	})
 	if n := ch.count(); n != 1 {
 		t.Fatalf("the channel got %d sends after the replay, want 1", n)
+	}
+}
+
+// TestAdminOwnListener: with [admin] listen the operator API answers on its
+// own address (with the token, and only with it) and the public listener
+// answers /admin/ with a plain 404.
+func TestAdminOwnListener(t *testing.T) {
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"),
+		"[bot]\nmodule = \"unused.wasm\"\n[admin]\ntoken = \""+token+"\"\nlisten = \"127.0.0.1:0\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler), Backend: memory.New(), Handler: echo{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publicLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Attach(b, cfg.Admin.Token, adminLn)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, publicLn, 5*time.Second) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	adminURL, publicURL := "http://"+adminLn.Addr().String(), "http://"+publicLn.Addr().String()
+	if code, body := call(t, "GET", adminURL+"/admin/metrics", token); code != 200 || !strings.Contains(body, "botrun_inbound_journaled_total") {
+		t.Fatalf("admin address with the token: HTTP %d %.200s", code, body)
+	}
+	if code, _ := call(t, "GET", adminURL+"/admin/metrics", ""); code != http.StatusUnauthorized {
+		t.Fatalf("admin address without the token: HTTP %d, want 401", code)
+	}
+	if code, _ := call(t, "GET", adminURL+"/healthz", ""); code != 200 {
+		t.Fatalf("admin address /healthz: HTTP %d", code)
+	}
+	for _, path := range []string{"/admin/metrics", "/admin/inbox", "/admin/"} {
+		code, body := call(t, "GET", publicURL+path, token)
+		if code != http.StatusNotFound || strings.Contains(body, "admin") {
+			t.Fatalf("public %s: HTTP %d %q, want a plain 404", path, code, body)
+		}
+	}
+	if code, _ := call(t, "GET", publicURL+"/healthz", ""); code != 200 {
+		t.Fatalf("public /healthz: HTTP %d", code)
+	}
+	if code, _ := call(t, "GET", adminURL+"/webchat/web/messages?chat=c1", ""); code != http.StatusNotFound {
+		t.Fatalf("the webchat on the admin address: HTTP %d, want 404", code)
 	}
 }

@@ -3,8 +3,10 @@ package config
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -61,11 +63,26 @@ type HTTP struct {
 	Listen string `toml:"listen"`
 }
 
+// LoopbackHost reports whether host (a listen or URL host, without the port)
+// names only the local machine: localhost or a loopback IP. An empty host or
+// 0.0.0.0 listens on every interface and is not loopback.
+func LoopbackHost(host string) bool {
+	host = strings.Trim(host, "[]")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // Admin is the [admin] section: the operator's HTTP API under /admin/.
 type Admin struct {
 	// Token is the bearer token every admin request needs (use ${ENV});
 	// empty turns the admin API off.
 	Token string `toml:"token"`
+	// Listen, when set, serves the admin API on its own address (host:port)
+	// instead of under /admin/ on [http] listen, which then answers 404 there.
+	Listen string `toml:"listen"`
 }
 
 // Durability is the [durability] section: the seed's durability options.
@@ -167,9 +184,18 @@ type ProviderCommon struct {
 func (p ProviderCommon) Common() ProviderCommon { return p }
 
 // Webchat is a provider of type "webchat": the development channel with a chat
-// page. It has no keys of its own.
+// page. It has no authentication, so it is refused on a non-loopback [http]
+// listen unless AllowPublic is set.
 type Webchat struct {
 	ProviderCommon
+	// AllowPublic lets the webchat run on a non-loopback [http] listen.
+	AllowPublic bool `toml:"allow_public"`
+	// RateLimit is how many requests a second one client address may make
+	// (default 20); 0 turns the limit off.
+	RateLimit *float64 `toml:"rate_limit"`
+	// Burst is how many requests a client address may make at once (default
+	// 100).
+	Burst int `toml:"burst"`
 }
 
 // HTTPChannel is a provider of type "http": any gateway that speaks botrun's
@@ -180,6 +206,9 @@ type HTTPChannel struct {
 	URL string `toml:"url"`
 	// Secret signs both directions (HMAC-SHA256); use ${ENV}.
 	Secret string `toml:"secret"`
+	// SignatureWindow is how far a request's signed timestamp may be from
+	// now (default 5m); it must be shorter than durability.retention.
+	SignatureWindow Duration `toml:"signature_window"`
 }
 
 // Telegram is a provider of type "telegram": a Telegram bot.
@@ -355,6 +384,22 @@ func (c *Config) defaults(dir string) {
 	}
 	if o.Lease == 0 {
 		o.Lease = Duration(60 * time.Second)
+	}
+	for _, p := range c.Providers {
+		switch p := p.(type) {
+		case *Webchat:
+			if p.RateLimit == nil {
+				r := 20.0
+				p.RateLimit = &r
+			}
+			if p.Burst == 0 {
+				p.Burst = 100
+			}
+		case *HTTPChannel:
+			if p.SignatureWindow == 0 {
+				p.SignatureWindow = Duration(5 * time.Minute)
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -100,6 +101,11 @@ func TestFullFile(t *testing.T) {
 		{"media_refs false kept", *d.Inbox.MediaRefs, false},
 		{"providers", len(cfg.Providers), 4},
 		{"admin.token", cfg.Admin.Token, "an-admin-token-of-24-chars"},
+		{"admin.listen", cfg.Admin.Listen, "127.0.0.1:9091"},
+		{"webchat allow_public", cfg.Providers[0].(*Webchat).AllowPublic, true},
+		{"webchat rate_limit", *cfg.Providers[0].(*Webchat).RateLimit, 5.0},
+		{"webchat burst", cfg.Providers[0].(*Webchat).Burst, 10},
+		{"webchat default burst", cfg.Providers[1].(*Webchat).Burst, 100},
 		{"meta-whatsapp keys", *cfg.Providers[2].(*MetaWhatsApp), MetaWhatsApp{ProviderCommon: ProviderCommon{ID: "wa", Type: "meta-whatsapp"},
 			Token: "EAAG-token", AppSecret: "app-secret", VerifyToken: "verify-me", PhoneNumberID: "1098765", APIURL: "http://127.0.0.1:9/v21.0"}},
 		{"twilio keys", *cfg.Providers[3].(*Twilio), Twilio{ProviderCommon: ProviderCommon{ID: "sms", Type: "twilio"},
@@ -141,6 +147,56 @@ func TestBadFiles(t *testing.T) {
 				t.Fatalf("errors:\n%s\nwant (%s):\n%s", got, golden, want)
 			}
 		})
+	}
+}
+
+// TestPlainHTTPAPIURLRefused: a channel's credentials travel with every API
+// call, so api_url must be https unless it stays on this machine.
+func TestPlainHTTPAPIURLRefused(t *testing.T) {
+	t.Parallel()
+	channels := map[string]string{
+		"telegram":      "token = \"1:x\"\nmode = \"poll\"",
+		"meta-whatsapp": "token = \"t\"\napp_secret = \"s\"\nverify_token = \"v\"\nphone_number_id = \"1\"",
+		"twilio":        "account_sid = \"AC0123456789abcdef0123456789abcdef\"\nauth_token = \"a\"\nfrom = \"+1555\"\npublic_url = \"https://b.example/webhooks/p\"",
+	}
+	for typ, keys := range channels {
+		for api, ok := range map[string]bool{
+			"http://api.example.com":  false,
+			"http://10.0.0.7:8081":    false,
+			"http://0.0.0.0:8081":     false,
+			"https://api.example.com": true,
+			"http://127.0.0.1:8081/x": true,
+			"http://localhost:8081":   true,
+			"http://[::1]:8081/v21.0": true,
+		} {
+			src := fmt.Sprintf("[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"p\"\ntype = %q\n%s\napi_url = %q\n", typ, keys, api)
+			_, err := Parse("bot.toml", src, env(nil))
+			at := fmt.Sprintf("bot.toml:%d: providers[0].api_url:", strings.Count(src[:strings.Index(src, "api_url")], "\n")+1)
+			switch {
+			case ok && err != nil:
+				t.Errorf("%s api_url %s refused: %v", typ, api, err)
+			case !ok && (err == nil || !strings.Contains(err.Error(), at) || !strings.Contains(err.Error(), "use https")):
+				t.Errorf("%s api_url %s: err %v, want %s refusing plain http", typ, api, err, at)
+			}
+		}
+	}
+}
+
+// TestWebchatExposureRefusedOnPublicListen: the webchat has no
+// authentication; on a non-loopback listen it needs allow_public.
+func TestWebchatExposureRefusedOnPublicListen(t *testing.T) {
+	t.Parallel()
+	for listen, ok := range map[string]bool{"127.0.0.1:8080": true, "localhost:8080": true, "[::1]:8080": true,
+		"0.0.0.0:8080": false, ":8080": false, "192.168.1.5:8080": false} {
+		for _, public := range []bool{false, true} {
+			src := fmt.Sprintf("[bot]\nmodule = \"b.wasm\"\n[http]\nlisten = %q\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\nallow_public = %v\n", listen, public)
+			_, err := Parse("bot.toml", src, env(nil))
+			if want := ok || public; (err == nil) != want {
+				t.Errorf("listen %s allow_public %v: err %v", listen, public, err)
+			} else if err != nil && !strings.Contains(err.Error(), "bot.toml:8: providers[0].allow_public: webchat \"web\" has no authentication") {
+				t.Errorf("listen %s: %v", listen, err)
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -289,6 +290,7 @@ func (p *parser) validate(c *Config) {
 	if t := c.Admin.Token; t != "" && len(t) < 16 {
 		p.add("admin.token", "shorter than 16 characters: use a long random token (e.g. openssl rand -hex 24) from ${ENV}")
 	}
+	p.validateAdminListen(c)
 	if len(c.Providers) == 0 && len(p.errs) == 0 {
 		p.add("providers", "no [[providers]]: add one, e.g. { id = \"web\", type = \"webchat\" }")
 	}
@@ -305,6 +307,8 @@ func (p *parser) validate(c *Config) {
 		}
 		seen[id] = true
 		switch pr := prov.(type) {
+		case *Webchat:
+			p.validateWebchat(i, pr, c.HTTP.Listen)
 		case *Telegram:
 			p.validateTelegram(i, pr)
 		case *MetaWhatsApp:
@@ -318,6 +322,13 @@ func (p *parser) validate(c *Config) {
 			}
 			if len(h.Secret) < 16 {
 				p.add(fmt.Sprintf("providers[%d].secret", i), "missing or shorter than 16 characters (use ${ENV} to keep it out of the file)")
+			}
+			w, r := h.SignatureWindow.D(), c.Durability.Retention.D()
+			switch {
+			case w < time.Second:
+				p.add(fmt.Sprintf("providers[%d].signature_window", i), "%s is below the 1s minimum", w)
+			case r > 0 && w >= r:
+				p.add(fmt.Sprintf("providers[%d].signature_window", i), "%s is not shorter than durability.retention (%s): a request replayed after its record was purged would be accepted again; shorten the window or keep records longer", w, r)
 			}
 		}
 	}
@@ -356,13 +367,53 @@ func (p *parser) validateTelegram(i int, tg *Telegram) {
 	p.validateAPIURL(i, tg.APIURL)
 }
 
-// validateAPIURL checks an optional api_url.
+// validateAPIURL checks an optional api_url: https, or plain http on
+// loopback only (a local fake or Bot API server), since the channel's
+// credentials travel in every request.
 func (p *parser) validateAPIURL(i int, raw string) {
 	if raw == "" {
 		return
 	}
-	if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		p.add(fmt.Sprintf("providers[%d].api_url", i), "%q must be an http(s) URL", raw)
+	case u.Scheme == "http" && !LoopbackHost(u.Hostname()):
+		p.add(fmt.Sprintf("providers[%d].api_url", i), "%q is plain http to another machine: the channel's credentials would cross the network in clear; use https (plain http is allowed on loopback only)", raw)
+	}
+}
+
+// validateWebchat refuses a webchat, which has no authentication, on a
+// listen address other machines can reach, unless the entry opts in.
+func (p *parser) validateWebchat(i int, w *Webchat, listen string) {
+	key := func(k string) string { return fmt.Sprintf("providers[%d].%s", i, k) }
+	if host, _, err := net.SplitHostPort(listen); err == nil && !LoopbackHost(host) && !w.AllowPublic {
+		p.add(key("allow_public"), "webchat %q has no authentication and [http] listen %q is not loopback: listen on 127.0.0.1, or set allow_public = true in this entry to expose it on purpose", w.ID, listen)
+	}
+	if *w.RateLimit < 0 {
+		p.add(key("rate_limit"), "%g must not be negative (0 turns the limit off)", *w.RateLimit)
+	}
+	if w.Burst < 1 {
+		p.add(key("burst"), "%d must be at least 1", w.Burst)
+	}
+}
+
+// validateAdminListen checks [admin] listen: a host:port other than [http]
+// listen, and a token to go with it.
+func (p *parser) validateAdminListen(c *Config) {
+	l := c.Admin.Listen
+	if l == "" {
+		return
+	}
+	if _, _, err := net.SplitHostPort(l); err != nil {
+		p.add("admin.listen", "%q: want host:port, e.g. 127.0.0.1:9090", l)
+		return
+	}
+	if l == c.HTTP.Listen {
+		p.add("admin.listen", "%q is [http] listen too: pick another port, or leave admin.listen out to serve /admin/ there", l)
+	}
+	if c.Admin.Token == "" {
+		p.add("admin.listen", "set without admin.token: the admin API is off without a token; set token (use ${ENV})")
 	}
 }
 

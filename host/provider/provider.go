@@ -9,6 +9,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,13 +107,21 @@ type MediaLoader interface {
 }
 
 // Download performs req and returns its body, at most max bytes. 404, 410,
-// 400 and 403 answers wrap ErrMediaUnavailable (the file is gone or refused);
-// other failures are worth a retry. redact cleans transport errors that may
-// hold credentials (a token in the URL).
+// 400 and 403 answers wrap ErrMediaUnavailable (the file is gone or refused),
+// and so does a refused redirect or address (with ErrRedirectRefused or
+// ErrAddressRefused); other failures are worth a retry. redact cleans
+// transport errors that may hold credentials (a token in the URL).
 func Download(client *http.Client, req *http.Request, max int64, redact func(error) string) ([]byte, error) {
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("downloading media: %s", redact(err))
+		msg := "downloading media: " + redact(err)
+		for _, refused := range []error{ErrRedirectRefused, ErrAddressRefused} {
+			if errors.Is(err, refused) {
+				// Final: the download leads where the channel may not go.
+				return nil, fmt.Errorf("%w (%w): %s", ErrMediaUnavailable, refused, msg)
+			}
+		}
+		return nil, errors.New(msg)
 	}
 	defer resp.Body.Close()
 	switch {

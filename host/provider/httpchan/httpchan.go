@@ -1,17 +1,20 @@
 // Package httpchan is the generic HTTP channel (type "http"): it connects a bot
 // to any gateway that speaks two small JSON calls, both signed with a shared
-// secret (HMAC-SHA256 of the raw body, hex, in X-Botrun-Signature as
-// "sha256=<hex>").
+// secret. Each request carries its signing time in X-Botrun-Timestamp (Unix
+// seconds) and X-Botrun-Signature: "sha256=<hex HMAC-SHA256 of
+// "<timestamp>.<raw body>">". A request signed more than the signature window
+// (default 5 minutes) away from the receiver's clock is refused, so a
+// captured request cannot be replayed once its record has been purged.
 //
 // Inbound, the gateway POSTs {"id","chat","from","text"} to
 // /webhooks/{provider id}; botrun answers 202 {"id":…} once the message is
-// journaled, 200 with "duplicate":true for a repeated id, 401 for a missing or
-// bad signature (nothing is journaled), 400 or 413 for a bad body.
+// journaled, 200 with "duplicate":true for a repeated id, 401 for a missing,
+// bad or stale signature (nothing is journaled), 400 or 413 for a bad body.
 //
 // Outbound, botrun POSTs {"chat","text"} (and "media" when present) to the
-// configured url and expects 2xx {"id":"<message id>"}. 429 with Retry-After is
-// a rate limit; 400, 404, 413 and 422 are permanent; other failures are
-// retried.
+// configured url, signed the same way, and expects 2xx {"id":"<message id>"}.
+// 429 with Retry-After is a rate limit; 400, 404, 413 and 422 are permanent;
+// other failures are retried. Redirects are not followed.
 package httpchan
 
 import (
@@ -25,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -32,41 +36,112 @@ import (
 	"github.com/botrun/botrun/host/provider"
 )
 
-// SignatureHeader carries the HMAC of a body.
+// SignatureHeader carries the HMAC of the timestamp and the body.
 const SignatureHeader = "X-Botrun-Signature"
+
+// TimestampHeader carries the signing time, in decimal Unix seconds.
+const TimestampHeader = "X-Botrun-Timestamp"
+
+// DefaultWindow is how far a signed timestamp may be from the receiver's
+// clock, either way, when the config does not say.
+const DefaultWindow = 5 * time.Minute
 
 // MaxBody is the largest inbound body.
 const MaxBody = 64 << 10
 
-// Sign returns the signature header value of body.
-func Sign(secret, body []byte) string {
+// Errors of VerifyRequest.
+var (
+	// ErrBadSignature: the signature is missing or does not match.
+	ErrBadSignature = errors.New("missing or bad " + SignatureHeader)
+	// ErrStale: the timestamp is missing, unreadable or outside the window.
+	ErrStale = errors.New("missing, bad or stale " + TimestampHeader)
+)
+
+// Sign returns the signature header value of body signed at ts (the
+// TimestampHeader value): "sha256=" and the hex HMAC-SHA256 of ts + "." + body.
+func Sign(secret []byte, ts string, body []byte) string {
 	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Verify checks a signature header value in constant time.
-func Verify(secret, body []byte, header string) bool {
-	want := Sign(secret, body)
-	return hmac.Equal([]byte(header), []byte(want))
+// SignRequest sets the timestamp and signature headers of a request whose
+// body is body, signed at now.
+func SignRequest(h http.Header, secret, body []byte, now time.Time) {
+	ts := strconv.FormatInt(now.Unix(), 10)
+	h.Set(TimestampHeader, ts)
+	h.Set(SignatureHeader, Sign(secret, ts, body))
+}
+
+// ParseTimestamp reads a TimestampHeader value: 1 to 12 decimal digits of Unix
+// seconds.
+func ParseTimestamp(s string) (time.Time, error) {
+	if len(s) == 0 || len(s) > 12 {
+		return time.Time{}, ErrStale
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return time.Time{}, ErrStale
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, ErrStale
+	}
+	return time.Unix(n, 0), nil
+}
+
+// VerifyRequest checks, in constant time, that h signs body with secret and
+// that its timestamp is within window of now. Gateways verify botrun's sends
+// with it too.
+func VerifyRequest(h http.Header, secret, body []byte, now time.Time, window time.Duration) error {
+	ts := h.Get(TimestampHeader)
+	at, err := ParseTimestamp(ts)
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal([]byte(h.Get(SignatureHeader)), []byte(Sign(secret, ts, body))) {
+		return ErrBadSignature
+	}
+	if d := now.Sub(at); d > window || d < -window {
+		return fmt.Errorf("%w: signed %s from now, outside the %s window", ErrStale, d.Round(time.Second), window)
+	}
+	return nil
+}
+
+// Config configures one HTTP channel.
+type Config struct {
+	ID string
+	// URL receives the bot's sends.
+	URL string
+	// Secret signs both directions.
+	Secret string
+	// Window is how far a signed timestamp may be from now (default
+	// DefaultWindow).
+	Window time.Duration
 }
 
 // Provider is one HTTP channel.
 type Provider struct {
-	id     string
-	url    string
+	cfg    Config
 	secret []byte
 	admit  provider.Admitter
 	client *http.Client
 }
 
-// New returns the channel id posting to url and admitting through admit.
-func New(id, url, secret string, admit provider.Admitter) *Provider {
-	return &Provider{id: id, url: url, secret: []byte(secret), admit: admit, client: &http.Client{Timeout: 30 * time.Second}}
+// New returns the channel posting to cfg.URL and admitting through admit.
+func New(cfg Config, admit provider.Admitter) *Provider {
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	gw, _ := url.Parse(cfg.URL)
+	return &Provider{cfg: cfg, secret: []byte(cfg.Secret), admit: admit, client: provider.NewClient(30*time.Second, gw, nil)}
 }
 
 // ID implements provider.Provider.
-func (p *Provider) ID() string { return p.id }
+func (p *Provider) ID() string { return p.cfg.ID }
 
 // Inbound is the body of an inbound webhook.
 type Inbound struct {
@@ -101,7 +176,7 @@ func DecodeInbound(b []byte) (Inbound, error) {
 
 // Routes implements provider.Router.
 func (p *Provider) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /webhooks/"+p.id, p.inbound)
+	mux.HandleFunc("POST /webhooks/"+p.cfg.ID, p.inbound)
 }
 
 func reply(w http.ResponseWriter, status int, v any) {
@@ -116,8 +191,8 @@ func (p *Provider) inbound(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body over %d bytes", MaxBody)})
 		return
 	}
-	if !Verify(p.secret, body, r.Header.Get(SignatureHeader)) {
-		reply(w, http.StatusUnauthorized, map[string]string{"error": "missing or bad " + SignatureHeader})
+	if err := VerifyRequest(r.Header, p.secret, body, time.Now(), p.cfg.Window); err != nil {
+		reply(w, http.StatusUnauthorized, map[string]string{"error": err.Error()})
 		return
 	}
 	in, err := DecodeInbound(body)
@@ -125,7 +200,7 @@ func (p *Provider) inbound(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	adm, err := p.admit.Admit(r.Context(), p.id, provider.Message{ID: in.ID, Chat: in.Chat, From: in.From, Text: in.Text})
+	adm, err := p.admit.Admit(r.Context(), p.cfg.ID, provider.Message{ID: in.ID, Chat: in.Chat, From: in.From, Text: in.Text})
 	if err != nil {
 		reply(w, http.StatusServiceUnavailable, map[string]string{"error": "not admitted, redeliver: " + err.Error()})
 		return
@@ -150,15 +225,15 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	if err != nil {
 		return "", err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(SignatureHeader, Sign(p.secret, body))
+	SignRequest(req.Header, p.secret, body, time.Now())
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("http channel %s: %w", p.id, err)
+		return "", fmt.Errorf("http channel %s: %w", p.cfg.ID, err)
 	}
 	defer resp.Body.Close()
 	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -167,11 +242,11 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 			ID string `json:"id"`
 		}
 		if err := json.Unmarshal(rb, &out); err != nil || out.ID == "" {
-			return "", fmt.Errorf("http channel %s: %d without {\"id\"}: %.200s", p.id, resp.StatusCode, rb)
+			return "", fmt.Errorf("http channel %s: %d without {\"id\"}: %.200s", p.cfg.ID, resp.StatusCode, rb)
 		}
 		return out.ID, nil
 	}
-	cause := fmt.Errorf("http channel %s: %d: %s", p.id, resp.StatusCode, strings.TrimSpace(string(rb)))
+	cause := fmt.Errorf("http channel %s: %d: %s", p.cfg.ID, resp.StatusCode, strings.TrimSpace(string(rb)))
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests:
 		secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))

@@ -69,7 +69,9 @@ func New(cfg Config, admit provider.Admitter) (*Provider, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Provider{cfg: cfg, admit: admit, client: &http.Client{Timeout: 60 * time.Second}, api: api}, nil
+	p := &Provider{cfg: cfg, admit: admit, api: api}
+	p.client = provider.NewClient(60*time.Second, api, p.downloadAllowed)
+	return p, nil
 }
 
 // ID implements provider.Provider.

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -58,7 +59,11 @@ func New(cfg Config, admit provider.Admitter) *Provider {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Provider{cfg: cfg, admit: admit, client: &http.Client{Timeout: 60 * time.Second}}
+	// The API's own origin only: Telegram does not redirect, and every URL
+	// holds the token.
+	api, _ := provider.APIBase(cfg.APIURL, DefaultAPI)
+	client := provider.NewClient(60*time.Second, api, func(u *url.URL) bool { return provider.CredentialsAllowed(u, api) })
+	return &Provider{cfg: cfg, admit: admit, client: client}
 }
 
 // ID implements provider.Provider.

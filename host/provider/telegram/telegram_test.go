@@ -186,3 +186,65 @@ func FuzzDecodeUpdate(f *testing.F) {
 		}
 	})
 }
+
+// TestMediaRedirectsChecked: the download URL holds the bot token. A redirect
+// from the API to another origin (plain http, or an https host that is not
+// the API) is not followed, so the token never reaches it, in a Referer or
+// otherwise; a redirect within the API's own origin is followed without a
+// Referer.
+func TestMediaRedirectsChecked(t *testing.T) {
+	var mu sync.Mutex
+	var leaked []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.URL.String()+" Referer="+r.Header.Get("Referer"))
+		mu.Unlock()
+		w.Write([]byte("stolen"))
+	}))
+	defer elsewhere.Close()
+	var referer string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/getFile"):
+			var req struct {
+				FileID string `json:"file_id"`
+			}
+			json.NewDecoder(r.Body).Decode(&req)
+			fmt.Fprintf(w, `{"ok":true,"result":{"file_path":"photos/%s.jpg"}}`, req.FileID)
+		case strings.HasSuffix(r.URL.Path, "/photos/away.jpg"):
+			http.Redirect(w, r, elsewhere.URL+"/collect", http.StatusFound)
+		case strings.HasSuffix(r.URL.Path, "/photos/https-away.jpg"):
+			http.Redirect(w, r, "https://media.example.net/collect", http.StatusFound)
+		case strings.HasSuffix(r.URL.Path, "/photos/home.jpg"):
+			http.Redirect(w, r, "/cdn/home.jpg", http.StatusFound)
+		case r.URL.Path == "/cdn/home.jpg":
+			referer = r.Header.Get("Referer")
+			w.Write([]byte("jpeg bytes"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer api.Close()
+	p := New(Config{ID: "tg", Token: token, Poll: true, APIURL: api.URL}, &admitter{seen: map[string]bool{}})
+	for _, ref := range []string{"away", "https-away"} {
+		b, err := p.LoadMedia(context.Background(), provider.Media{Type: "image", Ref: ref}, 1<<20)
+		if err == nil || !errors.Is(err, provider.ErrRedirectRefused) {
+			t.Errorf("%s: got %q, %v; want the redirect refused", ref, b, err)
+		}
+		if err != nil && strings.Contains(err.Error(), token) {
+			t.Errorf("%s: the error holds the token: %v", ref, err)
+		}
+	}
+	mu.Lock()
+	if len(leaked) > 0 {
+		t.Errorf("another origin was called: %q", leaked)
+	}
+	mu.Unlock()
+	b, err := p.LoadMedia(context.Background(), provider.Media{Type: "image", Ref: "home"}, 1<<20)
+	if err != nil || string(b) != "jpeg bytes" {
+		t.Fatalf("redirect within the API origin: %q, %v", b, err)
+	}
+	if referer != "" {
+		t.Fatalf("the redirected request carried Referer %q", referer)
+	}
+}

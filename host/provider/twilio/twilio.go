@@ -72,7 +72,13 @@ func New(cfg Config, admit provider.Admitter) (*Provider, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Provider{cfg: cfg, admit: admit, client: &http.Client{Timeout: 60 * time.Second}, api: api}, nil
+	// Media URLs redirect to Twilio's storage: mms.twiliocdn.com, or
+	// s3-external-1.amazonaws.com for media without HTTP auth. The Basic
+	// credentials never follow to another host.
+	redirect := func(u *url.URL) bool {
+		return provider.CredentialsAllowed(u, api, "twilio.com", "twiliocdn.com", "s3-external-1.amazonaws.com")
+	}
+	return &Provider{cfg: cfg, admit: admit, client: provider.NewClient(60*time.Second, api, redirect), api: api}, nil
 }
 
 // ID implements provider.Provider.

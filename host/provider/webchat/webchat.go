@@ -1,12 +1,16 @@
 // Package webchat is the development channel: a chat page a person uses in a
-// browser and a small JSON API that tools drive. It needs no credentials.
+// browser and a small JSON API that tools drive. It has no authentication:
+// anyone who reaches it may post to, and read, any chat whose id they know.
+// The page makes unguessable chat ids; each client address is rate-limited
+// (429 with Retry-After); errors never show internal details to the caller.
 //
 //	POST /webchat/{id}/messages  {"chat":"c1","from":"u1","text":"hola","id":"m-1"}
 //	     202 {"id":"web:m-1"} once admitted; 200 {"id":…,"duplicate":true} for a repeated id
 //	GET  /webchat/{id}/messages?chat=c1&after=N[&wait=20s]
 //	     200 {"messages":[{"seq":1,"chat":"c1","text":"echo: hola"}]}
 //
-// The bot's sends are kept in a Transcript, which the host backs with its store.
+// The bot's sends are kept in a Transcript, which the host backs with its store
+// and purges with the journals' retention.
 package webchat
 
 import (
@@ -18,7 +22,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +46,9 @@ type Entry struct {
 type Transcript interface {
 	Append(ctx context.Context, provider, chat, text string) (seq int64, err error)
 	After(ctx context.Context, provider, chat string, after int64, limit int) ([]Entry, error)
+	// Purge deletes the entries appended before before, of every provider,
+	// and returns how many it deleted.
+	Purge(ctx context.Context, before time.Time) (int, error)
 }
 
 // Limits on what the API accepts.
@@ -48,27 +57,84 @@ const (
 	MaxText    = 16 << 10
 	MaxIDChars = 256
 	pageLimit  = 500
-	maxWait    = 30 * time.Second
+	// MaxWait is the longest a GET waits for the next send.
+	MaxWait = 30 * time.Second
 )
+
+// Config configures a webchat channel.
+type Config struct {
+	ID string
+	// RateLimit is how many requests a second one client address may make
+	// (0 is no limit); Burst how many it may make at once.
+	RateLimit float64
+	Burst     int
+	// Logger receives the errors callers are not shown.
+	Logger *slog.Logger
+}
 
 // Provider is a webchat channel.
 type Provider struct {
 	id    string
 	admit provider.Admitter
 	store Transcript
+	log   *slog.Logger
+	limit *limiter
 
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every Append
+	mu sync.Mutex
+	// waiting holds, per chat with a long poll waiting, the channel closed
+	// by the next send to that chat.
+	waiting map[string]*waiters
 }
 
-// New returns the webchat provider id, admitting through admit and keeping the
-// transcript in store.
-func New(id string, admit provider.Admitter, store Transcript) *Provider {
-	return &Provider{id: id, admit: admit, store: store, changed: make(chan struct{})}
+type waiters struct {
+	ch chan struct{}
+	n  int
+}
+
+// New returns the webchat provider cfg.ID, admitting through admit and keeping
+// the transcript in store.
+func New(cfg Config, admit provider.Admitter, store Transcript) *Provider {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Provider{id: cfg.ID, admit: admit, store: store, log: cfg.Logger,
+		limit: newLimiter(cfg.RateLimit, cfg.Burst), waiting: map[string]*waiters{}}
 }
 
 // ID implements provider.Provider.
 func (p *Provider) ID() string { return p.id }
+
+// wait returns the channel the next send to chat closes, and the release a
+// waiter calls when it stops waiting.
+func (p *Provider) wait(chat string) (<-chan struct{}, func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.waiting[chat]
+	if w == nil {
+		w = &waiters{ch: make(chan struct{})}
+		p.waiting[chat] = w
+	}
+	w.n++
+	return w.ch, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.waiting[chat] == w {
+			if w.n--; w.n == 0 {
+				delete(p.waiting, chat)
+			}
+		}
+	}
+}
+
+// notify wakes the long polls of chat, and only those.
+func (p *Provider) notify(chat string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w := p.waiting[chat]; w != nil {
+		close(w.ch)
+		delete(p.waiting, chat)
+	}
+}
 
 // Send implements provider.Provider: the message joins the transcript.
 func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
@@ -80,10 +146,7 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	if err != nil {
 		return "", fmt.Errorf("webchat %s: transcript: %w", p.id, err)
 	}
-	p.mu.Lock()
-	close(p.changed)
-	p.changed = make(chan struct{})
-	p.mu.Unlock()
+	p.notify(msg.Chat)
 	return strconv.FormatInt(seq, 10), nil
 }
 
@@ -92,8 +155,8 @@ var page embed.FS
 
 // Routes implements provider.Router.
 func (p *Provider) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /webchat/"+p.id+"/messages", p.post)
-	mux.HandleFunc("GET /webchat/"+p.id+"/messages", p.get)
+	mux.HandleFunc("POST /webchat/"+p.id+"/messages", p.limited(p.post))
+	mux.HandleFunc("GET /webchat/"+p.id+"/messages", p.limited(p.get))
 	mux.HandleFunc("GET /webchat/"+p.id+"/{$}", p.page)
 }
 
@@ -167,7 +230,7 @@ func (p *Provider) post(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
 			return
 		}
-		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		writeError(w, http.StatusBadRequest, "the body could not be read")
 		return
 	}
 	m, err := DecodePost(buf.Bytes())
@@ -182,7 +245,9 @@ func (p *Provider) post(w http.ResponseWriter, r *http.Request) {
 	}
 	adm, err := p.admit.Admit(r.Context(), p.id, provider.Message{ID: m.ID, Chat: m.Chat, From: m.From, Text: m.Text})
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "not admitted, send it again: "+err.Error())
+		// The caller is not authenticated: the details go to the log only.
+		p.log.Error("webchat: message not admitted", "provider", p.id, "chat", m.Chat, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "not admitted, send it again")
 		return
 	}
 	if adm.Duplicate {
@@ -215,20 +280,21 @@ func (p *Provider) get(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "\"wait\" must be a duration such as \"20s\"")
 			return
 		}
-		wait = min(d, maxWait)
+		wait = min(d, MaxWait)
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		p.mu.Lock()
-		changed := p.changed
-		p.mu.Unlock()
+		changed, release := p.wait(chat)
 		msgs, err := p.store.After(r.Context(), p.id, chat, after, pageLimit)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, "transcript: "+err.Error())
+			release()
+			p.log.Error("webchat: reading the transcript failed", "provider", p.id, "chat", chat, "err", err)
+			writeError(w, http.StatusInternalServerError, "the transcript is unavailable, try again")
 			return
 		}
 		left := time.Until(deadline)
 		if len(msgs) > 0 || left <= 0 {
+			release()
 			if msgs == nil {
 				msgs = []Entry{}
 			}
@@ -240,10 +306,12 @@ func (p *Provider) get(w http.ResponseWriter, r *http.Request) {
 		case <-changed:
 		case <-t.C:
 		case <-r.Context().Done():
-			t.Stop()
-			return
 		}
 		t.Stop()
+		release()
+		if r.Context().Err() != nil {
+			return
+		}
 	}
 }
 
@@ -251,12 +319,17 @@ func (p *Provider) get(w http.ResponseWriter, r *http.Request) {
 type MemoryTranscript struct {
 	mu      sync.Mutex
 	seq     map[string]int64
-	entries map[string][]Entry // by provider
+	entries map[string][]timedEntry // by provider, in seq order
+}
+
+type timedEntry struct {
+	Entry
+	at time.Time
 }
 
 // NewMemoryTranscript returns an empty transcript.
 func NewMemoryTranscript() *MemoryTranscript {
-	return &MemoryTranscript{seq: map[string]int64{}, entries: map[string][]Entry{}}
+	return &MemoryTranscript{seq: map[string]int64{}, entries: map[string][]timedEntry{}}
 }
 
 // Append implements Transcript.
@@ -265,7 +338,7 @@ func (t *MemoryTranscript) Append(_ context.Context, provider, chat, text string
 	defer t.mu.Unlock()
 	t.seq[provider]++
 	e := Entry{Seq: t.seq[provider], Chat: chat, Text: text}
-	t.entries[provider] = append(t.entries[provider], e)
+	t.entries[provider] = append(t.entries[provider], timedEntry{e, time.Now()})
 	return e.Seq, nil
 }
 
@@ -276,11 +349,29 @@ func (t *MemoryTranscript) After(_ context.Context, provider, chat string, after
 	var out []Entry
 	for _, e := range t.entries[provider] {
 		if e.Seq > after && e.Chat == chat {
-			out = append(out, e)
+			out = append(out, e.Entry)
 			if len(out) == limit {
 				break
 			}
 		}
 	}
 	return out, nil
+}
+
+// Purge implements Transcript.
+func (t *MemoryTranscript) Purge(_ context.Context, before time.Time) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for prov, es := range t.entries {
+		i := 0
+		for i < len(es) && es[i].at.Before(before) {
+			i++
+		}
+		if i > 0 {
+			n += i
+			t.entries[prov] = slices.Clone(es[i:])
+		}
+	}
+	return n, nil
 }

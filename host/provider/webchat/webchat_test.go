@@ -1,12 +1,16 @@
 package webchat
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +45,7 @@ func (a *admitter) Admit(_ context.Context, prov string, m provider.Message) (pr
 func newServer(t *testing.T) (*Provider, *admitter, *httptest.Server) {
 	t.Helper()
 	a := &admitter{seen: map[string]bool{}}
-	p := New("web", a, NewMemoryTranscript())
+	p := New(Config{ID: "web"}, a, NewMemoryTranscript())
 	mux := http.NewServeMux()
 	p.Routes(mux)
 	srv := httptest.NewServer(mux)
@@ -122,13 +126,40 @@ func TestPostRejectsBadRequests(t *testing.T) {
 	}
 }
 
-func TestPostNotAdmittedIs503(t *testing.T) {
-	_, a, srv := newServer(t)
-	a.fail = errors.New("journal down")
+// TestWebchatExposureNoInternalErrors: the webchat's callers are not
+// authenticated, so a journal or transcript failure answers a generic message
+// (503 to send again, 500 to read again); the details go to the log.
+func TestWebchatExposureNoInternalErrors(t *testing.T) {
+	a := &admitter{seen: map[string]bool{}, fail: errors.New("journal down: /var/lib/botrun/bot.db: disk I/O error")}
+	var logs bytes.Buffer
+	p := New(Config{ID: "web", Logger: slog.New(slog.NewTextHandler(&logs, nil))}, a, failingTranscript{})
+	mux := http.NewServeMux()
+	p.Routes(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
 	code, out := post(t, srv.URL+"/webchat/web/messages", `{"chat":"c","text":"x"}`)
-	if code != http.StatusServiceUnavailable || !strings.Contains(out["error"].(string), "journal down") {
-		t.Fatalf("%d %v", code, out)
+	if code != http.StatusServiceUnavailable || out["error"] != "not admitted, send it again" {
+		t.Fatalf("POST: %d %v, want 503 with a generic message", code, out)
 	}
+	resp, err := http.Get(srv.URL + "/webchat/web/messages?chat=c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || strings.Contains(string(b), "/var/lib") || strings.Contains(string(b), "sql") {
+		t.Fatalf("GET: %d %s, want 500 without internal details", resp.StatusCode, b)
+	}
+	if l := logs.String(); !strings.Contains(l, "disk I/O error") || !strings.Contains(l, "no such table") {
+		t.Fatalf("the details are not in the log:\n%s", l)
+	}
+}
+
+// failingTranscript fails every read with an internal error.
+type failingTranscript struct{ *MemoryTranscript }
+
+func (failingTranscript) After(context.Context, string, string, int64, int) ([]Entry, error) {
+	return nil, errors.New("sql: no such table botrun_durable at /var/lib/botrun/bot.db")
 }
 
 type listing struct {
@@ -222,4 +253,149 @@ func FuzzDecodePost(f *testing.F) {
 			t.Fatalf("accepted %+v", m)
 		}
 	})
+}
+
+// TestWebchatExposureRateLimited: each client address has a token bucket;
+// past it the answer is 429 with Retry-After, and other addresses are not
+// affected.
+func TestWebchatExposureRateLimited(t *testing.T) {
+	a := &admitter{seen: map[string]bool{}}
+	// One token every 1000 s: the bucket cannot refill during the test.
+	p := New(Config{ID: "web", RateLimit: 0.001, Burst: 3}, a, NewMemoryTranscript())
+	mux := http.NewServeMux()
+	p.Routes(mux)
+	call := func(addr, method, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "/webchat/web/messages?chat=c1", strings.NewReader(body))
+		r.RemoteAddr = addr
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w
+	}
+	for i := range 3 {
+		if w := call("203.0.113.7:5000", "POST", `{"chat":"c1","text":"x"}`); w.Code != http.StatusAccepted {
+			t.Fatalf("request %d within the burst: %d %s", i, w.Code, w.Body)
+		}
+	}
+	for _, method := range []string{"POST", "GET"} {
+		w := call("203.0.113.7:5001", method, `{"chat":"c1","text":"x"}`)
+		ra, _ := strconv.Atoi(w.Header().Get("Retry-After"))
+		if w.Code != http.StatusTooManyRequests || ra < 1 {
+			t.Fatalf("%s past the burst (another port, same address): %d Retry-After %q", method, w.Code, w.Header().Get("Retry-After"))
+		}
+	}
+	if w := call("[2001:db8::1]:5000", "POST", `{"chat":"c2","text":"x"}`); w.Code != http.StatusAccepted {
+		t.Fatalf("another address: %d", w.Code)
+	}
+	if len(a.msgs) != 4 {
+		t.Fatalf("admitted %d messages, want 4", len(a.msgs))
+	}
+}
+
+// countingTranscript counts the reads of each chat.
+type countingTranscript struct {
+	*MemoryTranscript
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (c *countingTranscript) After(ctx context.Context, prov, chat string, after int64, limit int) ([]Entry, error) {
+	c.mu.Lock()
+	c.reads[chat]++
+	c.mu.Unlock()
+	return c.MemoryTranscript.After(ctx, prov, chat, after, limit)
+}
+
+func (c *countingTranscript) count(chat string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[chat]
+}
+
+// TestWebchatExposureLongPollOwnChat: a waiting long poll is woken by a send
+// to its own chat only; sends to other chats do not make it read the
+// transcript again.
+func TestWebchatExposureLongPollOwnChat(t *testing.T) {
+	tr := &countingTranscript{MemoryTranscript: NewMemoryTranscript(), reads: map[string]int{}}
+	p := New(Config{ID: "web"}, &admitter{seen: map[string]bool{}}, tr)
+	mux := http.NewServeMux()
+	p.Routes(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	got := make(chan listing, 1)
+	go func() { got <- get(t, srv.URL+"/webchat/web/messages?chat=mine&after=0&wait=30s") }()
+	deadline := time.Now().Add(30 * time.Second)
+	for tr.count("mine") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the long poll never read the transcript")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.mu.Lock()
+	mine := p.waiting["mine"].ch
+	p.mu.Unlock()
+	for i := range 20 {
+		if _, err := p.Send(context.Background(), provider.Outbound{Chat: fmt.Sprint("other-", i), Text: "not yours"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-mine:
+			t.Fatalf("a send to chat other-%d woke the long poll of chat mine", i)
+		default:
+		}
+	}
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "mine", Text: "yours"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if len(l.Messages) != 1 || l.Messages[0].Text != "yours" {
+			t.Fatalf("got %+v", l.Messages)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long poll did not return after a send to its chat")
+	}
+	if n := tr.count("mine"); n != 2 {
+		t.Fatalf("the long poll read the transcript %d times, want 2 (before waiting, and once woken by its own chat)", n)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.waiting) != 0 {
+		t.Fatalf("waiters left behind: %v", p.waiting)
+	}
+}
+
+// TestWebchatExposurePageChatIDs: the page's chat and message ids come from
+// the browser's CSPRNG (128 bits), never from Math.random.
+func TestWebchatExposurePageChatIDs(t *testing.T) {
+	b, err := page.ReadFile("page.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	if strings.Contains(src, "Math.random") || !strings.Contains(src, "crypto.getRandomValues") || !strings.Contains(src, "new Uint8Array(16)") {
+		t.Fatal("page.html must make its ids with crypto.getRandomValues over 16 bytes, not Math.random")
+	}
+	if !strings.Contains(src, `state = { chat: randomID("c-")`) || !strings.Contains(src, `const id = randomID("p-")`) {
+		t.Fatal("page.html does not use randomID for the chat and message ids")
+	}
+}
+
+// TestWebchatExposureTranscriptPurged: entries older than the purge time go;
+// newer ones stay.
+func TestWebchatExposureTranscriptPurged(t *testing.T) {
+	tr := NewMemoryTranscript()
+	ctx := context.Background()
+	tr.Append(ctx, "web", "c1", "old")
+	tr.Append(ctx, "web2", "c1", "old too")
+	cut := time.Now().Add(time.Nanosecond)
+	for !time.Now().After(cut) {
+	}
+	tr.Append(ctx, "web", "c1", "new")
+	n, err := tr.Purge(ctx, cut)
+	if err != nil || n != 2 {
+		t.Fatalf("purged %d, %v; want 2", n, err)
+	}
+	if es, _ := tr.After(ctx, "web", "c1", 0, 10); len(es) != 1 || es[0].Text != "new" || es[0].Seq != 2 {
+		t.Fatalf("left %+v", es)
+	}
 }
