@@ -195,6 +195,13 @@ func TestFlowFormatAcrossLanguages(t *testing.T) {
 			if got, want := handle("Lima"), []string{"Thanks " + weird + " from Lima!"}; !reflect.DeepEqual(got, want) {
 				t.Fatalf("continuing another SDK's state sent %q, want %q", got, want)
 			}
+			// Any number of answers (C stopped at 16): more answers than the
+			// flow has questions means every step was taken; the flow finishes
+			// without repeating a send.
+			log.state["botrun.flow"] = []byte("6:signup," + strings.Repeat("3:Ana,", 40))
+			if got := handle("Lima"); len(got) != 0 || state() != "" {
+				t.Fatalf("a flow with 41 answers sent %q and left state %q, want nothing", got, state())
+			}
 			// A value that does not parse, or names no flow of the module, is
 			// forgotten: the message is a normal message.
 			for _, bad := range []string{"signup\n\"Ana\"", "signup\x00Ana\x00", "6:signup,3:An", "6:signup,03:Ana,", "", "7:missing,3:Ana,"} {
