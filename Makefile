@@ -97,6 +97,7 @@ fuzz:
 		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg > /tmp/botrun-fuzz.log 2>&1 || { cat /tmp/botrun-fuzz.log; exit 1; }; \
 	done
 	cd guest-sdk/go && $(GO) test -run='^$$' -fuzz='^FuzzDecodeEvent$$' -fuzztime=$(FUZZTIME) .
+	cd guest-sdk/go && $(GO) test -run='^$$' -fuzz='^FuzzDecodeFlow$$' -fuzztime=$(FUZZTIME) .
 
 # Durable end-to-end messages/s on every backend (PostgreSQL and Redis with 1
 # and 3 replicas: BOTRUN_TEST_POSTGRES_URL / BOTRUN_TEST_REDIS_URL, or servers

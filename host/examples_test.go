@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -42,31 +43,35 @@ func TestExamples(t *testing.T) {
 	for _, ex := range examples {
 		t.Run(ex.name, func(t *testing.T) {
 			base, _ := startBot(t, ex.build(t), "")
-			talk := func(chat, id, text string) string {
+			// talk posts text and returns the n replies it gets.
+			talk := func(chat, id, text string, n int) []string {
 				t.Helper()
 				before := len(replies(t, base, chat, 1000, 50*time.Millisecond))
 				if code := postMessage(t, base, chat, text, id); code != 202 {
 					t.Fatalf("POST %q: %d", text, code)
 				}
-				got := replies(t, base, chat, before+1, 10*time.Second)
-				if len(got) != before+1 {
-					t.Fatalf("no reply to %q", text)
+				got := replies(t, base, chat, before+n, 30*time.Second)
+				if len(got) != before+n {
+					t.Fatalf("%d replies to %q, want %d", len(got)-before, text, n)
 				}
-				return got[before]
+				return got[before:]
 			}
-			if got := talk("e", "e1", "hola, ¿qué tal? \"quoted\" \\ tab\t"); got != "echo: hola, ¿qué tal? \"quoted\" \\ tab\t" {
+			if got := talk("e", "e1", "hola, ¿qué tal? \"quoted\" \\ tab\t", 1); got[0] != "echo: hola, ¿qué tal? \"quoted\" \\ tab\t" {
 				t.Fatalf("echo: %q", got)
 			}
 			if ex.kind != "flow" {
 				return
 			}
-			for _, step := range []struct{ in, want string }{
-				{"/signup", "What is your name?"},
-				{"Ana", "Which city do you live in, Ana?"},
-				{"Lima", "Thanks Ana from Lima!"},
-				{"after", "echo: after"},
+			for _, step := range []struct {
+				in   string
+				want []string
+			}{
+				{"/signup", []string{"What is your name?"}},
+				{"Ana", []string{"Nice to meet you, Ana!", "Which city do you live in, Ana?"}},
+				{"Lima", []string{"Thanks Ana from Lima!"}},
+				{"after", []string{"echo: after"}},
 			} {
-				if got := talk("f", "f-"+step.in, step.in); got != step.want {
+				if got := talk("f", "f-"+step.in, step.in, len(step.want)); !reflect.DeepEqual(got, step.want) {
 					t.Fatalf("flow: %q answered %q, want %q", step.in, got, step.want)
 				}
 			}

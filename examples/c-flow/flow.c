@@ -1,5 +1,6 @@
-/* The C flow bot: "/signup" asks two questions and thanks the user; the
- * conversation survives a restart. Other messages are echoed. */
+/* The C flow bot: "/signup" asks two questions, greets the user between them
+ * and thanks them at the end; the conversation survives a restart, and the
+ * greeting goes out once. Other messages are echoed. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,8 @@ static int signup(botrun_flow *f) {
   int rc = botrun_ask(f, "What is your name?", &name);
   if (rc) return rc;
   char q[512];
+  snprintf(q, sizeof q, "Nice to meet you, %s!", name);
+  if ((rc = botrun_reply(f->ctx, q, NULL))) return rc;
   snprintf(q, sizeof q, "Which city do you live in, %s?", name);
   if ((rc = botrun_ask(f, q, &city))) return rc;
   snprintf(q, sizeof q, "Thanks %s from %s!", name, city);

@@ -1,6 +1,7 @@
 // Command flow is the example of a persistent flow: "/signup" asks two
-// questions and thanks the user; the conversation survives a restart of
-// botrun. Other messages are echoed.
+// questions, greets the user between them and thanks them at the end; the
+// conversation survives a restart of botrun, and the greeting goes out once.
+// Other messages are echoed.
 package main
 
 import bot "github.com/botrun/botrun/guest-sdk/go"
@@ -8,6 +9,9 @@ import bot "github.com/botrun/botrun/guest-sdk/go"
 var signup = bot.NewFlow("signup", func(f *bot.FlowContext) error {
 	name, err := f.Ask("What is your name?")
 	if err != nil {
+		return err
+	}
+	if _, err := f.Reply("Nice to meet you, " + name + "!"); err != nil {
 		return err
 	}
 	city, err := f.Ask("Which city do you live in, " + name + "?")

@@ -395,18 +395,33 @@ static int do_send(int enqueue, const char *chat, const char *text, const botrun
   return 0;
 }
 
+/* replayed answers a send a flow makes while it replays a step already taken:
+ * the host is not called, so the send takes no derived key (the host numbers
+ * sends) and the live sends keep their numbers on every replay. */
+static int replayed(botrun_ctx *ctx, botrun_send_result *out) {
+  if (!ctx->replaying) return 0;
+  if (out) {
+    memset(out, 0, sizeof *out);
+    strcpy(out->status, "replayed");
+  }
+  return 1;
+}
+
 int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
+  if (replayed(ctx, out)) return 0;
   ctx->send_count++;
   return do_send(0, chat, text, NULL, key, out);
 }
 
 int botrun_send_media(botrun_ctx *ctx, const char *chat, const char *text, const botrun_media *media, const char *key,
                       botrun_send_result *out) {
+  if (replayed(ctx, out)) return 0;
   ctx->send_count++;
   return do_send(0, chat, text, media, key, out);
 }
 
 int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
+  if (replayed(ctx, out)) return 0;
   ctx->send_count++;
   return do_send(1, chat, text, NULL, key, out);
 }
@@ -430,20 +445,75 @@ int botrun_state_set(const char *key, const char *value, size_t len) {
 
 int botrun_state_delete(const char *key) { return host_state_delete(key, (int32_t)strlen(key)); }
 
-/* ---- flows: state "botrun.flow" = name, then each answer, NUL-separated ---- */
+/* ---- flows: state "botrun.flow" = netstrings (SPEC.md section 7): the
+ * flow's name, then each answer in order ---- */
 #define FLOW_KEY "botrun.flow"
+
+static void put_netstring(buf *o, const char *s, size_t n) {
+  char len[24];
+  put(o, len, (size_t)snprintf(len, sizeof len, "%zu:", n));
+  put(o, s, n);
+  put(o, ",", 1);
+}
 
 static int save_flow(botrun_flow *f) {
   buf o = {0};
-  put(&o, f->name, strlen(f->name) + 1);
-  for (int i = 0; i < f->nanswers; i++) put(&o, f->answers[i], strlen(f->answers[i]) + 1);
+  put_netstring(&o, f->name, strlen(f->name));
+  for (int i = 0; i < f->nanswers; i++) put_netstring(&o, f->answers[i], f->lens[i]);
   int rc = botrun_state_set(FLOW_KEY, o.b, o.n);
   free(o.b);
   return rc;
 }
 
+/* parse_flow splits a flow state of n bytes in place: each netstring's ','
+ * becomes its terminating NUL. It returns the number of fields (at least 1),
+ * with one spare slot in *fields and *lens for the caller, or -1 when the
+ * value is not the format. */
+static int parse_flow(char *s, size_t n, const char ***fields, size_t **lens) {
+  int count = 0;
+  size_t at = 0;
+  *fields = NULL;
+  *lens = NULL;
+  while (at < n) {
+    size_t len = 0, i = at;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+      if (i > at && len == 0) goto bad; /* a leading zero */
+      if (len > n / 10) goto bad;       /* longer than the value */
+      len = len * 10 + (size_t)(s[i] - '0');
+      if (len > n) goto bad;
+    }
+    if (i == at || i >= n || s[i] != ':' || len >= n - i - 1 || s[i + 1 + len] != ',') goto bad;
+    const char **fs = realloc(*fields, sizeof **fields * (size_t)(count + 2));
+    if (fs) *fields = fs;
+    size_t *ls = realloc(*lens, sizeof **lens * (size_t)(count + 2));
+    if (ls) *lens = ls;
+    if (!fs || !ls) goto bad;
+    s[i + 1 + len] = 0;
+    (*fields)[count] = s + i + 1;
+    (*lens)[count++] = len;
+    at = i + 2 + len;
+  }
+  if (count > 0) return count;
+bad:
+  free(*fields);
+  free(*lens);
+  *fields = NULL;
+  *lens = NULL;
+  return -1;
+}
+
 static int run_flow(botrun_flow *f, botrun_flow_fn fn) {
+  f->ctx->replaying = f->nanswers > 0;
   int rc = fn(f);
+  if (f->ctx->replaying) {
+    f->ctx->replaying = 0;
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "botrun flow: flow \"%s\" ended before the question this message answers (was the module changed?); sends of the steps "
+             "it replayed were not repeated",
+             f->name);
+    botrun_log(2, msg);
+  }
   if (rc == BOTRUN_WAITING) return save_flow(f);
   if (rc != 0) return rc;
   return botrun_state_delete(FLOW_KEY);
@@ -452,6 +522,7 @@ static int run_flow(botrun_flow *f, botrun_flow_fn fn) {
 int botrun_ask(botrun_flow *f, const char *question, const char **answer) {
   f->asked++;
   if (f->asked <= f->nanswers) {
+    if (f->asked == f->nanswers) f->ctx->replaying = 0; /* this message's answer: what follows is new */
     *answer = f->answers[f->asked - 1];
     return 0;
   }
@@ -464,24 +535,49 @@ int botrun_flow_start(botrun_ctx *ctx, const char *name, botrun_flow_fn fn) {
   return run_flow(&f, fn);
 }
 
+/* forget_flow deletes a flow state the module cannot continue. */
+static int forget_flow(const char *why, const char *name) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "botrun flow: forgetting the chat's flow%s%s%s: %s; the message is handled as a normal message",
+           name ? " \"" : "", name ? name : "", name ? "\"" : "", why);
+  botrun_log(2, msg);
+  return botrun_state_delete(FLOW_KEY);
+}
+
 int botrun_flow_continue(botrun_ctx *ctx, const char *const *names, const botrun_flow_fn *fns, int n, int *in_flow) {
-  static char state[64 << 10];
   *in_flow = 0;
-  int len = botrun_state_get(FLOW_KEY, state, sizeof state);
+  int32_t len = host_state_get(FLOW_KEY, (int32_t)strlen(FLOW_KEY));
   if (len == BOTRUN_NOT_FOUND) return 0;
   if (len < 0) return len;
-  *in_flow = 1;
-  botrun_flow f = {.ctx = ctx, .name = state};
-  size_t off = strlen(state) + 1;
-  while (off < (size_t)len && f.nanswers < 15) {
-    f.answers[f.nanswers++] = state + off;
-    off += strlen(state + off) + 1;
+  char *state = malloc((size_t)len + 1);
+  if (!state) return BOTRUN_TOO_LARGE;
+  if (host_result_read(state, len) != len) {
+    free(state);
+    return BOTRUN_NO_RESULT;
   }
-  f.answers[f.nanswers++] = ctx->event.text;
-  for (int i = 0; i < n; i++)
-    if (!strcmp(names[i], f.name)) return run_flow(&f, fns[i]);
-  *in_flow = 0;
-  return botrun_state_delete(FLOW_KEY);
+  const char **fields;
+  size_t *lens;
+  int nfields = parse_flow(state, (size_t)len, &fields, &lens);
+  if (nfields < 0) {
+    free(state);
+    return forget_flow("its state is not a sequence of netstrings (SPEC.md section 7)", NULL);
+  }
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    if (strcmp(names[i], fields[0])) continue;
+    /* the stored answers, then this message's (parse_flow left a spare slot) */
+    fields[nfields] = ctx->event.text;
+    lens[nfields] = strlen(ctx->event.text);
+    botrun_flow f = {.ctx = ctx, .name = fields[0], .nanswers = nfields, .answers = fields + 1, .lens = lens + 1};
+    *in_flow = 1;
+    rc = run_flow(&f, fns[i]);
+    break;
+  }
+  if (!*in_flow) rc = forget_flow("this module has no flow of that name", fields[0]);
+  free(fields);
+  free(lens);
+  free(state);
+  return rc;
 }
 
 /* ---- the entry point ---- */

@@ -51,11 +51,14 @@ typedef struct {
 
 typedef struct {
   botrun_event event;
-  int send_count;
+  int send_count; /* sends and enqueues that reached the host */
+  int replaying;  /* set while a flow replays steps already taken: sends are not made */
 } botrun_ctx;
 
 typedef struct {
-  char status[16]; /* sent, deduped, deferred, dead, bypassed */
+  /* sent, deduped, deferred, dead, bypassed; or, from the SDK, replayed (a
+   * flow's send while it replays a step already taken: no host call) */
+  char status[16];
   char key[256];
   char ref[256];
   char error[512];
@@ -99,7 +102,12 @@ void botrun_log(int level, const char *msg);
 long long botrun_now_ms(void);
 
 /* Persistent flows: a flow function asks questions with botrun_ask and is
- * re-run from the start for each message with the answers so far. */
+ * re-run from the start for each message with the answers so far. While it
+ * replays the steps it already took (up to the botrun_ask that returns this
+ * message's answer) its sends are not made: they return 0 with status
+ * "replayed", so a reply between two questions goes out once. The state
+ * format is abi/SPEC.md section 7, the same in every SDK; any number of
+ * answers. */
 typedef struct botrun_flow botrun_flow;
 typedef int (*botrun_flow_fn)(botrun_flow *f);
 struct botrun_flow {
@@ -107,12 +115,15 @@ struct botrun_flow {
   const char *name;
   int asked;
   int nanswers;
-  char *answers[16];
+  const char **answers; /* the SDK's: NUL-terminated answers */
+  size_t *lens;         /* their byte lengths */
 };
 /* Start the flow named name (fn) in this chat. */
 int botrun_flow_start(botrun_ctx *ctx, const char *name, botrun_flow_fn fn);
 /* Feed this message to the chat's flow in progress. *in_flow is set to 1 when
- * there was one; fns maps names to functions (NULL-terminated pairs). */
+ * there was one; names[i] is the name of fns[i], n pairs. A state that does
+ * not parse, or names no flow in names, is deleted (logged) and *in_flow is 0:
+ * handle the message as a normal message. */
 int botrun_flow_continue(botrun_ctx *ctx, const char *const *names, const botrun_flow_fn *fns, int n, int *in_flow);
 /* The answer to the question, or sends it and returns BOTRUN_WAITING. */
 int botrun_ask(botrun_flow *f, const char *question, const char **answer);

@@ -5,15 +5,93 @@ package bot
 import "unsafe"
 
 // Outside WebAssembly there is no host: these stand-ins let the package build
-// and its pure parts be tested natively. Every host call reports UNSUPPORTED.
+// and its pure parts be tested natively. Every host call reports UNSUPPORTED
+// unless a test installs a nativeHost.
 
-func hostEventRead(unsafe.Pointer, int32) int32                       { return -4 }
-func hostSend(unsafe.Pointer, int32) int32                            { return -4 }
-func hostEnqueue(unsafe.Pointer, int32) int32                         { return -4 }
-func hostResultRead(unsafe.Pointer, int32) int32                      { return -4 }
-func hostStateGet(unsafe.Pointer, int32) int32                        { return -4 }
-func hostStateSet(unsafe.Pointer, int32, unsafe.Pointer, int32) int32 { return -4 }
-func hostStateDelete(unsafe.Pointer, int32) int32                     { return -4 }
-func hostLog(int32, unsafe.Pointer, int32)                            {}
-func hostNowMs() int64                                                { return 0 }
-func hostMediaLoad(int32) int32                                       { return -4 }
+// nativeHost answers host calls in native tests, as a host would.
+type nativeHost interface {
+	send(req []byte, enqueue bool) (result []byte)
+	stateGet(key string) ([]byte, bool)
+	stateSet(key string, value []byte)
+	stateDelete(key string)
+	log(level int32, msg string)
+}
+
+var (
+	native  nativeHost // nil: every call is UNSUPPORTED
+	pending []byte     // the result result_read copies
+)
+
+func bytesAt(p unsafe.Pointer, n int32) []byte {
+	if n == 0 {
+		return nil
+	}
+	return append([]byte(nil), unsafe.Slice((*byte)(p), n)...)
+}
+
+func hostEventRead(unsafe.Pointer, int32) int32 { return -4 }
+
+func hostSend(p unsafe.Pointer, n int32) int32 {
+	if native == nil {
+		return -4
+	}
+	pending = native.send(bytesAt(p, n), false)
+	return int32(len(pending))
+}
+
+func hostEnqueue(p unsafe.Pointer, n int32) int32 {
+	if native == nil {
+		return -4
+	}
+	pending = native.send(bytesAt(p, n), true)
+	return int32(len(pending))
+}
+
+func hostResultRead(p unsafe.Pointer, n int32) int32 {
+	if native == nil {
+		return -4
+	}
+	if pending == nil {
+		return -6
+	}
+	n = int32(copy(unsafe.Slice((*byte)(p), n), pending))
+	pending = nil
+	return n
+}
+
+func hostStateGet(k unsafe.Pointer, kn int32) int32 {
+	if native == nil {
+		return -4
+	}
+	v, ok := native.stateGet(string(bytesAt(k, kn)))
+	if !ok {
+		return -3
+	}
+	pending = append([]byte{}, v...)
+	return int32(len(v))
+}
+
+func hostStateSet(k unsafe.Pointer, kn int32, v unsafe.Pointer, vn int32) int32 {
+	if native == nil {
+		return -4
+	}
+	native.stateSet(string(bytesAt(k, kn)), bytesAt(v, vn))
+	return 0
+}
+
+func hostStateDelete(k unsafe.Pointer, kn int32) int32 {
+	if native == nil {
+		return -4
+	}
+	native.stateDelete(string(bytesAt(k, kn)))
+	return 0
+}
+
+func hostLog(level int32, p unsafe.Pointer, n int32) {
+	if native != nil {
+		native.log(level, string(bytesAt(p, n)))
+	}
+}
+
+func hostNowMs() int64          { return 0 }
+func hostMediaLoad(int32) int32 { return -4 }

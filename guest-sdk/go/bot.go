@@ -51,7 +51,9 @@ type Media struct {
 
 // SendResult is the host's answer to a send or an enqueue.
 type SendResult struct {
-	// Status is sent, deduped, deferred, dead or bypassed.
+	// Status is sent, deduped, deferred, dead or bypassed; or, from the SDK
+	// and not the host, replayed (a flow's send while it replays a step
+	// already taken: see Flow).
 	Status string `json:"status"`
 	// Key is the idempotency key the host used.
 	Key string `json:"key"`
@@ -95,6 +97,10 @@ func (e *HostError) Is(target error) bool { return target == ErrUnsupported && e
 type Context struct {
 	// Event is the message being handled.
 	Event Event
+
+	// replaying is set while a flow replays the steps it already took: its
+	// sends are not made (see Flow).
+	replaying bool
 }
 
 // Handler handles one event. Returning an error reports it to the host, which
@@ -150,6 +156,11 @@ func (c *Context) Enqueue(chat, text string, opts ...SendOption) (SendResult, er
 }
 
 func (c *Context) send(fn, chat, text string, opts []SendOption) (SendResult, error) {
+	if c.replaying {
+		// The host numbers sends, so one that does not reach it takes no
+		// derived key: the live sends keep their numbers on every replay.
+		return SendResult{Status: StatusReplayed}, nil
+	}
 	r := sendRequest{Chat: chat, Text: text}
 	for _, o := range opts {
 		o(&r)

@@ -3,7 +3,6 @@ package bot
 import (
 	"errors"
 	"strconv"
-	"strings"
 )
 
 // A Flow is a persistent conversation: a function that asks questions and
@@ -17,6 +16,13 @@ import (
 // (deterministic, like every durable handler). Ask returns ErrWaiting the
 // first time a question is reached: return it (or any error wrapping it) from
 // the function to wait for the answer.
+//
+// While the flow replays the steps it already took (up to the Ask that returns
+// the answer this message carries), its sends and enqueues are not made: they
+// went out with the message that took the step, so they return a SendResult
+// with status "replayed" and no host call. A reply between two questions thus
+// goes out once. The flow's state has the format of abi/SPEC.md section 7, the
+// same in every SDK.
 type Flow struct {
 	name string
 	fn   func(f *FlowContext) error
@@ -33,6 +39,10 @@ type FlowContext struct {
 // ErrWaiting is returned by Ask when the flow waits for an answer.
 var ErrWaiting = errors.New("botrun flow: waiting for an answer")
 
+// StatusReplayed is the SendResult status of a send a flow makes while it
+// replays a step already taken: nothing went to the host.
+const StatusReplayed = "replayed"
+
 var flows = map[string]*Flow{}
 
 // NewFlow registers a flow under name (call it from init or a package var).
@@ -44,29 +54,50 @@ func NewFlow(name string, fn func(f *FlowContext) error) *Flow {
 
 const flowKey = "botrun.flow"
 
-// flowState is what the host keeps: the flow's name and its answers, one per
-// line, escaped.
+// encodeFlow is the flow state (SPEC.md section 7): netstrings, the flow's
+// name and then each answer in order.
 func encodeFlow(name string, answers []string) []byte {
-	var b strings.Builder
-	b.WriteString(name)
+	b := appendNetstring(nil, name)
 	for _, a := range answers {
-		b.WriteByte('\n')
-		b.WriteString(strconv.Quote(a))
+		b = appendNetstring(b, a)
 	}
-	return []byte(b.String())
+	return b
 }
 
+func appendNetstring(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	b = append(b, s...)
+	return append(b, ',')
+}
+
+var errFlowState = errors.New("not a sequence of netstrings")
+
+// decodeFlow reads a flow state; any value encodeFlow cannot have written is
+// an error.
 func decodeFlow(b []byte) (string, []string, error) {
-	lines := strings.Split(string(b), "\n")
-	answers := make([]string, 0, len(lines)-1)
-	for _, l := range lines[1:] {
-		a, err := strconv.Unquote(l)
-		if err != nil {
-			return "", nil, errors.New("botrun flow: corrupt flow state")
+	var fields []string
+	for len(b) > 0 {
+		n, i := 0, 0
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			if i > 0 && n == 0 {
+				return "", nil, errFlowState // a leading zero
+			}
+			n = n*10 + int(b[i]-'0')
+			if n > len(b) {
+				return "", nil, errFlowState
+			}
 		}
-		answers = append(answers, a)
+		if i == 0 || i+1+n >= len(b) || b[i] != ':' || b[i+1+n] != ',' {
+			return "", nil, errFlowState
+		}
+		fields = append(fields, string(b[i+1:i+1+n]))
+		b = b[i+2+n:]
 	}
-	return lines[0], answers, nil
+	if len(fields) == 0 {
+		return "", nil, errFlowState
+	}
+	return fields[0], fields[1:], nil
 }
 
 // Ask returns the answer to the question, or sends it and returns ErrWaiting
@@ -74,6 +105,9 @@ func decodeFlow(b []byte) (string, []string, error) {
 func (f *FlowContext) Ask(question string, opts ...SendOption) (string, error) {
 	f.asked++
 	if f.asked <= len(f.answers) {
+		if f.asked == len(f.answers) {
+			f.replaying = false // this message's answer: what follows is new
+		}
 		return f.answers[f.asked-1], nil
 	}
 	if _, err := f.Reply(question, opts...); err != nil {
@@ -98,7 +132,10 @@ func (c *Context) InFlow() (string, bool) {
 }
 
 // Continue feeds this message to the chat's flow in progress as the answer to
-// its pending question. It reports false when there is no flow in progress.
+// its pending question. It reports false when there is no flow in progress; a
+// flow state that does not parse, or names a flow this module does not have,
+// is forgotten (logged), and the message is not the flow's: handle it as any
+// other message.
 func (c *Context) Continue() (bool, error) {
 	b, ok, err := c.StateGet(flowKey)
 	if err != nil || !ok {
@@ -106,11 +143,12 @@ func (c *Context) Continue() (bool, error) {
 	}
 	name, answers, err := decodeFlow(b)
 	if err != nil {
-		return true, err
+		logf(2, "botrun flow: forgetting the chat's flow: its state %q is %v (SPEC.md section 7); the message is handled as a normal message", flowKey, err)
+		return false, c.StateDelete(flowKey)
 	}
 	flow, ok := flows[name]
 	if !ok {
-		// The module no longer has that flow: forget it.
+		logf(2, "botrun flow: forgetting the chat's flow %q: this module has no flow of that name; the message is handled as a normal message", name)
 		return false, c.StateDelete(flowKey)
 	}
 	return true, c.runFlow(flow, append(answers, c.Event.Text))
@@ -118,7 +156,12 @@ func (c *Context) Continue() (bool, error) {
 
 func (c *Context) runFlow(flow *Flow, answers []string) error {
 	f := &FlowContext{Context: c, answers: answers}
+	c.replaying = len(answers) > 0
 	err := flow.fn(f)
+	if c.replaying {
+		c.replaying = false
+		logf(2, "botrun flow: flow %q ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated", flow.name)
+	}
 	switch {
 	case errors.Is(err, ErrWaiting):
 		return c.StateSet(flowKey, encodeFlow(flow.name, answers))

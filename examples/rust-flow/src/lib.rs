@@ -1,10 +1,12 @@
-//! The Rust flow bot: "/signup" asks two questions and thanks the user; the
-//! conversation survives a restart. Other messages are echoed.
+//! The Rust flow bot: "/signup" asks two questions, greets the user between
+//! them and thanks them at the end; the conversation survives a restart, and
+//! the greeting goes out once. Other messages are echoed.
 
 use std::collections::HashMap;
 
 fn signup(f: &mut botrun::Flow) -> Result<(), String> {
     let name = f.ask("What is your name?")?;
+    f.ctx.reply(&format!("Nice to meet you, {}!", name))?;
     let city = f.ask(&format!("Which city do you live in, {}?", name))?;
     f.ctx.reply(&format!("Thanks {} from {}!", name, city))?;
     Ok(())

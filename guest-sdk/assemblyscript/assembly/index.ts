@@ -40,6 +40,9 @@ export class Event {
   received_at: i64 = 0;
 }
 
+// SendResult is the host's answer to a send. status is sent, deduped,
+// deferred, dead or bypassed; or, from the SDK, replayed (a flow's send while
+// it replays a step already taken: no host call).
 export class SendResult {
   status: string = "";
   key: string = "";
@@ -264,6 +267,9 @@ const FLOW_KEY = "botrun.flow";
 
 export class Context {
   event: Event;
+  // replaying is set while a flow replays the steps it already took: its
+  // sends are not made.
+  replaying: bool = false;
   constructor(e: Event) { this.event = e; }
 
   // send sends text to chat (key: "" for a derived key); null when sent or
@@ -281,6 +287,13 @@ export class Context {
   enqueue(chat: string, text: string, key: string = ""): SendResult | null { return this.call(true, chat, text, key, null); }
 
   private call(background: bool, chat: string, text: string, key: string, media: Media | null): SendResult | null {
+    if (this.replaying) {
+      // The host numbers sends, so one that does not reach it takes no
+      // derived key: the live sends keep their numbers on every replay.
+      const r = new SendResult();
+      r.status = REPLAYED;
+      return r;
+    }
     let req = "{\"chat\":" + quote(chat) + ",\"text\":" + quote(text);
     if (media != null) {
       const m = changetype<Media>(media);
@@ -340,12 +353,21 @@ export class Context {
   start(flow: Flow): string | null { return runFlow(this, flow, []); }
 
   // continueFlow feeds this message to the chat's flow in progress; false
-  // when there is none.
+  // when there is none. A state that does not parse, or names a flow not in
+  // flows, is deleted (logged) and false returned: handle the message as a
+  // normal message.
   continueFlow(flows: Flow[]): bool {
-    const st = this.stateGet(FLOW_KEY);
+    const k = utf8(FLOW_KEY);
+    const st = pull(host_state_get(changetype<usize>(k), k.byteLength));
     if (st == null) return false;
-    const parts = changetype<string>(st).split("\u0000");
-    const answers = parts.slice(1, parts.length - 1);
+    const fields = decodeFlow(changetype<ArrayBuffer>(st));
+    if (fields == null) {
+      log(2, "botrun flow: forgetting the chat's flow: its state is not a sequence of netstrings (SPEC.md section 7); the message is handled as a normal message");
+      this.stateDelete(FLOW_KEY);
+      return false;
+    }
+    const parts = changetype<string[]>(fields);
+    const answers = parts.slice(1);
     answers.push(this.event.text);
     for (let i = 0; i < flows.length; i++) {
       if (flows[i].name == parts[0]) {
@@ -354,14 +376,24 @@ export class Context {
         return true;
       }
     }
+    log(2, "botrun flow: forgetting the chat's flow \"" + parts[0] + "\": this module has no flow of that name; the message is handled as a normal message");
     this.stateDelete(FLOW_KEY);
     return false;
   }
 }
 
-// ---- flows ----
+// ---- flows: state "botrun.flow" = netstrings (SPEC.md section 7): the
+// flow's name, then each answer in order ----
 export const WAITING = "botrun flow: waiting for an answer";
 
+// REPLAYED is the status of a send a flow makes while it replays a step
+// already taken.
+export const REPLAYED = "replayed";
+
+// FlowContext is what a flow function gets. The function is re-run from the
+// start for each message with the answers so far; while it replays the steps
+// it already took (up to the ask that returns this message's answer) its
+// sends are not made, so a reply between two questions goes out once.
 export class FlowContext {
   ctx: Context;
   answers: string[];
@@ -371,7 +403,10 @@ export class FlowContext {
   // WAITING from the flow then.
   ask(question: string): string | null {
     this.asked++;
-    if (this.asked <= this.answers.length) return this.answers[this.asked - 1];
+    if (this.asked <= this.answers.length) {
+      if (this.asked == this.answers.length) this.ctx.replaying = false; // this message's answer: what follows is new
+      return this.answers[this.asked - 1];
+    }
     this.ctx.reply(question);
     return null;
   }
@@ -383,13 +418,61 @@ export class Flow {
   constructor(name: string, fn: (f: FlowContext) => string | null) { this.name = name; this.fn = fn; }
 }
 
+// decodeFlow returns the fields of a flow state (the name, then the answers),
+// or null when the value is not a non-empty sequence of netstrings.
+function decodeFlow(buf: ArrayBuffer): string[] | null {
+  const b = Uint8Array.wrap(buf);
+  const n = b.length;
+  const fields: string[] = [];
+  let at = 0;
+  while (at < n) {
+    let len = 0;
+    let i = at;
+    for (; i < n && b[i] >= 0x30 && b[i] <= 0x39; i++) {
+      if (i > at && len == 0) return null; // a leading zero
+      if (len > n / 10) return null; // longer than the value
+      len = len * 10 + <i32>(b[i] - 0x30);
+      if (len > n) return null;
+    }
+    if (i == at || i >= n || b[i] != 0x3a || len >= n - i - 1 || b[i + 1 + len] != 0x2c) return null;
+    fields.push(String.UTF8.decode(buf.slice(i + 1, i + 1 + len)));
+    at = i + 2 + len;
+  }
+  return fields.length > 0 ? fields : null;
+}
+
+function encodeFlow(name: string, answers: string[]): ArrayBuffer {
+  const parts: ArrayBuffer[] = [];
+  let total = 0;
+  const all = [name].concat(answers);
+  for (let i = 0; i < all.length; i++) {
+    const v = utf8(all[i]);
+    const p = utf8(v.byteLength.toString() + ":");
+    parts.push(p);
+    parts.push(v);
+    parts.push(utf8(","));
+    total += p.byteLength + v.byteLength + 1;
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (let i = 0; i < parts.length; i++) {
+    out.set(Uint8Array.wrap(parts[i]), at);
+    at += parts[i].byteLength;
+  }
+  return out.buffer;
+}
+
 function runFlow(ctx: Context, flow: Flow, answers: string[]): string | null {
   const f = new FlowContext(ctx, answers);
+  ctx.replaying = answers.length > 0;
   const err = flow.fn(f);
+  if (ctx.replaying) {
+    ctx.replaying = false;
+    log(2, "botrun flow: flow \"" + flow.name + "\" ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated");
+  }
   if (err != null && changetype<string>(err) == WAITING) {
-    let st = flow.name + "\u0000";
-    for (let i = 0; i < answers.length; i++) st += answers[i] + "\u0000";
-    ctx.stateSet(FLOW_KEY, st);
+    const k = utf8(FLOW_KEY), v = encodeFlow(flow.name, answers);
+    host_state_set(changetype<usize>(k), k.byteLength, changetype<usize>(v), v.byteLength);
     return null;
   }
   if (err != null) return err;

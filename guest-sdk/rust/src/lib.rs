@@ -64,6 +64,8 @@ pub struct Media {
 /// The host's answer to a send.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct SendResult {
+    /// sent, deduped, deferred, dead or bypassed; or, from the SDK, replayed
+    /// (a flow's send while it replays a step already taken: no host call).
     pub status: String,
     pub key: String,
     pub r#ref: String,
@@ -73,6 +75,8 @@ pub struct SendResult {
 /// What a handler gets for one event.
 pub struct Context {
     pub event: Event,
+    /// Set while a flow replays the steps it already took: sends are not made.
+    replaying: bool,
 }
 
 fn code_name(code: i32) -> &'static str {
@@ -162,6 +166,11 @@ impl Context {
     }
 
     fn do_send(&mut self, background: bool, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+        if self.replaying {
+            // The host numbers sends, so one that does not reach it takes no
+            // derived key: the live sends keep their numbers on every replay.
+            return Ok(SendResult { status: REPLAYED.to_string(), ..Default::default() });
+        }
         let mut b = String::from("{\"chat\":");
         json::put_string(&mut b, chat);
         b.push_str(",\"text\":");
@@ -253,18 +262,27 @@ impl Context {
     }
 
     /// Feeds this message to the chat's flow in progress; Ok(false) when there
-    /// is none.
+    /// is none. A state that does not parse, or names a flow not in `flows`,
+    /// is deleted (logged) and Ok(false) returned: handle the message as a
+    /// normal message.
     pub fn continue_flow(&mut self, flows: &Flows) -> Result<bool, String> {
         let state = match self.state_get(FLOW_KEY)? {
             Some(s) => s,
             None => return Ok(false),
         };
-        let mut parts = state.split(|b| *b == 0).map(|p| String::from_utf8_lossy(p).into_owned());
-        let name = parts.next().unwrap_or_default();
-        let mut answers: Vec<String> = parts.collect();
-        answers.pop(); // the terminator's empty tail
+        let mut fields = match decode_flow(&state) {
+            Some(f) => f.into_iter().map(|p| String::from_utf8_lossy(p).into_owned()),
+            None => {
+                self.log(2, "botrun flow: forgetting the chat's flow: its state is not a sequence of netstrings (SPEC.md section 7); the message is handled as a normal message");
+                self.state_delete(FLOW_KEY)?;
+                return Ok(false);
+            }
+        };
+        let name = fields.next().unwrap_or_default();
+        let mut answers: Vec<String> = fields.collect();
         answers.push(self.event.text.clone());
         if !flows.0.contains_key(name.as_str()) {
+            self.log(2, &format!("botrun flow: forgetting the chat's flow {:?}: this module has no flow of that name; the message is handled as a normal message", name));
             self.state_delete(FLOW_KEY)?;
             return Ok(false);
         }
@@ -280,6 +298,10 @@ pub fn now() -> i64 {
 
 /// A flow asks questions and takes the chat's next messages as the answers;
 /// it is re-run from the start for each message with the answers so far.
+/// While it replays the steps it already took (up to the `ask` that returns
+/// this message's answer) its sends are not made: they return a SendResult
+/// with status `REPLAYED`, so a reply between two questions goes out once.
+/// The state format is abi/SPEC.md section 7, the same in every SDK.
 pub struct Flow<'a> {
     pub ctx: &'a mut Context,
     answers: Vec<String>,
@@ -289,12 +311,18 @@ pub struct Flow<'a> {
 /// What ask returns when the question was sent: return it to wait.
 pub const WAITING: &str = "botrun flow: waiting for an answer";
 
+/// The status of a send a flow makes while it replays a step already taken.
+pub const REPLAYED: &str = "replayed";
+
 impl<'a> Flow<'a> {
     /// The answer to the question; the first time the flow reaches it, sends
     /// it and returns Err(WAITING).
     pub fn ask(&mut self, question: &str) -> Result<String, String> {
         self.asked += 1;
         if self.asked <= self.answers.len() {
+            if self.asked == self.answers.len() {
+                self.ctx.replaying = false; // this message's answer: what follows is new
+            }
             return Ok(self.answers[self.asked - 1].clone());
         }
         self.ctx.reply(question)?;
@@ -307,16 +335,57 @@ pub struct Flows(pub HashMap<&'static str, fn(&mut Flow) -> Result<(), String>>)
 
 const FLOW_KEY: &str = "botrun.flow";
 
+fn put_netstring(b: &mut Vec<u8>, s: &[u8]) {
+    b.extend_from_slice(s.len().to_string().as_bytes());
+    b.push(b':');
+    b.extend_from_slice(s);
+    b.push(b',');
+}
+
+/// The fields of a flow state (the name, then the answers), or None when the
+/// value is not a non-empty sequence of netstrings.
+fn decode_flow(mut b: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut fields = Vec::new();
+    while !b.is_empty() {
+        let (mut n, mut i) = (0usize, 0usize);
+        while i < b.len() && b[i].is_ascii_digit() {
+            if i > 0 && n == 0 {
+                return None; // a leading zero
+            }
+            n = n.checked_mul(10)?.checked_add((b[i] - b'0') as usize)?;
+            if n > b.len() {
+                return None;
+            }
+            i += 1;
+        }
+        if i == 0 || i + 1 + n >= b.len() || b[i] != b':' || b[i + 1 + n] != b',' {
+            return None;
+        }
+        fields.push(&b[i + 1..i + 1 + n]);
+        b = &b[i + 2 + n..];
+    }
+    if fields.is_empty() {
+        None
+    } else {
+        Some(fields)
+    }
+}
+
 fn run_flow(ctx: &mut Context, flows: &Flows, name: &str, answers: Vec<String>) -> Result<(), String> {
     let f = *flows.0.get(name).ok_or_else(|| format!("no flow {}", name))?;
+    ctx.replaying = !answers.is_empty();
     let mut flow = Flow { ctx, answers, asked: 0 };
-    match f(&mut flow) {
+    let res = f(&mut flow);
+    if flow.ctx.replaying {
+        flow.ctx.replaying = false;
+        flow.ctx.log(2, &format!("botrun flow: flow {:?} ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated", name));
+    }
+    match res {
         Err(e) if e == WAITING => {
-            let mut b = Vec::from(name.as_bytes());
-            b.push(0);
+            let mut b = Vec::new();
+            put_netstring(&mut b, name.as_bytes());
             for a in &flow.answers {
-                b.extend_from_slice(a.as_bytes());
-                b.push(0);
+                put_netstring(&mut b, a.as_bytes());
             }
             flow.ctx.state_set(FLOW_KEY, &b)
         }
@@ -339,7 +408,7 @@ pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), String>) -> i32 {
             return 1;
         }
     };
-    let mut ctx = Context { event };
+    let mut ctx = Context { event, replaying: false };
     match handler(&mut ctx) {
         Ok(()) => 0,
         Err(e) => {
