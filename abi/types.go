@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Event is one inbound message as the guest sees it.
@@ -85,6 +87,12 @@ func DecodeSendRequest(b []byte) (SendRequest, error) {
 	if r.Text == "" && r.Media == nil {
 		return SendRequest{}, fmt.Errorf("%w: send request: \"text\" or \"media\" is required", ErrBadPayload)
 	}
+	if err := CheckName("\"chat\"", r.Chat); err != nil {
+		return SendRequest{}, fmt.Errorf("%w: send request: %w", ErrBadPayload, err)
+	}
+	if err := CheckName("\"idempotency_key\"", r.IdempotencyKey); err != nil {
+		return SendRequest{}, fmt.Errorf("%w: send request: %w", ErrBadPayload, err)
+	}
 	if r.Media != nil {
 		if err := r.Media.validate(); err != nil {
 			return SendRequest{}, err
@@ -103,4 +111,24 @@ func (m *Media) validate() error {
 		}
 	}
 	return fmt.Errorf("%w: media: unknown type %q (want one of %v)", ErrBadPayload, m.Type, MediaTypes)
+}
+
+// ErrBadName is matched (errors.Is) by CheckName's errors.
+var ErrBadName = errors.New("bad name")
+
+// CheckName reports whether s can name a message, a chat, a sender, an
+// idempotency key or a state key: valid UTF-8 without NUL or any other control
+// character. Such names become journal keys in every backend (PostgreSQL's
+// jsonb refuses NUL), so the host refuses them at admission and in host
+// functions. what names the field in the error.
+func CheckName(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrBadName, what)
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: %s has a control character (%U) at byte %d: ids, chats and keys must be printable", ErrBadName, what, r, i)
+		}
+	}
+	return nil
 }

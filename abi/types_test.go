@@ -62,3 +62,21 @@ func FuzzDecodeSendRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestControlCharactersRejectedInSends: a send's chat or idempotency key with
+// a NUL or another control character is a bad payload (it would become a
+// journal key).
+func TestControlCharactersRejectedInSends(t *testing.T) {
+	for _, b := range []string{
+		`{"chat":"n\u0000x","text":"hi"}`,
+		`{"chat":"c","text":"hi","idempotency_key":"k\u001b"}`,
+		`{"chat":"c\n","text":"hi"}`,
+	} {
+		if _, err := DecodeSendRequest([]byte(b)); !errors.Is(err, ErrBadPayload) || !errors.Is(err, ErrBadName) {
+			t.Errorf("%s: %v, want a bad payload naming the field", b, err)
+		}
+	}
+	if _, err := DecodeSendRequest([]byte(`{"chat":"c/1 ü","text":"a\u0000b"}`)); err != nil {
+		t.Fatalf("printable chat, any text: %v", err)
+	}
+}

@@ -30,6 +30,12 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	if msg.ID == "" {
 		msg.ID = randomID()
 	}
+	for _, f := range []struct{ what, v string }{{"message id", msg.ID}, {"chat", msg.Chat}, {"sender", msg.From}} {
+		if err := abi.CheckName(f.what, f.v); err != nil {
+			b.log.Warn("not admitted: the message can never be valid", "provider", providerID, "err", err)
+			return provider.Admission{}, fmt.Errorf("%w: %w", provider.ErrInvalidMessage, err)
+		}
+	}
 	id := providerID + ":" + msg.ID
 	at := msg.ReceivedAt
 	if at.IsZero() {

@@ -175,3 +175,65 @@ func TestScopeSeparatesTenantsAndEnvironments(t *testing.T) {
 		}
 	}
 }
+
+// TestControlCharactersRejected: an id, chat or sender with a NUL or another
+// control character is refused at admission with ErrInvalidMessage (final:
+// no redelivery makes it valid) and nothing is journaled.
+func TestControlCharactersRejected(t *testing.T) {
+	b := newTestBot(t, testConfig(t, ""), memory.New(), reply("r: "), newChannel())
+	defer b.stop(t)
+	for _, m := range []provider.Message{
+		{ID: "n\x00x", Chat: "c1", From: "u", Text: "x"},
+		{ID: "m1", Chat: "n\x00x", From: "u", Text: "x"},
+		{ID: "m2", Chat: "c1", From: "u\x1b[31m", Text: "x"},
+		{ID: "m3\n", Chat: "c1", From: "u", Text: "x"},
+	} {
+		if _, err := b.Admit(context.Background(), "web", m); !errors.Is(err, provider.ErrInvalidMessage) {
+			t.Fatalf("admit %+q: %v, want ErrInvalidMessage", m, err)
+		}
+	}
+	if in, err := b.ListInbox(context.Background(), durability.ListFilter{}); err != nil || len(in) != 0 {
+		t.Fatalf("journaled %d records (%v), want none", len(in), err)
+	}
+	// Text may hold any character.
+	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "ok", Chat: "c1", From: "u", Text: "a\x00b\nc"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStateKeysUnambiguous: chat "v/x" with key "a" is not chat "v" with key
+// "x/a" (nor is a sender "v/x" the sender "v").
+func TestStateKeysUnambiguous(t *testing.T) {
+	seen := make(chan string, 10)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		switch ev.Text {
+		case "write":
+			if err := env.StateSet(ctx, "a", []byte("chat v/x")); err != nil {
+				return err
+			}
+			return env.StateSet(ctx, "user/a", []byte("sender v/x"))
+		default:
+			_, chatHit, err := env.StateGet(ctx, "x/a")
+			if err != nil {
+				return err
+			}
+			_, userHit, err := env.StateGet(ctx, "user/x/a")
+			seen <- fmt.Sprint(chatHit, userHit)
+			return err
+		}
+	})
+	b := newTestBot(t, testConfig(t, ""), memory.New(), h, newChannel())
+	defer b.stop(t)
+	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "w", Chat: "v/x", From: "v/x", Text: "write"}); err != nil {
+		t.Fatal(err)
+	}
+	if !b.quiet(1, 60*time.Second) {
+		t.Fatal("did not settle")
+	}
+	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "r", Chat: "v", From: "v", Text: "read"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got != "false false" {
+		t.Fatalf("chat v read another chat's or sender's state (chat, user hit = %s)", got)
+	}
+}

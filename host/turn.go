@@ -94,13 +94,19 @@ func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult
 }
 
 // stateKey scopes a guest's state key: keys starting with "user/" belong to
-// the sender (across chats), the others to the event's chat.
+// the sender (across chats), the others to the event's chat. The chat and
+// sender are escaped ('%' and '/'), so the encoding is unambiguous: chat "v/x"
+// with key "a" is never chat "v" with key "x/a".
 func (t *turn) stateKey(key string) string {
 	if rest, ok := strings.CutPrefix(key, "user/"); ok {
-		return "user/" + t.event.Provider + "/" + t.event.From + "/" + rest
+		return "user/" + t.event.Provider + "/" + stateSegment.Replace(t.event.From) + "/" + rest
 	}
-	return "chat/" + t.event.Provider + "/" + t.event.Chat + "/" + key
+	return "chat/" + t.event.Provider + "/" + stateSegment.Replace(t.event.Chat) + "/" + key
 }
+
+// stateSegment escapes one path segment of a state key. Names without '%'
+// or '/' (nearly every channel's chat ids) keep the key they always had.
+var stateSegment = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // StateGet implements wasm.Env: the handler reads its own buffered writes, then
 // the store as of the claim.

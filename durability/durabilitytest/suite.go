@@ -759,4 +759,27 @@ func runConcurrency(t *testing.T, nb NewBackend) {
 			t.Fatalf("created %d, duplicates %d; want 1 and %d", created, got.Duplicates, workers-1)
 		}
 	})
+
+	t.Run("a bad write in a shared commit fails only its own caller", func(t *testing.T) {
+		// A NUL byte is refused by some stores (PostgreSQL's jsonb); the
+		// host never sends one, but if one arrives, the writes committed
+		// beside it must not fail with it.
+		j, _ := open(t, nb)
+		var wg sync.WaitGroup
+		for round := range 20 {
+			for i := range workers {
+				wg.Go(func() {
+					id := fmt.Sprintf("web:good-%d-%d", round, i)
+					if i == 0 {
+						id = fmt.Sprintf("web:n\x00x-%d", round)
+					}
+					_, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Chat: "c1"}, 5, nil)
+					if err != nil && i != 0 {
+						t.Errorf("put %s failed beside a bad write: %v", id, err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+	})
 }

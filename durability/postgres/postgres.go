@@ -337,6 +337,15 @@ func (s *Store) run(batch []*commit) {
 		_, err := br.Exec()
 		return err
 	})
+	if err != nil && len(batch) > 1 && !isConnError(err) {
+		// One bad write (a value the server refuses) must fail only its own
+		// caller: the transaction was rolled back, so run each commit alone.
+		// A lost connection is not split: the batch may have committed.
+		for _, c := range batch {
+			s.run([]*commit{c})
+		}
+		return
+	}
 	for i, c := range batch {
 		switch {
 		case err != nil:

@@ -243,6 +243,14 @@ func (s *Store) run(batch []*commit) {
 		_, err = s.wCommit.ExecContext(ctx)
 		return err
 	}()
+	if err != nil && len(batch) > 1 {
+		// One bad write must fail only its own caller: the batch was
+		// rolled back, so run each commit alone.
+		for _, c := range batch {
+			s.run([]*commit{c})
+		}
+		return
+	}
 	for i, c := range batch {
 		if err != nil {
 			c.err <- fmt.Errorf("sqlite %s: commit: %w", s.path, err)

@@ -70,9 +70,16 @@ type Admission struct {
 
 // Admitter is the host side of inbound: a channel calls Admit for each parsed
 // message and answers its transport only after Admit returns without error.
+// An error matching ErrInvalidMessage is final: redelivering the message
+// cannot make it valid, so the channel acknowledges (or refuses with 400)
+// instead of asking for a redelivery.
 type Admitter interface {
 	Admit(ctx context.Context, provider string, msg Message) (Admission, error)
 }
+
+// ErrInvalidMessage is matched by an Admit error for a message botrun will
+// never accept: an id, chat or sender with a NUL or another control character.
+var ErrInvalidMessage = errors.New("invalid message")
 
 // Router is implemented by a provider that serves HTTP (webhooks, pages). Its
 // routes are mounted on the [http] listen address.

@@ -246,7 +246,7 @@ func stateKey(mod api.Module, ptr, n uint32) (string, abi.Code) {
 	if !ok {
 		return "", abi.CodeBadPointer
 	}
-	if len(b) == 0 {
+	if len(b) == 0 || abi.CheckName("state key", string(b)) != nil {
 		return "", abi.CodeBadPayload
 	}
 	return string(b), 0

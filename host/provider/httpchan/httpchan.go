@@ -201,6 +201,10 @@ func (p *Provider) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	adm, err := p.admit.Admit(r.Context(), p.cfg.ID, provider.Message{ID: in.ID, Chat: in.Chat, From: in.From, Text: in.Text})
+	if errors.Is(err, provider.ErrInvalidMessage) {
+		reply(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
 	if err != nil {
 		reply(w, http.StatusServiceUnavailable, map[string]string{"error": "not admitted, redeliver: " + err.Error()})
 		return

@@ -256,7 +256,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 					p.cfg.Logger.Info("meta-whatsapp: message type not handled", "provider", p.cfg.ID, "type", m.Type, "id", m.ID)
 					continue
 				}
-				if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil {
+				if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
 					// Meta redelivers the whole notification; what was
 					// admitted comes back as duplicates.
 					http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)

@@ -183,7 +183,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg, ok := u.message(); ok {
-		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil {
+		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable) // Telegram retries
 			return
 		}
@@ -215,7 +215,7 @@ func (p *Provider) Poll(ctx context.Context) {
 				continue
 			}
 			if msg, ok := u.message(); ok {
-				if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil {
+				if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
 					p.cfg.Logger.Error("telegram: not admitted; will poll it again", "err", err)
 					break
 				}

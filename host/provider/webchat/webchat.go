@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/botrun/botrun/abi"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -204,6 +205,11 @@ func DecodePost(b []byte) (PostBody, error) {
 		return PostBody{}, fmt.Errorf("%w: \"text\" is limited to %d bytes", ErrBadRequest, MaxText)
 	case !utf8.ValidString(m.Chat + m.From + m.Text + m.ID):
 		return PostBody{}, fmt.Errorf("%w: strings must be UTF-8", ErrBadRequest)
+	}
+	for _, f := range []struct{ what, v string }{{"\"chat\"", m.Chat}, {"\"from\"", m.From}, {"\"id\"", m.ID}} {
+		if err := abi.CheckName(f.what, f.v); err != nil {
+			return PostBody{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
 	}
 	if m.From == "" {
 		m.From = m.Chat

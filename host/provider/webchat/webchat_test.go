@@ -399,3 +399,17 @@ func TestWebchatExposureTranscriptPurged(t *testing.T) {
 		t.Fatalf("left %+v", es)
 	}
 }
+
+// TestControlCharactersRejectedInPosts: ids, chats and senders with control
+// characters are refused with 400 before admission.
+func TestControlCharactersRejectedInPosts(t *testing.T) {
+	for _, b := range []string{
+		`{"chat":"n\u0000x","text":"hi"}`,
+		`{"chat":"c","from":"u\u0007","text":"hi"}`,
+		`{"chat":"c","id":"m\r\n1","text":"hi"}`,
+	} {
+		if _, err := DecodePost([]byte(b)); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: %v, want a bad request", b, err)
+		}
+	}
+}
