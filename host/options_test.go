@@ -605,7 +605,12 @@ func TestOperations_ListRetryDiscard(t *testing.T) {
 	if !waitFor(60*time.Second, func() bool { return ch.count("c1", "r: x") == 2 }) {
 		t.Fatalf("replay after discard did not send again: %q", ch.texts())
 	}
-	if in, _ := b.ListInbox(ctx, durability.ListFilter{State: "done", Chat: "c1"}); len(in) != 1 {
+	// The reply goes out before the record completes: wait for the completion.
+	if !waitFor(60*time.Second, func() bool {
+		in, _ := b.ListInbox(ctx, durability.ListFilter{State: "done", Chat: "c1"})
+		return len(in) == 1
+	}) {
+		in, _ := b.ListInbox(ctx, durability.ListFilter{})
 		t.Fatalf("inbox list %v", in)
 	}
 }
