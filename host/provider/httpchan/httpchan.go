@@ -202,6 +202,7 @@ func (p *Provider) inbound(w http.ResponseWriter, r *http.Request) {
 	}
 	adm, err := p.admit.Admit(r.Context(), p.cfg.ID, provider.Message{ID: in.ID, Chat: in.Chat, From: in.From, Text: in.Text})
 	if err != nil {
+		provider.NotAdmitted(w.Header(), err)
 		reply(w, http.StatusServiceUnavailable, map[string]string{"error": "not admitted, redeliver: " + err.Error()})
 		return
 	}
