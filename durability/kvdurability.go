@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -17,18 +16,31 @@ import (
 // "<scope>/in/<id>" and "<scope>/out/<key>" (the groups of the two journals),
 // conversation state under "<scope>/st/<key>". A record's due score is when it
 // becomes claimable (none once settled); its order score is its creation time.
+// The records this process wrote last are cached, within a budget of bytes
+// (DefaultRecordCacheBytes unless WithRecordCache says otherwise).
 type KvDurability struct {
-	kv Kv
+	kv    Kv
+	cache *recordCache
 }
 
 // NewKvDurability returns the journals over kv.
-func NewKvDurability(kv Kv) *KvDurability { return &KvDurability{kv: kv} }
+func NewKvDurability(kv Kv) *KvDurability {
+	return &KvDurability{kv: kv, cache: newRecordCache(DefaultRecordCacheBytes)}
+}
+
+// WithRecordCache returns a copy of d whose record cache holds at most
+// maxBytes of records (their encoded size plus a small per-record overhead),
+// the least recently written evicted first. Journals opened before keep the
+// cache they had.
+func (d *KvDurability) WithRecordCache(maxBytes int64) *KvDurability {
+	return &KvDurability{kv: d.kv, cache: newRecordCache(maxBytes)}
+}
 
 // Open implements Backend.
 func (d *KvDurability) Open(_ context.Context, scope Scope) (Journals, error) {
 	p := scope.ID() + "/"
-	in := &table[InboxRecord]{kv: d.kv, group: p + "in/", scores: inboxScores}
-	out := &table[OutboxRecord]{kv: d.kv, group: p + "out/", scores: outboxScores}
+	in := &table[InboxRecord]{kv: d.kv, group: p + "in/", scores: inboxScores, cache: d.cache}
+	out := &table[OutboxRecord]{kv: d.kv, group: p + "out/", scores: outboxScores, cache: d.cache}
 	st := &kvState{kv: d.kv, prefix: p + "st/"}
 	return Journals{Inbox: &kvInbox{t: in, out: out, state: st}, Outbox: &kvOutbox{t: out}, State: st}, nil
 }
@@ -57,38 +69,24 @@ type table[T any] struct {
 	// scores returns the record's due score (inDue false when it is never
 	// claimable) and its created score.
 	scores func(*T) (due int64, inDue bool, created int64)
-
-	mu    sync.Mutex
-	cache map[string]cached[T]
+	// cache is the KvDurability's, shared by its tables.
+	cache *recordCache
 }
 
-type cached[T any] struct {
-	rec     T
-	version int64
+// remember caches rec at version; size is its encoded length.
+func (t *table[T]) remember(id string, rec T, version int64, size int) {
+	t.cache.remember(t.group+id, rec, version, size)
 }
 
-const cacheMax = 50000
-
-func (t *table[T]) remember(id string, rec T, version int64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.cache == nil || len(t.cache) >= cacheMax {
-		t.cache = map[string]cached[T]{}
-	}
-	t.cache[id] = cached[T]{rec, version}
-}
-
-func (t *table[T]) forget(id string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.cache, id)
-}
+func (t *table[T]) forget(id string) { t.cache.forget(t.group + id) }
 
 func (t *table[T]) recall(id string) (T, int64, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	c, ok := t.cache[id]
-	return c.rec, c.version, ok
+	rec, v, ok := t.cache.recall(t.group + id)
+	if !ok {
+		var zero T
+		return zero, 0, false
+	}
+	return rec.(T), v, true
 }
 
 // nextVersion is the version a write stores: past the record's current one,
@@ -144,7 +142,7 @@ func (t *table[T]) put(ctx context.Context, id string, version int64, rec *T, ex
 	err = t.kv.Commit(ctx, append([]Write{w}, extra...))
 	switch {
 	case err == nil:
-		t.remember(id, *rec, w.Next)
+		t.remember(id, *rec, w.Next, len(w.Value))
 	case errors.Is(err, ErrConflict):
 		t.forget(id)
 	}
@@ -409,6 +407,7 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 			key  string
 			rec  OutboxRecord
 			next int64
+			size int
 		}
 		var outs []outWrite
 		for _, m := range sent {
@@ -427,7 +426,7 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 				return err
 			}
 			writes = append(writes, w)
-			outs = append(outs, outWrite{m.Key, o, w.Next})
+			outs = append(outs, outWrite{m.Key, o, w.Next, len(w.Value)})
 		}
 		w, err := j.t.writeOf(id, v, &rec)
 		if err != nil {
@@ -445,9 +444,9 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 		if err != nil {
 			return err
 		}
-		j.t.remember(id, rec, w.Next)
+		j.t.remember(id, rec, w.Next, len(w.Value))
 		for _, o := range outs {
-			j.out.remember(o.key, o.rec, o.next)
+			j.out.remember(o.key, o.rec, o.next, o.size)
 		}
 		return nil
 	}
@@ -486,7 +485,7 @@ func (j *kvInbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]InboxRecor
 			if err != nil {
 				return out, fmt.Errorf("durability: claimed record %s is corrupt: %w", v.Key, err)
 			}
-			j.t.remember(rec.ID, rec, v.Version)
+			j.t.remember(rec.ID, rec, v.Version, len(v.Value))
 			out = append(out, rec)
 		}
 		return out, nil
@@ -678,7 +677,7 @@ func (j *kvOutbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]ClaimedSe
 			if err != nil {
 				return out, fmt.Errorf("durability: claimed record %s is corrupt: %w", v.Key, err)
 			}
-			j.t.remember(rec.Key, rec, v.Version)
+			j.t.remember(rec.Key, rec, v.Version, len(v.Value))
 			out = append(out, ClaimedSend{Record: rec, Ambiguous: v.Ambiguous})
 		}
 		return out, nil

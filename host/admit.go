@@ -18,11 +18,21 @@ import (
 // redeliver later.
 var ErrStopping = errors.New("bot is stopping")
 
+// ErrQueueFull is wrapped by Admit's error (a provider.RateLimitedError) when
+// [bot] max_queue admitted messages already wait for a worker: nothing was
+// journaled, and the channel should redeliver after the wait.
+var ErrQueueFull = errors.New("admission queue full")
+
+// queueFullRetry is the wait a refused admission asks for.
+const queueFullRetry = time.Second
+
 // Admit implements provider.Admitter. It journals the message in the inbox
 // before any handler runs (a repeated message id is a duplicate and is not
 // processed again), then queues it behind its chat's earlier messages. If the
 // journal cannot record it, the message is not dispatched and the error tells
-// the channel to redeliver, unless durability.fail_open is set.
+// the channel to redeliver, unless durability.fail_open is set. If [bot]
+// max_queue messages already wait for a worker, it journals nothing and its
+// error wraps ErrQueueFull.
 func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message) (provider.Admission, error) {
 	if b.isStopping() {
 		return provider.Admission{}, ErrStopping
@@ -51,6 +61,20 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	if err != nil {
 		return provider.Admission{}, fmt.Errorf("admit %s: %w", id, err)
 	}
+	if !b.dispatch.reserve() {
+		if b.isStopping() {
+			return provider.Admission{}, ErrStopping
+		}
+		b.metrics.inboundRefused.Add(1)
+		return provider.Admission{}, &provider.RateLimitedError{RetryAfter: queueFullRetry,
+			Err: fmt.Errorf("%w: %d admitted messages wait for a worker, %s was not journaled: redeliver it later (raise [bot] max_queue or workers if this lasts)", ErrQueueFull, b.cfg.Bot.MaxQueue, id)}
+	}
+	reserved := true
+	defer func() {
+		if reserved {
+			b.dispatch.unreserve()
+		}
+	}()
 	// The record is created already claimed: this process handles it next,
 	// and a crash leaves it to be reclaimed (one write instead of two).
 	lease := b.inboxLease()
@@ -62,7 +86,8 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		}
 		b.log.Warn("fail_open: dispatching without a journal record", "id", id, "err", err)
 		ev.Attempt = 1
-		b.dispatch.submit(job{chatKey: chatKey(providerID, msg.Chat), id: id, event: &ev, unjournaled: true})
+		reserved = false
+		b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, event: &ev, unjournaled: true})
 		return provider.Admission{ID: id}, nil
 	}
 	if st == durability.Exists {
@@ -70,10 +95,9 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		return provider.Admission{ID: id, Duplicate: true}, nil
 	}
 	b.metrics.inboundJournaled.Add(1)
-	hb := b.inboxHeartbeat(rec.ID, rec.Token)
-	if !b.dispatch.submit(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, hb: hb, live: ev.Media}) {
-		hb.release() // stopping: the lease expires and the record is reclaimed
-	}
+	// Stopping: the lease expires and the record is reclaimed.
+	reserved = false
+	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media})
 	return provider.Admission{ID: id}, nil
 }
 

@@ -131,7 +131,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.close()
 		return nil, err
 	}
-	b.dispatch = newDispatcher(cfg.Bot.Workers, b.handle)
+	b.dispatch = newDispatcher(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
 	return b, nil
 }
 
@@ -372,7 +372,7 @@ func (b *Bot) Stop(ctx context.Context) error {
 	b.abandon()
 	b.close()
 	m := b.Metrics()
-	b.log.Info("durability metrics", "inbound_journaled", m.InboundJournaled, "inbound_duplicates", m.InboundDuplicates,
+	b.log.Info("durability metrics", "inbound_journaled", m.InboundJournaled, "inbound_duplicates", m.InboundDuplicates, "inbound_refused", m.InboundRefused,
 		"inbound_replayed", m.InboundReplayed, "inbound_dead", m.InboundDead, "outbox_journaled", m.OutboxJournaled,
 		"outbox_deduped", m.OutboxDeduped, "outbox_retried", m.OutboxRetried, "outbox_deferred", m.OutboxDeferred,
 		"outbox_dead", m.OutboxDead, "outbox_ambiguous", m.OutboxAmbiguous, "outbox_bypassed", m.OutboxBypassed,

@@ -9,18 +9,21 @@ import (
 )
 
 // dispatcher runs jobs with per-chat ordering: one job per chat at a time, many
-// chats in parallel up to the worker count, chats served round-robin.
+// chats in parallel up to the worker count, chats served round-robin. Admission
+// reserves a place first: at most limit jobs wait to start.
 type dispatcher struct {
-	run func(context.Context, job)
+	run   func(context.Context, job)
+	limit int
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	chats   map[string]*chatQueue
-	ready   []*chatQueue
-	stopped bool
-	pending int // queued jobs not yet started
-	running int // jobs in a handler now
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	cond     *sync.Cond
+	chats    map[string]*chatQueue
+	ready    []*chatQueue
+	stopped  bool
+	pending  int // queued jobs not yet started
+	reserved int // places taken by admissions not yet submitted
+	running  int // jobs in a handler now
+	wg       sync.WaitGroup
 }
 
 // idle reports whether no job is queued or running.
@@ -42,10 +45,9 @@ type job struct {
 	chatKey string
 	// id is the inbox record id.
 	id string
-	// claimed and hb are set when the record is claimed already (by Admit or
-	// the sweeper).
+	// claimed is set when the record is claimed already (by Admit or the
+	// sweeper); its lease is extended from the start of its turn.
 	claimed *durability.InboxRecord
-	hb      *heartbeat
 	// event and unjournaled are set for an event dispatched without a record
 	// (fail_open).
 	event       *abi.Event
@@ -60,8 +62,8 @@ type chatQueue struct {
 	jobs []job
 }
 
-func newDispatcher(workers int, run func(context.Context, job)) *dispatcher {
-	d := &dispatcher{run: run, chats: map[string]*chatQueue{}}
+func newDispatcher(workers, limit int, run func(context.Context, job)) *dispatcher {
+	d := &dispatcher{run: run, limit: limit, chats: map[string]*chatQueue{}}
 	d.cond = sync.NewCond(&d.mu)
 	for range workers {
 		d.wg.Go(d.work)
@@ -69,10 +71,57 @@ func newDispatcher(workers int, run func(context.Context, job)) *dispatcher {
 	return d
 }
 
-// submit queues j behind the chat's earlier jobs. It reports false after stop.
+// reserve takes a place for a job Admit is about to journal and submit. It
+// reports false when limit jobs already wait to start (queued or reserved),
+// or after stop. submitReserved or unreserve gives the place back.
+func (d *dispatcher) reserve() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped || d.pending+d.reserved >= d.limit {
+		return false
+	}
+	d.reserved++
+	return true
+}
+
+// unreserve gives back a place reserve took that no job will use.
+func (d *dispatcher) unreserve() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reserved--
+}
+
+// submitReserved queues j in the place reserve took for it. It reports false
+// after stop.
+func (d *dispatcher) submitReserved(j job) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reserved--
+	return d.enqueue(j)
+}
+
+// submit queues j behind the chat's earlier jobs, outside the admission
+// limit (the sweeper and the operator's replays bound themselves). A claim of
+// a record already waiting here (its lease expired while queued, and the
+// sweeper claimed it again) replaces the waiting job's claim instead. It
+// reports false after stop.
 func (d *dispatcher) submit(j job) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if q, ok := d.chats[j.chatKey]; ok && j.claimed != nil && !d.stopped {
+		for i := range q.jobs {
+			if w := &q.jobs[i]; w.id == j.id && w.claimed != nil {
+				if j.claimed.Token > w.claimed.Token {
+					w.claimed = j.claimed
+				}
+				return true
+			}
+		}
+	}
+	return d.enqueue(j)
+}
+
+func (d *dispatcher) enqueue(j job) bool {
 	if d.stopped {
 		return false
 	}
@@ -117,18 +166,14 @@ func (d *dispatcher) work() {
 	}
 }
 
-// stop refuses new jobs, drops queued ones, and waits for running jobs to
-// finish or ctx to end. It reports how many queued jobs were dropped.
+// stop refuses new jobs, drops queued ones (their claims' leases expire and
+// the records are reclaimed), and waits for running jobs to finish or ctx to
+// end. It reports how many queued jobs were dropped.
 func (d *dispatcher) stop(ctx context.Context) (dropped int, err error) {
 	d.mu.Lock()
 	d.stopped = true
 	for _, q := range d.chats {
 		dropped += len(q.jobs)
-		for _, j := range q.jobs {
-			if j.hb != nil {
-				j.hb.release() // the claim's lease expires; the record is reclaimed
-			}
-		}
 		q.jobs = nil
 	}
 	d.pending = 0

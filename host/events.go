@@ -47,7 +47,8 @@ func (b *Bot) emit(ev Event) {
 	}
 }
 
-// Metrics are the seed's thirteen durability counters, since start.
+// Metrics are the seed's thirteen durability counters, and the admissions
+// refused by [bot] max_queue, since start.
 type Metrics struct {
 	InboundJournaled  int64 `json:"inbound_journaled"`
 	InboundDuplicates int64 `json:"inbound_duplicates"`
@@ -62,12 +63,16 @@ type Metrics struct {
 	OutboxBypassed    int64 `json:"outbox_bypassed"`
 	StaleLeases       int64 `json:"stale_leases"`
 	OutboxDiverged    int64 `json:"outbox_diverged"`
+	// InboundRefused counts messages refused unjournaled because [bot]
+	// max_queue messages waited for a worker (the channel redelivers them).
+	InboundRefused int64 `json:"inbound_refused"`
 }
 
 type counters struct {
 	inboundJournaled, inboundDuplicates, inboundReplayed, inboundDead  atomic.Int64
 	outboxJournaled, outboxDeduped, outboxRetried, outboxDeferred      atomic.Int64
 	outboxDead, outboxAmbiguous, outboxBypassed, staleLeases, diverged atomic.Int64
+	inboundRefused                                                     atomic.Int64
 }
 
 // Metrics returns the counters.
@@ -80,6 +85,6 @@ func (b *Bot) Metrics() Metrics {
 		OutboxRetried: c.outboxRetried.Load(), OutboxDeferred: c.outboxDeferred.Load(),
 		OutboxDead: c.outboxDead.Load(), OutboxAmbiguous: c.outboxAmbiguous.Load(),
 		OutboxBypassed: c.outboxBypassed.Load(), StaleLeases: c.staleLeases.Load(),
-		OutboxDiverged: c.diverged.Load(),
+		OutboxDiverged: c.diverged.Load(), InboundRefused: c.inboundRefused.Load(),
 	}
 }

@@ -23,11 +23,17 @@ type heartbeat struct {
 }
 
 func (b *Bot) startHeartbeat(lease time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat {
+	return b.startHeartbeatAfter(lease, lease/3, extend)
+}
+
+// startHeartbeatAfter is startHeartbeat whose first extension comes after
+// first (a lease taken earlier has less than its whole length left).
+func (b *Bot) startHeartbeatAfter(lease, first time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat {
 	ctx, cancel := context.WithCancel(b.baseCtx)
 	h := &heartbeat{ctx: ctx, cancel: cancel, done: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
 		defer close(h.exited)
-		t := time.NewTicker(max(lease/3, time.Millisecond))
+		t := time.NewTimer(max(first, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
@@ -36,6 +42,7 @@ func (b *Bot) startHeartbeat(lease time.Duration, extend func(ctx context.Contex
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				t.Reset(max(lease/3, time.Millisecond))
 				err := extend(ctx, time.Now().Add(lease).UnixMilli())
 				if errors.Is(err, durability.ErrStaleLease) {
 					h.lost.Store(true)

@@ -80,10 +80,8 @@ func (b *Bot) sweep(first bool) {
 	}
 	for i := range recs {
 		rec := &recs[i]
-		hb := b.inboxHeartbeat(rec.ID, rec.Token)
-		if !b.dispatch.submit(job{chatKey: chatKey(rec.Provider, rec.Chat), id: rec.ID, claimed: rec, hb: hb}) {
-			hb.release()
-		}
+		// Stopping: the lease expires and the record is reclaimed.
+		b.dispatch.submit(job{chatKey: chatKey(rec.Provider, rec.Chat), id: rec.ID, claimed: rec})
 	}
 }
 

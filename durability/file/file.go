@@ -13,6 +13,10 @@
 // last log line (a crash mid-write) is trimmed; a bad line followed by more
 // lines is corruption: Open refuses it with a *CorruptError (code
 // APPEND_LOG_CORRUPT, file, line and byte) and leaves the file as it is.
+//
+// The journal holds users' messages: the files it creates (snapshot, log, lock)
+// are readable by their owner only (0600), and the directories it creates
+// 0700, whatever the process umask.
 package file
 
 import (
@@ -87,6 +91,12 @@ func (b *Backend) Close() error { return b.Store.Close() }
 
 var open sync.Map // absolute path -> true, for the same-process check
 
+// Modes of the files and directories the journal creates: the owner's only.
+const (
+	fileMode os.FileMode = 0o600
+	dirMode  os.FileMode = 0o700
+)
+
 // Open opens the journal at path (creating it if absent), replaying a leftover
 // log.
 func Open(path string, opts *Options) (*Backend, error) {
@@ -130,7 +140,7 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 }
 
 func (s *Store) load() error {
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.path), dirMode); err != nil {
 		return fmt.Errorf("file journal %s: %w", s.path, err)
 	}
 	lock, err := acquireLock(s.path + ".lock")
@@ -172,7 +182,7 @@ func (s *Store) load() error {
 		}
 		s.seq = e.Seq
 	}
-	s.log, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY, 0o644)
+	s.log, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY, fileMode)
 	if err != nil {
 		return fail(fmt.Errorf("file journal %s: %w", logPath, err))
 	}
@@ -343,7 +353,7 @@ func (s *Store) writeSnapshot(state memory.State, seq int64) error {
 		return err
 	}
 	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fileMode)
 	if err != nil {
 		return err
 	}
@@ -414,7 +424,7 @@ func (s *Store) Path() string { return s.path }
 // process is broken, one held by a live process refuses.
 func acquireLock(path string) (*os.File, error) {
 	for range 3 {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
 		if err == nil {
 			fmt.Fprintf(f, "%d\n", os.Getpid())
 			return f, nil

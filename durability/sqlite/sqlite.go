@@ -101,7 +101,7 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: database path %q may not contain '?' or '#'", path)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
 	q := url.Values{}
@@ -122,6 +122,25 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 	}
 	s.gc = groupcommit.New(o.MaxBatch, s.run)
 	return s, nil
+}
+
+// createPrivate creates the database file, and the directories it needs,
+// readable by the owner only (0600, directories 0700), before SQLite opens
+// it: SQLite creates the -wal and -shm files with the database file's mode,
+// so they come out 0600 too, whatever the umask. An existing file keeps its
+// mode.
+func createPrivate(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func (s *Store) init(ctx context.Context) error {

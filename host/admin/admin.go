@@ -94,6 +94,7 @@ func (a *api) counters() [][3]any {
 	return [][3]any{
 		{"inbound_journaled", "Inbound messages journaled before any handler ran.", m.InboundJournaled},
 		{"inbound_duplicates", "Redelivered inbound messages recognised by their channel id.", m.InboundDuplicates},
+		{"inbound_refused", "Inbound messages refused unjournaled (503) because bot.max_queue messages waited for a worker.", m.InboundRefused},
 		{"inbound_replayed", "Inbound records run again (after a crash, a retry or an operator's replay).", m.InboundReplayed},
 		{"inbound_dead", "Inbound records moved to the dead-letter queue.", m.InboundDead},
 		{"outbox_journaled", "Sends journaled before the channel was called.", m.OutboxJournaled},

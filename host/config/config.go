@@ -42,6 +42,10 @@ type Bot struct {
 	Module string `toml:"module"`
 	// Workers is how many events run at once (default 4).
 	Workers int `toml:"workers"`
+	// MaxQueue caps the admitted messages waiting for a worker (default
+	// 1000): past it a webhook answers 503 with Retry-After and journals
+	// nothing, and the channel redelivers.
+	MaxQueue int `toml:"max_queue"`
 	// HandlerTimeout is the deadline of one event (default 10s).
 	HandlerTimeout Duration `toml:"handler_timeout"`
 	// MaxMemory caps the guest's memory (default 64MiB).
@@ -289,6 +293,9 @@ func (c *Config) defaults(dir string) {
 	}
 	if b.MaxSends == 0 {
 		b.MaxSends = 100
+	}
+	if b.MaxQueue == 0 {
+		b.MaxQueue = 1000
 	}
 	if b.HandlerTimeout == 0 {
 		b.HandlerTimeout = Duration(10 * time.Second)

@@ -243,6 +243,9 @@ func (p *parser) validate(c *Config) {
 	if b.MaxSends < 1 {
 		p.add("bot.max_sends", "%d must be at least 1", b.MaxSends)
 	}
+	if b.MaxQueue < 1 {
+		p.add("bot.max_queue", "%d must be at least 1", b.MaxQueue)
+	}
 	if b.MaxMemory < 1<<20 || b.MaxMemory > 4<<30 {
 		p.add("bot.max_memory", "%d bytes is outside 1MiB..4GiB", b.MaxMemory)
 	}

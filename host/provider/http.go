@@ -4,8 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 )
+
+// NotAdmitted sets the Retry-After of a webhook's 503 answer to a message
+// Admit refused: the wait err asks for (a full admission queue), at least a
+// second, so the sender redelivers later rather than at once.
+func NotAdmitted(h http.Header, err error) {
+	h.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(RetryAfter(err).Seconds())))))
+}
 
 // ReadWebhook reads a webhook body of at most max bytes; a larger one is
 // answered 413 and ok is false.

@@ -206,6 +206,7 @@ func (p *Provider) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
+		provider.NotAdmitted(w.Header(), err)
 		reply(w, http.StatusServiceUnavailable, map[string]string{"error": "not admitted, redeliver: " + err.Error()})
 		return
 	}

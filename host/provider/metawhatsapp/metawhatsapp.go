@@ -259,6 +259,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 				if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
 					// Meta redelivers the whole notification; what was
 					// admitted comes back as duplicates.
+					provider.NotAdmitted(w.Header(), err)
 					http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
 					return
 				}

@@ -184,6 +184,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 	}
 	if msg, ok := u.message(); ok {
 		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
+			provider.NotAdmitted(w.Header(), err)
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable) // Telegram retries
 			return
 		}
@@ -208,6 +209,7 @@ func (p *Provider) Poll(ctx context.Context) {
 			}
 			continue
 		}
+		var wait time.Duration // before polling again what was not admitted
 		for _, raw := range updates {
 			u, err := DecodeUpdate(raw)
 			if err != nil {
@@ -217,10 +219,17 @@ func (p *Provider) Poll(ctx context.Context) {
 			if msg, ok := u.message(); ok {
 				if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
 					p.cfg.Logger.Error("telegram: not admitted; will poll it again", "err", err)
+					wait = max(time.Second, provider.RetryAfter(err))
 					break
 				}
 			}
 			offset = u.UpdateID + 1
+		}
+		if wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
 		}
 	}
 }

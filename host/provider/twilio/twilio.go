@@ -207,6 +207,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok {
 		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
+			provider.NotAdmitted(w.Header(), err)
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}

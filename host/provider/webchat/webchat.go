@@ -253,6 +253,7 @@ func (p *Provider) post(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// The caller is not authenticated: the details go to the log only.
 		p.log.Error("webchat: message not admitted", "provider", p.id, "chat", m.Chat, "err", err)
+		provider.NotAdmitted(w.Header(), err)
 		writeError(w, http.StatusServiceUnavailable, "not admitted, send it again")
 		return
 	}
