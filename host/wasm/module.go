@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -39,6 +40,9 @@ func (m *Module) Digest() string { return m.digest }
 
 // Name is the path or name the module was loaded from.
 func (m *Module) Name() string { return m.name }
+
+// startTimeout is the least time a module's start function gets.
+const startTimeout = time.Minute
 
 // instance is one instantiated module, used by one call at a time.
 type instance struct {
@@ -82,8 +86,10 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 		WithNanosleep(inst.clock.sleep).
 		WithOsyield(func() {}).
 		WithRandSource(inst.rand)
-	// The start function runs under the handler deadline too.
-	ctx, cancel := context.WithTimeout(ctx, m.engine.cfg.HandlerTimeout)
+	// The start function (a runtime's initialisation) runs under its own
+	// deadline: the handler's, but never under startTimeout, so a loaded
+	// machine does not fail a module whose handlers are meant to be quick.
+	ctx, cancel := context.WithTimeout(ctx, max(m.engine.cfg.HandlerTimeout, startTimeout))
 	defer cancel()
 	mod, err := m.engine.rt.InstantiateModule(ctx, m.compiled, cfg)
 	inst.stdout.flush("")
