@@ -244,8 +244,8 @@ func crashRandom(t *testing.T, nb func(t *testing.T) durability.Backend) {
 	writes := len(clean.Writes())
 	t.Logf("a clean run makes %d counted writes: %s", writes, strings.Join(clean.Writes(), " "))
 
-	// make test runs 300 seeded crash points per backend; make soak 1,000.
-	runs := 300
+	// make test runs 150 seeded crash points per backend; make soak 1,000.
+	runs := 150
 	if os.Getenv("BOTRUN_SOAK") != "" {
 		runs = 1000
 	}
