@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -68,7 +69,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	logger := m.engine.cfg.Logger.With(slog.String("module", m.name))
 	inst := &instance{
 		clock:  &virtualClock{},
-		rand:   newEventRand(""),
+		rand:   newEventRand(m.engine.cfg.RandomSecret, ""),
 		stdout: &guestOutput{logger: logger, stream: "stdout"},
 		stderr: &guestOutput{logger: logger, stream: "stderr"},
 	}
@@ -276,18 +277,24 @@ func (c *virtualClock) sleep(ns int64) {
 	}
 }
 
-// eventRand is WASI's random source, seeded from the event id so that a replay
-// reads the same bytes.
-type eventRand struct{ src *rand.ChaCha8 }
+// eventRand is WASI's random source, seeded with HMAC-SHA256(secret, event
+// id): a replay under the same secret reads the same bytes, and whoever picks
+// the event id cannot predict them without the secret.
+type eventRand struct {
+	secret []byte
+	src    *rand.ChaCha8
+}
 
-func newEventRand(id string) *eventRand {
-	r := &eventRand{}
+func newEventRand(secret []byte, id string) *eventRand {
+	r := &eventRand{secret: secret}
 	r.reseed(id)
 	return r
 }
 
 func (r *eventRand) reseed(id string) {
-	r.src = rand.NewChaCha8(sha256.Sum256([]byte("botrun/random/" + id)))
+	mac := hmac.New(sha256.New, r.secret)
+	mac.Write([]byte(id))
+	r.src = rand.NewChaCha8([32]byte(mac.Sum(nil)))
 }
 
 func (r *eventRand) Read(p []byte) (int, error) {
