@@ -58,6 +58,9 @@ type call struct {
 	result     []byte
 	hasResult  bool
 	lastError  string
+	// out is the instance's output budget: guest log lines and the host's
+	// warnings about the guest spend it.
+	out *outputBudget
 	// hostErr is the first host failure; it turns the call into a fault.
 	hostErr error
 }
@@ -70,6 +73,14 @@ func (c *call) log() *slog.Logger {
 		c.lg = c.base.With(slog.String("event", c.eventID))
 	}
 	return c.lg
+}
+
+// warn logs a warning about the guest's doing, if the event's output budget
+// has a line left: a guest cannot flood the log through the host either.
+func (c *call) warn(msg string, args ...any) {
+	if c.out == nil || c.out.line(len(msg)) {
+		c.log().Warn(msg, args...)
+	}
 }
 
 func withCall(ctx context.Context, c *call) context.Context {
@@ -202,7 +213,7 @@ func sendFunc(enqueue bool) api.GoModuleFunc {
 		}
 		req, err := abi.DecodeSendRequest(b)
 		if err != nil {
-			c.log().Warn("guest passed a bad payload", "func", name, "err", err)
+			c.warn("guest passed a bad payload", "func", name, "err", err)
 			stack[0] = code(abi.CodeBadPayload)
 			return
 		}
@@ -315,15 +326,27 @@ var stateDelete = api.GoModuleFunc(func(ctx context.Context, mod api.Module, sta
 	stack[0] = 0
 })
 
+// logFunc logs one guest line (cut at maxOutputLine) within the event's
+// output budget; past it the line is counted, not copied. The last line at
+// error level is kept for the HandlerError whatever the budget says.
 var logFunc = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 	c := callOf(ctx)
-	level := int32(api.DecodeI32(stack[0]))
-	n := api.DecodeU32(stack[2])
-	if n > maxOutputLine {
-		n = maxOutputLine
+	if c == nil {
+		return
 	}
-	b, ok := read(mod, api.DecodeU32(stack[1]), n)
-	if !ok || c == nil {
+	level := int32(api.DecodeI32(stack[0]))
+	ptr, n := api.DecodeU32(stack[1]), int(api.DecodeU32(stack[2]))
+	line := min(n, maxOutputLine)
+	c.out.drop(n - line)
+	admitted := c.out.take(line)
+	read := admitted
+	if level >= abi.LogError {
+		read = line
+	} else if admitted == 0 && line > 0 {
+		return
+	}
+	b, ok := mod.Memory().Read(ptr, uint32(read))
+	if !ok {
 		return
 	}
 	msg := string(b)
@@ -337,7 +360,9 @@ var logFunc = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack [
 		l = slog.LevelError
 		c.lastError = msg
 	}
-	c.log().Log(ctx, l, msg, slog.String("source", "guest"))
+	if (admitted > 0 || line == 0) && c.out.line(admitted) {
+		c.log().Log(ctx, l, msg[:admitted], slog.String("source", "guest"))
+	}
 })
 
 var nowMs = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {

@@ -47,8 +47,24 @@ type instance struct {
 	onEvent api.Function
 	clock   *virtualClock
 	rand    *eventRand
+	out     *outputBudget
 	stdout  *guestOutput
 	stderr  *guestOutput
+}
+
+// beginOutput gives event the whole output budget and tags its lines.
+func (inst *instance) beginOutput(event string) {
+	inst.stdout.flush(event)
+	inst.stderr.flush(event)
+	inst.out.reset()
+}
+
+// endOutput logs the event's partial lines and, if it went over budget, the
+// one truncation line.
+func (inst *instance) endOutput(logger *slog.Logger, event string) {
+	inst.stdout.flush("")
+	inst.stderr.flush("")
+	inst.out.report(logger, event)
 }
 
 // Close closes the idle instances and the compiled module. Calls in flight
@@ -67,11 +83,13 @@ func (m *Module) Close(ctx context.Context) error {
 
 func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	logger := m.engine.cfg.Logger.With(slog.String("module", m.name))
+	out := newOutputBudget()
 	inst := &instance{
 		clock:  &virtualClock{},
 		rand:   newEventRand(m.engine.cfg.RandomSecret, ""),
-		stdout: &guestOutput{logger: logger, stream: "stdout"},
-		stderr: &guestOutput{logger: logger, stream: "stderr"},
+		out:    out,
+		stdout: &guestOutput{logger: logger, stream: "stdout", budget: out},
+		stderr: &guestOutput{logger: logger, stream: "stderr", budget: out},
 	}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
@@ -87,8 +105,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.engine.cfg.HandlerTimeout)
 	defer cancel()
 	mod, err := m.engine.rt.InstantiateModule(ctx, m.compiled, cfg)
-	inst.stdout.flush("")
-	inst.stderr.flush("")
+	inst.endOutput(logger, "")
 	if err != nil {
 		return nil, fmt.Errorf("module %s does not start: %w", m.name, err)
 	}
@@ -200,18 +217,17 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 		event:      payload,
 		receivedAt: ev.ReceivedAt,
 		env:        env,
+		out:        inst.out,
 	}
 	inst.clock.set(ev.ReceivedAt)
 	inst.rand.reseed(ev.ID)
-	inst.stdout.flush(ev.ID)
-	inst.stderr.flush(ev.ID)
+	inst.beginOutput(ev.ID)
 
 	callCtx, cancel := context.WithTimeout(withCall(ctx, c), m.engine.cfg.HandlerTimeout)
 	res, callErr := inst.onEvent.Call(callCtx, uint64(len(payload)))
 	deadline := callCtx.Err()
 	cancel()
-	inst.stdout.flush("")
-	inst.stderr.flush("")
+	inst.endOutput(m.logger, ev.ID)
 
 	if callErr == nil && c.hostErr == nil {
 		m.release(ctx, inst, false)
