@@ -23,9 +23,10 @@ type Env interface {
 	Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
 	// StateGet reads a conversation state value; ok is false when absent.
 	StateGet(ctx context.Context, key string) (value []byte, ok bool, err error)
-	// StateSet buffers a state write.
+	// StateSet buffers a state write; ErrStateTooLarge refuses it (the
+	// guest sees TOO_LARGE).
 	StateSet(ctx context.Context, key string, value []byte) error
-	// StateDelete buffers a state delete.
+	// StateDelete buffers a state delete; ErrStateTooLarge refuses it.
 	StateDelete(ctx context.Context, key string) error
 	// LoadMedia downloads the bytes of the event's media[index]. An
 	// *abi.MediaUnavailableError reaches the guest with its reason; ErrNoMedia
@@ -40,6 +41,11 @@ var ErrNoMedia = errors.New("the event has no media at that index")
 // ErrMediaTooLarge is returned by Env.LoadMedia for a file over abi.MaxMedia;
 // the guest sees TOO_LARGE.
 var ErrMediaTooLarge = errors.New("the media file is larger than the ABI's limit")
+
+// ErrStateTooLarge is returned by Env.StateSet and Env.StateDelete for a
+// write over the host's state limits (per event, or the chat's quota); the
+// guest sees TOO_LARGE and nothing is buffered.
+var ErrStateTooLarge = errors.New("the state write is over the host's state limits")
 
 // ErrUnsupported is returned by an Env that does not offer a function yet; the
 // guest sees UNSUPPORTED.
@@ -252,8 +258,12 @@ func stateKey(mod api.Module, ptr, n uint32) (string, abi.Code) {
 }
 
 func (c *call) stateErr(err error) uint64 {
-	if errors.Is(err, ErrUnsupported) {
+	switch {
+	case errors.Is(err, ErrUnsupported):
 		return code(abi.CodeUnsupported)
+	case errors.Is(err, ErrStateTooLarge):
+		c.warn("guest state write refused", "err", err)
+		return code(abi.CodeTooLarge)
 	}
 	return c.fail(err)
 }
