@@ -84,7 +84,7 @@ func (c *call) log() *slog.Logger {
 // warn logs a warning about the guest's doing, if the event's output budget
 // has a line left: a guest cannot flood the log through the host either.
 func (c *call) warn(msg string, args ...any) {
-	if c.out == nil || c.out.line(len(msg)) {
+	if c.out == nil || c.out.line(0) {
 		c.log().Warn(msg, args...)
 	}
 }
@@ -189,10 +189,14 @@ func (c *call) setResult(b []byte) uint64 {
 // fail records a host failure: the guest sees HOST_ERROR and the event's
 // attempt fails once the call returns.
 func (c *call) fail(err error) uint64 {
+	// The first failure is always logged (it fails the event); a guest that
+	// keeps calling gets the rest logged within its output budget.
 	if c.hostErr == nil {
 		c.hostErr = err
+		c.log().Error("host function failed", "err", err)
+	} else if c.out == nil || c.out.line(0) {
+		c.log().Error("host function failed", "err", err)
 	}
-	c.log().Error("host function failed", "err", err)
 	return code(abi.CodeHostError)
 }
 
