@@ -104,6 +104,12 @@ const (
 	MaxStateKey = 64 << 10
 	// MaxMedia is the largest media file media_load returns.
 	MaxMedia = 20 << 20
+	// MaxStateKeys is how many distinct state keys one event may set or
+	// delete.
+	MaxStateKeys = 64
+	// MaxStateBytes is how many bytes of keys and values one event's state
+	// writes may hold (a key written twice counts once, at its last value).
+	MaxStateBytes = 1 << 20
 )
 
 // Reasons a media file is unavailable to media_load.

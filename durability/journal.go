@@ -192,6 +192,17 @@ type StateStore interface {
 	Get(ctx context.Context, key string) (value []byte, ok bool, err error)
 }
 
+// StateCreator is implemented by a StateStore that can create a key only if it
+// is absent. The host keeps per-scope values that are not conversation state
+// with it (the random secret, under a key no guest can name).
+type StateCreator interface {
+	// PutIfAbsent stores value under key unless key exists, and returns the
+	// value key holds afterwards: value when this call created it (created is
+	// true), the existing one otherwise. Concurrent callers, in this process
+	// or others sharing the backend, all get the first writer's value.
+	PutIfAbsent(ctx context.Context, key string, value []byte) (stored []byte, created bool, err error)
+}
+
 // Journals are one scope's view of a backend.
 type Journals struct {
 	Inbox  InboxJournal

@@ -808,6 +808,24 @@ func (s *kvState) Get(ctx context.Context, key string) ([]byte, bool, error) {
 	return b, true, nil
 }
 
+// PutIfAbsent implements StateCreator with a compare-and-set on "absent".
+func (s *kvState) PutIfAbsent(ctx context.Context, key string, value []byte) ([]byte, bool, error) {
+	for {
+		err := s.kv.Commit(ctx, []Write{{Key: s.prefix + key, Version: 0, Value: value}})
+		if err == nil {
+			return value, true, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return nil, false, err
+		}
+		// Another writer created it first: read theirs. (If it was deleted
+		// meanwhile, try again.)
+		if b, ok, err := s.Get(ctx, key); err != nil || ok {
+			return b, false, err
+		}
+	}
+}
+
 func (s *kvState) writes(effects []StateWrite) []Write {
 	var ws []Write
 	for _, e := range effects {

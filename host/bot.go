@@ -186,7 +186,12 @@ func OpenBackend(cfg *config.Config) (durability.Backend, error) {
 }
 
 func (b *Bot) loadModule(ctx context.Context) error {
+	secret, err := b.randomSecret(ctx)
+	if err != nil {
+		return err
+	}
 	engine, err := wasm.NewEngine(ctx, wasm.Config{
+		RandomSecret:   secret,
 		Workers:        b.cfg.Bot.Workers,
 		HandlerTimeout: b.cfg.Bot.HandlerTimeout.D(),
 		MaxMemory:      int64(b.cfg.Bot.MaxMemory),

@@ -121,13 +121,17 @@ func (l *sendLog) LoadMedia(_ context.Context, i int) ([]byte, error) {
 	return []byte(l.media + "-bytes"), nil
 }
 
+// testSecret is the random secret of engines whose runs a test compares: a
+// replay reads the same random bytes only under the same secret.
+var testSecret = []byte("botrun test random secret")
+
 // TestReplayIsDeterministic also covers a guest that reads the clock and WASI
 // random: the same journaled events give the same bytes, other events other
 // bytes.
 func TestClockAndRandomComeFromTheJournal(t *testing.T) {
 	path := wasmbuild.Go(t, "wasm/testdata/guests/faulty")
 	run := func(id string) string {
-		e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard})
+		e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, RandomSecret: testSecret})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +162,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 		t.Run(ex.name, func(t *testing.T) {
 			path := ex.build(t)
 			run := func() string {
-				e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard})
+				e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, RandomSecret: testSecret})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -183,7 +187,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 			if ex.kind == "echo" {
 				// The SDK reads the event's media and loads its bytes: a photo
 				// without a caption; then one whose reference is gone.
-				e, _ := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard})
+				e, _ := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, RandomSecret: testSecret})
 				defer e.Close(context.Background())
 				m, err := e.Load(context.Background(), path)
 				if err != nil {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/wasm"
 )
 
 // turn answers the host calls of one event's handler (wasm.Env). It numbers the
@@ -19,6 +21,14 @@ type turn struct {
 	event  abi.Event
 	n      int
 	writes map[string]durability.StateWrite
+	// writeBytes is the bytes of keys and values in writes.
+	writeBytes int
+	// stored is the size of each state key as of the claim (0: absent), for
+	// the keys this turn touched.
+	stored map[string]int
+	// usage is the state quota account of each owner (a chat or a sender)
+	// this turn wrote to.
+	usage map[string]*stateUsage
 	// mark is the last send's MarkSent, deferred to land with the completion;
 	// its heartbeat keeps the send's lease until then.
 	mark *pendingMark
@@ -51,7 +61,8 @@ func (t *turn) flushMark(ctx context.Context) {
 }
 
 func (b *Bot) newTurn(ev abi.Event) *turn {
-	return &turn{bot: b, event: ev, writes: map[string]durability.StateWrite{}}
+	return &turn{bot: b, event: ev, writes: map[string]durability.StateWrite{},
+		stored: map[string]int{}, usage: map[string]*stateUsage{}}
 }
 
 // ErrSendCap fails an event whose handler sends more than bot.max_sends.
@@ -93,15 +104,22 @@ func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult
 	return t.bot.enqueue(ctx, s)
 }
 
-// stateKey scopes a guest's state key: keys starting with "user/" belong to
-// the sender (across chats), the others to the event's chat. The chat and
-// sender are escaped ('%' and '/'), so the encoding is unambiguous: chat "v/x"
-// with key "a" is never chat "v" with key "x/a".
-func (t *turn) stateKey(key string) string {
+// stateScope splits a guest's state key into its owner and the key within it:
+// keys starting with "user/" belong to the sender (across chats), the others
+// to the event's chat. The chat and sender are escaped ('%' and '/'), so the
+// encoding is unambiguous: chat "v/x" with key "a" is never chat "v" with key
+// "x/a".
+func (t *turn) stateScope(key string) (owner, rest string) {
 	if rest, ok := strings.CutPrefix(key, "user/"); ok {
-		return "user/" + t.event.Provider + "/" + stateSegment.Replace(t.event.From) + "/" + rest
+		return "user/" + t.event.Provider + "/" + stateSegment.Replace(t.event.From) + "/", rest
 	}
-	return "chat/" + t.event.Provider + "/" + stateSegment.Replace(t.event.Chat) + "/" + key
+	return "chat/" + t.event.Provider + "/" + stateSegment.Replace(t.event.Chat) + "/", key
+}
+
+// stateKey scopes a guest's state key (see stateScope).
+func (t *turn) stateKey(key string) string {
+	owner, rest := t.stateScope(key)
+	return owner + rest
 }
 
 // stateSegment escapes one path segment of a state key. Names without '%'
@@ -111,32 +129,145 @@ var stateSegment = strings.NewReplacer("%", "%25", "/", "%2F")
 // StateGet implements wasm.Env: the handler reads its own buffered writes, then
 // the store as of the claim.
 func (t *turn) StateGet(ctx context.Context, key string) ([]byte, bool, error) {
-	k := t.stateKey(key)
+	owner, rest := t.stateScope(key)
+	k := owner + rest
 	if w, ok := t.writes[k]; ok {
 		return w.Value, !w.Delete, nil
 	}
-	return t.bot.state.Get(ctx, k)
+	v, ok, err := t.bot.state.Get(ctx, k)
+	if err == nil {
+		t.stored[k] = 0
+		if ok {
+			t.stored[k] = len(rest) + len(v)
+		}
+	}
+	return v, ok, err
 }
 
 // StateSet implements wasm.Env; the write lands with the inbox completion.
-func (t *turn) StateSet(_ context.Context, key string, value []byte) error {
-	k := t.stateKey(key)
-	t.writes[k] = durability.StateWrite{Key: k, Value: append([]byte(nil), value...)}
-	return nil
+func (t *turn) StateSet(ctx context.Context, key string, value []byte) error {
+	return t.stateWrite(ctx, key, value, false)
 }
 
 // StateDelete implements wasm.Env; the delete lands with the inbox completion.
-func (t *turn) StateDelete(_ context.Context, key string) error {
-	k := t.stateKey(key)
-	t.writes[k] = durability.StateWrite{Key: k, Delete: true}
+func (t *turn) StateDelete(ctx context.Context, key string) error {
+	return t.stateWrite(ctx, key, nil, true)
+}
+
+// State limits (abi/SPEC.md section 4.2): an event writes at most
+// abi.MaxStateKeys keys and abi.MaxStateBytes bytes, and a write that would
+// grow its owner's state (a chat's, or a sender's "user/" keys) past
+// bot.max_chat_state is refused. The size of a key is the bytes of the key,
+// as the guest names it within its owner, and of its value.
+
+// stateUsage is an owner's quota account: its bytes as of the claim (the
+// usage record) and the change this turn's writes make.
+type stateUsage struct {
+	stored, delta int64
+}
+
+// stateQuota is bot.max_chat_state in bytes.
+func (b *Bot) stateQuota() int64 { return int64(b.cfg.Bot.MaxChatState) }
+
+// usageKey is where the usage record of an owner lives; guest keys always
+// start with "chat/" or "user/", so no guest can reach it.
+func usageKey(owner string) string { return "botrun/usage/" + owner }
+
+// stateWrite buffers a set or a delete within the state limits.
+func (t *turn) stateWrite(ctx context.Context, key string, value []byte, del bool) error {
+	owner, rest := t.stateScope(key)
+	k := owner + rest
+	prev, buffered := t.writes[k]
+	if !buffered && len(t.writes) >= abi.MaxStateKeys {
+		return fmt.Errorf("event %s: state key %q would be key %d of the event's writes, over the %d an event may write: %w", t.event.ID, key, len(t.writes)+1, abi.MaxStateKeys, wasm.ErrStateTooLarge)
+	}
+	// The event's writes hold a key once, at its last value.
+	held := 0
+	if buffered {
+		held = len(rest) + len(prev.Value)
+	}
+	if bytes := t.writeBytes - held + len(rest) + len(value); bytes > abi.MaxStateBytes {
+		return fmt.Errorf("event %s: state key %q would bring the event's state writes to %d bytes, over the %d an event may write: %w", t.event.ID, key, bytes, abi.MaxStateBytes, wasm.ErrStateTooLarge)
+	}
+	// The owner's quota counts each key at its size after this write.
+	u, err := t.account(ctx, owner)
+	if err != nil {
+		return err
+	}
+	var before int
+	switch {
+	case buffered && prev.Delete:
+	case buffered:
+		before = held
+	default:
+		if before, err = t.storedSize(ctx, k, len(rest)); err != nil {
+			return err
+		}
+	}
+	after := len(rest) + len(value)
+	if del {
+		after = 0
+	}
+	grow := int64(after - before)
+	if quota := t.bot.stateQuota(); grow > 0 && u.stored+u.delta+grow > quota {
+		return fmt.Errorf("event %s: state key %q would bring the state of %s to %d bytes, over bot.max_chat_state (%d): %w", t.event.ID, key, strings.TrimSuffix(owner, "/"), u.stored+u.delta+grow, quota, wasm.ErrStateTooLarge)
+	}
+	u.delta += grow
+	t.writeBytes += len(rest) + len(value) - held
+	if del {
+		t.writes[k] = durability.StateWrite{Key: k, Delete: true}
+	} else {
+		t.writes[k] = durability.StateWrite{Key: k, Value: append([]byte(nil), value...)}
+	}
 	return nil
 }
 
-// effects returns the buffered writes in key order.
+// account returns owner's quota account, reading its usage record once.
+func (t *turn) account(ctx context.Context, owner string) (*stateUsage, error) {
+	if u, ok := t.usage[owner]; ok {
+		return u, nil
+	}
+	v, ok, err := t.bot.state.Get(ctx, usageKey(owner))
+	if err != nil {
+		return nil, err
+	}
+	u := &stateUsage{}
+	if ok {
+		u.stored, _ = strconv.ParseInt(string(v), 10, 64)
+	}
+	t.usage[owner] = u
+	return u, nil
+}
+
+// storedSize is the size of key k (rest bytes of it the guest's) as of the
+// claim, read once.
+func (t *turn) storedSize(ctx context.Context, k string, rest int) (int, error) {
+	if n, ok := t.stored[k]; ok {
+		return n, nil
+	}
+	v, ok, err := t.bot.state.Get(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	if ok {
+		n = rest + len(v)
+	}
+	t.stored[k] = n
+	return n, nil
+}
+
+// effects returns the buffered writes, and the usage records they change, in
+// key order.
 func (t *turn) effects() []durability.StateWrite {
-	out := make([]durability.StateWrite, 0, len(t.writes))
+	out := make([]durability.StateWrite, 0, len(t.writes)+len(t.usage))
 	for _, w := range t.writes {
 		out = append(out, w)
+	}
+	for owner, u := range t.usage {
+		if u.delta != 0 {
+			out = append(out, durability.StateWrite{Key: usageKey(owner), Value: []byte(strconv.FormatInt(max(u.stored+u.delta, 0), 10))})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out

@@ -66,7 +66,7 @@ func (c *Crashable) Writes() []string {
 }
 
 var uncounted = map[string]bool{
-	"inbox.extend": true, "outbox.extend": true, "inbox.claimDue": true, "outbox.claimDue": true,
+	"state.putIfAbsent": true, "inbox.extend": true, "outbox.extend": true, "inbox.claimDue": true, "outbox.claimDue": true,
 }
 
 var reads = map[string]bool{
@@ -266,4 +266,20 @@ func (w *crashState) Get(ctx context.Context, key string) ([]byte, bool, error) 
 		return v, err
 	})
 	return v, ok, err
+}
+
+// PutIfAbsent implements durability.StateCreator when the wrapped store does.
+func (w *crashState) PutIfAbsent(ctx context.Context, key string, value []byte) ([]byte, bool, error) {
+	sc, ok := w.s.(durability.StateCreator)
+	if !ok {
+		return nil, false, fmt.Errorf("durabilitytest: the wrapped state store (%T) has no PutIfAbsent", w.s)
+	}
+	var created bool
+	v, err := call1(w.c, "state.putIfAbsent", func() ([]byte, error) {
+		var v []byte
+		var err error
+		v, created, err = sc.PutIfAbsent(ctx, key, value)
+		return v, err
+	})
+	return v, created, err
 }

@@ -735,6 +735,45 @@ func runConcurrency(t *testing.T, nb NewBackend) {
 		}
 	})
 
+	t.Run("put-if-absent: the first writer wins a race", func(t *testing.T) {
+		j, b := open(t, nb)
+		sc, ok := j.State.(durability.StateCreator)
+		if !ok {
+			t.Skip("the state store offers no PutIfAbsent")
+		}
+		var mu sync.Mutex
+		var created int
+		seen := map[string]bool{}
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				v, c, err := sc.PutIfAbsent(ctx, "botrun/secret", []byte(fmt.Sprint("w", w)))
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Error(err)
+				}
+				if c {
+					created++
+				}
+				seen[string(v)] = true
+			})
+		}
+		wg.Wait()
+		if created != 1 || len(seen) != 1 {
+			t.Fatalf("%d writers created the key and they saw %d values, want 1 and 1", created, len(seen))
+		}
+		v, ok, err := j.State.Get(ctx, "botrun/secret")
+		if err != nil || !ok || !seen[string(v)] {
+			t.Fatalf("Get after the race = %q %v %v, want the winner's value", v, ok, err)
+		}
+		other, err := b.Open(ctx, scopeB)
+		noErr(t, err)
+		if v, c, err := other.State.(durability.StateCreator).PutIfAbsent(ctx, "botrun/secret", []byte("b")); err != nil || !c || string(v) != "b" {
+			t.Fatalf("another scope's PutIfAbsent = %q %v %v, want its own value created", v, c, err)
+		}
+	})
+
 	t.Run("concurrent duplicates are all counted", func(t *testing.T) {
 		j, _ := open(t, nb)
 		var created int

@@ -55,6 +55,10 @@ type Bot struct {
 	// MaxSends caps the sends (and enqueues) of one event (default 100): a
 	// guest that floods fails its event.
 	MaxSends int `toml:"max_sends"`
+	// MaxChatState caps the state of one chat, and of one sender's "user/"
+	// keys: keys and values, in bytes (default 4MiB). A write that would
+	// grow it past the cap is refused (TOO_LARGE to the guest).
+	MaxChatState Size `toml:"max_chat_state"`
 	// DataDir holds the compilation cache and embedded backends' files, relative
 	// to the config file (default "data").
 	DataDir string `toml:"data_dir"`
@@ -302,6 +306,9 @@ func (c *Config) defaults(dir string) {
 	}
 	if b.MaxMemory == 0 {
 		b.MaxMemory = 64 << 20
+	}
+	if b.MaxChatState == 0 {
+		b.MaxChatState = 4 << 20
 	}
 	if b.DataDir == "" {
 		b.DataDir = "data"

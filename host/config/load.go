@@ -249,6 +249,9 @@ func (p *parser) validate(c *Config) {
 	if b.MaxMemory < 1<<20 || b.MaxMemory > 4<<30 {
 		p.add("bot.max_memory", "%d bytes is outside 1MiB..4GiB", b.MaxMemory)
 	}
+	if b.MaxChatState < 64<<10 {
+		p.add("bot.max_chat_state", "%d bytes is under the 64KiB minimum", b.MaxChatState)
+	}
 	d := c.Durability
 	if !slices.Contains(Backends, d.Backend) {
 		p.add("durability.backend", "unknown backend %q (want %s)", d.Backend, strings.Join(Backends, ", "))

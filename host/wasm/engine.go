@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -30,6 +31,13 @@ type Config struct {
 	CacheDir string
 	// Logger receives guest logs and output (default slog.Default()).
 	Logger *slog.Logger
+	// RandomSecret keys the guest's random source: WASI random of an event is
+	// ChaCha8 seeded with HMAC-SHA256(RandomSecret, event id), so a replay on
+	// an engine with the same secret reads the same bytes and a sender, who
+	// picks event ids, cannot predict them. The host passes the bot's secret
+	// kept in its backend; the default is a fresh random secret for this
+	// engine only.
+	RandomSecret []byte
 }
 
 const pageSize = 64 << 10
@@ -46,6 +54,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if len(c.RandomSecret) == 0 {
+		c.RandomSecret = make([]byte, 32)
+		crand.Read(c.RandomSecret)
 	}
 	return c
 }

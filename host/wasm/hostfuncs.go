@@ -23,9 +23,10 @@ type Env interface {
 	Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
 	// StateGet reads a conversation state value; ok is false when absent.
 	StateGet(ctx context.Context, key string) (value []byte, ok bool, err error)
-	// StateSet buffers a state write.
+	// StateSet buffers a state write; ErrStateTooLarge refuses it (the
+	// guest sees TOO_LARGE).
 	StateSet(ctx context.Context, key string, value []byte) error
-	// StateDelete buffers a state delete.
+	// StateDelete buffers a state delete; ErrStateTooLarge refuses it.
 	StateDelete(ctx context.Context, key string) error
 	// LoadMedia downloads the bytes of the event's media[index]. An
 	// *abi.MediaUnavailableError reaches the guest with its reason; ErrNoMedia
@@ -40,6 +41,11 @@ var ErrNoMedia = errors.New("the event has no media at that index")
 // ErrMediaTooLarge is returned by Env.LoadMedia for a file over abi.MaxMedia;
 // the guest sees TOO_LARGE.
 var ErrMediaTooLarge = errors.New("the media file is larger than the ABI's limit")
+
+// ErrStateTooLarge is returned by Env.StateSet and Env.StateDelete for a
+// write over the host's state limits (per event, or the chat's quota); the
+// guest sees TOO_LARGE and nothing is buffered.
+var ErrStateTooLarge = errors.New("the state write is over the host's state limits")
 
 // ErrUnsupported is returned by an Env that does not offer a function yet; the
 // guest sees UNSUPPORTED.
@@ -58,6 +64,9 @@ type call struct {
 	result     []byte
 	hasResult  bool
 	lastError  string
+	// out is the instance's output budget: guest log lines and the host's
+	// warnings about the guest spend it.
+	out *outputBudget
 	// hostErr is the first host failure; it turns the call into a fault.
 	hostErr error
 	// deadline is the guest's clock, paused while a host call waits.
@@ -80,6 +89,14 @@ func (c *call) log() *slog.Logger {
 		c.lg = c.base.With(slog.String("event", c.eventID))
 	}
 	return c.lg
+}
+
+// warn logs a warning about the guest's doing, if the event's output budget
+// has a line left: a guest cannot flood the log through the host either.
+func (c *call) warn(msg string, args ...any) {
+	if c.out == nil || c.out.line(0) {
+		c.log().Warn(msg, args...)
+	}
 }
 
 func withCall(ctx context.Context, c *call) context.Context {
@@ -182,10 +199,14 @@ func (c *call) setResult(b []byte) uint64 {
 // fail records a host failure: the guest sees HOST_ERROR and the event's
 // attempt fails once the call returns.
 func (c *call) fail(err error) uint64 {
+	// The first failure is always logged (it fails the event); a guest that
+	// keeps calling gets the rest logged within its output budget.
 	if c.hostErr == nil {
 		c.hostErr = err
+		c.log().Error("host function failed", "err", err)
+	} else if c.out == nil || c.out.line(0) {
+		c.log().Error("host function failed", "err", err)
 	}
-	c.log().Error("host function failed", "err", err)
 	return code(abi.CodeHostError)
 }
 
@@ -212,7 +233,7 @@ func sendFunc(enqueue bool) api.GoModuleFunc {
 		}
 		req, err := abi.DecodeSendRequest(b)
 		if err != nil {
-			c.log().Warn("guest passed a bad payload", "func", name, "err", err)
+			c.warn("guest passed a bad payload", "func", name, "err", err)
 			stack[0] = code(abi.CodeBadPayload)
 			return
 		}
@@ -253,8 +274,12 @@ func stateKey(mod api.Module, ptr, n uint32) (string, abi.Code) {
 }
 
 func (c *call) stateErr(err error) uint64 {
-	if errors.Is(err, ErrUnsupported) {
+	switch {
+	case errors.Is(err, ErrUnsupported):
 		return code(abi.CodeUnsupported)
+	case errors.Is(err, ErrStateTooLarge):
+		c.warn("guest state write refused", "err", err)
+		return code(abi.CodeTooLarge)
 	}
 	return c.fail(err)
 }
@@ -330,15 +355,27 @@ var stateDelete = api.GoModuleFunc(func(ctx context.Context, mod api.Module, sta
 	stack[0] = 0
 })
 
+// logFunc logs one guest line (cut at maxOutputLine) within the event's
+// output budget; past it the line is counted, not copied. The last line at
+// error level is kept for the HandlerError whatever the budget says.
 var logFunc = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 	c := callOf(ctx)
-	level := int32(api.DecodeI32(stack[0]))
-	n := api.DecodeU32(stack[2])
-	if n > maxOutputLine {
-		n = maxOutputLine
+	if c == nil {
+		return
 	}
-	b, ok := read(mod, api.DecodeU32(stack[1]), n)
-	if !ok || c == nil {
+	level := int32(api.DecodeI32(stack[0]))
+	ptr, n := api.DecodeU32(stack[1]), int(api.DecodeU32(stack[2]))
+	line := min(n, maxOutputLine)
+	c.out.drop(n - line)
+	admitted := c.out.take(line)
+	read := admitted
+	if level >= abi.LogError {
+		read = line
+	} else if admitted == 0 && line > 0 {
+		return
+	}
+	b, ok := mod.Memory().Read(ptr, uint32(read))
+	if !ok {
 		return
 	}
 	msg := string(b)
@@ -352,7 +389,9 @@ var logFunc = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack [
 		l = slog.LevelError
 		c.lastError = msg
 	}
-	c.log().Log(ctx, l, msg, slog.String("source", "guest"))
+	if (admitted > 0 || line == 0) && c.out.line(admitted) {
+		c.log().Log(ctx, l, msg[:admitted], slog.String("source", "guest"))
+	}
 })
 
 var nowMs = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -50,8 +51,24 @@ type instance struct {
 	onEvent api.Function
 	clock   *virtualClock
 	rand    *eventRand
+	out     *outputBudget
 	stdout  *guestOutput
 	stderr  *guestOutput
+}
+
+// beginOutput gives event the whole output budget and tags its lines.
+func (inst *instance) beginOutput(event string) {
+	inst.stdout.flush(event)
+	inst.stderr.flush(event)
+	inst.out.reset()
+}
+
+// endOutput logs the event's partial lines and, if it went over budget, the
+// one truncation line.
+func (inst *instance) endOutput(logger *slog.Logger, event string) {
+	inst.stdout.flush("")
+	inst.stderr.flush("")
+	inst.out.report(logger, event)
 }
 
 // Close closes the idle instances and the compiled module. Calls in flight
@@ -70,11 +87,13 @@ func (m *Module) Close(ctx context.Context) error {
 
 func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	logger := m.engine.cfg.Logger.With(slog.String("module", m.name))
+	out := newOutputBudget()
 	inst := &instance{
 		clock:  &virtualClock{},
-		rand:   newEventRand(""),
-		stdout: &guestOutput{logger: logger, stream: "stdout"},
-		stderr: &guestOutput{logger: logger, stream: "stderr"},
+		rand:   newEventRand(m.engine.cfg.RandomSecret, ""),
+		out:    out,
+		stdout: &guestOutput{logger: logger, stream: "stdout", budget: out},
+		stderr: &guestOutput{logger: logger, stream: "stderr", budget: out},
 	}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
@@ -92,8 +111,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(m.engine.cfg.HandlerTimeout, startTimeout))
 	defer cancel()
 	mod, err := m.engine.rt.InstantiateModule(ctx, m.compiled, cfg)
-	inst.stdout.flush("")
-	inst.stderr.flush("")
+	inst.endOutput(logger, "")
 	if err != nil {
 		return nil, fmt.Errorf("module %s does not start: %w", m.name, err)
 	}
@@ -205,19 +223,18 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 		event:      payload,
 		receivedAt: ev.ReceivedAt,
 		env:        env,
+		out:        inst.out,
 	}
 	inst.clock.set(ev.ReceivedAt)
 	inst.rand.reseed(ev.ID)
-	inst.stdout.flush(ev.ID)
-	inst.stderr.flush(ev.ID)
+	inst.beginOutput(ev.ID)
 
 	callCtx, dl := startDeadline(ctx, m.engine.cfg.HandlerTimeout)
 	c.deadline = dl
 	res, callErr := inst.onEvent.Call(withCall(callCtx, c), uint64(len(payload)))
 	deadline := context.Cause(callCtx)
 	dl.stop()
-	inst.stdout.flush("")
-	inst.stderr.flush("")
+	inst.endOutput(m.logger, ev.ID)
 
 	if callErr == nil && c.hostErr == nil {
 		m.release(ctx, inst, false)
@@ -283,18 +300,24 @@ func (c *virtualClock) sleep(ns int64) {
 	}
 }
 
-// eventRand is WASI's random source, seeded from the event id so that a replay
-// reads the same bytes.
-type eventRand struct{ src *rand.ChaCha8 }
+// eventRand is WASI's random source, seeded with HMAC-SHA256(secret, event
+// id): a replay under the same secret reads the same bytes, and whoever picks
+// the event id cannot predict them without the secret.
+type eventRand struct {
+	secret []byte
+	src    *rand.ChaCha8
+}
 
-func newEventRand(id string) *eventRand {
-	r := &eventRand{}
+func newEventRand(secret []byte, id string) *eventRand {
+	r := &eventRand{secret: secret}
 	r.reseed(id)
 	return r
 }
 
 func (r *eventRand) reseed(id string) {
-	r.src = rand.NewChaCha8(sha256.Sum256([]byte("botrun/random/" + id)))
+	mac := hmac.New(sha256.New, r.secret)
+	mac.Write([]byte(id))
+	r.src = rand.NewChaCha8([32]byte(mac.Sum(nil)))
 }
 
 func (r *eventRand) Read(p []byte) (int, error) {

@@ -3,37 +3,136 @@ package wasm
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 )
 
+// Output limits. What one event (or one instance's start) writes to the host
+// log through stdout, stderr and the log host function shares one budget;
+// past it, output is counted, not copied, and one "guest output truncated"
+// line reports how much was dropped. The memory the host holds for guest
+// output is one partial line per stream, whatever the guest writes.
+const (
+	// maxOutputLine is the longest log line a guest makes: longer lines are
+	// cut into lines of this size.
+	maxOutputLine = 8 << 10
+	// outputBudgetBytes is how many bytes of output one event may log.
+	outputBudgetBytes = 128 << 10
+	// outputBudgetLines is how many lines one event may log (empty lines and
+	// the host's warnings about the guest included).
+	outputBudgetLines = 1024
+)
+
+// outputBudget is an instance's output allowance for the event it runs. It is
+// charged before anything is copied.
+type outputBudget struct {
+	mu      sync.Mutex
+	bytes   int
+	lines   int
+	dropped int64
+}
+
+func newOutputBudget() *outputBudget {
+	b := &outputBudget{}
+	b.reset()
+	return b
+}
+
+// reset gives a new event the whole budget.
+func (b *outputBudget) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bytes, b.lines, b.dropped = outputBudgetBytes, outputBudgetLines, 0
+}
+
+// take admits up to n bytes and returns how many it admitted; the rest count
+// as dropped. Nothing is admitted once the lines are spent.
+func (b *outputBudget) take(n int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := min(n, b.bytes)
+	if b.lines <= 0 {
+		k = 0
+	}
+	b.bytes -= k
+	b.dropped += int64(n - k)
+	return k
+}
+
+// line spends one line of n admitted bytes; when none is left it returns
+// false and the n bytes count as dropped.
+func (b *outputBudget) line(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lines <= 0 {
+		b.dropped += int64(n)
+		return false
+	}
+	b.lines--
+	return true
+}
+
+// drop counts n bytes that never reach the log.
+func (b *outputBudget) drop(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.dropped += int64(n)
+}
+
+// report logs the one truncation line of an event that went over budget.
+func (b *outputBudget) report(logger *slog.Logger, event string) {
+	b.mu.Lock()
+	dropped := b.dropped
+	b.mu.Unlock()
+	if dropped == 0 {
+		return
+	}
+	logger.LogAttrs(context.Background(), slog.LevelWarn,
+		fmt.Sprintf("guest output truncated %d bytes: over the per-event budget of %d bytes and %d lines (stdout, stderr and log together)", dropped, outputBudgetBytes, outputBudgetLines),
+		slog.String("event", event), slog.Int64("truncated_bytes", dropped))
+}
+
 // guestOutput turns a guest's stdout or stderr into log lines tagged with the
-// module and the event being handled. Partial lines are held until a newline or
-// the end of the event.
+// module and the event being handled. A partial line is held (at most
+// maxOutputLine bytes) until a newline, the line limit or the end of the
+// event.
 type guestOutput struct {
 	mu     sync.Mutex
 	logger *slog.Logger
 	stream string
+	budget *outputBudget
 	event  string
 	buf    bytes.Buffer
 }
 
-const maxOutputLine = 8 << 10
-
+// Write implements io.Writer for WASI fd_write. p is a view of guest memory;
+// only what the budget admits is copied, and Write always reports all of p
+// written so the guest carries on.
 func (o *guestOutput) Write(p []byte) (int, error) {
+	n := len(p)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.buf.Write(p)
-	for {
-		i := bytes.IndexByte(o.buf.Bytes(), '\n')
-		if i < 0 {
-			if o.buf.Len() > maxOutputLine {
-				o.emit(o.buf.Next(maxOutputLine))
-			}
-			return len(p), nil
+	for len(p) > 0 {
+		seg := p[:min(len(p), maxOutputLine-o.buf.Len())]
+		eol := false
+		if i := bytes.IndexByte(seg, '\n'); i >= 0 {
+			seg, eol = seg[:i+1], true
 		}
-		o.emit(o.buf.Next(i + 1)[:i])
+		if k := o.budget.take(len(seg)); k < len(seg) {
+			o.buf.Write(seg[:k])
+			o.budget.drop(len(p) - len(seg))
+			return n, nil
+		}
+		p = p[len(seg):]
+		if eol {
+			o.buf.Write(seg[:len(seg)-1])
+			o.emit()
+		} else if o.buf.Write(seg); o.buf.Len() == maxOutputLine {
+			o.emit()
+		}
 	}
+	return n, nil
 }
 
 // flush logs a trailing partial line and sets the event for the next lines.
@@ -41,13 +140,16 @@ func (o *guestOutput) flush(nextEvent string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.buf.Len() > 0 {
-		o.emit(o.buf.Bytes())
-		o.buf.Reset()
+		o.emit()
 	}
 	o.event = nextEvent
 }
 
-func (o *guestOutput) emit(line []byte) {
-	o.logger.LogAttrs(context.Background(), slog.LevelInfo, string(line),
-		slog.String("stream", o.stream), slog.String("event", o.event))
+// emit logs the held line, if a line is left in the budget, and empties it.
+func (o *guestOutput) emit() {
+	if o.budget.line(o.buf.Len()) {
+		o.logger.LogAttrs(context.Background(), slog.LevelInfo, o.buf.String(),
+			slog.String("stream", o.stream), slog.String("event", o.event))
+	}
+	o.buf.Reset()
 }
