@@ -377,5 +377,8 @@ func (b *Bot) Send(ctx context.Context, providerID, chat, text, key string) (abi
 	if key == "" {
 		key = "rnd:" + randomID()
 	}
+	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckName("idempotency key", key)); err != nil {
+		return abi.SendResult{}, fmt.Errorf("send: %w", err)
+	}
 	return b.sendNow(ctx, sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: text}, key: key})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestChannelOutageDefersNotDeadLetters(t *testing.T) {
 		backoff         string
 	}{
 		{"defaults", 10 * time.Second, 15 * time.Second, `{ base = "1s", cap = "2s", jitter = 0.0 }`},
-		{"handler_timeout<inline_max", 300 * time.Millisecond, 2 * time.Second, `{ base = "100ms", cap = "200ms", jitter = 0.0 }`},
+		{"handler_timeout<inline_max", time.Second, 3 * time.Second, `{ base = "100ms", cap = "200ms", jitter = 0.0 }`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(t, "retries = 1000\nbackoff = "+c.backoff+"\n")
@@ -235,5 +236,57 @@ func TestStateKeysUnambiguous(t *testing.T) {
 	}
 	if got := <-seen; got != "false false" {
 		t.Fatalf("chat v read another chat's or sender's state (chat, user hit = %s)", got)
+	}
+}
+
+// TestChannelOutageDefersLaterSendsWithoutWaiting: once a send of an event is
+// deferred, the event's later sends to that channel are journaled for the
+// sweeper without waiting inline again (an outage costs a handler one
+// outbox.inline_max, not one per send), and all go out once when it is back.
+func TestChannelOutageDefersLaterSendsWithoutWaiting(t *testing.T) {
+	cfg := testConfig(t, "retries = 1000\ninline_max = \"300ms\"\nbackoff = { base = \"50ms\", cap = \"100ms\", jitter = 0.0 }\n")
+	var down atomic.Bool
+	down.Store(true)
+	ch := newChannel()
+	ch.fail = func(int, provider.Outbound) error {
+		if down.Load() {
+			return errors.New("503 service unavailable")
+		}
+		return nil
+	}
+	results := make(chan abi.SendResult, 3)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		for _, text := range []string{"one", "two", "three"} {
+			res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text})
+			if err != nil {
+				return err
+			}
+			results <- res
+		}
+		return nil
+	})
+	b := newTestBot(t, cfg, memory.New(), h, ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	for i, want := range []string{"web:m1:1", "web:m1:2", "web:m1:3"} {
+		res := <-results
+		if res.Status != abi.SendDeferred || res.Key != want {
+			t.Fatalf("send %d: %+v, want deferred %s", i+1, res, want)
+		}
+		if i > 0 && !strings.Contains(res.Error, "not tried") {
+			t.Fatalf("send %d waited inline again: %+v", i+1, res)
+		}
+	}
+	if m := b.Metrics(); m.OutboxDeferred != 3 {
+		t.Fatalf("outbox_deferred = %d, want 3", m.OutboxDeferred)
+	}
+	down.Store(false)
+	if !b.quiet(1, 60*time.Second) {
+		t.Fatal("not delivered after the outage")
+	}
+	for _, text := range []string{"one", "two", "three"} {
+		if n := ch.count("c1", text); n != 1 {
+			t.Fatalf("%q delivered %d times: %q", text, n, ch.texts())
+		}
 	}
 }

@@ -103,8 +103,10 @@ func (t *kvTranscript) Purge(ctx context.Context, before time.Time) (int, error)
 				return n, err
 			}
 			writes = append(writes, durability.Write{Key: id.Key, Version: durability.AnyVersion, Delete: true, Group: t.timeGroup()})
-			if len(entry) > 0 {
-				writes = append(writes, durability.Write{Key: string(entry), Version: durability.AnyVersion, Delete: true})
+			if k := string(entry); len(k) > len(pad(0)) {
+				// The entry's key is its chat's group + pad(seq): delete it
+				// from that group's index too (Redis keeps one per group).
+				writes = append(writes, durability.Write{Key: k, Version: durability.AnyVersion, Delete: true, Group: k[:len(k)-len(pad(0))]})
 			}
 		}
 		if err := t.kv.Commit(ctx, writes); err != nil {

@@ -17,9 +17,13 @@ import (
 // event's sends, so the n-th send without an explicit key gets "<event id>:<n>",
 // and buffers state writes until the inbox completion commits them.
 type turn struct {
-	bot    *Bot
-	event  abi.Event
-	n      int
+	bot   *Bot
+	event abi.Event
+	n     int
+	// down holds the providers a send of this turn was deferred on: the
+	// turn's later sends to them are journaled without waiting inline again,
+	// so an outage costs a handler one outbox.inline_max, not one per send.
+	down   map[string]bool
 	writes map[string]durability.StateWrite
 	// writeBytes is the bytes of keys and values in writes.
 	writeBytes int
@@ -91,7 +95,22 @@ func (t *turn) Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, e
 	if err != nil {
 		return abi.SendResult{}, err
 	}
-	return t.bot.sendNow(ctx, s)
+	if t.down[s.provider] {
+		res, err := t.bot.enqueue(ctx, s)
+		if err == nil && res.Status == abi.SendDeferred {
+			t.bot.metrics.outboxDeferred.Add(1)
+			res.Error = "not tried: an earlier send of this event to the channel was deferred"
+		}
+		return res, err
+	}
+	res, err := t.bot.sendNow(ctx, s)
+	if err == nil && res.Status == abi.SendDeferred {
+		if t.down == nil {
+			t.down = map[string]bool{}
+		}
+		t.down[s.provider] = true
+	}
+	return res, err
 }
 
 // Enqueue implements wasm.Env.

@@ -46,7 +46,9 @@ type Bot struct {
 	// 1000): past it a webhook answers 503 with Retry-After and journals
 	// nothing, and the channel redelivers.
 	MaxQueue int `toml:"max_queue"`
-	// HandlerTimeout is the deadline of one event (default 10s).
+	// HandlerTimeout is how long the guest may run for one event (default
+	// 10s). Time it waits on a channel in a send or a media download is not
+	// counted: outbox.inline_max bounds that.
 	HandlerTimeout Duration `toml:"handler_timeout"`
 	// MaxMemory caps the guest's memory (default 64MiB).
 	MaxMemory Size `toml:"max_memory"`

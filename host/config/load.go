@@ -333,8 +333,10 @@ func (p *parser) validate(c *Config) {
 			switch {
 			case w < time.Second:
 				p.add(fmt.Sprintf("providers[%d].signature_window", i), "%s is below the 1s minimum", w)
-			case r > 0 && w >= r:
-				p.add(fmt.Sprintf("providers[%d].signature_window", i), "%s is not shorter than durability.retention (%s): a request replayed after its record was purged would be accepted again; shorten the window or keep records longer", w, r)
+			case r > 0 && 2*w >= r:
+				// A timestamp up to the window ahead is accepted, so a captured
+				// request stays valid for twice the window.
+				p.add(fmt.Sprintf("providers[%d].signature_window", i), "%s is not under half of durability.retention (%s): a request replayed after its record was purged would be accepted again; shorten the window or keep records longer", w, r)
 			}
 		}
 	}

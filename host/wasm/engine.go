@@ -23,7 +23,9 @@ import (
 type Config struct {
 	// Workers is how many instances may run at once (default 4).
 	Workers int
-	// HandlerTimeout is the deadline of one event (default 10s).
+	// HandlerTimeout is how long the guest may run for one event (default
+	// 10s). Time it waits on a channel in a send or a media download is not
+	// counted: outbox.inline_max bounds that.
 	HandlerTimeout time.Duration
 	// MaxMemory caps each instance's linear memory in bytes (default 64 MiB).
 	MaxMemory int64

@@ -148,7 +148,7 @@ func TestFaultsFailTheirEventOnly(t *testing.T) {
 		})
 	}
 	// A Go panic's message reaches the host log through stderr, tagged.
-	if logs != nil && !strings.Contains(logs.String(), "panic: boom") || !strings.Contains(logs.String(), "event=f-panic") {
+	if logs != nil && (!strings.Contains(logs.String(), "panic: boom") || !strings.Contains(logs.String(), "event=f-panic")) {
 		t.Fatalf("guest stderr not in the log:\n%s", logs.String())
 	}
 }

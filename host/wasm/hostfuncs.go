@@ -73,8 +73,9 @@ type call struct {
 	deadline *guestDeadline
 }
 
-// wait runs a host call that may block on the world (the journal, a channel)
-// with the guest's deadline paused.
+// wait runs a host call that waits on a channel (a send retried inline, a
+// media download) with the guest's deadline paused. The host bounds those
+// waits itself: outbox.inline_max, bot.max_sends, one download per media.
 func (c *call) wait(f func()) {
 	c.deadline.pause()
 	defer c.deadline.resume()
@@ -298,7 +299,9 @@ var stateGet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack 
 	var v []byte
 	var ok bool
 	var err error
-	c.wait(func() { v, ok, err = c.env.StateGet(ctx, key) })
+	// A journal read is the guest's own time: a guest must not outlive its
+	// deadline by reading state in a loop.
+	v, ok, err = c.env.StateGet(ctx, key)
 	switch {
 	case err != nil:
 		stack[0] = c.stateErr(err)

@@ -61,7 +61,13 @@ func New(cfg Config, admit provider.Admitter) *Provider {
 	}
 	// The API's own origin only: Telegram does not redirect, and every URL
 	// holds the token.
-	api, _ := provider.APIBase(cfg.APIURL, DefaultAPI)
+	api, err := provider.APIBase(cfg.APIURL, DefaultAPI)
+	if err != nil {
+		// The config refuses a bad api_url with its line; a library caller
+		// gets the default API rather than a client that cannot check redirects.
+		cfg.Logger.Error("telegram: bad api_url; using the default API", "err", err)
+		api, _ = provider.APIBase("", DefaultAPI)
+	}
 	client := provider.NewClient(60*time.Second, api, func(u *url.URL) bool { return provider.CredentialsAllowed(u, api) })
 	return &Provider{cfg: cfg, admit: admit, client: client}
 }
