@@ -100,15 +100,43 @@ func refusePrivate(network, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-// sharedSpace is RFC 6598's carrier-grade NAT range, and thisNetwork is
-// 0.0.0.0/8: neither is a public destination.
-var sharedSpace, thisNetwork = netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("0.0.0.0/8")
+// nonPublic are ranges that are no public destination beyond what netip
+// classifies: RFC 6598's carrier-grade NAT, this-network (0.0.0.0/8), IETF
+// protocol assignments, benchmarking (198.18.0.0/15) and the reserved
+// 240.0.0.0/4.
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+}
+
+// nat64 and sixToFour embed an IPv4 address in an IPv6 one; the embedded
+// address is checked too.
+var nat64, sixToFour = netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("2002::/16")
 
 // Internal reports whether ip is an address a channel must not be sent to:
-// loopback, private, link-local, multicast, unspecified, shared (CGNAT) or
-// this-network.
+// loopback, private, link-local, multicast, unspecified, shared (CGNAT),
+// this-network, reserved, or an IPv6 address embedding one of those (NAT64,
+// 6to4).
 func Internal(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	return !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() || sharedSpace.Contains(ip) || thisNetwork.Contains(ip)
+	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return true
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	b := ip.As16()
+	switch {
+	case ip.Is6() && nat64.Contains(ip):
+		return Internal(netip.AddrFrom4([4]byte(b[12:16])))
+	case ip.Is6() && sixToFour.Contains(ip):
+		return Internal(netip.AddrFrom4([4]byte(b[2:6])))
+	}
+	return false
 }

@@ -15,13 +15,14 @@ import (
 func TestPrivateAddressesRefused(t *testing.T) {
 	t.Parallel()
 	internal := []string{"127.0.0.1", "127.1.2.3", "::1", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254",
-		"fe80::1", "fc00::1", "0.0.0.0", "::", "100.64.0.1", "224.0.0.1", "::ffff:127.0.0.1", "::ffff:169.254.169.254"}
+		"fe80::1", "fc00::1", "0.0.0.0", "::", "100.64.0.1", "224.0.0.1", "::ffff:127.0.0.1", "::ffff:169.254.169.254",
+		"198.18.0.1", "192.0.0.170", "240.0.0.1", "64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1", "2002:a00:1::1"}
 	for _, s := range internal {
 		if !Internal(netip.MustParseAddr(s)) {
 			t.Errorf("%s is not refused", s)
 		}
 	}
-	for _, s := range []string{"149.154.167.220", "31.13.66.1", "2a03:2880:f003:c07:face:b00c::2", "8.8.8.8"} {
+	for _, s := range []string{"149.154.167.220", "31.13.66.1", "2a03:2880:f003:c07:face:b00c::2", "8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"} {
 		if Internal(netip.MustParseAddr(s)) {
 			t.Errorf("public %s is refused", s)
 		}
