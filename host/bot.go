@@ -317,6 +317,11 @@ func (b *Bot) Start() {
 // on a listener that is not loopback.
 func (b *Bot) Run(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	if err := b.checkExposure(ln.Addr()); err != nil {
+		b.mu.Lock()
+		for _, l := range b.servedAlso {
+			l.ln.Close()
+		}
+		b.mu.Unlock()
 		b.Stop(ctx)
 		return err
 	}
