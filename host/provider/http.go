@@ -7,13 +7,19 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // NotAdmitted sets the Retry-After of a webhook's 503 answer to a message
 // Admit refused: the wait err asks for (a full admission queue), at least a
 // second, so the sender redelivers later rather than at once.
 func NotAdmitted(h http.Header, err error) {
-	h.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(RetryAfter(err).Seconds())))))
+	SetRetryAfter(h, RetryAfter(err))
+}
+
+// SetRetryAfter sets Retry-After to wait in whole seconds, at least one.
+func SetRetryAfter(h http.Header, wait time.Duration) {
+	h.Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
 }
 
 // ReadWebhook reads a webhook body of at most max bytes; a larger one is

@@ -113,6 +113,7 @@ func VerifyRequest(h http.Header, secret, body []byte, now time.Time, window tim
 
 // Config configures one HTTP channel.
 type Config struct {
+	// ID is the provider entry's id (the webhook path is /webhooks/<id>).
 	ID string
 	// URL receives the bot's sends.
 	URL string

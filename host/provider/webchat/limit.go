@@ -1,12 +1,12 @@
 package webchat
 
 import (
-	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/botrun/botrun/host/provider"
 )
 
 // maxClients bounds the buckets kept; past it, full buckets (clients quiet
@@ -75,7 +75,7 @@ func (p *Provider) limited(next http.HandlerFunc) http.HandlerFunc {
 			client = r.RemoteAddr
 		}
 		if ok, wait := p.limit.allow(client, time.Now()); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+			provider.SetRetryAfter(w.Header(), wait)
 			writeError(w, http.StatusTooManyRequests, "too many requests from your address; wait and try again")
 			return
 		}

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/botrun/botrun/abi"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -32,6 +31,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
 )
 
@@ -64,6 +64,7 @@ const (
 
 // Config configures a webchat channel.
 type Config struct {
+	// ID is the provider entry's id (the API lives under /webchat/<id>/).
 	ID string
 	// RateLimit is how many requests a second one client address may make
 	// (0 is no limit); Burst how many it may make at once.
