@@ -20,6 +20,20 @@ import (
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
+// downChannel is a channel that answers 503 until down is set to false.
+func downChannel() (*channel, *atomic.Bool) {
+	down := &atomic.Bool{}
+	down.Store(true)
+	ch := newChannel()
+	ch.fail = func(int, provider.Outbound) error {
+		if down.Load() {
+			return errors.New("503 service unavailable")
+		}
+		return nil
+	}
+	return ch, down
+}
+
 // TestChannelOutageDefersNotDeadLetters: a channel down for longer than both
 // bot.handler_timeout and outbox.inline_max must not fault the guest. The
 // send ends in "deferred", the inbound record is done, and the sweeper
@@ -40,15 +54,7 @@ func TestChannelOutageDefersNotDeadLetters(t *testing.T) {
 			cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 			cfg.Bot.HandlerTimeout = config.Duration(c.handler)
 			cfg.Durability.Outbox.InlineMax = config.Duration(c.inline)
-			var down atomic.Bool
-			down.Store(true)
-			ch := newChannel()
-			ch.fail = func(int, provider.Outbound) error {
-				if down.Load() {
-					return errors.New("503 service unavailable")
-				}
-				return nil
-			}
+			ch, down := downChannel()
 			b := newTestBot(t, cfg, memory.New(), nil, ch)
 			defer b.stop(t)
 			b.admit(t, "c1", "m1", "hola")
@@ -245,15 +251,7 @@ func TestStateKeysUnambiguous(t *testing.T) {
 // outbox.inline_max, not one per send), and all go out once when it is back.
 func TestChannelOutageDefersLaterSendsWithoutWaiting(t *testing.T) {
 	cfg := testConfig(t, "retries = 1000\ninline_max = \"300ms\"\nbackoff = { base = \"50ms\", cap = \"100ms\", jitter = 0.0 }\n")
-	var down atomic.Bool
-	down.Store(true)
-	ch := newChannel()
-	ch.fail = func(int, provider.Outbound) error {
-		if down.Load() {
-			return errors.New("503 service unavailable")
-		}
-		return nil
-	}
+	ch, down := downChannel()
 	results := make(chan abi.SendResult, 3)
 	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
 		for _, text := range []string{"one", "two", "three"} {
