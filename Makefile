@@ -8,7 +8,7 @@ GUEST_ENV = GOOS=wasip1 GOARCH=wasm GOWORK=off CGO_ENABLED=0
 # Go 1.27).
 FUZZTIME ?= 20000x
 
-.PHONY: all build examples available-examples run test soak fuzz bench vet clean
+.PHONY: all build examples available-examples run test soak fuzz bench bench-peers vet clean
 
 all: build examples
 
@@ -103,11 +103,21 @@ fuzz:
 	cd guest-sdk/go && $(GO) test -run='^$$' -fuzz='^FuzzDecodeEvent$$' -fuzztime=$(FUZZTIME) .
 	cd guest-sdk/go && $(GO) test -run='^$$' -fuzz='^FuzzDecodeFlow$$' -fuzztime=$(FUZZTIME) .
 
-# Durable end-to-end messages/s on every backend (PostgreSQL and Redis with 1
+# botrun and its peer, the same echo bot built on River (bench/river, its own
+# module), run alternately through HTTP on SQLite FULL and PostgreSQL; prints
+# the ratios.
+bench-peers: examples
+	$(GO) test -run='^$$' -bench='^BenchmarkPeers$$' -benchtime=1x -timeout 60m ./bench/
+
+# The real path first (HTTP in, webchat transcript out, per backend and worker
+# count, latency at half load, 10,000 idle chats, a restart's backlog), then
+# durable end-to-end messages/s on every backend (PostgreSQL and Redis with 1
 # and 3 replicas: BOTRUN_TEST_POSTGRES_URL / BOTRUN_TEST_REDIS_URL, or servers
 # started from the machine's binaries), and the Go guest's share; the README's
 # performance section quotes these.
 bench: examples
+	$(GO) test -run='^$$' -bench='^BenchmarkRealPath$$' -benchtime=1x -timeout 60m ./bench/
+	$(GO) test -run='^$$' -bench='^BenchmarkRestartBacklog$$' -benchtime=1x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkDurableEcho$$' -benchtime=20000x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkReplicas$$' -benchtime=10000x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkReloadLatency$$' -benchtime=5x ./host/

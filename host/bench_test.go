@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/file"
 	"github.com/botrun/botrun/durability/memory"
@@ -19,6 +20,7 @@ import (
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -220,4 +222,82 @@ func BenchmarkReplicas(b *testing.B) {
 	}
 	fmt.Printf("durable echo msg/s on shared backends: postgres %.0f (1 replica) %.0f (3 replicas); redis %.0f (1) %.0f (3)\n",
 		rates["postgres/replicas=1"], rates["postgres/replicas=3"], rates["redis/replicas=1"], rates["redis/replicas=3"])
+}
+
+// parked is a handler that never finishes an event until released: the bot
+// that admits the backlog dies with every record unfinished.
+type parked struct{ release chan struct{} }
+
+func (p parked) Handle(ctx context.Context, _ abi.Event, _ wasm.Env) error {
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+	}
+	return ctx.Err()
+}
+func (parked) Digest() string { return "parked" }
+
+// BenchmarkRestartBacklog measures how long a restart takes to settle 10,000
+// inbound records a crashed process left unfinished (admitted, claimed, not
+// handled), on SQLite FULL with the Go echo guest and the default workers: from
+// Start until every record is done and its reply sent.
+func BenchmarkRestartBacklog(b *testing.B) {
+	module := wasmbuild.Go(b, "../examples/echo")
+	const backlog = 10000
+	path := filepath.Join(b.TempDir(), "bot.db")
+	open := func() durability.Backend {
+		backend, err := sqlite.Open(path, &sqlite.Options{Synchronous: "full"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return backend
+	}
+	cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
+	cfg.Bot.Module, cfg.Bot.Workers, cfg.Bot.MaxQueue = module, 4, 2*backlog
+	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
+	// The first process admits the backlog and dies before handling it.
+	backend := open()
+	p := parked{release: make(chan struct{})}
+	crashed, err := New(context.Background(), cfg, Options{Backend: backend, Handler: p, Providers: []provider.Provider{&counter{}}, Logger: discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	crashed.Start()
+	for i := range backlog {
+		if err := admitRetrying(crashed, provider.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", i%256), Text: "hi"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	crashed.Abandon()
+	close(p.release)
+	backend.Close()
+	// The restart.
+	ch := &counter{}
+	backend = open()
+	defer backend.Close()
+	bot, err := New(context.Background(), cfg, Options{Backend: backend, Providers: []provider.Provider{ch}, Logger: discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	bot.Start()
+	defer bot.Stop(context.Background())
+	deadline := start.Add(5 * time.Minute)
+	for ch.n.Load() < backlog || !bot.dispatch.idle() {
+		if time.Now().After(deadline) {
+			b.Fatalf("after 5 minutes %d of %d replies", ch.n.Load(), backlog)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	for _, state := range []durability.InboxState{durability.InboxPending, durability.InboxProcessing, durability.InboxFailed} {
+		left, err := bot.inbox.List(context.Background(), durability.ListFilter{State: string(state), Limit: 10})
+		if err != nil || len(left) > 0 {
+			b.Fatalf("records left %s: %d, %v", state, len(left), err)
+		}
+	}
+	b.ReportMetric(elapsed.Seconds(), "s-to-settle")
+	fmt.Printf("restart with %d unfinished inbound records (sqlite FULL, workers=%d): settled in %.1fs (goal <= 10s)\n", backlog, cfg.Bot.Workers, elapsed.Seconds())
 }

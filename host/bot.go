@@ -87,6 +87,12 @@ type Bot struct {
 	mediaRefs          bool
 	boot               time.Time
 	wake               chan struct{}
+	// delivering tracks the sweeper's deliveries of due sends; deliveryBusy
+	// is set while one batch is out, inboxBacklog when the last inbound
+	// claim was full.
+	delivering   sync.WaitGroup
+	deliveryBusy atomic.Bool
+	inboxBacklog atomic.Bool
 
 	mu        sync.Mutex
 	listeners []func(Event)
@@ -132,6 +138,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		return nil, err
 	}
 	b.dispatch = newDispatcher(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
+	b.dispatch.setOnLow(b.sweepBatch()/4, b.queueLow)
 	return b, nil
 }
 

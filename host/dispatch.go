@@ -23,6 +23,9 @@ type dispatcher struct {
 	pending  int // queued jobs not yet started
 	reserved int // places taken by admissions not yet submitted
 	running  int // jobs in a handler now
+	// onLow, when set, is called as the queue falls to lowWater jobs.
+	onLow    func()
+	lowWater int
 	wg       sync.WaitGroup
 }
 
@@ -69,6 +72,13 @@ func newDispatcher(workers, limit int, run func(context.Context, job)) *dispatch
 		d.wg.Go(d.work)
 	}
 	return d
+}
+
+// setOnLow has onLow called whenever the queue falls to lowWater jobs.
+func (d *dispatcher) setOnLow(lowWater int, onLow func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lowWater, d.onLow = lowWater, onLow
 }
 
 // reserve takes a place for a job Admit is about to journal and submit. It
@@ -153,7 +163,11 @@ func (d *dispatcher) work() {
 		q.jobs = q.jobs[1:]
 		d.pending--
 		d.running++
+		low := d.onLow != nil && d.pending == d.lowWater
 		d.mu.Unlock()
+		if low {
+			d.onLow()
+		}
 		d.run(context.Background(), j)
 		d.mu.Lock()
 		d.running--

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/botrun/botrun/durability"
@@ -26,6 +27,7 @@ func (b *Bot) wakeSweeper() {
 // locked at that moment gets it on the next sweep, not a lease later).
 func (b *Bot) sweepLoop() {
 	defer close(b.sweepDone)
+	defer b.delivering.Wait()
 	t := time.NewTicker(b.policy.poll)
 	defer t.Stop()
 	var lastPurge time.Time
@@ -47,23 +49,44 @@ func (b *Bot) sweepLoop() {
 	}
 }
 
+// sweepBatch is the most inbound records one sweep claims: enough that a
+// restart with a backlog refills the queue in few sweeps, few enough that the
+// claimed records start well within their lease.
+func (b *Bot) sweepBatch() int { return max(4*b.cfg.Bot.Workers, 256) }
+
+// Sweeper delivery: at most deliveryChats chats' due sends are delivered at
+// once, each chat's in order.
+const deliveryChats = 16
+
 func (b *Bot) sweep(first bool) {
 	ctx := b.baseCtx
 	var reclaim *durability.Reclaim
 	if first || time.Since(b.boot) < max(b.policy.inboxLease, b.policy.outboxLease) {
 		reclaim = &durability.Reclaim{Owner: b.policy.instanceID, Before: b.boot.UnixMilli()}
 	}
-	claimed, err := b.outbox.ClaimDue(ctx, durability.ClaimOptions{Lease: b.outboxLease(), Limit: 100, Reclaim: reclaim})
-	if err != nil && ctx.Err() == nil {
-		b.log.Error("sweep: claiming due sends failed", "err", err)
-	}
-	for _, c := range claimed {
-		if b.isStopping() {
-			break // unfinished claims expire and are reclaimed
+	// Due sends are delivered beside the sweep loop, so a slow channel
+	// delays neither inbound recovery nor the next sweep; a new claim waits
+	// until the last one's deliveries are done, which keeps a chat's sends
+	// in order across sweeps.
+	if b.deliveryBusy.CompareAndSwap(false, true) {
+		const limit = 100
+		claimed, err := b.outbox.ClaimDue(ctx, durability.ClaimOptions{Lease: b.outboxLease(), Limit: limit, Reclaim: reclaim})
+		if err != nil && ctx.Err() == nil {
+			b.log.Error("sweep: claiming due sends failed", "err", err)
 		}
-		b.deliverClaimed(ctx, c)
+		if len(claimed) == 0 {
+			b.deliveryBusy.Store(false)
+		} else {
+			b.delivering.Go(func() {
+				b.deliverAll(ctx, claimed)
+				b.deliveryBusy.Store(false)
+				if len(claimed) == limit {
+					b.wakeSweeper() // more may be due
+				}
+			})
+		}
 	}
-	room := 4*b.cfg.Bot.Workers - b.dispatch.queued()
+	room := b.sweepBatch() - b.dispatch.queued()
 	if room <= 0 || b.isStopping() {
 		return
 	}
@@ -78,11 +101,51 @@ func (b *Bot) sweep(first bool) {
 	if err != nil && ctx.Err() == nil {
 		b.log.Error("sweep: claiming due inbound records failed", "err", err)
 	}
+	// A full claim may leave more due: the dispatcher wakes the sweeper
+	// when its queue runs low, instead of a backlog waiting a poll per
+	// batch.
+	b.inboxBacklog.Store(len(recs) == room)
 	for i := range recs {
 		rec := &recs[i]
 		// Stopping: the lease expires and the record is reclaimed.
 		b.dispatch.submit(job{chatKey: chatKey(rec.Provider, rec.Chat), id: rec.ID, claimed: rec})
 	}
+}
+
+// queueLow is called by the dispatcher when its queue runs low.
+func (b *Bot) queueLow() {
+	if b.inboxBacklog.Load() {
+		b.wakeSweeper()
+	}
+}
+
+// deliverAll delivers the sends one sweep claimed: each chat's in the order
+// claimed, up to deliveryChats chats at once.
+func (b *Bot) deliverAll(ctx context.Context, claimed []durability.ClaimedSend) {
+	var order []string
+	byChat := map[string][]durability.ClaimedSend{}
+	for _, c := range claimed {
+		k := chatKey(c.Record.Provider, c.Record.Chat)
+		if _, ok := byChat[k]; !ok {
+			order = append(order, k)
+		}
+		byChat[k] = append(byChat[k], c)
+	}
+	slots := make(chan struct{}, deliveryChats)
+	var wg sync.WaitGroup
+	for _, k := range order {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			for _, c := range byChat[k] {
+				if b.isStopping() {
+					return // unfinished claims expire and are reclaimed
+				}
+				b.deliverClaimed(ctx, c)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // deliverClaimed delivers one send the sweeper claimed.

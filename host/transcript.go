@@ -33,27 +33,34 @@ func pad(seq int64) string { return fmt.Sprintf("%020d", seq) }
 // milliseconds, whose value is the entry's key.
 func (t *kvTranscript) timeGroup() string { return t.prefix + "time/" }
 
-// Append implements webchat.Transcript.
+// Append implements webchat.Transcript. Each chat has its own seq key
+// ("<prefix><provider>/chat/<chat>/seq"), so concurrent replies to different
+// chats never conflict. A chat's first append under this scheme starts after
+// the provider-wide seq that earlier versions kept ("<prefix><provider>/seq"),
+// so its seq stays above any entry it already has.
 func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) (int64, error) {
 	p := t.prefix + provider + "/"
+	group := p + "chat/" + chat + "/"
+	seqKey := group + "seq"
 	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: text})
 	for {
-		b, version, err := t.kv.Get(ctx, p+"seq")
+		b, version, err := t.kv.Get(ctx, seqKey)
 		if err != nil {
 			return 0, err
 		}
-		var seq int64
-		if version != 0 {
-			seq, _ = strconv.ParseInt(string(b), 10, 64)
+		if version == 0 {
+			if b, _, err = t.kv.Get(ctx, p+"seq"); err != nil {
+				return 0, err
+			}
 		}
+		seq, _ := strconv.ParseInt(string(b), 10, 64)
 		seq++
-		group := p + "chat/" + chat + "/"
 		key := group + pad(seq)
 		at := time.Now().UnixMilli()
 		err = t.kv.Commit(ctx, []durability.Write{
-			{Key: p + "seq", Version: version, Value: []byte(strconv.FormatInt(seq, 10))},
+			{Key: seqKey, Version: version, Value: []byte(strconv.FormatInt(seq, 10))},
 			{Key: key, Version: durability.AnyVersion, Value: entry, Group: group, Order: &seq},
-			{Key: t.timeGroup() + provider + "/" + pad(seq), Version: durability.AnyVersion, Value: []byte(key), Group: t.timeGroup(), Order: &at},
+			{Key: t.timeGroup() + provider + "/" + chat + "/" + pad(seq), Version: durability.AnyVersion, Value: []byte(key), Group: t.timeGroup(), Order: &at},
 		})
 		if errors.Is(err, durability.ErrConflict) {
 			continue

@@ -1,6 +1,6 @@
 // Package admin is the operator's HTTP surface of a running bot, under /admin/
 // on [http] listen, or on its own [admin] listen: Prometheus metrics, the inbox and outbox with
-// their dead-letter queues, replay, retry and discard. Every request needs
+// their dead-letter queues, replay, retry and discard, and Go's profiles. Every request needs
 // "Authorization: Bearer <[admin] token>"; without a configured token the
 // surface is off.
 package admin
@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 
@@ -64,6 +65,13 @@ func Routes(mux *http.ServeMux, bot Bot, token string) {
 	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op(bot.ReplayInbound)))
 	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op(bot.RetrySend)))
 	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op(bot.Discard)))
+	// Go's profiles (CPU, heap, goroutines, blocking), for finding where a
+	// slow bot spends its time: go tool pprof -http=: \
+	//   -H "Authorization: Bearer $TOKEN" http://…/admin/debug/pprof/profile
+	mux.HandleFunc("GET /admin/debug/pprof/", a.auth(http.StripPrefix("/admin", http.HandlerFunc(pprof.Index)).ServeHTTP))
+	mux.HandleFunc("GET /admin/debug/pprof/profile", a.auth(pprof.Profile))
+	mux.HandleFunc("GET /admin/debug/pprof/trace", a.auth(pprof.Trace))
+	mux.HandleFunc("GET /admin/debug/pprof/symbol", a.auth(pprof.Symbol))
 	mux.HandleFunc("/admin/", a.auth(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: no such endpoint; see the README's Operations section", http.StatusNotFound)
 	}))

@@ -110,7 +110,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 func TestTokenRequired(t *testing.T) {
 	_, _, srv := setup(t, token)
 	for _, tok := range []string{"", "wrong-token-0123456789", token + "x"} {
-		for _, ep := range []string{"GET /admin/metrics", "GET /admin/inbox", "POST /admin/outbox/k/retry", "GET /admin/nope"} {
+		for _, ep := range []string{"GET /admin/metrics", "GET /admin/inbox", "POST /admin/outbox/k/retry", "GET /admin/nope", "GET /admin/debug/pprof/goroutine", "GET /admin/debug/pprof/profile"} {
 			method, path, _ := strings.Cut(ep, " ")
 			if code, _ := call(t, method, srv.URL+path, tok); code != http.StatusUnauthorized {
 				t.Errorf("%s with token %q: HTTP %d, want 401", ep, tok, code)
@@ -119,6 +119,17 @@ func TestTokenRequired(t *testing.T) {
 	}
 	if code, _ := call(t, "GET", srv.URL+"/healthz", ""); code != 200 {
 		t.Errorf("/healthz: HTTP %d (health stays open for probes)", code)
+	}
+}
+
+// TestProfiles serves Go's profiles to the operator.
+func TestProfiles(t *testing.T) {
+	_, _, srv := setup(t, token)
+	if code, body := call(t, "GET", srv.URL+"/admin/debug/pprof/goroutine?debug=1", token); code != 200 || !strings.Contains(body, "goroutine profile:") {
+		t.Fatalf("goroutine profile: HTTP %d %.200q", code, body)
+	}
+	if code, body := call(t, "GET", srv.URL+"/admin/debug/pprof/", token); code != 200 || !strings.Contains(body, "heap") {
+		t.Fatalf("profile index: HTTP %d %.200q", code, body)
 	}
 }
 

@@ -3,6 +3,8 @@ package wasm
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -25,5 +27,60 @@ func BenchmarkEchoHandle(b *testing.B) {
 		if len(rec.sends) > 1000 {
 			rec.sends = rec.sends[:0]
 		}
+	}
+}
+
+// BenchmarkInstanceCost reports what one instance of each language's echo
+// guest costs: its linear memory after an event, and the host's heap growth
+// per instance, over 8 instances made at once.
+func BenchmarkInstanceCost(b *testing.B) {
+	for _, g := range []struct{ name, module string }{
+		{"go", wasmbuild.Go(b, "../../examples/echo")},
+		{"c", wasmbuild.C(b, "../../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c")},
+		{"rust", wasmbuild.Rust(b, "../../examples/rust-echo")},
+		{"assemblyscript", wasmbuild.AssemblyScript(b, "../../examples/as-echo")},
+	} {
+		b.Run(g.name, func(b *testing.B) {
+			const n = 8
+			e, _ := newEngine(&testing.T{}, Config{Workers: n})
+			m, err := e.Load(context.Background(), g.module)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			insts := make([]*instance, n)
+			for i := range insts {
+				if insts[i], err = m.acquire(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, inst := range insts {
+				m.release(context.Background(), inst, false)
+			}
+			// One event on each instance: the guest's memory as it serves.
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					if err := m.Handle(context.Background(), event(fmt.Sprint(i), "hi"), &recorder{}); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			linear := uint64(0)
+			for _, inst := range m.idle {
+				linear += uint64(inst.mod.Memory().Size())
+			}
+			perLinear := float64(linear) / float64(len(m.idle)) / (1 << 20)
+			perHeap := float64(after.HeapInuse-before.HeapInuse) / n / (1 << 20)
+			b.ReportMetric(perLinear, "MiB-linear/instance")
+			b.ReportMetric(perHeap, "MiB-heap/instance")
+			fmt.Printf("instance cost, %s echo: %.2f MiB of linear memory, %.2f MiB of host heap (%d instances)\n", g.name, perLinear, perHeap, len(m.idle))
+		})
 	}
 }

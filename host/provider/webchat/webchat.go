@@ -15,6 +15,7 @@ package webchat
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -42,8 +43,9 @@ type Entry struct {
 	Text string `json:"text"`
 }
 
-// Transcript stores the bot's sends per provider. Seq increases by one per
-// Append across the provider.
+// Transcript stores the bot's sends per provider and chat. Seq increases by
+// one per Append within a chat (chats do not share a counter, so replies to
+// different chats never contend for one).
 type Transcript interface {
 	Append(ctx context.Context, provider, chat, text string) (seq int64, err error)
 	After(ctx context.Context, provider, chat string, after int64, limit int) ([]Entry, error)
@@ -325,9 +327,15 @@ func (p *Provider) get(w http.ResponseWriter, r *http.Request) {
 
 // MemoryTranscript is a Transcript in memory: it is lost on restart.
 type MemoryTranscript struct {
-	mu      sync.Mutex
-	seq     map[string]int64
-	entries map[string][]timedEntry // by provider, in seq order
+	mu    sync.Mutex
+	chats map[string]*chatLog // by provider + "\x00" + chat
+}
+
+// chatLog is one chat's entries in seq order, and the last seq given (kept
+// when the entries are purged, so no seq a reader saw is given again).
+type chatLog struct {
+	last    int64
+	entries []timedEntry
 }
 
 type timedEntry struct {
@@ -337,31 +345,35 @@ type timedEntry struct {
 
 // NewMemoryTranscript returns an empty transcript.
 func NewMemoryTranscript() *MemoryTranscript {
-	return &MemoryTranscript{seq: map[string]int64{}, entries: map[string][]timedEntry{}}
+	return &MemoryTranscript{chats: map[string]*chatLog{}}
 }
 
 // Append implements Transcript.
 func (t *MemoryTranscript) Append(_ context.Context, provider, chat, text string) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.seq[provider]++
-	e := Entry{Seq: t.seq[provider], Chat: chat, Text: text}
-	t.entries[provider] = append(t.entries[provider], timedEntry{e, time.Now()})
-	return e.Seq, nil
+	c := t.chats[provider+"\x00"+chat]
+	if c == nil {
+		c = &chatLog{}
+		t.chats[provider+"\x00"+chat] = c
+	}
+	c.last++
+	c.entries = append(c.entries, timedEntry{Entry{Seq: c.last, Chat: chat, Text: text}, time.Now()})
+	return c.last, nil
 }
 
 // After implements Transcript.
 func (t *MemoryTranscript) After(_ context.Context, provider, chat string, after int64, limit int) ([]Entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	c := t.chats[provider+"\x00"+chat]
+	if c == nil {
+		return nil, nil
+	}
+	i, _ := slices.BinarySearchFunc(c.entries, after+1, func(e timedEntry, seq int64) int { return cmp.Compare(e.Seq, seq) })
 	var out []Entry
-	for _, e := range t.entries[provider] {
-		if e.Seq > after && e.Chat == chat {
-			out = append(out, e.Entry)
-			if len(out) == limit {
-				break
-			}
-		}
+	for _, e := range c.entries[i:min(len(c.entries), i+limit)] {
+		out = append(out, e.Entry)
 	}
 	return out, nil
 }
@@ -371,14 +383,14 @@ func (t *MemoryTranscript) Purge(_ context.Context, before time.Time) (int, erro
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	for prov, es := range t.entries {
+	for _, c := range t.chats {
 		i := 0
-		for i < len(es) && es[i].at.Before(before) {
+		for i < len(c.entries) && c.entries[i].at.Before(before) {
 			i++
 		}
 		if i > 0 {
 			n += i
-			t.entries[prov] = slices.Clone(es[i:])
+			c.entries = slices.Clone(c.entries[i:])
 		}
 	}
 	return n, nil
