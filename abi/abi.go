@@ -27,6 +27,7 @@ const (
 	FuncEventRead   = "event_read"
 	FuncSend        = "send"
 	FuncEnqueue     = "enqueue"
+	FuncPost        = "post"
 	FuncResultRead  = "result_read"
 	FuncStateGet    = "state_get"
 	FuncStateSet    = "state_set"

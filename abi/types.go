@@ -49,9 +49,12 @@ const (
 	SendDeferred SendStatus = "deferred"
 	SendDead     SendStatus = "dead"
 	SendBypassed SendStatus = "bypassed"
+	// SendQueued answers post: the send is numbered and keyed, and the host
+	// makes it when the handler returns.
+	SendQueued SendStatus = "queued"
 )
 
-// SendResult is what the host answers to send and enqueue.
+// SendResult is what the host answers to send, enqueue and post.
 type SendResult struct {
 	Status SendStatus `json:"status"`
 	Key    string     `json:"key"`

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -109,7 +110,7 @@ func (k *kit) argv(b *testing.B, t target, addr string) []string {
 	durable := ""
 	switch t.backend {
 	case "sqlite":
-		durable = fmt.Sprintf("[durability]\nbackend = \"sqlite\"\npath = %q\nsynchronous = \"full\"\n", filepath.Join(dir, "bot.db"))
+		durable = fmt.Sprintf("[durability]\nbackend = \"sqlite\"\npath = %q\nsynchronous = %q\n", filepath.Join(dir, "bot.db"), cmp.Or(os.Getenv("BOTRUN_BENCH_SYNC"), "full"))
 	case "postgres":
 		durable = fmt.Sprintf("[durability]\nbackend = \"postgres\"\nurl = %q\n", k.postgres(b))
 	}
@@ -164,9 +165,19 @@ func (k *kit) run(b *testing.B, t target, load Load) row {
 
 const adminToken = "bench-admin-token-0123456789"
 
-// profile saves a 5-second CPU profile of a botrun under load
-// (BOTRUN_BENCH_PROFILE=<dir>).
+// profile saves a 5-second CPU profile of a botrun under load, and where its
+// goroutines wait a second in (BOTRUN_BENCH_PROFILE=<dir>).
 func profile(base, path string) {
+	go func() {
+		time.Sleep(time.Second)
+		req, _ := http.NewRequest(http.MethodGet, base+"/admin/debug/pprof/goroutine?debug=1", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			os.WriteFile(strings.TrimSuffix(path, ".pprof")+".goroutines", b, 0o600)
+		}
+	}()
 	req, _ := http.NewRequest(http.MethodGet, base+"/admin/debug/pprof/profile?seconds=5", nil)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := http.DefaultClient.Do(req)
@@ -188,7 +199,7 @@ func BenchmarkRealPath(b *testing.B) {
 	k := newKit(b, false)
 	rates := map[string]float64{}
 	for _, t := range []target{
-		{name: "botrun memory workers=4", backend: "memory", workers: 4},
+		{name: "botrun memory workers=64", backend: "memory", workers: 64},
 		{name: "botrun sqlite workers=4", backend: "sqlite", workers: 4},
 		{name: "botrun sqlite workers=16", backend: "sqlite", workers: 16},
 		{name: "botrun sqlite workers=64", backend: "sqlite", workers: 64},
@@ -198,16 +209,16 @@ func BenchmarkRealPath(b *testing.B) {
 	} {
 		rates[t.name] = k.run(b, t, standard).res.Rate()
 	}
-	peak := rates["botrun sqlite workers=4"]
+	peak := rates["botrun sqlite workers=64"]
 	half := standard
 	half.Rate = peak / 2
 	half.Messages = int(max(1000, 10*half.Rate)) // ten seconds
-	lat := k.run(b, target{name: "botrun sqlite half load", backend: "sqlite", workers: 4}, half)
+	lat := k.run(b, target{name: "botrun sqlite half load", backend: "sqlite", workers: 64}, half)
 	idle := standard
 	idle.Messages, idle.Chats = 10000, 10000
-	mem := k.run(b, target{name: "botrun sqlite 10,000 chats", backend: "sqlite", workers: 8}, idle)
-	fmt.Printf("\ngoals (issue 12):\n")
-	fmt.Printf("  sqlite FULL / memory, workers=4: %.2f (goal >= 0.5)\n", rates["botrun sqlite workers=4"]/rates["botrun memory workers=4"])
+	mem := k.run(b, target{name: "botrun sqlite 10,000 chats", backend: "sqlite", workers: 64}, idle)
+	fmt.Printf("\ngoals (issue 12), default instances = 8:\n")
+	fmt.Printf("  sqlite FULL / memory, workers=64: %.2f (goal >= 0.5)\n", rates["botrun sqlite workers=64"]/rates["botrun memory workers=64"])
 	fmt.Printf("  sqlite workers=64 / workers=4: %.2f (goal >= 0.9)\n", rates["botrun sqlite workers=64"]/rates["botrun sqlite workers=4"])
 	fmt.Printf("  postgres workers=64 / workers=4: %.2f\n", rates["botrun postgres workers=64"]/rates["botrun postgres workers=4"])
 	fmt.Printf("  p99 admission-to-reply at %.0f msg/s (half of sqlite's peak): %s (goal <= 50ms), p50 %s\n", half.Rate, ms(lat.res.Quantile(0.99)), ms(lat.res.Quantile(0.5)))
@@ -216,12 +227,13 @@ func BenchmarkRealPath(b *testing.B) {
 
 // BenchmarkPeers runs botrun and the River peer (bench/river) alternately,
 // on SQLite FULL and on PostgreSQL, with the same load and worker count
-// (BOTRUN_BENCH_WORKERS, default 16), BOTRUN_BENCH_ROUNDS times (default 2),
+// (BOTRUN_BENCH_WORKERS, default 64: botrun's default),
+// BOTRUN_BENCH_ROUNDS times (default 2),
 // and prints the ratios of their best rounds. Run it with make bench-peers.
 // BOTRUN_BENCH_ONLY=<text> runs only the targets whose name holds it.
 func BenchmarkPeers(b *testing.B) {
 	k := newKit(b, true)
-	workers := envInt("BOTRUN_BENCH_WORKERS", 16)
+	workers := envInt("BOTRUN_BENCH_WORKERS", 64)
 	best := map[string]float64{}
 	for round := range envInt("BOTRUN_BENCH_ROUNDS", 2) {
 		fmt.Printf("round %d\n", round+1)

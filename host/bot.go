@@ -199,7 +199,7 @@ func (b *Bot) loadModule(ctx context.Context) error {
 	}
 	engine, err := wasm.NewEngine(ctx, wasm.Config{
 		RandomSecret:   secret,
-		Workers:        b.cfg.Bot.Workers,
+		Workers:        b.cfg.Bot.Instances,
 		HandlerTimeout: b.cfg.Bot.HandlerTimeout.D(),
 		MaxMemory:      int64(b.cfg.Bot.MaxMemory),
 		CacheDir:       filepath.Join(b.cfg.Bot.DataDir, "wasm-cache"),

@@ -96,6 +96,10 @@ func (l *sendLog) Send(_ context.Context, r abi.SendRequest) (abi.SendResult, er
 func (l *sendLog) Enqueue(ctx context.Context, r abi.SendRequest) (abi.SendResult, error) {
 	return l.Send(ctx, r)
 }
+func (l *sendLog) Post(ctx context.Context, r abi.SendRequest) (abi.SendResult, error) {
+	res, err := l.Send(ctx, r)
+	return abi.SendResult{Status: abi.SendQueued, Key: res.Key}, err
+}
 func (l *sendLog) StateGet(_ context.Context, k string) ([]byte, bool, error) {
 	v, ok := l.state[k]
 	return v, ok, nil

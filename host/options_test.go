@@ -851,7 +851,9 @@ func TestConversationStatePerUser(t *testing.T) {
 
 // A guest that floods send hits bot.max_sends: the host function fails, the
 // event's attempt faults, and after max_attempts it is dead; other chats are
-// served throughout.
+// served throughout. The sends made before the cap go out once; a flood of
+// posts (Reply) sends nothing, since a faulted event's posted sends are not
+// made.
 func TestSandbox_SendFloodIsCapped(t *testing.T) {
 	module := wasmbuild.Go(t, "wasm/testdata/guests/faulty")
 	cfg := testConfig(t, "[durability.inbox]\nmax_attempts = 2\n")
@@ -861,16 +863,22 @@ func TestSandbox_SendFloodIsCapped(t *testing.T) {
 	b := newTestBot(t, cfg, memory.New(), nil, ch)
 	defer b.stop(t)
 	b.admit(t, "flooder", "f1", "flood")
+	b.admit(t, "poster", "p1", "postflood")
 	b.admit(t, "other", "o1", "hello")
-	if !b.quiet(2, 60*time.Second) {
+	if !b.quiet(3, 60*time.Second) {
 		t.Fatal("did not settle")
 	}
-	r := b.inboxState(t, "web:f1")
-	if r.State != durability.InboxDead || r.Attempts != 2 || !strings.Contains(r.Error, "bot.max_sends") {
-		t.Fatalf("flooding record %+v", r)
+	for _, id := range []string{"web:f1", "web:p1"} {
+		r := b.inboxState(t, id)
+		if r.State != durability.InboxDead || r.Attempts != 2 || !strings.Contains(r.Error, "bot.max_sends") {
+			t.Fatalf("flooding record %+v", r)
+		}
 	}
 	if n := ch.count("flooder", "flood 0"); n != 1 {
 		t.Fatalf("the capped sends went out %d times; replays must dedupe them", n)
+	}
+	if n := ch.count("poster", "postflood 0"); n != 0 {
+		t.Fatalf("a faulted event's posted sends went out %d times", n)
 	}
 	if ch.count("other", "echo: hello") != 1 {
 		t.Fatalf("the other chat was not served: %q", ch.texts())

@@ -194,6 +194,9 @@ func (recorderEnv) Send(context.Context, abi.SendRequest) (abi.SendResult, error
 func (recorderEnv) Enqueue(context.Context, abi.SendRequest) (abi.SendResult, error) {
 	return abi.SendResult{Status: abi.SendDeferred}, nil
 }
+func (recorderEnv) Post(context.Context, abi.SendRequest) (abi.SendResult, error) {
+	return abi.SendResult{Status: abi.SendQueued}, nil
+}
 func (recorderEnv) StateGet(context.Context, string) ([]byte, bool, error) { return nil, false, nil }
 func (recorderEnv) StateSet(context.Context, string, []byte) error         { return nil }
 func (recorderEnv) StateDelete(context.Context, string) error              { return nil }

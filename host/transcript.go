@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/botrun/botrun/durability"
@@ -16,11 +18,28 @@ import (
 // kvTranscript keeps the webchat transcript in the backend's Kv, beside the
 // journals, so it survives a restart on a persistent backend. Each entry is
 // also indexed by the time it was appended ("<prefix>time/"), so retention
-// can purge it.
+// can purge it. The latest entries this process appended to a chat are kept
+// in memory too, so a long poll woken by a reply reads no store.
 type kvTranscript struct {
 	kv     durability.Kv
 	prefix string
+
+	mu    sync.Mutex
+	tails map[string]*tail // by provider + "\x00" + chat
 }
+
+// tail is what this process knows of a chat: its last seq (the seq key's
+// version is its value), and its latest entries, contiguous up to seq.
+type tail struct {
+	seq     int64
+	entries []webchat.Entry
+}
+
+// Bounds of the tail cache: chats, and entries per chat.
+const (
+	tailChats   = 1024
+	tailEntries = 8
+)
 
 type transcriptEntry struct {
 	Chat string `json:"chat"`
@@ -33,44 +52,108 @@ func pad(seq int64) string { return fmt.Sprintf("%020d", seq) }
 // milliseconds, whose value is the entry's key.
 func (t *kvTranscript) timeGroup() string { return t.prefix + "time/" }
 
+func (t *kvTranscript) cached(provider, chat string) (tail, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tl, ok := t.tails[provider+"\x00"+chat]
+	if !ok {
+		return tail{}, false
+	}
+	return tail{seq: tl.seq, entries: slices.Clone(tl.entries)}, true
+}
+
+// remember records that this process appended e, the chat's entry e.Seq.
+func (t *kvTranscript) remember(provider string, e webchat.Entry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tails == nil {
+		t.tails = map[string]*tail{}
+	}
+	k := provider + "\x00" + e.Chat
+	tl := t.tails[k]
+	if tl == nil {
+		if len(t.tails) >= tailChats {
+			for victim := range t.tails {
+				delete(t.tails, victim)
+				break
+			}
+		}
+		tl = &tail{}
+		t.tails[k] = tl
+	}
+	if tl.seq != e.Seq-1 {
+		tl.entries = nil // another writer appended in between
+	}
+	tl.seq = e.Seq
+	tl.entries = append(tl.entries, e)
+	if n := len(tl.entries); n > tailEntries {
+		tl.entries = slices.Clone(tl.entries[n-tailEntries:])
+	}
+}
+
+// forget drops what the process knows of a chat.
+func (t *kvTranscript) forget(provider, chat string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.tails, provider+"\x00"+chat)
+}
+
 // Append implements webchat.Transcript. Each chat has its own seq key
-// ("<prefix><provider>/chat/<chat>/seq"), so concurrent replies to different
-// chats never conflict. A chat's first append under this scheme starts after
-// the provider-wide seq that earlier versions kept ("<prefix><provider>/seq"),
-// so its seq stays above any entry it already has.
+// ("<prefix><provider>/chat/<chat>/seq", whose version is the seq), so
+// concurrent replies to different chats never conflict. A chat's first
+// append under this scheme starts after the provider-wide seq that earlier
+// versions kept ("<prefix><provider>/seq"), so its seq stays above any entry
+// it already has.
 func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) (int64, error) {
 	p := t.prefix + provider + "/"
 	group := p + "chat/" + chat + "/"
 	seqKey := group + "seq"
 	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: text})
+	tl, known := t.cached(provider, chat)
 	for {
-		b, version, err := t.kv.Get(ctx, seqKey)
-		if err != nil {
-			return 0, err
-		}
-		if version == 0 {
-			if b, _, err = t.kv.Get(ctx, p+"seq"); err != nil {
+		seq, version := tl.seq, tl.seq
+		if !known {
+			b, v, err := t.kv.Get(ctx, seqKey)
+			if err != nil {
 				return 0, err
 			}
+			if v == 0 {
+				if b, _, err = t.kv.Get(ctx, p+"seq"); err != nil {
+					return 0, err
+				}
+			}
+			seq, _ = strconv.ParseInt(string(b), 10, 64)
+			version = v
 		}
-		seq, _ := strconv.ParseInt(string(b), 10, 64)
 		seq++
 		key := group + pad(seq)
 		at := time.Now().UnixMilli()
-		err = t.kv.Commit(ctx, []durability.Write{
-			{Key: seqKey, Version: version, Value: []byte(strconv.FormatInt(seq, 10))},
+		err := t.kv.Commit(ctx, []durability.Write{
+			{Key: seqKey, Version: version, Next: seq, Value: []byte(strconv.FormatInt(seq, 10))},
 			{Key: key, Version: durability.AnyVersion, Value: entry, Group: group, Order: &seq},
 			{Key: t.timeGroup() + provider + "/" + chat + "/" + pad(seq), Version: durability.AnyVersion, Value: []byte(key), Group: t.timeGroup(), Order: &at},
 		})
 		if errors.Is(err, durability.ErrConflict) {
+			t.forget(provider, chat)
+			known = false
 			continue
 		}
-		return seq, err
+		if err != nil {
+			t.forget(provider, chat)
+			return 0, err
+		}
+		t.remember(provider, webchat.Entry{Seq: seq, Chat: chat, Text: text})
+		return seq, nil
 	}
 }
 
-// After implements webchat.Transcript.
+// After implements webchat.Transcript: from memory when the chat's cached
+// entries start right after after, else from the store.
 func (t *kvTranscript) After(ctx context.Context, provider, chat string, after int64, limit int) ([]webchat.Entry, error) {
+	if tl, ok := t.cached(provider, chat); ok && len(tl.entries) > 0 && tl.entries[0].Seq <= after+1 && after < tl.seq {
+		es := tl.entries[after+1-tl.entries[0].Seq:]
+		return es[:min(len(es), limit)], nil
+	}
 	group := t.prefix + provider + "/chat/" + chat + "/"
 	ids, err := t.kv.Range(ctx, group, durability.IndexOrder, durability.IndexEntry{Score: after, Key: group + pad(after)}, math.MaxInt64, limit)
 	if err != nil {
@@ -96,7 +179,13 @@ func (t *kvTranscript) After(ctx context.Context, provider, chat string, after i
 
 // Purge implements webchat.Transcript: the entries appended before before,
 // in batches of 500. Entries written before the time index existed are kept.
+// The cached entries go too.
 func (t *kvTranscript) Purge(ctx context.Context, before time.Time) (int, error) {
+	t.mu.Lock()
+	for _, tl := range t.tails {
+		tl.entries = nil
+	}
+	t.mu.Unlock()
 	n := 0
 	for {
 		ids, err := t.kv.Range(ctx, t.timeGroup(), durability.IndexOrder, durability.IndexEntry{Score: math.MinInt64}, before.UnixMilli()-1, 500)

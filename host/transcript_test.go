@@ -8,7 +8,11 @@ import (
 	"testing"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/durability/postgres"
+	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/internal/testserver"
 )
 
 // TestTranscriptSeqPerChat: each chat counts its own seq, so concurrent
@@ -16,11 +20,31 @@ import (
 // of its appends. A chat written by an earlier version (one provider-wide seq)
 // continues above that seq, as do new chats.
 func TestTranscriptSeqPerChat(t *testing.T) {
-	kv, err := sqlite.OpenStore(filepath.Join(t.TempDir(), "bot.db"), nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, bk := range []struct {
+		name string
+		open func() (durability.Backend, error)
+	}{
+		{"memory", func() (durability.Backend, error) { return memory.New(), nil }},
+		{"sqlite", func() (durability.Backend, error) { return sqlite.Open(filepath.Join(t.TempDir(), "bot.db"), nil) }},
+		{"postgres", func() (durability.Backend, error) {
+			return postgres.Open(context.Background(), postgres.Options{URL: testserver.Postgres(t), TablePrefix: uniquePrefix("tr")})
+		}},
+		{"redis", func() (durability.Backend, error) {
+			return redis.Open(context.Background(), redis.Options{URL: testserver.Redis(t), Prefix: uniquePrefix("tr")})
+		}},
+	} {
+		t.Run(bk.name, func(t *testing.T) {
+			backend, err := bk.open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer backend.Close()
+			transcriptSeqPerChat(t, backend.(interface{ Kv() durability.Kv }).Kv())
+		})
 	}
-	defer kv.Close()
+}
+
+func transcriptSeqPerChat(t *testing.T, kv durability.Kv) {
 	ctx := context.Background()
 	tr := &kvTranscript{kv: kv, prefix: "s/tr/"}
 	// As an earlier version left it: chat "old" has entry 7 of the
@@ -61,5 +85,21 @@ func TestTranscriptSeqPerChat(t *testing.T) {
 	es, err := tr.After(ctx, "web", "old", 7, 10)
 	if err != nil || len(es) != 1 || es[0].Seq != 10 || es[0].Text != "after" {
 		t.Fatalf("chat old after 7: %+v, %v", es, err)
+	}
+	// Another process (a replica, or this one restarted) reads the same
+	// entries from the store, and appends after them.
+	other := &kvTranscript{kv: kv, prefix: "s/tr/"}
+	if es, err := other.After(ctx, "web", "c3", 9, 100); err != nil || len(es) != 10 || es[9].Seq != 19 {
+		t.Fatalf("chat c3 read by another process: %+v, %v", es, err)
+	}
+	if seq, err := other.Append(ctx, "web", "c3", "from the other"); err != nil || seq != 20 {
+		t.Fatalf("append by another process: seq %d, %v", seq, err)
+	}
+	if seq, err := tr.Append(ctx, "web", "c3", "back here"); err != nil || seq != 21 {
+		t.Fatalf("append after another process's: seq %d, %v (a stale cache must not reuse a seq)", seq, err)
+	}
+	es, err = tr.After(ctx, "web", "c3", 18, 100)
+	if err != nil || len(es) != 3 || es[0].Seq != 19 || es[1].Text != "from the other" || es[2].Seq != 21 {
+		t.Fatalf("chat c3 after 18: %+v, %v", es, err)
 	}
 }

@@ -45,7 +45,16 @@ type turn struct {
 	// module is the digest of the module that ran the handler, when the
 	// handler is hot-reloadable.
 	module string
+	// posted are the sends the guest posted, made in order when the
+	// handler returns (or before its next send or enqueue); postedBytes is
+	// the size of their content.
+	posted      []sendSpec
+	postedBytes int
 }
+
+// maxPostedBytes bounds the content of an event's posted sends held in
+// memory at once; a post past it first makes the ones before it.
+const maxPostedBytes = 1 << 20
 
 type pendingMark struct {
 	rec durability.OutboxRecord
@@ -90,11 +99,58 @@ func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
 
 // Send implements wasm.Env.
 func (t *turn) Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	if err := t.flushPosted(ctx); err != nil {
+		return abi.SendResult{}, err
+	}
 	t.flushMark(ctx)
 	s, err := t.spec(req)
 	if err != nil {
 		return abi.SendResult{}, err
 	}
+	return t.send(ctx, s)
+}
+
+// Post implements wasm.Env: the send is numbered and keyed now, and made when
+// the handler returns.
+func (t *turn) Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	size := len(req.Text)
+	if req.Media != nil {
+		size += len(req.Media.Ref) + len(req.Media.URL) + len(req.Media.Caption)
+	}
+	if t.postedBytes+size > maxPostedBytes {
+		if err := t.flushPosted(ctx); err != nil {
+			return abi.SendResult{}, err
+		}
+	}
+	s, err := t.spec(req)
+	if err != nil {
+		return abi.SendResult{}, err
+	}
+	t.posted = append(t.posted, s)
+	t.postedBytes += size
+	return abi.SendResult{Status: abi.SendQueued, Key: s.key}, nil
+}
+
+// flushPosted makes the posted sends, in order. An error is the journal's:
+// the event's attempt fails, and its retry answers the sends already made
+// from the outbox.
+func (t *turn) flushPosted(ctx context.Context) error {
+	for len(t.posted) > 0 {
+		s := t.posted[0]
+		t.posted = t.posted[1:]
+		t.flushMark(ctx)
+		if _, err := t.send(ctx, s); err != nil {
+			t.posted = nil
+			return err
+		}
+	}
+	t.posted, t.postedBytes = nil, 0
+	return nil
+}
+
+// send makes one send of the turn: inline, unless an earlier send of the
+// turn to its provider was deferred.
+func (t *turn) send(ctx context.Context, s sendSpec) (abi.SendResult, error) {
 	if t.down[s.provider] {
 		res, err := t.bot.enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
@@ -115,6 +171,9 @@ func (t *turn) Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, e
 
 // Enqueue implements wasm.Env.
 func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	if err := t.flushPosted(ctx); err != nil {
+		return abi.SendResult{}, err
+	}
 	t.flushMark(ctx)
 	s, err := t.spec(req)
 	if err != nil {

@@ -152,6 +152,15 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string) (*tu
 	err := b.handler.Handle(ctx, ev, t)
 	var he *wasm.HandlerError
 	var fault *wasm.FaultError
+	if err == nil || errors.As(err, &he) {
+		// The guest returned and its instance is free: make the sends it
+		// posted. A fault drops them (nothing was journaled; the retry
+		// posts them again).
+		if ferr := t.flushPosted(ctx); ferr != nil {
+			err = fmt.Errorf("making the handler's posted sends: %w", ferr)
+			he = nil
+		}
+	}
 	switch {
 	case err == nil:
 	case errors.As(err, &he):

@@ -13,6 +13,7 @@
 IMPORT("event_read") int32_t host_event_read(void *p, int32_t n);
 IMPORT("send") int32_t host_send(const void *p, int32_t n);
 IMPORT("enqueue") int32_t host_enqueue(const void *p, int32_t n);
+IMPORT("post") int32_t host_post(const void *p, int32_t n);
 IMPORT("result_read") int32_t host_result_read(void *p, int32_t n);
 IMPORT("state_get") int32_t host_state_get(const void *k, int32_t kn);
 IMPORT("state_set") int32_t host_state_set(const void *k, int32_t kn, const void *v, int32_t vn);
@@ -363,7 +364,9 @@ static void put_media(buf *o, const botrun_media *m) {
   puts_(o, "}");
 }
 
-static int do_send(int enqueue, const char *chat, const char *text, const botrun_media *media, const char *key,
+enum { SEND, ENQUEUE, POST };
+
+static int do_send(int fn, const char *chat, const char *text, const botrun_media *media, const char *key,
                    botrun_send_result *out) {
   buf o = {0};
   puts_(&o, "{\"chat\":");
@@ -376,7 +379,7 @@ static int do_send(int enqueue, const char *chat, const char *text, const botrun
     put_json_string(&o, key);
   }
   puts_(&o, "}");
-  int32_t n = enqueue ? host_enqueue(o.b, (int32_t)o.n) : host_send(o.b, (int32_t)o.n);
+  int32_t n = fn == ENQUEUE ? host_enqueue(o.b, (int32_t)o.n) : fn == POST ? host_post(o.b, (int32_t)o.n) : host_send(o.b, (int32_t)o.n);
   free(o.b);
   if (n < 0) return n;
   char *res = malloc((size_t)n + 1);
@@ -391,7 +394,7 @@ static int do_send(int enqueue, const char *chat, const char *text, const botrun
   int ok = object(&r, result_field, out);
   free(res);
   if (!ok) return BOTRUN_BAD_PAYLOAD;
-  if (!enqueue && (!strcmp(out->status, "dead") || !strcmp(out->status, "deferred"))) return BOTRUN_NOT_SENT;
+  if (fn == SEND && (!strcmp(out->status, "dead") || !strcmp(out->status, "deferred"))) return BOTRUN_NOT_SENT;
   return 0;
 }
 
@@ -410,24 +413,30 @@ static int replayed(botrun_ctx *ctx, botrun_send_result *out) {
 int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(0, chat, text, NULL, key, out);
+  return do_send(SEND, chat, text, NULL, key, out);
+}
+
+int botrun_post(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
+  if (replayed(ctx, out)) return 0;
+  ctx->send_count++;
+  return do_send(POST, chat, text, NULL, key, out);
 }
 
 int botrun_send_media(botrun_ctx *ctx, const char *chat, const char *text, const botrun_media *media, const char *key,
                       botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(0, chat, text, media, key, out);
+  return do_send(SEND, chat, text, media, key, out);
 }
 
 int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(1, chat, text, NULL, key, out);
+  return do_send(ENQUEUE, chat, text, NULL, key, out);
 }
 
 int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out) {
-  return botrun_send(ctx, ctx->event.chat, text, NULL, out);
+  return botrun_post(ctx, ctx->event.chat, text, NULL, out);
 }
 
 int botrun_state_get(const char *key, char *b, size_t cap) {

@@ -67,10 +67,17 @@ typedef struct {
 /* The handler every bot defines. */
 int botrun_handle(botrun_ctx *ctx);
 
-/* Send text to the event's chat. out may be NULL. Returns 0 when sent or
- * deduped, BOTRUN_NOT_SENT when dead or deferred, or a host error code. */
+/* Post text to the event's chat (botrun_post). out may be NULL. Returns 0
+ * (status "queued") or a host error code. */
 int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out);
-/* Send text to chat; idempotency_key may be NULL (derived key). */
+/* Queue a send of text to chat and return at once (status "queued", with its
+ * key): the host makes the handler's posted sends, in order, when it returns,
+ * so the instance is free while they wait (abi/SPEC.md section 4.3).
+ * idempotency_key may be NULL (derived key). */
+int botrun_post(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, botrun_send_result *out);
+/* Send text to chat and wait for the outbox's answer. Returns 0 when sent or
+ * deduped, BOTRUN_NOT_SENT when dead or deferred, or a host error code;
+ * idempotency_key may be NULL (derived key). */
 int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, botrun_send_result *out);
 /* Send text with one attachment (a ref or a public url) to chat. */
 int botrun_send_media(botrun_ctx *ctx, const char *chat, const char *text, const botrun_media *media, const char *idempotency_key,

@@ -19,6 +19,9 @@ func hostSend(p unsafe.Pointer, n int32) int32
 //go:wasmimport botrun enqueue
 func hostEnqueue(p unsafe.Pointer, n int32) int32
 
+//go:wasmimport botrun post
+func hostPost(p unsafe.Pointer, n int32) int32
+
 //go:wasmimport botrun result_read
 func hostResultRead(p unsafe.Pointer, n int32) int32
 

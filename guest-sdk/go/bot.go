@@ -51,9 +51,10 @@ type Media struct {
 
 // SendResult is the host's answer to a send or an enqueue.
 type SendResult struct {
-	// Status is sent, deduped, deferred, dead or bypassed; or, from the SDK
-	// and not the host, replayed (a flow's send while it replays a step
-	// already taken: see Flow).
+	// Status is sent, deduped, deferred, dead or bypassed; queued from
+	// Reply and Post (the send is made when the handler returns); or, from
+	// the SDK and not the host, replayed (a flow's send while it replays a
+	// step already taken: see Flow).
 	Status string `json:"status"`
 	// Key is the idempotency key the host used.
 	Key string `json:"key"`
@@ -134,9 +135,21 @@ func WithMedia(m Media) SendOption {
 	return func(r *sendRequest) { r.Media = &m }
 }
 
-// Reply sends text to the event's chat.
+// Reply posts text to the event's chat (see Post): it returns at once with
+// status queued and the send's key, and the host makes the send when the
+// handler returns. Use Send to wait for the channel's answer.
 func (c *Context) Reply(text string, opts ...SendOption) (SendResult, error) {
-	return c.Send(c.Event.Chat, text, opts...)
+	return c.Post(c.Event.Chat, text, opts...)
+}
+
+// Post queues a send of text to chat and returns at once with status queued
+// and its key. The host journals and makes the handler's posted sends, in
+// order, when the handler returns (a later Send or Enqueue makes them first),
+// so the handler's instance is free while they wait on the journal and the
+// channel. If the handler faults, its posted sends are not made; its retry
+// posts them again under the same keys.
+func (c *Context) Post(chat, text string, opts ...SendOption) (SendResult, error) {
+	return c.send("post", chat, text, opts)
 }
 
 // Send sends text to chat and waits for the outbox's answer. A dead or deferred
@@ -167,9 +180,12 @@ func (c *Context) send(fn, chat, text string, opts []SendOption) (SendResult, er
 	}
 	b := encodeSendRequest(r)
 	var n int32
-	if fn == "send" {
+	switch fn {
+	case "send":
 		n = hostSend(ptr(b), int32(len(b)))
-	} else {
+	case "post":
+		n = hostPost(ptr(b), int32(len(b)))
+	default:
 		n = hostEnqueue(ptr(b), int32(len(b)))
 	}
 	out, err := result(fn, n)

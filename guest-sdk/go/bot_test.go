@@ -11,8 +11,11 @@ func TestHostErrors(t *testing.T) {
 	ctx := &Context{Event: Event{Chat: "c1"}}
 	_, err := ctx.Reply("hi")
 	var he *HostError
-	if !errors.As(err, &he) || he.Func != "send" || he.Error() != "botrun.send: UNSUPPORTED" || !errors.Is(err, ErrUnsupported) {
+	if !errors.As(err, &he) || he.Func != "post" || he.Error() != "botrun.post: UNSUPPORTED" || !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("Reply outside a host: %v", err)
+	}
+	if _, err := ctx.Send("c1", "hi"); !errors.As(err, &he) || he.Func != "send" {
+		t.Fatalf("Send outside a host: %v", err)
 	}
 	if _, _, err := ctx.StateGet("k"); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("StateGet: %v", err)

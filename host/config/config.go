@@ -40,8 +40,14 @@ type Bot struct {
 	Connection  string `toml:"connection"`
 	// Module is the path of the WebAssembly module, relative to the config file.
 	Module string `toml:"module"`
-	// Workers is how many events run at once (default 4).
+	// Workers is how many events are handled at once, one per chat (default
+	// 64). A turn waiting on the journal or a channel holds a worker (a
+	// goroutine), not a guest instance.
 	Workers int `toml:"workers"`
+	// Instances is how many guest instances may run at once (default 8);
+	// each holds its own memory. A handler's posted sends (Reply) are made
+	// after it returns its instance; a waiting Send keeps it.
+	Instances int `toml:"instances"`
 	// MaxQueue caps the admitted messages waiting for a worker (default
 	// 1000): past it a webhook answers 503 with Retry-After and journals
 	// nothing, and the channel redelivers.
@@ -295,7 +301,10 @@ func (c *Config) defaults(dir string) {
 		b.Connection = "default"
 	}
 	if b.Workers == 0 {
-		b.Workers = 4
+		b.Workers = 64
+	}
+	if b.Instances == 0 {
+		b.Instances = 8
 	}
 	if b.MaxSends == 0 {
 		b.MaxSends = 100

@@ -237,8 +237,11 @@ func (p *parser) validate(c *Config) {
 			p.add(n.key, "%q: use at most 128 letters, digits and . _ - : / @ (it names the bot's records in a shared backend)", n.v)
 		}
 	}
-	if b.Workers < 1 || b.Workers > 1024 {
-		p.add("bot.workers", "%d is outside 1..1024", b.Workers)
+	if b.Workers < 1 || b.Workers > 4096 {
+		p.add("bot.workers", "%d is outside 1..4096", b.Workers)
+	}
+	if b.Instances < 1 || b.Instances > 1024 {
+		p.add("bot.instances", "%d is outside 1..1024", b.Instances)
 	}
 	if b.MaxSends < 1 {
 		p.add("bot.max_sends", "%d must be at least 1", b.MaxSends)

@@ -21,6 +21,10 @@ type Env interface {
 	Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
 	// Enqueue journals req for the sweeper and returns at once.
 	Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
+	// Post numbers and keys req and returns at once (status queued); the
+	// host makes the send when the handler returns, so the wait for the
+	// journal and the channel holds no instance.
+	Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
 	// StateGet reads a conversation state value; ok is false when absent.
 	StateGet(ctx context.Context, key string) (value []byte, ok bool, err error)
 	// StateSet buffers a state write; ErrStateTooLarge refuses it (the
@@ -121,8 +125,9 @@ func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
 	}
 	fn(abi.FuncEventRead, []api.ValueType{i32, i32}, []api.ValueType{i32}, eventRead)
-	fn(abi.FuncSend, []api.ValueType{i32, i32}, []api.ValueType{i32}, sendFunc(false))
-	fn(abi.FuncEnqueue, []api.ValueType{i32, i32}, []api.ValueType{i32}, sendFunc(true))
+	fn(abi.FuncSend, []api.ValueType{i32, i32}, []api.ValueType{i32}, sendFunc(abi.FuncSend))
+	fn(abi.FuncEnqueue, []api.ValueType{i32, i32}, []api.ValueType{i32}, sendFunc(abi.FuncEnqueue))
+	fn(abi.FuncPost, []api.ValueType{i32, i32}, []api.ValueType{i32}, sendFunc(abi.FuncPost))
 	fn(abi.FuncResultRead, []api.ValueType{i32, i32}, []api.ValueType{i32}, resultRead)
 	fn(abi.FuncStateGet, []api.ValueType{i32, i32}, []api.ValueType{i32}, stateGet)
 	fn(abi.FuncStateSet, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}, stateSet)
@@ -211,11 +216,9 @@ func (c *call) fail(err error) uint64 {
 	return code(abi.CodeHostError)
 }
 
-func sendFunc(enqueue bool) api.GoModuleFunc {
-	name := abi.FuncSend
-	if enqueue {
-		name = abi.FuncEnqueue
-	}
+// sendFunc is send, enqueue or post (name): they take the same SendRequest
+// and answer a SendResult.
+func sendFunc(name string) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		c := callOf(ctx)
 		if c == nil {
@@ -240,9 +243,12 @@ func sendFunc(enqueue bool) api.GoModuleFunc {
 		}
 		var res abi.SendResult
 		c.wait(func() {
-			if enqueue {
+			switch name {
+			case abi.FuncEnqueue:
 				res, err = c.env.Enqueue(ctx, req)
-			} else {
+			case abi.FuncPost:
+				res, err = c.env.Post(ctx, req)
+			default:
 				res, err = c.env.Send(ctx, req)
 			}
 		})

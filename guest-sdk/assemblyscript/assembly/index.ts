@@ -13,6 +13,7 @@
 @external("botrun", "event_read") declare function host_event_read(p: usize, n: i32): i32;
 @external("botrun", "send") declare function host_send(p: usize, n: i32): i32;
 @external("botrun", "enqueue") declare function host_enqueue(p: usize, n: i32): i32;
+@external("botrun", "post") declare function host_post(p: usize, n: i32): i32;
 @external("botrun", "result_read") declare function host_result_read(p: usize, n: i32): i32;
 @external("botrun", "state_get") declare function host_state_get(k: usize, kn: i32): i32;
 @external("botrun", "state_set") declare function host_state_set(k: usize, kn: i32, v: usize, vn: i32): i32;
@@ -265,6 +266,11 @@ export function nowMs(): i64 { return host_now_ms(); }
 
 const FLOW_KEY = "botrun.flow";
 
+// The host function a send goes through.
+const SEND: i32 = 0;
+const ENQUEUE: i32 = 1;
+const POST: i32 = 2;
+
 export class Context {
   event: Event;
   // replaying is set while a flow replays the steps it already took: its
@@ -275,18 +281,25 @@ export class Context {
   // send sends text to chat (key: "" for a derived key); null when sent or
   // deduped, else why not.
   send(chat: string, text: string, key: string = "", media: Media | null = null): string | null {
-    const r = this.call(false, chat, text, key, media);
+    const r = this.call(SEND, chat, text, key, media);
     if (r == null) return "botrun.send failed";
     const res = changetype<SendResult>(r);
     if (res.status == "dead" || res.status == "deferred") return "send " + res.key + " " + res.status + ": " + res.error;
     return null;
   }
 
-  reply(text: string): string | null { return this.send(this.event.chat, text); }
+  // reply posts text to the event's chat (see post); null when queued.
+  reply(text: string): string | null { return this.post(this.event.chat, text) == null ? "botrun.post failed" : null; }
 
-  enqueue(chat: string, text: string, key: string = ""): SendResult | null { return this.call(true, chat, text, key, null); }
+  // post queues a send of text to chat and returns at once (status
+  // "queued", with its key): the host makes the handler's posted sends, in
+  // order, when it returns, so the instance is free while they wait
+  // (abi/SPEC.md section 4.3). null when the host refused it.
+  post(chat: string, text: string, key: string = "", media: Media | null = null): SendResult | null { return this.call(POST, chat, text, key, media); }
 
-  private call(background: bool, chat: string, text: string, key: string, media: Media | null): SendResult | null {
+  enqueue(chat: string, text: string, key: string = ""): SendResult | null { return this.call(ENQUEUE, chat, text, key, null); }
+
+  private call(fn: i32, chat: string, text: string, key: string, media: Media | null): SendResult | null {
     if (this.replaying) {
       // The host numbers sends, so one that does not reach it takes no
       // derived key: the live sends keep their numbers on every replay.
@@ -306,7 +319,9 @@ export class Context {
     }
     if (key.length > 0) req += ",\"idempotency_key\":" + quote(key);
     const b = utf8(req + "}");
-    const n = background ? host_enqueue(changetype<usize>(b), b.byteLength) : host_send(changetype<usize>(b), b.byteLength);
+    const n = fn == ENQUEUE ? host_enqueue(changetype<usize>(b), b.byteLength)
+      : fn == POST ? host_post(changetype<usize>(b), b.byteLength)
+      : host_send(changetype<usize>(b), b.byteLength);
     const out = pull(n);
     if (out == null) return null;
     return decodeResult(String.UTF8.decode(changetype<ArrayBuffer>(out)));

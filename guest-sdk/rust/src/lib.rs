@@ -29,6 +29,7 @@ extern "C" {
     fn event_read(p: *mut u8, n: i32) -> i32;
     fn send(p: *const u8, n: i32) -> i32;
     fn enqueue(p: *const u8, n: i32) -> i32;
+    fn post(p: *const u8, n: i32) -> i32;
     fn result_read(p: *mut u8, n: i32) -> i32;
     fn state_get(k: *const u8, kn: i32) -> i32;
     fn state_set(k: *const u8, kn: i32, v: *const u8, vn: i32) -> i32;
@@ -144,16 +145,25 @@ pub struct SendOptions<'a> {
 }
 
 impl Context {
-    /// Sends text to the event's chat. A dead or deferred send is an error
-    /// (a deferred one stays journaled and the host keeps retrying it).
+    /// Posts text to the event's chat (see `post`): status "queued".
     pub fn reply(&mut self, text: &str) -> Result<SendResult, String> {
         let chat = self.event.chat.clone();
-        self.send(&chat, text, SendOptions::default())
+        self.post(&chat, text, SendOptions::default())
     }
 
-    /// Sends text to chat and waits for the outbox's answer.
+    /// Queues a send of text to chat and returns at once (status "queued",
+    /// with its key). The host makes the handler's posted sends, in order,
+    /// when it returns, so the instance is free while they wait on the
+    /// journal and the channel (abi/SPEC.md section 4.3).
+    pub fn post(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+        self.do_send("post", chat, text, opts)
+    }
+
+    /// Sends text to chat and waits for the outbox's answer. A dead or
+    /// deferred send is an error (a deferred one stays journaled and the host
+    /// keeps retrying it).
     pub fn send(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
-        let r = self.do_send(false, chat, text, opts)?;
+        let r = self.do_send("send", chat, text, opts)?;
         if r.status == "dead" || r.status == "deferred" {
             return Err(format!("send {} {}: {}", r.key, r.status, r.error));
         }
@@ -162,10 +172,10 @@ impl Context {
 
     /// Journals a send for the host to deliver in the background.
     pub fn enqueue(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
-        self.do_send(true, chat, text, opts)
+        self.do_send("enqueue", chat, text, opts)
     }
 
-    fn do_send(&mut self, background: bool, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+    fn do_send(&mut self, func: &'static str, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
         if self.replaying {
             // The host numbers sends, so one that does not reach it takes no
             // derived key: the live sends keep their numbers on every replay.
@@ -192,13 +202,13 @@ impl Context {
         }
         b.push('}');
         let n = unsafe {
-            if background {
-                enqueue(b.as_ptr(), b.len() as i32)
-            } else {
-                send(b.as_ptr(), b.len() as i32)
+            match func {
+                "enqueue" => enqueue(b.as_ptr(), b.len() as i32),
+                "post" => post(b.as_ptr(), b.len() as i32),
+                _ => send(b.as_ptr(), b.len() as i32),
             }
         };
-        let out = result(if background { "enqueue" } else { "send" }, n)?;
+        let out = result(func, n)?;
         json::decode_result(&out).ok_or_else(|| "botrun.send: bad result".to_string())
     }
 

@@ -46,7 +46,28 @@ func init() {
 			return err
 		case "flood":
 			for i := 0; ; i++ {
-				if _, err := ctx.Reply("flood " + itoa(int32(i))); err != nil {
+				if _, err := ctx.Send(ctx.Event.Chat, "flood "+itoa(int32(i))); err != nil {
+					return err
+				}
+			}
+		case "mixed":
+			// Posted, sent, posted: the channel gets them in this order.
+			for i, send := range []bool{false, true, false} {
+				text := "mixed " + itoa(int32(i))
+				var err error
+				if send {
+					_, err = ctx.Send(ctx.Event.Chat, text)
+				} else {
+					_, err = ctx.Reply(text)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		case "postflood":
+			for i := 0; ; i++ {
+				if _, err := ctx.Reply("postflood " + itoa(int32(i))); err != nil {
 					return err
 				}
 			}
