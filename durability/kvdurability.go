@@ -80,6 +80,17 @@ func (t *table[T]) remember(id string, rec T, version int64, size int) {
 
 func (t *table[T]) forget(id string) { t.cache.forget(t.group + id) }
 
+// settle caches rec as written by w while it has work left (it is in the due
+// index); a finished record (done, sent, dead) leaves the cache, so a busy
+// bot's cache holds the records in flight, not the ones behind it.
+func (t *table[T]) settle(id string, rec T, w Write) {
+	if w.Due == nil {
+		t.forget(id)
+		return
+	}
+	t.remember(id, rec, w.Next, len(w.Value))
+}
+
 func (t *table[T]) recall(id string) (T, int64, bool) {
 	rec, v, ok := t.cache.recall(t.group + id)
 	if !ok {
@@ -142,7 +153,7 @@ func (t *table[T]) put(ctx context.Context, id string, version int64, rec *T, ex
 	err = t.kv.Commit(ctx, append([]Write{w}, extra...))
 	switch {
 	case err == nil:
-		t.remember(id, *rec, w.Next, len(w.Value))
+		t.settle(id, *rec, w)
 	case errors.Is(err, ErrConflict):
 		t.forget(id)
 	}
@@ -404,10 +415,9 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 		rec.UpdatedAt, rec.CompletedAt = now, now
 		var writes []Write
 		type outWrite struct {
-			key  string
-			rec  OutboxRecord
-			next int64
-			size int
+			key string
+			rec OutboxRecord
+			w   Write
 		}
 		var outs []outWrite
 		for _, m := range sent {
@@ -426,7 +436,7 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 				return err
 			}
 			writes = append(writes, w)
-			outs = append(outs, outWrite{m.Key, o, w.Next, len(w.Value)})
+			outs = append(outs, outWrite{m.Key, o, w})
 		}
 		w, err := j.t.writeOf(id, v, &rec)
 		if err != nil {
@@ -444,9 +454,9 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 		if err != nil {
 			return err
 		}
-		j.t.remember(id, rec, w.Next, len(w.Value))
+		j.t.settle(id, rec, w)
 		for _, o := range outs {
-			j.out.remember(o.key, o.rec, o.next, o.size)
+			j.out.settle(o.key, o.rec, o.w)
 		}
 		return nil
 	}

@@ -53,7 +53,18 @@ type Store struct {
 
 	gc     *groupcommit.Committer[*commit]
 	closed atomic.Bool
+	// commits counts the batches committed since the last checkpoint;
+	// stopCheckpoints ends the checkpointer, which closes checkpointed.
+	commits         atomic.Int64
+	stopCheckpoints chan struct{}
+	checkpointed    chan struct{}
 }
+
+// checkpointEvery is how often the checkpointer copies the WAL into the
+// database. The writer never checkpoints on its own (wal_autocheckpoint is
+// off on its connection): a checkpoint in a commit's path stalls every
+// caller of that batch behind the database file's fsync.
+const checkpointEvery = 250 * time.Millisecond
 
 type commit struct {
 	writes []durability.Write
@@ -121,6 +132,8 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	s.gc = groupcommit.New(o.MaxBatch, s.run)
+	s.stopCheckpoints, s.checkpointed = make(chan struct{}), make(chan struct{})
+	go s.checkpoints()
 	return s, nil
 }
 
@@ -151,6 +164,9 @@ func (s *Store) init(ctx context.Context) error {
 	s.w = w
 	if err := migrate(ctx, w, s.path); err != nil {
 		return err
+	}
+	if _, err := w.ExecContext(ctx, "PRAGMA wal_autocheckpoint = 0"); err != nil {
+		return fmt.Errorf("sqlite %s: %w", s.path, err)
 	}
 	prep := func(c interface {
 		PrepareContext(context.Context, string) (*sql.Stmt, error)
@@ -262,6 +278,9 @@ func (s *Store) run(batch []*commit) {
 		_, err = s.wCommit.ExecContext(ctx)
 		return err
 	}()
+	if err == nil {
+		s.commits.Add(1)
+	}
 	if err != nil && len(batch) > 1 {
 		// One bad write must fail only its own caller: the batch was
 		// rolled back, so run each commit alone.
@@ -353,12 +372,37 @@ func (s *Store) apply(ctx context.Context, c *commit) (error, error) {
 	return nil, nil
 }
 
+// checkpoints copies the WAL into the database every checkpointEvery while
+// commits land, beside the writer (PASSIVE: it waits for no reader or
+// writer); the WAL restarts from its start once it is all copied.
+func (s *Store) checkpoints() {
+	defer close(s.checkpointed)
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCheckpoints:
+			return
+		case <-t.C:
+		}
+		if s.commits.Swap(0) == 0 {
+			continue
+		}
+		if _, err := s.db.Exec("PRAGMA wal_checkpoint(PASSIVE)"); err != nil && !s.closed.Load() {
+			// The next tick tries again; the WAL only grows meanwhile.
+			s.commits.Add(1)
+		}
+	}
+}
+
 // Close stops the writer after the commits already queued and closes the
 // database.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	close(s.stopCheckpoints)
+	<-s.checkpointed
 	s.gc.Close()
 	s.w.Close()
 	return s.db.Close()
