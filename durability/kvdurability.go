@@ -501,39 +501,68 @@ func (j *kvInbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]InboxRecor
 		return out, nil
 	}
 	now := opts.Lease.Now
-	var cands []InboxRecord
-	err := j.t.scan(ctx, IndexDue, claimWindow(opts), func(_ string, rec InboxRecord, _ int64) bool {
+	limit := limitOf(opts)
+	type candidate struct {
+		id      string
+		rec     InboxRecord
+		version int64
+	}
+	var cands []candidate
+	err := j.t.scan(ctx, IndexDue, claimWindow(opts), func(id string, rec InboxRecord, v int64) bool {
+		ok := false
 		switch rec.State {
 		case InboxPending:
-			if rec.CreatedAt < opts.PendingBefore {
-				cands = append(cands, rec)
-			}
+			ok = rec.CreatedAt < opts.PendingBefore
 		case InboxFailed:
-			if rec.RetryAt <= now {
-				cands = append(cands, rec)
-			}
+			ok = rec.RetryAt <= now
 		case InboxProcessing:
-			if rec.LeaseUntil <= now || reclaims(opts, rec.Owner, rec.LeasedAt) {
-				cands = append(cands, rec)
-			}
+			ok = rec.LeaseUntil <= now || reclaims(opts, rec.Owner, rec.LeasedAt)
 		}
-		return true
+		if ok {
+			cands = append(cands, candidate{id, rec, v})
+		}
+		// The index runs in due order, which for records of one chat is
+		// nearly their creation order: the oldest limit of 4*limit
+		// candidates are the ones to claim, without reading a whole
+		// backlog at every sweep.
+		return len(cands) < 4*limit
 	})
 	if err != nil {
 		return nil, err
 	}
-	slices.SortStableFunc(cands, func(a, b InboxRecord) int {
-		if a.CreatedAt != b.CreatedAt {
-			return cmp.Compare(a.CreatedAt, b.CreatedAt)
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		if a.rec.CreatedAt != b.rec.CreatedAt {
+			return cmp.Compare(a.rec.CreatedAt, b.rec.CreatedAt)
 		}
-		return cmp.Compare(a.ID, b.ID)
+		return cmp.Compare(a.rec.ID, b.rec.ID)
 	})
+	cands = cands[:min(len(cands), limit)]
+	// One commit claims them all, unless another claimer took one since
+	// the scan (a conflict applies nothing): then they are claimed one by
+	// one.
+	if len(cands) > 0 {
+		writes := make([]Write, len(cands))
+		claimed := make([]InboxRecord, len(cands))
+		for i, c := range cands {
+			claimed[i] = c.rec
+			claimInbox(&claimed[i], opts.Lease)
+			if writes[i], err = j.t.writeOf(c.id, c.version, &claimed[i]); err != nil {
+				return nil, err
+			}
+		}
+		switch err := j.t.kv.Commit(ctx, writes); {
+		case err == nil:
+			for i, c := range cands {
+				j.t.settle(c.id, claimed[i], writes[i])
+			}
+			return claimed, nil
+		case !errors.Is(err, ErrConflict):
+			return nil, err
+		}
+	}
 	var out []InboxRecord
 	for _, c := range cands {
-		if len(out) == limitOf(opts) {
-			break
-		}
-		rec, err := j.t.update(ctx, c.ID, func(rec *InboxRecord) ([]Write, error) {
+		rec, err := j.t.update(ctx, c.id, func(rec *InboxRecord) ([]Write, error) {
 			ok := false
 			switch rec.State {
 			case InboxPending:

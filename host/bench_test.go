@@ -239,8 +239,8 @@ func (parked) Digest() string { return "parked" }
 
 // BenchmarkRestartBacklog measures how long a restart takes to settle 10,000
 // inbound records a crashed process left unfinished (admitted, claimed, not
-// handled), on SQLite FULL with the Go echo guest and the default workers: from
-// Start until every record is done and its reply sent.
+// handled), on SQLite FULL with the Go echo guest and the default workers and
+// instances: from Start until every record is done and its reply sent.
 func BenchmarkRestartBacklog(b *testing.B) {
 	module := wasmbuild.Go(b, "../examples/echo")
 	const backlog = 10000
@@ -253,7 +253,8 @@ func BenchmarkRestartBacklog(b *testing.B) {
 		return backend
 	}
 	cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
-	cfg.Bot.Module, cfg.Bot.Workers, cfg.Bot.MaxQueue = module, 4, 2*backlog
+	// The defaults of bot.toml: 64 chats in flight on 8 instances.
+	cfg.Bot.Module, cfg.Bot.Workers, cfg.Bot.Instances, cfg.Bot.MaxQueue = module, 64, 8, 2*backlog
 	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 	// The first process admits the backlog and dies before handling it.
 	backend := open()
@@ -299,5 +300,5 @@ func BenchmarkRestartBacklog(b *testing.B) {
 		}
 	}
 	b.ReportMetric(elapsed.Seconds(), "s-to-settle")
-	fmt.Printf("restart with %d unfinished inbound records (sqlite FULL, workers=%d): settled in %.1fs (goal <= 10s)\n", backlog, cfg.Bot.Workers, elapsed.Seconds())
+	fmt.Printf("restart with %d unfinished inbound records (sqlite FULL, workers=%d, instances=%d): settled in %.1fs (goal <= 10s)\n", backlog, cfg.Bot.Workers, cfg.Bot.Instances, elapsed.Seconds())
 }
