@@ -176,13 +176,23 @@ func (t *table[T]) del(ctx context.Context, id string, version int64) error {
 // update applies fn to the current record and writes it, retrying on version
 // conflicts. fn returns the extra writes to commit with the record.
 func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Write, error)) (T, error) {
-	for {
-		rec, v, err := t.current(ctx, id)
-		if err != nil {
-			return rec, err
+	for cached := true; ; {
+		rec, v, hit := t.recall(id)
+		if !cached || !hit {
+			hit = false
+			var err error
+			if rec, v, err = t.get(ctx, id); err != nil {
+				return rec, err
+			}
 		}
 		extra, err := fn(&rec)
 		if err != nil {
+			if hit {
+				// Refused on what the cache holds: another goroutine of
+				// this process may have written since. The store decides.
+				cached = false
+				continue
+			}
 			return rec, err
 		}
 		err = t.put(ctx, id, v, &rec, extra)

@@ -42,6 +42,11 @@ func newRecordCache(maxBytes int64) *recordCache {
 func (c *recordCache) remember(key string, rec any, version int64, size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok && el.Value.(*cacheEntry).version > version {
+		// Versions only grow: a goroutine remembering a write that another
+		// one already wrote over is late, not right.
+		return
+	}
 	c.drop(key)
 	e := &cacheEntry{key: key, rec: rec, version: version, size: int64(size) + cacheEntryOverhead}
 	if e.size > c.maxBytes {

@@ -3,6 +3,7 @@ package durability_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -54,5 +55,47 @@ func TestRecordCacheBoundedInBytes(t *testing.T) {
 	}
 	if got, records := durability.RecordCacheSize(big); got != 0 || records != 0 {
 		t.Fatalf("a record over the budget was cached: %d records, %d bytes", records, got)
+	}
+}
+
+// TestRecordCacheRefusalsCheckTheStore: a transition refused on what the
+// cache holds is decided again on the store, since another writer (a replica,
+// or another goroutine of this process) may have moved the record on: a send
+// begun elsewhere under a new token is marked sent with that token here.
+func TestRecordCacheRefusalsCheckTheStore(t *testing.T) {
+	ctx := context.Background()
+	kv := memory.NewKv()
+	scope := durability.Scope{Bot: "b", Connection: "default"}
+	open := func() durability.Journals {
+		j, err := durability.NewKvDurability(kv).Open(ctx, scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	here, there := open(), open()
+	lease := durability.Lease{Owner: "i1", Now: 1, Until: 2}
+	// Here: journaled and begun (token 1), then its lease expires.
+	if _, _, err := here.Outbox.Put(ctx, durability.OutboxPut{Key: "k", Provider: "web", Chat: "c", Payload: []byte(`{"text":"hi"}`)}, 1, &lease); err != nil {
+		t.Fatal(err)
+	}
+	// There: the expired send is claimed, resolved to pending, begun again.
+	claimed, err := there.Outbox.ClaimDue(ctx, durability.ClaimOptions{Lease: durability.Lease{Owner: "i2", Now: 10, Until: 20}, Limit: 10})
+	if err != nil || len(claimed) != 1 || !claimed[0].Ambiguous {
+		t.Fatalf("claim: %+v, %v", claimed, err)
+	}
+	if err := there.Outbox.ResolveAmbiguous(ctx, "k", claimed[0].Record.Token, durability.OutboxPending, 11); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := there.Outbox.Begin(ctx, "k", durability.Lease{Owner: "i2", Now: 12, Until: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Here the cache still holds token 1; the store has the new token.
+	if err := here.Outbox.MarkSent(ctx, "k", rec.Token, "ref-1", 13); err != nil {
+		t.Fatalf("MarkSent with the store's token refused on a stale cache: %v", err)
+	}
+	if err := here.Outbox.MarkSent(ctx, "k", 1, "ref-0", 14); !errors.Is(err, durability.ErrStaleLease) && !errors.Is(err, durability.ErrInvalidState) {
+		t.Fatalf("MarkSent with the old token: %v, want refused", err)
 	}
 }

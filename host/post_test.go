@@ -2,15 +2,19 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -100,5 +104,56 @@ func TestPostedSendsKeepTheHandlersOrder(t *testing.T) {
 		if r := b.outboxRecord(t, fmt.Sprintf("web:m1:%d", i+1)); string(r.Payload) != fmt.Sprintf(`{"text":"mixed %d"}`, i) {
 			t.Fatalf("key web:m1:%d holds %s", i+1, r.Payload)
 		}
+	}
+}
+
+// stuckChannel blocks every send to chat "slow" until release closes.
+type stuckChannel struct {
+	*channel
+	release chan struct{}
+	stuck   atomic.Int32
+}
+
+func (c *stuckChannel) Send(ctx context.Context, out provider.Outbound) (string, error) {
+	if out.Chat == "slow" {
+		c.stuck.Add(1)
+		select {
+		case <-c.release:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return c.channel.Send(ctx, out)
+}
+
+// TestSlowDeliveryDoesNotStallRecovery: the sweeper delivers due sends beside
+// its loop, so a channel that hangs on one chat's send does not stop it from
+// claiming the inbound records that wait for a retry.
+func TestSlowDeliveryDoesNotStallRecovery(t *testing.T) {
+	cfg := testConfig(t, "")
+	ch := &stuckChannel{channel: newChannel(), release: make(chan struct{})}
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		switch {
+		case ev.Chat == "slow":
+			_, err := env.Enqueue(ctx, abi.SendRequest{Chat: ev.Chat, Text: "late"})
+			return err
+		case ev.Attempt == 1:
+			return errors.New("first attempt fails") // retried by the sweeper
+		}
+		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "retried"})
+		return err
+	})
+	b := newTestBot(t, cfg, memory.New(), h, ch)
+	defer func() {
+		close(ch.release)
+		b.stop(t)
+	}()
+	b.admit(t, "slow", "s1", "x")
+	if !waitFor(60*time.Second, func() bool { return ch.stuck.Load() > 0 }) {
+		t.Fatal("the sweeper never delivered the enqueued send")
+	}
+	b.admit(t, "other", "o1", "x")
+	if !waitFor(60*time.Second, func() bool { return ch.count("other", "retried") == 1 }) {
+		t.Fatalf("the retry waited for a hanging delivery to another chat: %q", ch.texts())
 	}
 }

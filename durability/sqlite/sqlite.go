@@ -117,7 +117,6 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+sync+")")
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
@@ -127,7 +126,7 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
 	s := &Store{path: path, db: db}
-	if err := s.init(context.Background()); err != nil {
+	if err := s.init(context.Background(), o.BusyTimeout); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -156,12 +155,25 @@ func createPrivate(path string) error {
 	return f.Close()
 }
 
-func (s *Store) init(ctx context.Context) error {
+func (s *Store) init(ctx context.Context, busyTimeout time.Duration) error {
 	w, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("sqlite %s: %w (is the directory writable?)", s.path, err)
 	}
 	s.w = w
+	// WAL is a property of the file, set once here rather than by every
+	// pooled connection as it opens: switching takes a lock that another
+	// process's checkpoint may hold, and that answers SQLITE_BUSY at once
+	// instead of waiting busy_timeout, so it is retried until then.
+	for deadline := time.Now().Add(busyTimeout); ; time.Sleep(10 * time.Millisecond) {
+		_, err := w.ExecContext(ctx, "PRAGMA journal_mode = WAL")
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return fmt.Errorf("sqlite %s: journal_mode WAL: %w", s.path, err)
+		}
+	}
 	if err := migrate(ctx, w, s.path); err != nil {
 		return err
 	}
