@@ -97,21 +97,28 @@ func (l Load) Run(ctx context.Context) (Result, error) {
 		mu.Unlock()
 		cancel()
 	}
-	seen := func(entries []entry, measure bool) int {
+	replied := make([]bool, l.Messages)
+	// seen counts a chat's new replies; a reply that is not one of this
+	// run's, or a second reply to a message, fails the run.
+	seen := func(chat string, entries []entry, measure bool) (int, error) {
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
 		last = now
 		for _, e := range entries {
 			i, err := strconv.Atoi(strings.TrimPrefix(e.Text, "echo: m"))
-			if err != nil || i < 0 || i >= l.Messages {
-				continue
+			if err != nil || i < 0 || i >= l.Messages || !strings.HasSuffix(chat, fmt.Sprintf("-c%d", i%l.Chats)) {
+				return 0, fmt.Errorf("chat %s: reply %q (seq %d) answers no message of this run", chat, e.Text, e.Seq)
 			}
+			if replied[i] {
+				return 0, fmt.Errorf("chat %s: message m%d answered twice (seq %d)", chat, i, e.Seq)
+			}
+			replied[i] = true
 			if at := sent[i].Load(); measure && at > 0 {
 				latencies = append(latencies, now.Sub(start.Add(time.Duration(at))))
 			}
 		}
-		return len(entries)
+		return len(entries), nil
 	}
 	chat := func(c int) string { return fmt.Sprintf("%s-c%d", l.Prefix, c) }
 	var polls sync.WaitGroup
@@ -119,7 +126,7 @@ func (l Load) Run(ctx context.Context) (Result, error) {
 	if longPolls {
 		for c := range l.Chats {
 			polls.Go(func() {
-				if err := l.collect(ctx, chat(c), expect[c], func(es []entry) int { return seen(es, true) }); err != nil {
+				if err := l.collect(ctx, chat(c), expect[c], func(es []entry) (int, error) { return seen(chat(c), es, true) }); err != nil {
 					fail(err)
 				}
 			})
@@ -170,7 +177,7 @@ func (l Load) Run(ctx context.Context) (Result, error) {
 					if c >= l.Chats {
 						return
 					}
-					if err := l.collect(ctx, chat(c), expect[c], func(es []entry) int { return seen(es, false) }); err != nil {
+					if err := l.collect(ctx, chat(c), expect[c], func(es []entry) (int, error) { return seen(chat(c), es, false) }); err != nil {
 						fail(err)
 					}
 				}
@@ -193,7 +200,7 @@ type entry struct {
 }
 
 // collect long-polls chat's transcript until want replies are in it.
-func (l Load) collect(ctx context.Context, chat string, want int, seen func([]entry) int) error {
+func (l Load) collect(ctx context.Context, chat string, want int, seen func([]entry) (int, error)) error {
 	var after int64
 	for got := 0; got < want; {
 		url := fmt.Sprintf("%s/webchat/%s/messages?chat=%s&after=%d&wait=20s", l.URL, l.Provider, chat, after)
@@ -207,12 +214,19 @@ func (l Load) collect(ctx context.Context, chat string, want int, seen func([]en
 		}
 		err = json.NewDecoder(resp.Body).Decode(&page)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || err != nil {
-			return fmt.Errorf("chat %s: GET answered %s (%v)", chat, resp.Status, err)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("chat %s: GET answered %s", chat, resp.Status)
+		}
+		if err != nil {
+			return fmt.Errorf("chat %s: GET answered no transcript: %w", chat, err)
 		}
 		if len(page.Messages) > 0 {
 			after = page.Messages[len(page.Messages)-1].Seq
-			got += seen(page.Messages)
+			n, err := seen(page.Messages)
+			if err != nil {
+				return err
+			}
+			got += n
 		}
 	}
 	return nil

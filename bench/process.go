@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -57,7 +58,10 @@ func Start(argv []string, addr, provider, logPath string) (*Server, error) {
 		}
 		select {
 		case err := <-s.exited:
-			return nil, fmt.Errorf("%s exited before serving (%v): %s", argv[0], err, tail(logPath))
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return nil, fmt.Errorf("%s exited before serving: %w: %s", argv[0], err, tail(logPath))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

@@ -531,11 +531,14 @@ func (j *kvInbox) ClaimDue(ctx context.Context, opts ClaimOptions) ([]InboxRecor
 		if ok {
 			cands = append(cands, candidate{id, rec, v})
 		}
-		// The index runs in due order, which for records of one chat is
-		// nearly their creation order: the oldest limit of 4*limit
-		// candidates are the ones to claim, without reading a whole
-		// backlog at every sweep.
-		return len(cands) < 4*limit
+		// Past 4*limit candidates the scan stops, so a sweep does not read
+		// a whole backlog. A pending record's due score is its creation
+		// time, so no pending record past the stop is older than the ones
+		// kept; a failed or processing record's score is later than its
+		// creation, so one past the stop may be older: while reclaiming (a
+		// restart, when those are the backlog) the scan reads everything
+		// (up to scanBudget), and a chat's records are claimed oldest first.
+		return opts.Reclaim != nil || len(cands) < 4*limit
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,10 +238,40 @@ func (p parked) Handle(ctx context.Context, _ abi.Event, _ wasm.Env) error {
 }
 func (parked) Digest() string { return "parked" }
 
+// ordered counts replies "echo: <n>" and checks each chat's come in order.
+type ordered struct {
+	counter
+	mu   sync.Mutex
+	last map[string]int
+	bad  []string
+}
+
+func (o *ordered) Send(ctx context.Context, out provider.Outbound) (string, error) {
+	n, _ := strconv.Atoi(strings.TrimPrefix(out.Text, "echo: "))
+	o.mu.Lock()
+	if last, ok := o.last[out.Chat]; ok && n <= last && len(o.bad) < 5 {
+		o.bad = append(o.bad, fmt.Sprintf("chat %s: reply %d after %d", out.Chat, n, last))
+	}
+	o.last[out.Chat] = n
+	o.mu.Unlock()
+	return o.counter.Send(ctx, out)
+}
+
+// check reports replies out of their chat's order.
+func (o *ordered) check() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.bad) > 0 {
+		return fmt.Errorf("replies out of order (or twice): %s", strings.Join(o.bad, "; "))
+	}
+	return nil
+}
+
 // BenchmarkRestartBacklog measures how long a restart takes to settle 10,000
 // inbound records a crashed process left unfinished (admitted, claimed, not
 // handled), on SQLite FULL with the Go echo guest and the default workers and
-// instances: from Start until every record is done and its reply sent.
+// instances: from Start until every record is done and its reply sent. Each
+// chat's replies must come in its messages' order, each once.
 func BenchmarkRestartBacklog(b *testing.B) {
 	module := wasmbuild.Go(b, "../examples/echo")
 	const backlog = 10000
@@ -265,7 +296,7 @@ func BenchmarkRestartBacklog(b *testing.B) {
 	}
 	crashed.Start()
 	for i := range backlog {
-		if err := admitRetrying(crashed, provider.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", i%256), Text: "hi"}); err != nil {
+		if err := admitRetrying(crashed, provider.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", i%256), Text: fmt.Sprint(i)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -273,7 +304,7 @@ func BenchmarkRestartBacklog(b *testing.B) {
 	close(p.release)
 	backend.Close()
 	// The restart.
-	ch := &counter{}
+	ch := &ordered{last: map[string]int{}}
 	backend = open()
 	defer backend.Close()
 	bot, err := New(context.Background(), cfg, Options{Backend: backend, Providers: []provider.Provider{ch}, Logger: discard})
@@ -293,6 +324,9 @@ func BenchmarkRestartBacklog(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	if err := ch.check(); err != nil {
+		b.Fatal(err)
+	}
 	for _, state := range []durability.InboxState{durability.InboxPending, durability.InboxProcessing, durability.InboxFailed} {
 		left, err := bot.inbox.List(context.Background(), durability.ListFilter{State: string(state), Limit: 10})
 		if err != nil || len(left) > 0 {

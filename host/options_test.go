@@ -94,6 +94,12 @@ func TestOption_FailOpen(t *testing.T) {
 			if !waitFor(60*time.Second, func() bool { return ch.count("c1", "r: hi") == 1 }) {
 				t.Fatalf("not processed: %q", ch.texts())
 			}
+			// Its reply is recorded sent, though no completion carries
+			// the MarkSent (left sending, a restart would call it
+			// ambiguous).
+			if !waitFor(60*time.Second, func() bool { return b.outboxRecord(t, "web:m1:1").State == durability.OutboxSent }) {
+				t.Fatalf("the reply is %s, want sent", b.outboxRecord(t, "web:m1:1").State)
+			}
 		})
 	}
 }

@@ -54,6 +54,9 @@ func (b *Bot) sweepLoop() {
 // claimed records start well within their lease.
 func (b *Bot) sweepBatch() int { return max(4*b.cfg.Bot.Workers, 256) }
 
+// reclaimBatch is the most records a reclaiming sweep claims at once.
+const reclaimBatch = 20000
+
 // Sweeper delivery: at most deliveryChats chats' due sends are delivered at
 // once, each chat's in order.
 const deliveryChats = 16
@@ -87,6 +90,11 @@ func (b *Bot) sweep(first bool) {
 		}
 	}
 	room := b.sweepBatch() - b.dispatch.queued()
+	if reclaim != nil {
+		// A restart's first sweeps take the whole backlog this instance
+		// left, oldest first, so each chat's messages are queued in order.
+		room = max(room, reclaimBatch)
+	}
 	if room <= 0 || b.isStopping() {
 		return
 	}

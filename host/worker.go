@@ -54,7 +54,8 @@ func (b *Bot) turnLease(ctx context.Context, rec *durability.InboxRecord) (*hear
 func (b *Bot) handle(_ context.Context, j job) {
 	ctx := b.baseCtx
 	if j.unjournaled {
-		b.run(ctx, *j.event, nil)
+		t, _ := b.run(ctx, *j.event, nil)
+		t.flushMark(ctx) // no completion to carry the last send's MarkSent
 		return
 	}
 	rec := j.claimed

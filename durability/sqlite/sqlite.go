@@ -177,8 +177,12 @@ func (s *Store) init(ctx context.Context, busyTimeout time.Duration) error {
 	if err := migrate(ctx, w, s.path); err != nil {
 		return err
 	}
-	if _, err := w.ExecContext(ctx, "PRAGMA wal_autocheckpoint = 0"); err != nil {
-		return fmt.Errorf("sqlite %s: %w", s.path, err)
+	// journal_size_limit: a WAL that grew under a burst is cut back once
+	// a checkpoint has copied it all.
+	for _, pragma := range []string{"PRAGMA wal_autocheckpoint = 0", "PRAGMA journal_size_limit = 67108864"} {
+		if _, err := w.ExecContext(ctx, pragma); err != nil {
+			return fmt.Errorf("sqlite %s: %s: %w", s.path, pragma, err)
+		}
 	}
 	prep := func(c interface {
 		PrepareContext(context.Context, string) (*sql.Stmt, error)

@@ -66,8 +66,9 @@ func Routes(mux *http.ServeMux, bot Bot, token string) {
 	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op(bot.RetrySend)))
 	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op(bot.Discard)))
 	// Go's profiles (CPU, heap, goroutines, blocking), for finding where a
-	// slow bot spends its time: go tool pprof -http=: \
-	//   -H "Authorization: Bearer $TOKEN" http://…/admin/debug/pprof/profile
+	// slow bot spends its time: curl -H "Authorization: Bearer $TOKEN"
+	// -o cpu.pprof http://…/admin/debug/pprof/profile?seconds=30, then
+	// go tool pprof -http=: cpu.pprof
 	mux.HandleFunc("GET /admin/debug/pprof/", a.auth(http.StripPrefix("/admin", http.HandlerFunc(pprof.Index)).ServeHTTP))
 	mux.HandleFunc("GET /admin/debug/pprof/profile", a.auth(pprof.Profile))
 	mux.HandleFunc("GET /admin/debug/pprof/trace", a.auth(pprof.Trace))
