@@ -59,12 +59,16 @@ func TestGuaranteeRow3_DiesBetweenProviderCallAndMarkSent_Ambiguous(t *testing.T
 }
 
 // Row 4: the process dies after recording the send, before confirming the
-// inbound message: it is reprocessed and every reply is answered from the
-// outbox.
+// inbound message: it is reprocessed and every reply recorded sent is
+// answered from the outbox (runCrash checks none went out twice). A
+// handler's last reply is recorded sent in the completion's own write, so
+// that one is ambiguous (row 3) when the completion is lost; and which other
+// messages were in flight at the crash depends on timing, so the count is of
+// at least one deduped reply, not of a fixed number.
 func TestGuaranteeRow4_DiesAfterSendBeforeComplete_AllRepliesFromOutbox(t *testing.T) {
 	m := runCrash(t, memoryBackend, crashCase{op: "inbox.complete"})
-	if m.OutboxDeduped < 2 || m.InboundReplayed < 1 {
-		t.Fatalf("want both replies of the reprocessed message deduped: %+v", m)
+	if m.OutboxDeduped < 1 || m.InboundReplayed < 1 {
+		t.Fatalf("want the reprocessed message's recorded reply deduped: %+v", m)
 	}
 }
 
