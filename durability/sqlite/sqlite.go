@@ -61,10 +61,11 @@ type Store struct {
 }
 
 // checkpointEvery is how often the checkpointer copies the WAL into the
-// database. The writer never checkpoints on its own (wal_autocheckpoint is
+// database (a second: a hot page rewritten many times is copied once, and
+// the copies' I/O comes in fewer bursts than at 250 ms). The writer never checkpoints on its own (wal_autocheckpoint is
 // off on its connection): a checkpoint in a commit's path stalls every
 // caller of that batch behind the database file's fsync.
-const checkpointEvery = 250 * time.Millisecond
+const checkpointEvery = time.Second
 
 type commit struct {
 	writes []durability.Write
