@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
@@ -92,7 +93,12 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 	if got := ask("c3"); !strings.HasPrefix(got, "now ") {
 		t.Fatalf("after a refused reload the old module must keep serving: %q", got)
 	}
-	if r := (&testBot{Bot: bot}).inboxState(t, "web:c3"); r.Module != bot.handler.Digest() {
+	// The reply goes out before the completion lands: wait for it.
+	tb := &testBot{Bot: bot}
+	if !waitFor(60*time.Second, func() bool { return tb.inboxState(t, "web:c3").State == durability.InboxDone }) {
+		t.Fatalf("web:c3 is %s, want done", tb.inboxState(t, "web:c3").State)
+	}
+	if r := tb.inboxState(t, "web:c3"); r.Module != bot.handler.Digest() {
 		t.Fatalf("record names module %q, want the live one", r.Module)
 	}
 	// c1 ran under the echo module: a replay now runs under the new one and
