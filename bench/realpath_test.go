@@ -194,7 +194,8 @@ func profile(base, path string) {
 // webchat transcript out, the Go echo guest, per backend and worker count;
 // then the latency at half of the peak rate, and the memory of 10,000 idle
 // chats. Run it with make bench (-benchtime=1x: each figure is one run).
-// BOTRUN_BENCH_PROFILE=<dir> saves a CPU profile of each botrun run there.
+// BOTRUN_BENCH_PROFILE=<dir> saves a CPU profile of each botrun run there;
+// BOTRUN_BENCH_SYNC=normal runs SQLite with synchronous = "normal".
 func BenchmarkRealPath(b *testing.B) {
 	k := newKit(b, false)
 	rates := map[string]float64{}

@@ -52,14 +52,28 @@ func pad(seq int64) string { return fmt.Sprintf("%020d", seq) }
 // milliseconds, whose value is the entry's key.
 func (t *kvTranscript) timeGroup() string { return t.prefix + "time/" }
 
-func (t *kvTranscript) cached(provider, chat string) (tail, bool) {
+// lastSeq returns the chat's last seq as this process wrote it.
+func (t *kvTranscript) lastSeq(provider, chat string) (int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tl, ok := t.tails[provider+"\x00"+chat]
 	if !ok {
-		return tail{}, false
+		return 0, false
 	}
-	return tail{seq: tl.seq, entries: slices.Clone(tl.entries)}, true
+	return tl.seq, true
+}
+
+// cachedAfter returns a copy of the chat's cached entries after after, at
+// most limit, when the cache holds every one of them (ok false otherwise).
+func (t *kvTranscript) cachedAfter(provider, chat string, after int64, limit int) ([]webchat.Entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tl, ok := t.tails[provider+"\x00"+chat]
+	if !ok || len(tl.entries) == 0 || tl.entries[0].Seq > after+1 || after >= tl.seq {
+		return nil, false
+	}
+	es := tl.entries[after+1-tl.entries[0].Seq:]
+	return slices.Clone(es[:min(len(es), limit)]), true
 }
 
 // remember records that this process appended e, the chat's entry e.Seq.
@@ -109,9 +123,9 @@ func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) 
 	group := p + "chat/" + chat + "/"
 	seqKey := group + "seq"
 	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: text})
-	tl, known := t.cached(provider, chat)
+	last, known := t.lastSeq(provider, chat)
 	for {
-		seq, version := tl.seq, tl.seq
+		seq, version := last, last
 		if !known {
 			b, v, err := t.kv.Get(ctx, seqKey)
 			if err != nil {
@@ -150,9 +164,8 @@ func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) 
 // After implements webchat.Transcript: from memory when the chat's cached
 // entries start right after after, else from the store.
 func (t *kvTranscript) After(ctx context.Context, provider, chat string, after int64, limit int) ([]webchat.Entry, error) {
-	if tl, ok := t.cached(provider, chat); ok && len(tl.entries) > 0 && tl.entries[0].Seq <= after+1 && after < tl.seq {
-		es := tl.entries[after+1-tl.entries[0].Seq:]
-		return es[:min(len(es), limit)], nil
+	if es, ok := t.cachedAfter(provider, chat, after, limit); ok {
+		return es, nil
 	}
 	group := t.prefix + provider + "/chat/" + chat + "/"
 	ids, err := t.kv.Range(ctx, group, durability.IndexOrder, durability.IndexEntry{Score: after, Key: group + pad(after)}, math.MaxInt64, limit)
