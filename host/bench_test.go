@@ -47,13 +47,13 @@ func BenchmarkDurableEcho(b *testing.B) {
 	}{
 		{"memory", func(string) (durability.Backend, error) { return memory.New(), nil }},
 		{"sqlite-full", func(dir string) (durability.Backend, error) {
-			return sqlite.Open(filepath.Join(dir, "bot.db"), &sqlite.Options{Synchronous: "full"})
+			return sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "bot.db"), Synchronous: "full"})
 		}},
 		{"sqlite-normal", func(dir string) (durability.Backend, error) {
-			return sqlite.Open(filepath.Join(dir, "bot.db"), &sqlite.Options{Synchronous: "normal"})
+			return sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, "bot.db"), Synchronous: "normal"})
 		}},
 		{"file", func(dir string) (durability.Backend, error) {
-			return file.Open(filepath.Join(dir, "bot.journal"), &file.Options{AppendLog: true})
+			return file.Open(context.Background(), file.Options{Path: filepath.Join(dir, "bot.journal"), AppendLog: true})
 		}},
 	} {
 		b.Run(bk.name, func(b *testing.B) {
@@ -277,7 +277,7 @@ func BenchmarkRestartBacklog(b *testing.B) {
 	const backlog = 10000
 	path := filepath.Join(b.TempDir(), "bot.db")
 	open := func() durability.Backend {
-		backend, err := sqlite.Open(path, &sqlite.Options{Synchronous: "full"})
+		backend, err := sqlite.Open(context.Background(), sqlite.Options{Path: path, Synchronous: "full"})
 		if err != nil {
 			b.Fatal(err)
 		}

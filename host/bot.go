@@ -14,18 +14,8 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/durability/file"
-	"github.com/botrun/botrun/durability/memory"
-	"github.com/botrun/botrun/durability/postgres"
-	"github.com/botrun/botrun/durability/redis"
-	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/provider/httpchan"
-	"github.com/botrun/botrun/host/provider/metawhatsapp"
-	"github.com/botrun/botrun/host/provider/telegram"
-	"github.com/botrun/botrun/host/provider/twilio"
-	"github.com/botrun/botrun/host/provider/webchat"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -61,7 +51,6 @@ type Bot struct {
 	handler   Handler
 	reload    *reloader
 	providers map[string]provider.Provider
-	chatPage  http.HandlerFunc
 	// mounts add routes to the HTTP surface (the admin API).
 	mounts []func(*http.ServeMux)
 	// servedAlso are served by Run besides its own listener (the admin API
@@ -69,16 +58,15 @@ type Bot struct {
 	servedAlso []served
 	// timeouts bound every HTTP server Run starts.
 	timeouts serverTimeouts
-	// pollers receive from channels that pull (long polling) until the bot
-	// stops.
-	pollers []func(context.Context)
 
 	backend    durability.Backend
 	ownBackend bool
-	transcript webchat.Transcript
-	inbox      durability.InboxJournal
-	outbox     durability.OutboxJournal
-	state      durability.StateStore
+	// kv is the backend's Kv, which channels keep their own data in (nil
+	// when the backend has none).
+	kv     durability.Kv
+	inbox  durability.InboxJournal
+	outbox durability.OutboxJournal
+	state  durability.StateStore
 
 	dispatch *dispatcher
 	metrics  counters
@@ -145,22 +133,19 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) error {
 	b.backend = injected
 	if b.backend == nil {
-		backend, err := OpenBackend(b.cfg)
+		backend, err := OpenBackend(ctx, b.cfg)
 		if err != nil {
 			return err
 		}
 		b.backend, b.ownBackend = backend, true
 	}
-	scope := Scope(b.cfg)
-	j, err := b.backend.Open(ctx, scope)
+	j, err := b.backend.Open(ctx, Scope(b.cfg))
 	if err != nil {
 		return fmt.Errorf("durability: open %s backend: %w", b.cfg.Durability.Backend, err)
 	}
 	b.inbox, b.outbox, b.state = j.Inbox, j.Outbox, j.State
 	if kvb, ok := b.backend.(interface{ Kv() durability.Kv }); ok {
-		b.transcript = &kvTranscript{kv: kvb.Kv(), prefix: scope.ID() + "/tr/"}
-	} else {
-		b.transcript = webchat.NewMemoryTranscript()
+		b.kv = kvb.Kv()
 	}
 	return nil
 }
@@ -170,26 +155,20 @@ func Scope(cfg *config.Config) durability.Scope {
 	return durability.Scope{Tenant: cfg.Bot.Tenant, Environment: cfg.Bot.Environment, Bot: cfg.Bot.ID, Connection: cfg.Bot.Connection}
 }
 
-// OpenBackend opens the durability backend cfg names.
-func OpenBackend(cfg *config.Config) (durability.Backend, error) {
+// OpenBackend opens the durability backend cfg names, through its
+// registered driver (connecting within 30 s).
+func OpenBackend(ctx context.Context, cfg *config.Config) (durability.Backend, error) {
 	d := cfg.Durability
-	switch d.Backend {
-	case "memory":
-		return memory.New(), nil
-	case "sqlite":
-		return sqlite.Open(d.Path, &sqlite.Options{Synchronous: d.Synchronous})
-	case "file":
-		return file.Open(d.Path, &file.Options{AppendLog: *d.AppendLog, CompactEvery: d.CompactEvery, CompactBytes: int64(d.CompactBytes), NoFsync: !*d.Fsync})
-	case "postgres":
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return postgres.Open(ctx, postgres.Options{URL: d.URL, TablePrefix: d.TablePrefix})
-	case "redis":
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return redis.Open(ctx, redis.Options{URL: d.URL, Prefix: d.Prefix})
+	if d.Options == nil {
+		return nil, fmt.Errorf("%s: durability.backend %q is not registered in this program (want one of %v)", cfg.File, d.Backend, durability.Drivers())
 	}
-	return nil, fmt.Errorf("%s: durability.backend %q is not available in this build yet (use sqlite, file or memory)", cfg.File, d.Backend)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	backend, err := d.Options.Open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("durability: open %s backend: %w", d.Backend, err)
+	}
+	return backend, nil
 }
 
 func (b *Bot) loadModule(ctx context.Context) error {
@@ -230,45 +209,18 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 		return nil
 	}
 	for _, pc := range b.cfg.Providers {
-		p, err := b.newProvider(pc)
+		p, err := pc.Settings.Open(provider.Env{ID: pc.ID, Admitter: b, Logger: b.log,
+			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention})
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: provider %q (%s): %w", b.cfg.File, pc.ID, pc.Type, err)
 		}
-		b.providers[pc.Common().ID] = p
+		b.providers[pc.ID] = p
 	}
 	return nil
 }
 
-// newProvider builds the channel a [[providers]] entry configures.
-func (b *Bot) newProvider(pc config.Provider) (provider.Provider, error) {
-	switch pc := pc.(type) {
-	case *config.Webchat:
-		wc := webchat.New(webchat.Config{ID: pc.ID, RateLimit: *pc.RateLimit, Burst: pc.Burst, Logger: b.log}, b, b.transcript)
-		if b.chatPage == nil {
-			b.chatPage = wc.Page
-		}
-		return wc, nil
-	case *config.HTTPChannel:
-		return httpchan.New(httpchan.Config{ID: pc.ID, URL: pc.URL, Secret: pc.Secret, Window: pc.SignatureWindow.D()}, b), nil
-	case *config.Telegram:
-		tg := telegram.New(telegram.Config{ID: pc.ID, Token: pc.Token, SecretToken: pc.SecretToken,
-			Poll: pc.Mode == "poll", APIURL: pc.APIURL, Logger: b.log}, b)
-		if pc.Mode == "poll" {
-			b.pollers = append(b.pollers, tg.Poll)
-		}
-		return tg, nil
-	case *config.MetaWhatsApp:
-		return metawhatsapp.New(metawhatsapp.Config{ID: pc.ID, Token: pc.Token, AppSecret: pc.AppSecret,
-			VerifyToken: pc.VerifyToken, PhoneNumberID: pc.PhoneNumberID, APIURL: pc.APIURL, Logger: b.log}, b)
-	case *config.Twilio:
-		return twilio.New(twilio.Config{ID: pc.ID, AccountSID: pc.AccountSID, AuthToken: pc.AuthToken,
-			From: pc.From, PublicURL: pc.PublicURL, APIURL: pc.APIURL, Logger: b.log}, b)
-	}
-	return nil, fmt.Errorf("provider %q: type %q has no implementation", pc.Common().ID, pc.Common().Type)
-}
-
-// Handler returns the bot's HTTP surface: provider routes, mounted routes, the
-// chat page at / and /healthz.
+// Handler returns the bot's HTTP surface: provider routes (a webchat's page
+// at /), mounted routes and /healthz.
 func (b *Bot) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, p := range b.providers {
@@ -282,12 +234,8 @@ func (b *Bot) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		if b.chatPage == nil {
-			http.Error(w, "botrun: no webchat provider is configured; add [[providers]] id = \"web\", type = \"webchat\"", http.StatusNotFound)
-			return
-		}
-		b.chatPage(w, r)
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "botrun: no chat page here: add [[providers]] id = \"web\", type = \"webchat\" to serve one", http.StatusNotFound)
 	})
 	return mux
 }
@@ -306,8 +254,10 @@ func (b *Bot) Start() {
 	if !b.started && !b.stopping {
 		b.started = true
 		go b.sweepLoop()
-		for _, poll := range b.pollers {
-			go poll(b.baseCtx)
+		for _, p := range b.providers {
+			if r, ok := p.(provider.Runner); ok {
+				go r.Run(b.baseCtx)
+			}
 		}
 		if b.reload != nil {
 			if err := b.reload.watch(b.baseCtx); err != nil {

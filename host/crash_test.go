@@ -169,7 +169,7 @@ func memoryBackend(*testing.T) durability.Backend { return memory.New() }
 var backends = map[string]func(t *testing.T) durability.Backend{
 	"memory": memoryBackend,
 	"sqlite": func(t *testing.T) durability.Backend {
-		b, err := sqlite.Open(filepath.Join(t.TempDir(), "bot.db"), nil)
+		b, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "bot.db")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ var backends = map[string]func(t *testing.T) durability.Backend{
 		return b
 	},
 	"file": func(t *testing.T) durability.Backend {
-		b, err := file.Open(filepath.Join(t.TempDir(), "bot.journal"), &file.Options{AppendLog: true})
+		b, err := file.Open(context.Background(), file.Options{Path: filepath.Join(t.TempDir(), "bot.journal"), AppendLog: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestDataFilesPrivate(t *testing.T) {
 			}
 			if backend == "sqlite" {
 				for _, suffix := range []string{"-wal", "-shm"} {
-					if _, err := os.Stat(cfg.Durability.Path + suffix); err != nil {
+					if _, err := os.Stat(filepath.Join(root, "data/journal/bot.sqlite") + suffix); err != nil {
 						t.Fatalf("the open database has no %s file: %v", suffix, err)
 					}
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/unit"
 )
 
 // native is a Handler written in Go, standing in for a module in tests of the
@@ -201,7 +202,7 @@ func parseErr(t testing.TB, extra string) error {
 
 func duration(t testing.TB, s string) config.Duration {
 	t.Helper()
-	d, err := config.ParseDuration(s)
+	d, err := unit.ParseDuration(s)
 	if err != nil {
 		t.Fatal(err)
 	}

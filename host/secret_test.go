@@ -27,7 +27,7 @@ func TestGuestRandomSeededBySecret(t *testing.T) {
 	ev := abi.Event{ID: "web:chosen-by-the-sender", Provider: "web", Chat: "c1", Text: "entropy", Attempt: 1, ReceivedAt: 1764412800000}
 	dir := t.TempDir()
 	openDB := func(name string) durability.Backend {
-		b, err := sqlite.Open(filepath.Join(dir, name), nil)
+		b, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(dir, name)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestGuestRandomSeededBySecret(t *testing.T) {
 	got := make([]string, 4)
 	for i := range got {
 		wg.Go(func() {
-			b, err := sqlite.Open(shared, nil)
+			b, err := sqlite.Open(context.Background(), sqlite.Options{Path: shared})
 			if err != nil {
 				t.Error(err)
 				return

@@ -6,16 +6,15 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider/webchat"
+	"github.com/botrun/botrun/host/provider"
 )
 
 // serverTimeouts bound the HTTP servers a bot runs, so a client that trickles
 // a request or holds a connection open cannot keep it forever.
 type serverTimeouts struct {
 	// readHeader bounds reading the request line and headers; read the
-	// whole request with its body; write the handler and its answer (above
-	// the webchat long-poll's longest wait); idle a kept-alive connection
+	// whole request with its body; write the handler and its answer
+	// (provider.MaxHandlerTime); idle a kept-alive connection
 	// between requests.
 	readHeader, read, write, idle time.Duration
 }
@@ -24,7 +23,7 @@ type serverTimeouts struct {
 var defaultTimeouts = serverTimeouts{
 	readHeader: 10 * time.Second,
 	read:       30 * time.Second,
-	write:      webchat.MaxWait + 30*time.Second,
+	write:      provider.MaxHandlerTime,
 	idle:       2 * time.Minute,
 }
 
@@ -46,19 +45,15 @@ func (b *Bot) AddListener(ln net.Listener, h http.Handler) {
 	b.servedAlso = append(b.servedAlso, served{ln, h})
 }
 
-// checkExposure refuses to serve a webchat, which has no authentication, on
-// an address other machines reach, unless its entry says allow_public.
+// checkExposure asks each channel that cares whether it may be served on
+// addr (a webchat without allow_public refuses a non-loopback address).
 func (b *Bot) checkExposure(addr net.Addr) error {
-	host, _, err := net.SplitHostPort(addr.String())
-	if err != nil || config.LoopbackHost(host) {
-		return nil
-	}
-	for _, pc := range b.cfg.Providers {
-		wc, ok := pc.(*config.Webchat)
-		if _, served := b.providers[pc.Common().ID].(*webchat.Provider); !ok || !served || wc.AllowPublic {
-			continue
+	for _, p := range b.providers {
+		if lc, ok := p.(provider.ListenChecker); ok {
+			if err := lc.CheckListen(addr.String()); err != nil {
+				return fmt.Errorf("%s: %w", b.cfg.File, err)
+			}
 		}
-		return fmt.Errorf("%s: webchat %q has no authentication and the server listens on %s, which is not loopback: listen on 127.0.0.1, or set allow_public = true in its [[providers]] entry to expose it on purpose", b.cfg.File, wc.ID, addr)
 	}
 	return nil
 }

@@ -3,12 +3,14 @@ package host
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +130,7 @@ func isTimeout(err error) bool {
 func TestWebchatExposureRefusedOnPublicListen(t *testing.T) {
 	for _, public := range []bool{false, true} {
 		cfg := testConfig(t, "")
-		cfg.Providers[0].(*config.Webchat).AllowPublic = public
+		cfg.Providers[0].Settings.(*webchat.Config).AllowPublic = public
 		b := webchatBot(t, cfg, echoOnce)
 		ln, err := net.Listen("tcp", "0.0.0.0:0")
 		if err != nil {
@@ -171,13 +173,15 @@ func TestWebchatExposureTranscriptPurgedWithRetention(t *testing.T) {
 		t.Fatal("the reply was not sent")
 	}
 	// The reply is in the transcript (or already purged); it must go.
-	ctx := context.Background()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		es, err := b.transcript.After(ctx, "web", "c1", 0, 10)
-		if err != nil {
-			t.Fatal(err)
+		w := httptest.NewRecorder()
+		b.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/webchat/web/messages?chat=c1&after=0", nil))
+		var got struct{ Messages []webchat.Entry }
+		if err := json.Unmarshal(w.Body.Bytes(), &got); w.Code != http.StatusOK || err != nil {
+			t.Fatalf("GET messages: %d %s", w.Code, w.Body)
 		}
+		es := got.Messages
 		if len(es) == 0 {
 			return
 		}

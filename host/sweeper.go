@@ -233,19 +233,17 @@ func (b *Bot) splitJournaled(ctx context.Context, rec durability.OutboxRecord) (
 	return rec, true
 }
 
-// purge deletes done and sent records, and webchat transcript entries, older
-// than durability.retention.
+// purge deletes done and sent records older than durability.retention.
 func (b *Bot) purge() {
 	before := time.Now().Add(-b.policy.retention).UnixMilli()
 	ctx := b.baseCtx
 	in, err1 := b.inbox.Purge(ctx, before)
 	out, err2 := b.outbox.Purge(ctx, before)
-	tr, err3 := b.transcript.Purge(ctx, time.UnixMilli(before))
-	if err := errors.Join(err1, err2, err3); err != nil && ctx.Err() == nil {
+	if err := errors.Join(err1, err2); err != nil && ctx.Err() == nil {
 		b.log.Error("retention purge failed", "err", err)
 		return
 	}
-	if in+out+tr > 0 {
-		b.log.Info("retention purge", "inbox", in, "outbox", out, "webchat_transcript", tr)
+	if in+out > 0 {
+		b.log.Info("retention purge", "inbox", in, "outbox", out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/provider/telegram"
 	"github.com/botrun/botrun/host/provider/telegram/telegramtest"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -27,8 +28,8 @@ func telegramBot(t *testing.T, mode string, h Handler) (*testBot, *telegramtest.
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	cfg := testConfig(t, "")
-	cfg.Providers = []config.Provider{&config.Telegram{ProviderCommon: config.ProviderCommon{ID: "tg", Type: "telegram"},
-		Token: tgToken, SecretToken: "sekret", Mode: mode, APIURL: srv.URL}}
+	cfg.Providers = []config.Provider{{ID: "tg", Type: "telegram", Settings: &telegram.Config{
+		Token: tgToken, SecretToken: "sekret", Mode: mode, APIURL: srv.URL}}}
 	b, err := New(context.Background(), cfg, Options{Logger: discard, Backend: memory.New(), Handler: h})
 	if err != nil {
 		t.Fatal(err)

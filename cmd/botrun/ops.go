@@ -15,6 +15,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/unit"
 )
 
 // opsFlags adds -c to a command's flags.
@@ -37,7 +38,7 @@ func openJournals(path string, stderr io.Writer) (durability.Journals, func(), b
 		fmt.Fprintf(stderr, "%s: durability.backend is memory: its journals live only inside the running bot (configure sqlite or file to inspect them from here)\n", path)
 		return durability.Journals{}, nil, false
 	}
-	b, err := host.OpenBackend(cfg)
+	b, err := host.OpenBackend(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return durability.Journals{}, nil, false
@@ -206,7 +207,7 @@ func cmdPurge(args []string, stdout, stderr io.Writer) int {
 	if code, stop := parse(fs, args, 0); stop {
 		return code
 	}
-	d, err := config.ParseDuration(*before)
+	d, err := unit.ParseDuration(*before)
 	if *before == "" || err != nil {
 		fmt.Fprintln(stderr, "botrun purge: --before DURATION is required, e.g. --before 7d")
 		return 2

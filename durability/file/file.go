@@ -41,6 +41,8 @@ import (
 // Options tune the file journal. The zero value is a snapshot rewritten on
 // every commit, fsynced.
 type Options struct {
+	// Path is the journal file (Open only; OpenStore takes it apart).
+	Path string
 	// AppendLog appends each change to <path>.log instead of rewriting the
 	// snapshot.
 	AppendLog bool
@@ -97,10 +99,10 @@ const (
 	dirMode  os.FileMode = 0o700
 )
 
-// Open opens the journal at path (creating it if absent), replaying a leftover
+// Open opens the journal at opts.Path (creating it if absent), replaying a leftover
 // log.
-func Open(path string, opts *Options) (*Backend, error) {
-	s, err := OpenStore(path, opts)
+func Open(_ context.Context, opts Options) (*Backend, error) {
+	s, err := OpenStore(opts.Path, &opts)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 // UPDATE SKIP LOCKED (replicas claiming at once skip each other's rows), the
 // claim transition of KvDurability is applied to the JSON record in SQL, and
 // the new records come back. They must stay in step with claimInbox,
-// beginOutbox and the claimable checks in durability/kvdurability.go; the
+// beginOutbox and the claimable checks in durability/kvinbox.go and kvoutbox.go; the
 // conformance suite runs them.
 
 const claimInboxSQL = `

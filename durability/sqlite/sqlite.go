@@ -28,6 +28,8 @@ import (
 
 // Options tune a Store. The zero value means the defaults.
 type Options struct {
+	// Path is the database file (Open only; OpenStore takes it apart).
+	Path string
 	// Synchronous is "full" (default: every commit is fsynced) or "normal"
 	// (WAL commits survive a process crash, not a power loss).
 	Synchronous string
@@ -72,10 +74,10 @@ type commit struct {
 	err    chan error
 }
 
-// Open opens (creating it if needed) the database at path, migrating its
+// Open opens (creating it if needed) the database at opts.Path, migrating its
 // schema, and returns the backend over it.
-func Open(path string, opts *Options) (*Backend, error) {
-	s, err := OpenStore(path, opts)
+func Open(_ context.Context, opts Options) (*Backend, error) {
+	s, err := OpenStore(opts.Path, &opts)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ func TestConformance(t *testing.T) {
 	for _, sync := range []string{"full", "normal"} {
 		t.Run(sync, func(t *testing.T) {
 			durabilitytest.Run(t, func(t *testing.T) durability.Backend {
-				b, err := sqlite.Open(filepath.Join(t.TempDir(), "bot.db"), &sqlite.Options{Synchronous: sync})
+				b, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "bot.db"), Synchronous: sync})
 				if err != nil {
 					t.Fatal(err)
 				}

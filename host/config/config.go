@@ -3,11 +3,12 @@ package config
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider"
 )
 
 // Config is a decoded, expanded, defaulted and validated bot.toml.
@@ -23,7 +24,7 @@ type Config struct {
 	Durability Durability `toml:"durability"`
 	// Admin is the [admin] section.
 	Admin Admin `toml:"admin"`
-	// Providers are the [[providers]] entries, each a type-specific struct.
+	// Providers are the [[providers]] entries.
 	Providers []Provider `toml:"-"`
 }
 
@@ -79,18 +80,6 @@ type HTTP struct {
 	Listen string `toml:"listen"`
 }
 
-// LoopbackHost reports whether host (a listen or URL host, without the port)
-// names only the local machine: localhost or a loopback IP. An empty host or
-// 0.0.0.0 listens on every interface and is not loopback.
-func LoopbackHost(host string) bool {
-	host = strings.Trim(host, "[]")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
-
 // Admin is the [admin] section: the operator's HTTP API under /admin/.
 type Admin struct {
 	// Token is the bearer token every admin request needs (use ${ENV});
@@ -103,29 +92,14 @@ type Admin struct {
 
 // Durability is the [durability] section: the seed's durability options.
 type Durability struct {
-	// Backend is memory, file, sqlite, postgres or redis (default memory).
+	// Backend names a registered backend (durability.Drivers: memory, file,
+	// sqlite, postgres and redis in cmd/botrun); default memory.
 	Backend string `toml:"backend"`
-	// Path is the file of the file and sqlite backends, relative to the config.
-	Path string `toml:"path"`
-	// URL is the connection URL of the postgres and redis backends.
-	URL string `toml:"url"`
-	// TablePrefix prefixes the postgres backend's table (default "botrun_").
-	TablePrefix string `toml:"table_prefix"`
-	// Prefix starts the redis backend's keys (default "botrun").
-	Prefix string `toml:"prefix"`
-	// Synchronous is the sqlite backend's fsync policy: full (default) or
-	// normal.
-	Synchronous string `toml:"synchronous"`
-	// AppendLog makes the file backend append each change to <path>.log
-	// (default true) instead of rewriting the snapshot.
-	AppendLog *bool `toml:"append_log"`
-	// CompactEvery folds the file backend's log after this many entries
-	// (default 1000).
-	CompactEvery int `toml:"compact_every"`
-	// CompactBytes folds the file backend's log at this size (default 4MiB).
-	CompactBytes Size `toml:"compact_bytes"`
-	// Fsync forces the file backend's writes to disk (default true).
-	Fsync *bool `toml:"fsync"`
+	// Options are the backend's own keys of this table (path, url, …), as
+	// its driver decoded and checked them.
+	Options durability.DriverOptions `toml:"-" botrun:"inline"`
+	// Shared is true when the backend serves several processes at once.
+	Shared bool `toml:"-"`
 	// InstanceID owns leases (default <hostname>/<bot id>/<connection>).
 	InstanceID string `toml:"instance_id"`
 	// FailOpen dispatches an event even when the journal cannot record it.
@@ -182,107 +156,16 @@ type Outbox struct {
 	Lease Duration `toml:"lease"`
 }
 
-// Provider is one [[providers]] entry. Each type has its own struct.
-type Provider interface {
-	// Common returns the keys every provider has.
-	Common() ProviderCommon
-}
-
-// ProviderCommon holds the keys every provider has.
-type ProviderCommon struct {
+// Provider is one [[providers]] entry: its id and type, and the keys its
+// registered channel type decoded and checked.
+type Provider struct {
 	// ID names the provider; it appears in URLs and record ids.
 	ID string `toml:"id"`
-	// Type selects the channel.
+	// Type selects the channel (provider.Types lists the registered ones).
 	Type string `toml:"type"`
+	// Settings are the channel's own keys.
+	Settings provider.Config `toml:"-" botrun:"inline"`
 }
-
-// Common implements Provider.
-func (p ProviderCommon) Common() ProviderCommon { return p }
-
-// Webchat is a provider of type "webchat": the development channel with a chat
-// page. It has no authentication, so it is refused on a non-loopback [http]
-// listen unless AllowPublic is set.
-type Webchat struct {
-	ProviderCommon
-	// AllowPublic lets the webchat run on a non-loopback [http] listen.
-	AllowPublic bool `toml:"allow_public"`
-	// RateLimit is how many requests a second one client address may make
-	// (default 20); 0 turns the limit off.
-	RateLimit *float64 `toml:"rate_limit"`
-	// Burst is how many requests a client address may make at once (default
-	// 100).
-	Burst int `toml:"burst"`
-}
-
-// HTTPChannel is a provider of type "http": any gateway that speaks botrun's
-// signed JSON webhooks (see host/provider/httpchan).
-type HTTPChannel struct {
-	ProviderCommon
-	// URL receives the bot's sends.
-	URL string `toml:"url"`
-	// Secret signs both directions (HMAC-SHA256); use ${ENV}.
-	Secret string `toml:"secret"`
-	// SignatureWindow is how far a request's signed timestamp may be from
-	// now (default 5m); it must be shorter than durability.retention.
-	SignatureWindow Duration `toml:"signature_window"`
-}
-
-// Telegram is a provider of type "telegram": a Telegram bot.
-type Telegram struct {
-	ProviderCommon
-	// Token is the bot token (use ${ENV}).
-	Token string `toml:"token"`
-	// SecretToken is checked on every webhook (X-Telegram-Bot-Api-Secret-Token).
-	SecretToken string `toml:"secret_token"`
-	// Mode is webhook (default) or poll (getUpdates; no public URL needed).
-	Mode string `toml:"mode"`
-	// APIURL is the Bot API base URL (default https://api.telegram.org).
-	APIURL string `toml:"api_url"`
-}
-
-// MetaWhatsApp is a provider of type "meta-whatsapp": one phone number on
-// Meta's WhatsApp Cloud API.
-type MetaWhatsApp struct {
-	ProviderCommon
-	// Token is the access token (use ${ENV}).
-	Token string `toml:"token"`
-	// AppSecret verifies X-Hub-Signature-256 on every webhook (use ${ENV}).
-	AppSecret string `toml:"app_secret"`
-	// VerifyToken answers the hub.challenge subscription handshake.
-	VerifyToken string `toml:"verify_token"`
-	// PhoneNumberID is the number's id (not the number itself).
-	PhoneNumberID string `toml:"phone_number_id"`
-	// APIURL is the Graph API base URL with its version (default
-	// https://graph.facebook.com/v21.0).
-	APIURL string `toml:"api_url"`
-}
-
-// Twilio is a provider of type "twilio": SMS or WhatsApp through Twilio.
-type Twilio struct {
-	ProviderCommon
-	// AccountSID is the account (AC…).
-	AccountSID string `toml:"account_sid"`
-	// AuthToken signs webhooks and authenticates sends (use ${ENV}).
-	AuthToken string `toml:"auth_token"`
-	// From is the sender: +E164, whatsapp:+E164, or a Messaging Service (MG…).
-	From string `toml:"from"`
-	// PublicURL is the webhook URL exactly as configured in Twilio's console.
-	PublicURL string `toml:"public_url"`
-	// APIURL is the REST API base URL (default https://api.twilio.com).
-	APIURL string `toml:"api_url"`
-}
-
-// providerTypes maps each type to a constructor of its config struct.
-var providerTypes = map[string]func() Provider{
-	"webchat":       func() Provider { return &Webchat{} },
-	"http":          func() Provider { return &HTTPChannel{} },
-	"telegram":      func() Provider { return &Telegram{} },
-	"meta-whatsapp": func() Provider { return &MetaWhatsApp{} },
-	"twilio":        func() Provider { return &Twilio{} },
-}
-
-// Backends lists the durability backends bot.toml accepts.
-var Backends = []string{"memory", "file", "sqlite", "postgres", "redis"}
 
 // bootID distinguishes this process's default instance id on shared backends.
 var bootID = func() string {
@@ -335,41 +218,15 @@ func (c *Config) defaults(dir string) {
 	if d.Backend == "" {
 		d.Backend = "memory"
 	}
-	if d.Path != "" {
-		d.Path = resolve(dir, d.Path)
-	}
 	if d.InstanceID == "" {
 		host, _ := os.Hostname()
 		d.InstanceID = host + "/" + b.ID + "/" + b.Connection
-		if d.Backend == "postgres" || d.Backend == "redis" {
+		if d.Shared {
 			// Two processes of one host sharing the backend must not share an
 			// id: a per-boot suffix. A restart then waits for the old leases
 			// to expire; set instance_id to avoid that wait.
 			d.InstanceID += "/" + bootID
 		}
-	}
-	if d.TablePrefix == "" {
-		d.TablePrefix = "botrun_"
-	}
-	if d.Prefix == "" {
-		d.Prefix = "botrun"
-	}
-	if d.Synchronous == "" {
-		d.Synchronous = "full"
-	}
-	if d.AppendLog == nil {
-		t := true
-		d.AppendLog = &t
-	}
-	if d.CompactEvery == 0 {
-		d.CompactEvery = 1000
-	}
-	if d.CompactBytes == 0 {
-		d.CompactBytes = 4 << 20
-	}
-	if d.Fsync == nil {
-		t := true
-		d.Fsync = &t
 	}
 	if d.Poll == 0 {
 		d.Poll = Duration(time.Second)
@@ -409,22 +266,6 @@ func (c *Config) defaults(dir string) {
 	}
 	if o.Lease == 0 {
 		o.Lease = Duration(60 * time.Second)
-	}
-	for _, p := range c.Providers {
-		switch p := p.(type) {
-		case *Webchat:
-			if p.RateLimit == nil {
-				r := 20.0
-				p.RateLimit = &r
-			}
-			if p.Burst == 0 {
-				p.Burst = 100
-			}
-		case *HTTPChannel:
-			if p.SignatureWindow == 0 {
-				p.SignatureWindow = Duration(5 * time.Minute)
-			}
-		}
 	}
 }
 

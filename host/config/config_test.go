@@ -6,10 +6,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	// The built-in channels and backends, as cmd/botrun registers them.
+	_ "github.com/botrun/botrun/durability/file"
+	_ "github.com/botrun/botrun/durability/memory"
+	_ "github.com/botrun/botrun/durability/postgres"
+	_ "github.com/botrun/botrun/durability/redis"
+	_ "github.com/botrun/botrun/durability/sqlite"
+	_ "github.com/botrun/botrun/host/provider/httpchan"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/metawhatsapp"
+	_ "github.com/botrun/botrun/host/provider/telegram"
+	"github.com/botrun/botrun/host/provider/twilio"
+	"github.com/botrun/botrun/host/provider/webchat"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden error files")
@@ -67,7 +81,7 @@ func TestMinimalDefaults(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if w, ok := cfg.Providers[0].(*Webchat); !ok || w.ID != "web" || w.Type != "webchat" {
+	if w, ok := cfg.Providers[0].Settings.(*webchat.Config); !ok || cfg.Providers[0].ID != "web" || cfg.Providers[0].Type != "webchat" || w.ID != "web" {
 		t.Errorf("provider = %#v", cfg.Providers[0])
 	}
 }
@@ -94,7 +108,7 @@ func TestFullFile(t *testing.T) {
 		{"bot.max_chat_state", int64(cfg.Bot.MaxChatState), int64(16 << 20)},
 		{"bot.hot_reload", cfg.Bot.HotReload, true},
 		{"http.listen expanded", cfg.HTTP.Listen, "0.0.0.0:9090"},
-		{"durability.path", d.Path, "/etc/botrun/data/bot.db"},
+		{"durability.path", reflect.ValueOf(d.Options).Elem().FieldByName("Path").String(), "/etc/botrun/data/bot.db"},
 		{"durability.retention days", d.Retention.D(), 14 * 24 * time.Hour},
 		{"inbox.backoff inline table", d.Inbox.Backoff.Base.D(), 500 * time.Millisecond},
 		{"outbox.backoff inherits inbox", d.Outbox.Backoff.Base.D(), 500 * time.Millisecond},
@@ -105,13 +119,13 @@ func TestFullFile(t *testing.T) {
 		{"providers", len(cfg.Providers), 4},
 		{"admin.token", cfg.Admin.Token, "an-admin-token-of-24-chars"},
 		{"admin.listen", cfg.Admin.Listen, "127.0.0.1:9091"},
-		{"webchat allow_public", cfg.Providers[0].(*Webchat).AllowPublic, true},
-		{"webchat rate_limit", *cfg.Providers[0].(*Webchat).RateLimit, 5.0},
-		{"webchat burst", cfg.Providers[0].(*Webchat).Burst, 10},
-		{"webchat default burst", cfg.Providers[1].(*Webchat).Burst, 100},
-		{"meta-whatsapp keys", *cfg.Providers[2].(*MetaWhatsApp), MetaWhatsApp{ProviderCommon: ProviderCommon{ID: "wa", Type: "meta-whatsapp"},
+		{"webchat allow_public", cfg.Providers[0].Settings.(*webchat.Config).AllowPublic, true},
+		{"webchat rate_limit", cfg.Providers[0].Settings.(*webchat.Config).RateLimit, 5.0},
+		{"webchat burst", cfg.Providers[0].Settings.(*webchat.Config).Burst, 10},
+		{"webchat default burst", cfg.Providers[1].Settings.(*webchat.Config).Burst, 100},
+		{"meta-whatsapp keys", *cfg.Providers[2].Settings.(*metawhatsapp.Config), metawhatsapp.Config{ID: "wa",
 			Token: "EAAG-token", AppSecret: "app-secret", VerifyToken: "verify-me", PhoneNumberID: "1098765", APIURL: "http://127.0.0.1:9/v21.0"}},
-		{"twilio keys", *cfg.Providers[3].(*Twilio), Twilio{ProviderCommon: ProviderCommon{ID: "sms", Type: "twilio"},
+		{"twilio keys", *cfg.Providers[3].Settings.(*twilio.Config), twilio.Config{ID: "sms",
 			AccountSID: "AC0123456789abcdef0123456789abcdef", AuthToken: "auth-token", From: "+15550001111", PublicURL: "https://bot.example.com/webhooks/sms"}},
 	}
 	for _, c := range checks {
@@ -203,40 +217,6 @@ func TestWebchatExposureRefusedOnPublicListen(t *testing.T) {
 	}
 }
 
-func TestDurations(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]time.Duration{
-		"15s": 15 * time.Second, "7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour,
-		"500ms": 500 * time.Millisecond, "0": 0, "1h30m": 90 * time.Minute,
-	} {
-		got, err := ParseDuration(in)
-		if err != nil || got != want {
-			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "d", "7", "-1s", "xd", "1d-1h", "forever"} {
-		if _, err := ParseDuration(in); err == nil {
-			t.Errorf("ParseDuration(%q) accepted", in)
-		}
-	}
-}
-
-func TestSizes(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]int64{
-		"64MiB": 64 << 20, "1GiB": 1 << 30, "512KiB": 512 << 10, "1MB": 1e6, "100": 100, "10 B": 10,
-	} {
-		got, err := ParseSize(in)
-		if err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "MiB", "-1", "1.5MiB", "9999999999GiB", "64 mb"} {
-		if _, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) accepted", in)
-		}
-	}
-}
 
 func FuzzParse(f *testing.F) {
 	for _, p := range []string{"testdata/good/full.toml", "testdata/bad/values.toml", "testdata/bad/unknown-keys.toml"} {
@@ -289,12 +269,12 @@ func TestExampleChannels(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the example's channels do not load:\n%v", err)
 	}
-	for typ := range providerTypes {
+	for _, typ := range provider.Types() {
 		if !types[typ] {
 			t.Errorf("bot.toml.example does not show type %q", typ)
 		}
 	}
-	if len(cfg.Providers) != len(providerTypes) {
-		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Providers), len(providerTypes))
+	if len(cfg.Providers) != len(provider.Types()) {
+		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Providers), len(provider.Types()))
 	}
 }

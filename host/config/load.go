@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +14,9 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider"
 )
 
 // Error is one problem in a config file, at a line when it is known.
@@ -66,7 +68,8 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 	p := &parser{file: path, lines: locate(src)}
 	var raw struct {
 		Config
-		Providers []toml.Primitive `toml:"providers"`
+		Durability toml.Primitive   `toml:"durability"`
+		Providers  []toml.Primitive `toml:"providers"`
 	}
 	md, err := toml.Decode(src, &raw)
 	if err != nil {
@@ -74,6 +77,9 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 	}
 	cfg := raw.Config
 	cfg.File = path
+	if err := p.durability(md, raw.Durability, &cfg.Durability); err != nil {
+		p.errs = append(p.errs, err)
+	}
 	for i, prim := range raw.Providers {
 		prov, perr := p.provider(md, i, prim)
 		if perr != nil {
@@ -97,6 +103,32 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 		return nil, p.errs
 	}
 	return &cfg, nil
+}
+
+// durability decodes the [durability] table: the common keys into d, and
+// the backend's own keys into the options of the driver d.Backend names.
+func (p *parser) durability(md toml.MetaData, prim toml.Primitive, d *Durability) *Error {
+	defined := md.IsDefined("durability")
+	if defined {
+		if err := md.PrimitiveDecode(prim, d); err != nil {
+			return p.decodeError(err)
+		}
+	}
+	if d.Backend == "" {
+		d.Backend = "memory"
+	}
+	drv, ok := durability.LookupDriver(d.Backend)
+	if !ok {
+		return &Error{File: p.file, Line: p.line("durability.backend"), Key: "durability.backend",
+			Msg: fmt.Sprintf("unknown backend %q (want one of %s)", d.Backend, strings.Join(durability.Drivers(), ", "))}
+	}
+	d.Options, d.Shared = drv.Options(), drv.Shared
+	if defined {
+		if err := md.PrimitiveDecode(prim, d.Options); err != nil {
+			return p.decodeError(err)
+		}
+	}
+	return nil
 }
 
 type parser struct {
@@ -142,31 +174,23 @@ func (p *parser) decodeError(err error) *Error {
 
 func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Provider, *Error) {
 	key := fmt.Sprintf("providers[%d]", i)
-	var common ProviderCommon
-	if err := md.PrimitiveDecode(prim, &common); err != nil {
-		return nil, p.decodeError(err)
+	var prov Provider
+	if err := md.PrimitiveDecode(prim, &prov); err != nil {
+		return Provider{}, p.decodeError(err)
 	}
-	if common.Type == "" {
-		return nil, &Error{File: p.file, Line: p.line(key), Key: key + ".type", Msg: fmt.Sprintf("missing (want one of %s)", strings.Join(sortedTypes(), ", "))}
+	want := strings.Join(provider.Types(), ", ")
+	if prov.Type == "" {
+		return Provider{}, &Error{File: p.file, Line: p.line(key), Key: key + ".type", Msg: fmt.Sprintf("missing (want one of %s)", want)}
 	}
-	mk, ok := providerTypes[common.Type]
+	t, ok := provider.Lookup(prov.Type)
 	if !ok {
-		return nil, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type", Msg: fmt.Sprintf("unknown provider type %q (want one of %s)", common.Type, strings.Join(sortedTypes(), ", "))}
+		return Provider{}, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type", Msg: fmt.Sprintf("unknown provider type %q (want one of %s)", prov.Type, want)}
 	}
-	prov := mk()
-	if err := md.PrimitiveDecode(prim, prov); err != nil {
-		return nil, p.decodeError(err)
+	prov.Settings = t.Config()
+	if err := md.PrimitiveDecode(prim, prov.Settings); err != nil {
+		return Provider{}, p.decodeError(err)
 	}
 	return prov, nil
-}
-
-func sortedTypes() []string {
-	var ts []string
-	for t := range providerTypes {
-		ts = append(ts, t)
-	}
-	slices.Sort(ts)
-	return ts
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -209,6 +233,9 @@ func (p *parser) expand(v reflect.Value, key string, lookup func(string) (string
 				continue
 			case name == "-" && f.Name == "Providers":
 				name = "providers"
+			case f.Tag.Get("botrun") == "inline":
+				p.expand(v.Field(i), key, lookup)
+				continue
 			case name == "" || name == "-":
 				continue
 			}
@@ -220,8 +247,6 @@ func (p *parser) expand(v reflect.Value, key string, lookup func(string) (string
 		}
 	}
 }
-
-var tablePrefix = regexp.MustCompile(`^[A-Za-z0-9_]*$`)
 
 var scopeName = regexp.MustCompile(`^[A-Za-z0-9._:/@-]{0,128}$`)
 
@@ -256,27 +281,10 @@ func (p *parser) validate(c *Config) {
 		p.add("bot.max_chat_state", "%d bytes is under the 64KiB minimum", b.MaxChatState)
 	}
 	d := c.Durability
-	if !slices.Contains(Backends, d.Backend) {
-		p.add("durability.backend", "unknown backend %q (want %s)", d.Backend, strings.Join(Backends, ", "))
-	}
-	switch d.Backend {
-	case "file", "sqlite":
-		if d.Path == "" {
-			p.add("durability.path", "missing: the %s backend needs a file path", d.Backend)
-		}
-	case "postgres", "redis":
-		if d.URL == "" {
-			p.add("durability.url", "missing: the %s backend needs a connection URL", d.Backend)
-		}
-	}
-	if !tablePrefix.MatchString(d.TablePrefix) {
-		p.add("durability.table_prefix", "%q: use letters, digits and '_'", d.TablePrefix)
-	}
-	if d.Synchronous != "full" && d.Synchronous != "normal" {
-		p.add("durability.synchronous", "unknown value %q (want full or normal)", d.Synchronous)
-	}
-	if d.CompactEvery < 1 {
-		p.add("durability.compact_every", "%d must be at least 1", d.CompactEvery)
+	if d.Options != nil {
+		d.Options.Check(filepath.Dir(p.file), func(key, format string, args ...any) {
+			p.add("durability."+key, format, args...)
+		})
 	}
 	if d.Inbox.MaxAttempts < 1 {
 		p.add("durability.inbox.max_attempts", "%d must be at least 1", d.Inbox.MaxAttempts)
@@ -306,42 +314,18 @@ func (p *parser) validate(c *Config) {
 	seen := map[string]bool{}
 	for n, prov := range c.Providers {
 		i := p.providerIndex[n]
-		id := prov.Common().ID
-		key := fmt.Sprintf("providers[%d].id", i)
+		key := fmt.Sprintf("providers[%d]", i)
 		switch {
-		case !providerID.MatchString(id):
-			p.add(key, "%q must be 1-63 lowercase letters, digits, '-' or '_'", id)
-		case seen[id]:
-			p.add(key, "duplicate provider id %q", id)
+		case !providerID.MatchString(prov.ID):
+			p.add(key+".id", "%q must be 1-63 lowercase letters, digits, '-' or '_'", prov.ID)
+		case seen[prov.ID]:
+			p.add(key+".id", "duplicate provider id %q", prov.ID)
 		}
-		seen[id] = true
-		switch pr := prov.(type) {
-		case *Webchat:
-			p.validateWebchat(i, pr, c.HTTP.Listen)
-		case *Telegram:
-			p.validateTelegram(i, pr)
-		case *MetaWhatsApp:
-			p.validateMeta(i, pr)
-		case *Twilio:
-			p.validateTwilio(i, pr)
-		}
-		if h, ok := prov.(*HTTPChannel); ok {
-			if u, err := url.Parse(h.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				p.add(fmt.Sprintf("providers[%d].url", i), "%q must be an http(s) URL", h.URL)
-			}
-			if len(h.Secret) < 16 {
-				p.add(fmt.Sprintf("providers[%d].secret", i), "missing or shorter than 16 characters (use ${ENV} to keep it out of the file)")
-			}
-			w, r := h.SignatureWindow.D(), c.Durability.Retention.D()
-			switch {
-			case w < time.Second:
-				p.add(fmt.Sprintf("providers[%d].signature_window", i), "%s is below the 1s minimum", w)
-			case r > 0 && 2*w >= r:
-				// A timestamp up to the window ahead is accepted, so a captured
-				// request stays valid for twice the window.
-				p.add(fmt.Sprintf("providers[%d].signature_window", i), "%s is not under half of durability.retention (%s): a request replayed after its record was purged would be accepted again; shorten the window or keep records longer", w, r)
-			}
-		}
+		seen[prov.ID] = true
+		in := provider.Setting{ID: prov.ID, Listen: c.HTTP.Listen, Retention: c.Durability.Retention.D()}
+		prov.Settings.Check(in, func(k, format string, args ...any) {
+			p.add(key+"."+k, format, args...)
+		})
 	}
 }
 
@@ -353,59 +337,6 @@ func (p *parser) validateBackoff(key string, b Backoff) {
 	}
 	if b.Cap != 0 && b.Cap < b.Base {
 		p.add(key+".cap", "%s is below base %s", b.Cap.D(), b.Base.D())
-	}
-}
-
-var secretToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
-
-func (p *parser) validateTelegram(i int, tg *Telegram) {
-	key := func(k string) string { return fmt.Sprintf("providers[%d].%s", i, k) }
-	if tg.Token == "" {
-		p.add(key("token"), "missing: the bot token from @BotFather (use ${ENV} to keep it out of the file)")
-	}
-	if tg.Mode == "" {
-		tg.Mode = "webhook"
-	}
-	switch tg.Mode {
-	case "webhook":
-		if !secretToken.MatchString(tg.SecretToken) {
-			p.add(key("secret_token"), "webhook mode needs 1-256 characters of A-Z a-z 0-9 _ - (the secret_token given to setWebhook)")
-		}
-	case "poll":
-	default:
-		p.add(key("mode"), "%q: want webhook or poll", tg.Mode)
-	}
-	p.validateAPIURL(i, tg.APIURL)
-}
-
-// validateAPIURL checks an optional api_url: https, or plain http on
-// loopback only (a local fake or Bot API server), since the channel's
-// credentials travel in every request.
-func (p *parser) validateAPIURL(i int, raw string) {
-	if raw == "" {
-		return
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		p.add(fmt.Sprintf("providers[%d].api_url", i), "%q must be an http(s) URL", raw)
-	case u.Scheme == "http" && !LoopbackHost(u.Hostname()):
-		p.add(fmt.Sprintf("providers[%d].api_url", i), "%q is plain http to another machine: the channel's credentials would cross the network in clear; use https (plain http is allowed on loopback only)", raw)
-	}
-}
-
-// validateWebchat refuses a webchat, which has no authentication, on a
-// listen address other machines can reach, unless the entry opts in.
-func (p *parser) validateWebchat(i int, w *Webchat, listen string) {
-	key := func(k string) string { return fmt.Sprintf("providers[%d].%s", i, k) }
-	if host, _, err := net.SplitHostPort(listen); err == nil && !LoopbackHost(host) && !w.AllowPublic {
-		p.add(key("allow_public"), "webchat %q has no authentication and [http] listen %q is not loopback: listen on 127.0.0.1, or set allow_public = true in this entry to expose it on purpose", w.ID, listen)
-	}
-	if *w.RateLimit < 0 {
-		p.add(key("rate_limit"), "%g must not be negative (0 turns the limit off)", *w.RateLimit)
-	}
-	if w.Burst < 1 {
-		p.add(key("burst"), "%d must be at least 1", w.Burst)
 	}
 }
 
@@ -426,34 +357,4 @@ func (p *parser) validateAdminListen(c *Config) {
 	if c.Admin.Token == "" {
 		p.add("admin.listen", "set without admin.token: the admin API is off without a token; set token (use ${ENV})")
 	}
-}
-
-// required reports a missing key with how to get it.
-func (p *parser) required(i int, name, value, how string) {
-	if value == "" {
-		p.add(fmt.Sprintf("providers[%d].%s", i, name), "missing: %s", how)
-	}
-}
-
-func (p *parser) validateMeta(i int, m *MetaWhatsApp) {
-	p.required(i, "token", m.Token, "the WhatsApp Cloud API access token (use ${ENV} to keep it out of the file)")
-	p.required(i, "app_secret", m.AppSecret, "the Meta app's secret, which signs every webhook (use ${ENV})")
-	p.required(i, "verify_token", m.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
-	p.required(i, "phone_number_id", m.PhoneNumberID, "the phone number id from WhatsApp > API Setup (not the number itself)")
-	p.validateAPIURL(i, m.APIURL)
-}
-
-var accountSID = regexp.MustCompile(`^AC[0-9a-fA-F]{32}$`)
-
-func (p *parser) validateTwilio(i int, tw *Twilio) {
-	key := func(k string) string { return fmt.Sprintf("providers[%d].%s", i, k) }
-	if !accountSID.MatchString(tw.AccountSID) {
-		p.add(key("account_sid"), "%q: want the account SID from Twilio's console (AC and 32 hex digits)", tw.AccountSID)
-	}
-	p.required(i, "auth_token", tw.AuthToken, "the account's auth token, which signs every webhook (use ${ENV})")
-	p.required(i, "from", tw.From, "the sender: +E164, whatsapp:+E164 or a Messaging Service SID (MG…)")
-	if u, err := url.Parse(tw.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		p.add(key("public_url"), "%q: want the webhook URL exactly as entered in Twilio's console (Twilio signs it)", tw.PublicURL)
-	}
-	p.validateAPIURL(i, tw.APIURL)
 }

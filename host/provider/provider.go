@@ -2,8 +2,13 @@
 // channel implements, the optional interfaces a channel may add, and the types
 // that cross it. One subpackage per channel implements it.
 //
-// provider imports only the standard library: channels know nothing of the
-// durability journals or the WASM engine.
+// A channel type registers itself (Register) with its config struct, its
+// checks and its constructor; the host builds every [[providers]] entry
+// through that registry and knows no channel by name. The guide to adding a
+// channel is in doc.go.
+//
+// provider imports the standard library and durability's Kv (a channel's own
+// store): channels know nothing of the journals or the WASM engine.
 package provider
 
 import (

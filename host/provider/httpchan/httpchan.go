@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/unit"
 )
 
 // SignatureHeader carries the HMAC of the timestamp and the body.
@@ -111,17 +112,48 @@ func VerifyRequest(h http.Header, secret, body []byte, now time.Time, window tim
 	return nil
 }
 
-// Config configures one HTTP channel.
+func init() {
+	provider.Register(provider.Type{Name: "http", Config: func() provider.Config {
+		return &Config{Window: unit.Duration(DefaultWindow)}
+	}})
+}
+
+// Config is a [[providers]] entry of type "http": any gateway that speaks
+// botrun's signed JSON webhooks.
 type Config struct {
-	// ID is the provider entry's id (the webhook path is /webhooks/<id>).
-	ID string
+	// ID is the entry's id (the webhook path is /webhooks/<id>).
+	ID string `toml:"id"`
 	// URL receives the bot's sends.
-	URL string
-	// Secret signs both directions.
-	Secret string
-	// Window is how far a signed timestamp may be from now (default
-	// DefaultWindow).
-	Window time.Duration
+	URL string `toml:"url"`
+	// Secret signs both directions (HMAC-SHA256); use ${ENV}.
+	Secret string `toml:"secret"`
+	// Window is how far a signed timestamp may be from now (default 5m); it
+	// must be under half of durability.retention.
+	Window unit.Duration `toml:"signature_window"`
+}
+
+// Check implements provider.Config.
+func (c *Config) Check(in provider.Setting, problem provider.Problem) {
+	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		problem("url", "%q must be an http(s) URL", c.URL)
+	}
+	if len(c.Secret) < 16 {
+		problem("secret", "missing or shorter than 16 characters (use ${ENV} to keep it out of the file)")
+	}
+	w, r := c.Window.D(), in.Retention
+	switch {
+	case w < time.Second:
+		problem("signature_window", "%s is below the 1s minimum", w)
+	case r > 0 && 2*w >= r:
+		// A timestamp up to the window ahead is accepted, so a captured
+		// request stays valid for twice the window.
+		problem("signature_window", "%s is not under half of durability.retention (%s): a request replayed after its record was purged would be accepted again; shorten the window or keep records longer", w, r)
+	}
+}
+
+// Open implements provider.Config.
+func (c *Config) Open(env provider.Env) (provider.Provider, error) {
+	return Open(*c, env)
 }
 
 // Provider is one HTTP channel.
@@ -132,13 +164,19 @@ type Provider struct {
 	client *http.Client
 }
 
-// New returns the channel posting to cfg.URL and admitting through admit.
-func New(cfg Config, admit provider.Admitter) *Provider {
-	if cfg.Window <= 0 {
-		cfg.Window = DefaultWindow
+// Open returns the channel posting to cfg.URL.
+func Open(cfg Config, env provider.Env) (*Provider, error) {
+	if cfg.ID == "" {
+		cfg.ID = env.ID
 	}
-	gw, _ := url.Parse(cfg.URL)
-	return &Provider{cfg: cfg, secret: []byte(cfg.Secret), admit: admit, client: provider.NewClient(30*time.Second, gw, nil)}
+	if cfg.Window <= 0 {
+		cfg.Window = unit.Duration(DefaultWindow)
+	}
+	gw, err := url.Parse(cfg.URL)
+	if err != nil || (gw.Scheme != "http" && gw.Scheme != "https") || gw.Host == "" {
+		return nil, fmt.Errorf("http channel %s: url %q is not an absolute http(s) URL", cfg.ID, cfg.URL)
+	}
+	return &Provider{cfg: cfg, secret: []byte(cfg.Secret), admit: env.Admitter, client: provider.NewClient(30*time.Second, gw, nil)}, nil
 }
 
 // ID implements provider.Provider.
@@ -192,7 +230,7 @@ func (p *Provider) inbound(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body over %d bytes", MaxBody)})
 		return
 	}
-	if err := VerifyRequest(r.Header, p.secret, body, time.Now(), p.cfg.Window); err != nil {
+	if err := VerifyRequest(r.Header, p.secret, body, time.Now(), p.cfg.Window.D()); err != nil {
 		reply(w, http.StatusUnauthorized, map[string]string{"error": err.Error()})
 		return
 	}

@@ -36,7 +36,10 @@ func (a *admitter) Admit(_ context.Context, prov string, m provider.Message) (pr
 
 // server serves the channel's routes with admit as the host.
 func server(t *testing.T, a *admitter) string {
-	p := New(Config{ID: "gw", URL: "http://unused", Secret: "s3cret"}, a)
+	p, err := Open(Config{ID: "gw", URL: "http://unused", Secret: "s3cret"}, provider.Env{Admitter: a})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	p.Routes(mux)
 	srv := httptest.NewServer(mux)
@@ -144,7 +147,10 @@ func TestSendMapsErrors(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	p := New(Config{ID: "gw", URL: srv.URL, Secret: "s3cret"}, nil)
+	p, err := Open(Config{ID: "gw", URL: srv.URL, Secret: "s3cret"}, provider.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ref, err := p.Send(context.Background(), provider.Outbound{Chat: "c1", Text: "hello"})
 	if err != nil || ref != "msg-7" || gotBody != `{"chat":"c1","text":"hello"}` || VerifyRequest(gotHeader, []byte("s3cret"), []byte(gotBody), time.Now(), time.Minute) != nil {
 		t.Fatalf("send: %q %v body %s headers %v", ref, err, gotBody, gotHeader)

@@ -40,36 +40,70 @@ const TextLimit = 4096
 // SignatureHeader carries the HMAC-SHA256 of the raw body.
 const SignatureHeader = "X-Hub-Signature-256"
 
-// Config configures one WhatsApp Cloud number.
+func init() {
+	provider.Register(provider.Type{Name: "meta-whatsapp", Config: func() provider.Config { return &Config{} }})
+}
+
+// Config is a [[providers]] entry of type "meta-whatsapp": one phone number
+// on Meta's WhatsApp Cloud API.
 type Config struct {
-	ID            string
-	Token         string
-	AppSecret     string
-	VerifyToken   string
-	PhoneNumberID string
-	APIURL        string
-	Logger        *slog.Logger
+	// ID is the entry's id.
+	ID string `toml:"id"`
+	// Token is the access token (use ${ENV}).
+	Token string `toml:"token"`
+	// AppSecret verifies X-Hub-Signature-256 on every webhook (use ${ENV}).
+	AppSecret string `toml:"app_secret"`
+	// VerifyToken answers the hub.challenge subscription handshake.
+	VerifyToken string `toml:"verify_token"`
+	// PhoneNumberID is the number's id (not the number itself).
+	PhoneNumberID string `toml:"phone_number_id"`
+	// APIURL is the Graph API base URL with its version (default
+	// https://graph.facebook.com/v21.0).
+	APIURL string `toml:"api_url"`
+}
+
+// Check implements provider.Config.
+func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
+	provider.Required(problem, "token", c.Token, "the WhatsApp Cloud API access token (use ${ENV} to keep it out of the file)")
+	provider.Required(problem, "app_secret", c.AppSecret, "the Meta app's secret, which signs every webhook (use ${ENV})")
+	provider.Required(problem, "verify_token", c.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
+	provider.Required(problem, "phone_number_id", c.PhoneNumberID, "the phone number id from WhatsApp > API Setup (not the number itself)")
+	provider.CheckAPIURL(c.APIURL, problem)
+}
+
+// Open implements provider.Config.
+func (c *Config) Open(env provider.Env) (provider.Provider, error) {
+	p, err := Open(*c, env)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Provider is one WhatsApp Business phone number.
 type Provider struct {
 	cfg    Config
 	admit  provider.Admitter
+	log    *slog.Logger
 	client *http.Client
 	api    *url.URL
 }
 
-// New returns the channel.
-func New(cfg Config, admit provider.Admitter) (*Provider, error) {
+// Open returns the channel cfg describes.
+func Open(cfg Config, env provider.Env) (*Provider, error) {
+	if cfg.ID == "" {
+		cfg.ID = env.ID
+	}
 	api, err := provider.APIBase(cfg.APIURL, DefaultAPI)
 	if err != nil {
 		return nil, fmt.Errorf("meta-whatsapp %s: %w", cfg.ID, err)
 	}
 	cfg.APIURL = api.String()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
 	}
-	p := &Provider{cfg: cfg, admit: admit, api: api}
+	p := &Provider{cfg: cfg, admit: env.Admitter, log: log, api: api}
 	p.client = provider.NewClient(60*time.Second, api, p.downloadAllowed)
 	return p, nil
 }
@@ -247,13 +281,13 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if id := c.Value.Metadata.PhoneNumberID; id != "" && id != p.cfg.PhoneNumberID {
-				p.cfg.Logger.Warn("meta-whatsapp: a notification for another phone number ignored", "provider", p.cfg.ID, "phone_number_id", id)
+				p.log.Warn("meta-whatsapp: a notification for another phone number ignored", "provider", p.cfg.ID, "phone_number_id", id)
 				continue
 			}
 			for _, m := range c.Value.Messages {
 				msg, ok := m.inbound()
 				if !ok {
-					p.cfg.Logger.Info("meta-whatsapp: message type not handled", "provider", p.cfg.ID, "type", m.Type, "id", m.ID)
+					p.log.Info("meta-whatsapp: message type not handled", "provider", p.cfg.ID, "type", m.Type, "id", m.ID)
 					continue
 				}
 				if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {

@@ -29,7 +29,7 @@ func signed(t testing.TB, body []byte) *http.Request {
 }
 
 func newProvider(t testing.TB, api string, admit provider.Admitter) *Provider {
-	p, err := New(Config{ID: "wa", Token: token, AppSecret: appSecret, VerifyToken: "verify-me", PhoneNumberID: phoneID, APIURL: api}, admit)
+	p, err := Open(Config{ID: "wa", Token: token, AppSecret: appSecret, VerifyToken: "verify-me", PhoneNumberID: phoneID, APIURL: api}, provider.Env{Admitter: admit})
 	if err != nil {
 		t.Fatal(err)
 	}

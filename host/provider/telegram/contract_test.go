@@ -34,7 +34,11 @@ func contract() providertest.Channel {
 	return providertest.Channel{
 		Fake: api,
 		New: func(t testing.TB, url string, admit provider.Admitter) provider.Provider {
-			return New(Config{ID: "tg", Token: token, SecretToken: "s3cret_token", APIURL: url}, admit)
+			p, err := Open(Config{ID: "tg", Token: token, SecretToken: "s3cret_token", Mode: "webhook", APIURL: url}, provider.Env{Admitter: admit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
 		},
 		Signed: func(t testing.TB, body []byte) *http.Request {
 			r := httptest.NewRequest("POST", "/webhooks/tg", bytes.NewReader(body))

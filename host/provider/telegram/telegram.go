@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -32,44 +33,73 @@ const MaxBody = 1 << 20
 // TextLimit is Telegram's longest text message.
 const TextLimit = 4096
 
-// Config configures a Telegram channel.
+func init() {
+	provider.Register(provider.Type{Name: "telegram", Config: func() provider.Config { return &Config{Mode: "webhook"} }})
+}
+
+// Config is a [[providers]] entry of type "telegram": a Telegram bot.
 type Config struct {
-	ID          string
-	Token       string
-	SecretToken string
-	// Poll uses getUpdates instead of a webhook.
-	Poll   bool
-	APIURL string
-	Logger *slog.Logger
+	// ID is the entry's id.
+	ID string `toml:"id"`
+	// Token is the bot token from @BotFather (use ${ENV}).
+	Token string `toml:"token"`
+	// SecretToken is checked on every webhook
+	// (X-Telegram-Bot-Api-Secret-Token).
+	SecretToken string `toml:"secret_token"`
+	// Mode is webhook (default) or poll (getUpdates; no public URL needed).
+	Mode string `toml:"mode"`
+	// APIURL is the Bot API base URL (default https://api.telegram.org).
+	APIURL string `toml:"api_url"`
+}
+
+var secretToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+
+// Check implements provider.Config.
+func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
+	provider.Required(problem, "token", c.Token, "the bot token from @BotFather (use ${ENV} to keep it out of the file)")
+	switch c.Mode {
+	case "webhook":
+		if !secretToken.MatchString(c.SecretToken) {
+			problem("secret_token", "webhook mode needs 1-256 characters of A-Z a-z 0-9 _ - (the secret_token given to setWebhook)")
+		}
+	case "poll":
+	default:
+		problem("mode", "%q: want webhook or poll", c.Mode)
+	}
+	provider.CheckAPIURL(c.APIURL, problem)
+}
+
+// Open implements provider.Config.
+func (c *Config) Open(env provider.Env) (provider.Provider, error) {
+	return Open(*c, env)
 }
 
 // Provider is one Telegram bot.
 type Provider struct {
 	cfg    Config
 	admit  provider.Admitter
+	log    *slog.Logger
 	client *http.Client
 }
 
-// New returns the channel; Start begins long polling when configured.
-func New(cfg Config, admit provider.Admitter) *Provider {
-	if cfg.APIURL == "" {
-		cfg.APIURL = DefaultAPI
+// Open returns the channel cfg describes; with mode poll, Run polls.
+func Open(cfg Config, env provider.Env) (*Provider, error) {
+	if cfg.ID == "" {
+		cfg.ID = env.ID
 	}
-	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
 	}
 	// The API's own origin only: Telegram does not redirect, and every URL
 	// holds the token.
 	api, err := provider.APIBase(cfg.APIURL, DefaultAPI)
 	if err != nil {
-		// The config refuses a bad api_url with its line; a library caller
-		// gets the default API rather than a client that cannot check redirects.
-		cfg.Logger.Error("telegram: bad api_url; using the default API", "err", err)
-		api, _ = provider.APIBase("", DefaultAPI)
+		return nil, fmt.Errorf("telegram %s: %w", cfg.ID, err)
 	}
+	cfg.APIURL = strings.TrimRight(api.String(), "/")
 	client := provider.NewClient(60*time.Second, api, func(u *url.URL) bool { return provider.CredentialsAllowed(u, api) })
-	return &Provider{cfg: cfg, admit: admit, client: client}
+	return &Provider{cfg: cfg, admit: env.Admitter, log: log, client: client}, nil
 }
 
 // ID implements provider.Provider.
@@ -168,7 +198,7 @@ func (u Update) message() (provider.Message, bool) {
 
 // Routes implements provider.Router: the webhook.
 func (p *Provider) Routes(mux *http.ServeMux) {
-	if !p.cfg.Poll {
+	if p.cfg.Mode != "poll" {
 		mux.HandleFunc("POST /webhooks/"+p.cfg.ID, p.webhook)
 	}
 }
@@ -198,16 +228,20 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// Poll runs getUpdates long polling until ctx ends. An update's offset is
+// Run implements provider.Runner: with mode poll, getUpdates long polling
+// until ctx ends (with mode webhook it returns at once). An update's offset is
 // acknowledged only after its message is admitted.
-func (p *Provider) Poll(ctx context.Context) {
+func (p *Provider) Run(ctx context.Context) {
+	if p.cfg.Mode != "poll" {
+		return
+	}
 	var offset int64
 	for ctx.Err() == nil {
 		var updates []json.RawMessage
 		err := p.call(ctx, "getUpdates", map[string]any{"offset": offset, "timeout": 25}, &updates)
 		if err != nil {
 			if ctx.Err() == nil {
-				p.cfg.Logger.Warn("telegram getUpdates failed", "provider", p.cfg.ID, "err", err)
+				p.log.Warn("telegram getUpdates failed", "provider", p.cfg.ID, "err", err)
 				select {
 				case <-time.After(time.Second):
 				case <-ctx.Done():
@@ -219,12 +253,12 @@ func (p *Provider) Poll(ctx context.Context) {
 		for _, raw := range updates {
 			u, err := DecodeUpdate(raw)
 			if err != nil {
-				p.cfg.Logger.Warn("telegram: bad update skipped", "err", err)
+				p.log.Warn("telegram: bad update skipped", "err", err)
 				continue
 			}
 			if msg, ok := u.message(); ok {
 				if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
-					p.cfg.Logger.Error("telegram: not admitted; will poll it again", "err", err)
+					p.log.Error("telegram: not admitted; will poll it again", "err", err)
 					wait = max(time.Second, provider.RetryAfter(err))
 					break
 				}

@@ -42,7 +42,15 @@ func setup(t *testing.T, poll bool) (*Provider, *telegramtest.API, *admitter) {
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	a := &admitter{seen: map[string]bool{}}
-	return New(Config{ID: "tg", Token: token, SecretToken: "s3cret_token", Poll: poll, APIURL: srv.URL}, a), api, a
+	mode := "webhook"
+	if poll {
+		mode = "poll"
+	}
+	p, err := Open(Config{ID: "tg", Token: token, SecretToken: "s3cret_token", Mode: mode, APIURL: srv.URL}, provider.Env{Admitter: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, api, a
 }
 
 func TestWebhookChecksTheSecretToken(t *testing.T) {
@@ -117,12 +125,18 @@ func TestSendMapsTheAPIErrors(t *testing.T) {
 	if err != nil || api.Sent[len(api.Sent)-1]["method"] != "sendPhoto" || api.Sent[len(api.Sent)-1]["photo"] != "file-1" {
 		t.Fatalf("photo: %q %v %v", ref, err, api.Sent)
 	}
-	bad := New(Config{ID: "tg", Token: "wrong", APIURL: p.cfg.APIURL}, nil)
+	bad, err := Open(Config{ID: "tg", Token: "wrong", APIURL: p.cfg.APIURL}, provider.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := bad.Send(ctx, provider.Outbound{Chat: "42", Text: "hi"}); !provider.Permanent(err) {
 		t.Fatalf("bad token: %v", err)
 	}
 	// A network error never shows the token (it is in the URL).
-	down := New(Config{ID: "tg", Token: token, APIURL: "http://127.0.0.1:1"}, nil)
+	down, err := Open(Config{ID: "tg", Token: token, APIURL: "http://127.0.0.1:1"}, provider.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := down.Send(ctx, provider.Outbound{Chat: "42", Text: "hi"}); err == nil || strings.Contains(err.Error(), token) {
 		t.Fatalf("network error %v", err)
 	}
@@ -134,7 +148,7 @@ func TestPollAdmitsAndAdvancesTheOffset(t *testing.T) {
 		api.Updates = append(api.Updates, json.RawMessage(fmt.Sprintf(`{"update_id":%d,"message":{"message_id":%d,"from":{"id":7},"chat":{"id":42},"text":"m%d"}}`, 100+i, i+1, i)))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go p.Poll(ctx)
+	go p.Run(ctx)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		offsets := api.Offsets()
@@ -225,7 +239,10 @@ func TestMediaRedirectsChecked(t *testing.T) {
 		}
 	}))
 	defer api.Close()
-	p := New(Config{ID: "tg", Token: token, Poll: true, APIURL: api.URL}, &admitter{seen: map[string]bool{}})
+	p, err := Open(Config{ID: "tg", Token: token, Mode: "poll", APIURL: api.URL}, provider.Env{Admitter: &admitter{seen: map[string]bool{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, ref := range []string{"away", "https-away"} {
 		b, err := p.LoadMedia(context.Background(), provider.Media{Type: "image", Ref: ref}, 1<<20)
 		if err == nil || !errors.Is(err, provider.ErrRedirectRefused) {

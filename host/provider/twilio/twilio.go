@@ -16,9 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,19 +39,49 @@ const TextLimit = 1600
 // SignatureHeader carries the webhook signature.
 const SignatureHeader = "X-Twilio-Signature"
 
-// Config configures one Twilio sender.
+func init() {
+	provider.Register(provider.Type{Name: "twilio", Config: func() provider.Config { return &Config{} }})
+}
+
+// Config is a [[providers]] entry of type "twilio": SMS or WhatsApp through
+// Twilio.
 type Config struct {
-	ID         string
-	AccountSID string
-	AuthToken  string
-	// From is the sender: a phone number, "whatsapp:+…", or a Messaging
-	// Service SID (MG…).
-	From string
-	// PublicURL is the webhook URL as configured in Twilio's console: the
-	// URL Twilio signs.
-	PublicURL string
-	APIURL    string
-	Logger    *slog.Logger
+	// ID is the entry's id.
+	ID string `toml:"id"`
+	// AccountSID is the account (AC…).
+	AccountSID string `toml:"account_sid"`
+	// AuthToken signs webhooks and authenticates sends (use ${ENV}).
+	AuthToken string `toml:"auth_token"`
+	// From is the sender: +E164, whatsapp:+E164, or a Messaging Service SID
+	// (MG…).
+	From string `toml:"from"`
+	// PublicURL is the webhook URL exactly as configured in Twilio's
+	// console: the URL Twilio signs.
+	PublicURL string `toml:"public_url"`
+	// APIURL is the REST API base URL (default https://api.twilio.com).
+	APIURL string `toml:"api_url"`
+}
+
+var accountSID = regexp.MustCompile(`^AC[0-9a-fA-F]{32}$`)
+
+// Check implements provider.Config.
+func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
+	if !accountSID.MatchString(c.AccountSID) {
+		problem("account_sid", "%q: want the account SID from Twilio's console (AC and 32 hex digits)", c.AccountSID)
+	}
+	provider.Required(problem, "auth_token", c.AuthToken, "the account's auth token, which signs every webhook (use ${ENV})")
+	provider.Required(problem, "from", c.From, "the sender: +E164, whatsapp:+E164 or a Messaging Service SID (MG…)")
+	provider.CheckHTTPURL(problem, "public_url", c.PublicURL, "want the webhook URL exactly as entered in Twilio's console (Twilio signs it)")
+	provider.CheckAPIURL(c.APIURL, problem)
+}
+
+// Open implements provider.Config.
+func (c *Config) Open(env provider.Env) (provider.Provider, error) {
+	p, err := Open(*c, env)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Provider is one Twilio sender.
@@ -62,23 +92,23 @@ type Provider struct {
 	api    *url.URL
 }
 
-// New returns the channel.
-func New(cfg Config, admit provider.Admitter) (*Provider, error) {
+// Open returns the channel cfg describes.
+func Open(cfg Config, env provider.Env) (*Provider, error) {
+	if cfg.ID == "" {
+		cfg.ID = env.ID
+	}
 	api, err := provider.APIBase(cfg.APIURL, DefaultAPI)
 	if err != nil {
 		return nil, fmt.Errorf("twilio %s: %w", cfg.ID, err)
 	}
 	cfg.APIURL = api.String()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
 	// Media URLs redirect to Twilio's storage: mms.twiliocdn.com, or
 	// s3-external-1.amazonaws.com for media without HTTP auth. The Basic
 	// credentials never follow to another host.
 	redirect := func(u *url.URL) bool {
 		return provider.CredentialsAllowed(u, api, "twilio.com", "twiliocdn.com", "s3-external-1.amazonaws.com")
 	}
-	return &Provider{cfg: cfg, admit: admit, client: provider.NewClient(60*time.Second, api, redirect), api: api}, nil
+	return &Provider{cfg: cfg, admit: env.Admitter, client: provider.NewClient(60*time.Second, api, redirect), api: api}, nil
 }
 
 // ID implements provider.Provider.

@@ -41,7 +41,7 @@ func signed(t testing.TB, body []byte) *http.Request {
 }
 
 func newProvider(t testing.TB, api string, admit provider.Admitter) *Provider {
-	p, err := New(Config{ID: "tw", AccountSID: sid, AuthToken: authToken, From: "+15550001111", PublicURL: publicURL, APIURL: api}, admit)
+	p, err := Open(Config{ID: "tw", AccountSID: sid, AuthToken: authToken, From: "+15550001111", PublicURL: publicURL, APIURL: api}, provider.Env{Admitter: admit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,29 +62,71 @@ const (
 	MaxText    = 16 << 10
 	MaxIDChars = 256
 	pageLimit  = 500
-	// MaxWait is the longest a GET waits for the next send.
-	MaxWait = 30 * time.Second
+	// MaxWait is the longest a GET waits for the next send (well within
+	// provider.MaxHandlerTime).
+	MaxWait = provider.MaxHandlerTime / 2
 )
 
-// Config configures a webchat channel.
+func init() {
+	provider.Register(provider.Type{Name: "webchat", Config: func() provider.Config { return &Config{RateLimit: 20, Burst: 100} }})
+}
+
+// Config is a [[providers]] entry of type "webchat": the development channel
+// with a chat page. It has no authentication, so it is refused on a
+// non-loopback [http] listen unless AllowPublic is set.
 type Config struct {
-	// ID is the provider entry's id (the API lives under /webchat/<id>/).
-	ID string
+	// ID is the entry's id (the API lives under /webchat/<id>/).
+	ID string `toml:"id"`
+	// AllowPublic lets the webchat run on a non-loopback [http] listen.
+	AllowPublic bool `toml:"allow_public"`
 	// RateLimit is how many requests a second one client address may make
-	// (0 is no limit); Burst how many it may make at once.
-	RateLimit float64
-	Burst     int
-	// Logger receives the errors callers are not shown.
-	Logger *slog.Logger
+	// (default 20); 0 turns the limit off.
+	RateLimit float64 `toml:"rate_limit"`
+	// Burst is how many requests a client address may make at once
+	// (default 100).
+	Burst int `toml:"burst"`
+	// Transcript keeps the bot's sends; nil keeps them in the Env's Kv (or
+	// in memory when it has none).
+	Transcript Transcript `toml:"-"`
+}
+
+// Check implements provider.Config.
+func (c *Config) Check(in provider.Setting, problem provider.Problem) {
+	if err := c.checkListen(in.Listen); err != nil {
+		problem("allow_public", "%s", err)
+	}
+	if c.RateLimit < 0 {
+		problem("rate_limit", "%g must not be negative (0 turns the limit off)", c.RateLimit)
+	}
+	if c.Burst < 1 {
+		problem("burst", "%d must be at least 1", c.Burst)
+	}
+}
+
+// checkListen refuses a listen address other machines reach unless the entry
+// allows it.
+func (c *Config) checkListen(listen string) error {
+	if host, _, err := net.SplitHostPort(listen); err == nil && !provider.LoopbackHost(host) && !c.AllowPublic {
+		return fmt.Errorf("webchat %q has no authentication and the listen address %q is not loopback: listen on 127.0.0.1, or set allow_public = true in its [[providers]] entry to expose it on purpose", c.ID, listen)
+	}
+	return nil
+}
+
+// Open implements provider.Config.
+func (c *Config) Open(env provider.Env) (provider.Provider, error) {
+	return Open(*c, env)
 }
 
 // Provider is a webchat channel.
 type Provider struct {
-	id    string
-	admit provider.Admitter
-	store Transcript
-	log   *slog.Logger
-	limit *limiter
+	id  string
+	cfg Config
+	// retention is how long the transcript keeps entries (0: forever).
+	retention time.Duration
+	admit     provider.Admitter
+	store     Transcript
+	log       *slog.Logger
+	limit     *limiter
 
 	mu sync.Mutex
 	// waiting holds, per chat with a long poll waiting, the channel closed
@@ -95,14 +139,54 @@ type waiters struct {
 	n  int
 }
 
-// New returns the webchat provider cfg.ID, admitting through admit and keeping
-// the transcript in store.
-func New(cfg Config, admit provider.Admitter, store Transcript) *Provider {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+// Open returns the webchat channel cfg describes. Its transcript lives in
+// env.Kv under env.KeyPrefix + "tr/" unless cfg.Transcript is set.
+func Open(cfg Config, env provider.Env) (*Provider, error) {
+	if cfg.ID == "" {
+		cfg.ID = env.ID
 	}
-	return &Provider{id: cfg.ID, admit: admit, store: store, log: cfg.Logger,
-		limit: newLimiter(cfg.RateLimit, cfg.Burst), waiting: map[string]*waiters{}}
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	store := cfg.Transcript
+	switch {
+	case store != nil:
+	case env.Kv != nil:
+		store = &kvTranscript{kv: env.Kv, prefix: env.KeyPrefix + "tr/"}
+	default:
+		store = NewMemoryTranscript()
+	}
+	return &Provider{id: cfg.ID, cfg: cfg, retention: env.Retention, admit: env.Admitter, store: store, log: log,
+		limit: newLimiter(cfg.RateLimit, cfg.Burst), waiting: map[string]*waiters{}}, nil
+}
+
+// CheckListen implements provider.ListenChecker: without allow_public, the
+// webchat is served on loopback only.
+func (p *Provider) CheckListen(addr string) error { return p.cfg.checkListen(addr) }
+
+// Run implements provider.Runner: it purges transcript entries older than
+// the retention, once a minute (or once a retention when it is shorter).
+func (p *Provider) Run(ctx context.Context) {
+	if p.retention <= 0 {
+		return
+	}
+	t := time.NewTicker(min(p.retention, time.Minute))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := p.store.Purge(ctx, time.Now().Add(-p.retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			p.log.Error("webchat: transcript retention purge failed", "provider", p.id, "err", err)
+		case n > 0:
+			p.log.Info("webchat: transcript retention purge", "provider", p.id, "entries", n)
+		}
+	}
 }
 
 // ID implements provider.Provider.
@@ -157,15 +241,17 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 //go:embed page.html
 var page embed.FS
 
-// Routes implements provider.Router.
+// Routes implements provider.Router: the API, the chat page under
+// /webchat/<id>/, and at / unless another route (an earlier webchat) serves
+// it already.
 func (p *Provider) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /webchat/"+p.id+"/messages", p.limited(p.post))
 	mux.HandleFunc("GET /webchat/"+p.id+"/messages", p.limited(p.get))
 	mux.HandleFunc("GET /webchat/"+p.id+"/{$}", p.page)
+	if _, pattern := mux.Handler(&http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/"}}); pattern == "" {
+		mux.HandleFunc("GET /{$}", p.page)
+	}
 }
-
-// Page serves the chat page for this provider; the host mounts it at /.
-func (p *Provider) Page(w http.ResponseWriter, r *http.Request) { p.page(w, r) }
 
 func (p *Provider) page(w http.ResponseWriter, r *http.Request) {
 	b, _ := page.ReadFile("page.html")

@@ -45,7 +45,7 @@ func (a *admitter) Admit(_ context.Context, prov string, m provider.Message) (pr
 func newServer(t *testing.T) (*Provider, *admitter, *httptest.Server) {
 	t.Helper()
 	a := &admitter{seen: map[string]bool{}}
-	p := New(Config{ID: "web"}, a, NewMemoryTranscript())
+	p, _ := Open(Config{ID: "web"}, provider.Env{Admitter: a})
 	mux := http.NewServeMux()
 	p.Routes(mux)
 	srv := httptest.NewServer(mux)
@@ -132,7 +132,7 @@ func TestPostRejectsBadRequests(t *testing.T) {
 func TestWebchatExposureNoInternalErrors(t *testing.T) {
 	a := &admitter{seen: map[string]bool{}, fail: errors.New("journal down: /var/lib/botrun/bot.db: disk I/O error")}
 	var logs bytes.Buffer
-	p := New(Config{ID: "web", Logger: slog.New(slog.NewTextHandler(&logs, nil))}, a, failingTranscript{})
+	p, _ := Open(Config{ID: "web", Transcript: failingTranscript{}}, provider.Env{Admitter: a, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	mux := http.NewServeMux()
 	p.Routes(mux)
 	srv := httptest.NewServer(mux)
@@ -265,7 +265,7 @@ func FuzzDecodePost(f *testing.F) {
 func TestWebchatExposureRateLimited(t *testing.T) {
 	a := &admitter{seen: map[string]bool{}}
 	// One token every 1000 s: the bucket cannot refill during the test.
-	p := New(Config{ID: "web", RateLimit: 0.001, Burst: 3}, a, NewMemoryTranscript())
+	p, _ := Open(Config{ID: "web", RateLimit: 0.001, Burst: 3}, provider.Env{Admitter: a})
 	mux := http.NewServeMux()
 	p.Routes(mux)
 	call := func(addr, method, body string) *httptest.ResponseRecorder {
@@ -320,7 +320,7 @@ func (c *countingTranscript) count(chat string) int {
 // transcript again.
 func TestWebchatExposureLongPollOwnChat(t *testing.T) {
 	tr := &countingTranscript{MemoryTranscript: NewMemoryTranscript(), reads: map[string]int{}}
-	p := New(Config{ID: "web"}, &admitter{seen: map[string]bool{}}, tr)
+	p, _ := Open(Config{ID: "web", Transcript: tr}, provider.Env{Admitter: &admitter{seen: map[string]bool{}}})
 	mux := http.NewServeMux()
 	p.Routes(mux)
 	srv := httptest.NewServer(mux)

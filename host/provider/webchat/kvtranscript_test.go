@@ -1,10 +1,12 @@
-package host
+package webchat
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/botrun/botrun/durability"
@@ -14,6 +16,14 @@ import (
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/internal/testserver"
 )
+
+var prefixes atomic.Int64
+
+func uniquePrefix(p string) string {
+	return fmt.Sprintf("%s%d_%d_", p, os.Getpid(), prefixes.Add(1))
+}
+
+func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }
 
 // TestTranscriptSeqPerChat: each chat counts its own seq, so concurrent
 // replies to many chats never conflict, and one chat's entries keep the order
@@ -25,7 +35,9 @@ func TestTranscriptSeqPerChat(t *testing.T) {
 		open func() (durability.Backend, error)
 	}{
 		{"memory", func() (durability.Backend, error) { return memory.New(), nil }},
-		{"sqlite", func() (durability.Backend, error) { return sqlite.Open(filepath.Join(t.TempDir(), "bot.db"), nil) }},
+		{"sqlite", func() (durability.Backend, error) {
+			return sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "bot.db")})
+		}},
 		{"postgres", func() (durability.Backend, error) {
 			return postgres.Open(context.Background(), postgres.Options{URL: testserver.Postgres(t), TablePrefix: uniquePrefix("tr")})
 		}},

@@ -1,4 +1,6 @@
-package config
+// Package unit holds the value types of bot.toml and of the plug-ins' own keys:
+// durations ("15s", "7d") and byte sizes ("64MiB").
+package unit
 
 import (
 	"fmt"

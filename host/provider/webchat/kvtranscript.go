@@ -1,4 +1,4 @@
-package host
+package webchat
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host/provider/webchat"
 )
 
 // kvTranscript keeps the webchat transcript in the backend's Kv, beside the
@@ -32,7 +31,7 @@ type kvTranscript struct {
 // version is its value), and its latest entries, contiguous up to seq.
 type tail struct {
 	seq     int64
-	entries []webchat.Entry
+	entries []Entry
 }
 
 // Bounds of the tail cache: chats, and entries per chat.
@@ -65,7 +64,7 @@ func (t *kvTranscript) lastSeq(provider, chat string) (int64, bool) {
 
 // cachedAfter returns a copy of the chat's cached entries after after, at
 // most limit, when the cache holds every one of them (ok false otherwise).
-func (t *kvTranscript) cachedAfter(provider, chat string, after int64, limit int) ([]webchat.Entry, bool) {
+func (t *kvTranscript) cachedAfter(provider, chat string, after int64, limit int) ([]Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tl, ok := t.tails[provider+"\x00"+chat]
@@ -77,7 +76,7 @@ func (t *kvTranscript) cachedAfter(provider, chat string, after int64, limit int
 }
 
 // remember records that this process appended e, the chat's entry e.Seq.
-func (t *kvTranscript) remember(provider string, e webchat.Entry) {
+func (t *kvTranscript) remember(provider string, e Entry) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.tails == nil {
@@ -112,7 +111,7 @@ func (t *kvTranscript) forget(provider, chat string) {
 	delete(t.tails, provider+"\x00"+chat)
 }
 
-// Append implements webchat.Transcript. Each chat has its own seq key
+// Append implements Transcript. Each chat has its own seq key
 // ("<prefix><provider>/chat/<chat>/seq", whose version is the seq), so
 // concurrent replies to different chats never conflict. A chat's first
 // append under this scheme starts after the provider-wide seq that earlier
@@ -156,14 +155,14 @@ func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) 
 			t.forget(provider, chat)
 			return 0, err
 		}
-		t.remember(provider, webchat.Entry{Seq: seq, Chat: chat, Text: text})
+		t.remember(provider, Entry{Seq: seq, Chat: chat, Text: text})
 		return seq, nil
 	}
 }
 
-// After implements webchat.Transcript: from memory when the chat's cached
+// After implements Transcript: from memory when the chat's cached
 // entries start right after after, else from the store.
-func (t *kvTranscript) After(ctx context.Context, provider, chat string, after int64, limit int) ([]webchat.Entry, error) {
+func (t *kvTranscript) After(ctx context.Context, provider, chat string, after int64, limit int) ([]Entry, error) {
 	if es, ok := t.cachedAfter(provider, chat, after, limit); ok {
 		return es, nil
 	}
@@ -172,7 +171,7 @@ func (t *kvTranscript) After(ctx context.Context, provider, chat string, after i
 	if err != nil {
 		return nil, err
 	}
-	var out []webchat.Entry
+	var out []Entry
 	for _, id := range ids {
 		b, v, err := t.kv.Get(ctx, id.Key)
 		if err != nil {
@@ -185,12 +184,12 @@ func (t *kvTranscript) After(ctx context.Context, provider, chat string, after i
 		if err := json.Unmarshal(b, &e); err != nil {
 			return nil, err
 		}
-		out = append(out, webchat.Entry{Seq: id.Score, Chat: e.Chat, Text: e.Text})
+		out = append(out, Entry{Seq: id.Score, Chat: e.Chat, Text: e.Text})
 	}
 	return out, nil
 }
 
-// Purge implements webchat.Transcript: the entries appended before before,
+// Purge implements Transcript: the entries appended before before,
 // in batches of 500. Entries written before the time index existed are kept.
 // The cached entries go too.
 func (t *kvTranscript) Purge(ctx context.Context, before time.Time) (int, error) {

@@ -1,0 +1,34 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/botrun/botrun/durability"
+)
+
+func init() {
+	durability.Register(durability.Driver{Name: "postgres", Shared: true, Options: func() durability.DriverOptions {
+		return &driverOptions{TablePrefix: "botrun_"}
+	}})
+}
+
+// driverOptions are the postgres backend's [durability] keys.
+type driverOptions struct {
+	// URL is the connection URL (use ${ENV}).
+	URL string `toml:"url"`
+	// TablePrefix prefixes the table (default "botrun_").
+	TablePrefix string `toml:"table_prefix"`
+}
+
+func (o *driverOptions) Check(_ string, problem durability.Problem) {
+	if o.URL == "" {
+		problem("url", "missing: the postgres backend needs a connection URL, e.g. \"${DATABASE_URL}\"")
+	}
+	if !prefixRE.MatchString(o.TablePrefix) {
+		problem("table_prefix", "%q: use letters, digits and '_'", o.TablePrefix)
+	}
+}
+
+func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
+	return Open(ctx, Options{URL: o.URL, TablePrefix: o.TablePrefix})
+}

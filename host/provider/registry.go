@@ -1,0 +1,122 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+)
+
+// Type is a channel type that a [[providers]] entry's type can name. A
+// channel package registers its type in an init function; a program includes
+// the channels it wants by importing their packages (cmd/botrun imports the
+// built-in set). See doc.go's guide to adding a channel.
+type Type struct {
+	// Name is the value of the entry's type key.
+	Name string
+	// Config returns a new entry filled with the type's defaults. Its
+	// toml-tagged fields are the entry's keys, decoded over those defaults;
+	// id and type are decoded by the host.
+	Config func() Config
+}
+
+// Config is one decoded [[providers]] entry of a registered type.
+type Config interface {
+	// Check completes the entry and reports each problem under its key
+	// (e.g. "token"), with the way out.
+	Check(in Setting, problem Problem)
+	// Open builds the channel the entry describes.
+	Open(env Env) (Provider, error)
+}
+
+// Problem reports what is wrong with one key and how to fix it.
+type Problem func(key, format string, args ...any)
+
+// Setting is what a channel's Check may look at beyond its own entry.
+type Setting struct {
+	// ID is the entry's id.
+	ID string
+	// Listen is [http] listen, the address webhooks arrive on.
+	Listen string
+	// Retention is durability.retention (0 keeps records forever).
+	Retention time.Duration
+}
+
+// Env is what the host gives a channel it opens.
+type Env struct {
+	// ID is the entry's id.
+	ID string
+	// Admitter journals the channel's inbound messages.
+	Admitter Admitter
+	// Logger receives the channel's logs.
+	Logger *slog.Logger
+	// Kv keeps the channel's own durable data beside the journals, under
+	// keys that start with KeyPrefix; nil when the backend has no Kv.
+	Kv        durability.Kv
+	KeyPrefix string
+	// Retention is how long the channel keeps what it stores (0: forever).
+	Retention time.Duration
+}
+
+// Runner is implemented by a channel with work of its own, such as polling
+// for updates or purging what it stores: the host calls Run once when the bot
+// starts, and cancels ctx when it stops.
+type Runner interface {
+	Run(ctx context.Context)
+}
+
+// ListenChecker is implemented by a channel that may not be served on every
+// address (webchat, which has no authentication, refuses a public one unless
+// its entry allows it). The host calls CheckListen with the address of its
+// HTTP listener before it serves.
+type ListenChecker interface {
+	CheckListen(addr string) error
+}
+
+// MaxHandlerTime is how long the host lets a channel's HTTP handler run
+// and write its answer (its server's write timeout): a long poll must answer
+// well within it.
+const MaxHandlerTime = 60 * time.Second
+
+var types = struct {
+	sync.RWMutex
+	m map[string]Type
+}{m: map[string]Type{}}
+
+// Register makes a channel type available under t.Name. It panics when the
+// name is taken or t is incomplete: both are programming errors.
+func Register(t Type) {
+	types.Lock()
+	defer types.Unlock()
+	if t.Name == "" || t.Config == nil {
+		panic("provider: Register needs a name and a Config constructor")
+	}
+	if _, dup := types.m[t.Name]; dup {
+		panic(fmt.Sprintf("provider: channel type %q is registered twice", t.Name))
+	}
+	types.m[t.Name] = t
+}
+
+// Lookup returns the registered channel type called name.
+func Lookup(name string) (Type, bool) {
+	types.RLock()
+	defer types.RUnlock()
+	t, ok := types.m[name]
+	return t, ok
+}
+
+// Types lists the registered channel types' names in order.
+func Types() []string {
+	types.RLock()
+	defer types.RUnlock()
+	names := make([]string, 0, len(types.m))
+	for n := range types.m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
