@@ -13,14 +13,15 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	for name, opts := range map[string]*Options{
-		"snapshot":   nil,
+	for name, opts := range map[string]Options{
+		"snapshot":   {},
 		"append_log": {AppendLog: true},
 		"compacting": {AppendLog: true, CompactEvery: 7},
 	} {
 		t.Run(name, func(t *testing.T) {
 			durabilitytest.Run(t, func(t *testing.T) durability.Backend {
-				b, err := Open(filepath.Join(t.TempDir(), "bot.journal"), opts)
+				opts.Path = filepath.Join(t.TempDir(), "bot.journal")
+				b, err := Open(context.Background(), opts)
 				if err != nil {
 					t.Fatal(err)
 				}

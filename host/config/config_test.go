@@ -18,8 +18,8 @@ import (
 	_ "github.com/botrun/botrun/durability/postgres"
 	_ "github.com/botrun/botrun/durability/redis"
 	_ "github.com/botrun/botrun/durability/sqlite"
-	_ "github.com/botrun/botrun/host/provider/httpchan"
 	"github.com/botrun/botrun/host/provider"
+	_ "github.com/botrun/botrun/host/provider/httpchan"
 	"github.com/botrun/botrun/host/provider/metawhatsapp"
 	_ "github.com/botrun/botrun/host/provider/telegram"
 	"github.com/botrun/botrun/host/provider/twilio"
@@ -216,7 +216,6 @@ func TestWebchatExposureRefusedOnPublicListen(t *testing.T) {
 		}
 	}
 }
-
 
 func FuzzParse(f *testing.F) {
 	for _, p := range []string{"testdata/good/full.toml", "testdata/bad/values.toml", "testdata/bad/unknown-keys.toml"} {
