@@ -229,12 +229,12 @@ func BenchmarkReplicas(b *testing.B) {
 // that admits the backlog dies with every record unfinished.
 type parked struct{ release chan struct{} }
 
-func (p parked) Handle(ctx context.Context, _ abi.Event, _ wasm.Env) error {
+func (p parked) Handle(ctx context.Context, _ abi.Event, _ wasm.Env) (string, error) {
 	select {
 	case <-p.release:
 	case <-ctx.Done():
 	}
-	return ctx.Err()
+	return "parked", ctx.Err()
 }
 func (parked) Digest() string { return "parked" }
 
@@ -290,7 +290,7 @@ func BenchmarkRestartBacklog(b *testing.B) {
 	// The first process admits the backlog and dies before handling it.
 	backend := open()
 	p := parked{release: make(chan struct{})}
-	crashed, err := New(context.Background(), cfg, Options{Backend: backend, Handler: p, Providers: []provider.Provider{&counter{}}, Logger: discard})
+	crashed, err := New(context.Background(), cfg, Options{Backend: backend, Guest: p, Providers: []provider.Provider{&counter{}}, Logger: discard})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func BenchmarkRestartBacklog(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	crashed.Abandon()
+	crashed.crash()
 	close(p.release)
 	backend.Close()
 	// The restart.

@@ -19,12 +19,23 @@ import (
 	"github.com/botrun/botrun/host/wasm"
 )
 
-// Handler runs one event against env. *wasm.Module implements it; tests may
-// pass a native handler.
-type Handler interface {
-	Handle(ctx context.Context, ev abi.Event, env wasm.Env) error
-	// Digest identifies the code; it is recorded on each completed record.
+// Guest runs the bot's logic for one event: the loaded WebAssembly module
+// (swapped between events when hot reload is on); tests may pass a native
+// one.
+type Guest interface {
+	// Handle runs ev against env and returns the digest of the code that
+	// ran it, which the completion records.
+	Handle(ctx context.Context, ev abi.Event, env wasm.Env) (ran string, err error)
+	// Digest identifies the code that runs the next event.
 	Digest() string
+}
+
+// module is a Guest of one loaded module.
+type module struct{ *wasm.Module }
+
+// Handle implements Guest.
+func (m module) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, error) {
+	return m.Digest(), m.Module.Handle(ctx, ev, env)
 }
 
 // Options change how New builds a bot. The zero value builds everything from
@@ -35,8 +46,8 @@ type Options struct {
 	// Backend replaces the backend named by the config (the bot does not close
 	// an injected backend).
 	Backend durability.Backend
-	// Handler replaces the config's module.
-	Handler Handler
+	// Guest replaces the config's module.
+	Guest Guest
 	// Providers replace the config's providers.
 	Providers []provider.Provider
 }
@@ -48,7 +59,7 @@ type Bot struct {
 	log       *slog.Logger
 	policy    policy
 	engine    *wasm.Engine
-	handler   Handler
+	guest     Guest
 	reload    *reloader
 	providers map[string]provider.Provider
 	// mounts add routes to the HTTP surface (the admin API).
@@ -69,21 +80,22 @@ type Bot struct {
 	state  durability.StateStore
 
 	dispatch *dispatcher
+	sender   *sender
 	metrics  counters
 	// replaysOnNewModule counts records run again under another module.
 	replaysOnNewModule atomic.Int64
 	mediaRefs          bool
 	boot               time.Time
 	wake               chan struct{}
-	// delivering tracks the sweeper's deliveries of due sends; deliveryBusy
-	// is set while one batch is out, inboxBacklog when the last inbound
-	// claim was full.
-	delivering   sync.WaitGroup
-	deliveryBusy atomic.Bool
+	// sendsOut counts the claimed sends of the last outbox claim that the
+	// workers have not delivered yet; inboxBacklog is set when the last
+	// inbound claim was full.
+	sendsOut     atomic.Int64
+	sendsFull    atomic.Bool
 	inboxBacklog atomic.Bool
 
 	mu        sync.Mutex
-	listeners []func(Event)
+	listeners []func(Alert)
 	started   bool
 	stopping  bool
 	stopped   chan struct{}
@@ -114,8 +126,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	if err := b.openBackend(ctx, opts.Backend); err != nil {
 		return nil, err
 	}
-	b.handler = opts.Handler
-	if b.handler == nil {
+	b.guest = opts.Guest
+	if b.guest == nil {
 		if err := b.loadModule(ctx); err != nil {
 			b.closeBackend()
 			return nil, err
@@ -125,6 +137,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.close()
 		return nil, err
 	}
+	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
+		heartbeat: b.startHeartbeat, alert: b.alert, wake: b.wakeSweeper}
 	b.dispatch = newDispatcher(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
 	b.dispatch.setOnLow(b.sweepBatch()/4, b.queueLow)
 	return b, nil
@@ -187,17 +201,17 @@ func (b *Bot) loadModule(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	module, err := engine.Load(ctx, b.cfg.Bot.Module)
+	mod, err := engine.Load(ctx, b.cfg.Bot.Module)
 	if err != nil {
 		engine.Close(ctx)
 		return err
 	}
-	b.engine, b.handler = engine, module
+	b.engine, b.guest = engine, module{mod}
 	if b.cfg.Bot.HotReload {
-		b.reload = newReloader(engine, b.cfg.Bot.Module, module, b)
-		b.handler = b.reload
+		b.reload = newReloader(engine, b.cfg.Bot.Module, mod, b)
+		b.guest = b.reload
 	}
-	b.log.Info("module loaded", "module", b.cfg.Bot.Module, "sha256", module.Digest()[:12], "hot_reload", b.cfg.Bot.HotReload)
+	b.log.Info("module loaded", "module", b.cfg.Bot.Module, "sha256", mod.Digest()[:12], "hot_reload", b.cfg.Bot.HotReload)
 	return nil
 }
 
@@ -347,9 +361,9 @@ func (b *Bot) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Abandon stops the bot without waiting for anything, as a crash would: its
+// crash stops the bot without waiting for anything, as a crash would: its
 // goroutines are left to fail against a dead backend. For crash tests.
-func (b *Bot) Abandon() {
+func (b *Bot) crash() {
 	b.mu.Lock()
 	b.stopping = true
 	b.mu.Unlock()
@@ -380,4 +394,17 @@ func (b *Bot) isStopping() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.stopping
+}
+
+// Send sends text to chat on a provider outside any handler (rule 3: without
+// a key, a random one). It retries inline like a handler's send.
+func (b *Bot) Send(ctx context.Context, providerID, chat, text, key string) (abi.SendResult, error) {
+	if key == "" {
+		key = "rnd:" + randomID()
+	}
+	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckName("idempotency key", key)); err != nil {
+		return abi.SendResult{}, fmt.Errorf("send: %w", err)
+	}
+	res, _, err := b.sender.sendNow(ctx, sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: text}, key: key}, false)
+	return res, err
 }

@@ -82,7 +82,7 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 	for !crash.Crashed() && !a.settled(len(crashMessages)) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	a.Abandon()
+	a.crash()
 	time.Sleep(2 * time.Millisecond) // B boots strictly after A's last lease
 
 	b := newTestBot(t, cfg, shared, echoTwice, ch)
@@ -117,7 +117,7 @@ func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *channel) {
 	}
 	ambiguous := map[string]bool{}
 	for len(b.events) > 0 {
-		if e := <-b.events; e.Name == EventAmbiguous {
+		if e := <-b.events; e.Name == AlertAmbiguous {
 			ambiguous[e.Key] = true
 		}
 	}

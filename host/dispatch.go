@@ -43,11 +43,13 @@ func (d *dispatcher) queued() int {
 	return d.pending
 }
 
-// job is one inbound record to handle.
+// job is one inbound record to handle, or one claimed send to deliver.
 type job struct {
 	chatKey string
-	// id is the inbox record id.
+	// id is the inbox record id (the outbox key of a send).
 	id string
+	// send is a due send the sweeper claimed.
+	send *durability.ClaimedSend
 	// claimed is set when the record is claimed already (by Admit or the
 	// sweeper); its lease is extended from the start of its turn.
 	claimed *durability.InboxRecord
@@ -119,6 +121,8 @@ func (d *dispatcher) submit(j job) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if q, ok := d.chats[j.chatKey]; ok && j.claimed != nil && !d.stopped {
+		// Only inbound records: a send is claimed again only once the
+		// last claim's sends are all delivered.
 		for i := range q.jobs {
 			if w := &q.jobs[i]; w.id == j.id && w.claimed != nil {
 				if j.claimed.Token > w.claimed.Token {

@@ -4,18 +4,19 @@ import (
 	"sync/atomic"
 )
 
-// Event names.
+// Alert names.
 const (
-	// EventDead: a record went to the dead-letter queue. Kind is "inbox" or
+	// AlertDead: a record went to the dead-letter queue. Kind is "inbox" or
 	// "outbox"; ID is its id or key; Error says why.
-	EventDead = "durability:dead"
-	// EventAmbiguous: a send's outcome is unknown after a crash. Key and Chat
+	AlertDead = "durability:dead"
+	// AlertAmbiguous: a send's outcome is unknown after a crash. Key and Chat
 	// name it; the on_ambiguous policy settled it.
-	EventAmbiguous = "durability:ambiguous"
+	AlertAmbiguous = "durability:ambiguous"
 )
 
-// Event is a durability event for operators (alerts, audits).
-type Event struct {
+// Alert is a durability event for operators: a dead letter or an ambiguous
+// send (alerts, audits).
+type Alert struct {
 	Name  string `json:"name"`
 	Kind  string `json:"kind,omitempty"`
 	ID    string `json:"id,omitempty"`
@@ -24,23 +25,23 @@ type Event struct {
 	Error string `json:"error,omitempty"`
 }
 
-// OnEvent registers fn for every durability event. fn runs synchronously on the
+// OnAlert registers fn for every alert. fn runs synchronously on the
 // bot's goroutines: keep it short.
-func (b *Bot) OnEvent(fn func(Event)) {
+func (b *Bot) OnAlert(fn func(Alert)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.listeners = append(b.listeners, fn)
 }
 
-func (b *Bot) emit(ev Event) {
+func (b *Bot) alert(ev Alert) {
 	switch ev.Name {
-	case EventDead:
+	case AlertDead:
 		b.log.Error("dead-lettered", "kind", ev.Kind, "id", ev.ID, "err", ev.Error)
-	case EventAmbiguous:
+	case AlertAmbiguous:
 		b.log.Warn("ambiguous send after a crash", "key", ev.Key, "chat", ev.Chat)
 	}
 	b.mu.Lock()
-	ls := append([]func(Event){}, b.listeners...)
+	ls := append([]func(Alert){}, b.listeners...)
 	b.mu.Unlock()
 	for _, fn := range ls {
 		fn(ev)
@@ -66,6 +67,13 @@ type Metrics struct {
 	// InboundRefused counts messages refused unjournaled because [bot]
 	// max_queue messages waited for a worker (the channel redelivers them).
 	InboundRefused int64 `json:"inbound_refused"`
+	// ModulesLoaded and ModulesRefused count the modules hot reload put
+	// live and refused since start.
+	ModulesLoaded  int64 `json:"modules_loaded"`
+	ModulesRefused int64 `json:"modules_refused"`
+	// ReplaysOnNewModule counts records run again under another module than
+	// the one that ran them before.
+	ReplaysOnNewModule int64 `json:"replays_on_new_module"`
 }
 
 type counters struct {
@@ -78,7 +86,7 @@ type counters struct {
 // Metrics returns the counters.
 func (b *Bot) Metrics() Metrics {
 	c := &b.metrics
-	return Metrics{
+	m := Metrics{
 		InboundJournaled: c.inboundJournaled.Load(), InboundDuplicates: c.inboundDuplicates.Load(),
 		InboundReplayed: c.inboundReplayed.Load(), InboundDead: c.inboundDead.Load(),
 		OutboxJournaled: c.outboxJournaled.Load(), OutboxDeduped: c.outboxDeduped.Load(),
@@ -86,5 +94,10 @@ func (b *Bot) Metrics() Metrics {
 		OutboxDead: c.outboxDead.Load(), OutboxAmbiguous: c.outboxAmbiguous.Load(),
 		OutboxBypassed: c.outboxBypassed.Load(), StaleLeases: c.staleLeases.Load(),
 		OutboxDiverged: c.diverged.Load(), InboundRefused: c.inboundRefused.Load(),
+		ReplaysOnNewModule: b.replaysOnNewModule.Load(),
 	}
+	if b.reload != nil {
+		m.ModulesLoaded, m.ModulesRefused = b.reload.reloads.Load(), b.reload.failures.Load()
+	}
+	return m
 }

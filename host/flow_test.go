@@ -90,7 +90,7 @@ func TestFlowRepliesNotRepeated(t *testing.T) {
 				if !waitFor(60*time.Second, crash.Crashed) {
 					t.Fatal("no crash")
 				}
-				a.Abandon()
+				a.crash()
 				b := flowBot(t, module, false, shared, nil, ch)
 				defer b.stop(t)
 				b.say(t, 2, "m2", "Ana") // the channel redelivers; the record is replayed
@@ -138,9 +138,9 @@ func TestFlowFormatAcrossLanguages(t *testing.T) {
 				defer b.stop(t)
 				for i, text := range []string{"/signup", name, city} {
 					if i > 0 {
-						before := b.handler.Digest()
+						before := b.guest.Digest()
 						replaceFile(t, path, tc.modules[i])
-						if !waitFor(60*time.Second, func() bool { return b.handler.Digest() != before }) {
+						if !waitFor(60*time.Second, func() bool { return b.guest.Digest() != before }) {
 							t.Fatalf("the module for message %d never went live", i+1)
 						}
 					}

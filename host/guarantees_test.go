@@ -87,7 +87,7 @@ func TestGuaranteeRow6_NonPersistentFlowLost_OnDivergedDecides(t *testing.T) {
 			ch := newChannel()
 			// The conversation lives in process memory: the first incarnation
 			// asked a question, so it reads the answer; a fresh one does not.
-			flow := func(asked bool) Handler {
+			flow := func(asked bool) Guest {
 				return native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
 					text := "I don't understand " + ev.Text
 					if asked {
@@ -102,7 +102,7 @@ func TestGuaranteeRow6_NonPersistentFlowLost_OnDivergedDecides(t *testing.T) {
 			for !crash.Crashed() {
 				time.Sleep(time.Millisecond)
 			}
-			a.Abandon()
+			a.crash()
 			time.Sleep(2 * time.Millisecond)
 			b := newTestBot(t, cfg, shared, flow(false), ch)
 			defer b.stop(t)
@@ -155,7 +155,7 @@ func TestGuaranteeRow7_PoisonMessageDeadAfterMaxAttempts(t *testing.T) {
 			var dead bool
 			for len(b.events) > 0 {
 				e := <-b.events
-				dead = dead || e.Name == EventDead && e.Kind == "inbox" && e.ID == "web:poison"
+				dead = dead || e.Name == AlertDead && e.Kind == "inbox" && e.ID == "web:poison"
 			}
 			if !dead || b.Metrics().InboundDead != 1 {
 				t.Fatalf("no durability:dead event or inbound_dead count: %+v", b.Metrics())
@@ -163,7 +163,7 @@ func TestGuaranteeRow7_PoisonMessageDeadAfterMaxAttempts(t *testing.T) {
 			b.stop(t)
 			break
 		}
-		b.Abandon()
+		b.crash()
 		time.Sleep(2 * time.Millisecond)
 		if start > 5 {
 			t.Fatal("the poison message never went dead")
@@ -274,7 +274,7 @@ func TestGuaranteeRow5_PersistentFlowResumesWithoutRepeatingTheQuestion(t *testi
 			if !waitFor(60*time.Second, crash.Crashed) {
 				t.Fatal("no crash")
 			}
-			a.Abandon()
+			a.crash()
 			time.Sleep(2 * time.Millisecond)
 			b := newTestBot(t, cfg, shared, nil, ch)
 			defer b.stop(t)

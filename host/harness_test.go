@@ -19,12 +19,14 @@ import (
 	"github.com/botrun/botrun/unit"
 )
 
-// native is a Handler written in Go, standing in for a module in tests of the
+// native is a Guest written in Go, standing in for a module in tests of the
 // host's durability (the WASM path has its own end-to-end tests).
 type native func(ctx context.Context, ev abi.Event, env wasm.Env) error
 
-func (f native) Handle(ctx context.Context, ev abi.Event, env wasm.Env) error { return f(ctx, ev, env) }
-func (f native) Digest() string                                               { return "native" }
+func (f native) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, error) {
+	return "native", f(ctx, ev, env)
+}
+func (f native) Digest() string { return "native" }
 
 // echoTwice replies "echo: <text>" and then "bye: <text>".
 var echoTwice = native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
@@ -211,22 +213,22 @@ func duration(t testing.TB, s string) config.Duration {
 
 type testBot struct {
 	*Bot
-	events chan Event
+	events chan Alert
 }
 
-func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h Handler, provs ...provider.Provider) *testBot {
+func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h Guest, provs ...provider.Provider) *testBot {
 	t.Helper()
 	b, err := New(context.Background(), cfg, Options{
 		Logger:    slog.New(slog.DiscardHandler),
 		Backend:   backend,
-		Handler:   h,
+		Guest:     h,
 		Providers: provs,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := &testBot{Bot: b, events: make(chan Event, 1000)}
-	b.OnEvent(func(e Event) {
+	tb := &testBot{Bot: b, events: make(chan Alert, 1000)}
+	b.OnAlert(func(e Alert) {
 		select {
 		case tb.events <- e:
 		default:

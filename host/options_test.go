@@ -27,7 +27,7 @@ import (
 // The seed's configuration table, one test per option (config defaults and
 // parsing are in host/config).
 
-func reply(text string) Handler {
+func reply(text string) Guest {
 	return native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
 		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text + ev.Text})
 		return err
@@ -41,9 +41,15 @@ func TestOption_Backend_DefaultMemoryAndUnknownRefused(t *testing.T) {
 	}
 	b := newTestBot(t, cfg, nil, reply("r: "), newChannel())
 	b.stop(t)
-	cfg.Durability.Backend = "redis"
-	_, err := New(context.Background(), cfg, Options{Handler: reply("")})
-	if err == nil || !strings.Contains(err.Error(), `redis: set durability.url`) {
+	if _, err := parseConfig(t, "[durability]\nbackend = \"redis\""); err == nil || !strings.Contains(err.Error(), "durability.url: missing") {
+		t.Fatalf("redis without a url: err = %v", err)
+	}
+	if _, err := parseConfig(t, "[durability]\nbackend = \"mysql\""); err == nil || !strings.Contains(err.Error(), `unknown backend "mysql" (want one of file, memory, postgres, redis, sqlite)`) {
+		t.Fatalf("unknown backend: err = %v", err)
+	}
+	cfg.Durability.Options = nil // a program that registers no backend of that name
+	_, err := New(context.Background(), cfg, Options{Guest: reply("")})
+	if err == nil || !strings.Contains(err.Error(), `is not registered in this program`) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -540,9 +546,9 @@ func TestPermanentErrorsGoStraightToTheDLQ(t *testing.T) {
 			if r := b.outboxRecord(t, "web:m1:1"); r.State != durability.OutboxDead || ch.calls != 1 {
 				t.Fatalf("record %+v after %d calls", r, ch.calls)
 			}
-			var e Event
+			var e Alert
 			for len(b.events) > 0 {
-				if ev := <-b.events; ev.Name == EventDead {
+				if ev := <-b.events; ev.Name == AlertDead {
 					e = ev
 				}
 			}
@@ -565,7 +571,7 @@ func TestRestartRecoversEarlierLeasesAtOnce(t *testing.T) {
 	a.admit(t, "c1", "m1", "x")
 	waitFor(60*time.Second, func() bool { return a.inboxState(t, "web:m1").State == durability.InboxProcessing })
 	crash.CrashBefore("inbox.fail")
-	a.Abandon()
+	a.crash()
 	time.Sleep(2 * time.Millisecond)
 	b := newTestBot(t, cfg, shared, reply("r: "), ch)
 	defer b.stop(t)

@@ -32,7 +32,7 @@ func newGate() *gate {
 	return &gate{started: make(chan string, 1000), open: make(chan struct{}), runs: map[string]int{}}
 }
 
-func (g *gate) handler() Handler {
+func (g *gate) handler() Guest {
 	return native(func(ctx context.Context, ev abi.Event, _ wasm.Env) error {
 		g.started <- ev.ID
 		select {

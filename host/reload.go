@@ -61,18 +61,15 @@ func (r *reloader) release(l *loaded) {
 	}
 }
 
-// Handle implements Handler on the current module, and records its digest on
-// the turn so the completion names the module that ran.
-func (r *reloader) Handle(ctx context.Context, ev abi.Event, env wasm.Env) error {
+// Handle implements Guest on the current module, and reports its digest so
+// the completion names the module that ran.
+func (r *reloader) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, error) {
 	l := r.acquire()
 	defer r.release(l)
-	if t, ok := env.(*turn); ok {
-		t.module = l.mod.Digest()
-	}
-	return l.mod.Handle(ctx, ev, env)
+	return l.mod.Digest(), l.mod.Handle(ctx, ev, env)
 }
 
-// Digest implements Handler.
+// Digest implements Guest.
 func (r *reloader) Digest() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -160,14 +157,4 @@ func (r *reloader) watch(ctx context.Context) error {
 		}
 	}()
 	return nil
-}
-
-// ModuleReloads reports, since start, how many new modules went live, how many
-// were refused (hot reload), and how many records ran again under another
-// module than the one that ran them before.
-func (b *Bot) ModuleReloads() (live, refused, replays int64) {
-	if b.reload != nil {
-		live, refused = b.reload.reloads.Load(), b.reload.failures.Load()
-	}
-	return live, refused, b.replaysOnNewModule.Load()
 }

@@ -76,13 +76,13 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if live, refused, _ := bot.ModuleReloads(); live != 1 || refused != 0 {
-		t.Fatalf("reloads %d, refused %d", live, refused)
+	if m := bot.Metrics(); m.ModulesLoaded != 1 || m.ModulesRefused != 0 {
+		t.Fatalf("reloads %d, refused %d", m.ModulesLoaded, m.ModulesRefused)
 	}
 	replaceFile(t, module, []byte("not wasm at all"))
 	deadline = time.Now().Add(15 * time.Second)
 	for {
-		if _, refused, _ := bot.ModuleReloads(); refused == 1 {
+		if bot.Metrics().ModulesRefused == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -98,7 +98,7 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 	if !waitFor(60*time.Second, func() bool { return tb.inboxState(t, "web:c3").State == durability.InboxDone }) {
 		t.Fatalf("web:c3 is %s, want done", tb.inboxState(t, "web:c3").State)
 	}
-	if r := tb.inboxState(t, "web:c3"); r.Module != bot.handler.Digest() {
+	if r := tb.inboxState(t, "web:c3"); r.Module != bot.guest.Digest() {
 		t.Fatalf("record names module %q, want the live one", r.Module)
 	}
 	// c1 ran under the echo module: a replay now runs under the new one and
@@ -108,7 +108,7 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		if _, _, replays := bot.ModuleReloads(); replays == 1 {
+		if bot.Metrics().ReplaysOnNewModule == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -172,7 +172,7 @@ func TestHotReload1000TimesMemoryBounded(t *testing.T) {
 		if err != nil || !swapped {
 			t.Fatalf("reload %d: %v %v", i, swapped, err)
 		}
-		if err := r.Handle(context.Background(), event(fmt.Sprint(i)), &recorderEnv{}); err != nil {
+		if _, err := r.Handle(context.Background(), event(fmt.Sprint(i)), &recorderEnv{}); err != nil {
 			t.Fatalf("event after reload %d: %v", i, err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestHotReloadUnderTrafficLosesNothing(t *testing.T) {
 	if !b.quiet(messages, 20*time.Second) {
 		t.Fatal("did not settle")
 	}
-	live, refused, _ := b.ModuleReloads()
+	live, refused := b.Metrics().ModulesLoaded, b.Metrics().ModulesRefused
 	if live < 2 || refused != 0 {
 		t.Fatalf("reloads: %d live, %d refused", live, refused)
 	}

@@ -49,7 +49,7 @@ func TestGuestRandomSeededBySecret(t *testing.T) {
 		}
 		defer b.Stop(context.Background())
 		log := &sendLog{state: map[string][]byte{}}
-		if err := b.handler.Handle(context.Background(), ev, log); err != nil {
+		if _, err := b.guest.Handle(context.Background(), ev, log); err != nil {
 			t.Error(err)
 		}
 		return log.String()

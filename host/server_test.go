@@ -31,9 +31,9 @@ var echoOnce = native(func(ctx context.Context, ev abi.Event, env wasm.Env) erro
 
 // webchatBot builds a bot with the config's webchat and handler h on the
 // memory backend; Run is left to the test.
-func webchatBot(t *testing.T, cfg *config.Config, h Handler) *Bot {
+func webchatBot(t *testing.T, cfg *config.Config, h Guest) *Bot {
 	t.Helper()
-	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: memory.New(), Handler: h})
+	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: memory.New(), Guest: h})
 	if err != nil {
 		t.Fatal(err)
 	}

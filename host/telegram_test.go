@@ -22,7 +22,7 @@ import (
 
 const tgToken = "987:TEST"
 
-func telegramBot(t *testing.T, mode string, h Handler) (*testBot, *telegramtest.API, http.Handler) {
+func telegramBot(t *testing.T, mode string, h Guest) (*testBot, *telegramtest.API, http.Handler) {
 	t.Helper()
 	api := telegramtest.New(tgToken, 42)
 	srv := httptest.NewServer(api)
@@ -30,11 +30,11 @@ func telegramBot(t *testing.T, mode string, h Handler) (*testBot, *telegramtest.
 	cfg := testConfig(t, "")
 	cfg.Providers = []config.Provider{{ID: "tg", Type: "telegram", Settings: &telegram.Config{
 		Token: tgToken, SecretToken: "sekret", Mode: mode, APIURL: srv.URL}}}
-	b, err := New(context.Background(), cfg, Options{Logger: discard, Backend: memory.New(), Handler: h})
+	b, err := New(context.Background(), cfg, Options{Logger: discard, Backend: memory.New(), Guest: h})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := &testBot{Bot: b, events: make(chan Event, 100)}
+	tb := &testBot{Bot: b, events: make(chan Alert, 100)}
 	b.Start()
 	t.Cleanup(func() { tb.stop(t) })
 	return tb, api, b.Handler()

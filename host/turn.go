@@ -33,7 +33,7 @@ type turn struct {
 	// usage is the state quota account of each owner (a chat or a sender)
 	// this turn wrote to.
 	usage map[string]*stateUsage
-	// mark is the last send's MarkSent, deferred to land with the completion;
+	// mark is the last send's MarkSent, held to land with the completion;
 	// its heartbeat keeps the send's lease until then.
 	mark *pendingMark
 	// mediaReasons say why event media is unavailable, per index ("" when
@@ -42,8 +42,7 @@ type turn struct {
 	// media holds this event's media_load results by index, so a guest
 	// loading the same media twice downloads it once.
 	media map[int]mediaLoad
-	// module is the digest of the module that ran the handler, when the
-	// handler is hot-reloadable.
+	// module is the digest of the code that ran the handler.
 	module string
 	// posted are the sends the guest posted, made in order when the
 	// handler returns (or before its next send or enqueue); postedBytes is
@@ -56,21 +55,10 @@ type turn struct {
 // memory at once; a post past it first makes the ones before it.
 const maxPostedBytes = 1 << 20
 
-type pendingMark struct {
-	rec durability.OutboxRecord
-	ref string
-	at  int64
-	hb  *heartbeat
-}
-
-// flushMark lands a deferred MarkSent on its own.
+// flushMark lands a held MarkSent on its own.
 func (t *turn) flushMark(ctx context.Context) {
-	if m := t.mark; m != nil {
-		t.mark = nil
-		m.hb.stop()
-		t.bot.markSentAt(ctx, m.rec, m.ref, m.at)
-		m.hb.release()
-	}
+	t.bot.sender.land(ctx, t.mark)
+	t.mark = nil
 }
 
 func (b *Bot) newTurn(ev abi.Event) *turn {
@@ -88,7 +76,7 @@ func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
 	if max := t.bot.cfg.Bot.MaxSends; t.n > max {
 		return sendSpec{}, fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", t.event.ID, ErrSendCap, max)
 	}
-	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media}, inbound: t.event.ID, turn: t}
+	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media}, inbound: t.event.ID}
 	if req.IdempotencyKey != "" {
 		s.key = req.IdempotencyKey
 	} else {
@@ -152,14 +140,16 @@ func (t *turn) flushPosted(ctx context.Context) error {
 // turn to its provider was deferred.
 func (t *turn) send(ctx context.Context, s sendSpec) (abi.SendResult, error) {
 	if t.down[s.provider] {
-		res, err := t.bot.enqueue(ctx, s)
+		res, err := t.bot.sender.enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
 			t.bot.metrics.outboxDeferred.Add(1)
 			res.Error = "not tried: an earlier send of this event to the channel was deferred"
 		}
 		return res, err
 	}
-	res, err := t.bot.sendNow(ctx, s)
+	t.flushMark(ctx)
+	res, mark, err := t.bot.sender.sendNow(ctx, s, true)
+	t.mark = mark
 	if err == nil && res.Status == abi.SendDeferred {
 		if t.down == nil {
 			t.down = map[string]bool{}
@@ -179,7 +169,7 @@ func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult
 	if err != nil {
 		return abi.SendResult{}, err
 	}
-	return t.bot.enqueue(ctx, s)
+	return t.bot.sender.enqueue(ctx, s)
 }
 
 // stateScope splits a guest's state key into its owner and the key within it:

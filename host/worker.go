@@ -12,47 +12,18 @@ import (
 	"github.com/botrun/botrun/host/wasm"
 )
 
-func (b *Bot) inboxLease() durability.Lease {
-	now := time.Now()
-	return durability.Lease{Owner: b.policy.instanceID, Now: now.UnixMilli(), Until: now.Add(b.policy.inboxLease).UnixMilli()}
-}
-
-// turnLease starts the heartbeat of a claimed record as its turn starts. A
-// record waits in its chat's queue under the lease its claim gave it, not
-// extended (a backlog costs no goroutines and no writes). If a third of the
-// lease is gone, the turn first extends it; if the journal refuses, the lease
-// expired while queued and another owner (a replica, or this process's
-// sweeper, which queues the record again under its new token) claimed it:
-// the fencing token decides, and this turn is skipped.
-func (b *Bot) turnLease(ctx context.Context, rec *durability.InboxRecord) (*heartbeat, bool) {
-	lease := b.policy.inboxLease
-	now := time.Now()
-	first := time.UnixMilli(rec.LeaseUntil).Sub(now) - 2*lease/3
-	if first <= 0 {
-		until := now.Add(lease).UnixMilli()
-		err := b.inbox.Extend(ctx, rec.ID, rec.Token, until)
-		switch {
-		case errors.Is(err, durability.ErrStaleLease):
-			b.metrics.staleLeases.Add(1)
-			b.log.Warn("lease lost while queued: another owner claimed the record; skipping it here", "id", rec.ID)
-			return nil, false
-		case err != nil:
-			b.log.Error("extending the lease at the turn's start failed; the record is reclaimed when its lease expires", "id", rec.ID, "err", err)
-			return nil, false
-		}
-		rec.LeaseUntil, first = until, lease/3
-	}
-	id, token := rec.ID, rec.Token
-	return b.startHeartbeatAfter(lease, first, func(ctx context.Context, until int64) error {
-		return b.inbox.Extend(ctx, id, token, until)
-	}), true
-}
-
 // handle runs one job: claim (unless Admit or the sweeper already did), run the
 // handler with a heartbeat started with its turn, then complete with the
 // buffered state writes, or fail with a retry or to the dead-letter queue.
 func (b *Bot) handle(_ context.Context, j job) {
 	ctx := b.baseCtx
+	if j.send != nil {
+		b.sender.deliverClaimed(ctx, *j.send)
+		if b.sendsOut.Add(-1) == 0 && b.sendsFull.Load() {
+			b.wakeSweeper() // more may be due
+		}
+		return
+	}
 	if j.unjournaled {
 		t, _ := b.run(ctx, *j.event, nil)
 		t.flushMark(ctx) // no completion to carry the last send's MarkSent
@@ -93,11 +64,11 @@ func (b *Bot) handle(_ context.Context, j job) {
 	}
 	ev := jr.Event
 	ev.Attempt = rec.Attempts
-	if rec.Module != "" && rec.Module != b.handler.Digest() {
+	if rec.Module != "" && rec.Module != b.guest.Digest() {
 		// A replay under another module than the one that ran it: its sends
 		// may differ; on_diverged settles derived keys.
 		b.replaysOnNewModule.Add(1)
-		b.log.Warn("replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.handler.Digest()))
+		b.log.Warn("replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.guest.Digest()))
 	}
 	t, err := b.run(hb.ctx, ev, reasons)
 	hb.stop()
@@ -125,9 +96,6 @@ func (b *Bot) handle(_ context.Context, j job) {
 func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn) error {
 	now := nowMs()
 	digest := t.module
-	if digest == "" {
-		digest = b.handler.Digest()
-	}
 	if m := t.mark; m != nil {
 		if cs, ok := b.inbox.(durability.CompleteSender); ok {
 			m.hb.stop()
@@ -150,7 +118,8 @@ func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn
 func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string) (*turn, error) {
 	t := b.newTurn(ev)
 	t.mediaReasons = mediaReasons
-	err := b.handler.Handle(ctx, ev, t)
+	ran, err := b.guest.Handle(ctx, ev, t)
+	t.module = ran
 	var he *wasm.HandlerError
 	var fault *wasm.FaultError
 	if err == nil || errors.As(err, &he) {
@@ -190,7 +159,7 @@ func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *
 		b.log.Error("recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
 	case dead:
 		b.metrics.inboundDead.Add(1)
-		b.emit(Event{Name: EventDead, Kind: "inbox", ID: rec.ID, Chat: rec.Chat, Error: cause.Error()})
+		b.alert(Alert{Name: AlertDead, Kind: "inbox", ID: rec.ID, Chat: rec.Chat, Error: cause.Error()})
 	default:
 		b.log.Info("event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
 	}

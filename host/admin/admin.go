@@ -24,7 +24,6 @@ import (
 // Bot is what the admin surface operates; *host.Bot implements it.
 type Bot interface {
 	Metrics() host.Metrics
-	ModuleReloads() (live, refused, replays int64)
 	ListInbox(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error)
 	ListOutbox(ctx context.Context, f durability.ListFilter) ([]durability.OutboxRecord, error)
 	ReplayInbound(ctx context.Context, id string) error
@@ -99,7 +98,7 @@ func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
 // counters are the exported metrics: name, help, value.
 func (a *api) counters() [][3]any {
 	m := a.bot.Metrics()
-	live, refused, replays := a.bot.ModuleReloads()
+	live, refused, replays := m.ModulesLoaded, m.ModulesRefused, m.ReplaysOnNewModule
 	return [][3]any{
 		{"inbound_journaled", "Inbound messages journaled before any handler ran.", m.InboundJournaled},
 		{"inbound_duplicates", "Redelivered inbound messages recognised by their channel id.", m.InboundDuplicates},

@@ -28,9 +28,9 @@ const token = "admin-token-0123456789"
 // echo replies "echo: <text>".
 type echo struct{}
 
-func (echo) Handle(ctx context.Context, ev abi.Event, env wasm.Env) error {
+func (echo) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, error) {
 	_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
-	return err
+	return "echo", err
 }
 func (echo) Digest() string { return "echo" }
 
@@ -67,7 +67,7 @@ func setup(t *testing.T, tok string) (*host.Bot, *channel, *httptest.Server) {
 	}
 	ch := &channel{blocked: true}
 	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler),
-		Backend: memory.New(), Handler: echo{}, Providers: []provider.Provider{ch}})
+		Backend: memory.New(), Guest: echo{}, Providers: []provider.Provider{ch}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestAdminOwnListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler), Backend: memory.New(), Handler: echo{}})
+	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler), Backend: memory.New(), Guest: echo{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,12 +54,12 @@ func (e *PermanentError) Error() string { return e.Err.Error() }
 // Unwrap returns the channel's error.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// Retryable implements Retryabler: never.
+// Retryable implements RetryableError: never.
 func (e *PermanentError) Retryable() bool { return false }
 
-// Retryabler is implemented by errors that know whether a retry can succeed;
+// RetryableError is implemented by errors that know whether a retry can succeed;
 // Retryable() == false sends the record to the dead-letter queue.
-type Retryabler interface {
+type RetryableError interface {
 	Retryable() bool
 }
 
@@ -71,7 +71,7 @@ func Permanent(err error) bool {
 			return true
 		}
 	}
-	var r Retryabler
+	var r RetryableError
 	return errors.As(err, &r) && !r.Retryable()
 }
 

@@ -45,6 +45,7 @@ func contract() providertest.Channel {
 	api.Media["4490709327384033"] = photo
 	mw := metawhatsapptest.Notification
 	return providertest.Channel{
+		Type: "meta-whatsapp",
 		Fake: api,
 		New: func(t testing.TB, url string, admit provider.Admitter) provider.Provider {
 			return newProvider(t, url+"/"+metawhatsapptest.Version, admit)

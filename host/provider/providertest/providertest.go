@@ -9,8 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,8 @@ import (
 
 // Channel is one channel and its fake, as the suite needs them.
 type Channel struct {
+	// Type is the channel's registered type name (provider.Register).
+	Type string
 	// Fake is the channel's fake API. The suite serves it, so it can also
 	// make the API unavailable.
 	Fake http.Handler
@@ -128,6 +132,8 @@ func Run(t *testing.T, ch Channel) {
 		return rec.Code
 	}
 	ctx := context.Background()
+
+	t.Run("registered", func(t *testing.T) { registered(t, ch.Type) })
 
 	t.Run("inbound/verified-admitted-once", func(t *testing.T) {
 		body := ch.TextBody("contract-1", "hola ¿qué tal?")
@@ -401,4 +407,35 @@ type admitFunc func()
 func (f admitFunc) Admit(_ context.Context, prov string, m provider.Message) (provider.Admission, error) {
 	f()
 	return provider.Admission{ID: prov + ":" + m.ID}, nil
+}
+
+// registered checks the channel's registration: the type is known, every
+// exported field of its config has a toml tag, and an empty entry is refused
+// with the missing keys named.
+func registered(t *testing.T, name string) {
+	typ, ok := provider.Lookup(name)
+	if !ok {
+		t.Fatalf("type %q is not registered (provider.Register in an init function); registered: %v", name, provider.Types())
+	}
+	cfg := typ.Config()
+	v := reflect.ValueOf(cfg)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		t.Fatalf("Config() returns %T, want a pointer to a struct with toml tags", cfg)
+	}
+	st := v.Elem().Type()
+	for i := range st.NumField() {
+		if f := st.Field(i); f.IsExported() && f.Tag.Get("toml") == "" {
+			t.Errorf("config field %s has no toml tag (its key, or \"-\" for Go callers only)", f.Name)
+		}
+	}
+	var keys []string
+	cfg.Check(provider.Setting{ID: "x", Listen: "127.0.0.1:8080"}, func(key, format string, args ...any) {
+		keys = append(keys, key)
+		if msg := fmt.Sprintf(format, args...); len(msg) < 10 {
+			t.Errorf("problem with %s says too little to act on: %q", key, msg)
+		}
+	})
+	if len(keys) == 0 {
+		t.Errorf("an entry with only id and type passes Check; a channel has credentials to require")
+	}
 }

@@ -32,6 +32,7 @@ func contract() providertest.Channel {
 			num(msgID), num(msgID), inner)
 	}
 	return providertest.Channel{
+		Type: "telegram",
 		Fake: api,
 		New: func(t testing.TB, url string, admit provider.Admitter) provider.Provider {
 			p, err := Open(Config{ID: "tg", Token: token, SecretToken: "s3cret_token", Mode: "webhook", APIURL: url}, provider.Env{Admitter: admit})

@@ -56,6 +56,7 @@ func contract() providertest.Channel {
 	photo := []byte("\xff\xd8\xff\xe0 an mms jpeg")
 	api.Media["ME0001"] = photo
 	return providertest.Channel{
+		Type: "twilio",
 		Fake: api,
 		New: func(t testing.TB, url string, admit provider.Admitter) provider.Provider {
 			return newProvider(t, url, admit)

@@ -72,3 +72,39 @@ func (h *heartbeat) release() {
 	h.stop()
 	h.cancel()
 }
+
+func (b *Bot) inboxLease() durability.Lease {
+	now := time.Now()
+	return durability.Lease{Owner: b.policy.instanceID, Now: now.UnixMilli(), Until: now.Add(b.policy.inboxLease).UnixMilli()}
+}
+
+// turnLease starts the heartbeat of a claimed record as its turn starts. A
+// record waits in its chat's queue under the lease its claim gave it, not
+// extended (a backlog costs no goroutines and no writes). If a third of the
+// lease is gone, the turn first extends it; if the journal refuses, the lease
+// expired while queued and another owner (a replica, or this process's
+// sweeper, which queues the record again under its new token) claimed it:
+// the fencing token decides, and this turn is skipped.
+func (b *Bot) turnLease(ctx context.Context, rec *durability.InboxRecord) (*heartbeat, bool) {
+	lease := b.policy.inboxLease
+	now := time.Now()
+	first := time.UnixMilli(rec.LeaseUntil).Sub(now) - 2*lease/3
+	if first <= 0 {
+		until := now.Add(lease).UnixMilli()
+		err := b.inbox.Extend(ctx, rec.ID, rec.Token, until)
+		switch {
+		case errors.Is(err, durability.ErrStaleLease):
+			b.metrics.staleLeases.Add(1)
+			b.log.Warn("lease lost while queued: another owner claimed the record; skipping it here", "id", rec.ID)
+			return nil, false
+		case err != nil:
+			b.log.Error("extending the lease at the turn's start failed; the record is reclaimed when its lease expires", "id", rec.ID, "err", err)
+			return nil, false
+		}
+		rec.LeaseUntil, first = until, lease/3
+	}
+	id, token := rec.ID, rec.Token
+	return b.startHeartbeatAfter(lease, first, func(ctx context.Context, until int64) error {
+		return b.inbox.Extend(ctx, id, token, until)
+	}), true
+}

@@ -1,0 +1,489 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider"
+)
+
+// sender owns the send path: it journals each send under its idempotency key
+// before the channel is called, splits it into parts at the channel's text
+// limit, delivers it inline (a handler's send) or as a worker job (a send the
+// sweeper claimed), and settles retries, ambiguity and dead letters. The
+// inline path and the sweeper share every rule here.
+type sender struct {
+	outbox    durability.OutboxJournal
+	providers map[string]provider.Provider
+	policy    *policy
+	metrics   *counters
+	log       *slog.Logger
+	// heartbeat extends a send's lease while its channel call runs.
+	heartbeat func(lease time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat
+	// alert tells the operator of a dead or ambiguous send.
+	alert func(Alert)
+	// wake asks the sweeper for a sweep now.
+	wake func()
+}
+
+// outMsg is the journaled content of a send.
+type outMsg struct {
+	Text  string     `json:"text,omitempty"`
+	Media *abi.Media `json:"media,omitempty"`
+}
+
+// sendSpec is one send as the handler asked for it.
+type sendSpec struct {
+	provider string
+	chat     string
+	msg      outMsg
+	key      string
+	// derived is true for keys of rule 2 (<inbound id>:<n>): only those are
+	// compared by fingerprint.
+	derived bool
+	inbound string
+}
+
+// part is one journal record of a send: the whole send, or one piece of a text
+// over the channel's limit.
+type part struct {
+	key, prev string
+	msg       outMsg
+	payload   []byte
+}
+
+// fingerprint identifies chat + content (before any hooks).
+func fingerprint(chat string, payload []byte) string {
+	h := sha256.New()
+	h.Write([]byte(chat))
+	h.Write([]byte{0})
+	h.Write(payload)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func (o *sender) textLimit(providerID string) int {
+	if tl, ok := o.providers[providerID].(provider.TextLimiter); ok {
+		return tl.TextLimit()
+	}
+	return 0
+}
+
+// parts splits a send by the provider's text limit into records key, key#2, …
+// each linked to the one before.
+func (o *sender) parts(s sendSpec) []part {
+	texts := provider.SplitText(s.msg.Text, o.textLimit(s.provider))
+	ps := make([]part, len(texts))
+	for i, text := range texts {
+		m := outMsg{Text: text}
+		if i == 0 {
+			m.Media = s.msg.Media
+		}
+		ps[i].msg = m
+		ps[i].payload, _ = json.Marshal(m)
+		ps[i].key = s.key
+		if i > 0 {
+			ps[i].key = fmt.Sprintf("%s#%d", s.key, i+1)
+			ps[i].prev = ps[i-1].key
+		}
+	}
+	return ps
+}
+
+func (o *sender) outboxLease() durability.Lease {
+	now := time.Now()
+	return durability.Lease{Owner: o.policy.instanceID, Now: now.UnixMilli(), Until: now.Add(o.policy.outboxLease).UnixMilli()}
+}
+
+// sendNow journals the send and delivers it inline, retrying until
+// outbox.inline_max; past that it answers deferred and the sweeper goes on.
+// An error means the journal failed (the caller's attempt fails). With hold,
+// the last delivered part's MarkSent is not written but returned, for the
+// caller to land with the inbound completion (an earlier part's lands before
+// the next part is sent).
+func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendResult, *pendingMark, error) {
+	prov, ok := o.providers[s.provider]
+	if !ok {
+		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: fmt.Sprintf("provider %q is not configured", s.provider)}, nil, nil
+	}
+	whole, _ := json.Marshal(s.msg)
+	if len(whole) > o.policy.maxPayload {
+		return o.bypass(ctx, prov, s, len(whole)), nil, nil
+	}
+	var res abi.SendResult
+	var held *pendingMark
+	blocked := false
+	for i, p := range o.parts(s) {
+		var r abi.SendResult
+		var err error
+		if blocked {
+			// An earlier part is not sent yet: journal this one behind it.
+			r, err = o.journal(ctx, s, p)
+		} else {
+			o.land(ctx, held)
+			held = nil
+			r, held, err = o.sendPart(ctx, prov, s, p, hold)
+		}
+		if err != nil {
+			o.land(ctx, held)
+			return abi.SendResult{}, nil, err
+		}
+		delivered := r.Status == abi.SendSent || r.Status == abi.SendDeduped
+		switch {
+		case i == 0:
+			res = r
+		case !blocked && !delivered:
+			// The send as a whole is as far as its first undelivered part.
+			res.Status, res.Error = r.Status, r.Error
+		}
+		blocked = blocked || !delivered
+	}
+	return res, held, nil
+}
+
+// bypass sends a payload over max_payload_bytes without the outbox.
+func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec, size int) abi.SendResult {
+	o.metrics.outboxBypassed.Add(1)
+	o.log.Warn("payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
+	ref, err := prov.Send(ctx, toOutbound(s.chat, s.msg))
+	if err != nil {
+		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: err.Error()}
+	}
+	return abi.SendResult{Status: abi.SendBypassed, Key: s.key, Ref: ref}
+}
+
+// existing answers a send whose key is already journaled. It returns ok=false
+// when the record still needs delivering (pending or failed).
+func (o *sender) existing(rec durability.OutboxRecord) (abi.SendResult, bool) {
+	switch rec.State {
+	case durability.OutboxSent:
+		o.metrics.outboxDeduped.Add(1)
+		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Ref: rec.Ref}, true
+	case durability.OutboxUnknown:
+		o.metrics.outboxDeduped.Add(1)
+		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Error: "outcome unknown after a crash (on_ambiguous = skip)"}, true
+	case durability.OutboxDead:
+		return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: rec.Error}, true
+	case durability.OutboxSending:
+		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: "in flight elsewhere"}, true
+	}
+	return abi.SendResult{}, false
+}
+
+// diverged checks a derived key's fingerprint. It returns the key to use: the
+// same key (answer from the journal), or with on_diverged = send a new key
+// derived from the new content.
+func (o *sender) diverged(s sendSpec, p part, rec durability.OutboxRecord, fp string) (string, bool) {
+	if !s.derived || rec.Fingerprint == "" || rec.Fingerprint == fp {
+		return p.key, false
+	}
+	o.metrics.diverged.Add(1)
+	o.log.Warn("replay produced other content under a derived key", "key", p.key, "on_diverged", map[bool]string{true: "send", false: "skip"}[o.policy.divergedSend])
+	if !o.policy.divergedSend {
+		return p.key, false
+	}
+	return p.key + "~" + fp[:12], true
+}
+
+func (o *sender) put(s sendSpec, p part, key, prev string) durability.OutboxPut {
+	return durability.OutboxPut{Key: key, Provider: s.provider, Chat: s.chat, Payload: p.payload,
+		Fingerprint: fingerprint(s.chat, p.payload), PreviousPart: prev, Inbound: s.inbound}
+}
+
+// sendPart journals one part and delivers it inline (see sendNow for hold).
+func (o *sender) sendPart(ctx context.Context, prov provider.Provider, s sendSpec, p part, hold bool) (abi.SendResult, *pendingMark, error) {
+	put := o.put(s, p, p.key, p.prev)
+	l := o.outboxLease()
+	st, rec, err := o.outbox.Put(ctx, put, l.Now, &l)
+	if err != nil {
+		return abi.SendResult{}, nil, fmt.Errorf("outbox journal: %w", err)
+	}
+	if st == durability.Exists {
+		if key, renamed := o.diverged(s, p, rec, put.Fingerprint); renamed {
+			s.derived = false
+			p.key = key
+			return o.sendPart(ctx, prov, s, p, hold)
+		}
+		if res, done := o.existing(rec); done {
+			return res, nil, nil
+		}
+		rec, err = o.outbox.Begin(ctx, rec.Key, o.outboxLease())
+		if errors.Is(err, durability.ErrNotClaimable) {
+			return abi.SendResult{Status: abi.SendDeferred, Key: p.key}, nil, nil
+		}
+		if err != nil {
+			return abi.SendResult{}, nil, fmt.Errorf("outbox journal: %w", err)
+		}
+	} else {
+		o.metrics.outboxJournaled.Add(1)
+	}
+	return o.deliverInline(ctx, prov, rec, hold)
+}
+
+// journal records a part for the sweeper without sending it.
+func (o *sender) journal(ctx context.Context, s sendSpec, p part) (abi.SendResult, error) {
+	put := o.put(s, p, p.key, p.prev)
+	st, rec, err := o.outbox.Put(ctx, put, nowMs(), nil)
+	if err != nil {
+		return abi.SendResult{}, fmt.Errorf("outbox journal: %w", err)
+	}
+	if st == durability.Exists {
+		if key, renamed := o.diverged(s, p, rec, put.Fingerprint); renamed {
+			s.derived = false
+			p.key = key
+			return o.journal(ctx, s, p)
+		}
+		if res, done := o.existing(rec); done {
+			return res, nil
+		}
+		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
+	}
+	o.metrics.outboxJournaled.Add(1)
+	o.wake()
+	return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
+}
+
+// enqueue journals every part and returns at once; the sweeper delivers them.
+func (o *sender) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error) {
+	var first abi.SendResult
+	for i, p := range o.parts(s) {
+		res, err := o.journal(ctx, s, p)
+		if err != nil {
+			return abi.SendResult{}, err
+		}
+		if i == 0 {
+			first = res
+		}
+	}
+	return first, nil
+}
+
+// deliverInline calls the provider for a begun record and retries inline with
+// backoff until outbox.inline_max, then leaves it failed for the sweeper.
+func (o *sender) deliverInline(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord, hold bool) (abi.SendResult, *pendingMark, error) {
+	inlineUntil := time.Now().Add(o.policy.inlineMax)
+	deferred := func(sendErr error) (abi.SendResult, *pendingMark, error) {
+		o.metrics.outboxDeferred.Add(1)
+		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil, nil
+	}
+	for {
+		ref, hb, sendErr := o.call(prov, rec)
+		if sendErr == nil {
+			m := &pendingMark{rec: rec, ref: ref, at: nowMs(), hb: hb}
+			if !hold {
+				o.land(ctx, m)
+				m = nil
+			}
+			return abi.SendResult{Status: abi.SendSent, Key: rec.Key, Ref: ref}, m, nil
+		}
+		hb.release()
+		wait, dead, inline := o.settleFailure(ctx, rec, sendErr, inlineUntil)
+		if dead {
+			return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: sendErr.Error()}, nil, nil
+		}
+		if !inline {
+			return deferred(sendErr)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return deferred(sendErr)
+		}
+		next, err := o.outbox.Begin(ctx, rec.Key, o.outboxLease())
+		if errors.Is(err, durability.ErrNotClaimable) {
+			return deferred(sendErr) // another replica took it: it delivers from here
+		}
+		if err != nil {
+			return abi.SendResult{}, nil, fmt.Errorf("outbox journal: %w", err)
+		}
+		rec = next
+	}
+}
+
+func toOutbound(chat string, m outMsg) provider.Outbound {
+	out := provider.Outbound{Chat: chat, Text: m.Text}
+	if m.Media != nil {
+		out.Media = &provider.Media{Type: m.Media.Type, Ref: m.Media.Ref, URL: m.Media.URL, MIME: m.Media.MIME, Caption: m.Media.Caption}
+	}
+	return out
+}
+
+// call makes one provider call for a sending record, extending its lease from
+// now until the caller releases the returned heartbeat. The idempotency key
+// never reaches the provider.
+func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (string, *heartbeat, error) {
+	hb := o.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
+		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
+	})
+	var m outMsg
+	if err := json.Unmarshal(rec.Payload, &m); err != nil {
+		return "", hb, &permanentError{fmt.Errorf("journaled content is unreadable: %w", err)}
+	}
+	if rec.Attempts > 1 {
+		o.metrics.outboxRetried.Add(1)
+	}
+	ref, err := prov.Send(hb.ctx, toOutbound(rec.Chat, m))
+	return ref, hb, err
+}
+
+type permanentError struct{ error }
+
+func (permanentError) Retryable() bool { return false }
+
+// pendingMark is a delivered send's MarkSent held back to land with the
+// inbound completion; its heartbeat keeps the send's lease until then.
+type pendingMark struct {
+	rec durability.OutboxRecord
+	ref string
+	at  int64
+	hb  *heartbeat
+}
+
+// land writes a held MarkSent on its own (m may be nil).
+func (o *sender) land(ctx context.Context, m *pendingMark) {
+	if m != nil {
+		m.hb.stop()
+		o.markSentAt(ctx, m.rec, m.ref, m.at)
+		m.hb.release()
+	}
+}
+
+func (o *sender) markSent(ctx context.Context, rec durability.OutboxRecord, ref string) {
+	o.markSentAt(ctx, rec, ref, nowMs())
+}
+
+func (o *sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, ref string, at int64) {
+	err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, ref, at)
+	switch {
+	case errors.Is(err, durability.ErrStaleLease):
+		o.metrics.staleLeases.Add(1)
+		o.log.Warn("sent, but the lease was lost to another owner", "key", rec.Key)
+	case err != nil:
+		o.log.Error("sent, but recording it failed: the send is ambiguous until its lease expires", "key", rec.Key, "err", err)
+	}
+}
+
+// settleFailure records a failed provider call: dead when the error is
+// permanent or the retries are spent, else failed with a retry time. When the
+// retry fits before inlineUntil the caller retries inline (inline is true), and
+// the journaled retry time is pushed past it by a margin so this process's
+// sweeper does not take the send over and reorder the chat; the margin only
+// delays the retry if the process dies meanwhile.
+func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord, sendErr error, inlineUntil time.Time) (wait time.Duration, dead, inline bool) {
+	now := time.Now()
+	if provider.Permanent(sendErr) || rec.Attempts >= 1+o.policy.retries {
+		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
+		if o.noteFailWrite(rec.Key, err) {
+			o.metrics.outboxDead.Add(1)
+			o.alert(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Chat: rec.Chat, Error: sendErr.Error()})
+		}
+		return 0, true, false
+	}
+	wait = max(o.policy.outboxBackoff.wait(rec.Attempts), provider.RetryAfter(sendErr))
+	retryAt := now.Add(wait)
+	inline = !retryAt.After(inlineUntil)
+	if inline {
+		retryAt = retryAt.Add(max(2*o.policy.poll, time.Second))
+	}
+	err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), RetryAt: retryAt.UnixMilli()})
+	o.noteFailWrite(rec.Key, err)
+	o.log.Warn("send failed; will retry", "key", rec.Key, "attempt", rec.Attempts, "wait", wait, "inline", inline, "err", sendErr)
+	return wait, false, inline
+}
+
+func (o *sender) noteFailWrite(key string, err error) bool {
+	switch {
+	case errors.Is(err, durability.ErrStaleLease):
+		o.metrics.staleLeases.Add(1)
+		return false
+	case err != nil:
+		o.log.Error("recording a failed send failed", "key", key, "err", err)
+		return false
+	}
+	return true
+}
+
+// deliverClaimed delivers one send the sweeper claimed (a worker runs it,
+// in its chat's order).
+func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
+	rec := c.Record
+	now := time.Now().UnixMilli()
+	if c.Ambiguous {
+		o.metrics.outboxAmbiguous.Add(1)
+		o.alert(Alert{Name: AlertAmbiguous, Key: rec.Key, Chat: rec.Chat})
+		to := durability.OutboxUnknown
+		if o.policy.resend {
+			to = durability.OutboxPending
+		}
+		if err := o.outbox.ResolveAmbiguous(ctx, rec.Key, rec.Token, to, now); !o.noteFailWrite(rec.Key, err) {
+			return
+		}
+		if to == durability.OutboxPending {
+			o.wake()
+		}
+		return
+	}
+	if rec.PreviousPart != "" {
+		prev, err := o.outbox.Get(ctx, rec.PreviousPart)
+		switch {
+		case errors.Is(err, durability.ErrNotFound), err == nil && (prev.State == durability.OutboxSent || prev.State == durability.OutboxUnknown):
+		case err == nil && prev.State == durability.OutboxDead:
+			o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("previous part %s is dead", prev.Key)}, time.Time{})
+			return
+		default:
+			// Waiting behind an earlier part is not an attempt.
+			err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, "waiting for "+rec.PreviousPart,
+				durability.FailOptions{Now: now, RetryAt: now + o.policy.poll.Milliseconds(), Refund: true})
+			o.noteFailWrite(rec.Key, err)
+			return
+		}
+	}
+	prov, ok := o.providers[rec.Provider]
+	if !ok {
+		o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("provider %q is not configured", rec.Provider)}, time.Time{})
+		return
+	}
+	if rec, ok = o.splitJournaled(ctx, rec); !ok {
+		return
+	}
+	ref, hb, err := o.call(prov, rec)
+	hb.stop()
+	defer hb.release()
+	if err != nil {
+		o.settleFailure(ctx, rec, err, time.Time{})
+		return
+	}
+	o.markSent(ctx, rec, ref)
+}
+
+// splitJournaled splits a record whose text is over the channel's limit (it
+// was journaled by an older version, or with a larger limit): the parts after
+// the first are journaled as key#2, key#3, … before the first is sent under the
+// record's own key, so a retry journals and sends nothing twice.
+func (o *sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, bool) {
+	var m outMsg
+	if json.Unmarshal(rec.Payload, &m) != nil {
+		return rec, true // call reports it
+	}
+	texts := provider.SplitText(m.Text, o.textLimit(rec.Provider))
+	if len(texts) == 1 {
+		return rec, true
+	}
+	s := sendSpec{provider: rec.Provider, chat: rec.Chat, msg: m, key: rec.Key, inbound: rec.Inbound}
+	ps := o.parts(s)
+	for _, p := range ps[1:] {
+		if _, err := o.journal(ctx, s, p); err != nil {
+			o.log.Error("splitting a journaled send failed", "key", rec.Key, "err", err)
+			return rec, false
+		}
+	}
+	rec.Payload = ps[0].payload
+	return rec, true
+}
