@@ -317,6 +317,24 @@ static int unavailable_field(reader *r, const char *k, void *dst) {
 }
 
 /* ---- API ---- */
+const char *botrun_code_name(int code) {
+  switch (code) {
+  case BOTRUN_OK: return "OK";
+  case BOTRUN_BAD_POINTER: return "BAD_POINTER";
+  case BOTRUN_BAD_PAYLOAD: return "BAD_PAYLOAD";
+  case BOTRUN_NOT_FOUND: return "NOT_FOUND";
+  case BOTRUN_UNSUPPORTED: return "UNSUPPORTED";
+  case BOTRUN_TOO_LARGE: return "TOO_LARGE";
+  case BOTRUN_NO_RESULT: return "NO_RESULT";
+  case BOTRUN_HOST_ERROR: return "HOST_ERROR";
+  case BOTRUN_MEDIA_UNAVAILABLE: return "MEDIA_UNAVAILABLE";
+  case BOTRUN_WAITING: return "WAITING";
+  case BOTRUN_NOT_SENT: return "NOT_SENT";
+  case BOTRUN_BUFFER_TOO_SMALL: return "BUFFER_TOO_SMALL";
+  }
+  return "UNKNOWN";
+}
+
 int botrun_media_load(int index, unsigned char **data, size_t *len, botrun_media_unavailable *why) {
   *data = NULL;
   *len = 0;
@@ -442,7 +460,7 @@ int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out) {
 int botrun_state_get(const char *key, char *b, size_t cap) {
   int32_t n = host_state_get(key, (int32_t)strlen(key));
   if (n < 0) return n;
-  if ((size_t)n + 1 > cap) return BOTRUN_TOO_LARGE;
+  if ((size_t)n + 1 > cap) return BOTRUN_BUFFER_TOO_SMALL;
   if (host_result_read(b, n) != n) return BOTRUN_NO_RESULT;
   b[n] = 0;
   return n;
@@ -521,7 +539,7 @@ static int run_flow(botrun_flow *f, botrun_flow_fn fn) {
              "botrun flow: flow \"%s\" ended before the question this message answers (was the module changed?); sends of the steps "
              "it replayed were not repeated",
              f->name);
-    botrun_log(2, msg);
+    botrun_log(BOTRUN_LOG_WARN, msg);
   }
   if (rc == BOTRUN_WAITING) return save_flow(f);
   if (rc != 0) return rc;
@@ -549,7 +567,7 @@ static int forget_flow(const char *why, const char *name) {
   char msg[512];
   snprintf(msg, sizeof msg, "botrun flow: forgetting the chat's flow%s%s%s: %s; the message is handled as a normal message",
            name ? " \"" : "", name ? name : "", name ? "\"" : "", why);
-  botrun_log(2, msg);
+  botrun_log(BOTRUN_LOG_WARN, msg);
   return botrun_state_delete(FLOW_KEY);
 }
 
@@ -594,7 +612,7 @@ EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
   char *raw = malloc((size_t)n);
   if (host_event_read(raw, n) != n) {
     free(raw);
-    botrun_log(3, "botrun sdk: event_read failed");
+    botrun_log(BOTRUN_LOG_ERROR, "botrun sdk: event_read failed");
     return 1;
   }
   botrun_ctx ctx = {0};
@@ -602,7 +620,7 @@ EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
   int ok = object(&r, event_field, &ctx.event);
   free(raw);
   if (!ok) {
-    botrun_log(3, "botrun sdk: bad event");
+    botrun_log(BOTRUN_LOG_ERROR, "botrun sdk: bad event");
     return 1;
   }
   const char *empty = "";

@@ -35,6 +35,18 @@
 #define BOTRUN_WAITING (-100)
 /* A send that is dead or deferred. */
 #define BOTRUN_NOT_SENT (-101)
+/* botrun_state_get: the value (and its NUL) does not fit the caller's buffer. */
+#define BOTRUN_BUFFER_TOO_SMALL (-102)
+
+/* The SPEC name of a code above ("TOO_LARGE", "NOT_SENT", ...; "OK" for 0),
+ * or "UNKNOWN". */
+const char *botrun_code_name(int code);
+
+/* Log levels of botrun_log. */
+#define BOTRUN_LOG_DEBUG 0
+#define BOTRUN_LOG_INFO 1
+#define BOTRUN_LOG_WARN 2
+#define BOTRUN_LOG_ERROR 3
 
 /* An attachment: the provider's ref inbound (opaque), or a public URL. */
 typedef struct {
@@ -86,7 +98,11 @@ int botrun_send_media(botrun_ctx *ctx, const char *chat, const char *text, const
 int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, botrun_send_result *out);
 
 /* Conversation state of the event's chat, committed with the event. */
-int botrun_state_get(const char *key, char *buf, size_t cap); /* length, or BOTRUN_NOT_FOUND */
+/* botrun_state_get copies the value and a NUL into buf and returns its length;
+ * BOTRUN_NOT_FOUND when absent, BOTRUN_BUFFER_TOO_SMALL when it does not fit
+ * cap, or the host's code (BOTRUN_UNSUPPORTED, BOTRUN_TOO_LARGE, ...): an
+ * error is never reported as absence. */
+int botrun_state_get(const char *key, char *buf, size_t cap);
 int botrun_state_set(const char *key, const char *value, size_t len);
 int botrun_state_delete(const char *key);
 
@@ -103,7 +119,7 @@ typedef struct {
  * download, BOTRUN_NOT_FOUND for a bad index, or another host error code. */
 int botrun_media_load(int index, unsigned char **data, size_t *len, botrun_media_unavailable *why);
 
-/* Log a line (level 0 debug, 1 info, 2 warn, 3 error). */
+/* Log a line (BOTRUN_LOG_DEBUG, _INFO, _WARN or _ERROR). */
 void botrun_log(int level, const char *msg);
 /* The event's time in milliseconds: the deterministic clock. */
 long long botrun_now_ms(void);

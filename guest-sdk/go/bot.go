@@ -72,27 +72,109 @@ func (e *SendError) Error() string {
 	return fmt.Sprintf("send %s %s: %s", e.Result.Key, e.Result.Status, e.Result.Error)
 }
 
-// HostError is a negative code from a host function (see SPEC.md section 4.1).
-type HostError struct {
-	Func string
-	Code int32
-}
+// Code is a host function's negative result (abi/SPEC.md section 4.1).
+type Code int32
 
-var codeNames = map[int32]string{-1: "BAD_POINTER", -2: "BAD_PAYLOAD", -3: "NOT_FOUND", -4: "UNSUPPORTED", -5: "TOO_LARGE", -6: "NO_RESULT", -7: "HOST_ERROR", -8: "MEDIA_UNAVAILABLE"}
+// The host's error codes (abi/SPEC.md section 4.1).
+const (
+	// CodeBadPointer: a pointer/length pair is outside the guest's memory.
+	CodeBadPointer Code = -1
+	// CodeBadPayload: the payload (or a state key) is not what the host
+	// accepts; the host logs why.
+	CodeBadPayload Code = -2
+	// CodeNotFound: no such state key, or no media at that index.
+	CodeNotFound Code = -3
+	// CodeUnsupported: this host does not offer the function.
+	CodeUnsupported Code = -4
+	// CodeTooLarge: a payload, key or value over the host's limits, a state
+	// write past the state limits, or media over 20 MiB.
+	CodeTooLarge Code = -5
+	// CodeNoResult: result_read with no pending result.
+	CodeNoResult Code = -6
+	// CodeHostError: the host failed; the event's attempt fails and is retried.
+	CodeHostError Code = -7
+	// CodeMediaUnavailable: media_load cannot have the bytes; see
+	// MediaUnavailableError.
+	CodeMediaUnavailable Code = -8
+)
 
-func (e *HostError) Error() string {
-	name, ok := codeNames[e.Code]
-	if !ok {
-		name = fmt.Sprint(e.Code)
+var codeNames = map[Code]string{CodeBadPointer: "BAD_POINTER", CodeBadPayload: "BAD_PAYLOAD", CodeNotFound: "NOT_FOUND",
+	CodeUnsupported: "UNSUPPORTED", CodeTooLarge: "TOO_LARGE", CodeNoResult: "NO_RESULT", CodeHostError: "HOST_ERROR",
+	CodeMediaUnavailable: "MEDIA_UNAVAILABLE"}
+
+// String is the code's SPEC name, e.g. "TOO_LARGE", or the number for a code
+// this SDK does not know.
+func (c Code) String() string {
+	if name, ok := codeNames[c]; ok {
+		return name
 	}
-	return "botrun." + e.Func + ": " + name
+	return fmt.Sprint(int32(c))
 }
 
-// ErrUnsupported is matched (errors.Is) by a HostError with code UNSUPPORTED.
-var ErrUnsupported = errors.New("unsupported by this host")
+// Sentinels, one per code: errors.Is(err, ErrTooLarge) matches a *HostError
+// with that code (and ErrMediaUnavailable a *MediaUnavailableError).
+var (
+	ErrBadPointer       = errors.New("BAD_POINTER")
+	ErrBadPayload       = errors.New("BAD_PAYLOAD")
+	ErrNotFound         = errors.New("NOT_FOUND")
+	ErrUnsupported      = errors.New("unsupported by this host")
+	ErrTooLarge         = errors.New("TOO_LARGE")
+	ErrNoResult         = errors.New("NO_RESULT")
+	ErrHostError        = errors.New("HOST_ERROR")
+	ErrMediaUnavailable = errors.New("MEDIA_UNAVAILABLE")
+)
 
-// Is makes errors.Is(err, ErrUnsupported) work.
-func (e *HostError) Is(target error) bool { return target == ErrUnsupported && e.Code == -4 }
+var codeErrs = map[Code]error{CodeBadPointer: ErrBadPointer, CodeBadPayload: ErrBadPayload, CodeNotFound: ErrNotFound,
+	CodeUnsupported: ErrUnsupported, CodeTooLarge: ErrTooLarge, CodeNoResult: ErrNoResult, CodeHostError: ErrHostError,
+	CodeMediaUnavailable: ErrMediaUnavailable}
+
+// HostError is a negative code from a host function (see SPEC.md section
+// 4.1). errors.Is matches it against the code's sentinel (ErrTooLarge, ...);
+// errors.As gives the function and the code.
+type HostError struct {
+	// Func is the host function that answered, e.g. "state_set".
+	Func string
+	// Code is what it answered.
+	Code Code
+}
+
+func (e *HostError) Error() string { return "botrun." + e.Func + ": " + e.Code.String() }
+
+// Is makes errors.Is(err, ErrTooLarge) (and every other code's sentinel) work.
+func (e *HostError) Is(target error) bool { return target != nil && codeErrs[e.Code] == target }
+
+// CodeOf is the host code err carries (a *HostError's, or
+// CodeMediaUnavailable for a *MediaUnavailableError), or 0 when it carries
+// none.
+func CodeOf(err error) Code {
+	var he *HostError
+	var mu *MediaUnavailableError
+	switch {
+	case errors.As(err, &he):
+		return he.Code
+	case errors.As(err, &mu):
+		return CodeMediaUnavailable
+	}
+	return 0
+}
+
+// Log levels of Logf (abi/SPEC.md section 4, log).
+const (
+	LevelDebug int32 = 0
+	LevelInfo  int32 = 1
+	LevelWarn  int32 = 2
+	LevelError int32 = 3
+)
+
+// SendResult statuses (abi/SPEC.md section 2); StatusReplayed is the SDK's.
+const (
+	StatusSent     = "sent"
+	StatusDeduped  = "deduped"
+	StatusDeferred = "deferred"
+	StatusDead     = "dead"
+	StatusBypassed = "bypassed"
+	StatusQueued   = "queued"
+)
 
 // Context is what a handler gets for one event.
 type Context struct {
@@ -156,7 +238,7 @@ func (c *Context) Post(chat, text string, opts ...SendOption) (SendResult, error
 // send returns its result with a *SendError.
 func (c *Context) Send(chat, text string, opts ...SendOption) (SendResult, error) {
 	res, err := c.send("send", chat, text, opts)
-	if err == nil && (res.Status == "dead" || res.Status == "deferred") {
+	if err == nil && (res.Status == StatusDead || res.Status == StatusDeferred) {
 		err = &SendError{Result: res}
 	}
 	return res, err
@@ -200,16 +282,18 @@ func (c *Context) send(fn, chat, text string, opts []SendOption) (SendResult, er
 }
 
 // Log writes an info line to the host log, tagged with the event.
-func (c *Context) Log(format string, args ...any) { logf(1, format, args...) }
+func (c *Context) Log(format string, args ...any) { logf(LevelInfo, format, args...) }
 
-// Logf is Log at a level: 0 debug, 1 info, 2 warn, 3 error.
+// Logf is Log at a level: LevelDebug, LevelInfo, LevelWarn or LevelError.
 func (c *Context) Logf(level int32, format string, args ...any) { logf(level, format, args...) }
 
-// StateGet reads a conversation state value; ok is false when it is absent.
+// StateGet reads a conversation state value; ok is false when it is absent
+// (NOT_FOUND). Every other code is an error (a *HostError), never absence:
+// UNSUPPORTED, TOO_LARGE, BAD_PAYLOAD, HOST_ERROR.
 func (c *Context) StateGet(key string) (value []byte, ok bool, err error) {
 	k := []byte(key)
 	n := hostStateGet(ptr(k), int32(len(k)))
-	if n == -3 {
+	if Code(n) == CodeNotFound {
 		return nil, false, nil
 	}
 	v, err := result("state_get", n)
@@ -246,17 +330,29 @@ func (e *MediaUnavailableError) Error() string {
 	return "media unavailable: " + e.Reason + ": " + e.Message
 }
 
+// Is makes errors.Is(err, ErrMediaUnavailable) work.
+func (e *MediaUnavailableError) Is(target error) bool { return target == ErrMediaUnavailable }
+
+// Reasons of a MediaUnavailableError (abi/SPEC.md section 4).
+const (
+	ReasonNotDurable       = "not-durable"
+	ReasonProviderMismatch = "provider-mismatch"
+	ReasonRehydrateFailed  = "rehydrate-failed"
+)
+
 // LoadMedia downloads the bytes of Event.Media[index] through the host. It
 // fails with a *MediaUnavailableError (errors.As) when the media cannot be
-// had, and with ErrUnsupported when the event's channel cannot download media.
+// had, and with a *HostError otherwise: ErrUnsupported when the event's
+// channel cannot download media, ErrNotFound for an index the event does not
+// have, ErrTooLarge over 20 MiB.
 func (c *Context) LoadMedia(index int) ([]byte, error) {
 	n := hostMediaLoad(int32(index))
-	if n == -8 {
+	if Code(n) == CodeMediaUnavailable {
 		// The reason is a JSON object of at most 1 KiB (SPEC.md section 4).
 		b := make([]byte, 1024)
 		got := hostResultRead(ptr(b), int32(len(b)))
 		if got < 0 {
-			return nil, &HostError{Func: "result_read", Code: got}
+			return nil, &HostError{Func: "result_read", Code: Code(got)}
 		}
 		e, err := decodeMediaUnavailable(b[:got])
 		if err != nil {
@@ -277,7 +373,7 @@ func logf(level int32, format string, args ...any) {
 
 func check(fn string, n int32) error {
 	if n < 0 {
-		return &HostError{Func: fn, Code: n}
+		return &HostError{Func: fn, Code: Code(n)}
 	}
 	return nil
 }
@@ -285,12 +381,15 @@ func check(fn string, n int32) error {
 // result pulls a host result of length n.
 func result(fn string, n int32) ([]byte, error) {
 	if n < 0 {
-		return nil, &HostError{Func: fn, Code: n}
+		return nil, &HostError{Func: fn, Code: Code(n)}
 	}
 	buf := make([]byte, n)
 	if n > 0 {
 		if got := hostResultRead(ptr(buf), n); got != n {
-			return nil, &HostError{Func: "result_read", Code: got}
+			if got >= 0 {
+				got = int32(CodeNoResult) // a short read: the result is not the one announced
+			}
+			return nil, &HostError{Func: "result_read", Code: Code(got)}
 		}
 	}
 	return buf, nil
@@ -306,21 +405,21 @@ func ptr(b []byte) unsafe.Pointer {
 func onEvent(n int32) int32 {
 	buf := make([]byte, n)
 	if got := hostEventRead(ptr(buf), n); got != n {
-		logf(3, "botrun sdk: event_read returned %d, want %d", got, n)
+		logf(LevelError, "botrun sdk: event_read returned %d, want %d", got, n)
 		return 1
 	}
 	ev, err := decodeEvent(buf)
 	if err != nil {
-		logf(3, "botrun sdk: bad event: %v", err)
+		logf(LevelError, "botrun sdk: bad event: %v", err)
 		return 1
 	}
 	ctx := &Context{Event: ev}
 	if handler == nil {
-		logf(3, "botrun sdk: no handler registered: call bot.Handle from an init function (main never runs in a reactor)")
+		logf(LevelError, "botrun sdk: no handler registered: call bot.Handle from an init function (main never runs in a reactor)")
 		return 1
 	}
 	if err := handler(ctx); err != nil {
-		logf(3, "%v", err)
+		logf(LevelError, "%v", err)
 		return 1
 	}
 	return 0

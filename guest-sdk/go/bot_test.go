@@ -31,3 +31,23 @@ func TestSendError(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// Every code has a name and a sentinel that only its HostError matches.
+func TestCodesAreNamed(t *testing.T) {
+	for code, want := range sentinelsByCode() {
+		err := error(&HostError{Func: "state_get", Code: code})
+		if !errors.Is(err, want) || CodeOf(err) != code || code.String() == "" || err.Error() != "botrun.state_get: "+code.String() {
+			t.Fatalf("code %d: %v", code, err)
+		}
+		for other, s := range sentinelsByCode() {
+			if other != code && errors.Is(err, s) {
+				t.Fatalf("code %v matches the sentinel of %v", code, other)
+			}
+		}
+	}
+	if err := error(&MediaUnavailableError{Reason: ReasonNotDurable}); !errors.Is(err, ErrMediaUnavailable) || CodeOf(err) != CodeMediaUnavailable {
+		t.Fatalf("media: %v", err)
+	}
+}
+
+func sentinelsByCode() map[Code]error { return codeErrs }

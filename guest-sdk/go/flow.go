@@ -143,12 +143,12 @@ func (c *Context) Continue() (bool, error) {
 	}
 	name, answers, err := decodeFlow(b)
 	if err != nil {
-		logf(2, "botrun flow: forgetting the chat's flow: its state %q is %v (SPEC.md section 7); the message is handled as a normal message", flowKey, err)
+		logf(LevelWarn, "botrun flow: forgetting the chat's flow: its state %q is %v (SPEC.md section 7); the message is handled as a normal message", flowKey, err)
 		return false, c.StateDelete(flowKey)
 	}
 	flow, ok := flows[name]
 	if !ok {
-		logf(2, "botrun flow: forgetting the chat's flow %q: this module has no flow of that name; the message is handled as a normal message", name)
+		logf(LevelWarn, "botrun flow: forgetting the chat's flow %q: this module has no flow of that name; the message is handled as a normal message", name)
 		return false, c.StateDelete(flowKey)
 	}
 	return true, c.runFlow(flow, append(answers, c.Event.Text))
@@ -160,7 +160,7 @@ func (c *Context) runFlow(flow *Flow, answers []string) error {
 	err := flow.fn(f)
 	if c.replaying {
 		c.replaying = false
-		logf(2, "botrun flow: flow %q ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated", flow.name)
+		logf(LevelWarn, "botrun flow: flow %q ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated", flow.name)
 	}
 	switch {
 	case errors.Is(err, ErrWaiting):

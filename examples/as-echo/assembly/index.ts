@@ -1,7 +1,7 @@
 // The AssemblyScript echo bot: replies "echo: <text>" to every text message,
 // and to a photo without a caption "echo: [image, N bytes]" with the photo
 // sent back.
-import { Context, Media, MediaUnavailableError, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
+import { Code, Context, Media, MediaUnavailableError, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
 export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly/index";
 
 setHandler((ctx: Context): string | null => {
@@ -17,11 +17,11 @@ setHandler((ctx: Context): string | null => {
       label += ", " + changetype<ArrayBuffer>(loaded.bytes).byteLength.toString() + " bytes";
     } else if (loaded.unavailable != null) {
       label += ", unavailable: " + changetype<MediaUnavailableError>(loaded.unavailable).reason;
-    } else if (loaded.code != -4) {
-      return "botrun.media_load failed: " + loaded.code.toString();
+    } else if (loaded.code != Code.Unsupported) {
+      return loaded.error();
     }
     // The ref is empty when the reference did not survive a restart.
-    return ctx.send(ctx.event.chat, "echo: [" + label + "]", "", back.ref.length > 0 ? back : null);
+    return ctx.send(ctx.event.chat, "echo: [" + label + "]", "", back.ref.length > 0 ? back : null).error();
   }
-  return ctx.reply("echo: " + ctx.event.text);
+  return ctx.reply("echo: " + ctx.event.text).error();
 });

@@ -1,15 +1,15 @@
 //! The Rust echo bot: replies "echo: <text>" to every text message, and to a
 //! photo without a caption "echo: [image, N bytes]" with the photo sent back.
 
-fn handle(ctx: &mut botrun::Context) -> Result<(), String> {
+fn handle(ctx: &mut botrun::Context) -> Result<(), botrun::Error> {
     if ctx.event.text.is_empty() {
         // Media without a caption: load it, say how big it is, send it back.
         if let Some(m) = ctx.event.media.first().cloned() {
             let label = match ctx.load_media(0) {
                 Ok(bytes) => format!("{}, {} bytes", m.r#type, bytes.len()),
-                Err(botrun::MediaError::Unavailable(e)) => format!("{}, unavailable: {}", m.r#type, e.reason),
-                Err(botrun::MediaError::Unsupported) => m.r#type.clone(),
-                Err(e) => return Err(e.to_string()),
+                Err(botrun::Error::MediaUnavailable(e)) => format!("{}, unavailable: {}", m.r#type, e.reason),
+                Err(e) if e.code() == Some(botrun::Code::Unsupported) => m.r#type.clone(),
+                Err(e) => return Err(e),
             };
             let reply = format!("echo: [{}]", label);
             let back = botrun::Media { r#type: m.r#type, r#ref: m.r#ref, ..Default::default() };

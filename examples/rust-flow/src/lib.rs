@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-fn signup(f: &mut botrun::Flow) -> Result<(), String> {
+fn signup(f: &mut botrun::Flow) -> Result<(), botrun::Error> {
     let name = f.ask("What is your name?")?;
     f.ctx.reply(&format!("Nice to meet you, {}!", name))?;
     let city = f.ask(&format!("Which city do you live in, {}?", name))?;
@@ -13,12 +13,12 @@ fn signup(f: &mut botrun::Flow) -> Result<(), String> {
 }
 
 fn flows() -> botrun::Flows {
-    let mut m: HashMap<&'static str, fn(&mut botrun::Flow) -> Result<(), String>> = HashMap::new();
+    let mut m: HashMap<&'static str, botrun::FlowFn> = HashMap::new();
     m.insert("signup", signup);
     botrun::Flows(m)
 }
 
-fn handle(ctx: &mut botrun::Context) -> Result<(), String> {
+fn handle(ctx: &mut botrun::Context) -> Result<(), botrun::Error> {
     let flows = flows();
     if ctx.event.text == "/signup" {
         return ctx.start(&flows, "signup");

@@ -3,10 +3,11 @@
 //
 //   import { Context, setHandler } from "../../../guest-sdk/assemblyscript/assembly";
 //   export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly";
-//   setHandler((ctx: Context): string | null => ctx.reply("echo: " + ctx.event.text));
+//   setHandler((ctx: Context): string | null => ctx.reply("echo: " + ctx.event.text).error());
 //
 // A handler returns null when done, or an error message (reported, not
-// retried). Strings are UTF-16 in AssemblyScript and UTF-8 on the wire: the SDK
+// retried). Every call answers an Outcome (or a subclass carrying the value):
+// code is Code.OK or a named Code, and error() the message to return. Strings are UTF-16 in AssemblyScript and UTF-8 on the wire: the SDK
 // converts at the boundary. Do not use Math.random or trace: the host offers
 // no env.seed or env.trace import.
 
@@ -51,6 +52,88 @@ export class SendResult {
   error: string = "";
 }
 
+// Code names every code a call can answer: OK, the host's codes
+// (abi/SPEC.md section 4.1), and the SDK's own (NotSent, Failed).
+export enum Code {
+  OK = 0,
+  BadPointer = -1,
+  BadPayload = -2,
+  NotFound = -3,
+  Unsupported = -4,
+  TooLarge = -5,
+  NoResult = -6,
+  HostError = -7,
+  MediaUnavailable = -8,
+  // send: the send is dead or deferred (see SendOutcome.result).
+  NotSent = -101,
+  // a flow function returned an error of its own (see Outcome.message).
+  Failed = -103,
+}
+
+// codeName is the SPEC name of a code, e.g. "TOO_LARGE".
+export function codeName(code: i32): string {
+  switch (code) {
+    case Code.OK: return "OK";
+    case Code.BadPointer: return "BAD_POINTER";
+    case Code.BadPayload: return "BAD_PAYLOAD";
+    case Code.NotFound: return "NOT_FOUND";
+    case Code.Unsupported: return "UNSUPPORTED";
+    case Code.TooLarge: return "TOO_LARGE";
+    case Code.NoResult: return "NO_RESULT";
+    case Code.HostError: return "HOST_ERROR";
+    case Code.MediaUnavailable: return "MEDIA_UNAVAILABLE";
+    case Code.NotSent: return "NOT_SENT";
+    case Code.Failed: return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+// Log levels of log().
+export const LOG_DEBUG: i32 = 0;
+export const LOG_INFO: i32 = 1;
+export const LOG_WARN: i32 = 2;
+export const LOG_ERROR: i32 = 3;
+
+// Outcome is what every SDK call answers: code is Code.OK or why not, func
+// the host function that answered. error() is null when ok, else a message
+// a handler can return.
+export class Outcome {
+  code: i32 = Code.OK;
+  func: string = "";
+  message: string = "";
+  get ok(): bool { return this.code == Code.OK; }
+  error(): string | null {
+    if (this.code == Code.OK) return null;
+    if (this.message.length > 0) return this.message;
+    return "botrun." + this.func + ": " + codeName(this.code);
+  }
+}
+
+// failed sets o's func and code and returns it.
+function failed<T extends Outcome>(o: T, func: string, code: i32): T {
+  o.func = func;
+  o.code = code;
+  return o;
+}
+
+// SendOutcome answers send, post, enqueue and reply: result is the host's
+// SendResult when code is OK, or NotSent (send: dead or deferred).
+export class SendOutcome extends Outcome {
+  result: SendResult = new SendResult();
+}
+
+// StateValue answers stateGet: value is null when the key is absent (code
+// OK: NOT_FOUND is absence); any other code is an error, never absence.
+export class StateValue extends Outcome {
+  value: string | null = null;
+  get found(): bool { return this.value != null; }
+}
+
+// FlowOutcome answers continueFlow: inFlow when the message was the flow's.
+export class FlowOutcome extends Outcome {
+  inFlow: bool = false;
+}
+
 // MediaUnavailableError says why loadMedia has no bytes: reason is
 // "not-durable", "provider-mismatch" or "rehydrate-failed" (SPEC.md section 4).
 // The message is processed all the same; only the download failed.
@@ -59,29 +142,37 @@ export class MediaUnavailableError {
   message: string = "";
 }
 
-// MediaResult is loadMedia's answer: bytes when loaded; else unavailable
-// (with its reason) or a host error code (-4 UNSUPPORTED: the channel cannot
-// download media).
-export class MediaResult {
+// MediaResult is loadMedia's answer: bytes when loaded; else code says why:
+// MediaUnavailable (with unavailable's reason), Unsupported (the channel
+// cannot download media), NotFound (no such index), TooLarge, HostError.
+export class MediaResult extends Outcome {
   bytes: ArrayBuffer | null = null;
   unavailable: MediaUnavailableError | null = null;
-  code: i32 = 0;
 }
 
 // ---- JSON: exactly the ABI's shapes; unknown fields are skipped ----
+// quote is s as a JSON string. It copies runs of plain characters whole, so
+// a 1 MiB text costs one pass (not a string concatenation per character).
 function quote(s: string): string {
-  let out = "\"";
+  const parts: string[] = ["\""];
+  let run = 0;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if (c == 0x22) out += "\\\"";
-    else if (c == 0x5c) out += "\\\\";
-    else if (c == 0x0a) out += "\\n";
-    else if (c == 0x0d) out += "\\r";
-    else if (c == 0x09) out += "\\t";
-    else if (c < 0x20) out += "\\u00" + (c < 16 ? "0" : "") + c.toString(16);
-    else out += String.fromCharCode(c);
+    let e: string | null = null;
+    if (c == 0x22) e = "\\\"";
+    else if (c == 0x5c) e = "\\\\";
+    else if (c == 0x0a) e = "\\n";
+    else if (c == 0x0d) e = "\\r";
+    else if (c == 0x09) e = "\\t";
+    else if (c < 0x20) e = "\\u00" + (c < 16 ? "0" : "") + c.toString(16);
+    if (e == null) continue;
+    if (i > run) parts.push(s.substring(run, i));
+    parts.push(changetype<string>(e));
+    run = i + 1;
   }
-  return out + "\"";
+  if (s.length > run) parts.push(s.substring(run));
+  parts.push("\"");
+  return parts.join("");
 }
 
 class Reader {
@@ -278,34 +369,37 @@ export class Context {
   replaying: bool = false;
   constructor(e: Event) { this.event = e; }
 
-  // send sends text to chat (key: "" for a derived key); null when sent or
-  // deduped, else why not.
-  send(chat: string, text: string, key: string = "", media: Media | null = null): string | null {
-    const r = this.call(SEND, chat, text, key, media);
-    if (r == null) return "botrun.send failed";
-    const res = changetype<SendResult>(r);
-    if (res.status == "dead" || res.status == "deferred") return "send " + res.key + " " + res.status + ": " + res.error;
-    return null;
+  // send sends text to chat (key: "" for a derived key) and waits for the
+  // outbox's answer; a dead or deferred send is Code.NotSent.
+  send(chat: string, text: string, key: string = "", media: Media | null = null): SendOutcome {
+    const o = this.call(SEND, chat, text, key, media);
+    if (o.ok && (o.result.status == "dead" || o.result.status == "deferred")) {
+      o.code = Code.NotSent;
+      o.message = "send " + o.result.key + " " + o.result.status + ": " + o.result.error;
+    }
+    return o;
   }
 
-  // reply posts text to the event's chat (see post); null when queued.
-  reply(text: string): string | null { return this.post(this.event.chat, text) == null ? "botrun.post failed" : null; }
+  // reply posts text to the event's chat (see post).
+  reply(text: string): SendOutcome { return this.post(this.event.chat, text); }
 
   // post queues a send of text to chat and returns at once (status
   // "queued", with its key): the host makes the handler's posted sends, in
   // order, when it returns, so the instance is free while they wait
-  // (abi/SPEC.md section 4.3). null when the host refused it.
-  post(chat: string, text: string, key: string = "", media: Media | null = null): SendResult | null { return this.call(POST, chat, text, key, media); }
+  // (abi/SPEC.md section 4.3).
+  post(chat: string, text: string, key: string = "", media: Media | null = null): SendOutcome { return this.call(POST, chat, text, key, media); }
 
-  enqueue(chat: string, text: string, key: string = ""): SendResult | null { return this.call(ENQUEUE, chat, text, key, null); }
+  // enqueue journals a send for the host to deliver in the background.
+  enqueue(chat: string, text: string, key: string = ""): SendOutcome { return this.call(ENQUEUE, chat, text, key, null); }
 
-  private call(fn: i32, chat: string, text: string, key: string, media: Media | null): SendResult | null {
+  private call(fn: i32, chat: string, text: string, key: string, media: Media | null): SendOutcome {
+    const o = new SendOutcome();
+    o.func = fn == ENQUEUE ? "enqueue" : fn == POST ? "post" : "send";
     if (this.replaying) {
       // The host numbers sends, so one that does not reach it takes no
       // derived key: the live sends keep their numbers on every replay.
-      const r = new SendResult();
-      r.status = REPLAYED;
-      return r;
+      o.result.status = REPLAYED;
+      return o;
     }
     let req = "{\"chat\":" + quote(chat) + ",\"text\":" + quote(text);
     if (media != null) {
@@ -323,78 +417,99 @@ export class Context {
       : fn == POST ? host_post(changetype<usize>(b), b.byteLength)
       : host_send(changetype<usize>(b), b.byteLength);
     const out = pull(n);
-    if (out == null) return null;
-    return decodeResult(String.UTF8.decode(changetype<ArrayBuffer>(out)));
+    if (out == null) return failed(o, o.func, n < 0 ? n : Code.NoResult);
+    o.result = decodeResult(String.UTF8.decode(changetype<ArrayBuffer>(out)));
+    return o;
   }
 
   // loadMedia downloads the bytes of event.media[index] through the host.
   loadMedia(index: i32): MediaResult {
     const res = new MediaResult();
     const n = host_media_load(index);
-    if (n == -8) {
+    if (n == Code.MediaUnavailable) {
       // The reason is a JSON object of at most 1 KiB (SPEC.md section 4).
       const b = new ArrayBuffer(1024);
       const got = host_result_read(changetype<usize>(b), 1024);
-      if (got < 0) { res.code = got; return res; }
+      if (got < 0) return failed(res, "result_read", got);
       res.unavailable = decodeUnavailable(String.UTF8.decode(b.slice(0, got)));
-      res.code = -8;
-      return res;
+      return failed(res, "media_load", Code.MediaUnavailable);
     }
     const out = pull(n);
-    if (out == null) { res.code = n < 0 ? n : -6; return res; }
+    if (out == null) return failed(res, "media_load", n < 0 ? n : Code.NoResult);
     res.bytes = out;
     return res;
   }
 
-  // stateGet returns the value of key in this chat, or null.
-  stateGet(key: string): string | null {
+  // stateGet reads the value of key in this chat: value null when absent;
+  // UNSUPPORTED, TOO_LARGE, BAD_PAYLOAD and HOST_ERROR are codes, never
+  // absence (abi/SPEC.md section 4).
+  stateGet(key: string): StateValue {
+    const res = new StateValue();
     const k = utf8(key);
     const n = host_state_get(changetype<usize>(k), k.byteLength);
+    if (n == Code.NotFound) { res.func = "state_get"; return res; }
     const out = pull(n);
-    return out == null ? null : String.UTF8.decode(changetype<ArrayBuffer>(out));
+    if (out == null) return failed(res, "state_get", n < 0 ? n : Code.NoResult);
+    res.value = String.UTF8.decode(changetype<ArrayBuffer>(out));
+    return res;
   }
 
-  stateSet(key: string, value: string): bool {
+  // stateSet writes a value; it commits with the event.
+  stateSet(key: string, value: string): Outcome {
     const k = utf8(key), v = utf8(value);
-    return host_state_set(changetype<usize>(k), k.byteLength, changetype<usize>(v), v.byteLength) == 0;
+    return setState(k, v);
   }
 
-  stateDelete(key: string): bool {
+  // stateDelete removes a value; it commits with the event.
+  stateDelete(key: string): Outcome {
     const k = utf8(key);
-    return host_state_delete(changetype<usize>(k), k.byteLength) == 0;
+    const n = host_state_delete(changetype<usize>(k), k.byteLength);
+    const o = new Outcome();
+    return n < 0 ? failed(o, "state_delete", n) : o;
   }
 
   // start begins the flow in this chat.
-  start(flow: Flow): string | null { return runFlow(this, flow, []); }
+  start(flow: Flow): Outcome { return runFlow(this, flow, []); }
 
-  // continueFlow feeds this message to the chat's flow in progress; false
-  // when there is none. A state that does not parse, or names a flow not in
-  // flows, is deleted (logged) and false returned: handle the message as a
-  // normal message.
-  continueFlow(flows: Flow[]): bool {
+  // continueFlow feeds this message to the chat's flow in progress; inFlow
+  // is false when there is none. A state that does not parse, or names a
+  // flow not in flows, is deleted (logged) and inFlow is false: handle the
+  // message as a normal message.
+  continueFlow(flows: Flow[]): FlowOutcome {
+    const res = new FlowOutcome();
+    // The raw bytes: a flow state may hold any bytes (SPEC.md section 7).
     const k = utf8(FLOW_KEY);
-    const st = pull(host_state_get(changetype<usize>(k), k.byteLength));
-    if (st == null) return false;
+    const n = host_state_get(changetype<usize>(k), k.byteLength);
+    if (n == Code.NotFound) return res;
+    const st = pull(n);
+    if (st == null) return failed(res, "state_get", n < 0 ? n : Code.NoResult);
     const fields = decodeFlow(changetype<ArrayBuffer>(st));
     if (fields == null) {
-      log(2, "botrun flow: forgetting the chat's flow: its state is not a sequence of netstrings (SPEC.md section 7); the message is handled as a normal message");
-      this.stateDelete(FLOW_KEY);
-      return false;
+      log(LOG_WARN, "botrun flow: forgetting the chat's flow: its state is not a sequence of netstrings (SPEC.md section 7); the message is handled as a normal message");
+      const d = this.stateDelete(FLOW_KEY);
+      return d.ok ? res : failed(res, d.func, d.code);
     }
     const parts = changetype<string[]>(fields);
     const answers = parts.slice(1);
     answers.push(this.event.text);
     for (let i = 0; i < flows.length; i++) {
       if (flows[i].name == parts[0]) {
-        const err = runFlow(this, flows[i], answers);
-        if (err != null) log(3, changetype<string>(err));
-        return true;
+        const o = runFlow(this, flows[i], answers);
+        res.inFlow = true;
+        res.message = o.message;
+        return o.ok ? res : failed(res, o.func, o.code);
       }
     }
-    log(2, "botrun flow: forgetting the chat's flow \"" + parts[0] + "\": this module has no flow of that name; the message is handled as a normal message");
-    this.stateDelete(FLOW_KEY);
-    return false;
+    log(LOG_WARN, "botrun flow: forgetting the chat's flow \"" + parts[0] + "\": this module has no flow of that name; the message is handled as a normal message");
+    const d = this.stateDelete(FLOW_KEY);
+    return d.ok ? res : failed(res, d.func, d.code);
   }
+}
+
+function setState(k: ArrayBuffer, v: ArrayBuffer): Outcome {
+  const n = host_state_set(changetype<usize>(k), k.byteLength, changetype<usize>(v), v.byteLength);
+  const o = new Outcome();
+  return n < 0 ? failed(o, "state_set", n) : o;
 }
 
 // ---- flows: state "botrun.flow" = netstrings (SPEC.md section 7): the
@@ -413,16 +528,21 @@ export class FlowContext {
   ctx: Context;
   answers: string[];
   asked: i32 = 0;
+  // failed is the question's send when the host refused it: the flow ends
+  // with its code.
+  failed: Outcome | null = null;
   constructor(ctx: Context, answers: string[]) { this.ctx = ctx; this.answers = answers; }
   // ask returns the answer, or sends the question and returns null: return
-  // WAITING from the flow then.
+  // WAITING from the flow then (if the send failed, the flow's outcome is
+  // the send's).
   ask(question: string): string | null {
     this.asked++;
     if (this.asked <= this.answers.length) {
       if (this.asked == this.answers.length) this.ctx.replaying = false; // this message's answer: what follows is new
       return this.answers[this.asked - 1];
     }
-    this.ctx.reply(question);
+    const o = this.ctx.reply(question);
+    if (!o.ok) this.failed = o;
     return null;
   }
 }
@@ -477,22 +597,22 @@ function encodeFlow(name: string, answers: string[]): ArrayBuffer {
   return out.buffer;
 }
 
-function runFlow(ctx: Context, flow: Flow, answers: string[]): string | null {
+function runFlow(ctx: Context, flow: Flow, answers: string[]): Outcome {
   const f = new FlowContext(ctx, answers);
   ctx.replaying = answers.length > 0;
   const err = flow.fn(f);
   if (ctx.replaying) {
     ctx.replaying = false;
-    log(2, "botrun flow: flow \"" + flow.name + "\" ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated");
+    log(LOG_WARN, "botrun flow: flow \"" + flow.name + "\" ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated");
   }
-  if (err != null && changetype<string>(err) == WAITING) {
-    const k = utf8(FLOW_KEY), v = encodeFlow(flow.name, answers);
-    host_state_set(changetype<usize>(k), k.byteLength, changetype<usize>(v), v.byteLength);
-    return null;
+  if (f.failed != null) return changetype<Outcome>(f.failed);
+  if (err != null && changetype<string>(err) == WAITING) return setState(utf8(FLOW_KEY), encodeFlow(flow.name, answers));
+  if (err != null) {
+    const o = failed(new Outcome(), "flow", Code.Failed);
+    o.message = changetype<string>(err);
+    return o;
   }
-  if (err != null) return err;
-  ctx.stateDelete(FLOW_KEY);
-  return null;
+  return ctx.stateDelete(FLOW_KEY);
 }
 
 // ---- entry points ----
@@ -506,10 +626,10 @@ export function botrun_on_event(n: i32): i32 {
   const raw = new ArrayBuffer(n);
   if (host_event_read(changetype<usize>(raw), n) != n) return 1;
   const e = decodeEvent(String.UTF8.decode(raw));
-  if (e == null) { log(3, "botrun sdk: bad event"); return 1; }
-  if (handler == null) { log(3, "botrun sdk: no handler: call setHandler at the top level"); return 1; }
+  if (e == null) { log(LOG_ERROR, "botrun sdk: bad event"); return 1; }
+  if (handler == null) { log(LOG_ERROR, "botrun sdk: no handler: call setHandler at the top level"); return 1; }
   const h = changetype<(ctx: Context) => string | null>(handler);
   const err = h(new Context(changetype<Event>(e)));
-  if (err != null) { log(3, changetype<string>(err)); return 1; }
+  if (err != null) { log(LOG_ERROR, changetype<string>(err)); return 1; }
   return 0;
 }

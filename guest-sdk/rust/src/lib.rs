@@ -13,7 +13,7 @@
 //! A bot defines its handler and exports it with the macro:
 //!
 //! ```text
-//! fn handle(ctx: &mut botrun::Context) -> Result<(), String> {
+//! fn handle(ctx: &mut botrun::Context) -> Result<(), botrun::Error> {
 //!     ctx.reply(&format!("echo: {}", ctx.event.text))?;
 //!     Ok(())
 //! }
@@ -80,30 +80,84 @@ pub struct Context {
     replaying: bool,
 }
 
-fn code_name(code: i32) -> &'static str {
-    match code {
-        -1 => "BAD_POINTER",
-        -2 => "BAD_PAYLOAD",
-        -3 => "NOT_FOUND",
-        -4 => "UNSUPPORTED",
-        -5 => "TOO_LARGE",
-        -6 => "NO_RESULT",
-        -7 => "HOST_ERROR",
-        -8 => "MEDIA_UNAVAILABLE",
-        _ => "UNKNOWN",
+/// A host function's negative result (abi/SPEC.md section 4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// -1: a pointer/length pair is outside the guest's memory.
+    BadPointer,
+    /// -2: the payload (or a state key) is not what the host accepts.
+    BadPayload,
+    /// -3: no such state key, or no media at that index.
+    NotFound,
+    /// -4: this host does not offer the function.
+    Unsupported,
+    /// -5: over a host limit, or a state write past the state limits.
+    TooLarge,
+    /// -6: `result_read` with no pending result.
+    NoResult,
+    /// -7: the host failed; the event's attempt fails and is retried.
+    HostError,
+    /// -8: `media_load` cannot have the bytes (see `MediaUnavailableError`).
+    MediaUnavailable,
+    /// A code this SDK does not know.
+    Other(i32),
+}
+
+impl Code {
+    /// The code of a host function's negative result.
+    pub fn from_raw(n: i32) -> Code {
+        match n {
+            -1 => Code::BadPointer,
+            -2 => Code::BadPayload,
+            -3 => Code::NotFound,
+            -4 => Code::Unsupported,
+            -5 => Code::TooLarge,
+            -6 => Code::NoResult,
+            -7 => Code::HostError,
+            -8 => Code::MediaUnavailable,
+            n => Code::Other(n),
+        }
+    }
+
+    /// The number on the wire.
+    pub fn raw(self) -> i32 {
+        match self {
+            Code::BadPointer => -1,
+            Code::BadPayload => -2,
+            Code::NotFound => -3,
+            Code::Unsupported => -4,
+            Code::TooLarge => -5,
+            Code::NoResult => -6,
+            Code::HostError => -7,
+            Code::MediaUnavailable => -8,
+            Code::Other(n) => n,
+        }
+    }
+
+    /// The SPEC name, e.g. "TOO_LARGE" ("UNKNOWN" for `Other`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::BadPointer => "BAD_POINTER",
+            Code::BadPayload => "BAD_PAYLOAD",
+            Code::NotFound => "NOT_FOUND",
+            Code::Unsupported => "UNSUPPORTED",
+            Code::TooLarge => "TOO_LARGE",
+            Code::NoResult => "NO_RESULT",
+            Code::HostError => "HOST_ERROR",
+            Code::MediaUnavailable => "MEDIA_UNAVAILABLE",
+            Code::Other(_) => "UNKNOWN",
+        }
     }
 }
 
-fn result(f: &str, n: i32) -> Result<Vec<u8>, String> {
-    if n < 0 {
-        return Err(format!("botrun.{}: {}", f, code_name(n)));
-    }
-    let mut buf = vec![0u8; n as usize];
-    if n > 0 && unsafe { result_read(buf.as_mut_ptr(), n) } != n {
-        return Err("botrun.result_read failed".into());
-    }
-    Ok(buf)
-}
+/// Log levels of `Context::log`.
+pub const LOG_DEBUG: i32 = 0;
+/// Info level.
+pub const LOG_INFO: i32 = 1;
+/// Warn level.
+pub const LOG_WARN: i32 = 2;
+/// Error level: a handler's error is logged at it.
+pub const LOG_ERROR: i32 = 3;
 
 /// Why `load_media` has no bytes: `reason` is "not-durable",
 /// "provider-mismatch" or "rehydrate-failed" (SPEC.md section 4). The message
@@ -114,25 +168,77 @@ pub struct MediaUnavailableError {
     pub message: String,
 }
 
-/// A failed `load_media`.
+/// Every error of the SDK.
 #[derive(Debug, Clone, PartialEq)]
-pub enum MediaError {
-    /// The bytes cannot be had, for the reason given.
-    Unavailable(MediaUnavailableError),
-    /// The event's channel cannot download media.
-    Unsupported,
-    /// Any other host error.
-    Host(String),
+pub enum Error {
+    /// A host function answered a negative code.
+    Host { func: &'static str, code: Code },
+    /// `load_media`: MEDIA_UNAVAILABLE, with the reason.
+    MediaUnavailable(MediaUnavailableError),
+    /// `send`: the send is dead, or deferred (it stays journaled and the host
+    /// keeps retrying it).
+    NotSent(SendResult),
+    /// A flow's `ask` sent its question: return it to wait for the answer.
+    Waiting,
+    /// The host's result did not parse.
+    BadResult(&'static str),
+    /// A handler's own error.
+    Handler(String),
 }
 
-impl std::fmt::Display for MediaError {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+impl Error {
+    /// The host code the error carries, if any (MEDIA_UNAVAILABLE for
+    /// `MediaUnavailable`).
+    pub fn code(&self) -> Option<Code> {
         match self {
-            MediaError::Unavailable(e) => write!(f, "media unavailable: {}: {}", e.reason, e.message),
-            MediaError::Unsupported => write!(f, "botrun.media_load: UNSUPPORTED"),
-            MediaError::Host(s) => write!(f, "{}", s),
+            Error::Host { code, .. } => Some(*code),
+            Error::MediaUnavailable(_) => Some(Code::MediaUnavailable),
+            _ => None,
         }
     }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Error::Host { func, code } => write!(f, "botrun.{}: {}", func, code.name()),
+            Error::MediaUnavailable(e) => write!(f, "media unavailable: {}: {}", e.reason, e.message),
+            Error::NotSent(r) => write!(f, "send {} {}: {}", r.key, r.status, r.error),
+            Error::Waiting => write!(f, "{}", WAITING),
+            Error::BadResult(func) => write!(f, "botrun.{}: bad result", func),
+            Error::Handler(s) => write!(f, "{}", s),
+        }
+    }
+}
+
+impl From<String> for Error {
+    fn from(s: String) -> Error {
+        Error::Handler(s)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(s: &str) -> Error {
+        Error::Handler(s.to_string())
+    }
+}
+
+fn host(func: &'static str, n: i32) -> Error {
+    Error::Host { func, code: Code::from_raw(n) }
+}
+
+fn result(f: &'static str, n: i32) -> Result<Vec<u8>, Error> {
+    if n < 0 {
+        return Err(host(f, n));
+    }
+    let mut buf = vec![0u8; n as usize];
+    if n > 0 {
+        let got = unsafe { result_read(buf.as_mut_ptr(), n) };
+        if got != n {
+            return Err(host("result_read", if got < 0 { got } else { Code::NoResult.raw() }));
+        }
+    }
+    Ok(buf)
 }
 
 /// Options of one send.
@@ -146,7 +252,7 @@ pub struct SendOptions<'a> {
 
 impl Context {
     /// Posts text to the event's chat (see `post`): status "queued".
-    pub fn reply(&mut self, text: &str) -> Result<SendResult, String> {
+    pub fn reply(&mut self, text: &str) -> Result<SendResult, Error> {
         let chat = self.event.chat.clone();
         self.post(&chat, text, SendOptions::default())
     }
@@ -155,27 +261,27 @@ impl Context {
     /// with its key). The host makes the handler's posted sends, in order,
     /// when it returns, so the instance is free while they wait on the
     /// journal and the channel (abi/SPEC.md section 4.3).
-    pub fn post(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+    pub fn post(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, Error> {
         self.do_send("post", chat, text, opts)
     }
 
     /// Sends text to chat and waits for the outbox's answer. A dead or
     /// deferred send is an error (a deferred one stays journaled and the host
     /// keeps retrying it).
-    pub fn send(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+    pub fn send(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, Error> {
         let r = self.do_send("send", chat, text, opts)?;
         if r.status == "dead" || r.status == "deferred" {
-            return Err(format!("send {} {}: {}", r.key, r.status, r.error));
+            return Err(Error::NotSent(r));
         }
         Ok(r)
     }
 
     /// Journals a send for the host to deliver in the background.
-    pub fn enqueue(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+    pub fn enqueue(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, Error> {
         self.do_send("enqueue", chat, text, opts)
     }
 
-    fn do_send(&mut self, func: &'static str, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, String> {
+    fn do_send(&mut self, func: &'static str, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, Error> {
         if self.replaying {
             // The host numbers sends, so one that does not reach it takes no
             // derived key: the live sends keep their numbers on every replay.
@@ -209,65 +315,67 @@ impl Context {
             }
         };
         let out = result(func, n)?;
-        json::decode_result(&out).ok_or_else(|| "botrun.send: bad result".to_string())
+        json::decode_result(&out).ok_or(Error::BadResult(func))
     }
 
-    /// Reads a conversation state value of the event's chat.
-    pub fn state_get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+    /// Reads a conversation state value of the event's chat: Ok(None) when
+    /// absent (NOT_FOUND); every other code is an `Error::Host`, never
+    /// absence.
+    pub fn state_get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
         let n = unsafe { state_get(key.as_ptr(), key.len() as i32) };
-        if n == -3 {
+        if Code::from_raw(n) == Code::NotFound {
             return Ok(None);
         }
         result("state_get", n).map(Some)
     }
 
     /// Writes a conversation state value; it commits with the event.
-    pub fn state_set(&self, key: &str, value: &[u8]) -> Result<(), String> {
+    pub fn state_set(&self, key: &str, value: &[u8]) -> Result<(), Error> {
         let n = unsafe { state_set(key.as_ptr(), key.len() as i32, value.as_ptr(), value.len() as i32) };
         if n < 0 {
-            return Err(format!("botrun.state_set: {}", code_name(n)));
+            return Err(host("state_set", n));
         }
         Ok(())
     }
 
     /// Removes a conversation state value; it commits with the event.
-    pub fn state_delete(&self, key: &str) -> Result<(), String> {
+    pub fn state_delete(&self, key: &str) -> Result<(), Error> {
         let n = unsafe { state_delete(key.as_ptr(), key.len() as i32) };
         if n < 0 {
-            return Err(format!("botrun.state_delete: {}", code_name(n)));
+            return Err(host("state_delete", n));
         }
         Ok(())
     }
 
-    /// Downloads the bytes of `event.media[index]` through the host.
-    pub fn load_media(&self, index: usize) -> Result<Vec<u8>, MediaError> {
+    /// Downloads the bytes of `event.media[index]` through the host:
+    /// `Error::MediaUnavailable` when the bytes cannot be had, else
+    /// `Error::Host` (UNSUPPORTED: the channel cannot download; NOT_FOUND: no
+    /// such index; TOO_LARGE: over 20 MiB).
+    pub fn load_media(&self, index: usize) -> Result<Vec<u8>, Error> {
         let n = unsafe { media_load(index as i32) };
-        match n {
-            -8 => {
-                // The reason is a JSON object of at most 1 KiB (SPEC.md section 4).
-                let mut buf = vec![0u8; 1024];
-                let got = unsafe { result_read(buf.as_mut_ptr(), buf.len() as i32) };
-                if got < 0 {
-                    return Err(MediaError::Host(format!("botrun.result_read: {}", code_name(got))));
-                }
-                buf.truncate(got as usize);
-                json::decode_unavailable(&buf)
-                    .map(MediaError::Unavailable)
-                    .ok_or_else(|| MediaError::Host("botrun.media_load: bad result".into()))
-                    .and_then(Err)
-            }
-            -4 => Err(MediaError::Unsupported),
-            _ => result("media_load", n).map_err(MediaError::Host),
+        if Code::from_raw(n) != Code::MediaUnavailable {
+            return result("media_load", n);
+        }
+        // The reason is a JSON object of at most 1 KiB (SPEC.md section 4).
+        let mut buf = vec![0u8; 1024];
+        let got = unsafe { result_read(buf.as_mut_ptr(), buf.len() as i32) };
+        if got < 0 {
+            return Err(host("result_read", got));
+        }
+        buf.truncate(got as usize);
+        match json::decode_unavailable(&buf) {
+            Some(e) => Err(Error::MediaUnavailable(e)),
+            None => Err(Error::BadResult("media_load")),
         }
     }
 
-    /// Writes a line to the host log (0 debug, 1 info, 2 warn, 3 error).
+    /// Writes a line to the host log (LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR).
     pub fn log(&self, level: i32, msg: &str) {
         unsafe { log(level, msg.as_ptr(), msg.len() as i32) }
     }
 
     /// Starts a flow in this chat.
-    pub fn start(&mut self, flows: &Flows, name: &str) -> Result<(), String> {
+    pub fn start(&mut self, flows: &Flows, name: &str) -> Result<(), Error> {
         run_flow(self, flows, name, Vec::new())
     }
 
@@ -275,7 +383,7 @@ impl Context {
     /// is none. A state that does not parse, or names a flow not in `flows`,
     /// is deleted (logged) and Ok(false) returned: handle the message as a
     /// normal message.
-    pub fn continue_flow(&mut self, flows: &Flows) -> Result<bool, String> {
+    pub fn continue_flow(&mut self, flows: &Flows) -> Result<bool, Error> {
         let state = match self.state_get(FLOW_KEY)? {
             Some(s) => s,
             None => return Ok(false),
@@ -283,7 +391,7 @@ impl Context {
         let mut fields = match decode_flow(&state) {
             Some(f) => f.into_iter().map(|p| String::from_utf8_lossy(p).into_owned()),
             None => {
-                self.log(2, "botrun flow: forgetting the chat's flow: its state is not a sequence of netstrings (SPEC.md section 7); the message is handled as a normal message");
+                self.log(LOG_WARN, "botrun flow: forgetting the chat's flow: its state is not a sequence of netstrings (SPEC.md section 7); the message is handled as a normal message");
                 self.state_delete(FLOW_KEY)?;
                 return Ok(false);
             }
@@ -292,7 +400,7 @@ impl Context {
         let mut answers: Vec<String> = fields.collect();
         answers.push(self.event.text.clone());
         if !flows.0.contains_key(name.as_str()) {
-            self.log(2, &format!("botrun flow: forgetting the chat's flow {:?}: this module has no flow of that name; the message is handled as a normal message", name));
+            self.log(LOG_WARN, &format!("botrun flow: forgetting the chat's flow {:?}: this module has no flow of that name; the message is handled as a normal message", name));
             self.state_delete(FLOW_KEY)?;
             return Ok(false);
         }
@@ -318,7 +426,7 @@ pub struct Flow<'a> {
     asked: usize,
 }
 
-/// What ask returns when the question was sent: return it to wait.
+/// The text of `Error::Waiting`.
 pub const WAITING: &str = "botrun flow: waiting for an answer";
 
 /// The status of a send a flow makes while it replays a step already taken.
@@ -326,8 +434,8 @@ pub const REPLAYED: &str = "replayed";
 
 impl<'a> Flow<'a> {
     /// The answer to the question; the first time the flow reaches it, sends
-    /// it and returns Err(WAITING).
-    pub fn ask(&mut self, question: &str) -> Result<String, String> {
+    /// it and returns Err(Error::Waiting).
+    pub fn ask(&mut self, question: &str) -> Result<String, Error> {
         self.asked += 1;
         if self.asked <= self.answers.len() {
             if self.asked == self.answers.len() {
@@ -336,12 +444,15 @@ impl<'a> Flow<'a> {
             return Ok(self.answers[self.asked - 1].clone());
         }
         self.ctx.reply(question)?;
-        Err(WAITING.to_string())
+        Err(Error::Waiting)
     }
 }
 
 /// The flows of a bot by name.
-pub struct Flows(pub HashMap<&'static str, fn(&mut Flow) -> Result<(), String>>);
+pub struct Flows(pub HashMap<&'static str, FlowFn>);
+
+/// A flow function: it returns `Error::Waiting` (from `ask`) to wait.
+pub type FlowFn = fn(&mut Flow) -> Result<(), Error>;
 
 const FLOW_KEY: &str = "botrun.flow";
 
@@ -381,17 +492,17 @@ fn decode_flow(mut b: &[u8]) -> Option<Vec<&[u8]>> {
     }
 }
 
-fn run_flow(ctx: &mut Context, flows: &Flows, name: &str, answers: Vec<String>) -> Result<(), String> {
-    let f = *flows.0.get(name).ok_or_else(|| format!("no flow {}", name))?;
+fn run_flow(ctx: &mut Context, flows: &Flows, name: &str, answers: Vec<String>) -> Result<(), Error> {
+    let f = *flows.0.get(name).ok_or_else(|| Error::Handler(format!("no flow {}", name)))?;
     ctx.replaying = !answers.is_empty();
     let mut flow = Flow { ctx, answers, asked: 0 };
     let res = f(&mut flow);
     if flow.ctx.replaying {
         flow.ctx.replaying = false;
-        flow.ctx.log(2, &format!("botrun flow: flow {:?} ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated", name));
+        flow.ctx.log(LOG_WARN, &format!("botrun flow: flow {:?} ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated", name));
     }
     match res {
-        Err(e) if e == WAITING => {
+        Err(Error::Waiting) => {
             let mut b = Vec::new();
             put_netstring(&mut b, name.as_bytes());
             for a in &flow.answers {
@@ -405,7 +516,7 @@ fn run_flow(ctx: &mut Context, flows: &Flows, name: &str, answers: Vec<String>) 
 }
 
 /// Runs one event: called by the export the handler macro generates.
-pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), String>) -> i32 {
+pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), Error>) -> i32 {
     let mut buf = vec![0u8; len as usize];
     if unsafe { event_read(buf.as_mut_ptr(), len) } != len {
         return 1;
@@ -414,7 +525,7 @@ pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), String>) -> i32 {
         Some(e) => e,
         None => {
             let m = "botrun sdk: bad event";
-            unsafe { log(3, m.as_ptr(), m.len() as i32) };
+            unsafe { log(LOG_ERROR, m.as_ptr(), m.len() as i32) };
             return 1;
         }
     };
@@ -422,14 +533,14 @@ pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), String>) -> i32 {
     match handler(&mut ctx) {
         Ok(()) => 0,
         Err(e) => {
-            ctx.log(3, &e);
+            ctx.log(LOG_ERROR, &e.to_string());
             1
         }
     }
 }
 
 /// Exports the ABI v1 entry points for a handler
-/// `fn(&mut botrun::Context) -> Result<(), String>`.
+/// `fn(&mut botrun::Context) -> Result<(), botrun::Error>`.
 #[macro_export]
 macro_rules! export_handler {
     ($handler:path) => {

@@ -1,0 +1,97 @@
+// The AssemblyScript SDK's conformance guest: every event's text is one
+// command, which it runs through the SDK and whose outcome it posts, as one
+// line, to the chat "report" (examples/CONFORMANCE.md; host/wasm's
+// TestConformance drives it).
+import { Code, Context, Flow, FlowContext, LOG_INFO, MediaUnavailableError, Outcome, SendOutcome, WAITING, codeName, log, nowMs, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
+export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly/index";
+
+// arg decodes an argument: "-" is "", "@N" N bytes of 'x'.
+function arg(s: string): string {
+  if (s == "-") return "";
+  if (s.startsWith("@")) return "x".repeat(<i32>parseInt(s.substr(1)));
+  return s;
+}
+
+function failure(o: Outcome): string { return "err " + codeName(o.code); }
+
+function sendOutcome(o: SendOutcome): string {
+  const r = o.result;
+  const fields = r.status + " key=" + r.key + " ref=" + r.ref + " error=" + r.error;
+  if (o.code == Code.NotSent) return "not-sent " + fields;
+  if (!o.ok) return failure(o);
+  return fields;
+}
+
+function done(o: Outcome): string { return o.ok ? "ok" : failure(o); }
+
+const signup = new Flow("signup", (f: FlowContext): string | null => {
+  const name = f.ask("name?");
+  if (name == null) return WAITING;
+  const hi = f.ctx.reply("hi " + name).error();
+  if (hi != null) return hi;
+  const city = f.ask("city?");
+  if (city == null) return WAITING;
+  return f.ctx.reply("bye " + name + " from " + city).error();
+});
+
+let handlerError: string | null = null;
+
+function run(ctx: Context, args: string[]): string {
+  const cmd = args[0];
+  const key = args.length > 3 ? arg(args[3]) : "";
+  if (cmd == "now") return "now " + nowMs().toString();
+  if (cmd == "state-get") {
+    const v = ctx.stateGet(arg(args[1]));
+    if (!v.ok) return failure(v);
+    return v.found ? "value " + changetype<string>(v.value) : "absent";
+  }
+  if (cmd == "state-set") return done(ctx.stateSet(arg(args[1]), arg(args[2])));
+  if (cmd == "state-delete") return done(ctx.stateDelete(arg(args[1])));
+  if (cmd == "media") {
+    const m = ctx.loadMedia(<i32>parseInt(args[1]));
+    if (m.code == Code.MediaUnavailable && m.unavailable != null) {
+      const u = changetype<MediaUnavailableError>(m.unavailable);
+      return "unavailable " + u.reason + " " + u.message;
+    }
+    if (!m.ok) return failure(m);
+    return "bytes " + changetype<ArrayBuffer>(m.bytes).byteLength.toString();
+  }
+  if (cmd == "send") return sendOutcome(ctx.send(arg(args[1]), arg(args[2]), key));
+  if (cmd == "post") return sendOutcome(ctx.post(arg(args[1]), arg(args[2]), key));
+  if (cmd == "enqueue") return sendOutcome(ctx.enqueue(arg(args[1]), arg(args[2]), key));
+  if (cmd == "reply") return sendOutcome(ctx.reply(arg(args[1])));
+  if (cmd == "sends") {
+    const n = <i32>parseInt(args[1]);
+    for (let i = 1; i <= n; i++) {
+      const o = ctx.send("c1", "n" + i.toString());
+      if (!o.ok) return failure(o) + " at " + i.toString();
+    }
+    return "sent " + n.toString();
+  }
+  if (cmd == "log") {
+    const count = args.length > 3 ? <i32>parseInt(args[3]) : 1;
+    const msg = arg(args[2]);
+    const level = args.length > 1 ? <i32>parseInt(args[1]) : LOG_INFO;
+    for (let i = 0; i < count; i++) log(level, msg);
+    return "ok";
+  }
+  if (cmd == "flow-start") return done(ctx.start(signup));
+  if (cmd == "flow-continue") {
+    const o = ctx.continueFlow([signup]);
+    if (!o.ok) return failure(o);
+    return o.inFlow ? "in-flow" : "not-in-flow";
+  }
+  if (cmd == "fail") {
+    handlerError = arg(args[1]);
+    return "failing";
+  }
+  return "unknown command " + cmd;
+}
+
+setHandler((ctx: Context): string | null => {
+  handlerError = null;
+  const out = run(ctx, ctx.event.text.split(" "));
+  const r = ctx.post("report", out).error();
+  if (r != null) return r;
+  return handlerError;
+});

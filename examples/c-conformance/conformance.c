@@ -1,0 +1,135 @@
+/* The C SDK's conformance guest: every event's text is one command, which it
+ * runs through the SDK and whose outcome it posts, as one line, to the chat
+ * "report" (examples/CONFORMANCE.md; host/wasm's TestConformance drives it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "botrun.h"
+
+#define MAXARGS 8
+
+/* arg decodes an argument in place or into a new buffer: "-" is "", "@N" N
+ * bytes of 'x'. */
+static char *arg(char *s) {
+  if (!strcmp(s, "-")) return "";
+  if (s[0] == '@') {
+    size_t n = (size_t)atol(s + 1);
+    char *b = malloc(n + 1);
+    memset(b, 'x', n);
+    b[n] = 0;
+    return b;
+  }
+  return s;
+}
+
+static char out[1200];
+
+static void failure(int rc) { snprintf(out, sizeof out, "err %s", botrun_code_name(rc)); }
+
+static void send_outcome(int rc, const botrun_send_result *r) {
+  if (rc == BOTRUN_NOT_SENT)
+    snprintf(out, sizeof out, "not-sent %s key=%s ref=%s error=%s", r->status, r->key, r->ref, r->error);
+  else if (rc)
+    failure(rc);
+  else
+    snprintf(out, sizeof out, "%s key=%s ref=%s error=%s", r->status, r->key, r->ref, r->error);
+}
+
+static int signup(botrun_flow *f) {
+  const char *name, *city;
+  int rc = botrun_ask(f, "name?", &name);
+  if (rc) return rc;
+  char q[512];
+  snprintf(q, sizeof q, "hi %s", name);
+  if ((rc = botrun_reply(f->ctx, q, NULL))) return rc;
+  if ((rc = botrun_ask(f, "city?", &city))) return rc;
+  snprintf(q, sizeof q, "bye %s from %s", name, city);
+  return botrun_reply(f->ctx, q, NULL);
+}
+
+static const char *const names[] = {"signup"};
+static const botrun_flow_fn fns[] = {signup};
+
+int botrun_handle(botrun_ctx *ctx) {
+  char *line = strdup(ctx->event.text);
+  char *args[MAXARGS] = {0};
+  int argc = 0;
+  for (char *p = strtok(line, " "); p && argc < MAXARGS; p = strtok(NULL, " ")) args[argc++] = p;
+  const char *cmd = argc ? args[0] : "";
+  const char *key = argc > 3 ? arg(args[3]) : NULL;
+  int handler_rc = 0;
+  botrun_send_result r = {0};
+  if (!strcmp(cmd, "now")) {
+    snprintf(out, sizeof out, "now %lld", botrun_now_ms());
+  } else if (!strcmp(cmd, "state-get")) {
+    char v[256];
+    int rc = botrun_state_get(arg(args[1]), v, sizeof v);
+    if (rc == BOTRUN_NOT_FOUND) snprintf(out, sizeof out, "absent");
+    else if (rc < 0) failure(rc);
+    else snprintf(out, sizeof out, "value %s", v);
+  } else if (!strcmp(cmd, "state-set")) {
+    const char *v = arg(args[2]);
+    int rc = botrun_state_set(arg(args[1]), v, strlen(v));
+    if (rc) failure(rc);
+    else snprintf(out, sizeof out, "ok");
+  } else if (!strcmp(cmd, "state-delete")) {
+    int rc = botrun_state_delete(arg(args[1]));
+    if (rc) failure(rc);
+    else snprintf(out, sizeof out, "ok");
+  } else if (!strcmp(cmd, "media")) {
+    unsigned char *data;
+    size_t len;
+    botrun_media_unavailable why;
+    int rc = botrun_media_load(atoi(args[1]), &data, &len, &why);
+    if (rc == BOTRUN_MEDIA_UNAVAILABLE) snprintf(out, sizeof out, "unavailable %s %s", why.reason, why.message);
+    else if (rc) failure(rc);
+    else {
+      snprintf(out, sizeof out, "bytes %zu", len);
+      free(data);
+    }
+  } else if (!strcmp(cmd, "send")) {
+    send_outcome(botrun_send(ctx, arg(args[1]), arg(args[2]), key, &r), &r);
+  } else if (!strcmp(cmd, "post")) {
+    send_outcome(botrun_post(ctx, arg(args[1]), arg(args[2]), key, &r), &r);
+  } else if (!strcmp(cmd, "enqueue")) {
+    send_outcome(botrun_enqueue(ctx, arg(args[1]), arg(args[2]), key, &r), &r);
+  } else if (!strcmp(cmd, "reply")) {
+    send_outcome(botrun_reply(ctx, arg(args[1]), &r), &r);
+  } else if (!strcmp(cmd, "sends")) {
+    int n = atoi(args[1]);
+    snprintf(out, sizeof out, "sent %d", n);
+    for (int i = 1; i <= n; i++) {
+      char text[16];
+      snprintf(text, sizeof text, "n%d", i);
+      int rc = botrun_send(ctx, "c1", text, NULL, NULL);
+      if (rc) {
+        snprintf(out, sizeof out, "err %s at %d", botrun_code_name(rc), i);
+        break;
+      }
+    }
+  } else if (!strcmp(cmd, "log")) {
+    int count = argc > 3 ? atoi(args[3]) : 1;
+    const char *msg = arg(args[2]);
+    for (int i = 0; i < count; i++) botrun_log(atoi(args[1]), msg);
+    snprintf(out, sizeof out, "ok");
+  } else if (!strcmp(cmd, "flow-start")) {
+    int rc = botrun_flow_start(ctx, "signup", signup);
+    if (rc) failure(rc);
+    else snprintf(out, sizeof out, "ok");
+  } else if (!strcmp(cmd, "flow-continue")) {
+    int in_flow, rc = botrun_flow_continue(ctx, names, fns, 1, &in_flow);
+    if (rc) failure(rc);
+    else snprintf(out, sizeof out, in_flow ? "in-flow" : "not-in-flow");
+  } else if (!strcmp(cmd, "fail")) {
+    /* A C handler logs its error at level error, then returns non-zero. */
+    botrun_log(BOTRUN_LOG_ERROR, arg(args[1]));
+    snprintf(out, sizeof out, "failing");
+    handler_rc = 1;
+  } else {
+    snprintf(out, sizeof out, "unknown command %s", cmd);
+  }
+  int rc = botrun_post(ctx, "report", out, NULL, NULL);
+  free(line);
+  return rc ? rc : handler_rc;
+}

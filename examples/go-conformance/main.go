@@ -1,0 +1,175 @@
+// Command go-conformance is the Go SDK's conformance guest: every event's
+// text is one command, which it runs through the SDK and whose outcome it
+// posts, as one line of text, to the chat "report". host/wasm's
+// TestConformance drives it, and the same commands in the C, Rust and
+// AssemblyScript guests, against a scripted host; the protocol is in
+// examples/CONFORMANCE.md.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	bot "github.com/botrun/botrun/guest-sdk/go"
+)
+
+// arg decodes a command argument: "-" is the empty string, "@N" N bytes of 'x'.
+func arg(s string) string {
+	if s == "-" {
+		return ""
+	}
+	if n, err := strconv.Atoi(strings.TrimPrefix(s, "@")); err == nil && strings.HasPrefix(s, "@") {
+		return strings.Repeat("x", n)
+	}
+	return s
+}
+
+var sentinels = map[bot.Code]error{bot.CodeBadPointer: bot.ErrBadPointer, bot.CodeBadPayload: bot.ErrBadPayload,
+	bot.CodeNotFound: bot.ErrNotFound, bot.CodeUnsupported: bot.ErrUnsupported, bot.CodeTooLarge: bot.ErrTooLarge,
+	bot.CodeNoResult: bot.ErrNoResult, bot.CodeHostError: bot.ErrHostError, bot.CodeMediaUnavailable: bot.ErrMediaUnavailable}
+
+// failure is the outcome line of an error the SDK returned.
+func failure(err error) string {
+	var send *bot.SendError
+	var media *bot.MediaUnavailableError
+	switch {
+	case errors.As(err, &send):
+		r := send.Result
+		return fmt.Sprintf("not-sent %s key=%s ref=%s error=%s", r.Status, r.Key, r.Ref, r.Error)
+	case errors.As(err, &media):
+		if !errors.Is(err, bot.ErrMediaUnavailable) {
+			return "err SENTINEL-MISMATCH"
+		}
+		return "unavailable " + media.Reason + " " + media.Message
+	}
+	code := bot.CodeOf(err)
+	if code == 0 {
+		return "err " + err.Error()
+	}
+	if !errors.Is(err, sentinels[code]) {
+		return "err SENTINEL-MISMATCH " + code.String()
+	}
+	return "err " + code.String()
+}
+
+func sendOutcome(r bot.SendResult, err error) string {
+	if err != nil {
+		return failure(err)
+	}
+	return fmt.Sprintf("%s key=%s ref=%s error=%s", r.Status, r.Key, r.Ref, r.Error)
+}
+
+func opts(args []string, i int) []bot.SendOption {
+	if len(args) > i {
+		return []bot.SendOption{bot.WithIdempotencyKey(arg(args[i]))}
+	}
+	return nil
+}
+
+var signup = bot.NewFlow("signup", func(f *bot.FlowContext) error {
+	name, err := f.Ask("name?")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Reply("hi " + name); err != nil {
+		return err
+	}
+	city, err := f.Ask("city?")
+	if err != nil {
+		return err
+	}
+	_, err = f.Reply("bye " + name + " from " + city)
+	return err
+})
+
+// run runs one command and returns its outcome line.
+func run(ctx *bot.Context, args []string) (string, error) {
+	need := func(n int) string { return arg(args[n]) }
+	switch args[0] {
+	case "now":
+		return fmt.Sprintf("now %d", bot.NowMs()), nil
+	case "state-get":
+		v, ok, err := ctx.StateGet(need(1))
+		switch {
+		case err != nil:
+			return failure(err), nil
+		case !ok:
+			return "absent", nil
+		}
+		return "value " + string(v), nil
+	case "state-set":
+		if err := ctx.StateSet(need(1), []byte(need(2))); err != nil {
+			return failure(err), nil
+		}
+		return "ok", nil
+	case "state-delete":
+		if err := ctx.StateDelete(need(1)); err != nil {
+			return failure(err), nil
+		}
+		return "ok", nil
+	case "media":
+		i, _ := strconv.Atoi(args[1])
+		b, err := ctx.LoadMedia(i)
+		if err != nil {
+			return failure(err), nil
+		}
+		return fmt.Sprintf("bytes %d", len(b)), nil
+	case "send":
+		return sendOutcome(ctx.Send(need(1), need(2), opts(args, 3)...)), nil
+	case "post":
+		return sendOutcome(ctx.Post(need(1), need(2), opts(args, 3)...)), nil
+	case "enqueue":
+		return sendOutcome(ctx.Enqueue(need(1), need(2), opts(args, 3)...)), nil
+	case "reply":
+		return sendOutcome(ctx.Reply(need(1))), nil
+	case "sends":
+		n, _ := strconv.Atoi(args[1])
+		for i := 1; i <= n; i++ {
+			if _, err := ctx.Send("c1", fmt.Sprintf("n%d", i)); err != nil {
+				return fmt.Sprintf("%s at %d", failure(err), i), nil
+			}
+		}
+		return fmt.Sprintf("sent %d", n), nil
+	case "log":
+		level, _ := strconv.Atoi(args[1])
+		count := 1
+		if len(args) > 3 {
+			count, _ = strconv.Atoi(args[3])
+		}
+		for range count {
+			ctx.Logf(int32(level), "%s", need(2))
+		}
+		return "ok", nil
+	case "flow-start":
+		if err := ctx.Start(signup); err != nil {
+			return failure(err), nil
+		}
+		return "ok", nil
+	case "flow-continue":
+		in, err := ctx.Continue()
+		switch {
+		case err != nil:
+			return failure(err), nil
+		case in:
+			return "in-flow", nil
+		}
+		return "not-in-flow", nil
+	case "fail":
+		return "failing", errors.New(need(1))
+	}
+	return "unknown command " + args[0], nil
+}
+
+func init() {
+	bot.Handle(func(ctx *bot.Context) error {
+		out, err := run(ctx, strings.Split(ctx.Event.Text, " "))
+		if _, perr := ctx.Post("report", out); perr != nil {
+			return perr
+		}
+		return err
+	})
+}
+
+func main() {}

@@ -1,0 +1,120 @@
+//! The Rust SDK's conformance guest: every event's text is one command, which
+//! it runs through the SDK and whose outcome it posts, as one line, to the chat
+//! "report" (examples/CONFORMANCE.md; host/wasm's TestConformance drives it).
+
+use std::collections::HashMap;
+
+use botrun::{Context, Error, SendOptions, SendResult};
+
+/// Decodes an argument: "-" is "", "@N" N bytes of 'x'.
+fn arg(s: &str) -> String {
+    if s == "-" {
+        return String::new();
+    }
+    if let Some(n) = s.strip_prefix('@').and_then(|n| n.parse::<usize>().ok()) {
+        return "x".repeat(n);
+    }
+    s.to_string()
+}
+
+fn failure(e: &Error) -> String {
+    match e {
+        Error::NotSent(r) => format!("not-sent {} key={} ref={} error={}", r.status, r.key, r.r#ref, r.error),
+        Error::MediaUnavailable(m) => format!("unavailable {} {}", m.reason, m.message),
+        e => match e.code() {
+            Some(c) => format!("err {}", c.name()),
+            None => format!("err {}", e),
+        },
+    }
+}
+
+fn send_outcome(r: Result<SendResult, Error>) -> String {
+    match r {
+        Ok(r) => format!("{} key={} ref={} error={}", r.status, r.key, r.r#ref, r.error),
+        Err(e) => failure(&e),
+    }
+}
+
+fn signup(f: &mut botrun::Flow) -> Result<(), Error> {
+    let name = f.ask("name?")?;
+    f.ctx.reply(&format!("hi {}", name))?;
+    let city = f.ask("city?")?;
+    f.ctx.reply(&format!("bye {} from {}", name, city))?;
+    Ok(())
+}
+
+fn flows() -> botrun::Flows {
+    let mut m: HashMap<&'static str, botrun::FlowFn> = HashMap::new();
+    m.insert("signup", signup);
+    botrun::Flows(m)
+}
+
+fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
+    let a = |i: usize| arg(args.get(i).copied().unwrap_or(""));
+    let key = args.get(3).map(|k| arg(k));
+    let opts = SendOptions { idempotency_key: key.as_deref(), ..Default::default() };
+    let ok = |r: Result<(), Error>| match r {
+        Ok(()) => "ok".to_string(),
+        Err(e) => failure(&e),
+    };
+    let out = match args[0] {
+        "now" => format!("now {}", botrun::now()),
+        "state-get" => match ctx.state_get(&a(1)) {
+            Ok(Some(v)) => format!("value {}", String::from_utf8_lossy(&v)),
+            Ok(None) => "absent".to_string(),
+            Err(e) => failure(&e),
+        },
+        "state-set" => ok(ctx.state_set(&a(1), a(2).as_bytes())),
+        "state-delete" => ok(ctx.state_delete(&a(1))),
+        "media" => {
+            // An index the event does not have, negative included, is NOT_FOUND.
+            let i: i64 = a(1).parse().unwrap_or(0);
+            match ctx.load_media(i as usize) {
+                Ok(b) => format!("bytes {}", b.len()),
+                Err(e) => failure(&e),
+            }
+        }
+        "send" => send_outcome(ctx.send(&a(1), &a(2), opts)),
+        "post" => send_outcome(ctx.post(&a(1), &a(2), opts)),
+        "enqueue" => send_outcome(ctx.enqueue(&a(1), &a(2), opts)),
+        "reply" => send_outcome(ctx.reply(&a(1))),
+        "sends" => {
+            let n: usize = a(1).parse().unwrap_or(0);
+            let mut out = format!("sent {}", n);
+            for i in 1..=n {
+                if let Err(e) = ctx.send("c1", &format!("n{}", i), SendOptions::default()) {
+                    out = format!("{} at {}", failure(&e), i);
+                    break;
+                }
+            }
+            out
+        }
+        "log" => {
+            let count: usize = if args.len() > 3 { a(3).parse().unwrap_or(1) } else { 1 };
+            let msg = a(2);
+            for _ in 0..count {
+                ctx.log(a(1).parse().unwrap_or(botrun::LOG_INFO), &msg);
+            }
+            "ok".to_string()
+        }
+        "flow-start" => ok(ctx.start(&flows(), "signup")),
+        "flow-continue" => match ctx.continue_flow(&flows()) {
+            Ok(true) => "in-flow".to_string(),
+            Ok(false) => "not-in-flow".to_string(),
+            Err(e) => failure(&e),
+        },
+        "fail" => return ("failing".to_string(), Err(Error::Handler(a(1)))),
+        c => format!("unknown command {}", c),
+    };
+    (out, Ok(()))
+}
+
+fn handle(ctx: &mut Context) -> Result<(), Error> {
+    let text = ctx.event.text.clone();
+    let args: Vec<&str> = text.split(' ').collect();
+    let (out, res) = run(ctx, &args);
+    ctx.post("report", &out, SendOptions::default())?;
+    res
+}
+
+botrun::export_handler!(handle);

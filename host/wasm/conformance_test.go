@@ -1,0 +1,366 @@
+package wasm_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/wasmbuild"
+)
+
+// The conformance guests, one per SDK: each reads a command from the event's
+// text, runs it through its SDK (never the raw imports) and posts the
+// outcome, one line, to the chat "report" (examples/CONFORMANCE.md).
+var conformanceGuests = []struct {
+	lang  string
+	build func(t *testing.T) string
+}{
+	{"go", func(t *testing.T) string { return wasmbuild.Go(t, "../../examples/go-conformance") }},
+	{"c", func(t *testing.T) string {
+		return wasmbuild.C(t, "../../examples/c-conformance", "conformance.c", "../../guest-sdk/c/botrun.c")
+	}},
+	{"rust", func(t *testing.T) string { return wasmbuild.Rust(t, "../../examples/rust-conformance") }},
+	{"assemblyscript", func(t *testing.T) string { return wasmbuild.AssemblyScript(t, "../../examples/as-conformance") }},
+}
+
+// answer is a scripted answer to a send, enqueue or post.
+type answer struct {
+	res abi.SendResult
+	err error
+}
+
+// scripted is a wasm.Env whose answers a row chooses. Sends, enqueues and
+// posts are numbered across the three, like the host's, and keyed
+// "<event id>:<n>" unless the guest names the key; a post to the chat
+// "report" is the guest's outcome line and is only recorded.
+type scripted struct {
+	event string
+	// send, enqueue and post answer the calls in order; past the list they
+	// answer like a healthy host (sent, deferred, queued).
+	send, enqueue, post []answer
+	// maxSends fails the send, enqueue or post past it, like bot.max_sends.
+	maxSends int
+	state    map[string]string
+	// getErr, setErr and delErr answer every StateGet, StateSet, StateDelete.
+	getErr, setErr, delErr error
+	// media answers LoadMedia (default: 11 bytes at index 0, else ErrNoMedia).
+	media func(index int) ([]byte, error)
+
+	n       int
+	calls   []string
+	reports []string
+}
+
+var errSendCap = errors.New("the handler sent more than bot.max_sends")
+
+func short(s string) string {
+	if len(s) > 40 {
+		return fmt.Sprintf("<%d bytes>", len(s))
+	}
+	return s
+}
+
+func (e *scripted) call(fn string, req abi.SendRequest, script *[]answer, def abi.SendStatus) (abi.SendResult, error) {
+	if fn == "post" && req.Chat == "report" {
+		e.reports = append(e.reports, req.Text)
+		return abi.SendResult{Status: abi.SendQueued, Key: "report"}, nil
+	}
+	e.n++
+	e.calls = append(e.calls, fmt.Sprintf("%s %s %s key=%s", fn, req.Chat, short(req.Text), req.IdempotencyKey))
+	if e.maxSends > 0 && e.n > e.maxSends {
+		return abi.SendResult{}, errSendCap
+	}
+	if len(*script) > 0 {
+		a := (*script)[0]
+		*script = (*script)[1:]
+		return a.res, a.err
+	}
+	key := req.IdempotencyKey
+	if key == "" {
+		key = fmt.Sprintf("%s:%d", e.event, e.n)
+	}
+	res := abi.SendResult{Status: def, Key: key}
+	if def == abi.SendSent {
+		res.Ref = fmt.Sprint("r", e.n)
+	}
+	return res, nil
+}
+
+func (e *scripted) Send(_ context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	return e.call("send", req, &e.send, abi.SendSent)
+}
+
+func (e *scripted) Enqueue(_ context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	return e.call("enqueue", req, &e.enqueue, abi.SendDeferred)
+}
+
+func (e *scripted) Post(_ context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	return e.call("post", req, &e.post, abi.SendQueued)
+}
+
+func (e *scripted) StateGet(_ context.Context, key string) ([]byte, bool, error) {
+	if e.getErr != nil {
+		return nil, false, e.getErr
+	}
+	v, ok := e.state[key]
+	return []byte(v), ok, nil
+}
+
+func (e *scripted) StateSet(_ context.Context, key string, value []byte) error {
+	e.calls = append(e.calls, fmt.Sprintf("state-set %s %s", key, short(string(value))))
+	if e.setErr != nil {
+		return e.setErr
+	}
+	e.state[key] = string(value)
+	return nil
+}
+
+func (e *scripted) StateDelete(_ context.Context, key string) error {
+	e.calls = append(e.calls, "state-delete "+key)
+	if e.delErr != nil {
+		return e.delErr
+	}
+	delete(e.state, key)
+	return nil
+}
+
+func (e *scripted) LoadMedia(_ context.Context, index int) ([]byte, error) {
+	if e.media != nil {
+		return e.media(index)
+	}
+	if index == 0 {
+		return []byte("hello image"), nil
+	}
+	return nil, wasm.ErrNoMedia
+}
+
+func unavailable(reason string) func(int) ([]byte, error) {
+	return func(int) ([]byte, error) {
+		return nil, &abi.MediaUnavailableError{Reason: reason, Message: "gone"}
+	}
+}
+
+// conformanceRow is one command, the host's scripted answers, and what every
+// SDK must make of them.
+type conformanceRow struct {
+	name string
+	// text is the command (examples/CONFORMANCE.md).
+	text string
+	// env scripts the host's answers (nil: a healthy host).
+	env func(e *scripted)
+	// want is the outcome line the guest posts.
+	want string
+	// fault is the kind of fault Handle returns ("" for none); handlerErr
+	// the HandlerError's message ("" for none).
+	fault      wasm.FaultKind
+	handlerErr string
+	// calls, when set, are the guest's sends and state writes as the host
+	// saw them, in order.
+	calls []string
+	// logs must each appear in the host log; noLogs must not.
+	logs, noLogs []string
+}
+
+var errJournalDown = errors.New("journal down")
+
+var conformanceRows = []conformanceRow{
+	// event_read and now_ms
+	{name: "now", text: "now", want: "now 1764412800000"},
+
+	// state_get
+	{name: "state-get/value", text: "state-get k", env: func(e *scripted) { e.state["k"] = "v1" }, want: "value v1"},
+	{name: "state-get/absent", text: "state-get k", want: "absent"},
+	{name: "state-get/unsupported", text: "state-get k", env: func(e *scripted) { e.getErr = wasm.ErrUnsupported }, want: "err UNSUPPORTED"},
+	{name: "state-get/too-large", text: "state-get k", env: func(e *scripted) { e.getErr = wasm.ErrStateTooLarge }, want: "err TOO_LARGE"},
+	{name: "state-get/key-too-long", text: "state-get @65537", want: "err TOO_LARGE"},
+	{name: "state-get/empty-key", text: "state-get -", want: "err BAD_PAYLOAD"},
+	{name: "state-get/host-error", text: "state-get k", env: func(e *scripted) { e.getErr = errJournalDown }, want: "err HOST_ERROR", fault: wasm.FaultHost},
+
+	// state_set
+	{name: "state-set/ok", text: "state-set k v2", want: "ok", calls: []string{"state-set k v2"}},
+	{name: "state-set/too-large", text: "state-set k v2", env: func(e *scripted) { e.setErr = wasm.ErrStateTooLarge }, want: "err TOO_LARGE",
+		logs: []string{"guest state write refused"}},
+	{name: "state-set/value-over-1MiB", text: "state-set k @1048577", want: "err TOO_LARGE", calls: []string{}},
+	{name: "state-set/unsupported", text: "state-set k v", env: func(e *scripted) { e.setErr = wasm.ErrUnsupported }, want: "err UNSUPPORTED"},
+	{name: "state-set/empty-key", text: "state-set - v", want: "err BAD_PAYLOAD", calls: []string{}},
+	{name: "state-set/host-error", text: "state-set k v", env: func(e *scripted) { e.setErr = errJournalDown }, want: "err HOST_ERROR", fault: wasm.FaultHost},
+
+	// state_delete
+	{name: "state-delete/ok", text: "state-delete k", want: "ok", calls: []string{"state-delete k"}},
+	{name: "state-delete/too-large", text: "state-delete k", env: func(e *scripted) { e.delErr = wasm.ErrStateTooLarge }, want: "err TOO_LARGE"},
+	{name: "state-delete/unsupported", text: "state-delete k", env: func(e *scripted) { e.delErr = wasm.ErrUnsupported }, want: "err UNSUPPORTED"},
+	{name: "state-delete/empty-key", text: "state-delete -", want: "err BAD_PAYLOAD"},
+
+	// media_load
+	{name: "media/bytes", text: "media 0", want: "bytes 11"},
+	{name: "media/no-such-index", text: "media 3", want: "err NOT_FOUND"},
+	{name: "media/negative-index", text: "media -1", want: "err NOT_FOUND"},
+	{name: "media/unsupported", text: "media 0", env: func(e *scripted) { e.media = func(int) ([]byte, error) { return nil, wasm.ErrUnsupported } }, want: "err UNSUPPORTED"},
+	{name: "media/too-large", text: "media 0", env: func(e *scripted) { e.media = func(int) ([]byte, error) { return nil, wasm.ErrMediaTooLarge } }, want: "err TOO_LARGE"},
+	{name: "media/not-durable", text: "media 0", env: func(e *scripted) { e.media = unavailable(abi.MediaNotDurable) }, want: "unavailable not-durable gone"},
+	{name: "media/provider-mismatch", text: "media 0", env: func(e *scripted) { e.media = unavailable(abi.MediaProviderMismatch) }, want: "unavailable provider-mismatch gone"},
+	{name: "media/rehydrate-failed", text: "media 0", env: func(e *scripted) { e.media = unavailable(abi.MediaRehydrateFailed) }, want: "unavailable rehydrate-failed gone"},
+	{name: "media/host-error", text: "media 0", env: func(e *scripted) { e.media = func(int) ([]byte, error) { return nil, errJournalDown } }, want: "err HOST_ERROR", fault: wasm.FaultHost},
+
+	// send
+	{name: "send/sent", text: "send c1 hi", want: "sent key=ev:1 ref=r1 error=", calls: []string{"send c1 hi key="}},
+	{name: "send/explicit-key", text: "send c1 hi order-7", want: "sent key=order-7 ref=r1 error=", calls: []string{"send c1 hi key=order-7"}},
+	{name: "send/deduped", text: "send c1 hi", env: func(e *scripted) {
+		e.send = []answer{{res: abi.SendResult{Status: abi.SendDeduped, Key: "ev:1", Ref: "old"}}}
+	}, want: "deduped key=ev:1 ref=old error="},
+	{name: "send/dead", text: "send c1 hi", env: func(e *scripted) {
+		e.send = []answer{{res: abi.SendResult{Status: abi.SendDead, Key: "ev:1", Error: "blocked"}}}
+	}, want: "not-sent dead key=ev:1 ref= error=blocked"},
+	{name: "send/deferred", text: "send c1 hi", env: func(e *scripted) {
+		e.send = []answer{{res: abi.SendResult{Status: abi.SendDeferred, Key: "ev:1", Error: "503"}}}
+	}, want: "not-sent deferred key=ev:1 ref= error=503"},
+	{name: "send/bad-payload-no-chat", text: "send - hi", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"guest passed a bad payload"}},
+	{name: "send/bad-payload-no-text", text: "send c1 -", want: "err BAD_PAYLOAD", calls: []string{}},
+	{name: "send/too-large", text: "send c1 @1048577", want: "err TOO_LARGE", calls: []string{}},
+	{name: "send/host-error", text: "send c1 hi", env: func(e *scripted) { e.send = []answer{{err: errJournalDown}} }, want: "err HOST_ERROR", fault: wasm.FaultHost},
+	// The host has no UNSUPPORTED for a send: an Env's error is a host failure.
+	{name: "send/env-unsupported-is-host-error", text: "send c1 hi", env: func(e *scripted) { e.send = []answer{{err: wasm.ErrUnsupported}} }, want: "err HOST_ERROR", fault: wasm.FaultHost},
+
+	// enqueue
+	{name: "enqueue/deferred", text: "enqueue c1 later", want: "deferred key=ev:1 ref= error=", calls: []string{"enqueue c1 later key="}},
+	{name: "enqueue/explicit-key", text: "enqueue c1 later job-1", want: "deferred key=job-1 ref= error=", calls: []string{"enqueue c1 later key=job-1"}},
+	{name: "enqueue/deduped", text: "enqueue c1 later job-1", env: func(e *scripted) {
+		e.enqueue = []answer{{res: abi.SendResult{Status: abi.SendDeduped, Key: "job-1"}}}
+	}, want: "deduped key=job-1 ref= error="},
+	{name: "enqueue/bad-key", text: "enqueue c1 later bad\x01key", want: "err BAD_PAYLOAD", calls: []string{}},
+	{name: "enqueue/host-error", text: "enqueue c1 later", env: func(e *scripted) { e.enqueue = []answer{{err: errJournalDown}} }, want: "err HOST_ERROR", fault: wasm.FaultHost},
+
+	// post and reply
+	{name: "post/queued", text: "post c2 hello", want: "queued key=ev:1 ref= error=", calls: []string{"post c2 hello key="}},
+	{name: "post/explicit-key", text: "post c2 hello p-1", want: "queued key=p-1 ref= error=", calls: []string{"post c2 hello key=p-1"}},
+	{name: "post/too-large", text: "post c2 @1048577", want: "err TOO_LARGE"},
+	{name: "post/host-error", text: "post c2 hello", env: func(e *scripted) { e.post = []answer{{err: errJournalDown}} }, want: "err HOST_ERROR", fault: wasm.FaultHost},
+	{name: "reply/queued", text: "reply hello", want: "queued key=ev:1 ref= error=", calls: []string{"post c1 hello key="}},
+
+	// derived keys count send, enqueue and post together; the send cap
+	{name: "sends/numbered", text: "sends 3", want: "sent 3", calls: []string{"send c1 n1 key=", "send c1 n2 key=", "send c1 n3 key="}},
+	{name: "sends/cap", text: "sends 5", env: func(e *scripted) { e.maxSends = 3 }, want: "err HOST_ERROR at 4", fault: wasm.FaultHost,
+		logs: []string{"more than bot.max_sends"}},
+
+	// log: levels, the 8 KiB line cut, the per-event budget
+	{name: "log/debug", text: "log 0 dbg-line", want: "ok", logs: []string{"level=DEBUG msg=dbg-line module="}},
+	{name: "log/info", text: "log 1 info-line", want: "ok", logs: []string{"level=INFO msg=info-line module="}},
+	{name: "log/warn", text: "log 2 warn-line", want: "ok", logs: []string{"level=WARN msg=warn-line module="}},
+	{name: "log/error", text: "log 3 err-line", want: "ok", logs: []string{"level=ERROR msg=err-line module="}},
+	{name: "log/line-cut-at-8KiB", text: "log 1 @9000", want: "ok",
+		logs: []string{"msg=" + strings.Repeat("x", 8192) + " ", "guest output truncated 808 bytes"}, noLogs: []string{strings.Repeat("x", 8193)}},
+	{name: "log/lines-budget", text: "log 1 hi 1100", want: "ok", logs: []string{"guest output truncated 152 bytes"}},
+	{name: "log/bytes-budget", text: "log 1 @8192 20", want: "ok", logs: []string{"guest output truncated 32768 bytes"}},
+
+	// a handler error: logged at level error, reported, not a fault
+	{name: "handler-error", text: "fail boom", want: "failing", handlerErr: "boom"},
+
+	// flows (SPEC.md section 7)
+	{name: "flow/start", text: "flow-start", want: "ok",
+		calls: []string{"post c1 name? key=", "state-set botrun.flow 6:signup,"}},
+	{name: "flow/first-answer", text: "flow-continue", env: func(e *scripted) { e.state["botrun.flow"] = "6:signup," },
+		want: "in-flow", calls: []string{"post c1 hi flow-continue key=", "post c1 city? key=", "state-set botrun.flow 6:signup,13:flow-continue,"}},
+	{name: "flow/last-answer-replays", text: "flow-continue", env: func(e *scripted) { e.state["botrun.flow"] = "6:signup,3:Ana," },
+		want: "in-flow", calls: []string{"post c1 bye Ana from flow-continue key=", "state-delete botrun.flow"}},
+	{name: "flow/none", text: "flow-continue", want: "not-in-flow", calls: []string{}},
+	{name: "flow/bad-state", text: "flow-continue", env: func(e *scripted) { e.state["botrun.flow"] = "06:signup," },
+		want: "not-in-flow", calls: []string{"state-delete botrun.flow"}, logs: []string{"level=WARN", "forgetting the chat's flow"}},
+	{name: "flow/unknown-name", text: "flow-continue", env: func(e *scripted) { e.state["botrun.flow"] = "5:other," },
+		want: "not-in-flow", calls: []string{"state-delete botrun.flow"}, logs: []string{"no flow of that name"}},
+	{name: "flow/state-unsupported", text: "flow-continue", env: func(e *scripted) { e.getErr = wasm.ErrUnsupported }, want: "err UNSUPPORTED"},
+	{name: "flow/save-too-large", text: "flow-start", env: func(e *scripted) { e.setErr = wasm.ErrStateTooLarge }, want: "err TOO_LARGE"},
+}
+
+// confLog is a log sink the test reads back.
+type confLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *confLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *confLog) take() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.b.String()
+	l.b.Reset()
+	return s
+}
+
+// TestConformance drives every SDK's conformance guest through the same
+// table, the way a backend conformance suite drives backends: each row is
+// an event, a scripted host, and the outcome every SDK must report.
+func TestConformance(t *testing.T) {
+	for _, g := range conformanceGuests {
+		t.Run(g.lang, func(t *testing.T) {
+			path := g.build(t)
+			logs := &confLog{}
+			ctx := context.Background()
+			e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1,
+				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close(ctx)
+			m, err := e.Load(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(ctx)
+			for _, row := range conformanceRows {
+				t.Run(row.name, func(t *testing.T) {
+					env := &scripted{event: "ev", state: map[string]string{}}
+					if row.env != nil {
+						row.env(env)
+					}
+					logs.take()
+					ev := abi.Event{ID: "ev", Provider: "web", Chat: "c1", From: "u1", Text: row.text, Attempt: 1, ReceivedAt: 1764412800000,
+						Media: []abi.Media{{Type: "image", Ref: "r0"}}}
+					err := m.Handle(ctx, ev, env)
+					var fault *wasm.FaultError
+					var herr *wasm.HandlerError
+					switch {
+					case row.fault != "":
+						if !errors.As(err, &fault) || fault.Kind != row.fault {
+							t.Errorf("Handle: %v, want a %s fault", err, row.fault)
+						}
+					case row.handlerErr != "":
+						if !errors.As(err, &herr) || herr.Message != row.handlerErr {
+							t.Errorf("Handle: %v, want the handler error %q", err, row.handlerErr)
+						}
+					case err != nil:
+						t.Errorf("Handle: %v", err)
+					}
+					if len(env.reports) != 1 || env.reports[0] != row.want {
+						t.Errorf("%s: %q reported %q, want %q", g.lang, row.text, env.reports, row.want)
+					}
+					if row.calls != nil && strings.Join(env.calls, "\n") != strings.Join(row.calls, "\n") {
+						t.Errorf("%s: %q made the calls\n\t%s\nwant\n\t%s", g.lang, row.text, strings.Join(env.calls, "\n\t"), strings.Join(row.calls, "\n\t"))
+					}
+					got := logs.take()
+					for _, l := range row.logs {
+						if !strings.Contains(got, l) {
+							t.Errorf("%s: %q: the log lacks %.80q:\n%.2000s", g.lang, row.text, l, got)
+						}
+					}
+					for _, l := range row.noLogs {
+						if strings.Contains(got, l) {
+							t.Errorf("%s: %q: the log has %.80q", g.lang, row.text, l)
+						}
+					}
+				})
+			}
+		})
+	}
+}
