@@ -48,8 +48,9 @@ func (b *Bot) alert(ev Alert) {
 	}
 }
 
-// Metrics are the seed's thirteen durability counters, and the admissions
-// refused by [bot] max_queue, since start.
+// Metrics are the seed's thirteen durability counters, the admissions
+// refused by [bot] max_queue, and the module counters of hot reload, since
+// start.
 type Metrics struct {
 	InboundJournaled  int64 `json:"inbound_journaled"`
 	InboundDuplicates int64 `json:"inbound_duplicates"`

@@ -629,13 +629,13 @@ func TestOperations_ListRetryDiscard(t *testing.T) {
 
 // TestMetrics_TheSeedsThirteenCounters: the seed's thirteen counters, and
 // inbound_refused (admissions refused past bot.max_queue).
-func TestMetrics_TheSeedsThirteenCounters(t *testing.T) {
+func TestMetrics_TheSeedsCountersAndOurs(t *testing.T) {
 	b, _ := json.Marshal(Metrics{})
 	var m map[string]int64
 	json.Unmarshal(b, &m)
 	want := []string{"inbound_journaled", "inbound_duplicates", "inbound_replayed", "inbound_dead", "outbox_journaled",
 		"outbox_deduped", "outbox_retried", "outbox_deferred", "outbox_dead", "outbox_ambiguous", "outbox_bypassed",
-		"stale_leases", "outbox_diverged", "inbound_refused"}
+		"stale_leases", "outbox_diverged", "inbound_refused", "modules_loaded", "modules_refused", "replays_on_new_module"}
 	if len(m) != len(want) {
 		t.Fatalf("%d counters: %v", len(m), m)
 	}
