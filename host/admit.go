@@ -77,7 +77,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	}()
 	// The record is created already claimed: this process handles it next,
 	// and a crash leaves it to be reclaimed (one write instead of two).
-	lease := b.inboxLease()
+	lease := b.leases.lease(b.policy.inboxLease)
 	st, rec, err := b.inbox.Put(ctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
 	if err != nil {
 		if !b.policy.failOpen {

@@ -30,14 +30,6 @@ type Guest interface {
 	Digest() string
 }
 
-// module is a Guest of one loaded module.
-type module struct{ *wasm.Module }
-
-// Handle implements Guest.
-func (m module) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, error) {
-	return m.Digest(), m.Module.Handle(ctx, ev, env)
-}
-
 // Options change how New builds a bot. The zero value builds everything from
 // the config.
 type Options struct {
@@ -52,8 +44,8 @@ type Options struct {
 	Providers []provider.Provider
 }
 
-// Bot is one running bot: its handler, providers, journals, dispatcher,
-// sweeper and HTTP surface.
+// Bot is one running bot: its guest, providers, journals, dispatcher,
+// sender, sweeper and HTTP surface.
 type Bot struct {
 	cfg       *config.Config
 	log       *slog.Logger
@@ -62,6 +54,9 @@ type Bot struct {
 	guest     Guest
 	reload    *reloader
 	providers map[string]provider.Provider
+	// ordered are the providers in config order (the first webchat serves
+	// the chat page at /).
+	ordered []provider.Provider
 	// mounts add routes to the HTTP surface (the admin API).
 	mounts []func(*http.ServeMux)
 	// servedAlso are served by Run besides its own listener (the admin API
@@ -86,16 +81,19 @@ type Bot struct {
 	replaysOnNewModule atomic.Int64
 	mediaRefs          bool
 	boot               time.Time
-	wake               chan struct{}
+	wake               signal
+	leases             *leases
+	alerts             *alerts
 	// sendsOut counts the claimed sends of the last outbox claim that the
 	// workers have not delivered yet; inboxBacklog is set when the last
 	// inbound claim was full.
+	// runners are the channels' Run goroutines (provider.Runner).
+	runners      sync.WaitGroup
 	sendsOut     atomic.Int64
 	sendsFull    atomic.Bool
 	inboxBacklog atomic.Bool
 
 	mu        sync.Mutex
-	listeners []func(Alert)
 	started   bool
 	stopping  bool
 	stopped   chan struct{}
@@ -115,7 +113,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		providers: map[string]provider.Provider{},
 		boot:      time.Now(),
 		timeouts:  defaultTimeouts,
-		wake:      make(chan struct{}, 1),
+		wake:      make(signal, 1),
 		stopped:   make(chan struct{}),
 		sweepDone: make(chan struct{}),
 	}
@@ -123,6 +121,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.log = slog.Default()
 	}
 	b.baseCtx, b.abandon = context.WithCancel(context.Background())
+	b.leases = &leases{owner: b.policy.instanceID, base: b.baseCtx, metrics: &b.metrics, log: b.log}
+	b.alerts = &alerts{log: b.log}
 	if err := b.openBackend(ctx, opts.Backend); err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		return nil, err
 	}
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
-		heartbeat: b.startHeartbeat, alert: b.alert, wake: b.wakeSweeper}
+		leases: b.leases, alerts: b.alerts, wake: b.wake}
 	b.dispatch = newDispatcher(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
 	b.dispatch.setOnLow(b.sweepBatch()/4, b.queueLow)
 	return b, nil
@@ -174,7 +174,7 @@ func Scope(cfg *config.Config) durability.Scope {
 func OpenBackend(ctx context.Context, cfg *config.Config) (durability.Backend, error) {
 	d := cfg.Durability
 	if d.Options == nil {
-		return nil, fmt.Errorf("%s: durability.backend %q is not registered in this program (want one of %v)", cfg.File, d.Backend, durability.Drivers())
+		return nil, fmt.Errorf("%s: durability.backend %q has no backend options: load the config with config.Load or config.Parse, which decode them for a backend registered in this program (%v)", cfg.File, d.Backend, durability.Drivers())
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -218,17 +218,22 @@ func (b *Bot) loadModule(ctx context.Context) error {
 func (b *Bot) buildProviders(injected []provider.Provider) error {
 	for _, p := range injected {
 		b.providers[p.ID()] = p
+		b.ordered = append(b.ordered, p)
 	}
 	if injected != nil {
 		return nil
 	}
 	for _, pc := range b.cfg.Providers {
+		if pc.Settings == nil {
+			return fmt.Errorf("%s: provider %q has no settings (load the config with config.Load or config.Parse, which decode them for its type %q)", b.cfg.File, pc.ID, pc.Type)
+		}
 		p, err := pc.Settings.Open(provider.Env{ID: pc.ID, Admitter: b, Logger: b.log,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention})
 		if err != nil {
 			return fmt.Errorf("%s: provider %q (%s): %w", b.cfg.File, pc.ID, pc.Type, err)
 		}
 		b.providers[pc.ID] = p
+		b.ordered = append(b.ordered, p)
 	}
 	return nil
 }
@@ -237,7 +242,7 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 // at /), mounted routes and /healthz.
 func (b *Bot) Handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range b.providers {
+	for _, p := range b.ordered {
 		if r, ok := p.(provider.Router); ok {
 			r.Routes(mux)
 		}
@@ -268,9 +273,9 @@ func (b *Bot) Start() {
 	if !b.started && !b.stopping {
 		b.started = true
 		go b.sweepLoop()
-		for _, p := range b.providers {
+		for _, p := range b.ordered {
 			if r, ok := p.(provider.Runner); ok {
-				go r.Run(b.baseCtx)
+				b.runners.Go(func() { r.Run(b.baseCtx) })
 			}
 		}
 		if b.reload != nil {
@@ -351,6 +356,11 @@ func (b *Bot) Stop(ctx context.Context) error {
 		b.log.Warn("handlers still running at the end of the grace period; their records will be reclaimed")
 	}
 	b.abandon()
+	// The channels' own work (polling, purging) ends with baseCtx; it may
+	// use the backend, so the backend closes after it.
+	if !waitGroup(ctx, &b.runners) {
+		b.log.Warn("a channel's background work did not stop within the grace period")
+	}
 	b.close()
 	m := b.Metrics()
 	b.log.Info("durability metrics", "inbound_journaled", m.InboundJournaled, "inbound_duplicates", m.InboundDuplicates, "inbound_refused", m.InboundRefused,
@@ -369,6 +379,18 @@ func (b *Bot) crash() {
 	b.mu.Unlock()
 	b.abandon()
 	b.dispatch.stop(canceled())
+}
+
+// waitGroup waits for wg until ctx ends; it reports whether wg finished.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func canceled() context.Context {

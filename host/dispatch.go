@@ -43,6 +43,19 @@ func (d *dispatcher) queued() int {
 	return d.pending
 }
 
+// handle runs one job on a worker: a claimed send goes to the sender, an
+// inbound record gets its turn.
+func (b *Bot) handle(_ context.Context, j job) {
+	if j.send != nil {
+		b.sender.deliverClaimed(b.baseCtx, *j.send)
+		if b.sendsOut.Add(-1) == 0 && b.sendsFull.Load() {
+			b.wakeSweeper() // more may be due
+		}
+		return
+	}
+	b.takeTurn(j)
+}
+
 // job is one inbound record to handle, or one claimed send to deliver.
 type job struct {
 	chatKey string
@@ -198,12 +211,8 @@ func (d *dispatcher) stop(ctx context.Context) (dropped int, err error) {
 	d.ready = nil
 	d.cond.Broadcast()
 	d.mu.Unlock()
-	done := make(chan struct{})
-	go func() { d.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return dropped, nil
-	case <-ctx.Done():
+	if !waitGroup(ctx, &d.wg) {
 		return dropped, ctx.Err()
 	}
+	return dropped, nil
 }

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"log/slog"
+	"sync"
 	"sync/atomic"
 )
 
@@ -27,24 +29,43 @@ type Alert struct {
 
 // OnAlert registers fn for every alert. fn runs synchronously on the
 // bot's goroutines: keep it short.
-func (b *Bot) OnAlert(fn func(Alert)) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.listeners = append(b.listeners, fn)
+func (b *Bot) OnAlert(fn func(Alert)) { b.alerts.add(fn) }
+
+// alerts logs each alert and hands it to the operator's listeners.
+type alerts struct {
+	log       *slog.Logger
+	mu        sync.Mutex
+	listeners []func(Alert)
 }
 
-func (b *Bot) alert(ev Alert) {
+func (a *alerts) add(fn func(Alert)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.listeners = append(a.listeners, fn)
+}
+
+func (a *alerts) emit(ev Alert) {
 	switch ev.Name {
 	case AlertDead:
-		b.log.Error("dead-lettered", "kind", ev.Kind, "id", ev.ID, "err", ev.Error)
+		a.log.Error("dead-lettered", "kind", ev.Kind, "id", ev.ID, "err", ev.Error)
 	case AlertAmbiguous:
-		b.log.Warn("ambiguous send after a crash", "key", ev.Key, "chat", ev.Chat)
+		a.log.Warn("ambiguous send after a crash", "key", ev.Key, "chat", ev.Chat)
 	}
-	b.mu.Lock()
-	ls := append([]func(Alert){}, b.listeners...)
-	b.mu.Unlock()
+	a.mu.Lock()
+	ls := append([]func(Alert){}, a.listeners...)
+	a.mu.Unlock()
 	for _, fn := range ls {
 		fn(ev)
+	}
+}
+
+// signal wakes one waiter; signals sent while it is set are merged.
+type signal chan struct{}
+
+func (s signal) notify() {
+	select {
+	case s <- struct{}{}:
+	default:
 	}
 }
 

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,14 +23,32 @@ type heartbeat struct {
 	exited chan struct{}
 }
 
-func (b *Bot) startHeartbeat(lease time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat {
-	return b.startHeartbeatAfter(lease, lease/3, extend)
+// leases hands out this instance's leases and keeps them alive with
+// heartbeats, for the turns and the sender alike.
+type leases struct {
+	// owner is durability.instance_id.
+	owner string
+	// base is cancelled when the bot stops or crashes.
+	base    context.Context
+	metrics *counters
+	log     *slog.Logger
 }
 
-// startHeartbeatAfter is startHeartbeat whose first extension comes after
-// first (a lease taken earlier has less than its whole length left).
-func (b *Bot) startHeartbeatAfter(lease, first time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat {
-	ctx, cancel := context.WithCancel(b.baseCtx)
+// lease is a lease owned by this instance, from now for d.
+func (l *leases) lease(d time.Duration) durability.Lease {
+	now := time.Now()
+	return durability.Lease{Owner: l.owner, Now: now.UnixMilli(), Until: now.Add(d).UnixMilli()}
+}
+
+// heartbeat extends a lease of length lease through extend until stopped.
+func (l *leases) heartbeat(lease time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat {
+	return l.heartbeatAfter(lease, lease/3, extend)
+}
+
+// heartbeatAfter is heartbeat whose first extension comes after first (a
+// lease taken earlier has less than its whole length left).
+func (l *leases) heartbeatAfter(lease, first time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat {
+	ctx, cancel := context.WithCancel(l.base)
 	h := &heartbeat{ctx: ctx, cancel: cancel, done: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
 		defer close(h.exited)
@@ -46,13 +65,13 @@ func (b *Bot) startHeartbeatAfter(lease, first time.Duration, extend func(ctx co
 				err := extend(ctx, time.Now().Add(lease).UnixMilli())
 				if errors.Is(err, durability.ErrStaleLease) {
 					h.lost.Store(true)
-					b.metrics.staleLeases.Add(1)
-					b.log.Warn("lease lost to another owner; stopping this work", "err", err)
+					l.metrics.staleLeases.Add(1)
+					l.log.Warn("lease lost to another owner; stopping this work", "err", err)
 					cancel()
 					return
 				}
 				if err != nil && ctx.Err() == nil {
-					b.log.Warn("lease heartbeat failed", "err", err)
+					l.log.Warn("lease heartbeat failed", "err", err)
 				}
 			}
 		}
@@ -71,11 +90,6 @@ func (h *heartbeat) stop() {
 func (h *heartbeat) release() {
 	h.stop()
 	h.cancel()
-}
-
-func (b *Bot) inboxLease() durability.Lease {
-	now := time.Now()
-	return durability.Lease{Owner: b.policy.instanceID, Now: now.UnixMilli(), Until: now.Add(b.policy.inboxLease).UnixMilli()}
 }
 
 // turnLease starts the heartbeat of a claimed record as its turn starts. A
@@ -104,7 +118,7 @@ func (b *Bot) turnLease(ctx context.Context, rec *durability.InboxRecord) (*hear
 		rec.LeaseUntil, first = until, lease/3
 	}
 	id, token := rec.ID, rec.Token
-	return b.startHeartbeatAfter(lease, first, func(ctx context.Context, until int64) error {
+	return b.leases.heartbeatAfter(lease, first, func(ctx context.Context, until int64) error {
 		return b.inbox.Extend(ctx, id, token, until)
 	}), true
 }

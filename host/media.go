@@ -118,7 +118,7 @@ func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
 	if r, ok := t.media[index]; ok {
 		return r.b, r.err
 	}
-	loader, ok := t.bot.providers[t.event.Provider].(provider.MediaLoader)
+	loader, ok := t.providers[t.event.Provider].(provider.MediaLoader)
 	if !ok {
 		return nil, fmt.Errorf("provider %q cannot download media: %w", t.event.Provider, wasm.ErrUnsupported)
 	}

@@ -49,7 +49,7 @@ func TestOption_Backend_DefaultMemoryAndUnknownRefused(t *testing.T) {
 	}
 	cfg.Durability.Options = nil // a program that registers no backend of that name
 	_, err := New(context.Background(), cfg, Options{Guest: reply("")})
-	if err == nil || !strings.Contains(err.Error(), `is not registered in this program`) {
+	if err == nil || !strings.Contains(err.Error(), `has no backend options`) {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -15,7 +15,15 @@ import (
 	"github.com/botrun/botrun/host/wasm"
 )
 
-// reloader is the Handler of a bot with bot.hot_reload: it runs events on the
+// module is a Guest of one loaded module.
+type module struct{ *wasm.Module }
+
+// Handle implements Guest.
+func (m module) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, error) {
+	return m.Digest(), m.Module.Handle(ctx, ev, env)
+}
+
+// reloader is the Guest of a bot with bot.hot_reload: it runs events on the
 // current module and swaps in a new one when the module file changes. New
 // events run the new module; events in flight finish on the old one, which is
 // closed once they drain. A module that does not compile, fails validation or

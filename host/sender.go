@@ -26,12 +26,12 @@ type sender struct {
 	policy    *policy
 	metrics   *counters
 	log       *slog.Logger
-	// heartbeat extends a send's lease while its channel call runs.
-	heartbeat func(lease time.Duration, extend func(ctx context.Context, until int64) error) *heartbeat
-	// alert tells the operator of a dead or ambiguous send.
-	alert func(Alert)
+	// leases take and extend the sends' leases.
+	leases *leases
+	// alerts tell the operator of a dead or ambiguous send.
+	alerts *alerts
 	// wake asks the sweeper for a sweep now.
-	wake func()
+	wake signal
 }
 
 // outMsg is the journaled content of a send.
@@ -97,10 +97,7 @@ func (o *sender) parts(s sendSpec) []part {
 	return ps
 }
 
-func (o *sender) outboxLease() durability.Lease {
-	now := time.Now()
-	return durability.Lease{Owner: o.policy.instanceID, Now: now.UnixMilli(), Until: now.Add(o.policy.outboxLease).UnixMilli()}
-}
+func (o *sender) outboxLease() durability.Lease { return o.leases.lease(o.policy.outboxLease) }
 
 // sendNow journals the send and delivers it inline, retrying until
 // outbox.inline_max; past that it answers deferred and the sweeper goes on.
@@ -246,11 +243,12 @@ func (o *sender) journal(ctx context.Context, s sendSpec, p part) (abi.SendResul
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 	}
 	o.metrics.outboxJournaled.Add(1)
-	o.wake()
+	o.wake.notify()
 	return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 }
 
-// enqueue journals every part and returns at once; the sweeper delivers them.
+// enqueue journals every part and returns at once; the sweeper claims them
+// and the workers deliver them.
 func (o *sender) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error) {
 	var first abi.SendResult
 	for i, p := range o.parts(s) {
@@ -319,7 +317,7 @@ func toOutbound(chat string, m outMsg) provider.Outbound {
 // now until the caller releases the returned heartbeat. The idempotency key
 // never reaches the provider.
 func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (string, *heartbeat, error) {
-	hb := o.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
+	hb := o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
 	var m outMsg
@@ -382,7 +380,7 @@ func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
 		if o.noteFailWrite(rec.Key, err) {
 			o.metrics.outboxDead.Add(1)
-			o.alert(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Chat: rec.Chat, Error: sendErr.Error()})
+			o.alerts.emit(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Chat: rec.Chat, Error: sendErr.Error()})
 		}
 		return 0, true, false
 	}
@@ -414,10 +412,13 @@ func (o *sender) noteFailWrite(key string, err error) bool {
 // in its chat's order).
 func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 	rec := c.Record
+	if !o.stillHeld(ctx, &rec) {
+		return
+	}
 	now := time.Now().UnixMilli()
 	if c.Ambiguous {
 		o.metrics.outboxAmbiguous.Add(1)
-		o.alert(Alert{Name: AlertAmbiguous, Key: rec.Key, Chat: rec.Chat})
+		o.alerts.emit(Alert{Name: AlertAmbiguous, Key: rec.Key, Chat: rec.Chat})
 		to := durability.OutboxUnknown
 		if o.policy.resend {
 			to = durability.OutboxPending
@@ -426,7 +427,7 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 			return
 		}
 		if to == durability.OutboxPending {
-			o.wake()
+			o.wake.notify()
 		}
 		return
 	}
@@ -461,6 +462,31 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		return
 	}
 	o.markSent(ctx, rec, ref)
+}
+
+// stillHeld checks, as a claimed send's job starts, that its claim still
+// holds: a send waits in its chat's queue under the lease its claim gave it,
+// not extended; if a third of the lease is gone the job first extends it, and
+// if the journal refuses, the lease expired while queued and another owner
+// claimed it (the fencing token decides): this job is skipped.
+func (o *sender) stillHeld(ctx context.Context, rec *durability.OutboxRecord) bool {
+	lease := o.policy.outboxLease
+	if time.Until(time.UnixMilli(rec.LeaseUntil)) > 2*lease/3 {
+		return true
+	}
+	until := time.Now().Add(lease).UnixMilli()
+	err := o.outbox.Extend(ctx, rec.Key, rec.Token, until)
+	switch {
+	case errors.Is(err, durability.ErrStaleLease):
+		o.metrics.staleLeases.Add(1)
+		o.log.Warn("send's lease lost while queued: another owner claimed it; skipping it here", "key", rec.Key)
+		return false
+	case err != nil:
+		o.log.Error("extending a queued send's lease failed; it is reclaimed when its lease expires", "key", rec.Key, "err", err)
+		return false
+	}
+	rec.LeaseUntil = until
+	return true
 }
 
 // splitJournaled splits a record whose text is over the channel's limit (it

@@ -48,7 +48,7 @@ func (b *Bot) AddListener(ln net.Listener, h http.Handler) {
 // checkExposure asks each channel that cares whether it may be served on
 // addr (a webchat without allow_public refuses a non-loopback address).
 func (b *Bot) checkExposure(addr net.Addr) error {
-	for _, p := range b.providers {
+	for _, p := range b.ordered {
 		if lc, ok := p.(provider.ListenChecker); ok {
 			if err := lc.CheckListen(addr.String()); err != nil {
 				return fmt.Errorf("%s: %w", b.cfg.File, err)

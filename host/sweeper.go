@@ -8,12 +8,7 @@ import (
 )
 
 // wakeSweeper asks for a sweep now (an enqueue, a replay, a stop).
-func (b *Bot) wakeSweeper() {
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
-}
+func (b *Bot) wakeSweeper() { b.wake.notify() }
 
 // sweepLoop sweeps every durability.poll: due sends, ambiguous sends, due and
 // abandoned inbound records, and the retention purge. Its first sweep also
@@ -51,8 +46,10 @@ func (b *Bot) sweepBatch() int { return max(4*b.cfg.Bot.Workers, 256) }
 // reclaimBatch is the most records a reclaiming sweep claims at once.
 const reclaimBatch = 20000
 
-// sendClaim is the most due sends one sweep claims.
-const sendClaim = 100
+// sendClaim is the most due sends one sweep claims: at most half the
+// workers, so sends to a slow channel leave the other half to inbound
+// messages, and at most 100.
+func (b *Bot) sendClaim() int { return min(max(b.cfg.Bot.Workers/2, 1), 100) }
 
 func (b *Bot) sweep(first bool) {
 	ctx := b.baseCtx
@@ -61,16 +58,18 @@ func (b *Bot) sweep(first bool) {
 		reclaim = &durability.Reclaim{Owner: b.policy.instanceID, Before: b.boot.UnixMilli()}
 	}
 	// Due sends are delivered by the workers, each behind its chat's
-	// earlier jobs, so a slow channel delays neither inbound recovery nor
-	// the next sweep. A new claim waits until the last one's sends are
-	// delivered.
+	// earlier jobs, so a slow channel never delays the sweep loop, which
+	// goes on claiming inbound records; a claim takes at most half the
+	// workers' worth of sends. A new claim waits until the last one's sends
+	// are delivered, which keeps a chat's sends in order across sweeps.
 	if b.sendsOut.Load() == 0 {
-		claimed, err := b.outbox.ClaimDue(ctx, durability.ClaimOptions{Lease: b.sender.outboxLease(), Limit: sendClaim, Reclaim: reclaim})
+		limit := b.sendClaim()
+		claimed, err := b.outbox.ClaimDue(ctx, durability.ClaimOptions{Lease: b.sender.outboxLease(), Limit: limit, Reclaim: reclaim})
 		if err != nil && ctx.Err() == nil {
 			b.log.Error("sweep: claiming due sends failed", "err", err)
 		}
 		b.sendsOut.Store(int64(len(claimed)))
-		b.sendsFull.Store(len(claimed) == sendClaim)
+		b.sendsFull.Store(len(claimed) == limit)
 		for i := range claimed {
 			c := &claimed[i]
 			// Stopping: the lease expires and the send is reclaimed.
@@ -87,7 +86,7 @@ func (b *Bot) sweep(first bool) {
 		return
 	}
 	now := time.Now()
-	l := b.inboxLease()
+	l := b.leases.lease(b.policy.inboxLease)
 	recs, err := b.inbox.ClaimDue(ctx, durability.ClaimOptions{
 		Lease:         l,
 		Limit:         room,

@@ -2,24 +2,34 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
 
-// turn answers the host calls of one event's handler (wasm.Env). It numbers the
-// event's sends, so the n-th send without an explicit key gets "<event id>:<n>",
+// turn is one inbound event's run, from its claim to its completion
+// (takeTurn): the handler runs against it, and it answers the handler's host
+// calls (wasm.Env). It numbers the event's sends, so the n-th send without an explicit key gets "<event id>:<n>",
 // and buffers state writes until the inbox completion commits them.
 type turn struct {
-	bot   *Bot
-	event abi.Event
-	n     int
+	sender    *sender
+	state     durability.StateStore
+	providers map[string]provider.Provider
+	metrics   *counters
+	// maxSends is bot.max_sends; quota bot.max_chat_state in bytes.
+	maxSends int
+	quota    int64
+	event    abi.Event
+	n        int
 	// down holds the providers a send of this turn was deferred on: the
 	// turn's later sends to them are journaled without waiting inline again,
 	// so an outage costs a handler one outbox.inline_max, not one per send.
@@ -57,13 +67,169 @@ const maxPostedBytes = 1 << 20
 
 // flushMark lands a held MarkSent on its own.
 func (t *turn) flushMark(ctx context.Context) {
-	t.bot.sender.land(ctx, t.mark)
+	t.sender.land(ctx, t.mark)
 	t.mark = nil
 }
 
 func (b *Bot) newTurn(ev abi.Event) *turn {
-	return &turn{bot: b, event: ev, writes: map[string]durability.StateWrite{},
+	return &turn{sender: b.sender, state: b.state, providers: b.providers, metrics: &b.metrics,
+		maxSends: b.cfg.Bot.MaxSends, quota: int64(b.cfg.Bot.MaxChatState),
+		event: ev, writes: map[string]durability.StateWrite{},
 		stored: map[string]int{}, usage: map[string]*stateUsage{}}
+}
+
+// takeTurn runs an inbound job's turn: claim (unless Admit or the sweeper
+// already did), run the handler with a heartbeat started with its turn, then
+// complete with the buffered state writes, or fail with a retry or to the
+// dead-letter queue.
+func (b *Bot) takeTurn(j job) {
+	ctx := b.baseCtx
+	if j.unjournaled {
+		t, _ := b.run(ctx, *j.event, nil)
+		t.flushMark(ctx) // no completion to carry the last send's MarkSent
+		return
+	}
+	rec := j.claimed
+	if rec == nil {
+		r, err := b.inbox.Claim(ctx, j.id, b.leases.lease(b.policy.inboxLease))
+		switch {
+		case errors.Is(err, durability.ErrNotClaimable), errors.Is(err, durability.ErrNotFound):
+			return // another worker or replica has it, or it is done
+		case err != nil:
+			b.log.Error("claim failed; the sweeper will retry it", "id", j.id, "err", err)
+			return
+		}
+		rec = &r
+	}
+	hb, ok := b.turnLease(ctx, rec)
+	if !ok {
+		return
+	}
+	defer hb.release()
+	if rec.Attempts > b.policy.maxAttempts {
+		b.failInbound(ctx, rec, hb, fmt.Errorf("claimed %d times without finishing (durability.inbox.max_attempts = %d): the process died each time", rec.Attempts-1, b.policy.maxAttempts), true)
+		return
+	}
+	if rec.Attempts > 1 {
+		b.metrics.inboundReplayed.Add(1)
+	}
+	var jr journaled
+	if err := json.Unmarshal(rec.Payload, &jr); err != nil {
+		b.failInbound(ctx, rec, hb, fmt.Errorf("journaled event is unreadable: %w", err), true)
+		return
+	}
+	var reasons []string
+	if !useLiveMedia(&jr, j.live) {
+		reasons = b.rehydrateMedia(rec.Provider, &jr)
+	}
+	ev := jr.Event
+	ev.Attempt = rec.Attempts
+	if rec.Module != "" && rec.Module != b.guest.Digest() {
+		// A replay under another module than the one that ran it: its sends
+		// may differ; on_diverged settles derived keys.
+		b.replaysOnNewModule.Add(1)
+		b.log.Warn("replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.guest.Digest()))
+	}
+	t, err := b.run(hb.ctx, ev, reasons)
+	hb.stop()
+	if hb.lost.Load() {
+		t.flushMark(ctx)
+		return // counted as a stale lease; the new owner finishes it
+	}
+	var he *wasm.HandlerError
+	if err == nil || errors.As(err, &he) {
+		err := b.complete(ctx, rec, t)
+		if errors.Is(err, durability.ErrStaleLease) {
+			b.metrics.staleLeases.Add(1)
+			b.log.Warn("completion refused: the lease was lost to another owner", "id", rec.ID)
+		} else if err != nil {
+			b.log.Error("completion failed; the record will be reclaimed and its sends answered from the outbox", "id", rec.ID, "err", err)
+		}
+		return
+	}
+	t.flushMark(ctx)
+	b.failInbound(ctx, rec, hb, err, rec.Attempts >= b.policy.maxAttempts)
+}
+
+// complete lands the inbox completion with the buffered state writes, and the
+// last send's deferred MarkSent in the same write where the journal can.
+func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn) error {
+	now := nowMs()
+	digest := t.module
+	if m := t.mark; m != nil {
+		if cs, ok := b.inbox.(durability.CompleteSender); ok {
+			m.hb.stop()
+			err := cs.CompleteWithSent(ctx, rec.ID, rec.Token, t.effects(), digest, now,
+				[]durability.SentMark{{Key: m.rec.Key, Token: m.rec.Token, Ref: m.ref, Now: m.at}})
+			if err == nil {
+				t.mark = nil
+				m.hb.release()
+				return nil
+			}
+			// Settle them one by one: the errors then say which is stale.
+		}
+		t.flushMark(ctx)
+	}
+	return b.inbox.Complete(ctx, rec.ID, rec.Token, t.effects(), digest, now)
+}
+
+// run calls the handler for ev and reports its outcome. mediaReasons say which
+// of its media are unavailable, and why.
+func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string) (*turn, error) {
+	t := b.newTurn(ev)
+	t.mediaReasons = mediaReasons
+	ran, err := b.guest.Handle(ctx, ev, t)
+	t.module = ran
+	var he *wasm.HandlerError
+	var fault *wasm.FaultError
+	if err == nil || errors.As(err, &he) {
+		// The guest returned and its instance is free: make the sends it
+		// posted. A fault drops them (nothing was journaled; the retry
+		// posts them again).
+		if ferr := t.flushPosted(ctx); ferr != nil {
+			err = fmt.Errorf("making the handler's posted sends: %w", ferr)
+			he = nil
+		}
+	}
+	switch {
+	case err == nil:
+	case errors.As(err, &he):
+		b.log.Error("handler returned an error; the message is confirmed, not retried (its sends already happened)", "event", ev.ID, "err", he.Message)
+	case errors.As(err, &fault):
+		b.log.Error("event failed: guest fault; the instance was discarded", "event", ev.ID, "attempt", ev.Attempt, "kind", fault.Kind, "err", fault.Err)
+	default:
+		b.log.Error("event failed", "event", ev.ID, "attempt", ev.Attempt, "err", err)
+	}
+	return t, err
+}
+
+// failInbound settles a failed attempt: a retry after inbox.backoff, or dead.
+func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *heartbeat, cause error, dead bool) {
+	hb.stop()
+	now := time.Now()
+	opts := durability.FailOptions{Now: now.UnixMilli(), Dead: dead}
+	if !dead {
+		opts.RetryAt = now.Add(b.policy.inboxBackoff.wait(rec.Attempts)).UnixMilli()
+	}
+	err := b.inbox.Fail(ctx, rec.ID, rec.Token, cause.Error(), opts)
+	switch {
+	case errors.Is(err, durability.ErrStaleLease):
+		b.metrics.staleLeases.Add(1)
+	case err != nil:
+		b.log.Error("recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
+	case dead:
+		b.metrics.inboundDead.Add(1)
+		b.alerts.emit(Alert{Name: AlertDead, Kind: "inbox", ID: rec.ID, Chat: rec.Chat, Error: cause.Error()})
+	default:
+		b.log.Info("event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
+	}
+}
+
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return digest
 }
 
 // ErrSendCap fails an event whose handler sends more than bot.max_sends.
@@ -73,7 +239,7 @@ var ErrSendCap = errors.New("the handler sent more than bot.max_sends")
 // derived from the event and the send's position.
 func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
 	t.n++
-	if max := t.bot.cfg.Bot.MaxSends; t.n > max {
+	if max := t.maxSends; t.n > max {
 		return sendSpec{}, fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", t.event.ID, ErrSendCap, max)
 	}
 	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media}, inbound: t.event.ID}
@@ -140,15 +306,15 @@ func (t *turn) flushPosted(ctx context.Context) error {
 // turn to its provider was deferred.
 func (t *turn) send(ctx context.Context, s sendSpec) (abi.SendResult, error) {
 	if t.down[s.provider] {
-		res, err := t.bot.sender.enqueue(ctx, s)
+		res, err := t.sender.enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
-			t.bot.metrics.outboxDeferred.Add(1)
+			t.metrics.outboxDeferred.Add(1)
 			res.Error = "not tried: an earlier send of this event to the channel was deferred"
 		}
 		return res, err
 	}
 	t.flushMark(ctx)
-	res, mark, err := t.bot.sender.sendNow(ctx, s, true)
+	res, mark, err := t.sender.sendNow(ctx, s, true)
 	t.mark = mark
 	if err == nil && res.Status == abi.SendDeferred {
 		if t.down == nil {
@@ -169,7 +335,7 @@ func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult
 	if err != nil {
 		return abi.SendResult{}, err
 	}
-	return t.bot.sender.enqueue(ctx, s)
+	return t.sender.enqueue(ctx, s)
 }
 
 // stateScope splits a guest's state key into its owner and the key within it:
@@ -202,7 +368,7 @@ func (t *turn) StateGet(ctx context.Context, key string) ([]byte, bool, error) {
 	if w, ok := t.writes[k]; ok {
 		return w.Value, !w.Delete, nil
 	}
-	v, ok, err := t.bot.state.Get(ctx, k)
+	v, ok, err := t.state.Get(ctx, k)
 	if err == nil {
 		t.stored[k] = 0
 		if ok {
@@ -233,9 +399,6 @@ func (t *turn) StateDelete(ctx context.Context, key string) error {
 type stateUsage struct {
 	stored, delta int64
 }
-
-// stateQuota is bot.max_chat_state in bytes.
-func (b *Bot) stateQuota() int64 { return int64(b.cfg.Bot.MaxChatState) }
 
 // usageKey is where the usage record of an owner lives; guest keys always
 // start with "chat/" or "user/", so no guest can reach it.
@@ -277,7 +440,7 @@ func (t *turn) stateWrite(ctx context.Context, key string, value []byte, del boo
 		after = 0
 	}
 	grow := int64(after - before)
-	if quota := t.bot.stateQuota(); grow > 0 && u.stored+u.delta+grow > quota {
+	if quota := t.quota; grow > 0 && u.stored+u.delta+grow > quota {
 		return fmt.Errorf("event %s: state key %q would bring the state of %s to %d bytes, over bot.max_chat_state (%d): %w", t.event.ID, key, strings.TrimSuffix(owner, "/"), u.stored+u.delta+grow, quota, wasm.ErrStateTooLarge)
 	}
 	u.delta += grow
@@ -295,7 +458,7 @@ func (t *turn) account(ctx context.Context, owner string) (*stateUsage, error) {
 	if u, ok := t.usage[owner]; ok {
 		return u, nil
 	}
-	v, ok, err := t.bot.state.Get(ctx, usageKey(owner))
+	v, ok, err := t.state.Get(ctx, usageKey(owner))
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +476,7 @@ func (t *turn) storedSize(ctx context.Context, k string, rest int) (int, error) 
 	if n, ok := t.stored[k]; ok {
 		return n, nil
 	}
-	v, ok, err := t.bot.state.Get(ctx, k)
+	v, ok, err := t.state.Get(ctx, k)
 	if err != nil {
 		return 0, err
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
 )
 
@@ -55,5 +57,54 @@ func TestREADMENamesEveryPlugin(t *testing.T) {
 	}
 	if len(provider.Types()) < 5 || len(durability.Drivers()) < 5 {
 		t.Errorf("cmd/botrun registers %v and %v; the built-in set is larger", provider.Types(), durability.Drivers())
+	}
+}
+
+// TestExampleChannels uncomments every channel of bot.toml.example: each one's
+// keys, as documented there, must load, and every channel type this program
+// registers must be there.
+func TestExampleChannels(t *testing.T) {
+	src, err := os.ReadFile("../../bot.toml.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(src), "\n")
+	first := -1
+	for i, l := range lines {
+		if l == "[[providers]]" {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		t.Fatal("bot.toml.example has no [[providers]]")
+	}
+	key := regexp.MustCompile(`^# ([a-z_]+ = |\[\[providers\]\])`)
+	types := map[string]bool{"webchat": true} // the one left uncommented
+	for i := first + 1; i < len(lines); i++ {
+		if key.MatchString(lines[i]) {
+			lines[i] = strings.TrimPrefix(lines[i], "# ")
+			if typ, ok := strings.CutPrefix(lines[i], "type = "); ok {
+				types[strings.Trim(typ, `"`)] = true
+			}
+		}
+	}
+	env := func(name string) (string, bool) {
+		if strings.HasSuffix(name, "ACCOUNT_SID") {
+			return "AC0123456789abcdef0123456789abcdef", true
+		}
+		return "0123456789abcdef0123456789abcdef", true
+	}
+	cfg, err := config.Parse("bot.toml.example", strings.Join(lines, "\n"), env)
+	if err != nil {
+		t.Fatalf("the example's channels do not load:\n%v", err)
+	}
+	for _, typ := range provider.Types() {
+		if !types[typ] {
+			t.Errorf("bot.toml.example does not show type %q", typ)
+		}
+	}
+	if len(cfg.Providers) != len(provider.Types()) {
+		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Providers), len(provider.Types()))
 	}
 }

@@ -35,12 +35,22 @@ func (o *driverOptions) Check(dir string, problem durability.Problem) {
 	} else if !filepath.IsAbs(o.Path) {
 		o.Path = filepath.Join(dir, o.Path)
 	}
+	if o.CompactEvery == 0 {
+		o.CompactEvery = 1000
+	}
+	if o.CompactBytes == 0 {
+		o.CompactBytes = 4 << 20
+	}
 	if o.CompactEvery < 1 {
 		problem("compact_every", "%d must be at least 1", o.CompactEvery)
 	}
 }
 
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
-	return Open(ctx, Options{Path: o.Path, AppendLog: o.AppendLog, CompactEvery: o.CompactEvery,
+	b, err := Open(ctx, Options{Path: o.Path, AppendLog: o.AppendLog, CompactEvery: o.CompactEvery,
 		CompactBytes: int64(o.CompactBytes), NoFsync: !o.Fsync})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }

@@ -15,4 +15,6 @@ type driverOptions struct{}
 
 func (*driverOptions) Check(string, durability.Problem) {}
 
-func (*driverOptions) Open(context.Context) (durability.Backend, error) { return New(), nil }
+func (*driverOptions) Open(ctx context.Context) (durability.Backend, error) {
+	return Open(ctx, Options{})
+}

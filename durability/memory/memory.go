@@ -14,7 +14,13 @@ import (
 	"github.com/botrun/botrun/durability"
 )
 
-// New returns an empty in-memory backend.
+// Options configure the memory backend; it has none yet.
+type Options struct{}
+
+// Open returns an empty in-memory backend; it never fails.
+func Open(context.Context, Options) (durability.Backend, error) { return New(), nil }
+
+// New is Open for callers that need no options and no error (tests).
 func New() durability.Backend {
 	return durability.NewKvDurability(NewKv())
 }

@@ -30,5 +30,9 @@ func (o *driverOptions) Check(_ string, problem durability.Problem) {
 }
 
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
-	return Open(ctx, Options{URL: o.URL, TablePrefix: o.TablePrefix})
+	b, err := Open(ctx, Options{URL: o.URL, TablePrefix: o.TablePrefix})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }

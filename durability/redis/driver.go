@@ -27,5 +27,9 @@ func (o *driverOptions) Check(_ string, problem durability.Problem) {
 }
 
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
-	return Open(ctx, Options{URL: o.URL, Prefix: o.Prefix})
+	b, err := Open(ctx, Options{URL: o.URL, Prefix: o.Prefix})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }

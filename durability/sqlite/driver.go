@@ -33,5 +33,9 @@ func (o *driverOptions) Check(dir string, problem durability.Problem) {
 }
 
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
-	return Open(ctx, Options{Path: o.Path, Synchronous: o.Synchronous})
+	b, err := Open(ctx, Options{Path: o.Path, Synchronous: o.Synchronous})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }

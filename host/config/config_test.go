@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 	_ "github.com/botrun/botrun/durability/postgres"
 	_ "github.com/botrun/botrun/durability/redis"
 	_ "github.com/botrun/botrun/durability/sqlite"
-	"github.com/botrun/botrun/host/provider"
 	_ "github.com/botrun/botrun/host/provider/httpchan"
 	"github.com/botrun/botrun/host/provider/metawhatsapp"
 	_ "github.com/botrun/botrun/host/provider/telegram"
@@ -228,52 +226,4 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted a config without module or providers")
 		}
 	})
-}
-
-// TestExampleChannels uncomments every channel of bot.toml.example: each one's
-// keys, as documented there, must load.
-func TestExampleChannels(t *testing.T) {
-	src, err := os.ReadFile("../../bot.toml.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(src), "\n")
-	first := -1
-	for i, l := range lines {
-		if l == "[[providers]]" {
-			first = i
-			break
-		}
-	}
-	if first < 0 {
-		t.Fatal("bot.toml.example has no [[providers]]")
-	}
-	key := regexp.MustCompile(`^# ([a-z_]+ = |\[\[providers\]\])`)
-	types := map[string]bool{"webchat": true} // the one left uncommented
-	for i := first + 1; i < len(lines); i++ {
-		if key.MatchString(lines[i]) {
-			lines[i] = strings.TrimPrefix(lines[i], "# ")
-			if typ, ok := strings.CutPrefix(lines[i], "type = "); ok {
-				types[strings.Trim(typ, `"`)] = true
-			}
-		}
-	}
-	env := func(name string) (string, bool) {
-		if strings.HasSuffix(name, "ACCOUNT_SID") {
-			return "AC0123456789abcdef0123456789abcdef", true
-		}
-		return "0123456789abcdef0123456789abcdef", true
-	}
-	cfg, err := Parse("bot.toml.example", strings.Join(lines, "\n"), env)
-	if err != nil {
-		t.Fatalf("the example's channels do not load:\n%v", err)
-	}
-	for _, typ := range provider.Types() {
-		if !types[typ] {
-			t.Errorf("bot.toml.example does not show type %q", typ)
-		}
-	}
-	if len(cfg.Providers) != len(provider.Types()) {
-		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Providers), len(provider.Types()))
-	}
 }

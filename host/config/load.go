@@ -77,7 +77,7 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 	}
 	cfg := raw.Config
 	cfg.File = path
-	if err := p.durability(md, raw.Durability, &cfg.Durability); err != nil {
+	if err := p.durability(md, raw.Durability, &cfg.Durability, lookup); err != nil {
 		p.errs = append(p.errs, err)
 	}
 	for i, prim := range raw.Providers {
@@ -107,13 +107,14 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 
 // durability decodes the [durability] table: the common keys into d, and
 // the backend's own keys into the options of the driver d.Backend names.
-func (p *parser) durability(md toml.MetaData, prim toml.Primitive, d *Durability) *Error {
+func (p *parser) durability(md toml.MetaData, prim toml.Primitive, d *Durability, lookup func(string) (string, bool)) *Error {
 	defined := md.IsDefined("durability")
 	if defined {
 		if err := md.PrimitiveDecode(prim, d); err != nil {
 			return p.decodeError(err)
 		}
 	}
+	p.expand(reflect.ValueOf(&d.Backend).Elem(), "durability.backend", lookup)
 	if d.Backend == "" {
 		d.Backend = "memory"
 	}

@@ -5,7 +5,7 @@
 // A channel type registers itself (Register) with its config struct, its
 // checks and its constructor; the host builds every [[providers]] entry
 // through that registry and knows no channel by name. The guide to adding a
-// channel is in doc.go.
+// channel is docs/adding-a-channel.md.
 //
 // provider imports the standard library and durability's Kv (a channel's own
 // store): channels know nothing of the journals or the WASM engine.

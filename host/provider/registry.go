@@ -14,7 +14,7 @@ import (
 // Type is a channel type that a [[providers]] entry's type can name. A
 // channel package registers its type in an init function; a program includes
 // the channels it wants by importing their packages (cmd/botrun imports the
-// built-in set). See doc.go's guide to adding a channel.
+// built-in set). See docs/adding-a-channel.md.
 type Type struct {
 	// Name is the value of the entry's type key.
 	Name string
@@ -54,8 +54,10 @@ type Env struct {
 	Admitter Admitter
 	// Logger receives the channel's logs.
 	Logger *slog.Logger
-	// Kv keeps the channel's own durable data beside the journals, under
-	// keys that start with KeyPrefix; nil when the backend has no Kv.
+	// Kv keeps the channel's own durable data beside the journals; nil when
+	// the backend has no Kv. KeyPrefix is the bot's scope, shared by all its
+	// channels: a channel's keys start with it, then a name of the channel's
+	// own and the entry's id (webchat: "<KeyPrefix>tr/<id>/…").
 	Kv        durability.Kv
 	KeyPrefix string
 	// Retention is how long the channel keeps what it stores (0: forever).

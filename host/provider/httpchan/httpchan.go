@@ -153,7 +153,11 @@ func (c *Config) Check(in provider.Setting, problem provider.Problem) {
 
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
-	return Open(*c, env)
+	p, err := Open(*c, env)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Provider is one HTTP channel.

@@ -57,6 +57,9 @@ var secretToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
 // Check implements provider.Config.
 func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 	provider.Required(problem, "token", c.Token, "the bot token from @BotFather (use ${ENV} to keep it out of the file)")
+	if c.Mode == "" {
+		c.Mode = "webhook"
+	}
 	switch c.Mode {
 	case "webhook":
 		if !secretToken.MatchString(c.SecretToken) {
@@ -71,7 +74,11 @@ func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
-	return Open(*c, env)
+	p, err := Open(*c, env)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Provider is one Telegram bot.

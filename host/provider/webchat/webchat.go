@@ -9,8 +9,9 @@
 //	GET  /webchat/{id}/messages?chat=c1&after=N[&wait=20s]
 //	     200 {"messages":[{"seq":1,"chat":"c1","text":"echo: hola"}]}
 //
-// The bot's sends are kept in a Transcript, which the host backs with its store
-// and purges with the journals' retention.
+// The bot's sends are kept in a Transcript, in the store the host gives the
+// channel (provider.Env's Kv) beside the journals; Run purges it with the
+// journals' retention.
 package webchat
 
 import (
@@ -114,7 +115,11 @@ func (c *Config) checkListen(listen string) error {
 
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
-	return Open(*c, env)
+	p, err := Open(*c, env)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Provider is a webchat channel.
