@@ -3,8 +3,8 @@ package durability
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
+
+	"github.com/botrun/botrun/internal/registry"
 )
 
 // Driver is a backend type that bot.toml's [durability] backend can name. A
@@ -36,41 +36,29 @@ type DriverOptions interface {
 // Problem reports what is wrong with one key and how to fix it.
 type Problem func(key, format string, args ...any)
 
-var drivers = struct {
-	sync.RWMutex
-	m map[string]Driver
-}{m: map[string]Driver{}}
+var drivers = registry.New[Driver]("backend")
 
 // Register makes a backend available under d.Name. It panics when the name
 // is taken or d is incomplete: both are programming errors.
 func Register(d Driver) {
-	drivers.Lock()
-	defer drivers.Unlock()
-	if d.Name == "" || d.Options == nil {
-		panic("durability: Register needs a name and an Options constructor")
+	if d.Options == nil {
+		panic(fmt.Sprintf("durability: backend %q has no Options constructor", d.Name))
 	}
-	if _, dup := drivers.m[d.Name]; dup {
-		panic(fmt.Sprintf("durability: backend %q is registered twice", d.Name))
-	}
-	drivers.m[d.Name] = d
+	drivers.Register(d.Name, d)
 }
 
 // LookupDriver returns the registered backend called name.
-func LookupDriver(name string) (Driver, bool) {
-	drivers.RLock()
-	defer drivers.RUnlock()
-	d, ok := drivers.m[name]
-	return d, ok
-}
+func LookupDriver(name string) (Driver, bool) { return drivers.Lookup(name) }
 
 // Drivers lists the registered backends' names in order.
-func Drivers() []string {
-	drivers.RLock()
-	defer drivers.RUnlock()
-	names := make([]string, 0, len(drivers.m))
-	for n := range drivers.m {
-		names = append(names, n)
+func Drivers() []string { return drivers.Names() }
+
+// Opened returns what a backend constructor returned as a Backend, with a nil
+// interface (not a nil pointer) on error: DriverOptions.Open's usual body is
+// "return durability.Opened(Open(ctx, opts))".
+func Opened[B Backend](b B, err error) (Backend, error) {
+	if err != nil {
+		return nil, err
 	}
-	slices.Sort(names)
-	return names
+	return b, nil
 }

@@ -1,17 +1,4 @@
 package main
 
-// The built-in channels and durability backends. Each package registers its
-// [[providers]] type or its [durability] backend in an init function; a
-// channel or backend added to botrun is one more line here.
-import (
-	_ "github.com/botrun/botrun/durability/file"
-	_ "github.com/botrun/botrun/durability/memory"
-	_ "github.com/botrun/botrun/durability/postgres"
-	_ "github.com/botrun/botrun/durability/redis"
-	_ "github.com/botrun/botrun/durability/sqlite"
-	_ "github.com/botrun/botrun/host/provider/httpchan"
-	_ "github.com/botrun/botrun/host/provider/metawhatsapp"
-	_ "github.com/botrun/botrun/host/provider/telegram"
-	_ "github.com/botrun/botrun/host/provider/twilio"
-	_ "github.com/botrun/botrun/host/provider/webchat"
-)
+// The built-in channels and durability backends (see package builtin).
+import _ "github.com/botrun/botrun/cmd/botrun/builtin"

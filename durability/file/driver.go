@@ -47,10 +47,6 @@ func (o *driverOptions) Check(dir string, problem durability.Problem) {
 }
 
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
-	b, err := Open(ctx, Options{Path: o.Path, AppendLog: o.AppendLog, CompactEvery: o.CompactEvery,
-		CompactBytes: int64(o.CompactBytes), NoFsync: !o.Fsync})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return durability.Opened(Open(ctx, Options{Path: o.Path, AppendLog: o.AppendLog, CompactEvery: o.CompactEvery,
+		CompactBytes: int64(o.CompactBytes), NoFsync: !o.Fsync}))
 }

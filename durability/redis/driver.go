@@ -27,9 +27,5 @@ func (o *driverOptions) Check(_ string, problem durability.Problem) {
 }
 
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
-	b, err := Open(ctx, Options{URL: o.URL, Prefix: o.Prefix})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return durability.Opened(Open(ctx, Options{URL: o.URL, Prefix: o.Prefix}))
 }

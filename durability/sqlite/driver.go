@@ -33,9 +33,5 @@ func (o *driverOptions) Check(dir string, problem durability.Problem) {
 }
 
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
-	b, err := Open(ctx, Options{Path: o.Path, Synchronous: o.Synchronous})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return durability.Opened(Open(ctx, Options{Path: o.Path, Synchronous: o.Synchronous}))
 }

@@ -12,14 +12,8 @@ import (
 	"time"
 
 	// The built-in channels and backends, as cmd/botrun registers them.
-	_ "github.com/botrun/botrun/durability/file"
-	_ "github.com/botrun/botrun/durability/memory"
-	_ "github.com/botrun/botrun/durability/postgres"
-	_ "github.com/botrun/botrun/durability/redis"
-	_ "github.com/botrun/botrun/durability/sqlite"
-	_ "github.com/botrun/botrun/host/provider/httpchan"
+	_ "github.com/botrun/botrun/cmd/botrun/builtin"
 	"github.com/botrun/botrun/host/provider/metawhatsapp"
-	_ "github.com/botrun/botrun/host/provider/telegram"
 	"github.com/botrun/botrun/host/provider/twilio"
 	"github.com/botrun/botrun/host/provider/webchat"
 )

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/internal/registry"
 )
 
 // Type is a channel type that a [[providers]] entry's type can name. A
@@ -84,41 +83,37 @@ type ListenChecker interface {
 // well within it.
 const MaxHandlerTime = 60 * time.Second
 
-var types = struct {
-	sync.RWMutex
-	m map[string]Type
-}{m: map[string]Type{}}
+var types = registry.New[Type]("channel type")
 
 // Register makes a channel type available under t.Name. It panics when the
 // name is taken or t is incomplete: both are programming errors.
 func Register(t Type) {
-	types.Lock()
-	defer types.Unlock()
-	if t.Name == "" || t.Config == nil {
-		panic("provider: Register needs a name and a Config constructor")
+	if t.Config == nil {
+		panic(fmt.Sprintf("provider: channel type %q has no Config constructor", t.Name))
 	}
-	if _, dup := types.m[t.Name]; dup {
-		panic(fmt.Sprintf("provider: channel type %q is registered twice", t.Name))
-	}
-	types.m[t.Name] = t
+	types.Register(t.Name, t)
 }
 
 // Lookup returns the registered channel type called name.
-func Lookup(name string) (Type, bool) {
-	types.RLock()
-	defer types.RUnlock()
-	t, ok := types.m[name]
-	return t, ok
-}
+func Lookup(name string) (Type, bool) { return types.Lookup(name) }
 
 // Types lists the registered channel types' names in order.
-func Types() []string {
-	types.RLock()
-	defer types.RUnlock()
-	names := make([]string, 0, len(types.m))
-	for n := range types.m {
-		names = append(names, n)
+func Types() []string { return types.Names() }
+
+// Opened returns what a channel constructor returned as a Provider, with a
+// nil interface (not a nil pointer) on error: Config.Open's usual body is
+// "return provider.Opened(Open(*c, env))".
+func Opened[P Provider](p P, err error) (Provider, error) {
+	if err != nil {
+		return nil, err
 	}
-	slices.Sort(names)
-	return names
+	return p, nil
+}
+
+// Log returns the logger the channel should use.
+func (e Env) Log() *slog.Logger {
+	if e.Logger == nil {
+		return slog.Default()
+	}
+	return e.Logger
 }

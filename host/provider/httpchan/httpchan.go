@@ -153,11 +153,7 @@ func (c *Config) Check(in provider.Setting, problem provider.Problem) {
 
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
-	p, err := Open(*c, env)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return provider.Opened(Open(*c, env))
 }
 
 // Provider is one HTTP channel.

@@ -73,11 +73,7 @@ func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
-	p, err := Open(*c, env)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return provider.Opened(Open(*c, env))
 }
 
 // Provider is one WhatsApp Business phone number.
@@ -99,10 +95,7 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 		return nil, fmt.Errorf("meta-whatsapp %s: %w", cfg.ID, err)
 	}
 	cfg.APIURL = api.String()
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Log()
 	p := &Provider{cfg: cfg, admit: env.Admitter, log: log, api: api}
 	p.client = provider.NewClient(60*time.Second, api, p.downloadAllowed)
 	return p, nil

@@ -74,11 +74,7 @@ func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
-	p, err := Open(*c, env)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return provider.Opened(Open(*c, env))
 }
 
 // Provider is one Telegram bot.
@@ -94,10 +90,7 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	if cfg.ID == "" {
 		cfg.ID = env.ID
 	}
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Log()
 	// The API's own origin only: Telegram does not redirect, and every URL
 	// holds the token.
 	api, err := provider.APIBase(cfg.APIURL, DefaultAPI)

@@ -115,11 +115,7 @@ func (c *Config) checkListen(listen string) error {
 
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
-	p, err := Open(*c, env)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return provider.Opened(Open(*c, env))
 }
 
 // Provider is a webchat channel.
@@ -150,10 +146,7 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	if cfg.ID == "" {
 		cfg.ID = env.ID
 	}
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Log()
 	store := cfg.Transcript
 	switch {
 	case store != nil:

@@ -1,0 +1,19 @@
+// Package builtin registers botrun's built-in channels and durability
+// backends: each package below registers its [[providers]] type or its
+// [durability] backend in an init function. cmd/botrun imports it, and so do
+// the tests that load a bot.toml. A channel or a backend added to botrun is
+// one more line here.
+package builtin
+
+import (
+	_ "github.com/botrun/botrun/durability/file"
+	_ "github.com/botrun/botrun/durability/memory"
+	_ "github.com/botrun/botrun/durability/postgres"
+	_ "github.com/botrun/botrun/durability/redis"
+	_ "github.com/botrun/botrun/durability/sqlite"
+	_ "github.com/botrun/botrun/host/provider/httpchan"
+	_ "github.com/botrun/botrun/host/provider/metawhatsapp"
+	_ "github.com/botrun/botrun/host/provider/telegram"
+	_ "github.com/botrun/botrun/host/provider/twilio"
+	_ "github.com/botrun/botrun/host/provider/webchat"
+)
