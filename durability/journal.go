@@ -185,6 +185,20 @@ type CompleteSender interface {
 	CompleteWithSent(ctx context.Context, id string, token int64, effects []StateWrite, module string, now int64, sent []SentMark) error
 }
 
+// Deliver is a delivery made of writes to the backend's own store (the
+// webchat transcript): it returns the send's ref and the writes that deliver
+// it. retry is true when the writes of an earlier call conflicted.
+type Deliver func(ctx context.Context, retry bool) (ref string, writes []Write, err error)
+
+// SentWriter is implemented by an OutboxJournal whose MarkSent can carry a
+// channel's writes: the writes deliver the send and the record becomes sent
+// in one commit, or neither happens, so no crash can leave that send
+// ambiguous. deliver runs again after a conflict. The error wraps
+// ErrStaleLease when the lease was lost (nothing lands).
+type SentWriter interface {
+	MarkSentWith(ctx context.Context, key string, token int64, now int64, deliver Deliver) (ref string, err error)
+}
+
 // StateStore reads conversation state. Writes land only through
 // InboxJournal.Complete, atomically with the inbound record.
 type StateStore interface {

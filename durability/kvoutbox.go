@@ -86,6 +86,28 @@ func (j *kvOutbox) MarkSent(ctx context.Context, key string, token int64, ref st
 	})
 }
 
+// MarkSentWith implements SentWriter.
+func (j *kvOutbox) MarkSentWith(ctx context.Context, key string, token int64, now int64, deliver Deliver) (string, error) {
+	var ref string
+	retry := false
+	_, err := j.t.update(ctx, key, func(rec *OutboxRecord) ([]Write, error) {
+		if err := leased(string(rec.State), string(OutboxSending), token, rec.Token, "outbox", key); err != nil {
+			return nil, err
+		}
+		r, writes, err := deliver(ctx, retry)
+		retry = true
+		if err != nil {
+			return nil, err
+		}
+		ref = r
+		rec.State, rec.Ref, rec.Error = OutboxSent, r, ""
+		rec.LeaseUntil, rec.RetryAt = 0, 0
+		rec.UpdatedAt, rec.CompletedAt = now, now
+		return writes, nil
+	})
+	return ref, err
+}
+
 func (j *kvOutbox) Extend(ctx context.Context, key string, token, until int64) error {
 	return j.sending(ctx, key, token, func(rec *OutboxRecord) { rec.LeaseUntil = until })
 }

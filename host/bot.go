@@ -367,7 +367,7 @@ func (b *Bot) Stop(ctx context.Context) error {
 		"inbound_replayed", m.InboundReplayed, "inbound_dead", m.InboundDead, "outbox_journaled", m.OutboxJournaled,
 		"outbox_deduped", m.OutboxDeduped, "outbox_retried", m.OutboxRetried, "outbox_deferred", m.OutboxDeferred,
 		"outbox_dead", m.OutboxDead, "outbox_ambiguous", m.OutboxAmbiguous, "outbox_bypassed", m.OutboxBypassed,
-		"stale_leases", m.StaleLeases, "outbox_diverged", m.OutboxDiverged)
+		"stale_leases", m.StaleLeases, "outbox_diverged", m.OutboxDiverged, "outbox_ambiguous_resolved", m.OutboxAmbiguousResolved)
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/internal/testserver"
 )
 
@@ -28,6 +29,9 @@ type crashCase struct {
 	nth    int    // crash at the n-th counted write
 	after  bool
 	resend bool
+	// channel is "" (a channel that cannot close the ambiguous window),
+	// "idempotent" or "reconciling".
+	channel string
 }
 
 func (c crashCase) String() string {
@@ -38,6 +42,9 @@ func (c crashCase) String() string {
 	policy := "skip"
 	if c.resend {
 		policy = "resend"
+	}
+	if c.channel != "" {
+		policy += "/" + c.channel
 	}
 	if c.op == "" {
 		return fmt.Sprintf("write%d/%s/%s", c.nth, when, policy)
@@ -74,6 +81,7 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 	cfg := testConfig(t, "on_ambiguous = \""+policy+"\"\n")
 	cfg.Bot.ID = uniquePrefix("bot") // a scope of its own on a shared backend
 	ch := newChannel()
+	ch.dedupe = c.channel == "idempotent"
 	a := newTestBot(t, cfg, crash, echoTwice, crashProvider{ch: ch, crash: crash})
 	for _, m := range crashMessages {
 		a.admit(t, m.chat, m.id, m.text) // an error means "not journaled": the channel redelivers below
@@ -85,7 +93,17 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 	a.crash()
 	time.Sleep(2 * time.Millisecond) // B boots strictly after A's last lease
 
-	b := newTestBot(t, cfg, shared, echoTwice, ch)
+	var bch provider.Provider = ch
+	switch c.channel {
+	case "idempotent":
+		ch.mu.Lock()
+		ch.dedupe = true
+		ch.mu.Unlock()
+		bch = idempotentChannel{ch}
+	case "reconciling":
+		bch = reconcilingChannel{ch}
+	}
+	b := newTestBot(t, cfg, shared, echoTwice, bch)
 	defer b.stop(t)
 	for _, m := range crashMessages {
 		if _, err := b.admit(t, m.chat, m.id, m.text); err != nil {
@@ -99,8 +117,8 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 	}
 	checkGuarantees(t, c, b, ch)
 	m := b.Metrics()
-	t.Logf("%s: crashed=%v; bot B: journaled %d, duplicates %d, replayed %d, deduped %d, ambiguous %d; channel got %d sends",
-		c, crash.Crashed(), m.InboundJournaled, m.InboundDuplicates, m.InboundReplayed, m.OutboxDeduped, m.OutboxAmbiguous, len(ch.texts()))
+	t.Logf("%s: crashed=%v; bot B: journaled %d, duplicates %d, replayed %d, deduped %d, ambiguous %d, resolved %d; channel got %d sends",
+		c, crash.Crashed(), m.InboundJournaled, m.InboundDuplicates, m.InboundReplayed, m.OutboxDeduped, m.OutboxAmbiguous, m.OutboxAmbiguousResolved, len(ch.texts()))
 	return m
 }
 
@@ -123,6 +141,9 @@ func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *channel) {
 	}
 	if n := b.Metrics().OutboxAmbiguous; int(n) != len(ambiguous) {
 		t.Fatalf("%s: outbox_ambiguous = %d but %d ambiguous events", c, n, len(ambiguous))
+	}
+	if c.channel != "" && len(ambiguous) > 0 {
+		t.Fatalf("%s: a channel that closes the window left %d sends ambiguous", c, len(ambiguous))
 	}
 	out, _ := b.ListOutbox(ctx, durability.ListFilter{})
 	byText := map[string]durability.OutboxRecord{}
@@ -214,6 +235,39 @@ func TestCrashMatrix(t *testing.T) {
 						c := crashCase{op: op, after: after, resend: resend}
 						t.Run(c.String(), func(t *testing.T) { runCrash(t, nb, c) })
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestCrashMatrixClosedWindow crashes at the points that leave a send in
+// flight (around the channel call and the MarkSent), under both policies, on
+// every backend, with a channel that deduplicates on the send's key and one
+// that reconciles: every reply goes out exactly once and none is ambiguous.
+func TestCrashMatrixClosedWindow(t *testing.T) {
+	for name, nb := range backends {
+		t.Run(name, func(t *testing.T) {
+			for _, channel := range []string{"idempotent", "reconciling"} {
+				var resolved int64
+				for _, op := range []string{"provider.send", "outbox.markSent", "inbox.complete"} {
+					for _, after := range []bool{false, true} {
+						for _, resend := range []bool{false, true} {
+							c := crashCase{op: op, after: after, resend: resend, channel: channel}
+							t.Run(c.String(), func(t *testing.T) {
+								m := runCrash(t, nb, c)
+								if m.OutboxAmbiguous != 0 {
+									t.Fatalf("%s: outbox_ambiguous = %d", c, m.OutboxAmbiguous)
+								}
+								resolved += m.OutboxAmbiguousResolved
+							})
+						}
+					}
+				}
+				// The points above leave sends in flight: the channel, not a
+				// policy, must have settled some of them.
+				if resolved == 0 {
+					t.Errorf("%s: no crash left a send for the %s channel to settle", name, channel)
 				}
 			}
 		})

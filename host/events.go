@@ -89,6 +89,10 @@ type Metrics struct {
 	// InboundRefused counts messages refused unjournaled because [bot]
 	// max_queue messages waited for a worker (the channel redelivers them).
 	InboundRefused int64 `json:"inbound_refused"`
+	// OutboxAmbiguousResolved counts sends a crash left in flight that their
+	// channel settled (transactional, reconciled or idempotent): neither
+	// lost nor doubled, and not counted in OutboxAmbiguous.
+	OutboxAmbiguousResolved int64 `json:"outbox_ambiguous_resolved"`
 	// ModulesLoaded and ModulesRefused count the modules hot reload put
 	// live and refused since start.
 	ModulesLoaded  int64 `json:"modules_loaded"`
@@ -102,6 +106,7 @@ type counters struct {
 	inboundJournaled, inboundDuplicates, inboundReplayed, inboundDead  atomic.Int64
 	outboxJournaled, outboxDeduped, outboxRetried, outboxDeferred      atomic.Int64
 	outboxDead, outboxAmbiguous, outboxBypassed, staleLeases, diverged atomic.Int64
+	outboxAmbiguousResolved                                            atomic.Int64
 	inboundRefused                                                     atomic.Int64
 }
 
@@ -116,7 +121,7 @@ func (b *Bot) Metrics() Metrics {
 		OutboxDead: c.outboxDead.Load(), OutboxAmbiguous: c.outboxAmbiguous.Load(),
 		OutboxBypassed: c.outboxBypassed.Load(), StaleLeases: c.staleLeases.Load(),
 		OutboxDiverged: c.diverged.Load(), InboundRefused: c.inboundRefused.Load(),
-		ReplaysOnNewModule: b.replaysOnNewModule.Load(),
+		ReplaysOnNewModule: b.replaysOnNewModule.Load(), OutboxAmbiguousResolved: c.outboxAmbiguousResolved.Load(),
 	}
 	if b.reload != nil {
 		m.ModulesLoaded, m.ModulesRefused = b.reload.reloads.Load(), b.reload.failures.Load()

@@ -50,6 +50,10 @@ type channel struct {
 	calls     int
 	delivered []delivery
 	fail      func(n int, out provider.Outbound) error
+	// dedupe makes the channel deduplicate on the send's key, as a gateway
+	// honouring Idempotency-Key does; keys holds each delivered key's ref.
+	dedupe bool
+	keys   map[string]string
 }
 
 func newChannel() *channel { return &channel{id: "web"} }
@@ -65,8 +69,33 @@ func (c *channel) Send(_ context.Context, out provider.Outbound) (string, error)
 			return "", err
 		}
 	}
+	if ref, ok := c.keys[out.Key]; ok && c.dedupe && out.Key != "" {
+		return ref, nil // a repeated key: the first answer, nothing sent
+	}
 	c.delivered = append(c.delivered, delivery{out.Chat, out.Text})
-	return fmt.Sprint("ref-", len(c.delivered)), nil
+	ref := fmt.Sprint("ref-", len(c.delivered))
+	if c.keys == nil {
+		c.keys = map[string]string{}
+	}
+	c.keys[out.Key] = ref
+	return ref, nil
+}
+
+// idempotentChannel is a channel that deduplicates on the send's key and
+// says so (provider.Idempotent).
+type idempotentChannel struct{ *channel }
+
+func (idempotentChannel) IdempotentSends() bool { return true }
+
+// reconcilingChannel is a channel that can say whether it delivered a key
+// (provider.Reconciler).
+type reconcilingChannel struct{ *channel }
+
+func (r reconcilingChannel) Reconcile(_ context.Context, msg provider.Outbound) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.keys[msg.Key]
+	return ok, nil
 }
 
 func (c *channel) count(chat, text string) int {

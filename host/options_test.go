@@ -635,7 +635,7 @@ func TestMetrics_TheSeedsCountersAndOurs(t *testing.T) {
 	json.Unmarshal(b, &m)
 	want := []string{"inbound_journaled", "inbound_duplicates", "inbound_replayed", "inbound_dead", "outbox_journaled",
 		"outbox_deduped", "outbox_retried", "outbox_deferred", "outbox_dead", "outbox_ambiguous", "outbox_bypassed",
-		"stale_leases", "outbox_diverged", "inbound_refused", "modules_loaded", "modules_refused", "replays_on_new_module"}
+		"stale_leases", "outbox_diverged", "inbound_refused", "modules_loaded", "modules_refused", "replays_on_new_module", "outbox_ambiguous_resolved"}
 	if len(m) != len(want) {
 		t.Fatalf("%d counters: %v", len(m), m)
 	}

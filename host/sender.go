@@ -272,8 +272,12 @@ func (o *sender) deliverInline(ctx context.Context, prov provider.Provider, rec 
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil, nil
 	}
 	for {
-		ref, hb, sendErr := o.call(prov, rec)
+		ref, hb, marked, sendErr := o.call(prov, rec)
 		if sendErr == nil {
+			if marked {
+				hb.release()
+				return abi.SendResult{Status: abi.SendSent, Key: rec.Key, Ref: ref}, nil, nil
+			}
 			m := &pendingMark{rec: rec, ref: ref, at: nowMs(), hb: hb}
 			if !hold {
 				o.land(ctx, m)
@@ -313,22 +317,43 @@ func toOutbound(chat string, m outMsg) provider.Outbound {
 	return out
 }
 
-// call makes one provider call for a sending record, extending its lease from
-// now until the caller releases the returned heartbeat. The idempotency key
-// never reaches the provider.
-func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (string, *heartbeat, error) {
-	hb := o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
+// call makes one delivery attempt of a sending record, extending its lease
+// from now until the caller releases the returned heartbeat. The channel gets
+// the record's key (Outbound.Key). A transactional channel's delivery commits
+// with the record marked sent: marked is then true, and the caller writes no
+// MarkSent.
+func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref string, hb *heartbeat, marked bool, err error) {
+	hb = o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
 	var m outMsg
 	if err := json.Unmarshal(rec.Payload, &m); err != nil {
-		return "", hb, &permanentError{fmt.Errorf("journaled content is unreadable: %w", err)}
+		return "", hb, false, &permanentError{fmt.Errorf("journaled content is unreadable: %w", err)}
 	}
 	if rec.Attempts > 1 {
 		o.metrics.outboxRetried.Add(1)
 	}
-	ref, err := prov.Send(hb.ctx, toOutbound(rec.Chat, m))
-	return ref, hb, err
+	msg := toOutbound(rec.Chat, m)
+	msg.Key = rec.Key
+	if tp, ok := prov.(provider.Transactional); ok {
+		if sw, ok := o.outbox.(durability.SentWriter); ok {
+			// The heartbeat's extensions would conflict with the commit
+			// that marks the record; the lease was taken just now.
+			hb.stop()
+			ref, err := sw.MarkSentWith(hb.ctx, rec.Key, rec.Token, nowMs(), func(ctx context.Context, retry bool) (string, []durability.Write, error) {
+				return tp.PrepareSend(ctx, msg, retry)
+			})
+			if err == nil {
+				tp.Delivered(msg, ref)
+				return ref, hb, true, nil
+			}
+			if !errors.Is(err, provider.ErrNotTransactional) {
+				return "", hb, false, err
+			}
+		}
+	}
+	ref, err = prov.Send(hb.ctx, msg)
+	return ref, hb, false, err
 }
 
 type permanentError struct{ error }
@@ -416,6 +441,10 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		return
 	}
 	now := time.Now().UnixMilli()
+	prov, configured := o.providers[rec.Provider]
+	if c.Ambiguous && configured && o.settleAmbiguous(ctx, prov, rec) {
+		return
+	}
 	if c.Ambiguous {
 		o.metrics.outboxAmbiguous.Add(1)
 		o.alerts.emit(Alert{Name: AlertAmbiguous, Key: rec.Key, Chat: rec.Chat})
@@ -446,22 +475,72 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 			return
 		}
 	}
-	prov, ok := o.providers[rec.Provider]
-	if !ok {
+	if !configured {
 		o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("provider %q is not configured", rec.Provider)}, time.Time{})
 		return
 	}
-	if rec, ok = o.splitJournaled(ctx, rec); !ok {
+	rec, ok := o.splitJournaled(ctx, rec)
+	if !ok {
 		return
 	}
-	ref, hb, err := o.call(prov, rec)
+	ref, hb, marked, err := o.call(prov, rec)
 	hb.stop()
 	defer hb.release()
 	if err != nil {
 		o.settleFailure(ctx, rec, err, time.Time{})
 		return
 	}
-	o.markSent(ctx, rec, ref)
+	if !marked {
+		o.markSent(ctx, rec, ref)
+	}
+}
+
+// settleAmbiguous settles a send a crash left in flight when its channel
+// closes the ambiguous window, before any on_ambiguous policy: a
+// transactional channel never delivered it (its delivery commits with the
+// mark); a reconciling channel says whether it did; an idempotent channel
+// takes it again under the same key. It reports false when the channel
+// cannot settle it (the policy applies), and true when the send is settled,
+// or left in flight to be asked again after a reconciling error.
+func (o *sender) settleAmbiguous(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord) bool {
+	var delivered bool
+	switch p := prov.(type) {
+	case provider.Transactional:
+	case provider.Reconciler:
+		var m outMsg
+		if json.Unmarshal(rec.Payload, &m) != nil {
+			return false
+		}
+		msg := toOutbound(rec.Chat, m)
+		msg.Key = rec.Key
+		var err error
+		if delivered, err = p.Reconcile(ctx, msg); err != nil {
+			o.log.Warn("reconciling an ambiguous send failed; it is asked again when its lease expires", "key", rec.Key, "err", err)
+			return true
+		}
+	case provider.Idempotent:
+		if !p.IdempotentSends() {
+			return false
+		}
+	default:
+		return false
+	}
+	now := nowMs()
+	if delivered {
+		err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, "", now)
+		if o.noteFailWrite(rec.Key, err) {
+			o.metrics.outboxAmbiguousResolved.Add(1)
+			o.log.Info("ambiguous send settled: the channel has it", "key", rec.Key)
+		}
+		return true
+	}
+	err := o.outbox.ResolveAmbiguous(ctx, rec.Key, rec.Token, durability.OutboxPending, now)
+	if o.noteFailWrite(rec.Key, err) {
+		o.metrics.outboxAmbiguousResolved.Add(1)
+		o.log.Info("ambiguous send settled: sent again, the channel takes it once", "key", rec.Key)
+		o.wake.notify()
+	}
+	return true
 }
 
 // stillHeld checks, as a claimed send's job starts, that its claim still

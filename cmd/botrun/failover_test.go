@@ -194,7 +194,7 @@ secret = %q
 		t.Errorf("the thawed replica counted no stale lease:\n%s", c.stderr.String())
 	}
 
-	o := audit(t, bin, b.cfg, gw, admitted)
+	o := audit(t, bin, b.cfg, "http", gw.delivered, admitted)
 	if o.takenOver == 0 {
 		t.Error("no record was taken over from the killed or frozen replica")
 	}

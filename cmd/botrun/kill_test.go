@@ -20,6 +20,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider/httpchan"
+	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -34,6 +35,12 @@ type gateway struct {
 	n     int
 	// delay makes each send slow, so a replica can die in the middle of one.
 	delay time.Duration
+	// dedupe makes it honour the Idempotency-Key header: a repeated key is
+	// answered with the first answer and not sent again.
+	dedupe bool
+	keys   map[string]string
+	// repeats counts the sends it answered from keys.
+	repeats int
 }
 
 func (g *gateway) sends() int {
@@ -57,12 +64,22 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"bad body"}`, http.StatusBadRequest)
 		return
 	}
+	key := r.Header.Get(httpchan.IdempotencyKeyHeader)
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	if answer, ok := g.keys[key]; ok && g.dedupe && key != "" {
+		g.repeats++
+		fmt.Fprint(w, answer)
+		return
+	}
 	g.texts[out.Chat+"|"+out.Text]++
 	g.n++
-	id := g.n
-	g.mu.Unlock()
-	fmt.Fprintf(w, `{"id":"%d"}`, id)
+	answer := fmt.Sprintf(`{"id":"%d"}`, g.n)
+	if g.keys == nil {
+		g.keys = map[string]string{}
+	}
+	g.keys[key] = answer
+	fmt.Fprint(w, answer)
 }
 
 func freePort(t *testing.T) string {
@@ -83,31 +100,68 @@ func buildBotrun(t *testing.T) string {
 	return bin
 }
 
-// TestSIGKILL runs botrun as a child process on each embedded backend, drives
-// traffic over many chats through the signed HTTP channel, SIGKILLs it at
-// seeded random moments and restarts it, then checks that every admitted
-// message was handled and no reply went out twice except the sends the
-// journal counts as ambiguous.
+// TestSIGKILL runs botrun as a child process on each backend, drives traffic
+// over many chats, SIGKILLs it at seeded random moments and restarts it, then
+// checks that every admitted message was handled and no reply went out twice
+// except the sends the journal counts as ambiguous. On the signed HTTP
+// channel with a gateway that does not deduplicate, a crash between the
+// gateway's answer and the record leaves a send ambiguous (skip: it may be
+// lost). On webchat (delivery and record commit together) and on the HTTP
+// channel with a gateway that deduplicates on Idempotency-Key (dedupes =
+// true), nothing is lost, doubled or ambiguous.
 func TestSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the SIGKILL test takes a while")
 	}
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/echo")
-	for _, backend := range []string{"sqlite", "file"} {
-		t.Run(backend, func(t *testing.T) { sigkill(t, bin, module, backend) })
+	t.Run("http/sqlite", func(t *testing.T) { sigkill(t, bin, module, "http", "sqlite", 400) })
+	repeats := 0
+	for _, channel := range []string{"webchat", "http-dedupe"} {
+		for _, backend := range []string{"sqlite", "file", "postgres", "redis"} {
+			t.Run(channel+"/"+backend, func(t *testing.T) {
+				o := sigkill(t, bin, module, channel, backend, 200)
+				if o.lost+o.duplicated+o.ambiguous > 0 {
+					t.Errorf("%s on %s: lost %d, duplicated %d, ambiguous %d; the channel closes the window: want 0, 0, 0", channel, backend, o.lost, o.duplicated, o.ambiguous)
+				}
+				repeats += o.repeats
+			})
+		}
+	}
+	// The kills left sends in flight that botrun sent again under their
+	// key: the gateway's deduplication, not luck, kept them single.
+	if repeats == 0 {
+		t.Error("no send reached the deduplicating gateway twice: the runs did not exercise the ambiguous window")
 	}
 }
 
-func sigkill(t *testing.T, bin, module, backend string) {
+// backendKeys are the [durability] keys of a backend for a run in dir.
+func backendKeys(t *testing.T, backend, dir string) string {
+	switch backend {
+	case "sqlite":
+		return fmt.Sprintf("backend = \"sqlite\"\npath = %q", filepath.Join(dir, "bot.db"))
+	case "file":
+		return fmt.Sprintf("backend = \"file\"\npath = %q", filepath.Join(dir, "bot.journal"))
+	case "postgres":
+		return fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"kill%d_%d_\"", testserver.Postgres(t), os.Getpid(), runs.Add(1))
+	case "redis":
+		return fmt.Sprintf("backend = \"redis\"\nurl = %q\nprefix = \"kill%d_%d\"", testserver.Redis(t), os.Getpid(), runs.Add(1))
+	}
+	t.Fatalf("unknown backend %s", backend)
+	return ""
+}
+
+var runs atomic.Int64
+
+func sigkill(t *testing.T, bin, module, channel, backend string, messages int) outcome {
 	dir := t.TempDir()
-	gw := &gateway{texts: map[string]int{}}
+	gw := &gateway{texts: map[string]int{}, dedupe: channel == "http-dedupe"}
 	gwSrv := httptest.NewServer(gw)
 	defer gwSrv.Close()
 	addr := freePort(t)
-	path := filepath.Join(dir, "bot.db")
-	if backend == "file" {
-		path = filepath.Join(dir, "bot.journal")
+	entry := fmt.Sprintf("id = \"gw\"\ntype = \"http\"\nurl = %q\nsecret = %q\ndedupes = %v", gwSrv.URL, killSecret, gw.dedupe)
+	if channel == "webchat" {
+		entry = "id = \"web\"\ntype = \"webchat\"\nrate_limit = 0"
 	}
 	cfgPath := filepath.Join(dir, "bot.toml")
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
@@ -118,8 +172,7 @@ data_dir = %q
 [http]
 listen = %q
 [durability]
-backend = %q
-path = %q
+%s
 instance_id = "kill-test"
 poll = "50ms"
 [durability.inbox]
@@ -131,14 +184,11 @@ on_ambiguous = "skip"
 [admin]
 token = %q
 [[providers]]
-id = "gw"
-type = "http"
-url = %q
-secret = %q
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, backend, path, killAdminToken, gwSrv.URL, killSecret)), 0o644)
+%s
+`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, backendKeys(t, backend, dir), killAdminToken, entry)), 0o644)
 
-	const messages, chats, kills = 400, 40, 20
-	rng := rand.New(rand.NewPCG(20261129, uint64(len(backend))))
+	const chats, kills = 40, 20
+	rng := rand.New(rand.NewPCG(20261129, uint64(len(channel+backend))))
 	var admitted sync.Map // text -> chat
 	var next atomic.Int64
 	stopTraffic := make(chan struct{})
@@ -148,27 +198,20 @@ secret = %q
 			client := &http.Client{Timeout: 5 * time.Second}
 			for {
 				i := next.Add(1) - 1
-				if i >= messages {
+				if i >= int64(messages) {
 					return
 				}
 				text := fmt.Sprintf("msg-%d", i)
 				chat := fmt.Sprintf("chat-%d", (int(i)+w)%chats)
-				body, _ := json.Marshal(httpchan.Inbound{ID: text, Chat: chat, From: "u", Text: text})
 				for {
 					select {
 					case <-stopTraffic:
 						return
 					default:
 					}
-					req, _ := http.NewRequest("POST", "http://"+addr+"/webhooks/gw", bytes.NewReader(body))
-					httpchan.SignRequest(req.Header, []byte(killSecret), body, time.Now())
-					resp, err := client.Do(req)
-					if err == nil {
-						resp.Body.Close()
-						if resp.StatusCode == 202 || resp.StatusCode == 200 {
-							admitted.Store(text, chat)
-							break
-						}
+					if deliver(client, addr, channel, text, chat) {
+						admitted.Store(text, chat)
+						break
 					}
 					time.Sleep(20 * time.Millisecond) // the channel redelivers
 				}
@@ -214,7 +257,7 @@ secret = %q
 	// The last run lets everything through, then stops gracefully.
 	cmd := start()
 	wg.Wait()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		n := 0
 		admitted.Range(func(_, _ any) bool { n++; return true })
@@ -227,19 +270,93 @@ secret = %q
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	all := map[string]string{}
+	admitted.Range(func(k, v any) bool { all[k.(string)] = v.(string); return true })
+	delivered := gw.delivered
+	if channel == "webchat" {
+		delivered = transcript(t, addr, all)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
 
-	all := map[string]string{}
-	admitted.Range(func(k, v any) bool { all[k.(string)] = v.(string); return true })
-	o := audit(t, bin, cfgPath, gw, all)
+	o := audit(t, bin, cfgPath, channel, delivered, all)
+	gw.mu.Lock()
+	o.repeats = gw.repeats
+	gw.mu.Unlock()
 	if gw.bad > 0 {
 		t.Errorf("the gateway saw %d sends with a bad signature", gw.bad)
 	}
-	t.Logf("%s: kills %d, messages %d, handled %d, lost %d, duplicated %d, ambiguous %d",
-		backend, kills, messages, o.handled, o.lost, o.duplicated, o.ambiguous)
-	fmt.Printf("SIGKILL %s: kills %d, messages %d, lost %d, duplicated %d, ambiguous %d\n",
-		backend, kills, messages, o.lost, o.duplicated, o.ambiguous)
+	t.Logf("%s/%s: kills %d, messages %d, handled %d, lost %d, duplicated %d, ambiguous %d, repeated keys %d",
+		channel, backend, kills, messages, o.handled, o.lost, o.duplicated, o.ambiguous, o.repeats)
+	fmt.Printf("SIGKILL %s/%s: kills %d, messages %d, lost %d, duplicated %d, ambiguous %d, repeated keys %d\n",
+		channel, backend, kills, messages, o.lost, o.duplicated, o.ambiguous, o.repeats)
+	return o
+}
+
+// deliver sends one inbound message to the running bot on channel, and
+// reports whether it was admitted.
+func deliver(client *http.Client, addr, channel, text, chat string) bool {
+	var req *http.Request
+	if channel == "webchat" {
+		body, _ := json.Marshal(map[string]string{"id": text, "chat": chat, "from": "u", "text": text})
+		req, _ = http.NewRequest("POST", "http://"+addr+"/webchat/web/messages", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+	} else {
+		body, _ := json.Marshal(httpchan.Inbound{ID: text, Chat: chat, From: "u", Text: text})
+		req, _ = http.NewRequest("POST", "http://"+addr+"/webhooks/gw", bytes.NewReader(body))
+		httpchan.SignRequest(req.Header, []byte(killSecret), body, time.Now())
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 202 || resp.StatusCode == 200
+}
+
+// transcript counts the replies in the running bot's webchat transcript, per
+// "chat|text", for the chats of admitted.
+func transcript(t *testing.T, addr string, admitted map[string]string) func(reply string) int {
+	counts := map[string]int{}
+	seen := map[string]bool{}
+	for _, chat := range admitted {
+		if seen[chat] {
+			continue
+		}
+		seen[chat] = true
+		for after := int64(0); ; {
+			resp, err := http.Get(fmt.Sprintf("http://%s/webchat/web/messages?chat=%s&after=%d", addr, chat, after))
+			if err != nil {
+				t.Fatalf("reading the transcript of %s: %v", chat, err)
+			}
+			var page struct {
+				Messages []struct {
+					Seq  int64
+					Text string
+				}
+			}
+			err = json.NewDecoder(resp.Body).Decode(&page)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("reading the transcript of %s: HTTP %d, %v", chat, resp.StatusCode, err)
+			}
+			if len(page.Messages) == 0 {
+				break
+			}
+			for _, m := range page.Messages {
+				counts[chat+"|"+m.Text]++
+				after = m.Seq
+			}
+		}
+	}
+	return func(reply string) int { return counts[reply] }
+}
+
+// delivered counts what the gateway accepted, per "chat|text".
+func (g *gateway) delivered(reply string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.texts[reply]
 }
 
 // killAdminToken opens the running bot's admin API to settled.
@@ -291,14 +408,21 @@ func list[T any](t *testing.T, bin, cfg, what string) []T {
 // outcome is what the journal and the gateway say about a run.
 type outcome struct {
 	handled, lost, duplicated, ambiguous, takenOver int
+	// repeats are the sends a deduplicating gateway answered from its keys.
+	repeats int
 }
 
 // audit checks every admitted message (text -> chat) against the journal, read
-// through the CLI, and the gateway: each was handled, and its reply went out
-// exactly once unless the journal counts that send ambiguous (unknown).
-func audit(t *testing.T, bin, cfg string, gw *gateway, admitted map[string]string) outcome {
+// through the CLI, and the channel's count of each reply: each was handled,
+// and its reply went out exactly once unless the journal counts that send
+// ambiguous (unknown).
+func audit(t *testing.T, bin, cfg, channel string, delivered func(reply string) int, admitted map[string]string) outcome {
 	t.Helper()
 	var o outcome
+	prefix := "gw:"
+	if channel == "webchat" {
+		prefix = "web:"
+	}
 	done := map[string]bool{}
 	for _, r := range list[durability.InboxRecord](t, bin, cfg, "inbox") {
 		done[r.ID] = r.State == durability.InboxDone
@@ -316,15 +440,13 @@ func audit(t *testing.T, bin, cfg string, gw *gateway, admitted map[string]strin
 	}
 	o.ambiguous = len(unknown)
 	for text, chat := range admitted {
-		if done["gw:"+text] {
+		if done[prefix+text] {
 			o.handled++
 		} else {
 			t.Errorf("admitted %s was not handled", text)
 		}
 		reply := chat + "|echo: " + text
-		gw.mu.Lock()
-		n := gw.texts[reply]
-		gw.mu.Unlock()
+		n := delivered(reply)
 		switch {
 		case n == 0:
 			o.lost++

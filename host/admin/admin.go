@@ -111,6 +111,7 @@ func (a *api) counters() [][3]any {
 		{"outbox_deferred", "Sends left to the sweeper.", m.OutboxDeferred},
 		{"outbox_dead", "Sends moved to the dead-letter queue.", m.OutboxDead},
 		{"outbox_ambiguous", "Sends whose outcome a crash left unknown.", m.OutboxAmbiguous},
+		{"outbox_ambiguous_resolved", "Sends a crash left in flight that their channel settled (transactional, reconciled or idempotent): neither lost nor doubled.", m.OutboxAmbiguousResolved},
 		{"outbox_bypassed", "Sends over max_payload_bytes sent without the outbox.", m.OutboxBypassed},
 		{"stale_leases", "Completions refused because the lease had passed to another owner.", m.StaleLeases},
 		{"outbox_diverged", "Replayed sends whose content differed under the same key.", m.OutboxDiverged},

@@ -19,6 +19,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/botrun/botrun/durability"
 )
 
 // Message is one inbound message as a channel parsed it.
@@ -48,12 +50,15 @@ type Media struct {
 	Caption string
 }
 
-// Outbound is one message to send. The idempotency key never reaches a
-// provider: the host's outbox owns it.
+// Outbound is one message to send.
 type Outbound struct {
 	Chat  string
 	Text  string
 	Media *Media
+	// Key is the send's idempotency key as the outbox journals it (a long
+	// text's later parts are "<key>#2", …). A channel that can deduplicate
+	// on it passes it along (a header, a nonce); the others ignore it.
+	Key string
 }
 
 // Provider sends messages on one channel. Send must be safe for concurrent use.
@@ -63,6 +68,44 @@ type Provider interface {
 	// Send delivers msg and returns the channel's message id.
 	Send(ctx context.Context, msg Outbound) (ref string, err error)
 }
+
+// The ambiguous window: a send is ambiguous when the process dies after the
+// channel accepted it and before the outbox recorded it. A channel closes
+// that window with one of these optional interfaces; the host then settles
+// an ambiguous send itself, whatever durability.outbox.on_ambiguous says.
+
+// Idempotent is implemented by a channel whose sends can be idempotent under
+// their Outbound.Key: when IdempotentSends is true, sending one key twice
+// delivers it once (a gateway that deduplicates, a nonce the API enforces),
+// so the host resends an ambiguous send under the same key.
+type Idempotent interface {
+	IdempotentSends() bool
+}
+
+// Reconciler is implemented by a channel that can look up what it sent: the
+// host asks it whether an ambiguous send was delivered, and records it sent,
+// or sends it again, before any policy applies. An error leaves the send
+// ambiguous to be asked again later.
+type Reconciler interface {
+	Reconcile(ctx context.Context, msg Outbound) (delivered bool, err error)
+}
+
+// Transactional is implemented by a channel whose delivery is a write to the
+// host's own store (webchat's transcript in the backend's Kv): the host
+// commits PrepareSend's writes in the same commit that records the send
+// sent, so a send is delivered and recorded together or not at all, and a
+// send a crash left in flight was never delivered. PrepareSend returns
+// ErrNotTransactional when it cannot deliver by writes (no Kv): the host
+// calls Send. retry is true when the writes of an earlier PrepareSend
+// conflicted. Delivered is called after the writes committed.
+type Transactional interface {
+	PrepareSend(ctx context.Context, msg Outbound, retry bool) (ref string, writes []durability.Write, err error)
+	Delivered(msg Outbound, ref string)
+}
+
+// ErrNotTransactional is returned by PrepareSend when the channel cannot
+// deliver this send by writes.
+var ErrNotTransactional = errors.New("the channel cannot deliver by writes")
 
 // Admission is the host's answer to an inbound message.
 type Admission struct {

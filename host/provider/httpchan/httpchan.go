@@ -15,6 +15,13 @@
 // configured url, signed the same way, and expects 2xx {"id":"<message id>"}.
 // 429 with Retry-After is a rate limit; 400, 404, 413 and 422 are permanent;
 // other failures are retried. Redirects are not followed.
+//
+// Every send carries its outbox key in an Idempotency-Key header, the same
+// on every attempt. A gateway that deduplicates on it (its entry says
+// dedupes = true) closes the ambiguous window: botrun then resends a send a
+// crash left in flight, and the gateway must answer a repeated key with the
+// first answer (the same {"id"}) without sending again, keeping keys at
+// least as long as durability.retention.
 package httpchan
 
 import (
@@ -36,6 +43,13 @@ import (
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/unit"
 )
+
+// IdempotencyKeyHeader carries a send's outbox key, the same on every attempt.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// IdempotentSends implements provider.Idempotent: true when the entry says
+// the gateway deduplicates (dedupes = true).
+func (p *Provider) IdempotentSends() bool { return p.cfg.Dedupes }
 
 // SignatureHeader carries the HMAC of the timestamp and the body.
 const SignatureHeader = "X-Botrun-Signature"
@@ -130,6 +144,11 @@ type Config struct {
 	// Window is how far a signed timestamp may be from now (default 5m); it
 	// must be under half of durability.retention.
 	Window unit.Duration `toml:"signature_window"`
+	// Dedupes declares that the gateway deduplicates sends on their
+	// Idempotency-Key header (see the package doc): botrun then resends a
+	// send a crash left ambiguous, whatever durability.outbox.on_ambiguous
+	// says.
+	Dedupes bool `toml:"dedupes"`
 }
 
 // Check implements provider.Config.
@@ -274,6 +293,9 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if msg.Key != "" {
+		req.Header.Set(IdempotencyKeyHeader, msg.Key)
+	}
 	SignRequest(req.Header, p.secret, body, time.Now())
 	resp, err := p.client.Do(req)
 	if err != nil {

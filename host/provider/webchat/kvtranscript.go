@@ -118,46 +118,63 @@ func (t *kvTranscript) forget(provider, chat string) {
 // versions kept ("<prefix><provider>/seq"), so its seq stays above any entry
 // it already has.
 func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) (int64, error) {
-	p := t.prefix + provider + "/"
-	group := p + "chat/" + chat + "/"
-	seqKey := group + "seq"
-	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: text})
-	last, known := t.lastSeq(provider, chat)
-	for {
-		seq, version := last, last
-		if !known {
-			b, v, err := t.kv.Get(ctx, seqKey)
-			if err != nil {
-				return 0, err
-			}
-			if v == 0 {
-				if b, _, err = t.kv.Get(ctx, p+"seq"); err != nil {
-					return 0, err
-				}
-			}
-			seq, _ = strconv.ParseInt(string(b), 10, 64)
-			version = v
+	for retry := false; ; retry = true {
+		seq, writes, err := t.prepare(ctx, provider, chat, text, retry)
+		if err != nil {
+			return 0, err
 		}
-		seq++
-		key := group + pad(seq)
-		at := time.Now().UnixMilli()
-		err := t.kv.Commit(ctx, []durability.Write{
-			{Key: seqKey, Version: version, Next: seq, Value: []byte(strconv.FormatInt(seq, 10))},
-			{Key: key, Version: durability.AnyVersion, Value: entry, Group: group, Order: &seq},
-			{Key: t.timeGroup() + provider + "/" + chat + "/" + pad(seq), Version: durability.AnyVersion, Value: []byte(key), Group: t.timeGroup(), Order: &at},
-		})
+		err = t.kv.Commit(ctx, writes)
 		if errors.Is(err, durability.ErrConflict) {
-			t.forget(provider, chat)
-			known = false
 			continue
 		}
 		if err != nil {
 			t.forget(provider, chat)
 			return 0, err
 		}
-		t.remember(provider, Entry{Seq: seq, Chat: chat, Text: text})
+		t.appended(provider, chat, seq, text)
 		return seq, nil
 	}
+}
+
+// prepare returns the seq the chat's next entry gets and the writes that
+// append it; they conflict if another writer appended to the chat first.
+// retry is true after such a conflict: the seq is read from the store again.
+func (t *kvTranscript) prepare(ctx context.Context, provider, chat, text string, retry bool) (int64, []durability.Write, error) {
+	if retry {
+		t.forget(provider, chat)
+	}
+	p := t.prefix + provider + "/"
+	group := p + "chat/" + chat + "/"
+	seqKey := group + "seq"
+	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: text})
+	seq, known := t.lastSeq(provider, chat)
+	version := seq
+	if !known {
+		b, v, err := t.kv.Get(ctx, seqKey)
+		if err != nil {
+			return 0, nil, err
+		}
+		if v == 0 {
+			if b, _, err = t.kv.Get(ctx, p+"seq"); err != nil {
+				return 0, nil, err
+			}
+		}
+		seq, _ = strconv.ParseInt(string(b), 10, 64)
+		version = v
+	}
+	seq++
+	key := group + pad(seq)
+	at := time.Now().UnixMilli()
+	return seq, []durability.Write{
+		{Key: seqKey, Version: version, Next: seq, Value: []byte(strconv.FormatInt(seq, 10))},
+		{Key: key, Version: durability.AnyVersion, Value: entry, Group: group, Order: &seq},
+		{Key: t.timeGroup() + provider + "/" + chat + "/" + pad(seq), Version: durability.AnyVersion, Value: []byte(key), Group: t.timeGroup(), Order: &at},
+	}, nil
+}
+
+// appended records that the writes of prepare committed.
+func (t *kvTranscript) appended(provider, chat string, seq int64, text string) {
+	t.remember(provider, Entry{Seq: seq, Chat: chat, Text: text})
 }
 
 // After implements Transcript: from memory when the chat's cached

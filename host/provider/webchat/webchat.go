@@ -36,6 +36,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider"
 )
 
@@ -224,16 +225,47 @@ func (p *Provider) notify(chat string) {
 
 // Send implements provider.Provider: the message joins the transcript.
 func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
-	text := msg.Text
-	if msg.Media != nil {
-		text = strings.TrimSpace(text + " [" + msg.Media.Type + ": " + msg.Media.URL + msg.Media.Ref + "]")
-	}
-	seq, err := p.store.Append(ctx, p.id, msg.Chat, text)
+	seq, err := p.store.Append(ctx, p.id, msg.Chat, entryText(msg))
 	if err != nil {
 		return "", fmt.Errorf("webchat %s: transcript: %w", p.id, err)
 	}
 	p.notify(msg.Chat)
 	return strconv.FormatInt(seq, 10), nil
+}
+
+// PrepareSend implements provider.Transactional: with the transcript in the
+// backend's Kv, a reply is delivered by the writes that append it, which
+// the host commits with the send's outbox record: a crash cannot leave a
+// webchat reply ambiguous.
+func (p *Provider) PrepareSend(ctx context.Context, msg provider.Outbound, retry bool) (string, []durability.Write, error) {
+	kt, ok := p.store.(*kvTranscript)
+	if !ok {
+		return "", nil, provider.ErrNotTransactional
+	}
+	seq, writes, err := kt.prepare(ctx, p.id, msg.Chat, entryText(msg), retry)
+	if err != nil {
+		return "", nil, fmt.Errorf("webchat %s: transcript: %w", p.id, err)
+	}
+	return strconv.FormatInt(seq, 10), writes, nil
+}
+
+// Delivered implements provider.Transactional: the entry is in the
+// transcript; the chat's long polls wake.
+func (p *Provider) Delivered(msg provider.Outbound, ref string) {
+	if kt, ok := p.store.(*kvTranscript); ok {
+		seq, _ := strconv.ParseInt(ref, 10, 64)
+		kt.appended(p.id, msg.Chat, seq, entryText(msg))
+	}
+	p.notify(msg.Chat)
+}
+
+// entryText is how a send reads in the transcript.
+func entryText(msg provider.Outbound) string {
+	text := msg.Text
+	if msg.Media != nil {
+		text = strings.TrimSpace(text + " [" + msg.Media.Type + ": " + msg.Media.URL + msg.Media.Ref + "]")
+	}
+	return text
 }
 
 //go:embed page.html
