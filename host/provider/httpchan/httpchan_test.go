@@ -155,6 +155,24 @@ func TestSendMapsErrors(t *testing.T) {
 	if err != nil || ref != "msg-7" || gotBody != `{"chat":"c1","text":"hello"}` || VerifyRequest(gotHeader, []byte("s3cret"), []byte(gotBody), time.Now(), time.Minute) != nil {
 		t.Fatalf("send: %q %v body %s headers %v", ref, err, gotBody, gotHeader)
 	}
+	if k := gotHeader.Get(IdempotencyKeyHeader); k != "" {
+		t.Fatalf("a send without a key carried Idempotency-Key %q", k)
+	}
+	// The key travels on every attempt, the same each time.
+	for range 2 {
+		if _, err := p.Send(context.Background(), provider.Outbound{Chat: "c1", Text: "hello", Key: "web:m1:1"}); err != nil {
+			t.Fatal(err)
+		}
+		if k := gotHeader.Get(IdempotencyKeyHeader); k != "web:m1:1" {
+			t.Fatalf("Idempotency-Key = %q, want the outbox key", k)
+		}
+	}
+	if p.IdempotentSends() {
+		t.Fatal("IdempotentSends without dedupes = true")
+	}
+	if dp, _ := Open(Config{ID: "gw", URL: srv.URL, Secret: "s3cret", Dedupes: true}, provider.Env{}); !dp.IdempotentSends() {
+		t.Fatal("dedupes = true is not IdempotentSends")
+	}
 	for _, tt := range []struct {
 		status    int
 		permanent bool

@@ -1,0 +1,66 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/provider/webchat"
+)
+
+// transcriptOf reads a chat's webchat transcript through the bot's HTTP API.
+func transcriptOf(t *testing.T, b *Bot, chat string) []webchat.Entry {
+	t.Helper()
+	w := httptest.NewRecorder()
+	b.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/webchat/web/messages?chat="+chat+"&after=0", nil))
+	var got struct{ Messages []webchat.Entry }
+	if err := json.Unmarshal(w.Body.Bytes(), &got); w.Code != http.StatusOK || err != nil {
+		t.Fatalf("GET messages of %s: %d %s", chat, w.Code, w.Body)
+	}
+	return got.Messages
+}
+
+// TestWebchatReplyCommitsWithItsRecord: on a backend with a Kv, a webchat
+// reply is delivered by the very commit that marks its record sent, and a
+// send a crash left in flight was never delivered: the bot sends it again,
+// once, under on_ambiguous = skip, and counts it resolved, not ambiguous.
+func TestWebchatReplyCommitsWithItsRecord(t *testing.T) {
+	cfg := testConfig(t, "on_ambiguous = \"skip\"\n")
+	b := newTestBot(t, cfg, memory.New(), echoOnce)
+	defer b.stop(t)
+	if _, err := b.admit(t, "c1", "m1", "hola"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.quiet(1, 60*time.Second) {
+		t.Fatal("the message was not handled")
+	}
+	if r := b.outboxRecord(t, "web:m1:1"); r.State != durability.OutboxSent || r.Ref != "1" {
+		t.Fatalf("reply record %+v: want sent with the transcript seq as its ref", r)
+	}
+	if es := transcriptOf(t, b.Bot, "c1"); len(es) != 1 || es[0].Text != "echo: hola" {
+		t.Fatalf("transcript of c1: %+v", es)
+	}
+
+	// A send another process began and never finished (it died): its lease
+	// runs out, the sweeper finds it ambiguous, and webchat settles it.
+	now := time.Now().UnixMilli()
+	l := durability.Lease{Owner: "dead-process", Now: now, Until: now + 50}
+	if _, _, err := b.outbox.Put(context.Background(), durability.OutboxPut{Key: "k-crash", Provider: "web", Chat: "c2",
+		Payload: []byte(`{"text":"left in flight"}`), Fingerprint: "fp"}, now, &l); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(60*time.Second, func() bool { return b.outboxRecord(t, "k-crash").State == durability.OutboxSent }) {
+		t.Fatalf("the send left in flight was not settled: %+v", b.outboxRecord(t, "k-crash"))
+	}
+	if es := transcriptOf(t, b.Bot, "c2"); len(es) != 1 || es[0].Text != "left in flight" {
+		t.Fatalf("transcript of c2: %+v; want the send exactly once", es)
+	}
+	if m := b.Metrics(); m.OutboxAmbiguous != 0 || m.OutboxAmbiguousResolved != 1 {
+		t.Fatalf("outbox_ambiguous %d, outbox_ambiguous_resolved %d; want 0 and 1", m.OutboxAmbiguous, m.OutboxAmbiguousResolved)
+	}
+}
