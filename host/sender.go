@@ -149,7 +149,7 @@ func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendRe
 func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec, size int) abi.SendResult {
 	o.metrics.outboxBypassed.Add(1)
 	o.log.Warn("payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
-	ref, err := prov.Send(ctx, toOutbound(s.chat, s.msg))
+	ref, err := prov.Send(ctx, toOutbound(s.chat, s.msg, s.key))
 	if err != nil {
 		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: err.Error()}
 	}
@@ -309,8 +309,8 @@ func (o *sender) deliverInline(ctx context.Context, prov provider.Provider, rec 
 	}
 }
 
-func toOutbound(chat string, m outMsg) provider.Outbound {
-	out := provider.Outbound{Chat: chat, Text: m.Text}
+func toOutbound(chat string, m outMsg, key string) provider.Outbound {
+	out := provider.Outbound{Chat: chat, Text: m.Text, Key: key}
 	if m.Media != nil {
 		out.Media = &provider.Media{Type: m.Media.Type, Ref: m.Media.Ref, URL: m.Media.URL, MIME: m.Media.MIME, Caption: m.Media.Caption}
 	}
@@ -333,8 +333,7 @@ func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref 
 	if rec.Attempts > 1 {
 		o.metrics.outboxRetried.Add(1)
 	}
-	msg := toOutbound(rec.Chat, m)
-	msg.Key = rec.Key
+	msg := toOutbound(rec.Chat, m, rec.Key)
 	if tp, ok := prov.(provider.Transactional); ok {
 		if sw, ok := o.outbox.(durability.SentWriter); ok {
 			// The heartbeat's extensions would conflict with the commit
@@ -511,8 +510,7 @@ func (o *sender) settleAmbiguous(ctx context.Context, prov provider.Provider, re
 		if json.Unmarshal(rec.Payload, &m) != nil {
 			return false
 		}
-		msg := toOutbound(rec.Chat, m)
-		msg.Key = rec.Key
+		msg := toOutbound(rec.Chat, m, rec.Key)
 		var err error
 		if delivered, err = p.Reconcile(ctx, msg); err != nil {
 			o.log.Warn("reconciling an ambiguous send failed; it is asked again when its lease expires", "key", rec.Key, "err", err)
