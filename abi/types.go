@@ -31,7 +31,7 @@ type Media struct {
 	Caption string `json:"caption,omitempty"`
 }
 
-// SendRequest is what a guest passes to send and enqueue.
+// SendRequest is what a guest passes to send, enqueue and post.
 type SendRequest struct {
 	Chat           string `json:"chat"`
 	Text           string `json:"text"`
@@ -69,8 +69,11 @@ var MediaTypes = []string{"image", "audio", "video", "document", "sticker"}
 var ErrBadPayload = errors.New("bad payload")
 
 // DecodeSendRequest parses and validates a SendRequest from untrusted guest
-// bytes. Unknown fields, trailing data, a missing chat, or a request with
-// neither text nor media are errors wrapping ErrBadPayload.
+// bytes. Unknown fields, trailing data, a missing chat, a request with
+// neither text nor media, a chat or key with a control character, and a media
+// of an unknown type or with neither ref nor url are errors wrapping
+// ErrBadPayload. Field names also match case-insensitively (encoding/json);
+// SPEC.md does not guarantee it.
 func DecodeSendRequest(b []byte) (SendRequest, error) {
 	var r SendRequest
 	if len(b) > MaxPayload {

@@ -73,15 +73,24 @@ int botrun_handle(botrun_ctx *ctx) {
     int rc = botrun_state_set(arg(args[1]), v, strlen(v));
     if (rc) failure(rc);
     else snprintf(out, sizeof out, "ok");
+  } else if (!strcmp(cmd, "fail-state-set")) {
+    /* The SDK's error, returned as the handler's own. */
+    const char *v = arg(args[2]);
+    int rc = botrun_state_set(arg(args[1]), v, strlen(v));
+    if (rc) failure(rc);
+    else snprintf(out, sizeof out, "ok");
+    handler_rc = rc;
   } else if (!strcmp(cmd, "state-delete")) {
     int rc = botrun_state_delete(arg(args[1]));
     if (rc) failure(rc);
     else snprintf(out, sizeof out, "ok");
-  } else if (!strcmp(cmd, "media")) {
+  } else if (!strcmp(cmd, "media") || !strcmp(cmd, "fail-media")) {
     unsigned char *data;
     size_t len;
     botrun_media_unavailable why;
     int rc = botrun_media_load(atoi(args[1]), &data, &len, &why);
+    /* fail-media: the SDK's error, returned as the handler's own. */
+    if (!strcmp(cmd, "fail-media")) handler_rc = rc;
     if (rc == BOTRUN_MEDIA_UNAVAILABLE) snprintf(out, sizeof out, "unavailable %s %s", why.reason, why.message);
     else if (rc) failure(rc);
     else {
@@ -121,11 +130,15 @@ int botrun_handle(botrun_ctx *ctx) {
     int in_flow, rc = botrun_flow_continue(ctx, names, fns, 1, &in_flow);
     if (rc) failure(rc);
     else snprintf(out, sizeof out, in_flow ? "in-flow" : "not-in-flow");
+  } else if (!strcmp(cmd, "flow-name")) {
+    char name[64];
+    int rc = botrun_in_flow(name, sizeof name);
+    if (rc < 0) failure(rc);
+    else if (rc) snprintf(out, sizeof out, "flow %s", name);
+    else snprintf(out, sizeof out, "no-flow");
   } else if (!strcmp(cmd, "fail")) {
-    /* A C handler logs its error at level error, then returns non-zero. */
-    botrun_log(BOTRUN_LOG_ERROR, arg(args[1]));
     snprintf(out, sizeof out, "failing");
-    handler_rc = 1;
+    handler_rc = botrun_fail(ctx, arg(args[1]));
   } else {
     snprintf(out, sizeof out, "unknown command %s", cmd);
   }

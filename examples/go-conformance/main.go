@@ -104,15 +104,24 @@ func run(ctx *bot.Context, args []string) (string, error) {
 			return failure(err), nil
 		}
 		return "ok", nil
+	case "fail-state-set":
+		// The SDK's error, returned as the handler's own.
+		if err := ctx.StateSet(need(1), []byte(need(2))); err != nil {
+			return failure(err), err
+		}
+		return "ok", nil
 	case "state-delete":
 		if err := ctx.StateDelete(need(1)); err != nil {
 			return failure(err), nil
 		}
 		return "ok", nil
-	case "media":
+	case "media", "fail-media":
 		i, _ := strconv.Atoi(args[1])
 		b, err := ctx.LoadMedia(i)
 		if err != nil {
+			if args[0] == "fail-media" {
+				return failure(err), err // the SDK's error, returned as the handler's own
+			}
 			return failure(err), nil
 		}
 		return fmt.Sprintf("bytes %d", len(b)), nil
@@ -156,6 +165,15 @@ func run(ctx *bot.Context, args []string) (string, error) {
 			return "in-flow", nil
 		}
 		return "not-in-flow", nil
+	case "flow-name":
+		name, ok, err := ctx.InFlow()
+		switch {
+		case err != nil:
+			return failure(err), nil
+		case ok:
+			return "flow " + name, nil
+		}
+		return "no-flow", nil
 	case "fail":
 		return "failing", errors.New(need(1))
 	}

@@ -24,6 +24,15 @@ IMPORT("media_load") int32_t host_media_load(int32_t index);
 
 EXPORT("botrun_abi_v1") void botrun_abi_v1(void) {}
 
+/* grow reallocs p to n bytes, and traps when memory is out: in wasm32 a NULL
+ * pointer is a valid address, so writing through it would corrupt memory
+ * instead of faulting. A trap is a fault: the host retries the event. */
+static void *grow(void *p, size_t n) {
+  void *q = realloc(p, n);
+  if (!q) abort();
+  return q;
+}
+
 /* ---- a growable buffer ---- */
 typedef struct {
   char *b;
@@ -33,7 +42,7 @@ typedef struct {
 static void put(buf *o, const char *s, size_t n) {
   if (o->n + n + 1 > o->cap) {
     o->cap = (o->n + n + 1) * 2;
-    o->b = realloc(o->b, o->cap);
+    o->b = grow(o->b, o->cap);
   }
   memcpy(o->b + o->n, s, n);
   o->n += n;
@@ -235,6 +244,12 @@ static int object(reader *r, int (*field)(reader *r, const char *key, void *dst)
   }
 }
 
+/* at_end reports whether only whitespace is left. */
+static int at_end(reader *r) {
+  ws(r);
+  return r->p == r->end;
+}
+
 static int set_str(reader *r, char **dst) {
   free(*dst);
   *dst = str(r);
@@ -258,7 +273,7 @@ static int media_list(reader *r, botrun_event *e) {
   ws(r);
   if (r->p < r->end && *r->p == ']') return r->p++, 1;
   for (;;) {
-    e->media = realloc(e->media, sizeof(botrun_media) * (size_t)(e->nmedia + 1));
+    e->media = grow(e->media, sizeof(botrun_media) * (size_t)(e->nmedia + 1));
     botrun_media *m = &e->media[e->nmedia++];
     memset(m, 0, sizeof *m);
     if (!object(r, media_field, m)) return 0;
@@ -316,6 +331,20 @@ static int unavailable_field(reader *r, const char *k, void *dst) {
   return ok;
 }
 
+/* ---- errors ---- */
+/* The last error an SDK function returned, as the other SDKs word it
+ * ("botrun.state_set: TOO_LARGE", "media unavailable: <reason>: <message>"):
+ * a handler that returns that code without botrun_fail has it logged as its
+ * error. */
+static char last_error[512];
+static int last_code;
+
+static int failed(const char *func, int code) {
+  last_code = code;
+  snprintf(last_error, sizeof last_error, "botrun.%s: %s", func, botrun_code_name(code));
+  return code;
+}
+
 /* ---- API ---- */
 const char *botrun_code_name(int code) {
   switch (code) {
@@ -331,6 +360,9 @@ const char *botrun_code_name(int code) {
   case BOTRUN_WAITING: return "WAITING";
   case BOTRUN_NOT_SENT: return "NOT_SENT";
   case BOTRUN_BUFFER_TOO_SMALL: return "BUFFER_TOO_SMALL";
+  case BOTRUN_FAILED: return "FAILED";
+  case BOTRUN_BAD_RESULT: return "BAD_RESULT";
+  case BOTRUN_NO_MEMORY: return "NO_MEMORY";
   }
   return "UNKNOWN";
 }
@@ -342,20 +374,22 @@ int botrun_media_load(int index, unsigned char **data, size_t *len, botrun_media
   if (n == BOTRUN_MEDIA_UNAVAILABLE) {
     char res[1024];
     int32_t got = host_result_read(res, sizeof res);
-    if (got < 0) return got;
+    if (got < 0) return failed("result_read", got);
     botrun_media_unavailable tmp;
     if (!why) why = &tmp;
     memset(why, 0, sizeof *why);
     reader r = {res, res + got};
-    if (!object(&r, unavailable_field, why)) return BOTRUN_BAD_PAYLOAD;
+    if (!object(&r, unavailable_field, why) || !at_end(&r)) return failed("media_load", BOTRUN_BAD_RESULT);
+    last_code = BOTRUN_MEDIA_UNAVAILABLE;
+    snprintf(last_error, sizeof last_error, "media unavailable: %s%s%s", why->reason, why->message[0] ? ": " : "", why->message);
     return BOTRUN_MEDIA_UNAVAILABLE;
   }
-  if (n < 0) return n;
+  if (n < 0) return failed("media_load", n);
   unsigned char *b = malloc(n ? (size_t)n : 1);
-  if (!b) return BOTRUN_TOO_LARGE;
+  if (!b) return failed("media_load", BOTRUN_NO_MEMORY);
   if (n > 0 && host_result_read(b, n) != n) {
     free(b);
-    return BOTRUN_NO_RESULT;
+    return failed("result_read", BOTRUN_NO_RESULT);
   }
   *data = b;
   *len = (size_t)n;
@@ -399,20 +433,26 @@ static int do_send(int fn, const char *chat, const char *text, const botrun_medi
   puts_(&o, "}");
   int32_t n = fn == ENQUEUE ? host_enqueue(o.b, (int32_t)o.n) : fn == POST ? host_post(o.b, (int32_t)o.n) : host_send(o.b, (int32_t)o.n);
   free(o.b);
-  if (n < 0) return n;
+  const char *func = fn == ENQUEUE ? "enqueue" : fn == POST ? "post" : "send";
+  if (n < 0) return failed(func, n);
   char *res = malloc((size_t)n + 1);
+  if (!res) return failed(func, BOTRUN_NO_MEMORY);
   if (host_result_read(res, n) != n) {
     free(res);
-    return BOTRUN_NO_RESULT;
+    return failed("result_read", BOTRUN_NO_RESULT);
   }
   botrun_send_result tmp = {0};
   if (!out) out = &tmp;
   memset(out, 0, sizeof *out);
   reader r = {res, res + n};
-  int ok = object(&r, result_field, out);
+  int ok = object(&r, result_field, out) && at_end(&r);
   free(res);
-  if (!ok) return BOTRUN_BAD_PAYLOAD;
-  if (fn == SEND && (!strcmp(out->status, "dead") || !strcmp(out->status, "deferred"))) return BOTRUN_NOT_SENT;
+  if (!ok) return failed(func, BOTRUN_BAD_RESULT);
+  if (fn == SEND && (!strcmp(out->status, "dead") || !strcmp(out->status, "deferred"))) {
+    last_code = BOTRUN_NOT_SENT;
+    snprintf(last_error, sizeof last_error, "send %s %s: %s", out->key, out->status, out->error);
+    return BOTRUN_NOT_SENT;
+  }
   return 0;
 }
 
@@ -459,18 +499,23 @@ int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out) {
 
 int botrun_state_get(const char *key, char *b, size_t cap) {
   int32_t n = host_state_get(key, (int32_t)strlen(key));
-  if (n < 0) return n;
-  if ((size_t)n + 1 > cap) return BOTRUN_BUFFER_TOO_SMALL;
-  if (host_result_read(b, n) != n) return BOTRUN_NO_RESULT;
+  if (n == BOTRUN_NOT_FOUND) return n;
+  if (n < 0) return failed("state_get", n);
+  if ((size_t)n + 1 > cap) return failed("state_get", BOTRUN_BUFFER_TOO_SMALL);
+  if (host_result_read(b, n) != n) return failed("result_read", BOTRUN_NO_RESULT);
   b[n] = 0;
   return n;
 }
 
 int botrun_state_set(const char *key, const char *value, size_t len) {
-  return host_state_set(key, (int32_t)strlen(key), value, (int32_t)len);
+  int32_t n = host_state_set(key, (int32_t)strlen(key), value, (int32_t)len);
+  return n < 0 ? failed("state_set", n) : 0;
 }
 
-int botrun_state_delete(const char *key) { return host_state_delete(key, (int32_t)strlen(key)); }
+int botrun_state_delete(const char *key) {
+  int32_t n = host_state_delete(key, (int32_t)strlen(key));
+  return n < 0 ? failed("state_delete", n) : 0;
+}
 
 /* ---- flows: state "botrun.flow" = netstrings (SPEC.md section 7): the
  * flow's name, then each answer in order ---- */
@@ -494,8 +539,9 @@ static int save_flow(botrun_flow *f) {
 
 /* parse_flow splits a flow state of n bytes in place: each netstring's ','
  * becomes its terminating NUL. It returns the number of fields (at least 1),
- * with one spare slot in *fields and *lens for the caller, or -1 when the
- * value is not the format. */
+ * with one spare slot in *fields and *lens for the caller, -1 when the value
+ * is not the format, or BOTRUN_NO_MEMORY (a failed allocation is not a bad
+ * value: the state is kept). */
 static int parse_flow(char *s, size_t n, const char ***fields, size_t **lens) {
   int count = 0;
   size_t at = 0;
@@ -514,7 +560,10 @@ static int parse_flow(char *s, size_t n, const char ***fields, size_t **lens) {
     if (fs) *fields = fs;
     size_t *ls = realloc(*lens, sizeof **lens * (size_t)(count + 2));
     if (ls) *lens = ls;
-    if (!fs || !ls) goto bad;
+    if (!fs || !ls) {
+      count = BOTRUN_NO_MEMORY;
+      goto bad;
+    }
     s[i + 1 + len] = 0;
     (*fields)[count] = s + i + 1;
     (*lens)[count++] = len;
@@ -526,7 +575,7 @@ bad:
   free(*lens);
   *fields = NULL;
   *lens = NULL;
-  return -1;
+  return count == BOTRUN_NO_MEMORY ? BOTRUN_NO_MEMORY : -1;
 }
 
 static int run_flow(botrun_flow *f, botrun_flow_fn fn) {
@@ -571,20 +620,52 @@ static int forget_flow(const char *why, const char *name) {
   return botrun_state_delete(FLOW_KEY);
 }
 
+int botrun_in_flow(char *name, size_t cap) {
+  int32_t len = host_state_get(FLOW_KEY, (int32_t)strlen(FLOW_KEY));
+  if (len == BOTRUN_NOT_FOUND) return 0;
+  if (len < 0) return failed("state_get", len);
+  char *state = malloc((size_t)len + 1);
+  if (!state) return failed("state_get", BOTRUN_NO_MEMORY);
+  if (host_result_read(state, len) != len) {
+    free(state);
+    return failed("result_read", BOTRUN_NO_RESULT);
+  }
+  const char **fields;
+  size_t *lens;
+  int rc = parse_flow(state, (size_t)len, &fields, &lens);
+  if (rc == BOTRUN_NO_MEMORY) rc = failed("state_get", rc);
+  else if (rc < 0) rc = 0;
+  else {
+    if (lens[0] + 1 > cap) rc = failed("state_get", BOTRUN_BUFFER_TOO_SMALL);
+    else {
+      memcpy(name, fields[0], lens[0] + 1);
+      rc = 1;
+    }
+    free(fields);
+    free(lens);
+  }
+  free(state);
+  return rc;
+}
+
 int botrun_flow_continue(botrun_ctx *ctx, const char *const *names, const botrun_flow_fn *fns, int n, int *in_flow) {
   *in_flow = 0;
   int32_t len = host_state_get(FLOW_KEY, (int32_t)strlen(FLOW_KEY));
   if (len == BOTRUN_NOT_FOUND) return 0;
-  if (len < 0) return len;
+  if (len < 0) return failed("state_get", len);
   char *state = malloc((size_t)len + 1);
-  if (!state) return BOTRUN_TOO_LARGE;
+  if (!state) return failed("state_get", BOTRUN_NO_MEMORY);
   if (host_result_read(state, len) != len) {
     free(state);
-    return BOTRUN_NO_RESULT;
+    return failed("result_read", BOTRUN_NO_RESULT);
   }
   const char **fields;
   size_t *lens;
   int nfields = parse_flow(state, (size_t)len, &fields, &lens);
+  if (nfields == BOTRUN_NO_MEMORY) {
+    free(state);
+    return failed("state_get", BOTRUN_NO_MEMORY);
+  }
   if (nfields < 0) {
     free(state);
     return forget_flow("its state is not a sequence of netstrings (SPEC.md section 7)", NULL);
@@ -608,14 +689,24 @@ int botrun_flow_continue(botrun_ctx *ctx, const char *const *names, const botrun
 }
 
 /* ---- the entry point ---- */
+int botrun_fail(botrun_ctx *ctx, const char *msg) {
+  snprintf(ctx->error, sizeof ctx->error, "%s", msg && *msg ? msg : "handler failed");
+  return BOTRUN_FAILED;
+}
+
 EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
-  char *raw = malloc((size_t)n);
-  if (host_event_read(raw, n) != n) {
+  char *raw = malloc(n > 0 ? (size_t)n : 1);
+  int32_t got = raw ? host_event_read(raw, n) : BOTRUN_NO_MEMORY;
+  if (got != n) {
     free(raw);
-    botrun_log(BOTRUN_LOG_ERROR, "botrun sdk: event_read failed");
+    char msg[96];
+    snprintf(msg, sizeof msg, "botrun sdk: event_read returned %d, want %d", (int)got, (int)n);
+    botrun_log(BOTRUN_LOG_ERROR, msg);
     return 1;
   }
   botrun_ctx ctx = {0};
+  last_code = 0;
+  last_error[0] = 0;
   reader r = {raw, raw + n};
   int ok = object(&r, event_field, &ctx.event);
   free(raw);
@@ -623,10 +714,16 @@ EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
     botrun_log(BOTRUN_LOG_ERROR, "botrun sdk: bad event");
     return 1;
   }
-  const char *empty = "";
-  if (!ctx.event.text) ctx.event.text = strdup(empty);
-  if (!ctx.event.chat) ctx.event.chat = strdup(empty);
+  if (!ctx.event.text) ctx.event.text = grow(NULL, 1), ctx.event.text[0] = 0;
+  if (!ctx.event.chat) ctx.event.chat = grow(NULL, 1), ctx.event.chat[0] = 0;
   int rc = botrun_handle(&ctx);
+  if (rc != 0) {
+    /* The host reports the last line logged at level error as the handler's
+     * error (SPEC.md section 3), as the other SDKs log theirs. */
+    if (!ctx.error[0] && rc == last_code) snprintf(ctx.error, sizeof ctx.error, "%s", last_error);
+    if (!ctx.error[0]) snprintf(ctx.error, sizeof ctx.error, "botrun_handle returned %s (%d)", botrun_code_name(rc), rc);
+    botrun_log(BOTRUN_LOG_ERROR, ctx.error);
+  }
   free(ctx.event.id), free(ctx.event.provider), free(ctx.event.chat), free(ctx.event.from), free(ctx.event.text);
   for (int i = 0; i < ctx.event.nmedia; i++) {
     botrun_media *m = &ctx.event.media[i];

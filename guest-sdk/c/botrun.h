@@ -13,14 +13,17 @@
  *   }
  *
  * Return 0 when the event is handled, non-zero for a handler error (reported,
- * not retried). The SDK has no dependencies beyond wasi-libc.
+ * not retried): return botrun_fail(ctx, "why") to give it a message, or return
+ * the SDK's code (the SDK then logs the code's name). The SDK has no
+ * dependencies beyond wasi-libc.
  */
 #ifndef BOTRUN_H
 #define BOTRUN_H
 
 #include <stddef.h>
 
-/* Host error codes (SPEC.md 4.1) and SDK results. */
+/* Host error codes (SPEC.md 4.1), -1 to -8, and the SDK's own results, -100
+ * and below (never on the wire). */
 #define BOTRUN_OK 0
 #define BOTRUN_BAD_POINTER (-1)
 #define BOTRUN_BAD_PAYLOAD (-2)
@@ -37,6 +40,13 @@
 #define BOTRUN_NOT_SENT (-101)
 /* botrun_state_get: the value (and its NUL) does not fit the caller's buffer. */
 #define BOTRUN_BUFFER_TOO_SMALL (-102)
+/* botrun_fail: the handler failed with a message of its own. */
+#define BOTRUN_FAILED (-103)
+/* The host's result (a SendResult, or MEDIA_UNAVAILABLE's reason) did not
+ * parse. */
+#define BOTRUN_BAD_RESULT (-104)
+/* The SDK could not allocate memory for a result (malloc failed). */
+#define BOTRUN_NO_MEMORY (-105)
 
 /* The SPEC name of a code above ("TOO_LARGE", "NOT_SENT", ...; "OK" for 0),
  * or "UNKNOWN". */
@@ -65,6 +75,7 @@ typedef struct {
   botrun_event event;
   int send_count; /* sends and enqueues that reached the host */
   int replaying;  /* set while a flow replays steps already taken: sends are not made */
+  char error[512]; /* the handler's error message (botrun_fail) */
 } botrun_ctx;
 
 typedef struct {
@@ -76,11 +87,21 @@ typedef struct {
   char error[512];
 } botrun_send_result;
 
-/* The handler every bot defines. */
+/* The handler every bot defines. When it returns non-zero, the SDK logs the
+ * handler's error at level error (the host reports the last error line as the
+ * handler's error): the message of botrun_fail; else, when it returns the code
+ * an SDK function last failed with, that failure as the other SDKs word it
+ * ("botrun.state_set: TOO_LARGE", "media unavailable: not-durable", "send
+ * <key> dead: <error>"); else "botrun_handle returned <code name> (<code>)". */
 int botrun_handle(botrun_ctx *ctx);
 
+/* Record msg (cut at 511 bytes) as the handler's error and return
+ * BOTRUN_FAILED: return botrun_fail(ctx, "no such order"); */
+int botrun_fail(botrun_ctx *ctx, const char *msg);
+
 /* Post text to the event's chat (botrun_post). out may be NULL. Returns 0
- * (status "queued") or a host error code. */
+ * (status "queued") or a host error code. Every send function also returns
+ * BOTRUN_BAD_RESULT when the SendResult does not parse, and BOTRUN_NO_MEMORY. */
 int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out);
 /* Queue a send of text to chat and return at once (status "queued", with its
  * key): the host makes the handler's posted sends, in order, when it returns,
@@ -115,8 +136,10 @@ typedef struct {
 
 /* Download the bytes of ctx->event.media[index]. On success returns 0 with
  * *data malloc'd (free it) and *len set. Returns BOTRUN_MEDIA_UNAVAILABLE with
- * why filled (why may be NULL), BOTRUN_UNSUPPORTED when the channel cannot
- * download, BOTRUN_NOT_FOUND for a bad index, or another host error code. */
+ * why filled (why may be NULL; message "" when the host gave none),
+ * BOTRUN_UNSUPPORTED when the channel cannot download, BOTRUN_NOT_FOUND for a
+ * bad index, another host error code, BOTRUN_BAD_RESULT when the reason does
+ * not parse, or BOTRUN_NO_MEMORY. */
 int botrun_media_load(int index, unsigned char **data, size_t *len, botrun_media_unavailable *why);
 
 /* Log a line (BOTRUN_LOG_DEBUG, _INFO, _WARN or _ERROR). */
@@ -143,6 +166,12 @@ struct botrun_flow {
 };
 /* Start the flow named name (fn) in this chat. */
 int botrun_flow_start(botrun_ctx *ctx, const char *name, botrun_flow_fn fn);
+/* The chat's flow in progress: returns 1 and copies its name and a NUL into
+ * name (cap bytes), 0 when there is none or its state does not parse
+ * (botrun_flow_continue forgets it), or a negative code: the host's
+ * (BOTRUN_UNSUPPORTED, BOTRUN_HOST_ERROR, ...; an error is never "no flow"),
+ * BOTRUN_BUFFER_TOO_SMALL or BOTRUN_NO_MEMORY. */
+int botrun_in_flow(char *name, size_t cap);
 /* Feed this message to the chat's flow in progress. *in_flow is set to 1 when
  * there was one; names[i] is the name of fns[i], n pairs. A state that does
  * not parse, or names no flow in names, is deleted (logged) and *in_flow is 0:

@@ -121,14 +121,20 @@ func (c *Context) Start(flow *Flow) error {
 	return c.runFlow(flow, nil)
 }
 
-// InFlow reports whether the chat has a flow in progress, and its name.
-func (c *Context) InFlow() (string, bool) {
+// InFlow reports whether the chat has a flow in progress, and its name. A
+// flow state that does not parse reads as no flow (Continue forgets it). An
+// error reading the state (a *HostError: UNSUPPORTED, HOST_ERROR, ...) is
+// returned, never taken for "no flow".
+func (c *Context) InFlow() (name string, ok bool, err error) {
 	b, ok, err := c.StateGet(flowKey)
 	if err != nil || !ok {
-		return "", false
+		return "", false, err
 	}
-	name, _, err := decodeFlow(b)
-	return name, err == nil
+	name, _, perr := decodeFlow(b)
+	if perr != nil {
+		return "", false, nil
+	}
+	return name, true, nil
 }
 
 // Continue feeds this message to the chat's flow in progress as the answer to

@@ -4,6 +4,7 @@ package bot
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -207,4 +208,26 @@ func FuzzDecodeFlow(f *testing.F) {
 			t.Fatalf("%q decoded and encoded as %q", b, again)
 		}
 	})
+}
+
+// TestInFlow: the flow in progress and its name; a state that does not parse
+// is no flow; an error reading the state is an error, never "no flow".
+func TestInFlow(t *testing.T) {
+	ctx := &Context{Event: Event{ID: "web:1", Chat: "c1"}}
+	// No native host: every host call answers UNSUPPORTED.
+	if name, ok, err := ctx.InFlow(); !errors.Is(err, ErrUnsupported) || ok || name != "" {
+		t.Fatalf("state_get UNSUPPORTED: InFlow = %q, %v, %v; want an ErrUnsupported error", name, ok, err)
+	}
+	h := newFakeHost(t)
+	if name, ok, err := ctx.InFlow(); err != nil || ok || name != "" {
+		t.Fatalf("no state: InFlow = %q, %v, %v", name, ok, err)
+	}
+	h.state[flowKey] = []byte("6:signup,3:Ana,")
+	if name, ok, err := ctx.InFlow(); err != nil || !ok || name != "signup" {
+		t.Fatalf("a flow: InFlow = %q, %v, %v", name, ok, err)
+	}
+	h.state[flowKey] = []byte("06:signup,")
+	if name, ok, err := ctx.InFlow(); err != nil || ok || name != "" {
+		t.Fatalf("a state that does not parse: InFlow = %q, %v, %v", name, ok, err)
+	}
 }

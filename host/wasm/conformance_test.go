@@ -142,8 +142,12 @@ func (e *scripted) LoadMedia(_ context.Context, index int) ([]byte, error) {
 }
 
 func unavailable(reason string) func(int) ([]byte, error) {
+	return unavailableMsg(reason, "gone")
+}
+
+func unavailableMsg(reason, msg string) func(int) ([]byte, error) {
 	return func(int) ([]byte, error) {
-		return nil, &abi.MediaUnavailableError{Reason: reason, Message: "gone"}
+		return nil, &abi.MediaUnavailableError{Reason: reason, Message: msg}
 	}
 }
 
@@ -178,7 +182,6 @@ var conformanceRows = []conformanceRow{
 	{name: "state-get/value", text: "state-get k", env: func(e *scripted) { e.state["k"] = "v1" }, want: "value v1"},
 	{name: "state-get/absent", text: "state-get k", want: "absent"},
 	{name: "state-get/unsupported", text: "state-get k", env: func(e *scripted) { e.getErr = wasm.ErrUnsupported }, want: "err UNSUPPORTED"},
-	{name: "state-get/too-large", text: "state-get k", env: func(e *scripted) { e.getErr = wasm.ErrStateTooLarge }, want: "err TOO_LARGE"},
 	{name: "state-get/key-too-long", text: "state-get @65537", want: "err TOO_LARGE"},
 	{name: "state-get/empty-key", text: "state-get -", want: "err BAD_PAYLOAD"},
 	{name: "state-get/host-error", text: "state-get k", env: func(e *scripted) { e.getErr = errJournalDown }, want: "err HOST_ERROR", fault: wasm.FaultHost},
@@ -189,7 +192,8 @@ var conformanceRows = []conformanceRow{
 		logs: []string{"guest state write refused"}},
 	{name: "state-set/value-over-1MiB", text: "state-set k @1048577", want: "err TOO_LARGE", calls: []string{}},
 	{name: "state-set/unsupported", text: "state-set k v", env: func(e *scripted) { e.setErr = wasm.ErrUnsupported }, want: "err UNSUPPORTED"},
-	{name: "state-set/empty-key", text: "state-set - v", want: "err BAD_PAYLOAD", calls: []string{}},
+	// A bad state key is not logged (a bad SendRequest is).
+	{name: "state-set/empty-key", text: "state-set - v", want: "err BAD_PAYLOAD", calls: []string{}, noLogs: []string{"level=WARN"}},
 	{name: "state-set/host-error", text: "state-set k v", env: func(e *scripted) { e.setErr = errJournalDown }, want: "err HOST_ERROR", fault: wasm.FaultHost},
 
 	// state_delete
@@ -207,6 +211,8 @@ var conformanceRows = []conformanceRow{
 	{name: "media/not-durable", text: "media 0", env: func(e *scripted) { e.media = unavailable(abi.MediaNotDurable) }, want: "unavailable not-durable gone"},
 	{name: "media/provider-mismatch", text: "media 0", env: func(e *scripted) { e.media = unavailable(abi.MediaProviderMismatch) }, want: "unavailable provider-mismatch gone"},
 	{name: "media/rehydrate-failed", text: "media 0", env: func(e *scripted) { e.media = unavailable(abi.MediaRehydrateFailed) }, want: "unavailable rehydrate-failed gone"},
+	// The message is omitted from the JSON when empty.
+	{name: "media/unavailable-no-message", text: "media 0", env: func(e *scripted) { e.media = unavailableMsg(abi.MediaNotDurable, "") }, want: "unavailable not-durable "},
 	{name: "media/host-error", text: "media 0", env: func(e *scripted) { e.media = func(int) ([]byte, error) { return nil, errJournalDown } }, want: "err HOST_ERROR", fault: wasm.FaultHost},
 
 	// send
@@ -221,6 +227,9 @@ var conformanceRows = []conformanceRow{
 	{name: "send/deferred", text: "send c1 hi", env: func(e *scripted) {
 		e.send = []answer{{res: abi.SendResult{Status: abi.SendDeferred, Key: "ev:1", Error: "503"}}}
 	}, want: "not-sent deferred key=ev:1 ref= error=503"},
+	{name: "send/deduped-outcome-unknown", text: "send c1 hi", env: func(e *scripted) {
+		e.send = []answer{{res: abi.SendResult{Status: abi.SendDeduped, Key: "ev:1", Error: "outcome unknown after a crash (on_ambiguous = skip)"}}}
+	}, want: "deduped key=ev:1 ref= error=outcome unknown after a crash (on_ambiguous = skip)"},
 	{name: "send/bad-payload-no-chat", text: "send - hi", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"guest passed a bad payload"}},
 	{name: "send/bad-payload-no-text", text: "send c1 -", want: "err BAD_PAYLOAD", calls: []string{}},
 	{name: "send/too-large", text: "send c1 @1048577", want: "err TOO_LARGE", calls: []string{}},
@@ -234,6 +243,10 @@ var conformanceRows = []conformanceRow{
 	{name: "enqueue/deduped", text: "enqueue c1 later job-1", env: func(e *scripted) {
 		e.enqueue = []answer{{res: abi.SendResult{Status: abi.SendDeduped, Key: "job-1"}}}
 	}, want: "deduped key=job-1 ref= error="},
+	// enqueue's dead (the key is already dead) is a result, not an error.
+	{name: "enqueue/dead", text: "enqueue c1 later job-1", env: func(e *scripted) {
+		e.enqueue = []answer{{res: abi.SendResult{Status: abi.SendDead, Key: "job-1", Error: "blocked"}}}
+	}, want: "dead key=job-1 ref= error=blocked"},
 	{name: "enqueue/bad-key", text: "enqueue c1 later bad\x01key", want: "err BAD_PAYLOAD", calls: []string{}},
 	{name: "enqueue/host-error", text: "enqueue c1 later", env: func(e *scripted) { e.enqueue = []answer{{err: errJournalDown}} }, want: "err HOST_ERROR", fault: wasm.FaultHost},
 
@@ -259,8 +272,15 @@ var conformanceRows = []conformanceRow{
 	{name: "log/lines-budget", text: "log 1 hi 1100", want: "ok", logs: []string{"guest output truncated 152 bytes"}},
 	{name: "log/bytes-budget", text: "log 1 @8192 20", want: "ok", logs: []string{"guest output truncated 32768 bytes"}},
 
-	// a handler error: logged at level error, reported, not a fault
+	// a handler error: logged at level error, reported, not a fault; an
+	// SDK error the handler returns as its own carries the SDK's message
 	{name: "handler-error", text: "fail boom", want: "failing", handlerErr: "boom"},
+	{name: "handler-error/sdk-error", text: "fail-state-set k v", env: func(e *scripted) { e.setErr = wasm.ErrStateTooLarge },
+		want: "err TOO_LARGE", handlerErr: "botrun.state_set: TOO_LARGE"},
+	{name: "handler-error/media-unavailable", text: "fail-media 0", env: func(e *scripted) { e.media = unavailable(abi.MediaNotDurable) },
+		want: "unavailable not-durable gone", handlerErr: "media unavailable: not-durable: gone"},
+	{name: "handler-error/media-unavailable-no-message", text: "fail-media 0", env: func(e *scripted) { e.media = unavailableMsg(abi.MediaProviderMismatch, "") },
+		want: "unavailable provider-mismatch ", handlerErr: "media unavailable: provider-mismatch"},
 
 	// flows (SPEC.md section 7)
 	{name: "flow/start", text: "flow-start", want: "ok",
@@ -275,6 +295,12 @@ var conformanceRows = []conformanceRow{
 	{name: "flow/unknown-name", text: "flow-continue", env: func(e *scripted) { e.state["botrun.flow"] = "5:other," },
 		want: "not-in-flow", calls: []string{"state-delete botrun.flow"}, logs: []string{"no flow of that name"}},
 	{name: "flow/state-unsupported", text: "flow-continue", env: func(e *scripted) { e.getErr = wasm.ErrUnsupported }, want: "err UNSUPPORTED"},
+	// The flow in progress: an error reading the state is an error, never "no flow".
+	{name: "flow-name/in-flow", text: "flow-name", env: func(e *scripted) { e.state["botrun.flow"] = "6:signup,3:Ana," }, want: "flow signup", calls: []string{}},
+	{name: "flow-name/none", text: "flow-name", want: "no-flow"},
+	{name: "flow-name/bad-state", text: "flow-name", env: func(e *scripted) { e.state["botrun.flow"] = "06:signup," }, want: "no-flow", calls: []string{}},
+	{name: "flow-name/unsupported", text: "flow-name", env: func(e *scripted) { e.getErr = wasm.ErrUnsupported }, want: "err UNSUPPORTED"},
+	{name: "flow-name/host-error", text: "flow-name", env: func(e *scripted) { e.getErr = errJournalDown }, want: "err HOST_ERROR", fault: wasm.FaultHost},
 	{name: "flow/save-too-large", text: "flow-start", env: func(e *scripted) { e.setErr = wasm.ErrStateTooLarge }, want: "err TOO_LARGE"},
 }
 

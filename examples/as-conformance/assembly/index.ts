@@ -46,9 +46,17 @@ function run(ctx: Context, args: string[]): string {
     return v.found ? "value " + changetype<string>(v.value) : "absent";
   }
   if (cmd == "state-set") return done(ctx.stateSet(arg(args[1]), arg(args[2])));
+  if (cmd == "fail-state-set") {
+    // The SDK's error, returned as the handler's own.
+    const o = ctx.stateSet(arg(args[1]), arg(args[2]));
+    handlerError = o.error();
+    return done(o);
+  }
   if (cmd == "state-delete") return done(ctx.stateDelete(arg(args[1])));
-  if (cmd == "media") {
+  if (cmd == "media" || cmd == "fail-media") {
     const m = ctx.loadMedia(<i32>parseInt(args[1]));
+    // fail-media: the SDK's error, returned as the handler's own.
+    if (cmd == "fail-media") handlerError = m.error();
     if (m.code == Code.MediaUnavailable && m.unavailable != null) {
       const u = changetype<MediaUnavailableError>(m.unavailable);
       return "unavailable " + u.reason + " " + u.message;
@@ -80,6 +88,11 @@ function run(ctx: Context, args: string[]): string {
     const o = ctx.continueFlow([signup]);
     if (!o.ok) return failure(o);
     return o.inFlow ? "in-flow" : "not-in-flow";
+  }
+  if (cmd == "flow-name") {
+    const f = ctx.inFlow();
+    if (!f.ok) return failure(f);
+    return f.name != null ? "flow " + changetype<string>(f.name) : "no-flow";
   }
   if (cmd == "fail") {
     handlerError = arg(args[1]);

@@ -65,12 +65,21 @@ fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
             Err(e) => failure(&e),
         },
         "state-set" => ok(ctx.state_set(&a(1), a(2).as_bytes())),
+        "fail-state-set" => {
+            // The SDK's error, returned as the handler's own.
+            return match ctx.state_set(&a(1), a(2).as_bytes()) {
+                Ok(()) => ("ok".to_string(), Ok(())),
+                Err(e) => (failure(&e), Err(e)),
+            };
+        }
         "state-delete" => ok(ctx.state_delete(&a(1))),
-        "media" => {
+        "media" | "fail-media" => {
             // An index the event does not have, negative included, is NOT_FOUND.
             let i: i64 = a(1).parse().unwrap_or(0);
             match ctx.load_media(i as usize) {
                 Ok(b) => format!("bytes {}", b.len()),
+                // The SDK's error, returned as the handler's own.
+                Err(e) if args[0] == "fail-media" => return (failure(&e), Err(e)),
                 Err(e) => failure(&e),
             }
         }
@@ -101,6 +110,11 @@ fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
         "flow-continue" => match ctx.continue_flow(&flows()) {
             Ok(true) => "in-flow".to_string(),
             Ok(false) => "not-in-flow".to_string(),
+            Err(e) => failure(&e),
+        },
+        "flow-name" => match ctx.in_flow() {
+            Ok(Some(name)) => format!("flow {}", name),
+            Ok(None) => "no-flow".to_string(),
             Err(e) => failure(&e),
         },
         "fail" => return ("failing".to_string(), Err(Error::Handler(a(1)))),

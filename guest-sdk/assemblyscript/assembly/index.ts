@@ -53,7 +53,8 @@ export class SendResult {
 }
 
 // Code names every code a call can answer: OK, the host's codes
-// (abi/SPEC.md section 4.1), and the SDK's own (NotSent, Failed).
+// (abi/SPEC.md section 4.1), and the SDK's own (NotSent, Failed,
+// BadResult; -100 and below, never on the wire).
 export enum Code {
   OK = 0,
   BadPointer = -1,
@@ -68,6 +69,9 @@ export enum Code {
   NotSent = -101,
   // a flow function returned an error of its own (see Outcome.message).
   Failed = -103,
+  // the host's result (a SendResult, or MEDIA_UNAVAILABLE's reason) did not
+  // parse.
+  BadResult = -104,
 }
 
 // codeName is the SPEC name of a code, e.g. "TOO_LARGE".
@@ -84,6 +88,7 @@ export function codeName(code: i32): string {
     case Code.MediaUnavailable: return "MEDIA_UNAVAILABLE";
     case Code.NotSent: return "NOT_SENT";
     case Code.Failed: return "FAILED";
+    case Code.BadResult: return "BAD_RESULT";
   }
   return "UNKNOWN";
 }
@@ -134,6 +139,13 @@ export class FlowOutcome extends Outcome {
   inFlow: bool = false;
 }
 
+// FlowName answers Context.inFlow: name is the chat's flow in progress, or
+// null when there is none (code OK); any other code is an error, never "no
+// flow".
+export class FlowName extends Outcome {
+  name: string | null = null;
+}
+
 // MediaUnavailableError says why loadMedia has no bytes: reason is
 // "not-durable", "provider-mismatch" or "rehydrate-failed" (SPEC.md section 4).
 // The message is processed all the same; only the download failed.
@@ -143,8 +155,9 @@ export class MediaUnavailableError {
 }
 
 // MediaResult is loadMedia's answer: bytes when loaded; else code says why:
-// MediaUnavailable (with unavailable's reason), Unsupported (the channel
-// cannot download media), NotFound (no such index), TooLarge, HostError.
+// MediaUnavailable (with unavailable's reason, which error() names),
+// Unsupported (the channel cannot download media), NotFound (no such index),
+// TooLarge, HostError; BadResult when the reason did not parse.
 export class MediaResult extends Outcome {
   bytes: ArrayBuffer | null = null;
   unavailable: MediaUnavailableError | null = null;
@@ -308,7 +321,8 @@ function decodeEvent(s: string): Event | null {
   return r.ok ? e : null;
 }
 
-function decodeResult(s: string): SendResult {
+// decodeResult parses a SendResult, or returns null when it does not parse.
+function decodeResult(s: string): SendResult | null {
   const o = new SendResult();
   const r = new Reader(s);
   let k = r.key(true);
@@ -321,10 +335,12 @@ function decodeResult(s: string): SendResult {
     else r.skip();
     k = r.key(false);
   }
-  return o;
+  return r.ok && r.peek() == -1 ? o : null;
 }
 
-function decodeUnavailable(s: string): MediaUnavailableError {
+// decodeUnavailable parses MEDIA_UNAVAILABLE's reason, or returns null when
+// it does not parse.
+function decodeUnavailable(s: string): MediaUnavailableError | null {
   const o = new MediaUnavailableError();
   const r = new Reader(s);
   let k = r.key(true);
@@ -335,7 +351,7 @@ function decodeUnavailable(s: string): MediaUnavailableError {
     else r.skip();
     k = r.key(false);
   }
-  return o;
+  return r.ok && r.peek() == -1 ? o : null;
 }
 
 // ---- host calls ----
@@ -418,7 +434,12 @@ export class Context {
       : host_send(changetype<usize>(b), b.byteLength);
     const out = pull(n);
     if (out == null) return failed(o, o.func, n < 0 ? n : Code.NoResult);
-    o.result = decodeResult(String.UTF8.decode(changetype<ArrayBuffer>(out)));
+    const res = decodeResult(String.UTF8.decode(changetype<ArrayBuffer>(out)));
+    if (res == null) {
+      o.message = "botrun." + o.func + ": bad result";
+      return failed(o, o.func, Code.BadResult);
+    }
+    o.result = changetype<SendResult>(res);
     return o;
   }
 
@@ -431,7 +452,14 @@ export class Context {
       const b = new ArrayBuffer(1024);
       const got = host_result_read(changetype<usize>(b), 1024);
       if (got < 0) return failed(res, "result_read", got);
-      res.unavailable = decodeUnavailable(String.UTF8.decode(b.slice(0, got)));
+      const u = decodeUnavailable(String.UTF8.decode(b.slice(0, got)));
+      if (u == null) {
+        res.message = "botrun.media_load: bad result";
+        return failed(res, "media_load", Code.BadResult);
+      }
+      const why = changetype<MediaUnavailableError>(u);
+      res.unavailable = why;
+      res.message = "media unavailable: " + why.reason + (why.message.length > 0 ? ": " + why.message : "");
       return failed(res, "media_load", Code.MediaUnavailable);
     }
     const out = pull(n);
@@ -466,6 +494,21 @@ export class Context {
     const n = host_state_delete(changetype<usize>(k), k.byteLength);
     const o = new Outcome();
     return n < 0 ? failed(o, "state_delete", n) : o;
+  }
+
+  // inFlow reads the chat's flow in progress: name is null when there is
+  // none, or when its state does not parse (continueFlow forgets it). An
+  // error reading the state is a code, never "no flow".
+  inFlow(): FlowName {
+    const res = new FlowName();
+    const k = utf8(FLOW_KEY);
+    const n = host_state_get(changetype<usize>(k), k.byteLength);
+    if (n == Code.NotFound) return res;
+    const st = pull(n);
+    if (st == null) return failed(res, "state_get", n < 0 ? n : Code.NoResult);
+    const fields = decodeFlow(changetype<ArrayBuffer>(st));
+    if (fields != null) res.name = changetype<string[]>(fields)[0];
+    return res;
   }
 
   // start begins the flow in this chat.
@@ -624,7 +667,11 @@ export function botrun_abi_v1(): void {}
 
 export function botrun_on_event(n: i32): i32 {
   const raw = new ArrayBuffer(n);
-  if (host_event_read(changetype<usize>(raw), n) != n) return 1;
+  const got = host_event_read(changetype<usize>(raw), n);
+  if (got != n) {
+    log(LOG_ERROR, "botrun sdk: event_read returned " + got.toString() + ", want " + n.toString());
+    return 1;
+  }
   const e = decodeEvent(String.UTF8.decode(raw));
   if (e == null) { log(LOG_ERROR, "botrun sdk: bad event"); return 1; }
   if (handler == null) { log(LOG_ERROR, "botrun sdk: no handler: call setHandler at the top level"); return 1; }

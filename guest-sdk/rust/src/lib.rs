@@ -180,7 +180,8 @@ pub enum Error {
     NotSent(SendResult),
     /// A flow's `ask` sent its question: return it to wait for the answer.
     Waiting,
-    /// The host's result did not parse.
+    /// The host's result (a SendResult, or MEDIA_UNAVAILABLE's reason) did
+    /// not parse: the SDK's own error, with no host code.
     BadResult(&'static str),
     /// A handler's own error.
     Handler(String),
@@ -202,6 +203,7 @@ impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         match self {
             Error::Host { func, code } => write!(f, "botrun.{}: {}", func, code.name()),
+            Error::MediaUnavailable(e) if e.message.is_empty() => write!(f, "media unavailable: {}", e.reason),
             Error::MediaUnavailable(e) => write!(f, "media unavailable: {}: {}", e.reason, e.message),
             Error::NotSent(r) => write!(f, "send {} {}: {}", r.key, r.status, r.error),
             Error::Waiting => write!(f, "{}", WAITING),
@@ -379,6 +381,17 @@ impl Context {
         run_flow(self, flows, name, Vec::new())
     }
 
+    /// The name of the chat's flow in progress: Ok(None) when there is none,
+    /// or when its state does not parse (`continue_flow` forgets it). An
+    /// error reading the state is an `Error::Host`, never "no flow".
+    pub fn in_flow(&self) -> Result<Option<String>, Error> {
+        let state = match self.state_get(FLOW_KEY)? {
+            Some(s) => s,
+            None => return Ok(None),
+        };
+        Ok(decode_flow(&state).map(|f| String::from_utf8_lossy(f[0]).into_owned()))
+    }
+
     /// Feeds this message to the chat's flow in progress; Ok(false) when there
     /// is none. A state that does not parse, or names a flow not in `flows`,
     /// is deleted (logged) and Ok(false) returned: handle the message as a
@@ -518,7 +531,10 @@ fn run_flow(ctx: &mut Context, flows: &Flows, name: &str, answers: Vec<String>) 
 /// Runs one event: called by the export the handler macro generates.
 pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), Error>) -> i32 {
     let mut buf = vec![0u8; len as usize];
-    if unsafe { event_read(buf.as_mut_ptr(), len) } != len {
+    let got = unsafe { event_read(buf.as_mut_ptr(), len) };
+    if got != len {
+        let m = format!("botrun sdk: event_read returned {}, want {}", got, len);
+        unsafe { log(LOG_ERROR, m.as_ptr(), m.len() as i32) };
         return 1;
     }
     let event = match json::decode_event(&buf) {
