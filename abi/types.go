@@ -37,6 +37,10 @@ type SendRequest struct {
 	Text           string `json:"text"`
 	Media          *Media `json:"media"`
 	IdempotencyKey string `json:"idempotency_key"`
+	// At holds an enqueued send until this time (Unix milliseconds): the
+	// outbox keeps it, across restarts, and sends it once when it is due.
+	// Only enqueue takes it; 0 (or a past time) sends as soon as possible.
+	At int64 `json:"at,omitempty"`
 }
 
 // SendStatus is the outcome of a send.
@@ -52,6 +56,9 @@ const (
 	// SendQueued answers post: the send is numbered and keyed, and the host
 	// makes it when the handler returns.
 	SendQueued SendStatus = "queued"
+	// SendScheduled answers an enqueue with a future "at": the send is
+	// journaled and held until then.
+	SendScheduled SendStatus = "scheduled"
 )
 
 // SendResult is what the host answers to send, enqueue and post.
@@ -89,6 +96,9 @@ func DecodeSendRequest(b []byte) (SendRequest, error) {
 	}
 	if r.Chat == "" {
 		return SendRequest{}, fmt.Errorf("%w: send request: \"chat\" is required", ErrBadPayload)
+	}
+	if r.At < 0 {
+		return SendRequest{}, fmt.Errorf("%w: send request: \"at\" %d is negative (Unix milliseconds, or 0 for now)", ErrBadPayload, r.At)
 	}
 	if r.Text == "" && r.Media == nil {
 		return SendRequest{}, fmt.Errorf("%w: send request: \"text\" or \"media\" is required", ErrBadPayload)

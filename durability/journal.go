@@ -61,6 +61,9 @@ type OutboxPut struct {
 	Fingerprint  string
 	PreviousPart string
 	Inbound      string
+	// NotBefore holds a record put without a lease until this time (a
+	// scheduled send): it is pending, due at NotBefore.
+	NotBefore int64
 }
 
 // FailOptions settle a failed attempt.

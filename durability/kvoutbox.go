@@ -40,7 +40,7 @@ func (j *kvOutbox) Put(ctx context.Context, p OutboxPut, now int64, lease *Lease
 	for {
 		rec := OutboxRecord{Key: p.Key, Provider: p.Provider, Chat: p.Chat, Payload: p.Payload,
 			Fingerprint: p.Fingerprint, PreviousPart: p.PreviousPart, Inbound: p.Inbound,
-			State: OutboxPending, RetryAt: now, CreatedAt: now, UpdatedAt: now}
+			State: OutboxPending, RetryAt: max(now, p.NotBefore), CreatedAt: now, UpdatedAt: now}
 		if lease != nil {
 			beginOutbox(&rec, *lease)
 			rec.RetryAt = 0

@@ -1,5 +1,7 @@
 package durability
 
+import "context"
+
 // InboxState is the state of an inbound record.
 type InboxState string
 
@@ -34,8 +36,41 @@ const (
 	OutboxUnknown OutboxState = "unknown"
 )
 
-// OutboxStates lists every outbox state.
-var OutboxStates = []OutboxState{OutboxPending, OutboxSending, OutboxSent, OutboxFailed, OutboxDead, OutboxUnknown}
+// OutboxScheduled is how a pending record held until a later time (a
+// scheduled send) is shown to an operator; it is never stored.
+const OutboxScheduled OutboxState = "scheduled"
+
+// Shown is the state to show an operator at now: scheduled for a pending
+// record that is not due yet, else the stored state.
+func (r OutboxRecord) Shown(now int64) OutboxState {
+	if r.State == OutboxPending && r.RetryAt > now {
+		return OutboxScheduled
+	}
+	return r.State
+}
+
+// OutboxStates lists every outbox state an operator sees (scheduled is shown,
+// not stored).
+var OutboxStates = []OutboxState{OutboxScheduled, OutboxPending, OutboxSending, OutboxSent, OutboxFailed, OutboxDead, OutboxUnknown}
+
+// ListShown lists o's records as an operator sees them at now: a pending
+// record not due yet shows as scheduled, and the filter state "scheduled"
+// selects those.
+func ListShown(ctx context.Context, o OutboxJournal, f ListFilter, now int64) ([]OutboxRecord, error) {
+	want := f.State
+	if want == string(OutboxScheduled) {
+		f.State = string(OutboxPending)
+	}
+	recs, err := o.List(ctx, f)
+	out := recs[:0]
+	for _, r := range recs {
+		r.State = r.Shown(now)
+		if want == "" || string(r.State) == want {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}
 
 // Terminal reports whether the record will never be sent again without an
 // operator's retry.

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"time"
 
 	"github.com/botrun/botrun/durability"
 )
@@ -11,9 +12,10 @@ func (b *Bot) ListInbox(ctx context.Context, f durability.ListFilter) ([]durabil
 	return b.inbox.List(ctx, f)
 }
 
-// ListOutbox lists sends (state "dead" is the outbound DLQ).
+// ListOutbox lists sends (state "dead" is the outbound DLQ; a pending send
+// held until later shows as "scheduled").
 func (b *Bot) ListOutbox(ctx context.Context, f durability.ListFilter) ([]durability.OutboxRecord, error) {
-	return b.outbox.List(ctx, f)
+	return durability.ListShown(ctx, b.outbox, f, time.Now().UnixMilli())
 }
 
 // ReplayInbound processes a done, failed or dead inbound record again, with a

@@ -50,6 +50,8 @@ type sendSpec struct {
 	// compared by fingerprint.
 	derived bool
 	inbound string
+	// at holds an enqueued send until this time (Unix ms; 0: now).
+	at int64
 }
 
 // part is one journal record of a send: the whole send, or one piece of a text
@@ -191,7 +193,7 @@ func (o *sender) diverged(s sendSpec, p part, rec durability.OutboxRecord, fp st
 
 func (o *sender) put(s sendSpec, p part, key, prev string) durability.OutboxPut {
 	return durability.OutboxPut{Key: key, Provider: s.provider, Chat: s.chat, Payload: p.payload,
-		Fingerprint: fingerprint(s.chat, p.payload), PreviousPart: prev, Inbound: s.inbound}
+		Fingerprint: fingerprint(s.chat, p.payload), PreviousPart: prev, Inbound: s.inbound, NotBefore: s.at}
 }
 
 // sendPart journals one part and delivers it inline (see sendNow for hold).
@@ -240,9 +242,15 @@ func (o *sender) journal(ctx context.Context, s sendSpec, p part) (abi.SendResul
 		if res, done := o.existing(rec); done {
 			return res, nil
 		}
+		if rec.Shown(nowMs()) == durability.OutboxScheduled {
+			return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil
+		}
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 	}
 	o.metrics.outboxJournaled.Add(1)
+	if rec.RetryAt > rec.CreatedAt {
+		return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil
+	}
 	o.wake.notify()
 	return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 }

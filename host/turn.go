@@ -335,6 +335,7 @@ func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult
 	if err != nil {
 		return abi.SendResult{}, err
 	}
+	s.at = req.At
 	return t.sender.enqueue(ctx, s)
 }
 

@@ -135,10 +135,10 @@ func cmdInbox(args []string, stdout, stderr io.Writer) int {
 
 func cmdOutbox(args []string, stdout, stderr io.Writer) int {
 	return cmdList(listing[durability.OutboxRecord]{
-		name: "outbox", doc: "Lists sends, oldest first. --state dead is the outbound dead-letter queue.",
+		name: "outbox", doc: "Lists sends, oldest first. --state dead is the outbound dead-letter queue; --state scheduled lists the sends held until a later time (botrun discard KEY cancels one).",
 		states: states(durability.OutboxStates),
 		list: func(j durability.Journals, f durability.ListFilter) ([]durability.OutboxRecord, error) {
-			return j.Outbox.List(context.Background(), f)
+			return durability.ListShown(context.Background(), j.Outbox, f, time.Now().UnixMilli())
 		},
 		header: "KEY\tSTATE\tATTEMPTS\tCHAT\tREF\tCREATED\tERROR",
 		row: func(r durability.OutboxRecord) string {

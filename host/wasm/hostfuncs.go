@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 
@@ -236,6 +237,9 @@ func sendFunc(name string) api.GoModuleFunc {
 			return
 		}
 		req, err := abi.DecodeSendRequest(b)
+		if err == nil && req.At != 0 && name != abi.FuncEnqueue {
+			err = fmt.Errorf("%w: \"at\" schedules an enqueue; %s sends now", abi.ErrBadPayload, name)
+		}
 		if err != nil {
 			c.warn("guest passed a bad payload", "func", name, "err", err)
 			stack[0] = code(abi.CodeBadPayload)
