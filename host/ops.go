@@ -2,6 +2,10 @@ package host
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/botrun/botrun/abi"
 	"time"
 
 	"github.com/botrun/botrun/durability"
@@ -46,4 +50,53 @@ func (b *Bot) RetrySend(ctx context.Context, key string) error {
 // Discard forgets a send: a later send with its key goes out again.
 func (b *Bot) Discard(ctx context.Context, key string) error {
 	return b.outbox.Discard(ctx, key)
+}
+
+// Enqueue journals a send made outside any handler (an operator's, a
+// script's), for a running bot's sweeper to deliver: now, or held until at
+// (Unix ms) when at is later. Without a key, a random one. It works on a
+// running bot's backend from another process (SQLite, PostgreSQL, Redis). A
+// key already journaled answers from its record.
+func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
+	if key == "" {
+		key = "rnd:" + randomID()
+	}
+	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckName("idempotency key", key)); err != nil {
+		return abi.SendResult{}, fmt.Errorf("send: %w", err)
+	}
+	if text == "" || chat == "" || providerID == "" {
+		return abi.SendResult{}, errors.New("send: a provider, a chat and a text are required")
+	}
+	if at < 0 {
+		return abi.SendResult{}, fmt.Errorf("send: at %d is negative (Unix milliseconds)", at)
+	}
+	payload, _ := json.Marshal(outMsg{Text: text})
+	now := time.Now().UnixMilli()
+	st, rec, err := outbox.Put(ctx, durability.OutboxPut{Key: key, Provider: providerID, Chat: chat, Payload: payload,
+		Fingerprint: fingerprint(chat, payload), NotBefore: at}, now, nil)
+	if err != nil {
+		return abi.SendResult{}, fmt.Errorf("send: outbox journal: %w", err)
+	}
+	res := abi.SendResult{Status: abi.SendDeferred, Key: key}
+	switch {
+	case st == durability.Exists && rec.State == durability.OutboxSent:
+		res = abi.SendResult{Status: abi.SendDeduped, Key: key, Ref: rec.Ref}
+	case st == durability.Exists && rec.State == durability.OutboxDead:
+		res = abi.SendResult{Status: abi.SendDead, Key: key, Error: rec.Error}
+	case rec.Shown(now) == durability.OutboxScheduled:
+		res.Status = abi.SendScheduled
+	}
+	return res, nil
+}
+
+// SendLater journals a send for this bot's sweeper (see Enqueue) and wakes it.
+func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
+	if _, ok := b.providers[providerID]; !ok {
+		return abi.SendResult{}, fmt.Errorf("send: provider %q is not configured", providerID)
+	}
+	res, err := Enqueue(ctx, b.outbox, providerID, chat, text, key, at)
+	if err == nil {
+		b.wakeSweeper()
+	}
+	return res, err
 }

@@ -44,7 +44,8 @@ Usage:
   botrun outbox list        list sends                (-c bot.toml, --state, --chat, --json)
   botrun replay ID          process an inbound record again
   botrun retry KEY          send a dead, failed or unknown send again
-  botrun discard KEY        forget a send
+  botrun discard KEY        forget a send (cancels a scheduled one)
+  botrun send TEXT          journal a send for the running bot (-c, --provider, --chat, --key, --at)
   botrun purge --before D   delete settled records older than D
   botrun version            print the version
   botrun help               show this help
@@ -81,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDiscard(args[1:], stdout, stderr)
 	case "purge":
 		return cmdPurge(args[1:], stdout, stderr)
+	case "send":
+		return cmdSend(args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") || strings.HasSuffix(args[0], ".toml") || fileExists(args[0]) {
 		return cmdRun(args, stdout, stderr)

@@ -248,3 +248,65 @@ func oneLine(s string) string {
 	}
 	return s
 }
+
+// cmdSend journals a send for the running bot's sweeper: now, or at a time.
+func cmdSend(args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := opsFlags("send", "Usage: botrun send [-c bot.toml] --provider P --chat C [--key K] [--at WHEN] TEXT\n\n"+
+		"Journals TEXT as a send to chat C on provider P; the running bot's sweeper delivers it once.\n"+
+		"--at holds it until WHEN: an RFC 3339 time (2026-12-24T09:00:00Z) or a wait from now (90s, 10m, 1d).\n"+
+		"A key already journaled is not sent again (without --key, a random one). Works beside a running\n"+
+		"bot on sqlite, postgres or redis; for the memory or file backend use POST /admin/send.", stderr)
+	provider := fs.String("provider", "", "the provider id (a [[providers]] entry)")
+	chat := fs.String("chat", "", "the chat to send to")
+	key := fs.String("key", "", "the idempotency key (default: a random one)")
+	at := fs.String("at", "", "when to send: an RFC 3339 time or a wait such as 10m (default: now)")
+	if code, stop := parse(fs, args, 1); stop {
+		return code
+	}
+	when, err := parseWhen(*at, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "botrun send: --at: %v\n", err)
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	known := false
+	for _, p := range cfg.Providers {
+		known = known || p.ID == *provider
+	}
+	if !known {
+		fmt.Fprintf(stderr, "botrun send: --provider %q is not a [[providers]] id in %s\n", *provider, *cfgPath)
+		return 2
+	}
+	j, done, ok := openJournals(*cfgPath, stderr)
+	if !ok {
+		return 1
+	}
+	defer done()
+	res, err := host.Enqueue(context.Background(), j.Outbox, *provider, *chat, fs.Arg(0), *key, when)
+	if err != nil {
+		fmt.Fprintf(stderr, "botrun %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s %s\n", res.Status, res.Key)
+	return 0
+}
+
+// parseWhen reads --at: empty is now (0), an RFC 3339 time, or a wait from
+// now such as "90s" or "1d".
+func parseWhen(s string, now time.Time) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UnixMilli(), nil
+	}
+	d, err := unit.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither an RFC 3339 time (2026-12-24T09:00:00Z) nor a wait (90s, 10m, 1d)", s)
+	}
+	return now.Add(d).UnixMilli(), nil
+}

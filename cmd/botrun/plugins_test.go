@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -106,5 +107,33 @@ func TestExampleChannels(t *testing.T) {
 	}
 	if len(cfg.Providers) != len(provider.Types()) {
 		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Providers), len(provider.Types()))
+	}
+}
+
+// TestSendSchedulesForTheRunningBot: botrun send journals a send in the
+// bot's backend, held until --at; outbox list --state scheduled shows it and
+// discard cancels it.
+func TestSendSchedulesForTheRunningBot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bot.toml")
+	os.WriteFile(cfg, []byte("[bot]\nmodule = \"bot.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"), 0o600)
+	if code, out, errs := runCLI("send", "-c", cfg, "--provider", "web", "--chat", "c1", "--key", "remind:1", "--at", "1h", "tea time"); code != 0 || out != "scheduled remind:1\n" {
+		t.Fatalf("send --at: %d %q %q", code, out, errs)
+	}
+	code, out, errs := runCLI("outbox", "list", "-c", cfg, "--state", "scheduled")
+	if code != 0 || !strings.Contains(out, "remind:1") || !strings.Contains(out, "scheduled") {
+		t.Fatalf("outbox list --state scheduled: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := runCLI("send", "-c", cfg, "--provider", "tg", "--chat", "c1", "x"); code != 2 || !strings.Contains(errs, `--provider "tg" is not a [[providers]] id`) {
+		t.Fatalf("send to an unknown provider: %d %q", code, errs)
+	}
+	if code, _, errs := runCLI("send", "-c", cfg, "--provider", "web", "--chat", "c1", "--at", "tomorrow", "x"); code != 2 || !strings.Contains(errs, "neither an RFC 3339 time") {
+		t.Fatalf("send --at tomorrow: %d %q", code, errs)
+	}
+	if code, _, errs := runCLI("discard", "-c", cfg, "remind:1"); code != 0 {
+		t.Fatalf("discard: %d %q", code, errs)
+	}
+	if _, out, _ := runCLI("outbox", "list", "-c", cfg, "--state", "scheduled"); strings.Contains(out, "remind:1") {
+		t.Fatalf("discarded send still listed: %q", out)
 	}
 }

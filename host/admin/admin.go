@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/botrun/botrun/abi"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -29,6 +31,7 @@ type Bot interface {
 	ReplayInbound(ctx context.Context, id string) error
 	RetrySend(ctx context.Context, key string) error
 	Discard(ctx context.Context, key string) error
+	SendLater(ctx context.Context, provider, chat, text, key string, at int64) (abi.SendResult, error)
 }
 
 // Attach puts the admin surface on bot. With ln nil it is mounted under
@@ -64,6 +67,7 @@ func Routes(mux *http.ServeMux, bot Bot, token string) {
 	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op(bot.ReplayInbound)))
 	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op(bot.RetrySend)))
 	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op(bot.Discard)))
+	mux.HandleFunc("POST /admin/send", a.auth(a.send))
 	// Go's profiles (CPU, heap, goroutines, blocking), for finding where a
 	// slow bot spends its time: curl -H "Authorization: Bearer $TOKEN"
 	// -o cpu.pprof http://…/admin/debug/pprof/profile?seconds=30, then
@@ -165,6 +169,36 @@ func (a *api) listInbox(w http.ResponseWriter, r *http.Request)  { list(w, r, a.
 func (a *api) listOutbox(w http.ResponseWriter, r *http.Request) { list(w, r, a.bot.ListOutbox) }
 
 // op runs one operation on the record named in the path.
+// SendBody is the body of POST /admin/send: a send for the bot's sweeper,
+// held until At (Unix ms) when it is later.
+type SendBody struct {
+	Provider string `json:"provider"`
+	Chat     string `json:"chat"`
+	Text     string `json:"text"`
+	Key      string `json:"key,omitempty"`
+	At       int64  `json:"at,omitempty"`
+}
+
+// send journals an operator's send: 202 with its SendResult, 400 for a bad
+// body.
+func (a *api) send(w http.ResponseWriter, r *http.Request) {
+	var body SendBody
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		http.Error(w, `botrun admin: body must be {"provider","chat","text","key"?,"at"?}: `+err.Error(), http.StatusBadRequest)
+		return
+	}
+	res, err := a.bot.SendLater(r.Context(), body.Provider, body.Chat, body.Text, body.Key, body.At)
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	json.NewEncoder(w).Encode(res)
+}
+
 func (a *api) op(fn func(context.Context, string) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		err := fn(r.Context(), r.PathValue("id"))

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -110,7 +111,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 func TestTokenRequired(t *testing.T) {
 	_, _, srv := setup(t, token)
 	for _, tok := range []string{"", "wrong-token-0123456789", token + "x"} {
-		for _, ep := range []string{"GET /admin/metrics", "GET /admin/inbox", "POST /admin/outbox/k/retry", "GET /admin/nope", "GET /admin/debug/pprof/goroutine", "GET /admin/debug/pprof/profile"} {
+		for _, ep := range []string{"GET /admin/metrics", "GET /admin/inbox", "POST /admin/outbox/k/retry", "POST /admin/send", "GET /admin/nope", "GET /admin/debug/pprof/goroutine", "GET /admin/debug/pprof/profile"} {
 			method, path, _ := strings.Cut(ep, " ")
 			if code, _ := call(t, method, srv.URL+path, tok); code != http.StatusUnauthorized {
 				t.Errorf("%s with token %q: HTTP %d, want 401", ep, tok, code)
@@ -246,5 +247,34 @@ func TestAdminOwnListener(t *testing.T) {
 	}
 	if code, _ := call(t, "GET", adminURL+"/webchat/web/messages?chat=c1", ""); code != http.StatusNotFound {
 		t.Fatalf("the webchat on the admin address: HTTP %d, want 404", code)
+	}
+}
+
+// TestSendSchedules: POST /admin/send journals an operator's send, held
+// until "at"; the outbox lists it as scheduled.
+func TestSendSchedules(t *testing.T) {
+	_, _, srv := setup(t, token)
+	post := func(body string) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/admin/send", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	at := time.Now().Add(time.Hour).UnixMilli()
+	if code, body := post(fmt.Sprintf(`{"provider":"web","chat":"c1","text":"later","key":"op:1","at":%d}`, at)); code != http.StatusAccepted || !strings.Contains(body, `"status":"scheduled"`) {
+		t.Fatalf("POST /admin/send: HTTP %d %s", code, body)
+	}
+	if code, body := call(t, "GET", srv.URL+"/admin/outbox?state=scheduled", token); code != 200 || !strings.Contains(body, `"op:1"`) {
+		t.Fatalf("GET /admin/outbox?state=scheduled: HTTP %d %s", code, body)
+	}
+	for _, bad := range []string{`{"provider":"nope","chat":"c1","text":"x"}`, `{"chat":"c1"}`, `{"provider":"web","chat":"c1","text":"x","extra":1}`} {
+		if code, body := post(bad); code != http.StatusBadRequest {
+			t.Errorf("POST /admin/send %s: HTTP %d %s, want 400", bad, code, body)
+		}
 	}
 }

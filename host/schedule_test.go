@@ -1,0 +1,112 @@
+package host
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+// remind enqueues "later: <text>" for event time + 1.5 s and replies "ok".
+var remind = native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+	res, err := env.Enqueue(ctx, abi.SendRequest{Chat: ev.Chat, Text: "later: " + ev.Text, At: ev.ReceivedAt + 1500})
+	if err != nil {
+		return err
+	}
+	if res.Status != abi.SendScheduled {
+		return &wasm.HandlerError{Message: "enqueue at answered " + string(res.Status)}
+	}
+	_, err = env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: "ok"})
+	return err
+})
+
+// TestScheduledSendSurvivesRestart: a send enqueued for later is held in the
+// outbox (shown as scheduled), survives the bot's crash, and a new bot on
+// the same backend sends it once, when it is due.
+func TestScheduledSendSurvivesRestart(t *testing.T) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			shared := backends[name](t)
+			cfg := testConfig(t, "")
+			cfg.Bot.ID = uniquePrefix("sched")
+			ch := newChannel()
+			a := newTestBot(t, cfg, shared, remind, ch)
+			start := time.Now()
+			if _, err := a.admit(t, "c1", "m1", "tea"); err != nil {
+				t.Fatal(err)
+			}
+			var key string
+			if !waitFor(30*time.Second, func() bool {
+				recs, _ := a.ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxScheduled)})
+				if len(recs) == 1 {
+					key = recs[0].Key
+				}
+				return len(recs) == 1
+			}) {
+				t.Fatal("the reminder was not listed as scheduled")
+			}
+			if n := ch.count("c1", "ok"); n > 1 {
+				t.Fatalf("ok sent %d times", n)
+			}
+			if ch.count("c1", "later: tea") != 0 {
+				t.Fatal("the reminder went out before its time")
+			}
+			a.crash()
+
+			b := newTestBot(t, cfg, shared, remind, ch)
+			defer b.stop(t)
+			if !waitFor(60*time.Second, func() bool { return ch.count("c1", "later: tea") > 0 }) {
+				t.Fatalf("the reminder was never sent: %+v", b.outboxRecord(t, key))
+			}
+			if since := time.Since(start); since < 1500*time.Millisecond {
+				t.Fatalf("the reminder went out %s after the message, before its 1.5 s", since)
+			}
+			if !waitFor(30*time.Second, func() bool { return b.outboxRecord(t, key).State == durability.OutboxSent }) {
+				t.Fatalf("reminder record %+v: want sent", b.outboxRecord(t, key))
+			}
+			if rec := b.outboxRecord(t, key); rec.CompletedAt < start.UnixMilli()+1500 {
+				t.Fatalf("reminder sent at %d, before its time %d", rec.CompletedAt, start.UnixMilli()+1500)
+			}
+			// Held, then sent once: a later sweep sends nothing more.
+			time.Sleep(100 * time.Millisecond)
+			if n := ch.count("c1", "later: tea"); n != 1 {
+				t.Fatalf("the reminder went out %d times: %q", n, strings.Join(ch.texts(), " | "))
+			}
+		})
+	}
+}
+
+// TestSendLaterAndDiscard: an operator's send (admin API, botrun send) can
+// be scheduled and cancelled before it is due.
+func TestSendLaterAndDiscard(t *testing.T) {
+	cfg := testConfig(t, "")
+	ch := newChannel()
+	b := newTestBot(t, cfg, backends["sqlite"](t), remind, ch)
+	defer b.stop(t)
+	ctx := context.Background()
+	at := time.Now().Add(time.Hour).UnixMilli()
+	res, err := b.SendLater(ctx, "web", "c9", "cancel me", "op:1", at)
+	if err != nil || res.Status != abi.SendScheduled || res.Key != "op:1" {
+		t.Fatalf("SendLater: %+v %v", res, err)
+	}
+	if err := b.Discard(ctx, "op:1"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = b.SendLater(ctx, "web", "c9", "now", "op:2", 0)
+	if err != nil || res.Status != abi.SendDeferred {
+		t.Fatalf("SendLater now: %+v %v", res, err)
+	}
+	if !waitFor(30*time.Second, func() bool { return ch.count("c9", "now") == 1 }) {
+		t.Fatal("the operator's send was not delivered")
+	}
+	if ch.count("c9", "cancel me") != 0 {
+		t.Fatal("a discarded scheduled send went out")
+	}
+	if _, err := b.SendLater(ctx, "nope", "c9", "x", "", 0); err == nil {
+		t.Fatal("SendLater accepted an unknown provider")
+	}
+}
