@@ -83,6 +83,7 @@ soak: examples
 # Every parser of untrusted bytes has a fuzz target; each runs FUZZTIME inputs.
 FUZZ_TARGETS = \
 	./abi:FuzzDecodeSendRequest \
+	./abi:FuzzDecodeBroadcastRequest \
 	./host/config:FuzzParse \
 	./host/provider/webchat:FuzzDecodePost \
 	./host/provider/httpchan:FuzzDecodeInbound \

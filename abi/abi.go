@@ -35,6 +35,7 @@ const (
 	FuncLog         = "log"
 	FuncNowMs       = "now_ms"
 	FuncMediaLoad   = "media_load"
+	FuncBroadcast   = "broadcast"
 )
 
 // Status is what botrun_on_event returns.

@@ -117,6 +117,71 @@ func DecodeSendRequest(b []byte) (SendRequest, error) {
 	return r, nil
 }
 
+// BroadcastRequest is the JSON argument of broadcast: one send of text (and
+// media) to each chat, journaled under the explicit key
+// "<key_prefix>:<chat>", delivered by the sweeper. A chat listed twice is
+// sent once.
+type BroadcastRequest struct {
+	Chats     []string `json:"chats"`
+	Text      string   `json:"text"`
+	Media     *Media   `json:"media"`
+	KeyPrefix string   `json:"key_prefix"`
+	// At holds every send until this time (Unix ms), as enqueue's.
+	At int64 `json:"at,omitempty"`
+}
+
+// BroadcastResult answers broadcast: how many sends were journaled now, and
+// how many keys were journaled already (a replay of the event, or an
+// earlier broadcast with the same prefix), which are not sent again.
+type BroadcastResult struct {
+	Journaled int `json:"journaled"`
+	Existing  int `json:"existing"`
+}
+
+// DecodeBroadcastRequest parses and validates a broadcast request from
+// untrusted bytes. Every error wraps ErrBadPayload.
+func DecodeBroadcastRequest(b []byte) (BroadcastRequest, error) {
+	var r BroadcastRequest
+	if len(b) > MaxPayload {
+		return r, fmt.Errorf("%w: broadcast request is %d bytes (limit %d)", ErrBadPayload, len(b), MaxPayload)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: %v", ErrBadPayload, err)
+	}
+	if dec.More() {
+		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: trailing data after the JSON object", ErrBadPayload)
+	}
+	switch {
+	case len(r.Chats) == 0:
+		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: \"chats\" is required", ErrBadPayload)
+	case r.KeyPrefix == "":
+		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: \"key_prefix\" is required (the keys are <key_prefix>:<chat>)", ErrBadPayload)
+	case r.Text == "" && r.Media == nil:
+		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: \"text\" or \"media\" is required", ErrBadPayload)
+	case r.At < 0:
+		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: \"at\" %d is negative", ErrBadPayload, r.At)
+	}
+	if err := CheckName("\"key_prefix\"", r.KeyPrefix); err != nil {
+		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: %w", ErrBadPayload, err)
+	}
+	for i, c := range r.Chats {
+		if c == "" {
+			return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: chats[%d] is empty", ErrBadPayload, i)
+		}
+		if err := CheckName(fmt.Sprintf("chats[%d]", i), c); err != nil {
+			return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: %w", ErrBadPayload, err)
+		}
+	}
+	if r.Media != nil {
+		if err := r.Media.validate(); err != nil {
+			return BroadcastRequest{}, err
+		}
+	}
+	return r, nil
+}
+
 func (m *Media) validate() error {
 	for _, t := range MediaTypes {
 		if m.Type == t {

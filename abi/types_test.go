@@ -80,3 +80,26 @@ func TestControlCharactersRejectedInSends(t *testing.T) {
 		t.Fatalf("printable chat, any text: %v", err)
 	}
 }
+
+func FuzzDecodeBroadcastRequest(f *testing.F) {
+	f.Add([]byte(`{"chats":["c1","c2"],"text":"hi","key_prefix":"news:1"}`))
+	f.Add([]byte(`{"chats":["c1"],"media":{"type":"image","url":"https://x/y.png"},"key_prefix":"k","at":5}`))
+	f.Add([]byte(`{"chats":[""],"text":"x","key_prefix":"k"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeBroadcastRequest(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadPayload) {
+				t.Fatalf("error %v does not wrap ErrBadPayload", err)
+			}
+			return
+		}
+		if len(r.Chats) == 0 || r.KeyPrefix == "" || (r.Text == "" && r.Media == nil) || r.At < 0 {
+			t.Fatalf("accepted an incomplete request %+v", r)
+		}
+		for _, c := range r.Chats {
+			if c == "" || CheckName("chat", c) != nil {
+				t.Fatalf("accepted chat %q", c)
+			}
+		}
+	})
+}

@@ -100,3 +100,50 @@ func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string,
 	}
 	return res, err
 }
+
+// Broadcast journals one send of text to each chat, under the key
+// "<keyPrefix>:<chat>", for a running bot's sweeper to deliver (held until
+// at when it is later): botrun broadcast, POST /admin/broadcast, and the
+// guest's broadcast all journal through it. A key journaled before is not
+// sent again (it counts in Existing).
+func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
+	var res abi.BroadcastResult
+	payload, _ := json.Marshal(outMsg{Text: req.Text, Media: req.Media})
+	now := time.Now().UnixMilli()
+	seen := make(map[string]bool, len(req.Chats))
+	for _, chat := range req.Chats {
+		if seen[chat] {
+			continue
+		}
+		seen[chat] = true
+		put := durability.OutboxPut{Key: req.KeyPrefix + ":" + chat, Provider: providerID, Chat: chat, Payload: payload,
+			Fingerprint: fingerprint(chat, payload), Inbound: inbound, NotBefore: req.At}
+		st, _, err := outbox.Put(ctx, put, now, nil)
+		if err != nil {
+			return res, fmt.Errorf("broadcast: outbox journal: %w", err)
+		}
+		if st == durability.Exists {
+			res.Existing++
+		} else {
+			res.Journaled++
+		}
+	}
+	return res, nil
+}
+
+// BroadcastLater journals a broadcast for this bot's sweeper (see
+// Broadcast) and wakes it.
+func (b *Bot) BroadcastLater(ctx context.Context, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
+	if _, ok := b.providers[providerID]; !ok {
+		return abi.BroadcastResult{}, fmt.Errorf("broadcast: provider %q is not configured", providerID)
+	}
+	if max := b.cfg.Bot.MaxBroadcast; len(req.Chats) > max {
+		return abi.BroadcastResult{}, fmt.Errorf("broadcast: %d chats, over bot.max_broadcast (%d)", len(req.Chats), max)
+	}
+	res, err := Broadcast(ctx, b.outbox, providerID, "", req)
+	if err == nil {
+		b.metrics.outboxJournaled.Add(int64(res.Journaled))
+		b.wakeSweeper()
+	}
+	return res, err
+}

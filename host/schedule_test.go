@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,67 @@ func TestSendLaterAndDiscard(t *testing.T) {
 	}
 	if _, err := b.SendLater(ctx, "nope", "c9", "x", "", 0); err == nil {
 		t.Fatal("SendLater accepted an unknown provider")
+	}
+}
+
+// broadcaster broadcasts "news" to chats b0..b<n-1> under prefix "news:<id>".
+func broadcaster(n int) native {
+	return native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		chats := make([]string, n)
+		for i := range chats {
+			chats[i] = fmt.Sprintf("b%d", i)
+		}
+		_, err := env.(wasm.Broadcaster).Broadcast(ctx, abi.BroadcastRequest{Chats: chats, Text: "news", KeyPrefix: "news:" + ev.ID})
+		return err
+	})
+}
+
+// TestBroadcastSendsEachChatOnce: a handler's broadcast journals one send per
+// chat (a chat listed twice once), the sweeper delivers each once, a replay
+// of the event journals nothing new, and bot.max_broadcast bounds it.
+func TestBroadcastSendsEachChatOnce(t *testing.T) {
+	cfg := testConfig(t, "")
+	cfg.Bot.MaxBroadcast, cfg.Bot.MaxSends = 300, 1
+	ch := newChannel()
+	b := newTestBot(t, cfg, backends["sqlite"](t), broadcaster(250), ch)
+	defer b.stop(t)
+	if _, err := b.admit(t, "c1", "m1", "go"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.quiet(1, 60*time.Second) {
+		t.Fatal("the broadcast did not settle")
+	}
+	for i := range 250 {
+		if n := ch.count(fmt.Sprintf("b%d", i), "news"); n != 1 {
+			t.Fatalf("chat b%d got %d copies", i, n)
+		}
+	}
+	if r := b.inboxState(t, "web:m1"); r.State != durability.InboxDone {
+		t.Fatalf("a broadcast counts once against max_sends = 1: the event is %s (%s)", r.State, r.Error)
+	}
+	// A replay journals nothing new and sends nothing again.
+	if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(30*time.Second, func() bool { return b.inboxState(t, "web:m1").Attempts == 1 && b.quiet(1, time.Millisecond) }) {
+		t.Fatal("the replay did not settle")
+	}
+	if len(ch.texts()) != 250 {
+		t.Fatalf("after a replay the channel got %d sends, want 250", len(ch.texts()))
+	}
+
+	// Over max_broadcast: TOO_LARGE to the guest, the event fails.
+	bigCfg := testConfig(t, "")
+	bigCfg.Bot.MaxBroadcast = 10
+	big := newTestBot(t, bigCfg, memoryBackend(t), broadcaster(11), newChannel())
+	defer big.stop(t)
+	if _, err := big.admit(t, "c1", "m2", "go"); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(30*time.Second, func() bool { return big.inboxState(t, "web:m2").State == durability.InboxDead }) {
+		t.Fatalf("a broadcast over max_broadcast: %+v", big.inboxState(t, "web:m2"))
+	}
+	if r := big.inboxState(t, "web:m2"); !strings.Contains(r.Error, "max_broadcast") {
+		t.Fatalf("error %q does not name max_broadcast", r.Error)
 	}
 }

@@ -25,11 +25,12 @@ type turn struct {
 	state     durability.StateStore
 	providers map[string]provider.Provider
 	metrics   *counters
-	// maxSends is bot.max_sends; quota bot.max_chat_state in bytes.
-	maxSends int
-	quota    int64
-	event    abi.Event
-	n        int
+	// maxSends is bot.max_sends, maxBroadcast bot.max_broadcast; quota
+	// bot.max_chat_state in bytes.
+	maxSends, maxBroadcast int
+	quota                  int64
+	event                  abi.Event
+	n                      int
 	// down holds the providers a send of this turn was deferred on: the
 	// turn's later sends to them are journaled without waiting inline again,
 	// so an outage costs a handler one outbox.inline_max, not one per send.
@@ -73,7 +74,7 @@ func (t *turn) flushMark(ctx context.Context) {
 
 func (b *Bot) newTurn(ev abi.Event) *turn {
 	return &turn{sender: b.sender, state: b.state, providers: b.providers, metrics: &b.metrics,
-		maxSends: b.cfg.Bot.MaxSends, quota: int64(b.cfg.Bot.MaxChatState),
+		maxSends: b.cfg.Bot.MaxSends, maxBroadcast: b.cfg.Bot.MaxBroadcast, quota: int64(b.cfg.Bot.MaxChatState),
 		event: ev, writes: map[string]durability.StateWrite{},
 		stored: map[string]int{}, usage: map[string]*stateUsage{}}
 }
@@ -337,6 +338,29 @@ func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult
 	}
 	s.at = req.At
 	return t.sender.enqueue(ctx, s)
+}
+
+// Broadcast implements wasm.Broadcaster: one send per chat, journaled under
+// "<key_prefix>:<chat>" for the sweeper; it counts once against
+// bot.max_sends, and bot.max_broadcast bounds its chats.
+func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
+	if err := t.flushPosted(ctx); err != nil {
+		return abi.BroadcastResult{}, err
+	}
+	t.flushMark(ctx)
+	t.n++
+	if t.n > t.maxSends {
+		return abi.BroadcastResult{}, fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", t.event.ID, ErrSendCap, t.maxSends)
+	}
+	if len(req.Chats) > t.maxBroadcast {
+		return abi.BroadcastResult{}, fmt.Errorf("event %s: a broadcast to %d chats is over bot.max_broadcast (%d): %w", t.event.ID, len(req.Chats), t.maxBroadcast, wasm.ErrTooLarge)
+	}
+	res, err := Broadcast(ctx, t.sender.outbox, t.event.Provider, t.event.ID, req)
+	if err == nil {
+		t.metrics.outboxJournaled.Add(int64(res.Journaled))
+		t.sender.wake.notify()
+	}
+	return res, err
 }
 
 // stateScope splits a guest's state key into its owner and the key within it:

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -466,4 +467,158 @@ func audit(t *testing.T, bin, cfg, channel string, delivered func(reply string) 
 		}
 	}
 	return o
+}
+
+// TestSIGKILLBroadcast: an operator broadcasts to 1,000 chats through the
+// admin API of a bot that is SIGKILLed again and again while it delivers
+// (and while the broadcast is journaled: the operator posts it again until
+// it is accepted). After the last restart every chat has exactly one copy;
+// only the sends the journal counts ambiguous may be missing (skip).
+func TestSIGKILLBroadcast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the SIGKILL test takes a while")
+	}
+	bin := buildBotrun(t)
+	module := wasmbuild.Go(t, "../../examples/echo")
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) { sigkillBroadcast(t, bin, module, backend) })
+	}
+}
+
+func sigkillBroadcast(t *testing.T, bin, module, backend string) {
+	dir := t.TempDir()
+	gw := &gateway{texts: map[string]int{}, delay: time.Millisecond}
+	gwSrv := httptest.NewServer(gw)
+	defer gwSrv.Close()
+	addr := freePort(t)
+	cfgPath := filepath.Join(dir, "bot.toml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+[bot]
+module = %q
+workers = 16
+data_dir = %q
+[http]
+listen = %q
+[durability]
+%s
+instance_id = "kill-test"
+poll = "50ms"
+[durability.outbox]
+lease = "3s"
+on_ambiguous = "skip"
+[admin]
+token = %q
+[[providers]]
+id = "gw"
+type = "http"
+url = %q
+secret = %q
+`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, backendKeys(t, backend, dir), killAdminToken, gwSrv.URL, killSecret)), 0o644)
+
+	const chats, kills = 1000, 10
+	fans := make([]string, chats)
+	for i := range fans {
+		fans[i] = fmt.Sprintf("fan-%d", i)
+	}
+	body, _ := json.Marshal(map[string]any{"provider": "gw", "chats": fans, "text": "news", "key_prefix": "news:1"})
+	start := func() *exec.Cmd {
+		cmd := exec.Command(bin, cfgPath)
+		cmd.Stderr, cmd.Stdout = io.Discard, io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+				return cmd
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("botrun did not come up: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// post sends the broadcast until the running bot accepts it, or its
+	// process ends.
+	post := func(done <-chan struct{}) bool {
+		for {
+			req, _ := http.NewRequest("POST", "http://"+addr+"/admin/broadcast", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+killAdminToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusAccepted {
+					return true
+				}
+			}
+			select {
+			case <-done:
+				return false
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(20261202, uint64(len(backend))))
+	var accepted atomic.Bool
+	for range kills {
+		cmd := start()
+		done := make(chan struct{})
+		posted := make(chan struct{})
+		go func() {
+			defer close(posted)
+			if !accepted.Load() && post(done) {
+				accepted.Store(true)
+			}
+		}()
+		time.Sleep(time.Duration(30+rng.IntN(300)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		close(done)
+		<-posted
+	}
+	cmd := start()
+	if !post(make(chan struct{})) { // accepted or not before, once more: journals only the missing chats
+		t.Fatal("the broadcast was never accepted")
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for !settled(addr) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("not settled after the last restart")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+
+	unknown := map[string]bool{}
+	journaled := 0
+	for _, r := range list[durability.OutboxRecord](t, bin, cfgPath, "outbox") {
+		if strings.HasPrefix(r.Key, "news:1:") {
+			journaled++
+		}
+		if r.State == durability.OutboxUnknown {
+			unknown[r.Chat] = true
+		}
+	}
+	if journaled != chats {
+		t.Fatalf("%d broadcast sends journaled, want %d", journaled, chats)
+	}
+	lost, doubled := 0, 0
+	for _, chat := range fans {
+		n := gw.delivered(chat + "|news")
+		switch {
+		case n == 1:
+		case n == 0 && unknown[chat]:
+			lost++
+		case n > 1 && unknown[chat]:
+			doubled++
+		default:
+			t.Errorf("chat %s got %d copies and its send is not counted ambiguous", chat, n)
+		}
+	}
+	fmt.Printf("SIGKILL broadcast %s: kills %d, chats %d, lost %d, doubled %d, ambiguous %d\n", backend, kills, chats, lost, doubled, len(unknown))
 }

@@ -46,6 +46,7 @@ Usage:
   botrun retry KEY          send a dead, failed or unknown send again
   botrun discard KEY        forget a send (cancels a scheduled one)
   botrun send TEXT          journal a send for the running bot (-c, --provider, --chat, --key, --at)
+  botrun broadcast TEXT     journal one send per chat of a file (-c, --provider, --chats, --key-prefix, --at)
   botrun purge --before D   delete settled records older than D
   botrun version            print the version
   botrun help               show this help
@@ -84,6 +85,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPurge(args[1:], stdout, stderr)
 	case "send":
 		return cmdSend(args[1:], stdout, stderr)
+	case "broadcast":
+		return cmdBroadcast(args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") || strings.HasSuffix(args[0], ".toml") || fileExists(args[0]) {
 		return cmdRun(args, stdout, stderr)

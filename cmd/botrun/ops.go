@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/botrun/botrun/abi"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -268,18 +270,8 @@ func cmdSend(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "botrun send: --at: %v\n", err)
 		return 2
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	known := false
-	for _, p := range cfg.Providers {
-		known = known || p.ID == *provider
-	}
-	if !known {
-		fmt.Fprintf(stderr, "botrun send: --provider %q is not a [[providers]] id in %s\n", *provider, *cfgPath)
-		return 2
+	if code := checkProvider("send", *cfgPath, *provider, stderr); code != 0 {
+		return code
 	}
 	j, done, ok := openJournals(*cfgPath, stderr)
 	if !ok {
@@ -309,4 +301,92 @@ func parseWhen(s string, now time.Time) (int64, error) {
 		return 0, fmt.Errorf("%q is neither an RFC 3339 time (2026-12-24T09:00:00Z) nor a wait (90s, 10m, 1d)", s)
 	}
 	return now.Add(d).UnixMilli(), nil
+}
+
+// checkProvider answers 0 when id is a [[providers]] id of the config at
+// path, else the exit code after saying why.
+func checkProvider(cmd, path, id string, stderr io.Writer) int {
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, p := range cfg.Providers {
+		if p.ID == id {
+			return 0
+		}
+	}
+	fmt.Fprintf(stderr, "botrun %s: --provider %q is not a [[providers]] id in %s\n", cmd, id, path)
+	return 2
+}
+
+// cmdBroadcast journals one send per chat of a file for the running bot.
+func cmdBroadcast(args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := opsFlags("broadcast", "Usage: botrun broadcast [-c bot.toml] --provider P --chats FILE --key-prefix K [--at WHEN] TEXT\n\n"+
+		"Journals TEXT as one send per chat listed in FILE (one chat id per line; - reads stdin), under the\n"+
+		"keys K:<chat>; the running bot's sweeper delivers them, a few at a time, each chat once. Run it\n"+
+		"again with the same prefix and the chats already journaled are not sent again.", stderr)
+	provider := fs.String("provider", "", "the provider id (a [[providers]] entry)")
+	chatsFile := fs.String("chats", "", "a file with one chat id per line (- for stdin)")
+	prefix := fs.String("key-prefix", "", "the keys' prefix: each send's key is <prefix>:<chat>")
+	at := fs.String("at", "", "when to send: an RFC 3339 time or a wait such as 10m (default: now)")
+	if code, stop := parse(fs, args, 1); stop {
+		return code
+	}
+	when, err := parseWhen(*at, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "botrun broadcast: --at: %v\n", err)
+		return 2
+	}
+	chats, err := readChats(*chatsFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "botrun broadcast: --chats: %v\n", err)
+		return 2
+	}
+	req := abi.BroadcastRequest{Chats: chats, Text: fs.Arg(0), KeyPrefix: *prefix, At: when}
+	body, _ := json.Marshal(req)
+	if _, err := abi.DecodeBroadcastRequest(body); err != nil {
+		fmt.Fprintf(stderr, "botrun broadcast: %v\n", err)
+		return 2
+	}
+	if code := checkProvider("broadcast", *cfgPath, *provider, stderr); code != 0 {
+		return code
+	}
+	j, done, ok := openJournals(*cfgPath, stderr)
+	if !ok {
+		return 1
+	}
+	defer done()
+	res, err := host.Broadcast(context.Background(), j.Outbox, *provider, "", req)
+	if err != nil {
+		fmt.Fprintf(stderr, "botrun %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "journaled %d, already journaled %d\n", res.Journaled, res.Existing)
+	return 0
+}
+
+// readChats reads one chat id per line (blank lines skipped) from path, or
+// stdin for "-".
+func readChats(path string) ([]string, error) {
+	if path == "" {
+		return nil, errors.New("required: a file with one chat id per line")
+	}
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(os.Stdin, abi.MaxPayload))
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var chats []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			chats = append(chats, l)
+		}
+	}
+	return chats, nil
 }

@@ -137,3 +137,29 @@ func TestSendSchedulesForTheRunningBot(t *testing.T) {
 		t.Fatalf("discarded send still listed: %q", out)
 	}
 }
+
+// TestBroadcastJournalsEachChatOnce: botrun broadcast journals one send per
+// chat of the file; run again with the prefix, it journals nothing new.
+func TestBroadcastJournalsEachChatOnce(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bot.toml")
+	os.WriteFile(cfg, []byte("[bot]\nmodule = \"bot.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"), 0o600)
+	chats := filepath.Join(dir, "chats.txt")
+	os.WriteFile(chats, []byte("c1\nc2\n\nc3\nc1\n"), 0o600)
+	args := []string{"broadcast", "-c", cfg, "--provider", "web", "--chats", chats, "--key-prefix", "news:7", "hello all"}
+	if code, out, errs := runCLI(args...); code != 0 || out != "journaled 3, already journaled 0\n" {
+		t.Fatalf("broadcast: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runCLI(args...); code != 0 || out != "journaled 0, already journaled 3\n" {
+		t.Fatalf("broadcast again: %d %q %q", code, out, errs)
+	}
+	_, out, _ := runCLI("outbox", "list", "-c", cfg)
+	for _, key := range []string{"news:7:c1", "news:7:c2", "news:7:c3"} {
+		if !strings.Contains(out, key) {
+			t.Fatalf("outbox list lacks %s:\n%s", key, out)
+		}
+	}
+	if code, _, errs := runCLI("broadcast", "-c", cfg, "--provider", "web", "--chats", chats, "hello"); code != 2 || !strings.Contains(errs, "key_prefix") {
+		t.Fatalf("broadcast without --key-prefix: %d %q", code, errs)
+	}
+}

@@ -32,6 +32,7 @@ type Bot interface {
 	RetrySend(ctx context.Context, key string) error
 	Discard(ctx context.Context, key string) error
 	SendLater(ctx context.Context, provider, chat, text, key string, at int64) (abi.SendResult, error)
+	BroadcastLater(ctx context.Context, provider string, req abi.BroadcastRequest) (abi.BroadcastResult, error)
 }
 
 // Attach puts the admin surface on bot. With ln nil it is mounted under
@@ -68,6 +69,7 @@ func Routes(mux *http.ServeMux, bot Bot, token string) {
 	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op(bot.RetrySend)))
 	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op(bot.Discard)))
 	mux.HandleFunc("POST /admin/send", a.auth(a.send))
+	mux.HandleFunc("POST /admin/broadcast", a.auth(a.broadcast))
 	// Go's profiles (CPU, heap, goroutines, blocking), for finding where a
 	// slow bot spends its time: curl -H "Authorization: Bearer $TOKEN"
 	// -o cpu.pprof http://…/admin/debug/pprof/profile?seconds=30, then
@@ -190,6 +192,42 @@ func (a *api) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := a.bot.SendLater(r.Context(), body.Provider, body.Chat, body.Text, body.Key, body.At)
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	json.NewEncoder(w).Encode(res)
+}
+
+// broadcast journals an operator's broadcast: the body is a
+// abi.BroadcastRequest with its "provider"; 202 with the
+// abi.BroadcastResult, 400 for a bad body. Posting the same key_prefix again
+// journals only the chats not journaled yet.
+func (a *api) broadcast(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, abi.MaxPayload+1))
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	var head struct {
+		Provider string `json:"provider"`
+	}
+	json.Unmarshal(b, &head)
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		http.Error(w, `botrun admin: body must be {"provider","chats","text","key_prefix","at"?}: `+err.Error(), http.StatusBadRequest)
+		return
+	}
+	delete(raw, "provider")
+	rest, _ := json.Marshal(raw)
+	req, err := abi.DecodeBroadcastRequest(rest)
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	res, err := a.bot.BroadcastLater(r.Context(), head.Provider, req)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
 		return

@@ -278,3 +278,32 @@ func TestSendSchedules(t *testing.T) {
 		}
 	}
 }
+
+// TestBroadcastJournalsOnce: POST /admin/broadcast journals one send per
+// chat; posted again, nothing new.
+func TestBroadcastJournalsOnce(t *testing.T) {
+	_, _, srv := setup(t, token)
+	post := func(body string) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/admin/broadcast", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	body := `{"provider":"web","chats":["a","b","a"],"text":"news","key_prefix":"n:1"}`
+	if code, got := post(body); code != http.StatusAccepted || !strings.Contains(got, `"journaled":2`) {
+		t.Fatalf("first broadcast: HTTP %d %s", code, got)
+	}
+	if code, got := post(body); code != http.StatusAccepted || !strings.Contains(got, `"journaled":0,"existing":2`) {
+		t.Fatalf("second broadcast: HTTP %d %s", code, got)
+	}
+	for _, bad := range []string{`{"provider":"web","chats":[],"text":"x","key_prefix":"k"}`, `{"provider":"nope","chats":["a"],"text":"x","key_prefix":"k"}`, `not json`} {
+		if code, got := post(bad); code != http.StatusBadRequest {
+			t.Errorf("POST /admin/broadcast %s: HTTP %d %s, want 400", bad, code, got)
+		}
+	}
+}

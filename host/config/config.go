@@ -64,6 +64,9 @@ type Bot struct {
 	// MaxSends caps the sends (and enqueues) of one event (default 100): a
 	// guest that floods fails its event.
 	MaxSends int `toml:"max_sends"`
+	// MaxBroadcast caps the chats of one broadcast (default 10000); a
+	// broadcast counts once against MaxSends.
+	MaxBroadcast int `toml:"max_broadcast"`
 	// MaxChatState caps the state of one chat, and of one sender's "user/"
 	// keys: keys and values, in bytes (default 4MiB). A write that would
 	// grow it past the cap is refused (TOO_LARGE to the guest).
@@ -191,6 +194,9 @@ func (c *Config) defaults(dir string) {
 	}
 	if b.MaxSends == 0 {
 		b.MaxSends = 100
+	}
+	if b.MaxBroadcast == 0 {
+		b.MaxBroadcast = 10000
 	}
 	if b.MaxQueue == 0 {
 		b.MaxQueue = 1000

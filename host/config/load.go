@@ -272,6 +272,9 @@ func (p *parser) validate(c *Config) {
 	if b.MaxSends < 1 {
 		p.add("bot.max_sends", "%d must be at least 1", b.MaxSends)
 	}
+	if b.MaxBroadcast < 1 || b.MaxBroadcast > 1000000 {
+		p.add("bot.max_broadcast", "%d is outside 1..1000000", b.MaxBroadcast)
+	}
 	if b.MaxQueue < 1 {
 		p.add("bot.max_queue", "%d must be at least 1", b.MaxQueue)
 	}

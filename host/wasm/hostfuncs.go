@@ -40,6 +40,17 @@ type Env interface {
 	LoadMedia(ctx context.Context, index int) ([]byte, error)
 }
 
+// Broadcaster is implemented by an Env that can broadcast (the ABI's
+// broadcast host function; without it the guest gets UNSUPPORTED).
+// ErrTooLarge refuses a broadcast over the host's limit (TOO_LARGE).
+type Broadcaster interface {
+	Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.BroadcastResult, error)
+}
+
+// ErrTooLarge is returned by Env calls for a request over a host limit (a
+// broadcast to more chats than bot.max_broadcast); the guest sees TOO_LARGE.
+var ErrTooLarge = errors.New("the request is over the host's limit")
+
 // ErrNoMedia is returned by Env.LoadMedia for an index the event does not have.
 var ErrNoMedia = errors.New("the event has no media at that index")
 
@@ -136,6 +147,7 @@ func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	fn(abi.FuncLog, []api.ValueType{i32, i32, i32}, nil, logFunc)
 	fn(abi.FuncNowMs, nil, []api.ValueType{i64}, nowMs)
 	fn(abi.FuncMediaLoad, []api.ValueType{i32}, []api.ValueType{i32}, mediaLoad)
+	fn(abi.FuncBroadcast, []api.ValueType{i32, i32}, []api.ValueType{i32}, broadcast)
 	return b
 }
 
@@ -267,6 +279,54 @@ func sendFunc(name string) api.GoModuleFunc {
 		}
 		stack[0] = c.setResult(out)
 	}
+}
+
+// broadcast journals one send per chat (abi.BroadcastRequest) and answers an
+// abi.BroadcastResult.
+func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	if c == nil {
+		stack[0] = code(abi.CodeUnsupported)
+		return
+	}
+	bc, ok := c.env.(Broadcaster)
+	if !ok {
+		stack[0] = code(abi.CodeUnsupported)
+		return
+	}
+	n := api.DecodeU32(stack[1])
+	if n > abi.MaxPayload {
+		stack[0] = code(abi.CodeTooLarge)
+		return
+	}
+	b, ok := read(mod, api.DecodeU32(stack[0]), n)
+	if !ok {
+		stack[0] = code(abi.CodeBadPointer)
+		return
+	}
+	req, err := abi.DecodeBroadcastRequest(b)
+	if err != nil {
+		c.warn("guest passed a bad payload", "func", abi.FuncBroadcast, "err", err)
+		stack[0] = code(abi.CodeBadPayload)
+		return
+	}
+	var res abi.BroadcastResult
+	c.wait(func() { res, err = bc.Broadcast(ctx, req) })
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		c.warn("broadcast refused", "err", err)
+		stack[0] = code(abi.CodeTooLarge)
+		return
+	case err != nil:
+		stack[0] = c.fail(err)
+		return
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		stack[0] = c.fail(err)
+		return
+	}
+	stack[0] = c.setResult(out)
 }
 
 // stateKey reads a state key argument, or returns the error code to answer.
