@@ -137,6 +137,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.close()
 		return nil, err
 	}
+	if a := cfg.Alerts; a.URL != "" {
+		sink, err := newAlertSink(a.URL, a.Secret)
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		b.providers[alertsProvider] = sink
+		b.alerts.out = make(chan Alert, 1024)
+	}
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
 		leases: b.leases, alerts: b.alerts, wake: b.wake}
 	b.dispatch = newDispatcher(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
@@ -273,6 +282,9 @@ func (b *Bot) Start() {
 	if !b.started && !b.stopping {
 		b.started = true
 		go b.sweepLoop()
+		if b.alerts.out != nil {
+			b.runners.Go(func() { b.forwardAlerts(b.baseCtx, b.alerts.out) })
+		}
 		for _, p := range b.ordered {
 			if r, ok := p.(provider.Runner); ok {
 				b.runners.Go(func() { r.Run(b.baseCtx) })

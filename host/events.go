@@ -2,6 +2,7 @@ package host
 
 import (
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -14,6 +15,12 @@ const (
 	// AlertAmbiguous: a send's outcome is unknown after a crash. Key and Chat
 	// name it; the on_ambiguous policy settled it.
 	AlertAmbiguous = "durability:ambiguous"
+	// AlertHandlerError: a handler returned an error. ID is the event, Error
+	// the guest's message.
+	AlertHandlerError = "handler:error"
+	// AlertModuleRefused: hot reload refused a new module; the old one keeps
+	// serving. ID is the module's path.
+	AlertModuleRefused = "module:refused"
 )
 
 // Alert is a durability event for operators: a dead letter or an ambiguous
@@ -31,11 +38,13 @@ type Alert struct {
 // bot's goroutines: keep it short.
 func (b *Bot) OnAlert(fn func(Alert)) { b.alerts.add(fn) }
 
-// alerts logs each alert and hands it to the operator's listeners.
+// alerts logs each alert and hands it to the operator's listeners, and to
+// out ([alerts] url) when set, without ever waiting on it.
 type alerts struct {
 	log       *slog.Logger
 	mu        sync.Mutex
 	listeners []func(Alert)
+	out       chan Alert
 }
 
 func (a *alerts) add(fn func(Alert)) {
@@ -56,6 +65,14 @@ func (a *alerts) emit(ev Alert) {
 	a.mu.Unlock()
 	for _, fn := range ls {
 		fn(ev)
+	}
+	// An alert about an alert's own delivery is not posted again.
+	if a.out != nil && !strings.HasPrefix(ev.Key, "alert:") {
+		select {
+		case a.out <- ev:
+		default:
+			a.log.Error("alerts: the queue to [alerts] url is full; this alert is only in this log", "alert", ev.Name)
+		}
 	}
 }
 

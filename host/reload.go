@@ -33,6 +33,8 @@ type reloader struct {
 	path   string
 	log    func(msg string, args ...any)
 	logErr func(msg string, args ...any)
+	// refused, when set, alerts the operator of a refused module.
+	refused func(err error)
 
 	mu  sync.Mutex
 	cur *loaded
@@ -48,8 +50,19 @@ type loaded struct {
 }
 
 func newReloader(engine *wasm.Engine, path string, mod *wasm.Module, b *Bot) *reloader {
-	return &reloader{engine: engine, path: path, cur: &loaded{mod: mod},
+	r := &reloader{engine: engine, path: path, cur: &loaded{mod: mod},
 		log: b.log.Info, logErr: b.log.Error}
+	if b.alerts != nil {
+		r.refused = func(err error) { b.alerts.emit(Alert{Name: AlertModuleRefused, ID: path, Error: err.Error()}) }
+	}
+	return r
+}
+
+// refuse reports a refused module to the operator's alerts.
+func (r *reloader) refuse(err error) {
+	if r.refused != nil {
+		r.refused(err)
+	}
 }
 
 func (r *reloader) acquire() *loaded {
@@ -152,12 +165,14 @@ func (r *reloader) watch(ctx context.Context) error {
 				if err != nil {
 					r.failures.Add(1)
 					r.logErr("hot reload: module refused; the old one keeps serving", "module", r.path, "err", err)
+					r.refuse(err)
 					continue
 				}
 				swapped, err := r.swap(ctx, b)
 				switch {
 				case err != nil:
 					r.logErr("hot reload: module refused; the old one keeps serving", "module", r.path, "err", err)
+					r.refuse(err)
 				case swapped:
 					r.log("hot reload: new module live", "module", r.path, "sha256", r.Digest()[:12])
 				}

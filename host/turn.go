@@ -196,6 +196,7 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string) (*tu
 	case err == nil:
 	case errors.As(err, &he):
 		b.log.Error("handler returned an error; the message is confirmed, not retried (its sends already happened)", "event", ev.ID, "err", he.Message)
+		b.alerts.emit(Alert{Name: AlertHandlerError, ID: ev.ID, Chat: ev.Chat, Error: he.Message})
 	case errors.As(err, &fault):
 		b.log.Error("event failed: guest fault; the instance was discarded", "event", ev.ID, "attempt", ev.Attempt, "kind", fault.Kind, "err", fault.Err)
 	default:

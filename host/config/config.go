@@ -24,6 +24,8 @@ type Config struct {
 	Durability Durability `toml:"durability"`
 	// Admin is the [admin] section.
 	Admin Admin `toml:"admin"`
+	// Alerts is the [alerts] section.
+	Alerts Alerts `toml:"alerts"`
 	// Providers are the [[providers]] entries.
 	Providers []Provider `toml:"-"`
 }
@@ -91,6 +93,16 @@ type Admin struct {
 	// Listen, when set, serves the admin API on its own address (host:port)
 	// instead of under /admin/ on [http] listen, which then answers 404 there.
 	Listen string `toml:"listen"`
+}
+
+// Alerts is the [alerts] section: where operator alerts (dead letters,
+// ambiguous sends, handler errors, refused modules) are POSTed as signed
+// JSON, through the outbox (retried, never blocking a turn).
+type Alerts struct {
+	// URL receives the alerts; empty turns them off.
+	URL string `toml:"url"`
+	// Secret signs each POST (HMAC-SHA256, as the http channel); use ${ENV}.
+	Secret string `toml:"secret"`
 }
 
 // Durability is the [durability] section: the seed's durability options.

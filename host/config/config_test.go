@@ -221,3 +221,22 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestAlertsSection(t *testing.T) {
+	t.Parallel()
+	base := "[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"
+	for src, want := range map[string]string{
+		"[alerts]\nurl = \"https://ops.example/a\"\nsecret = \"0123456789abcdef\"\n": "",
+		"[alerts]\nurl = \"https://ops.example/a\"\n":                                "alerts.secret: missing or shorter than 16 characters",
+		"[alerts]\nsecret = \"0123456789abcdef\"\n":                                  "alerts.url: missing",
+		"[alerts]\nurl = \"http://ops.example/a\"\nsecret = \"0123456789abcdef\"\n":  "is plain http to another machine",
+	} {
+		_, err := Parse("bot.toml", base+src, env(nil))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", src, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: err %v, want %q", src, err, want)
+		}
+	}
+}

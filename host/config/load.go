@@ -312,6 +312,15 @@ func (p *parser) validate(c *Config) {
 		p.add("admin.token", "shorter than 16 characters: use a long random token (e.g. openssl rand -hex 24) from ${ENV}")
 	}
 	p.validateAdminListen(c)
+	if a := c.Alerts; a.URL != "" || a.Secret != "" {
+		provider.CheckAPIURL(a.URL, func(_, format string, args ...any) { p.add("alerts.url", format, args...) })
+		if a.URL == "" {
+			p.add("alerts.url", "missing: set it to the https URL that receives the alerts, or leave [alerts] out")
+		}
+		if len(a.Secret) < 16 {
+			p.add("alerts.secret", "missing or shorter than 16 characters: it signs every alert (use ${ENV})")
+		}
+	}
 	if len(c.Providers) == 0 && len(p.errs) == 0 {
 		p.add("providers", "no [[providers]]: add one, e.g. { id = \"web\", type = \"webchat\" }")
 	}

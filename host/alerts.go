@@ -1,0 +1,100 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/botrun/botrun/host/provider"
+)
+
+// alertsProvider is the id of the internal channel that POSTs alerts to
+// [alerts] url; no [[providers]] id can take it.
+const alertsProvider = "_alerts"
+
+// alertSink delivers alerts as signed JSON POSTs, journaled in the outbox
+// like any send (so they are retried, and survive a restart). The signature
+// is the http channel's: X-Botrun-Timestamp (Unix seconds) and
+// X-Botrun-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">.
+type alertSink struct {
+	url    string
+	secret []byte
+	client *http.Client
+}
+
+func newAlertSink(rawURL, secret string) (*alertSink, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("alerts: url %q: %w", rawURL, err)
+	}
+	return &alertSink{url: rawURL, secret: []byte(secret), client: provider.NewClient(30*time.Second, u, nil)}, nil
+}
+
+// ID implements provider.Provider.
+func (s *alertSink) ID() string { return alertsProvider }
+
+// Send implements provider.Provider: msg.Text is the alert's JSON.
+func (s *alertSink) Send(ctx context.Context, msg provider.Outbound) (string, error) {
+	body := []byte(msg.Text)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, s.secret)
+	mac.Write([]byte(ts + "."))
+	mac.Write(body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Botrun-Timestamp", ts)
+	req.Header.Set("X-Botrun-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("Idempotency-Key", msg.Key)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("alerts: %w", err)
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	switch {
+	case resp.StatusCode/100 == 2:
+		return msg.Key, nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return "", fmt.Errorf("alerts: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(rb)))
+	}
+	return "", &permanentError{fmt.Errorf("alerts: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(rb)))}
+}
+
+// alertBody is what an alert POST carries.
+type alertBody struct {
+	Alert
+	// Bot is the bot's scope; At the alert's time in Unix milliseconds.
+	Bot string `json:"bot"`
+	At  int64  `json:"at"`
+}
+
+// forwardAlerts journals each alert for the alert sink until ctx ends. It
+// runs beside the bot: an alert never waits on the journal in a turn.
+func (b *Bot) forwardAlerts(ctx context.Context, in <-chan Alert) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case al := <-in:
+			body, _ := json.Marshal(alertBody{Alert: al, Bot: Scope(b.cfg).ID(), At: time.Now().UnixMilli()})
+			if _, err := Enqueue(ctx, b.outbox, alertsProvider, "alerts", string(body), "alert:"+randomID(), 0); err != nil && ctx.Err() == nil {
+				b.log.Error("alerts: journaling an alert failed; it is only in this log", "alert", al.Name, "err", err)
+				continue
+			}
+			b.wakeSweeper()
+		}
+	}
+}
