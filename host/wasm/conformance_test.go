@@ -426,3 +426,43 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// TestReminderExample runs examples/reminder against the scripted host: a
+// reminder is an enqueue at the event's time plus n seconds, answered
+// scheduled, then the reply "ok"; anything else gets the usage line.
+func TestReminderExample(t *testing.T) {
+	path := wasmbuild.Go(t, "../../examples/reminder")
+	ctx := context.Background()
+	e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, Logger: slog.New(slog.NewTextHandler(&confLog{}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	m, err := e.Load(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	const usage = "post c1 usage: remind <seconds> <text> key="
+	for _, c := range []struct {
+		text  string
+		calls []string
+	}{
+		{"remind 90 take the cake out", []string{"enqueue c1 take the cake out key= at=1764412890000", "post c1 ok key="}},
+		{"remind 2592000 renew", []string{"enqueue c1 renew key= at=1767004800000", "post c1 ok key="}},
+		{"remind 0 now", []string{usage}},
+		{"remind 2592001 too late", []string{usage}},
+		{"remind x y", []string{usage}},
+		{"remind 5", []string{usage}},
+		{"hello", []string{usage}},
+	} {
+		env := &scripted{event: "ev", now: 1764412800000, state: map[string]string{}}
+		ev := abi.Event{ID: "ev", Provider: "web", Chat: "c1", From: "u1", Text: c.text, Attempt: 1, ReceivedAt: 1764412800000}
+		if err := m.Handle(ctx, ev, env); err != nil {
+			t.Errorf("%q: Handle: %v", c.text, err)
+		}
+		if strings.Join(env.calls, "\n") != strings.Join(c.calls, "\n") {
+			t.Errorf("%q made the calls\n\t%s\nwant\n\t%s", c.text, strings.Join(env.calls, "\n\t"), strings.Join(c.calls, "\n\t"))
+		}
+	}
+}
