@@ -103,6 +103,18 @@ int botrun_handle(botrun_ctx *ctx) {
     send_outcome(botrun_post(ctx, arg(args[1]), arg(args[2]), key, &r), &r);
   } else if (!strcmp(cmd, "enqueue")) {
     send_outcome(botrun_enqueue(ctx, arg(args[1]), arg(args[2]), key, &r), &r);
+  } else if (!strcmp(cmd, "enqueue-at") && argc > 3 && args[2][0] == '+') {
+    /* AT: "+N" is the event's time plus N ms, any other number a Unix time
+     * in ms ("0": none); the key, if any, follows the text. */
+    long long at = ctx->event.received_at + atoll(args[2] + 1);
+    send_outcome(botrun_enqueue_at(ctx, arg(args[1]), arg(args[3]), argc > 4 ? arg(args[4]) : NULL, at, &r), &r);
+  } else if (!strcmp(cmd, "send-at") || !strcmp(cmd, "post-at") || !strcmp(cmd, "enqueue-at")) {
+    botrun_send_opts o = {0};
+    o.idempotency_key = argc > 4 ? arg(args[4]) : NULL;
+    o.at = args[2][0] == '+' ? ctx->event.received_at + atoll(args[2] + 1) : atoll(args[2]);
+    int (*fn)(botrun_ctx *, const char *, const char *, const botrun_send_opts *, botrun_send_result *) =
+        cmd[0] == 's' ? botrun_send_ex : cmd[0] == 'p' ? botrun_post_ex : botrun_enqueue_ex;
+    send_outcome(fn(ctx, arg(args[1]), arg(args[3]), &o, &r), &r);
   } else if (!strcmp(cmd, "reply")) {
     send_outcome(botrun_reply(ctx, arg(args[1]), &r), &r);
   } else if (!strcmp(cmd, "sends")) {

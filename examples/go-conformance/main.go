@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	bot "github.com/botrun/botrun/guest-sdk/go"
 )
@@ -66,6 +67,20 @@ func opts(args []string, i int) []bot.SendOption {
 		return []bot.SendOption{bot.WithIdempotencyKey(arg(args[i]))}
 	}
 	return nil
+}
+
+// atOpts decodes the AT argument of send-at, post-at and enqueue-at: "+N" is
+// the event's time plus N ms, any other number a Unix time in ms ("0": none).
+// The key, if any, follows the text.
+func atOpts(ctx *bot.Context, args []string) []bot.SendOption {
+	var at time.Time
+	if n, ok := strings.CutPrefix(args[2], "+"); ok {
+		ms, _ := strconv.ParseInt(n, 10, 64)
+		at = time.UnixMilli(ctx.Event.ReceivedAt).Add(time.Duration(ms) * time.Millisecond)
+	} else if ms, _ := strconv.ParseInt(args[2], 10, 64); ms != 0 {
+		at = time.UnixMilli(ms)
+	}
+	return append(opts(args, 4), bot.WithAt(at))
 }
 
 var signup = bot.NewFlow("signup", func(f *bot.FlowContext) error {
@@ -131,6 +146,12 @@ func run(ctx *bot.Context, args []string) (string, error) {
 		return sendOutcome(ctx.Post(need(1), need(2), opts(args, 3)...)), nil
 	case "enqueue":
 		return sendOutcome(ctx.Enqueue(need(1), need(2), opts(args, 3)...)), nil
+	case "send-at":
+		return sendOutcome(ctx.Send(need(1), need(3), atOpts(ctx, args)...)), nil
+	case "post-at":
+		return sendOutcome(ctx.Post(need(1), need(3), atOpts(ctx, args)...)), nil
+	case "enqueue-at":
+		return sendOutcome(ctx.Enqueue(need(1), need(3), atOpts(ctx, args)...)), nil
 	case "reply":
 		return sendOutcome(ctx.Reply(need(1))), nil
 	case "sends":

@@ -418,7 +418,7 @@ static void put_media(buf *o, const botrun_media *m) {
 
 enum { SEND, ENQUEUE, POST };
 
-static int do_send(int fn, const char *chat, const char *text, const botrun_media *media, const char *key,
+static int do_send(int fn, const char *chat, const char *text, const botrun_media *media, const char *key, long long at,
                    botrun_send_result *out) {
   buf o = {0};
   puts_(&o, "{\"chat\":");
@@ -429,6 +429,11 @@ static int do_send(int fn, const char *chat, const char *text, const botrun_medi
   if (key && *key) {
     puts_(&o, ",\"idempotency_key\":");
     put_json_string(&o, key);
+  }
+  if (at) {
+    char num[32];
+    snprintf(num, sizeof num, ",\"at\":%lld", at);
+    puts_(&o, num);
   }
   puts_(&o, "}");
   int32_t n = fn == ENQUEUE ? host_enqueue(o.b, (int32_t)o.n) : fn == POST ? host_post(o.b, (int32_t)o.n) : host_send(o.b, (int32_t)o.n);
@@ -448,7 +453,7 @@ static int do_send(int fn, const char *chat, const char *text, const botrun_medi
   int ok = object(&r, result_field, out) && at_end(&r);
   free(res);
   if (!ok) return failed(func, BOTRUN_BAD_RESULT);
-  if (fn == SEND && (!strcmp(out->status, "dead") || !strcmp(out->status, "deferred"))) {
+  if (fn == SEND && (!strcmp(out->status, BOTRUN_STATUS_DEAD) || !strcmp(out->status, BOTRUN_STATUS_DEFERRED))) {
     last_code = BOTRUN_NOT_SENT;
     snprintf(last_error, sizeof last_error, "send %s %s: %s", out->key, out->status, out->error);
     return BOTRUN_NOT_SENT;
@@ -463,7 +468,7 @@ static int replayed(botrun_ctx *ctx, botrun_send_result *out) {
   if (!ctx->replaying) return 0;
   if (out) {
     memset(out, 0, sizeof *out);
-    strcpy(out->status, "replayed");
+    strcpy(out->status, BOTRUN_STATUS_REPLAYED);
   }
   return 1;
 }
@@ -471,26 +476,54 @@ static int replayed(botrun_ctx *ctx, botrun_send_result *out) {
 int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(SEND, chat, text, NULL, key, out);
+  return do_send(SEND, chat, text, NULL, key, 0, out);
 }
 
 int botrun_post(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(POST, chat, text, NULL, key, out);
+  return do_send(POST, chat, text, NULL, key, 0, out);
 }
 
 int botrun_send_media(botrun_ctx *ctx, const char *chat, const char *text, const botrun_media *media, const char *key,
                       botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(SEND, chat, text, media, key, out);
+  return do_send(SEND, chat, text, media, key, 0, out);
 }
 
 int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(ENQUEUE, chat, text, NULL, key, out);
+  return do_send(ENQUEUE, chat, text, NULL, key, 0, out);
+}
+
+int botrun_enqueue_at(botrun_ctx *ctx, const char *chat, const char *text, const char *key, long long at_ms,
+                      botrun_send_result *out) {
+  if (replayed(ctx, out)) return 0;
+  ctx->send_count++;
+  return do_send(ENQUEUE, chat, text, NULL, key, at_ms, out);
+}
+
+static int send_ex(int fn, botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts,
+                   botrun_send_result *out) {
+  if (replayed(ctx, out)) return 0;
+  ctx->send_count++;
+  botrun_send_opts none = {0};
+  if (!opts) opts = &none;
+  return do_send(fn, chat, text, opts->media, opts->idempotency_key, opts->at, out);
+}
+
+int botrun_send_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out) {
+  return send_ex(SEND, ctx, chat, text, opts, out);
+}
+
+int botrun_post_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out) {
+  return send_ex(POST, ctx, chat, text, opts, out);
+}
+
+int botrun_enqueue_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out) {
+  return send_ex(ENQUEUE, ctx, chat, text, opts, out);
 }
 
 int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out) {

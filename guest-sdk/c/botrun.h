@@ -78,9 +78,23 @@ typedef struct {
   char error[512]; /* the handler's error message (botrun_fail) */
 } botrun_ctx;
 
+/* The statuses of a botrun_send_result (abi/SPEC.md section 2); REPLAYED is
+ * the SDK's. Compare with strcmp. */
+#define BOTRUN_STATUS_SENT "sent"
+#define BOTRUN_STATUS_DEDUPED "deduped"
+#define BOTRUN_STATUS_DEFERRED "deferred"
+#define BOTRUN_STATUS_DEAD "dead"
+#define BOTRUN_STATUS_BYPASSED "bypassed"
+/* botrun_post and botrun_reply: the send is made when the handler returns. */
+#define BOTRUN_STATUS_QUEUED "queued"
+/* botrun_enqueue_at (or an enqueue with opts.at) a future time: the send is
+ * journaled and held until then. */
+#define BOTRUN_STATUS_SCHEDULED "scheduled"
+/* A flow's send while it replays a step already taken: no host call. */
+#define BOTRUN_STATUS_REPLAYED "replayed"
+
 typedef struct {
-  /* sent, deduped, deferred, dead, bypassed; or, from the SDK, replayed (a
-   * flow's send while it replays a step already taken: no host call) */
+  /* one of the BOTRUN_STATUS_* above */
   char status[16];
   char key[256];
   char ref[256];
@@ -115,8 +129,32 @@ int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char 
 /* Send text with one attachment (a ref or a public url) to chat. */
 int botrun_send_media(botrun_ctx *ctx, const char *chat, const char *text, const botrun_media *media, const char *idempotency_key,
                       botrun_send_result *out);
-/* Journal a send for the host to deliver in the background. */
+/* Journal a send for the host to deliver in the background (status
+ * "deferred"). */
 int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, botrun_send_result *out);
+/* Journal a send and hold it until at_ms (Unix milliseconds): the host answers
+ * status "scheduled" and sends it once when it is due, across restarts
+ * (`botrun outbox list --state scheduled` shows it, `botrun discard KEY`
+ * cancels it). The clock is the event's: compute at_ms from
+ * ctx->event.received_at (or botrun_now_ms()), e.g. + 60000. 0, or a time
+ * already past, sends as soon as possible ("deferred"); a negative at_ms is
+ * BOTRUN_BAD_PAYLOAD. idempotency_key may be NULL (derived key). */
+int botrun_enqueue_at(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, long long at_ms,
+                      botrun_send_result *out);
+
+/* Every option of a send; zero-initialize it ({0}) and set what you need. */
+typedef struct {
+  const char *idempotency_key; /* NULL or "": a derived key */
+  const botrun_media *media;   /* NULL: none */
+  long long at;                /* Unix ms to hold an enqueue until (0: now); send and post answer BOTRUN_BAD_PAYLOAD for any other */
+} botrun_send_opts;
+/* botrun_send, botrun_post and botrun_enqueue with every option; opts may be
+ * NULL. Only an enqueue takes opts->at: the host refuses a send or a post
+ * with a non-zero at (BOTRUN_BAD_PAYLOAD), as it refuses any request it does
+ * not accept. */
+int botrun_send_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out);
+int botrun_post_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out);
+int botrun_enqueue_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out);
 
 /* Conversation state of the event's chat, committed with the event. */
 /* botrun_state_get copies the value and a NUL into buf and returns its length;

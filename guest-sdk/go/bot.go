@@ -25,6 +25,7 @@ package bot
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 )
 
@@ -52,9 +53,10 @@ type Media struct {
 // SendResult is the host's answer to a send or an enqueue.
 type SendResult struct {
 	// Status is sent, deduped, deferred, dead or bypassed; queued from
-	// Reply and Post (the send is made when the handler returns); or, from
-	// the SDK and not the host, replayed (a flow's send while it replays a
-	// step already taken: see Flow).
+	// Reply and Post (the send is made when the handler returns); scheduled
+	// from Enqueue with a future WithAt (held until then); or, from the SDK
+	// and not the host, replayed (a flow's send while it replays a step
+	// already taken: see Flow).
 	Status string `json:"status"`
 	// Key is the idempotency key the host used.
 	Key string `json:"key"`
@@ -174,6 +176,9 @@ const (
 	StatusDead     = "dead"
 	StatusBypassed = "bypassed"
 	StatusQueued   = "queued"
+	// StatusScheduled answers Enqueue WithAt a future time: the send is
+	// journaled and held until then.
+	StatusScheduled = "scheduled"
 )
 
 // Context is what a handler gets for one event.
@@ -204,12 +209,33 @@ type sendRequest struct {
 	Text           string `json:"text"`
 	Media          *Media `json:"media"`
 	IdempotencyKey string `json:"idempotency_key"`
+	At             int64  `json:"at,omitempty"`
 }
 
 // WithIdempotencyKey names the send: the host sends a key at most once per bot.
 // Without it the key is derived from the event and the send's position.
 func WithIdempotencyKey(key string) SendOption {
 	return func(r *sendRequest) { r.IdempotencyKey = key }
+}
+
+// WithAt holds an Enqueue until t: the host journals the send at once,
+// answers StatusScheduled, and sends it once when t is due, across restarts
+// (botrun outbox list --state scheduled shows it; botrun discard KEY cancels
+// it). The clock is the event's: compute t from the event's time, e.g.
+// time.UnixMilli(ctx.Event.ReceivedAt).Add(time.Hour). A zero t, or a time
+// already past, sends as soon as possible (StatusDeferred). The time is sent in
+// Unix milliseconds; one before 1970 is refused (BAD_PAYLOAD).
+//
+// Only Enqueue takes it: Send and Post pass it to the host, which refuses
+// them with BAD_PAYLOAD (ErrBadPayload), as it does any other request it does
+// not accept.
+func WithAt(t time.Time) SendOption {
+	return func(r *sendRequest) {
+		r.At = 0
+		if !t.IsZero() {
+			r.At = t.UnixMilli()
+		}
+	}
 }
 
 // WithMedia attaches one media item.
@@ -245,7 +271,8 @@ func (c *Context) Send(chat, text string, opts ...SendOption) (SendResult, error
 }
 
 // Enqueue journals a send for the host to deliver in the background and returns
-// at once. A second Enqueue with the same explicit key does nothing.
+// at once (StatusDeferred; StatusScheduled with WithAt a future time). A second
+// Enqueue with the same explicit key does nothing.
 func (c *Context) Enqueue(chat, text string, opts ...SendOption) (SendResult, error) {
 	return c.send("enqueue", chat, text, opts)
 }

@@ -3,6 +3,7 @@ package bot
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // Outside WebAssembly every host call answers UNSUPPORTED; these tests pin how
@@ -51,3 +52,22 @@ func TestCodesAreNamed(t *testing.T) {
 }
 
 func sentinelsByCode() map[Code]error { return codeErrs }
+
+// WithAt sends the time in Unix milliseconds, and nothing for a zero time.
+func TestWithAt(t *testing.T) {
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.UnixMilli(1764412805000), `{"chat":"c1","text":"later","at":1764412805000}`},
+		{time.UnixMilli(1764412800000).Add(1500 * time.Millisecond), `{"chat":"c1","text":"later","at":1764412801500}`},
+		{time.Time{}, `{"chat":"c1","text":"later"}`},
+	} {
+		r := sendRequest{Chat: "c1", Text: "later"}
+		WithAt(time.UnixMilli(1))(&r) // the last WithAt wins
+		WithAt(c.at)(&r)
+		if got := string(encodeSendRequest(r)); got != c.want {
+			t.Errorf("WithAt(%v): %s, want %s", c.at, got, c.want)
+		}
+	}
+}

@@ -450,5 +450,9 @@ func encodeSendRequest(r sendRequest) []byte {
 		b = append(b, `,"idempotency_key":`...)
 		b = appendString(b, r.IdempotencyKey)
 	}
+	if r.At != 0 {
+		b = append(b, `,"at":`...)
+		b = strconv.AppendInt(b, r.At, 10)
+	}
 	return append(b, '}')
 }

@@ -44,6 +44,8 @@ func TestEncodeSendRequestRoundTrips(t *testing.T) {
 		{Chat: "c1", Text: "echo: hola"},
 		{Chat: "c\"1", Text: "line\nbreak \\ \t \x01 é 😀 \xff", IdempotencyKey: "k:1"},
 		{Chat: "c", Media: &Media{Type: "image", URL: "https://x/y.png", Caption: "hi"}},
+		{Chat: "c", Text: "later", IdempotencyKey: "r-1", At: 1764412805000},
+		{Chat: "c", Text: "refused by the host", At: -1},
 	} {
 		b := encodeSendRequest(r)
 		var back sendRequest

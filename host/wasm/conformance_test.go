@@ -42,8 +42,11 @@ type answer struct {
 // "report" is the guest's outcome line and is only recorded.
 type scripted struct {
 	event string
+	// now is the host's clock: an enqueue whose "at" is later is scheduled.
+	now int64
 	// send, enqueue and post answer the calls in order; past the list they
-	// answer like a healthy host (sent, deferred, queued).
+	// answer like a healthy host (sent; deferred, or scheduled for an "at"
+	// after now; queued).
 	send, enqueue, post []answer
 	// maxSends fails the send, enqueue or post past it, like bot.max_sends.
 	maxSends int
@@ -73,7 +76,11 @@ func (e *scripted) call(fn string, req abi.SendRequest, script *[]answer, def ab
 		return abi.SendResult{Status: abi.SendQueued, Key: "report"}, nil
 	}
 	e.n++
-	e.calls = append(e.calls, fmt.Sprintf("%s %s %s key=%s", fn, req.Chat, short(req.Text), req.IdempotencyKey))
+	call := fmt.Sprintf("%s %s %s key=%s", fn, req.Chat, short(req.Text), req.IdempotencyKey)
+	if req.At != 0 {
+		call += fmt.Sprintf(" at=%d", req.At)
+	}
+	e.calls = append(e.calls, call)
 	if e.maxSends > 0 && e.n > e.maxSends {
 		return abi.SendResult{}, errSendCap
 	}
@@ -97,7 +104,12 @@ func (e *scripted) Send(_ context.Context, req abi.SendRequest) (abi.SendResult,
 	return e.call("send", req, &e.send, abi.SendSent)
 }
 
+// Enqueue answers scheduled for an "at" after now, as the host does (a past
+// "at" is due: deferred). Send and Post never see an "at": wasm refuses it.
 func (e *scripted) Enqueue(_ context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	if req.At > e.now {
+		return e.call("enqueue", req, &e.enqueue, abi.SendScheduled)
+	}
 	return e.call("enqueue", req, &e.enqueue, abi.SendDeferred)
 }
 
@@ -250,6 +262,30 @@ var conformanceRows = []conformanceRow{
 	{name: "enqueue/bad-key", text: "enqueue c1 later bad\x01key", want: "err BAD_PAYLOAD", calls: []string{}},
 	{name: "enqueue/host-error", text: "enqueue c1 later", env: func(e *scripted) { e.enqueue = []answer{{err: errJournalDown}} }, want: "err HOST_ERROR", fault: wasm.FaultHost},
 
+	// enqueue-at: a scheduled send. The guest computes "at" from the event's
+	// time (1764412800000); only enqueue takes it.
+	{name: "enqueue-at/scheduled", text: "enqueue-at c1 +5000 later", want: "scheduled key=ev:1 ref= error=",
+		calls: []string{"enqueue c1 later key= at=1764412805000"}},
+	{name: "enqueue-at/explicit-key", text: "enqueue-at c1 +3600000 later r-1", want: "scheduled key=r-1 ref= error=",
+		calls: []string{"enqueue c1 later key=r-1 at=1764416400000"}},
+	{name: "enqueue-at/deduped", text: "enqueue-at c1 +5000 later r-1", env: func(e *scripted) {
+		e.enqueue = []answer{{res: abi.SendResult{Status: abi.SendDeduped, Key: "r-1"}}}
+	}, want: "deduped key=r-1 ref= error=", calls: []string{"enqueue c1 later key=r-1 at=1764412805000"}},
+	// at = 0 is no "at": deferred, as before.
+	{name: "enqueue-at/zero-is-now", text: "enqueue-at c1 0 now", want: "deferred key=ev:1 ref= error=", calls: []string{"enqueue c1 now key="}},
+	// A past "at" is due: deferred.
+	{name: "enqueue-at/past", text: "enqueue-at c1 1000 late", want: "deferred key=ev:1 ref= error=", calls: []string{"enqueue c1 late key= at=1000"}},
+	{name: "enqueue-at/negative", text: "enqueue-at c1 -1 later", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"guest passed a bad payload", "is negative"}},
+	// send and post refuse an "at" (the SDKs pass it on, the host refuses it);
+	// at = 0 is no "at".
+	{name: "send-at/refused", text: "send-at c1 +5000 hi", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"guest passed a bad payload", "schedules an enqueue; send sends now"}},
+	{name: "post-at/refused", text: "post-at c2 +5000 hi", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"guest passed a bad payload", "schedules an enqueue; post sends now"}},
+	{name: "send-at/zero-is-now", text: "send-at c1 0 hi", want: "sent key=ev:1 ref=r1 error=", calls: []string{"send c1 hi key="}},
+	{name: "post-at/zero-is-now", text: "post-at c2 0 hi p-1", want: "queued key=p-1 ref= error=", calls: []string{"post c2 hi key=p-1"}},
+
 	// post and reply
 	{name: "post/queued", text: "post c2 hello", want: "queued key=ev:1 ref= error=", calls: []string{"post c2 hello key="}},
 	{name: "post/explicit-key", text: "post c2 hello p-1", want: "queued key=p-1 ref= error=", calls: []string{"post c2 hello key=p-1"}},
@@ -346,7 +382,7 @@ func TestConformance(t *testing.T) {
 			defer m.Close(ctx)
 			for _, row := range conformanceRows {
 				t.Run(row.name, func(t *testing.T) {
-					env := &scripted{event: "ev", state: map[string]string{}}
+					env := &scripted{event: "ev", now: 1764412800000, state: map[string]string{}}
 					if row.env != nil {
 						row.env(env)
 					}
@@ -388,5 +424,45 @@ func TestConformance(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestReminderExample runs examples/reminder against the scripted host: a
+// reminder is an enqueue at the event's time plus n seconds, answered
+// scheduled, then the reply "ok"; anything else gets the usage line.
+func TestReminderExample(t *testing.T) {
+	path := wasmbuild.Go(t, "../../examples/reminder")
+	ctx := context.Background()
+	e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, Logger: slog.New(slog.NewTextHandler(&confLog{}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	m, err := e.Load(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	const usage = "post c1 usage: remind <seconds> <text> key="
+	for _, c := range []struct {
+		text  string
+		calls []string
+	}{
+		{"remind 90 take the cake out", []string{"enqueue c1 take the cake out key= at=1764412890000", "post c1 ok key="}},
+		{"remind 2592000 renew", []string{"enqueue c1 renew key= at=1767004800000", "post c1 ok key="}},
+		{"remind 0 now", []string{usage}},
+		{"remind 2592001 too late", []string{usage}},
+		{"remind x y", []string{usage}},
+		{"remind 5", []string{usage}},
+		{"hello", []string{usage}},
+	} {
+		env := &scripted{event: "ev", now: 1764412800000, state: map[string]string{}}
+		ev := abi.Event{ID: "ev", Provider: "web", Chat: "c1", From: "u1", Text: c.text, Attempt: 1, ReceivedAt: 1764412800000}
+		if err := m.Handle(ctx, ev, env); err != nil {
+			t.Errorf("%q: Handle: %v", c.text, err)
+		}
+		if strings.Join(env.calls, "\n") != strings.Join(c.calls, "\n") {
+			t.Errorf("%q made the calls\n\t%s\nwant\n\t%s", c.text, strings.Join(env.calls, "\n\t"), strings.Join(c.calls, "\n\t"))
+		}
 	}
 }

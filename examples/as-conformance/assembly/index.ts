@@ -67,6 +67,15 @@ function run(ctx: Context, args: string[]): string {
   if (cmd == "send") return sendOutcome(ctx.send(arg(args[1]), arg(args[2]), key));
   if (cmd == "post") return sendOutcome(ctx.post(arg(args[1]), arg(args[2]), key));
   if (cmd == "enqueue") return sendOutcome(ctx.enqueue(arg(args[1]), arg(args[2]), key));
+  if (cmd == "send-at" || cmd == "post-at" || cmd == "enqueue-at") {
+    // AT: "+N" is the event's time plus N ms, any other number a Unix time in
+    // ms ("0": none); the key, if any, follows the text.
+    const at: i64 = args[2].startsWith("+") ? ctx.event.received_at + I64.parseInt(args[2].substr(1)) : I64.parseInt(args[2]);
+    const k = args.length > 4 ? arg(args[4]) : "";
+    if (cmd == "send-at") return sendOutcome(ctx.send(arg(args[1]), arg(args[3]), k, null, at));
+    if (cmd == "post-at") return sendOutcome(ctx.post(arg(args[1]), arg(args[3]), k, null, at));
+    return sendOutcome(ctx.enqueue(arg(args[1]), arg(args[3]), k, at));
+  }
   if (cmd == "reply") return sendOutcome(ctx.reply(arg(args[1])));
   if (cmd == "sends") {
     const n = <i32>parseInt(args[1]);

@@ -86,6 +86,21 @@ fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
         "send" => send_outcome(ctx.send(&a(1), &a(2), opts)),
         "post" => send_outcome(ctx.post(&a(1), &a(2), opts)),
         "enqueue" => send_outcome(ctx.enqueue(&a(1), &a(2), opts)),
+        "send-at" | "post-at" | "enqueue-at" => {
+            // AT: "+N" is the event's time plus N ms, any other number a
+            // Unix time in ms ("0": none); the key, if any, follows the text.
+            let at = match a(2).strip_prefix('+') {
+                Some(n) => ctx.event.received_at + n.parse::<i64>().unwrap_or(0),
+                None => a(2).parse().unwrap_or(0),
+            };
+            let key = args.get(4).map(|k| arg(k));
+            let opts = SendOptions { idempotency_key: key.as_deref(), at, ..Default::default() };
+            send_outcome(match args[0] {
+                "send-at" => ctx.send(&a(1), &a(3), opts),
+                "post-at" => ctx.post(&a(1), &a(3), opts),
+                _ => ctx.enqueue(&a(1), &a(3), opts),
+            })
+        }
         "reply" => send_outcome(ctx.reply(&a(1))),
         "sends" => {
             let n: usize = a(1).parse().unwrap_or(0);

@@ -42,9 +42,23 @@ export class Event {
   received_at: i64 = 0;
 }
 
-// SendResult is the host's answer to a send. status is sent, deduped,
-// deferred, dead or bypassed; or, from the SDK, replayed (a flow's send while
-// it replays a step already taken: no host call).
+// The statuses of a SendResult (abi/SPEC.md section 2); REPLAYED (below) is
+// the SDK's.
+export const SENT = "sent";
+export const DEDUPED = "deduped";
+export const DEFERRED = "deferred";
+export const DEAD = "dead";
+export const BYPASSED = "bypassed";
+// QUEUED answers post and reply: the send is made when the handler returns.
+export const QUEUED = "queued";
+// SCHEDULED answers enqueue with a future at: the send is journaled and held
+// until then.
+export const SCHEDULED = "scheduled";
+
+// SendResult is the host's answer to a send. status is SENT, DEDUPED,
+// DEFERRED, DEAD or BYPASSED; QUEUED from post and reply; SCHEDULED from
+// enqueue with a future at; or, from the SDK, REPLAYED (a flow's send while it
+// replays a step already taken: no host call).
 export class SendResult {
   status: string = "";
   key: string = "";
@@ -386,10 +400,12 @@ export class Context {
   constructor(e: Event) { this.event = e; }
 
   // send sends text to chat (key: "" for a derived key) and waits for the
-  // outbox's answer; a dead or deferred send is Code.NotSent.
-  send(chat: string, text: string, key: string = "", media: Media | null = null): SendOutcome {
-    const o = this.call(SEND, chat, text, key, media);
-    if (o.ok && (o.result.status == "dead" || o.result.status == "deferred")) {
+  // outbox's answer; a dead or deferred send is Code.NotSent. at is
+  // enqueue's: the host refuses a send with a non-zero at (Code.BadPayload),
+  // as it refuses any request it does not accept.
+  send(chat: string, text: string, key: string = "", media: Media | null = null, at: i64 = 0): SendOutcome {
+    const o = this.call(SEND, chat, text, key, media, at);
+    if (o.ok && (o.result.status == DEAD || o.result.status == DEFERRED)) {
       o.code = Code.NotSent;
       o.message = "send " + o.result.key + " " + o.result.status + ": " + o.result.error;
     }
@@ -402,13 +418,20 @@ export class Context {
   // post queues a send of text to chat and returns at once (status
   // "queued", with its key): the host makes the handler's posted sends, in
   // order, when it returns, so the instance is free while they wait
-  // (abi/SPEC.md section 4.3).
-  post(chat: string, text: string, key: string = "", media: Media | null = null): SendOutcome { return this.call(POST, chat, text, key, media); }
+  // (abi/SPEC.md section 4.3). at is enqueue's: the host refuses a post
+  // with a non-zero at (Code.BadPayload).
+  post(chat: string, text: string, key: string = "", media: Media | null = null, at: i64 = 0): SendOutcome { return this.call(POST, chat, text, key, media, at); }
 
-  // enqueue journals a send for the host to deliver in the background.
-  enqueue(chat: string, text: string, key: string = ""): SendOutcome { return this.call(ENQUEUE, chat, text, key, null); }
+  // enqueue journals a send for the host to deliver in the background
+  // (status DEFERRED). A non-zero at (Unix milliseconds) holds it until
+  // then: the host answers SCHEDULED and sends it once when it is due, across
+  // restarts (`botrun outbox list --state scheduled` shows it, `botrun
+  // discard KEY` cancels it). The clock is the event's: compute at from
+  // ctx.event.received_at (or nowMs()), e.g. + 60000. 0, or a time already
+  // past, sends as soon as possible; a negative at is Code.BadPayload.
+  enqueue(chat: string, text: string, key: string = "", at: i64 = 0, media: Media | null = null): SendOutcome { return this.call(ENQUEUE, chat, text, key, media, at); }
 
-  private call(fn: i32, chat: string, text: string, key: string, media: Media | null): SendOutcome {
+  private call(fn: i32, chat: string, text: string, key: string, media: Media | null, at: i64): SendOutcome {
     const o = new SendOutcome();
     o.func = fn == ENQUEUE ? "enqueue" : fn == POST ? "post" : "send";
     if (this.replaying) {
@@ -428,6 +451,7 @@ export class Context {
       req += "}";
     }
     if (key.length > 0) req += ",\"idempotency_key\":" + quote(key);
+    if (at != 0) req += ",\"at\":" + at.toString();
     const b = utf8(req + "}");
     const n = fn == ENQUEUE ? host_enqueue(changetype<usize>(b), b.byteLength)
       : fn == POST ? host_post(changetype<usize>(b), b.byteLength)

@@ -65,8 +65,10 @@ pub struct Media {
 /// The host's answer to a send.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct SendResult {
-    /// sent, deduped, deferred, dead or bypassed; or, from the SDK, replayed
-    /// (a flow's send while it replays a step already taken: no host call).
+    /// `SENT`, `DEDUPED`, `DEFERRED`, `DEAD` or `BYPASSED`; `QUEUED` from
+    /// `post` and `reply`; `SCHEDULED` from `enqueue` with a future `at`; or,
+    /// from the SDK, `REPLAYED` (a flow's send while it replays a step already
+    /// taken: no host call).
     pub status: String,
     pub key: String,
     pub r#ref: String,
@@ -243,6 +245,23 @@ fn result(f: &'static str, n: i32) -> Result<Vec<u8>, Error> {
     Ok(buf)
 }
 
+// The statuses of a `SendResult` (abi/SPEC.md section 2); `REPLAYED` is the
+// SDK's.
+/// The channel accepted the send.
+pub const SENT: &str = "sent";
+/// The key was sent before: nothing was sent again.
+pub const DEDUPED: &str = "deduped";
+/// Journaled, not sent yet: the host keeps retrying it.
+pub const DEFERRED: &str = "deferred";
+/// The channel refused the send for good.
+pub const DEAD: &str = "dead";
+/// Sent without the journal (the channel's own replay is not deduplicated).
+pub const BYPASSED: &str = "bypassed";
+/// `post` and `reply`: the send is made when the handler returns.
+pub const QUEUED: &str = "queued";
+/// `enqueue` with a future `at`: the send is journaled and held until then.
+pub const SCHEDULED: &str = "scheduled";
+
 /// Options of one send.
 #[derive(Default)]
 pub struct SendOptions<'a> {
@@ -250,6 +269,16 @@ pub struct SendOptions<'a> {
     pub idempotency_key: Option<&'a str>,
     /// One attachment: a ref or a public url.
     pub media: Option<&'a Media>,
+    /// Holds an `enqueue` until this time, in Unix milliseconds: the host
+    /// journals it at once, answers `SCHEDULED`, and sends it once when it is
+    /// due, across restarts (`botrun outbox list --state scheduled` shows it,
+    /// `botrun discard KEY` cancels it). The clock is the event's: compute it
+    /// from `ctx.event.received_at` (or `now()`), e.g.
+    /// `ctx.event.received_at + 60_000`. 0 (the default) or a time already
+    /// past sends as soon as possible; a negative time is refused
+    /// (BAD_PAYLOAD). Only `enqueue` takes it: `send` and `post` pass it to
+    /// the host, which refuses them with BAD_PAYLOAD.
+    pub at: i64,
 }
 
 impl Context {
@@ -272,13 +301,14 @@ impl Context {
     /// keeps retrying it).
     pub fn send(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, Error> {
         let r = self.do_send("send", chat, text, opts)?;
-        if r.status == "dead" || r.status == "deferred" {
+        if r.status == DEAD || r.status == DEFERRED {
             return Err(Error::NotSent(r));
         }
         Ok(r)
     }
 
-    /// Journals a send for the host to deliver in the background.
+    /// Journals a send for the host to deliver in the background: status
+    /// `DEFERRED`, or `SCHEDULED` with a future `opts.at` (held until then).
     pub fn enqueue(&mut self, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, Error> {
         self.do_send("enqueue", chat, text, opts)
     }
@@ -307,6 +337,9 @@ impl Context {
         if let Some(k) = opts.idempotency_key {
             b.push_str(",\"idempotency_key\":");
             json::put_string(&mut b, k);
+        }
+        if opts.at != 0 {
+            b.push_str(&format!(",\"at\":{}", opts.at));
         }
         b.push('}');
         let n = unsafe {
