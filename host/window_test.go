@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,38 @@ func TestWebchatReplyCommitsWithItsRecord(t *testing.T) {
 	}
 	if m := b.Metrics(); m.OutboxAmbiguous != 0 || m.OutboxAmbiguousResolved != 1 {
 		t.Fatalf("outbox_ambiguous %d, outbox_ambiguous_resolved %d; want 0 and 1", m.OutboxAmbiguous, m.OutboxAmbiguousResolved)
+	}
+}
+
+// TestMessageLog: a chat's log holds its admitted messages and its sent
+// replies, oldest first, with the channel's ids; other chats' are not in it.
+func TestMessageLog(t *testing.T) {
+	b := newTestBot(t, testConfig(t, ""), memory.New(), echoOnce)
+	defer b.stop(t)
+	for _, m := range []struct{ chat, id, text string }{{"c1", "m1", "hola"}, {"c2", "m2", "other"}, {"c1", "m3", "adios"}} {
+		if _, err := b.admit(t, m.chat, m.id, m.text); err != nil {
+			t.Fatal(err)
+		}
+		if !b.quiet(1, 60*time.Second) {
+			t.Fatal("not handled")
+		}
+	}
+	log, err := b.MessageLog(context.Background(), "c1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range log {
+		got = append(got, e.Direction+":"+e.ID+":"+e.Text)
+	}
+	want := []string{"in:m1:hola", "out:1:echo: hola", "in:m3:adios", "out:2:echo: adios"}
+	if strings.Join(got, " | ") != strings.Join(want, " | ") {
+		t.Fatalf("log of c1:\n%q\nwant\n%q", got, want)
+	}
+	if last, _ := b.MessageLog(context.Background(), "c1", 1); len(last) != 1 || last[0].Text != "echo: adios" {
+		t.Fatalf("limit 1: %+v", last)
+	}
+	if _, err := b.MessageLog(context.Background(), "", 0); err == nil {
+		t.Fatal("a log without a chat")
 	}
 }

@@ -45,6 +45,7 @@ Usage:
   botrun replay ID          process an inbound record again
   botrun retry KEY          send a dead, failed or unknown send again
   botrun discard KEY        forget a send (cancels a scheduled one)
+  botrun log --chat C       a chat's delivered messages, in and out (-c bot.toml, --limit, --json)
   botrun send TEXT          journal a send for the running bot (-c, --provider, --chat, --key, --at)
   botrun broadcast TEXT     journal one send per chat of a file (-c, --provider, --chats, --key-prefix, --at)
   botrun purge --before D   delete settled records older than D
@@ -85,6 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPurge(args[1:], stdout, stderr)
 	case "send":
 		return cmdSend(args[1:], stdout, stderr)
+	case "log":
+		return cmdLog(args[1:], stdout, stderr)
 	case "broadcast":
 		return cmdBroadcast(args[1:], stdout, stderr)
 	}

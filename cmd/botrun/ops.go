@@ -390,3 +390,48 @@ func readChats(path string) ([]string, error) {
 	}
 	return chats, nil
 }
+
+// cmdLog prints a chat's message log.
+func cmdLog(args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := opsFlags("log", "Usage: botrun log [-c bot.toml] --chat C [--limit N] [--json]\n\n"+
+		"Prints the chat's delivered messages, inbound and outbound, oldest first: a view over the journals\n"+
+		"(kept as long as durability.retention keeps the records).", stderr)
+	chat := fs.String("chat", "", "the chat id")
+	limit := fs.Int("limit", 0, "the latest N entries only (0: all)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, stop := parse(fs, args, 0); stop {
+		return code
+	}
+	if *chat == "" {
+		fmt.Fprintln(stderr, "botrun log: --chat is required")
+		return 2
+	}
+	j, done, ok := openJournals(*cfgPath, stderr)
+	if !ok {
+		return 1
+	}
+	defer done()
+	log, err := host.ReadLog(context.Background(), j, *chat, *limit)
+	if err != nil {
+		fmt.Fprintf(stderr, "botrun log: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		if log == nil {
+			log = []host.LogEntry{}
+		}
+		json.NewEncoder(stdout).Encode(log)
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tDIR\tPROVIDER\tID\tTEXT")
+	for _, e := range log {
+		text := oneLine(e.Text)
+		for _, m := range e.Media {
+			text = strings.TrimSpace(text + " [" + m.Type + "]")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ms(e.At), e.Direction, e.Provider, e.ID, text)
+	}
+	tw.Flush()
+	return 0
+}

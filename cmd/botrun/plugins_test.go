@@ -163,3 +163,19 @@ func TestBroadcastJournalsEachChatOnce(t *testing.T) {
 		t.Fatalf("broadcast without --key-prefix: %d %q", code, errs)
 	}
 }
+
+// TestLogCommand: botrun log needs --chat and reads the bot's journals.
+func TestLogCommand(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bot.toml")
+	os.WriteFile(cfg, []byte("[bot]\nmodule = \"bot.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"), 0o600)
+	if code, out, errs := runCLI("log", "-c", cfg, "--chat", "c1"); code != 0 || !strings.HasPrefix(out, "AT") {
+		t.Fatalf("log: %d %q %q", code, out, errs)
+	}
+	if code, out, _ := runCLI("log", "-c", cfg, "--chat", "c1", "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("log --json: %d %q", code, out)
+	}
+	if code, _, errs := runCLI("log", "-c", cfg); code != 2 || !strings.Contains(errs, "--chat is required") {
+		t.Fatalf("log without --chat: %d %q", code, errs)
+	}
+}

@@ -33,6 +33,7 @@ type Bot interface {
 	Discard(ctx context.Context, key string) error
 	SendLater(ctx context.Context, provider, chat, text, key string, at int64) (abi.SendResult, error)
 	BroadcastLater(ctx context.Context, provider string, req abi.BroadcastRequest) (abi.BroadcastResult, error)
+	MessageLog(ctx context.Context, chat string, limit int) ([]host.LogEntry, error)
 }
 
 // Attach puts the admin surface on bot. With ln nil it is mounted under
@@ -69,6 +70,7 @@ func Routes(mux *http.ServeMux, bot Bot, token string) {
 	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op(bot.RetrySend)))
 	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op(bot.Discard)))
 	mux.HandleFunc("POST /admin/send", a.auth(a.send))
+	mux.HandleFunc("GET /admin/log", a.auth(a.messageLog))
 	mux.HandleFunc("POST /admin/broadcast", a.auth(a.broadcast))
 	// Go's profiles (CPU, heap, goroutines, blocking), for finding where a
 	// slow bot spends its time: curl -H "Authorization: Bearer $TOKEN"
@@ -170,7 +172,35 @@ func list[T any](w http.ResponseWriter, r *http.Request, fn func(context.Context
 func (a *api) listInbox(w http.ResponseWriter, r *http.Request)  { list(w, r, a.bot.ListInbox) }
 func (a *api) listOutbox(w http.ResponseWriter, r *http.Request) { list(w, r, a.bot.ListOutbox) }
 
-// op runs one operation on the record named in the path.
+// messageLog answers GET /admin/log?chat=C[&limit=N]: the chat's delivered
+// messages, inbound and outbound, oldest first.
+func (a *api) messageLog(w http.ResponseWriter, r *http.Request) {
+	limit := 0
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			http.Error(w, "botrun admin: limit must be a number of entries", http.StatusBadRequest)
+			return
+		}
+		limit = n
+	}
+	chat := r.URL.Query().Get("chat")
+	if chat == "" {
+		http.Error(w, "botrun admin: chat is required (GET /admin/log?chat=<chat id>)", http.StatusBadRequest)
+		return
+	}
+	log, err := a.bot.MessageLog(r.Context(), chat, limit)
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if log == nil {
+		log = []host.LogEntry{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(log)
+}
+
 // SendBody is the body of POST /admin/send: a send for the bot's sweeper,
 // held until At (Unix ms) when it is later.
 type SendBody struct {
@@ -237,6 +267,7 @@ func (a *api) broadcast(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(res)
 }
 
+// op runs one operation on the record named in the path.
 func (a *api) op(fn func(context.Context, string) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		err := fn(r.Context(), r.PathValue("id"))

@@ -307,3 +307,17 @@ func TestBroadcastJournalsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestMessageLogEndpoint: GET /admin/log needs a chat and answers JSON.
+func TestMessageLogEndpoint(t *testing.T) {
+	_, _, srv := setup(t, token)
+	if code, body := call(t, "GET", srv.URL+"/admin/log?chat=c1", token); code != 200 || strings.TrimSpace(body) != "[]" {
+		t.Fatalf("GET /admin/log?chat=c1: HTTP %d %s", code, body)
+	}
+	if code, _ := call(t, "GET", srv.URL+"/admin/log", token); code != http.StatusBadRequest {
+		t.Fatalf("GET /admin/log without a chat: HTTP %d, want 400", code)
+	}
+	if code, _ := call(t, "GET", srv.URL+"/admin/log?chat=c1", ""); code != http.StatusUnauthorized {
+		t.Fatalf("GET /admin/log without the token: HTTP %d, want 401", code)
+	}
+}

@@ -1,0 +1,86 @@
+package host
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+)
+
+// LogEntry is one delivered message of a chat, inbound or outbound.
+type LogEntry struct {
+	// At is when it was delivered, in Unix milliseconds: received for an
+	// inbound message, sent for an outbound one.
+	At int64 `json:"at"`
+	// Direction is "in" or "out".
+	Direction string `json:"direction"`
+	Provider  string `json:"provider"`
+	Chat      string `json:"chat"`
+	// From is the sender of an inbound message.
+	From string `json:"from,omitempty"`
+	Text string `json:"text,omitempty"`
+	// Media are the message's media references (journaled, never bytes).
+	Media []abi.Media `json:"media,omitempty"`
+	// ID is the channel's message id: the inbound message's, or the one the
+	// channel gave the send.
+	ID string `json:"id,omitempty"`
+	// Key is an outbound message's idempotency key.
+	Key string `json:"key,omitempty"`
+}
+
+// ReadLog returns the message log of a chat: the messages the inbox admitted
+// and the sends the outbox recorded sent, oldest first, at most limit (0: no
+// cap; the latest ones when capped). It is a view over the journals, so it is
+// as durable as they are and purged with them (durability.retention); a send
+// over outbox.max_payload_bytes, which bypasses the outbox, is not in it.
+func ReadLog(ctx context.Context, j durability.Journals, chat string, limit int) ([]LogEntry, error) {
+	if chat == "" {
+		return nil, errors.New("message log: a chat is required")
+	}
+	in, err := j.Inbox.List(ctx, durability.ListFilter{Chat: chat})
+	if err != nil {
+		return nil, err
+	}
+	out, err := j.Outbox.List(ctx, durability.ListFilter{Chat: chat, State: string(durability.OutboxSent)})
+	if err != nil {
+		return nil, err
+	}
+	log := make([]LogEntry, 0, len(in)+len(out))
+	for _, r := range in {
+		var jr journaled
+		if json.Unmarshal(r.Payload, &jr) != nil {
+			continue
+		}
+		id := jr.ID
+		if p := r.Provider + ":"; len(id) > len(p) && id[:len(p)] == p {
+			id = id[len(p):]
+		}
+		log = append(log, LogEntry{At: jr.ReceivedAt, Direction: "in", Provider: r.Provider, Chat: r.Chat, From: jr.From,
+			Text: jr.Text, Media: jr.Media, ID: id})
+	}
+	for _, r := range out {
+		var m outMsg
+		if json.Unmarshal(r.Payload, &m) != nil {
+			continue
+		}
+		e := LogEntry{At: r.CompletedAt, Direction: "out", Provider: r.Provider, Chat: r.Chat, Text: m.Text, ID: r.Ref, Key: r.Key}
+		if m.Media != nil {
+			e.Media = []abi.Media{*m.Media}
+		}
+		log = append(log, e)
+	}
+	slices.SortStableFunc(log, func(a, b LogEntry) int { return cmp.Compare(a.At, b.At) })
+	if limit > 0 && len(log) > limit {
+		log = log[len(log)-limit:]
+	}
+	return log, nil
+}
+
+// MessageLog returns the message log of a chat (see ReadLog).
+func (b *Bot) MessageLog(ctx context.Context, chat string, limit int) ([]LogEntry, error) {
+	return ReadLog(ctx, durability.Journals{Inbox: b.inbox, Outbox: b.outbox, State: b.state}, chat, limit)
+}
