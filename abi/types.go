@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"unicode"
 	"unicode/utf8"
 )
@@ -19,7 +20,63 @@ type Event struct {
 	Media      []Media `json:"media"`
 	Attempt    int     `json:"attempt"`
 	ReceivedAt int64   `json:"received_at"`
+	// Kind is "" (a message) or "interaction": the press of a button or a
+	// list row the bot sent. Text then holds the pressed title too, so a
+	// module that knows no interactions reads the press as a message.
+	Kind string `json:"kind,omitempty"`
+	// Interaction is the press, for kind "interaction".
+	Interaction *Interaction `json:"interaction,omitempty"`
 }
+
+// EventInteraction is Event.Kind for the press of a button or a list row.
+const EventInteraction = "interaction"
+
+// Interaction is the press of a reply button or a list row.
+type Interaction struct {
+	// ID is the button's or row's id, as the send gave it.
+	ID string `json:"id"`
+	// Title is its title, when the channel says.
+	Title string `json:"title,omitempty"`
+	// Message is the channel's id of the message it was on (the ref its
+	// send returned), when the channel says.
+	Message string `json:"message,omitempty"`
+}
+
+// Button is one button under a message: a reply button (ID, pressed it
+// arrives as an interaction) or a URL button (URL, opened by the user's app).
+type Button struct {
+	ID    string `json:"id,omitempty"`
+	Title string `json:"title"`
+	URL   string `json:"url,omitempty"`
+}
+
+// List is a menu of rows to pick one from, opened by a button titled Button.
+type List struct {
+	Button   string        `json:"button"`
+	Sections []ListSection `json:"sections"`
+}
+
+// ListSection is a titled group of rows.
+type ListSection struct {
+	Title string    `json:"title,omitempty"`
+	Rows  []ListRow `json:"rows"`
+}
+
+// ListRow is one choice of a List; picked, it arrives as an interaction.
+type ListRow struct {
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+}
+
+// Limits of a send's buttons and list, whatever the channel; each channel
+// refuses at send time what it cannot show (UnsupportedContent).
+const (
+	MaxButtons  = 16
+	MaxListRows = 100
+	// MaxChoiceID bounds a button's or row's id, in bytes.
+	MaxChoiceID = 256
+)
 
 // Media is one attachment: inbound it carries the provider's ref, outbound a ref
 // or a public URL.
@@ -41,6 +98,10 @@ type SendRequest struct {
 	// outbox keeps it, across restarts, and sends it once when it is due.
 	// Only enqueue takes it; 0 (or a past time) sends as soon as possible.
 	At int64 `json:"at,omitempty"`
+	// Buttons go under the message: reply buttons, or URL buttons.
+	Buttons []Button `json:"buttons,omitempty"`
+	// List is a menu of rows under the message (not with Buttons).
+	List *List `json:"list,omitempty"`
 }
 
 // SendStatus is the outcome of a send.
@@ -114,7 +175,82 @@ func DecodeSendRequest(b []byte) (SendRequest, error) {
 			return SendRequest{}, err
 		}
 	}
+	if err := ValidateChoices(r.Buttons, r.List); err != nil {
+		return SendRequest{}, err
+	}
 	return r, nil
+}
+
+// ValidateChoices checks a send's buttons and list against the ABI's rules
+// (every channel's): each wraps ErrBadPayload.
+func ValidateChoices(buttons []Button, list *List) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: send request: %s", ErrBadPayload, fmt.Sprintf(format, args...))
+	}
+	if len(buttons) > 0 && list != nil {
+		return bad("\"buttons\" and \"list\" cannot go on one message")
+	}
+	if len(buttons) > MaxButtons {
+		return bad("%d buttons, over %d", len(buttons), MaxButtons)
+	}
+	checkID := func(what, id string) error {
+		if id == "" {
+			return bad("%s has no id", what)
+		}
+		if len(id) > MaxChoiceID {
+			return bad("%s id is %d bytes, over %d", what, len(id), MaxChoiceID)
+		}
+		if err := CheckName(what+" id", id); err != nil {
+			return fmt.Errorf("%w: send request: %w", ErrBadPayload, err)
+		}
+		return nil
+	}
+	for i, b := range buttons {
+		what := fmt.Sprintf("buttons[%d]", i)
+		switch {
+		case b.Title == "":
+			return bad("%s has no title", what)
+		case b.ID != "" && b.URL != "":
+			return bad("%s has both an id (reply button) and a url (URL button): pick one", what)
+		case b.URL != "":
+			if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				return bad("%s url %q is not an http(s) URL", what, b.URL)
+			}
+		default:
+			if err := checkID(what, b.ID); err != nil {
+				return err
+			}
+		}
+	}
+	if list == nil {
+		return nil
+	}
+	if list.Button == "" {
+		return bad("list.button (the title of the button that opens the list) is empty")
+	}
+	rows := 0
+	if len(list.Sections) == 0 {
+		return bad("list has no sections")
+	}
+	for i, sec := range list.Sections {
+		if len(sec.Rows) == 0 {
+			return bad("list.sections[%d] has no rows", i)
+		}
+		for j, r := range sec.Rows {
+			what := fmt.Sprintf("list.sections[%d].rows[%d]", i, j)
+			if r.Title == "" {
+				return bad("%s has no title", what)
+			}
+			if err := checkID(what, r.ID); err != nil {
+				return err
+			}
+			rows++
+		}
+	}
+	if rows > MaxListRows {
+		return bad("list has %d rows, over %d", rows, MaxListRows)
+	}
+	return nil
 }
 
 // BroadcastRequest is the JSON argument of broadcast: one send of text (and

@@ -40,7 +40,11 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	if msg.ID == "" {
 		msg.ID = randomID()
 	}
-	for _, f := range []struct{ what, v string }{{"message id", msg.ID}, {"chat", msg.Chat}, {"sender", msg.From}} {
+	names := []struct{ what, v string }{{"message id", msg.ID}, {"chat", msg.Chat}, {"sender", msg.From}}
+	if in := msg.Interaction; in != nil {
+		names = append(names, struct{ what, v string }{"interaction id", in.ID}, struct{ what, v string }{"interaction message", in.Message})
+	}
+	for _, f := range names {
 		if err := abi.CheckName(f.what, f.v); err != nil {
 			b.log.Warn("not admitted: the message can never be valid", "provider", providerID, "err", err)
 			return provider.Admission{}, fmt.Errorf("%w: %w", provider.ErrInvalidMessage, err)
@@ -54,6 +58,12 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	ev := abi.Event{
 		ID: id, Provider: providerID, Chat: msg.Chat, From: msg.From, Text: msg.Text,
 		Media: mediaToABI(msg.Media), ReceivedAt: at.UnixMilli(),
+	}
+	if in := msg.Interaction; in != nil {
+		ev.Kind, ev.Interaction = abi.EventInteraction, in
+		if ev.Text == "" {
+			ev.Text = in.Title // a module that knows no interactions reads a message
+		}
 	}
 	jr := journaled{Event: ev}
 	b.serializeMedia(providerID, &jr)

@@ -36,8 +36,10 @@ type sender struct {
 
 // outMsg is the journaled content of a send.
 type outMsg struct {
-	Text  string     `json:"text,omitempty"`
-	Media *abi.Media `json:"media,omitempty"`
+	Text    string       `json:"text,omitempty"`
+	Media   *abi.Media   `json:"media,omitempty"`
+	Buttons []abi.Button `json:"buttons,omitempty"`
+	List    *abi.List    `json:"list,omitempty"`
 }
 
 // sendSpec is one send as the handler asked for it.
@@ -87,6 +89,10 @@ func (o *sender) parts(s sendSpec) []part {
 		m := outMsg{Text: text}
 		if i == 0 {
 			m.Media = s.msg.Media
+		}
+		if i == len(texts)-1 {
+			// The choices go under the last part, which the user reads last.
+			m.Buttons, m.List = s.msg.Buttons, s.msg.List
 		}
 		ps[i].msg = m
 		ps[i].payload, _ = json.Marshal(m)
@@ -318,7 +324,7 @@ func (o *sender) deliverInline(ctx context.Context, prov provider.Provider, rec 
 }
 
 func toOutbound(chat string, m outMsg, key string) provider.Outbound {
-	out := provider.Outbound{Chat: chat, Text: m.Text, Key: key}
+	out := provider.Outbound{Chat: chat, Text: m.Text, Key: key, Buttons: m.Buttons, List: m.List}
 	if m.Media != nil {
 		out.Media = &provider.Media{Type: m.Media.Type, Ref: m.Media.Ref, URL: m.Media.URL, MIME: m.Media.MIME, Caption: m.Media.Caption}
 	}

@@ -244,7 +244,7 @@ func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
 	if max := t.maxSends; t.n > max {
 		return sendSpec{}, fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", t.event.ID, ErrSendCap, max)
 	}
-	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media}, inbound: t.event.ID}
+	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media, Buttons: req.Buttons, List: req.List}, inbound: t.event.ID}
 	if req.IdempotencyKey != "" {
 		s.key = req.IdempotencyKey
 	} else {

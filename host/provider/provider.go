@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 )
 
@@ -38,6 +39,9 @@ type Message struct {
 	Media []Media
 	// ReceivedAt is when the channel received it; zero means now.
 	ReceivedAt time.Time
+	// Interaction is set for the press of a button or a list row the bot
+	// sent (Text may be empty: the host puts the title there).
+	Interaction *abi.Interaction
 }
 
 // Media is an attachment: a channel reference inbound; a reference or a public
@@ -59,6 +63,12 @@ type Outbound struct {
 	// text's later parts are "<key>#2", …). A channel that can deduplicate
 	// on it passes it along (a header, a nonce); the others ignore it.
 	Key string
+	// Buttons and List are the choices under the message (abi.SendRequest's,
+	// checked against the ABI's rules). A channel shows them as it can, and
+	// refuses with ErrUnsupportedContent what it cannot show (never a
+	// silent cut).
+	Buttons []abi.Button
+	List    *abi.List
 }
 
 // Provider sends messages on one channel. Send must be safe for concurrent use.
