@@ -196,7 +196,7 @@ func TestControlCharactersRejected(t *testing.T) {
 		{ID: "m3\n", Chat: "c1", From: "u", Text: "x"},
 	} {
 		if _, err := b.Admit(context.Background(), "web", m); !errors.Is(err, provider.ErrInvalidMessage) {
-			t.Fatalf("admit %+q: %v, want ErrInvalidMessage", m, err)
+			t.Fatalf("admit %#v: %v, want ErrInvalidMessage", m, err)
 		}
 	}
 	if in, err := b.ListInbox(context.Background(), durability.ListFilter{}); err != nil || len(in) != 0 {

@@ -3,15 +3,18 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/provider/webchat"
+	"github.com/botrun/botrun/host/wasm"
 )
 
 // transcriptOf reads a chat's webchat transcript through the bot's HTTP API.
@@ -96,5 +99,55 @@ func TestMessageLog(t *testing.T) {
 	}
 	if _, err := b.MessageLog(context.Background(), "", 0); err == nil {
 		t.Fatal("a log without a chat")
+	}
+}
+
+// menu posts "Pick one" with buttons yes/no on "menu", and answers a press
+// with "you chose <id> (<title>) on <message>".
+var menu = native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+	text := "?"
+	switch {
+	case ev.Kind == abi.EventInteraction:
+		in := ev.Interaction
+		text = "you chose " + in.ID + " (" + in.Title + ") on " + in.Message + "; text " + ev.Text
+	case ev.Text == "menu":
+		_, err := env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: "Pick one", Buttons: []abi.Button{{ID: "yes", Title: "Yes"}, {ID: "no", Title: "No"}}})
+		return err
+	}
+	_, err := env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: text})
+	return err
+})
+
+// TestWebchatButtons: a reply's buttons reach the chat page's API with the
+// message, and a press posted back arrives as an interaction event.
+func TestWebchatButtons(t *testing.T) {
+	b := newTestBot(t, testConfig(t, ""), memory.New(), menu)
+	defer b.stop(t)
+	post := func(body string) {
+		w := httptest.NewRecorder()
+		b.Handler().ServeHTTP(w, httptest.NewRequest("POST", "/webchat/web/messages", strings.NewReader(body)))
+		if w.Code != http.StatusAccepted {
+			t.Fatalf("POST %s: %d %s", body, w.Code, w.Body)
+		}
+	}
+	post(`{"chat":"c1","text":"menu","id":"m1"}`)
+	if !waitFor(30*time.Second, func() bool { return len(transcriptOf(t, b.Bot, "c1")) == 1 }) {
+		t.Fatal("no menu")
+	}
+	m := transcriptOf(t, b.Bot, "c1")[0]
+	if m.Text != "Pick one" || len(m.Buttons) != 2 || m.Buttons[0] != (abi.Button{ID: "yes", Title: "Yes"}) || m.Buttons[1].ID != "no" {
+		t.Fatalf("menu entry %+v", m)
+	}
+	post(fmt.Sprintf(`{"chat":"c1","id":"p1","interaction":{"id":"yes","title":"Yes","message":"%d"}}`, m.Seq))
+	if !waitFor(30*time.Second, func() bool { return len(transcriptOf(t, b.Bot, "c1")) == 2 }) {
+		t.Fatal("no answer to the press")
+	}
+	if got := transcriptOf(t, b.Bot, "c1")[1].Text; got != "you chose yes (Yes) on 1; text Yes" {
+		t.Fatalf("answer %q", got)
+	}
+	// A press is journaled like a message: the log shows it.
+	log, _ := b.MessageLog(context.Background(), "c1", 0)
+	if len(log) != 4 || log[2].Direction != "in" || log[2].Text != "Yes" {
+		t.Fatalf("log %+v", log)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 )
 
@@ -41,8 +42,10 @@ const (
 )
 
 type transcriptEntry struct {
-	Chat string `json:"chat"`
-	Text string `json:"text"`
+	Chat    string       `json:"chat"`
+	Text    string       `json:"text"`
+	Buttons []abi.Button `json:"buttons,omitempty"`
+	List    *abi.List    `json:"list,omitempty"`
 }
 
 func pad(seq int64) string { return fmt.Sprintf("%020d", seq) }
@@ -117,9 +120,9 @@ func (t *kvTranscript) forget(provider, chat string) {
 // append under this scheme starts after the provider-wide seq that earlier
 // versions kept ("<prefix><provider>/seq"), so its seq stays above any entry
 // it already has.
-func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) (int64, error) {
+func (t *kvTranscript) Append(ctx context.Context, provider string, e Entry) (int64, error) {
 	for retry := false; ; retry = true {
-		seq, writes, err := t.prepare(ctx, provider, chat, text, retry)
+		seq, writes, err := t.prepare(ctx, provider, e, retry)
 		if err != nil {
 			return 0, err
 		}
@@ -128,10 +131,11 @@ func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) 
 			continue
 		}
 		if err != nil {
-			t.forget(provider, chat)
+			t.forget(provider, e.Chat)
 			return 0, err
 		}
-		t.appended(provider, chat, seq, text)
+		e.Seq = seq
+		t.appended(provider, e)
 		return seq, nil
 	}
 }
@@ -139,14 +143,15 @@ func (t *kvTranscript) Append(ctx context.Context, provider, chat, text string) 
 // prepare returns the seq the chat's next entry gets and the writes that
 // append it; they conflict if another writer appended to the chat first.
 // retry is true after such a conflict: the seq is read from the store again.
-func (t *kvTranscript) prepare(ctx context.Context, provider, chat, text string, retry bool) (int64, []durability.Write, error) {
+func (t *kvTranscript) prepare(ctx context.Context, provider string, e Entry, retry bool) (int64, []durability.Write, error) {
+	chat := e.Chat
 	if retry {
 		t.forget(provider, chat)
 	}
 	p := t.prefix + provider + "/"
 	group := p + "chat/" + chat + "/"
 	seqKey := group + "seq"
-	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: text})
+	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: e.Text, Buttons: e.Buttons, List: e.List})
 	seq, known := t.lastSeq(provider, chat)
 	version := seq
 	if !known {
@@ -172,9 +177,9 @@ func (t *kvTranscript) prepare(ctx context.Context, provider, chat, text string,
 	}, nil
 }
 
-// appended records that the writes of prepare committed.
-func (t *kvTranscript) appended(provider, chat string, seq int64, text string) {
-	t.remember(provider, Entry{Seq: seq, Chat: chat, Text: text})
+// appended records that the writes of prepare committed (e.Seq set).
+func (t *kvTranscript) appended(provider string, e Entry) {
+	t.remember(provider, e)
 }
 
 // After implements Transcript: from memory when the chat's cached
@@ -201,7 +206,7 @@ func (t *kvTranscript) After(ctx context.Context, provider, chat string, after i
 		if err := json.Unmarshal(b, &e); err != nil {
 			return nil, err
 		}
-		out = append(out, Entry{Seq: id.Score, Chat: e.Chat, Text: e.Text})
+		out = append(out, Entry{Seq: id.Score, Chat: e.Chat, Text: e.Text, Buttons: e.Buttons, List: e.List})
 	}
 	return out, nil
 }

@@ -68,14 +68,14 @@ func transcriptSeqPerChat(t *testing.T, kv durability.Kv) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if seq, err := tr.Append(ctx, "web", "old", "after"); err != nil || seq != 10 {
+	if seq, err := tr.Append(ctx, "web", Entry{Chat: "old", Text: "after"}); err != nil || seq != 10 {
 		t.Fatalf("first append to a chat of the earlier version: seq %d, %v; want 10", seq, err)
 	}
 	var wg sync.WaitGroup
 	for c := range 20 {
 		wg.Go(func() {
 			for i := range 10 {
-				if _, err := tr.Append(ctx, "web", fmt.Sprint("c", c), fmt.Sprint(i)); err != nil {
+				if _, err := tr.Append(ctx, "web", Entry{Chat: fmt.Sprint("c", c), Text: fmt.Sprint(i)}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -104,10 +104,10 @@ func transcriptSeqPerChat(t *testing.T, kv durability.Kv) {
 	if es, err := other.After(ctx, "web", "c3", 9, 100); err != nil || len(es) != 10 || es[9].Seq != 19 {
 		t.Fatalf("chat c3 read by another process: %+v, %v", es, err)
 	}
-	if seq, err := other.Append(ctx, "web", "c3", "from the other"); err != nil || seq != 20 {
+	if seq, err := other.Append(ctx, "web", Entry{Chat: "c3", Text: "from the other"}); err != nil || seq != 20 {
 		t.Fatalf("append by another process: seq %d, %v", seq, err)
 	}
-	if seq, err := tr.Append(ctx, "web", "c3", "back here"); err != nil || seq != 21 {
+	if seq, err := tr.Append(ctx, "web", Entry{Chat: "c3", Text: "back here"}); err != nil || seq != 21 {
 		t.Fatalf("append after another process's: seq %d, %v (a stale cache must not reuse a seq)", seq, err)
 	}
 	es, err = tr.After(ctx, "web", "c3", 18, 100)

@@ -45,13 +45,18 @@ type Entry struct {
 	Seq  int64  `json:"seq"`
 	Chat string `json:"chat"`
 	Text string `json:"text"`
+	// Buttons and List are the choices under the message; the page shows
+	// them, and a press comes back as an interaction.
+	Buttons []abi.Button `json:"buttons,omitempty"`
+	List    *abi.List    `json:"list,omitempty"`
 }
 
 // Transcript stores the bot's sends per provider and chat. Seq increases by
 // one per Append within a chat (chats do not share a counter, so replies to
 // different chats never contend for one).
 type Transcript interface {
-	Append(ctx context.Context, provider, chat, text string) (seq int64, err error)
+	// Append adds e (its Seq is ignored) to its chat and returns its seq.
+	Append(ctx context.Context, provider string, e Entry) (seq int64, err error)
 	After(ctx context.Context, provider, chat string, after int64, limit int) ([]Entry, error)
 	// Purge deletes the entries appended before before, of every provider,
 	// and returns how many it deleted.
@@ -225,7 +230,7 @@ func (p *Provider) notify(chat string) {
 
 // Send implements provider.Provider: the message joins the transcript.
 func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
-	seq, err := p.store.Append(ctx, p.id, msg.Chat, entryText(msg))
+	seq, err := p.store.Append(ctx, p.id, entryOf(msg))
 	if err != nil {
 		return "", fmt.Errorf("webchat %s: transcript: %w", p.id, err)
 	}
@@ -242,7 +247,7 @@ func (p *Provider) PrepareSend(ctx context.Context, msg provider.Outbound, retry
 	if !ok {
 		return "", nil, provider.ErrNotTransactional
 	}
-	seq, writes, err := kt.prepare(ctx, p.id, msg.Chat, entryText(msg), retry)
+	seq, writes, err := kt.prepare(ctx, p.id, entryOf(msg), retry)
 	if err != nil {
 		return "", nil, fmt.Errorf("webchat %s: transcript: %w", p.id, err)
 	}
@@ -254,18 +259,20 @@ func (p *Provider) PrepareSend(ctx context.Context, msg provider.Outbound, retry
 func (p *Provider) Delivered(msg provider.Outbound, ref string) {
 	if kt, ok := p.store.(*kvTranscript); ok {
 		seq, _ := strconv.ParseInt(ref, 10, 64)
-		kt.appended(p.id, msg.Chat, seq, entryText(msg))
+		e := entryOf(msg)
+		e.Seq = seq
+		kt.appended(p.id, e)
 	}
 	p.notify(msg.Chat)
 }
 
-// entryText is how a send reads in the transcript.
-func entryText(msg provider.Outbound) string {
+// entryOf is how a send reads in the transcript.
+func entryOf(msg provider.Outbound) Entry {
 	text := msg.Text
 	if msg.Media != nil {
 		text = strings.TrimSpace(text + " [" + msg.Media.Type + ": " + msg.Media.URL + msg.Media.Ref + "]")
 	}
-	return text
+	return Entry{Chat: msg.Chat, Text: text, Buttons: msg.Buttons, List: msg.List}
 }
 
 //go:embed page.html
@@ -297,6 +304,10 @@ type PostBody struct {
 	From string `json:"from"`
 	Text string `json:"text"`
 	ID   string `json:"id"`
+	// Interaction is the press of a button or a list row the bot sent
+	// (its id, title, and the seq of the message it was on); text may then
+	// be empty.
+	Interaction *abi.Interaction `json:"interaction,omitempty"`
 }
 
 // ErrBadRequest is wrapped by every error of DecodePost.
@@ -316,16 +327,27 @@ func DecodePost(b []byte) (PostBody, error) {
 	switch {
 	case m.Chat == "":
 		return PostBody{}, fmt.Errorf("%w: \"chat\" is required", ErrBadRequest)
-	case m.Text == "":
-		return PostBody{}, fmt.Errorf("%w: \"text\" is required", ErrBadRequest)
+	case m.Text == "" && m.Interaction == nil:
+		return PostBody{}, fmt.Errorf("%w: \"text\" (or an \"interaction\") is required", ErrBadRequest)
+	case m.Interaction != nil && m.Interaction.ID == "":
+		return PostBody{}, fmt.Errorf("%w: \"interaction\" needs the \"id\" of the pressed button", ErrBadRequest)
 	case len(m.Chat) > MaxIDChars || len(m.From) > MaxIDChars || len(m.ID) > MaxIDChars:
 		return PostBody{}, fmt.Errorf("%w: \"chat\", \"from\" and \"id\" are limited to %d bytes", ErrBadRequest, MaxIDChars)
 	case len(m.Text) > MaxText:
 		return PostBody{}, fmt.Errorf("%w: \"text\" is limited to %d bytes", ErrBadRequest, MaxText)
+	case m.Interaction != nil && (len(m.Interaction.ID) > abi.MaxChoiceID || len(m.Interaction.Title) > MaxText || len(m.Interaction.Message) > MaxIDChars):
+		return PostBody{}, fmt.Errorf("%w: \"interaction\" id is limited to %d bytes", ErrBadRequest, abi.MaxChoiceID)
 	case !utf8.ValidString(m.Chat + m.From + m.Text + m.ID):
 		return PostBody{}, fmt.Errorf("%w: strings must be UTF-8", ErrBadRequest)
 	}
-	for _, f := range []struct{ what, v string }{{"\"chat\"", m.Chat}, {"\"from\"", m.From}, {"\"id\"", m.ID}} {
+	names := []struct{ what, v string }{{"\"chat\"", m.Chat}, {"\"from\"", m.From}, {"\"id\"", m.ID}}
+	if in := m.Interaction; in != nil {
+		if !utf8.ValidString(in.ID + in.Title + in.Message) {
+			return PostBody{}, fmt.Errorf("%w: strings must be UTF-8", ErrBadRequest)
+		}
+		names = append(names, struct{ what, v string }{"\"interaction\" id", in.ID}, struct{ what, v string }{"\"interaction\" message", in.Message})
+	}
+	for _, f := range names {
 		if err := abi.CheckName(f.what, f.v); err != nil {
 			return PostBody{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 		}
@@ -368,7 +390,7 @@ func (p *Provider) post(w http.ResponseWriter, r *http.Request) {
 		rand.Read(b[:])
 		m.ID = hex.EncodeToString(b[:])
 	}
-	adm, err := p.admit.Admit(r.Context(), p.id, provider.Message{ID: m.ID, Chat: m.Chat, From: m.From, Text: m.Text})
+	adm, err := p.admit.Admit(r.Context(), p.id, provider.Message{ID: m.ID, Chat: m.Chat, From: m.From, Text: m.Text, Interaction: m.Interaction})
 	if err != nil {
 		// The caller is not authenticated: the details go to the log only.
 		p.log.Error("webchat: message not admitted", "provider", p.id, "chat", m.Chat, "err", err)
@@ -465,16 +487,17 @@ func NewMemoryTranscript() *MemoryTranscript {
 }
 
 // Append implements Transcript.
-func (t *MemoryTranscript) Append(_ context.Context, provider, chat, text string) (int64, error) {
+func (t *MemoryTranscript) Append(_ context.Context, provider string, e Entry) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.chats[provider+"\x00"+chat]
+	c := t.chats[provider+"\x00"+e.Chat]
 	if c == nil {
 		c = &chatLog{}
-		t.chats[provider+"\x00"+chat] = c
+		t.chats[provider+"\x00"+e.Chat] = c
 	}
 	c.last++
-	c.entries = append(c.entries, timedEntry{Entry{Seq: c.last, Chat: chat, Text: text}, time.Now()})
+	e.Seq = c.last
+	c.entries = append(c.entries, timedEntry{e, time.Now()})
 	return c.last, nil
 }
 

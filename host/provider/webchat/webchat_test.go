@@ -98,7 +98,7 @@ func TestPostRejectsBadRequests(t *testing.T) {
 		{"not json", `hola`, "body must be a JSON object", 400},
 		{"truncated", `{"chat":"c1"`, "unexpected EOF", 400},
 		{"no chat", `{"text":"x"}`, `"chat" is required`, 400},
-		{"no text", `{"chat":"c"}`, `"text" is required`, 400},
+		{"no text", `{"chat":"c"}`, `"text" (or an "interaction") is required`, 400},
 		{"unknown field", `{"chat":"c","text":"x","txt":1}`, `unknown field "txt"`, 400},
 		{"wrong type", `{"chat":1,"text":"x"}`, "cannot unmarshal number", 400},
 		{"two objects", `{"chat":"c","text":"x"}{"chat":"c","text":"y"}`, "trailing data", 400},
@@ -194,7 +194,7 @@ func TestGetListsSendsPerChatAfterSeq(t *testing.T) {
 	url := srv.URL + "/webchat/web/messages?chat=c1"
 	l := get(t, url+"&after=0")
 	// Each chat counts its own seq.
-	if len(l.Messages) != 2 || l.Messages[0] != (Entry{1, "c1", "a"}) || l.Messages[1] != (Entry{2, "c1", "c"}) {
+	if len(l.Messages) != 2 || !same(l.Messages[0], 1, "c1", "a") || !same(l.Messages[1], 2, "c1", "c") {
 		t.Fatalf("after=0: %+v", l.Messages)
 	}
 	if l := get(t, url+"&after=1"); len(l.Messages) != 1 || l.Messages[0].Seq != 2 {
@@ -203,7 +203,7 @@ func TestGetListsSendsPerChatAfterSeq(t *testing.T) {
 	if l := get(t, url+"&after=2"); l.Messages == nil || len(l.Messages) != 0 {
 		t.Fatalf("after=2: %+v (want an empty list, not null)", l.Messages)
 	}
-	if l := get(t, srv.URL+"/webchat/web/messages?chat=c2&after=0"); len(l.Messages) != 1 || l.Messages[0] != (Entry{1, "c2", "b"}) {
+	if l := get(t, srv.URL+"/webchat/web/messages?chat=c2&after=0"); len(l.Messages) != 1 || !same(l.Messages[0], 1, "c2", "b") {
 		t.Fatalf("c2 after=0: %+v", l.Messages)
 	}
 }
@@ -389,12 +389,12 @@ func TestWebchatExposurePageChatIDs(t *testing.T) {
 func TestWebchatExposureTranscriptPurged(t *testing.T) {
 	tr := NewMemoryTranscript()
 	ctx := context.Background()
-	tr.Append(ctx, "web", "c1", "old")
-	tr.Append(ctx, "web2", "c1", "old too")
+	tr.Append(ctx, "web", Entry{Chat: "c1", Text: "old"})
+	tr.Append(ctx, "web2", Entry{Chat: "c1", Text: "old too"})
 	cut := time.Now().Add(time.Nanosecond)
 	for !time.Now().After(cut) {
 	}
-	tr.Append(ctx, "web", "c1", "new")
+	tr.Append(ctx, "web", Entry{Chat: "c1", Text: "new"})
 	n, err := tr.Purge(ctx, cut)
 	if err != nil || n != 2 {
 		t.Fatalf("purged %d, %v; want 2", n, err)
@@ -416,4 +416,9 @@ func TestControlCharactersRejectedInPosts(t *testing.T) {
 			t.Errorf("%s: %v, want a bad request", b, err)
 		}
 	}
+}
+
+// same reports whether e is the entry seq of chat with text and no choices.
+func same(e Entry, seq int64, chat, text string) bool {
+	return e.Seq == seq && e.Chat == chat && e.Text == text && e.Buttons == nil && e.List == nil
 }
