@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/botrun/botrun/host/provider"
 )
@@ -82,10 +83,11 @@ func (c *Config) Open(env provider.Env) (provider.Provider, error) {
 
 // Provider is one Twilio sender.
 type Provider struct {
-	cfg    Config
-	admit  provider.Admitter
-	client *http.Client
-	api    *url.URL
+	cfg     Config
+	admit   provider.Admitter
+	client  *http.Client
+	api     *url.URL
+	choices *choices
 }
 
 // Open returns the channel cfg describes.
@@ -104,7 +106,8 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	redirect := func(u *url.URL) bool {
 		return provider.CredentialsAllowed(u, api, "twilio.com", "twiliocdn.com", "s3-external-1.amazonaws.com")
 	}
-	return &Provider{cfg: cfg, admit: env.Admitter, client: provider.NewClient(60*time.Second, api, redirect), api: api}, nil
+	return &Provider{cfg: cfg, admit: env.Admitter, client: provider.NewClient(60*time.Second, api, redirect), api: api,
+		choices: &choices{kv: env.Kv, prefix: env.KeyPrefix + "twilio/" + cfg.ID + "/choices/"}}, nil
 }
 
 // ID implements provider.Provider.
@@ -232,6 +235,11 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ok {
+		if err := p.pressOf(r.Context(), &msg); err != nil {
+			provider.NotAdmitted(w.Header(), err)
+			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
 			provider.NotAdmitted(w.Header(), err)
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
@@ -285,8 +293,18 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	} else {
 		form.Set("From", p.cfg.From)
 	}
-	if msg.Text != "" {
-		form.Set("Body", msg.Text)
+	body, cs := withChoices(msg)
+	if utf8.RuneCountInString(body) > TextLimit {
+		return "", fmt.Errorf("%w: the text with its %d numbered choices is %d characters, over Twilio's %d", provider.ErrUnsupportedContent, len(cs), utf8.RuneCountInString(body), TextLimit)
+	}
+	if cs != nil {
+		// Remembered before the send: a reply to it can come at once.
+		if err := p.choices.set(ctx, msg.Chat, cs); err != nil {
+			return "", fmt.Errorf("twilio %s: remembering the choices: %w", p.cfg.ID, err)
+		}
+	}
+	if body != "" {
+		form.Set("Body", body)
 	}
 	if m := msg.Media; m != nil {
 		u := m.URL
