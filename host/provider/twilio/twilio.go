@@ -294,7 +294,7 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		form.Set("From", p.cfg.From)
 	}
 	body, cs := withChoices(msg)
-	if utf8.RuneCountInString(body) > TextLimit {
+	if body != msg.Text && utf8.RuneCountInString(body) > TextLimit {
 		return "", fmt.Errorf("%w: the text with its %d numbered choices is %d characters, over Twilio's %d", provider.ErrUnsupportedContent, len(cs), utf8.RuneCountInString(body), TextLimit)
 	}
 	if cs != nil {
