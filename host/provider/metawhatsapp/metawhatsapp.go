@@ -4,6 +4,12 @@
 // POST {api_url}/{phone_number_id}/messages with the Graph errors mapped onto
 // the provider taxonomy; 4096-character texts; media ids as durable media
 // references, downloaded with the same Bearer token.
+//
+// Buttons and lists go out as interactive messages (reply buttons, a single
+// URL button as cta_url, a list), checked against WhatsApp's limits first;
+// presses come back as interactions: button_reply and list_reply with the
+// pressed id, its title and the answered message's id (context.id), and a
+// template's quick-reply press with its payload.
 package metawhatsapp
 
 import (
@@ -24,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
 )
 
@@ -155,17 +162,32 @@ type Message struct {
 	Audio    *Media `json:"audio"`
 	Video    *Media `json:"video"`
 	Sticker  *Media `json:"sticker"`
-	Button   *struct {
-		Text string `json:"text"`
+	// Button is the press of a template's quick-reply button.
+	Button *struct {
+		Payload string `json:"payload"`
+		Text    string `json:"text"`
 	} `json:"button"`
+	// Interactive is the press of a reply button or the pick of a list row
+	// the bot sent.
 	Interactive *struct {
-		ButtonReply *struct {
-			Title string `json:"title"`
-		} `json:"button_reply"`
-		ListReply *struct {
-			Title string `json:"title"`
-		} `json:"list_reply"`
+		Type        string `json:"type"`
+		ButtonReply *Reply `json:"button_reply"`
+		ListReply   *Reply `json:"list_reply"`
 	} `json:"interactive"`
+	// Context is the message this one answers (for a press, the message
+	// the button was on).
+	Context *struct {
+		From string `json:"from"`
+		ID   string `json:"id"`
+	} `json:"context"`
+}
+
+// Reply is a pressed reply button (button_reply) or a picked list row
+// (list_reply).
+type Reply struct {
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
 }
 
 // ErrBadNotification is wrapped by every DecodeNotification error.
@@ -193,7 +215,10 @@ func DecodeNotification(b []byte) (Notification, error) {
 }
 
 // inbound turns a message into what botrun admits; ok is false for types
-// botrun does not handle (reactions, locations, contacts, system messages).
+// botrun does not handle (reactions, locations, contacts, system messages,
+// flow replies). A press (button_reply, list_reply, a template's quick reply)
+// is an Interaction with an empty Text (the host puts the title there);
+// its Message is context.id, the message the button was on.
 func (m Message) inbound() (provider.Message, bool) {
 	out := provider.Message{ID: m.ID, Chat: m.From, From: m.From}
 	if ts, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil && ts > 0 {
@@ -219,13 +244,29 @@ func (m Message) inbound() (provider.Message, bool) {
 	case m.Type == "sticker":
 		media("sticker", m.Sticker)
 	case m.Type == "button" && m.Button != nil:
-		out.Text = m.Button.Text
-	case m.Type == "interactive" && m.Interactive != nil && m.Interactive.ButtonReply != nil:
-		out.Text = m.Interactive.ButtonReply.Title
-	case m.Type == "interactive" && m.Interactive != nil && m.Interactive.ListReply != nil:
-		out.Text = m.Interactive.ListReply.Title
+		if m.Button.Payload == "" {
+			out.Text = m.Button.Text // no payload to report: read as text
+			break
+		}
+		out.Interaction = &abi.Interaction{ID: m.Button.Payload, Title: m.Button.Text}
+	case m.Type == "interactive" && m.Interactive != nil:
+		r := m.Interactive.ButtonReply
+		if m.Interactive.Type == "list_reply" || r == nil {
+			r = m.Interactive.ListReply
+		}
+		if r == nil {
+			break
+		}
+		if r.ID == "" {
+			out.Text = r.Title // no id to report: read as the title's text
+			break
+		}
+		out.Interaction = &abi.Interaction{ID: r.ID, Title: r.Title}
 	}
-	return out, out.Text != "" || len(out.Media) > 0
+	if out.Interaction != nil && m.Context != nil {
+		out.Interaction.Message = m.Context.ID
+	}
+	return out, out.Text != "" || len(out.Media) > 0 || out.Interaction != nil
 }
 
 // Routes implements provider.Router: the verification handshake and the
@@ -370,23 +411,26 @@ func (p *Provider) do(req *http.Request, out any) error {
 	return nil
 }
 
-// Send implements provider.Provider.
+// Send implements provider.Provider. A send with buttons or a list goes as an
+// interactive message (see interactive); what WhatsApp cannot show fails with
+// provider.ErrUnsupportedContent before any request.
 func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
 	req := map[string]any{"messaging_product": "whatsapp", "recipient_type": "individual", "to": msg.Chat}
-	if m := msg.Media; m != nil {
+	if len(msg.Buttons) > 0 || msg.List != nil {
+		obj, err := interactive(msg)
+		if err != nil {
+			return "", fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
+		}
+		req["type"], req["interactive"] = "interactive", obj
+	} else if m := msg.Media; m != nil {
 		switch m.Type {
 		case "image", "document", "audio", "video", "sticker":
 		default:
 			return "", fmt.Errorf("%w: meta-whatsapp cannot send media of type %q", provider.ErrUnsupportedContent, m.Type)
 		}
-		obj := map[string]string{}
-		switch {
-		case m.Ref != "":
-			obj["id"] = m.Ref
-		case m.URL != "":
-			obj["link"] = m.URL
-		default:
-			return "", fmt.Errorf("%w: media without ref or url", provider.ErrUnsupportedContent)
+		obj, err := mediaObject(m)
+		if err != nil {
+			return "", err
 		}
 		caption := m.Caption
 		if caption == "" {
@@ -420,6 +464,18 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		return "", fmt.Errorf("meta-whatsapp %s: the answer has no message id", p.cfg.ID)
 	}
 	return out.Messages[0].ID, nil
+}
+
+// mediaObject is an outbound media's reference: {"id"} for a media id,
+// {"link"} for a public URL.
+func mediaObject(m *provider.Media) (map[string]any, error) {
+	switch {
+	case m.Ref != "":
+		return map[string]any{"id": m.Ref}, nil
+	case m.URL != "":
+		return map[string]any{"link": m.URL}, nil
+	}
+	return nil, fmt.Errorf("%w: media without ref or url", provider.ErrUnsupportedContent)
 }
 
 // validMediaID reports whether id looks like a Graph media id.

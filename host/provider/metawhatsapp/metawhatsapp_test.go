@@ -151,6 +151,10 @@ func FuzzDecodeNotification(f *testing.F) {
 	f.Add(metawhatsapptest.Notification(phoneID, []map[string]any{metawhatsapptest.TextMessage(user, "wamid.1", "hola")}, nil))
 	f.Add(metawhatsapptest.Notification(phoneID, []map[string]any{metawhatsapptest.ImageMessage(user, "wamid.2", "123", "c")}, nil))
 	f.Add(metawhatsapptest.Notification(phoneID, nil, []map[string]any{metawhatsapptest.Status("wamid.3", user, "read")}))
+	f.Add(metawhatsapptest.Notification(phoneID, []map[string]any{metawhatsapptest.ButtonReply(user, "wamid.4", "wamid.OUT1", "yes", "Yes")}, nil))
+	f.Add(metawhatsapptest.Notification(phoneID, []map[string]any{metawhatsapptest.ListReply(user, "wamid.5", "wamid.OUT2", "row-1", "Row 1", "the first")}, nil))
+	f.Add(metawhatsapptest.Notification(phoneID, []map[string]any{metawhatsapptest.QuickReply(user, "wamid.6", "wamid.OUT3", "STOP", "Stop")}, nil))
+	f.Add(metawhatsapptest.Notification(phoneID, []map[string]any{metawhatsapptest.ButtonReply(user, "wamid.7", "", "", "No id")}, nil))
 	f.Add([]byte(`{"object":"page"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n, err := DecodeNotification(b)
@@ -160,8 +164,12 @@ func FuzzDecodeNotification(f *testing.F) {
 		for _, e := range n.Entry {
 			for _, c := range e.Changes {
 				for _, m := range c.Value.Messages {
-					if msg, ok := m.inbound(); ok && (msg.ID == "" || msg.Chat == "") {
+					msg, ok := m.inbound()
+					if ok && (msg.ID == "" || msg.Chat == "") {
 						t.Fatalf("admissible message without id or chat: %+v", msg)
+					}
+					if ok && msg.Interaction != nil && msg.Interaction.ID == "" {
+						t.Fatalf("an interaction without id: %+v", msg.Interaction)
 					}
 				}
 			}

@@ -1,6 +1,9 @@
 // Package metawhatsapptest is a fake WhatsApp Cloud API (Graph) for tests: it
 // speaks the real wire format, checks the Bearer token and rejects what the
-// real API rejects. It also builds signed webhook notifications.
+// real API rejects, interactive messages included (button counts, title
+// lengths, list rows, a missing body: HTTP 400 with the Graph error shape,
+// code 131008 or 131009). It also builds webhook notifications, with
+// button_reply, list_reply and quick-reply presses.
 package metawhatsapptest
 
 import (
@@ -30,7 +33,8 @@ type API struct {
 	Limited int
 	// Media are the downloadable media by id.
 	Media map[string][]byte
-	// Sent are the accepted sends' bodies.
+	// Sent are the accepted sends' bodies (Interactives decodes the
+	// interactive ones).
 	Sent   []map[string]any
 	nextID int
 }
@@ -50,6 +54,23 @@ func (f *API) Lock() { f.mu.Lock() }
 
 // Unlock releases Lock.
 func (f *API) Unlock() { f.mu.Unlock() }
+
+// Interactives returns the interactive objects of the accepted sends to a
+// recipient, in order.
+func (f *API) Interactives(to string) []Interactive {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Interactive
+	for _, s := range f.Sent {
+		if s["to"] == to && s["type"] == "interactive" {
+			var in Interactive
+			b, _ := json.Marshal(s["interactive"])
+			json.Unmarshal(b, &in)
+			out = append(out, in)
+		}
+	}
+	return out
+}
 
 // Texts returns the accepted text bodies sent to a recipient.
 func (f *API) Texts(to string) []string {
@@ -180,6 +201,11 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 			return
 		case utf8.RuneCountInString(caption) > 1024:
 			fail(w, 400, 100, "Param caption must be at most 1024 characters long.")
+			return
+		}
+	} else if typ == "interactive" {
+		if code, msg := checkInteractive(req["interactive"]); code != 0 {
+			fail(w, 400, code, msg)
 			return
 		}
 	} else {
