@@ -2,6 +2,25 @@
 // secret token header, or getUpdates long polling (no public URL needed);
 // sendMessage / sendPhoto / sendDocument with the API errors mapped onto the
 // provider taxonomy; 4096-character texts; file_id media references.
+//
+// Buttons and lists go under a message as an inline keyboard (reply_markup
+// {"inline_keyboard": [[button], …]}), on sendMessage and on the media sends
+// alike, one button per row so that no title is cut short on a narrow
+// screen: a reply button is {"text": title, "callback_data": id}, a URL
+// button {"text": title, "url": url}. Telegram has no list widget: a list is
+// shown as the same inline keyboard, one button per row, its text the row's
+// title and its callback_data the row's id; the list's button title, the
+// section titles and the row descriptions are not shown. callback_data holds
+// 1-64 bytes: a longer id is refused with provider.ErrUnsupportedContent
+// before any request (never cut).
+//
+// The press of a reply button or a list row arrives as a callback_query
+// update (webhook or getUpdates): it is admitted as a message with id
+// "cb:<callback_query.id>" carrying an abi.Interaction (the callback_data,
+// the pressed button's text as the keyboard under the message shows it, and
+// the message's id), then answered with answerCallbackQuery, which the
+// Telegram app waits for. A callback without data (a game) or from a bot is
+// answered and ignored.
 package telegram
 
 import (
@@ -20,6 +39,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
 )
 
@@ -32,6 +52,10 @@ const MaxBody = 1 << 20
 
 // TextLimit is Telegram's longest text message.
 const TextLimit = 4096
+
+// MaxCallbackData is the longest callback_data Telegram takes, in bytes: the
+// longest id a reply button or a list row may have on this channel.
+const MaxCallbackData = 64
 
 func init() {
 	provider.Register(provider.Type{Name: "telegram", Config: func() provider.Config { return &Config{Mode: "webhook"} }})
@@ -110,8 +134,38 @@ func (p *Provider) TextLimit() int { return TextLimit }
 
 // Update is the part of a Telegram Update botrun reads.
 type Update struct {
-	UpdateID int64    `json:"update_id"`
-	Message  *Message `json:"message"`
+	UpdateID      int64          `json:"update_id"`
+	Message       *Message       `json:"message"`
+	CallbackQuery *CallbackQuery `json:"callback_query"`
+}
+
+// CallbackQuery is the press of an inline keyboard button.
+type CallbackQuery struct {
+	// ID is the query's id, answered with answerCallbackQuery.
+	ID   string `json:"id"`
+	From *struct {
+		ID    int64 `json:"id"`
+		IsBot bool  `json:"is_bot"`
+	} `json:"from"`
+	// Message is the message the button was on; nil for a message sent in
+	// inline mode (InlineMessageID), which botrun never sends.
+	Message         *Message `json:"message"`
+	InlineMessageID string   `json:"inline_message_id"`
+	// Data is the button's callback_data; empty for a game.
+	Data string `json:"data"`
+}
+
+// InlineKeyboard is a reply_markup of inline keyboard buttons.
+type InlineKeyboard struct {
+	InlineKeyboard [][]InlineButton `json:"inline_keyboard"`
+}
+
+// InlineButton is one inline keyboard button: a callback button
+// (CallbackData) or a URL button (URL).
+type InlineButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data,omitempty"`
+	URL          string `json:"url,omitempty"`
 }
 
 // Message is a Telegram message.
@@ -135,6 +189,8 @@ type Message struct {
 	Voice    *File `json:"voice"`
 	Audio    *File `json:"audio"`
 	Sticker  *File `json:"sticker"`
+	// ReplyMarkup is the inline keyboard under the message, if any.
+	ReplyMarkup *InlineKeyboard `json:"reply_markup"`
 }
 
 // File is a document, video, voice note, audio file or sticker.
@@ -158,7 +214,55 @@ func DecodeUpdate(b []byte) (Update, error) {
 	if m := u.Message; m != nil && (m.MessageID == 0 || m.Chat.ID == 0) {
 		return u, fmt.Errorf("%w: message without message_id or chat.id", ErrBadUpdate)
 	}
+	if q := u.CallbackQuery; q != nil {
+		if q.ID == "" {
+			return u, fmt.Errorf("%w: callback_query without id", ErrBadUpdate)
+		}
+		if m := q.Message; m != nil && (m.MessageID == 0 || m.Chat.ID == 0) {
+			return u, fmt.Errorf("%w: callback_query message without message_id or chat.id", ErrBadUpdate)
+		}
+	}
 	return u, nil
+}
+
+// interaction turns a callback_query update into an inbound message carrying
+// the press; ok is false for the callbacks botrun ignores (a game's, without
+// data; a bot's; one on an inline-mode message, without a chat). Either way
+// a callback_query is answered.
+func (u Update) interaction() (provider.Message, bool) {
+	q := u.CallbackQuery
+	if q == nil || q.Data == "" || q.Message == nil || (q.From != nil && q.From.IsBot) {
+		return provider.Message{}, false
+	}
+	out := provider.Message{
+		// "cb:" keeps it apart from the "<chat>:<message_id>" of messages.
+		ID:   "cb:" + q.ID,
+		Chat: strconv.FormatInt(q.Message.Chat.ID, 10),
+		Interaction: &abi.Interaction{
+			ID:      q.Data,
+			Title:   q.Message.ReplyMarkup.title(q.Data),
+			Message: strconv.FormatInt(q.Message.MessageID, 10),
+		},
+	}
+	if q.From != nil {
+		out.From = strconv.FormatInt(q.From.ID, 10)
+	}
+	return out, true
+}
+
+// title returns the text of the button whose callback_data is data, or "".
+func (k *InlineKeyboard) title(data string) string {
+	if k == nil {
+		return ""
+	}
+	for _, row := range k.InlineKeyboard {
+		for _, b := range row {
+			if b.CallbackData == data {
+				return b.Text
+			}
+		}
+	}
+	return ""
 }
 
 // message turns an update into an inbound message; ok is false for updates
@@ -218,19 +322,50 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if msg, ok := u.message(); ok {
-		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
-			provider.NotAdmitted(w.Header(), err)
-			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable) // Telegram retries
-			return
-		}
+	if err := p.deliver(r.Context(), u); err != nil {
+		provider.NotAdmitted(w.Header(), err)
+		http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable) // Telegram retries
+		return
 	}
 	w.WriteHeader(http.StatusOK)
 }
 
+// deliver admits what u carries and answers its callback_query, if any, once
+// admitted (a duplicate too: a redelivered press still needs its answer). An
+// error is an Admit error worth a redelivery; nothing was answered then.
+func (p *Provider) deliver(ctx context.Context, u Update) error {
+	msg, ok := u.message()
+	if !ok {
+		msg, ok = u.interaction()
+	}
+	if ok {
+		if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
+			return err
+		}
+	}
+	if q := u.CallbackQuery; q != nil {
+		p.answer(ctx, q.ID)
+	}
+	return nil
+}
+
+// answerTimeout bounds answerCallbackQuery, which outlives a webhook request
+// or a poll that ends.
+const answerTimeout = 5 * time.Second
+
+// answer acknowledges a callback query, best effort: the press is admitted
+// already, and a failure only leaves the user's app waiting a while.
+func (p *Provider) answer(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), answerTimeout)
+	defer cancel()
+	if err := p.call(ctx, "answerCallbackQuery", map[string]any{"callback_query_id": id}, nil); err != nil {
+		p.log.Warn("telegram: answerCallbackQuery failed", "provider", p.cfg.ID, "err", err)
+	}
+}
+
 // Run implements provider.Runner: with mode poll, getUpdates long polling
 // until ctx ends (with mode webhook it returns at once). An update's offset is
-// acknowledged only after its message is admitted.
+// acknowledged only after its message (or button press) is admitted.
 func (p *Provider) Run(ctx context.Context) {
 	if p.cfg.Mode != "poll" {
 		return
@@ -256,12 +391,10 @@ func (p *Provider) Run(ctx context.Context) {
 				p.log.Warn("telegram: bad update skipped", "err", err)
 				continue
 			}
-			if msg, ok := u.message(); ok {
-				if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
-					p.log.Error("telegram: not admitted; will poll it again", "err", err)
-					wait = max(time.Second, provider.RetryAfter(err))
-					break
-				}
+			if err := p.deliver(ctx, u); err != nil {
+				p.log.Error("telegram: not admitted; will poll it again", "err", err)
+				wait = max(time.Second, provider.RetryAfter(err))
+				break
 			}
 			offset = u.UpdateID + 1
 		}
@@ -346,6 +479,10 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	if err != nil {
 		return "", fmt.Errorf("%w: telegram chat %q is not a chat id", provider.ErrRecipientUnreachable, msg.Chat)
 	}
+	markup, err := keyboard(msg.Buttons, msg.List)
+	if err != nil {
+		return "", fmt.Errorf("telegram %s: %w", p.cfg.ID, err)
+	}
 	method, args := "sendMessage", map[string]any{"chat_id": chat, "text": msg.Text}
 	if m := msg.Media; m != nil {
 		field := map[string]string{"image": "photo", "document": "document", "video": "video", "audio": "audio"}[m.Type]
@@ -366,6 +503,9 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 			args["caption"] = caption
 		}
 	}
+	if markup != nil {
+		args["reply_markup"] = markup
+	}
 	var sent struct {
 		MessageID int64 `json:"message_id"`
 	}
@@ -373,6 +513,46 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		return "", err
 	}
 	return strconv.FormatInt(sent.MessageID, 10), nil
+}
+
+// keyboard lays buttons or a list out as an inline keyboard, one button per
+// row (nil for none). What Telegram would refuse is refused here, wrapping
+// provider.ErrUnsupportedContent: an empty text, an id that is not 1-64 bytes
+// of callback_data.
+func keyboard(buttons []abi.Button, list *abi.List) (*InlineKeyboard, error) {
+	var k InlineKeyboard
+	add := func(what, text, id, url string) error {
+		if text == "" {
+			return fmt.Errorf("%w: %s has no title (Telegram's button text cannot be empty)", provider.ErrUnsupportedContent, what)
+		}
+		if url != "" {
+			k.InlineKeyboard = append(k.InlineKeyboard, []InlineButton{{Text: text, URL: url}})
+			return nil
+		}
+		if id == "" || len(id) > MaxCallbackData {
+			return fmt.Errorf("%w: %s id %q is %d bytes; Telegram's callback_data holds 1-%d bytes", provider.ErrUnsupportedContent, what, id, len(id), MaxCallbackData)
+		}
+		k.InlineKeyboard = append(k.InlineKeyboard, []InlineButton{{Text: text, CallbackData: id}})
+		return nil
+	}
+	for i, b := range buttons {
+		if err := add(fmt.Sprintf("buttons[%d]", i), b.Title, b.ID, b.URL); err != nil {
+			return nil, err
+		}
+	}
+	if list != nil {
+		for i, sec := range list.Sections {
+			for j, r := range sec.Rows {
+				if err := add(fmt.Sprintf("list.sections[%d].rows[%d]", i, j), r.Title, r.ID, ""); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if len(k.InlineKeyboard) == 0 {
+		return nil, nil
+	}
+	return &k, nil
 }
 
 // SerializeMediaRef implements provider.MediaRefCodec: the file_id, valid

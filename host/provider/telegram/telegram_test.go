@@ -187,6 +187,11 @@ func TestMediaRefs(t *testing.T) {
 func FuzzDecodeUpdate(f *testing.F) {
 	f.Add([]byte(`{"update_id":10,"message":{"message_id":5,"from":{"id":7},"chat":{"id":42},"text":"hola"}}`))
 	f.Add([]byte(`{"update_id":1,"message":{"message_id":0}}`))
+	f.Add([]byte(`{"update_id":11,"callback_query":{"id":"4382bfdwdsb323b2d9","from":{"id":7},"message":{"message_id":5,"chat":{"id":42},"reply_markup":{"inline_keyboard":[[{"text":"Yes","callback_data":"yes"}],[{"text":"Docs","url":"https://example.com"}]]}},"data":"yes"}}`))
+	f.Add([]byte(`{"update_id":12,"callback_query":{"id":"q","from":{"id":7},"message":{"message_id":5,"chat":{"id":42}},"game_short_name":"g"}}`))
+	f.Add([]byte(`{"update_id":13,"callback_query":{"id":"q","from":{"id":7},"inline_message_id":"i","data":"x"}}`))
+	f.Add([]byte(`{"update_id":14,"callback_query":{"id":"","data":"x","message":{"message_id":1,"chat":{"id":0}}}}`))
+	f.Add([]byte(`{"update_id":15,"callback_query":{"id":"q","message":{"message_id":1,"chat":{"id":1},"reply_markup":{"inline_keyboard":[null,[null]]}},"data":"x"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		u, err := DecodeUpdate(b)
 		if err != nil {
@@ -197,6 +202,15 @@ func FuzzDecodeUpdate(f *testing.F) {
 		}
 		if m, ok := u.message(); ok && (m.ID == "" || m.Chat == "") {
 			t.Fatalf("message without id or chat from %q", b)
+		}
+		if m, ok := u.interaction(); ok {
+			in := m.Interaction
+			if m.ID == "cb:" || !strings.HasPrefix(m.ID, "cb:") || m.Chat == "" || in == nil || in.ID == "" || in.Message == "" {
+				t.Fatalf("interaction %+v %+v from %q", m, in, b)
+			}
+			if u.CallbackQuery.Message.ReplyMarkup == nil && in.Title != "" {
+				t.Fatalf("a title without a keyboard from %q", b)
+			}
 		}
 	})
 }

@@ -5,13 +5,20 @@ package telegramtest
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"unicode/utf8"
 )
 
+// MaxCallbackData is the longest callback_data the Bot API takes, in bytes.
+const MaxCallbackData = 64
+
 // API speaks the Bot API's wire format and rejects what it rejects: a
-// wrong token, a non-JSON body, an unknown chat, an empty or too long text.
+// wrong token, a non-JSON body, an unknown chat, an empty or too long text,
+// an inline keyboard with an empty button text, a callback_data that is not
+// 1-64 bytes or a bad button URL; answerCallbackQuery for a query it never
+// issued (see Press).
 type API struct {
 	token string
 
@@ -20,19 +27,28 @@ type API struct {
 	Chats   map[int64]bool
 	Blocked map[int64]bool
 	Limited int
-	// Sent are the accepted sends' arguments (with "method").
+	// Sent are the accepted sends' arguments (with "method" and the
+	// "message_id" the fake gave the message).
 	Sent []map[string]any
 	// Files are the downloadable files by file_id.
 	Files map[string][]byte
 	// Updates are served to getUpdates.
-	Updates   []json.RawMessage
+	Updates []json.RawMessage
+	// Answered are the callback query ids answerCallbackQuery accepted, in
+	// order (an id answered twice is there twice).
+	Answered []string
+
 	offsets   []int64
 	nextMsgID int64
+	calls     map[string]int
+	queries   map[string]bool
+	markups   map[int64]json.RawMessage // reply_markup by message_id
 }
 
 // New returns a fake Bot API for token with the given chats.
 func New(token string, chats ...int64) *API {
-	f := &API{token: token, Chats: map[int64]bool{}, Blocked: map[int64]bool{}, Files: map[string][]byte{}}
+	f := &API{token: token, Chats: map[int64]bool{}, Blocked: map[int64]bool{}, Files: map[string][]byte{},
+		calls: map[string]int{}, queries: map[string]bool{}, markups: map[int64]json.RawMessage{}}
 	for _, c := range chats {
 		f.Chats[c] = true
 	}
@@ -63,6 +79,147 @@ func (f *API) Texts(chat int64) []string {
 		}
 	}
 	return out
+}
+
+// Calls returns how many requests named method (with the right token) the
+// fake received, accepted or not.
+func (f *API) Calls(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[method]
+}
+
+// AnsweredQueries returns a copy of Answered.
+func (f *API) AnsweredQueries() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.Answered...)
+}
+
+// ReplyMarkup returns the reply_markup the accepted send of messageID
+// carried (normalized JSON), or nil.
+func (f *API) ReplyMarkup(messageID int64) json.RawMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.markups[messageID]
+}
+
+// Keyboard returns the inline keyboard the accepted send of messageID
+// carried, or nil.
+func (f *API) Keyboard(messageID int64) [][]Button {
+	var k struct {
+		InlineKeyboard [][]Button `json:"inline_keyboard"`
+	}
+	if json.Unmarshal(f.ReplyMarkup(messageID), &k) != nil {
+		return nil
+	}
+	return k.InlineKeyboard
+}
+
+// Button is an inline keyboard button as the fake recorded it.
+type Button struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data,omitempty"`
+	URL          string `json:"url,omitempty"`
+}
+
+// Callback describes the press of an inline keyboard button, for Press.
+type Callback struct {
+	// UpdateID is the update's update_id.
+	UpdateID int64
+	// ID is the callback query's id; Press makes it answerable.
+	ID string
+	// From is the user who pressed; FromBot marks a bot.
+	From    int64
+	FromBot bool
+	// Chat and MessageID are the message the button was on. When the fake
+	// sent MessageID, its reply_markup goes along, as Telegram does.
+	Chat      int64
+	MessageID int64
+	// Data is the button's callback_data; empty (a game's) leaves it out.
+	Data string
+}
+
+// Press returns the body of a callback_query update (webhook or getUpdates)
+// for c, and lets answerCallbackQuery accept c.ID.
+func (f *API) Press(c Callback) []byte {
+	f.mu.Lock()
+	f.queries[c.ID] = true
+	markup := f.markups[c.MessageID]
+	f.mu.Unlock()
+	return CallbackUpdate(c, markup)
+}
+
+// CallbackUpdate returns the body of a callback_query update for c with the
+// message's reply_markup (nil for none), without registering c.ID with a
+// fake.
+func CallbackUpdate(c Callback, markup json.RawMessage) []byte {
+	msg := map[string]any{"message_id": c.MessageID, "date": 1764412800, "chat": map[string]any{"id": c.Chat, "type": "private"},
+		"from": map[string]any{"id": 1, "is_bot": true, "first_name": "bot"}}
+	if markup != nil {
+		msg["reply_markup"] = markup
+	}
+	q := map[string]any{"id": c.ID, "from": map[string]any{"id": c.From, "is_bot": c.FromBot, "first_name": "user"},
+		"message": msg, "chat_instance": "-1"}
+	if c.Data != "" {
+		q["data"] = c.Data
+	}
+	b, err := json.Marshal(map[string]any{"update_id": c.UpdateID, "callback_query": q})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// checkMarkup validates a reply_markup as the Bot API does (an object, or
+// the same serialized in a string) and returns it normalized, or the API's
+// error description.
+func checkMarkup(v any) (json.RawMessage, string) {
+	if s, ok := v.(string); ok {
+		var obj any
+		if json.Unmarshal([]byte(s), &obj) != nil {
+			return nil, "Bad Request: can't parse reply keyboard markup JSON object"
+		}
+		v = obj
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, "Bad Request: can't parse reply keyboard markup JSON object"
+	}
+	var k struct {
+		InlineKeyboard [][]map[string]any `json:"inline_keyboard"`
+	}
+	if json.Unmarshal(raw, &k) != nil || k.InlineKeyboard == nil {
+		return nil, "Bad Request: can't parse reply keyboard markup JSON object"
+	}
+	for _, row := range k.InlineKeyboard {
+		for _, b := range row {
+			text, _ := b["text"].(string)
+			if text == "" {
+				return nil, "Bad Request: text buttons are unallowed in the inline keyboard (a button's text is empty)"
+			}
+			data, hasData := b["callback_data"]
+			link, hasURL := b["url"]
+			switch {
+			case hasData && hasURL:
+				return nil, "Bad Request: can't parse inline keyboard button: exactly one of the optional fields must be used"
+			case hasData:
+				d, ok := data.(string)
+				if !ok || d == "" || len(d) > MaxCallbackData {
+					return nil, "Bad Request: BUTTON_DATA_INVALID"
+				}
+			case hasURL:
+				s, _ := link.(string)
+				u, err := url.Parse(s)
+				if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "tg") {
+					return nil, "Bad Request: BUTTON_URL_INVALID"
+				}
+			default:
+				return nil, "Bad Request: text buttons are unallowed in the inline keyboard"
+			}
+		}
+	}
+	return raw, ""
 }
 
 // ServeHTTP implements http.Handler.
@@ -97,8 +254,10 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	method := strings.TrimPrefix(r.URL.Path, prefix)
+	f.calls[method]++
 	if method == "getUpdates" {
-		off := int64(args["offset"].(float64))
+		o, _ := args["offset"].(float64)
+		off := int64(o)
 		f.offsets = append(f.offsets, off)
 		var out []json.RawMessage
 		for _, u := range f.Updates {
@@ -122,12 +281,23 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": map[string]any{"file_id": id, "file_path": "photos/" + id + ".jpg"}})
 		return
 	}
+	if method == "answerCallbackQuery" {
+		id, _ := args["callback_query_id"].(string)
+		if id == "" || !f.queries[id] {
+			fail(400, "Bad Request: query is too old and response timeout expired or query ID is invalid", 0)
+			return
+		}
+		f.Answered = append(f.Answered, id)
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": true})
+		return
+	}
 	if f.Limited > 0 {
 		f.Limited--
 		fail(429, "Too Many Requests: retry after 7", 7)
 		return
 	}
-	chat := int64(args["chat_id"].(float64))
+	chatID, _ := args["chat_id"].(float64)
+	chat := int64(chatID)
 	switch {
 	case f.Blocked[chat]:
 		fail(403, "Forbidden: bot was blocked by the user", 0)
@@ -156,8 +326,20 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(404, "Not Found: method not found", 0)
 		return
 	}
+	var markup json.RawMessage
+	if v, ok := args["reply_markup"]; ok {
+		var desc string
+		if markup, desc = checkMarkup(v); desc != "" {
+			fail(400, desc, 0)
+			return
+		}
+	}
 	f.nextMsgID++
+	if markup != nil {
+		f.markups[f.nextMsgID] = markup
+	}
 	args["method"] = method
+	args["message_id"] = float64(f.nextMsgID)
 	f.Sent = append(f.Sent, args)
 	json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": map[string]any{"message_id": f.nextMsgID, "chat": map[string]any{"id": chat}}})
 }
