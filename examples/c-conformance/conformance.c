@@ -7,7 +7,7 @@
 
 #include "botrun.h"
 
-#define MAXARGS 8
+#define MAXARGS 16
 
 /* arg decodes an argument in place or into a new buffer: "-" is "", "@N" N
  * bytes of 'x'. */
@@ -115,6 +115,18 @@ int botrun_handle(botrun_ctx *ctx) {
     int (*fn)(botrun_ctx *, const char *, const char *, const botrun_send_opts *, botrun_send_result *) =
         cmd[0] == 's' ? botrun_send_ex : cmd[0] == 'p' ? botrun_post_ex : botrun_enqueue_ex;
     send_outcome(fn(ctx, arg(args[1]), arg(args[3]), &o, &r), &r);
+  } else if (!strcmp(cmd, "broadcast") || !strcmp(cmd, "broadcast-at")) {
+    /* broadcast PREFIX TEXT CHAT..., broadcast-at PREFIX AT TEXT CHAT... */
+    int at_arg = !strcmp(cmd, "broadcast-at");
+    long long at = 0;
+    if (at_arg) at = args[2][0] == '+' ? ctx->event.received_at + atoll(args[2] + 1) : atoll(args[2]);
+    const char *chats[MAXARGS];
+    size_t n = 0;
+    for (int i = at_arg ? 4 : 3; i < argc; i++) chats[n++] = arg(args[i]);
+    botrun_broadcast_result b;
+    int rc = botrun_broadcast(ctx, chats, n, arg(args[at_arg ? 3 : 2]), arg(args[1]), at, &b);
+    if (rc) failure(rc);
+    else snprintf(out, sizeof out, "journaled %lld existing %lld", b.journaled, b.existing);
   } else if (!strcmp(cmd, "reply")) {
     send_outcome(botrun_reply(ctx, arg(args[1]), &r), &r);
   } else if (!strcmp(cmd, "sends")) {

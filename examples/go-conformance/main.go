@@ -73,14 +73,19 @@ func opts(args []string, i int) []bot.SendOption {
 // the event's time plus N ms, any other number a Unix time in ms ("0": none).
 // The key, if any, follows the text.
 func atOpts(ctx *bot.Context, args []string) []bot.SendOption {
-	var at time.Time
-	if n, ok := strings.CutPrefix(args[2], "+"); ok {
+	return append(opts(args, 4), bot.WithAt(atTime(ctx, args[2])))
+}
+
+// atTime decodes an AT argument.
+func atTime(ctx *bot.Context, s string) time.Time {
+	if n, ok := strings.CutPrefix(s, "+"); ok {
 		ms, _ := strconv.ParseInt(n, 10, 64)
-		at = time.UnixMilli(ctx.Event.ReceivedAt).Add(time.Duration(ms) * time.Millisecond)
-	} else if ms, _ := strconv.ParseInt(args[2], 10, 64); ms != 0 {
-		at = time.UnixMilli(ms)
+		return time.UnixMilli(ctx.Event.ReceivedAt).Add(time.Duration(ms) * time.Millisecond)
 	}
-	return append(opts(args, 4), bot.WithAt(at))
+	if ms, _ := strconv.ParseInt(s, 10, 64); ms != 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
 }
 
 var signup = bot.NewFlow("signup", func(f *bot.FlowContext) error {
@@ -152,6 +157,22 @@ func run(ctx *bot.Context, args []string) (string, error) {
 		return sendOutcome(ctx.Post(need(1), need(3), atOpts(ctx, args)...)), nil
 	case "enqueue-at":
 		return sendOutcome(ctx.Enqueue(need(1), need(3), atOpts(ctx, args)...)), nil
+	case "broadcast", "broadcast-at":
+		// broadcast PREFIX TEXT CHAT..., broadcast-at PREFIX AT TEXT CHAT...
+		var o []bot.SendOption
+		text := 2
+		if args[0] == "broadcast-at" {
+			o, text = []bot.SendOption{bot.WithAt(atTime(ctx, args[2]))}, 3
+		}
+		var chats []string
+		for _, c := range args[text+1:] {
+			chats = append(chats, arg(c))
+		}
+		r, err := ctx.Broadcast(chats, need(text), need(1), o...)
+		if err != nil {
+			return failure(err), nil
+		}
+		return fmt.Sprintf("journaled %d existing %d", r.Journaled, r.Existing), nil
 	case "reply":
 		return sendOutcome(ctx.Reply(need(1))), nil
 	case "sends":

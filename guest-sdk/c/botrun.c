@@ -21,6 +21,7 @@ IMPORT("state_delete") int32_t host_state_delete(const void *k, int32_t kn);
 IMPORT("log") void host_log(int32_t level, const void *p, int32_t n);
 IMPORT("now_ms") int64_t host_now_ms(void);
 IMPORT("media_load") int32_t host_media_load(int32_t index);
+IMPORT("broadcast") int32_t host_broadcast(const void *p, int32_t n);
 
 EXPORT("botrun_abi_v1") void botrun_abi_v1(void) {}
 
@@ -322,6 +323,19 @@ static int result_field(reader *r, const char *k, void *dst) {
   return ok;
 }
 
+static int broadcast_field(reader *r, const char *k, void *dst) {
+  botrun_broadcast_result *o = dst;
+  ws(r);
+  if (!strcmp(k, "journaled") || !strcmp(k, "existing")) {
+    if (r->p >= r->end || *r->p < '0' || *r->p > '9') return 0;
+    long long v = num(r);
+    if (!strcmp(k, "journaled")) o->journaled = v;
+    else o->existing = v;
+    return 1;
+  }
+  return skip(r);
+}
+
 static int unavailable_field(reader *r, const char *k, void *dst) {
   botrun_media_unavailable *o = dst;
   int ok = 1;
@@ -524,6 +538,55 @@ int botrun_post_ex(botrun_ctx *ctx, const char *chat, const char *text, const bo
 
 int botrun_enqueue_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out) {
   return send_ex(ENQUEUE, ctx, chat, text, opts, out);
+}
+
+int botrun_broadcast_media(botrun_ctx *ctx, const char *const *chats, size_t n, const char *text, const botrun_media *media,
+                           const char *key_prefix, long long at_ms, botrun_broadcast_result *out) {
+  botrun_broadcast_result tmp;
+  if (!out) out = &tmp;
+  memset(out, 0, sizeof *out);
+  if (ctx->replaying) {
+    /* As a flow's sends: the host numbers a broadcast like a send. */
+    out->replayed = 1;
+    return 0;
+  }
+  ctx->send_count++;
+  buf o = {0};
+  puts_(&o, "{\"chats\":[");
+  for (size_t i = 0; i < n; i++) {
+    if (i) puts_(&o, ",");
+    put_json_string(&o, chats[i] ? chats[i] : "");
+  }
+  puts_(&o, "],\"text\":");
+  put_json_string(&o, text ? text : "");
+  if (media) put_media(&o, media);
+  puts_(&o, ",\"key_prefix\":");
+  put_json_string(&o, key_prefix ? key_prefix : "");
+  if (at_ms) {
+    char num[32];
+    snprintf(num, sizeof num, ",\"at\":%lld", at_ms);
+    puts_(&o, num);
+  }
+  puts_(&o, "}");
+  int32_t got = host_broadcast(o.b, (int32_t)o.n);
+  free(o.b);
+  if (got < 0) return failed("broadcast", got);
+  char *res = malloc((size_t)got + 1);
+  if (!res) return failed("broadcast", BOTRUN_NO_MEMORY);
+  if (host_result_read(res, got) != got) {
+    free(res);
+    return failed("result_read", BOTRUN_NO_RESULT);
+  }
+  reader r = {res, res + got};
+  int ok = object(&r, broadcast_field, out) && at_end(&r);
+  free(res);
+  if (!ok) return failed("broadcast", BOTRUN_BAD_RESULT);
+  return 0;
+}
+
+int botrun_broadcast(botrun_ctx *ctx, const char *const *chats, size_t n, const char *text, const char *key_prefix,
+                     long long at_ms, botrun_broadcast_result *out) {
+  return botrun_broadcast_media(ctx, chats, n, text, NULL, key_prefix, at_ms, out);
 }
 
 int botrun_reply(botrun_ctx *ctx, const char *text, botrun_send_result *out) {

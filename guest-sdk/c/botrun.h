@@ -156,6 +156,37 @@ int botrun_send_ex(botrun_ctx *ctx, const char *chat, const char *text, const bo
 int botrun_post_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out);
 int botrun_enqueue_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out);
 
+/* The host's answer to botrun_broadcast: how many keys "<key_prefix>:<chat>"
+ * it journaled now, and how many it had journaled already (a replay of the
+ * event, or an earlier broadcast with the same prefix), which are not sent
+ * again. replayed is the SDK's: 1 when a flow made the broadcast while it
+ * replays a step already taken (no host call; the counts are 0). */
+typedef struct {
+  long long journaled;
+  long long existing;
+  int replayed;
+} botrun_broadcast_result;
+
+/* Journal one send of text to each of the n chats, under the key
+ * "<key_prefix>:<chat>", for the host's sweeper to deliver, and return at
+ * once. A chat listed twice is sent once; a key journaled before (the event's
+ * retry, or an earlier broadcast with the same prefix) is not sent again, so
+ * name the prefix after what is announced ("news:42"), not after the event.
+ * at_ms (Unix milliseconds, 0 for now) holds every send until then, as
+ * botrun_enqueue_at. A broadcast counts once against bot.max_sends. out may
+ * be NULL. Returns 0, or BOTRUN_BAD_PAYLOAD (no chats, an empty chat or
+ * key_prefix, an empty text, a negative at_ms, a control character in a chat
+ * or key_prefix), BOTRUN_TOO_LARGE (over 1 MiB, or more chats than
+ * bot.max_broadcast), BOTRUN_UNSUPPORTED (a host without broadcast),
+ * BOTRUN_HOST_ERROR (the journal failed, or past bot.max_sends: the event's
+ * attempt fails), BOTRUN_BAD_RESULT or BOTRUN_NO_MEMORY. */
+int botrun_broadcast(botrun_ctx *ctx, const char *const *chats, size_t n, const char *text, const char *key_prefix,
+                     long long at_ms, botrun_broadcast_result *out);
+/* botrun_broadcast with one attachment (a ref or a public url); media may be
+ * NULL, and text "" with a media. */
+int botrun_broadcast_media(botrun_ctx *ctx, const char *const *chats, size_t n, const char *text, const botrun_media *media,
+                           const char *key_prefix, long long at_ms, botrun_broadcast_result *out);
+
 /* Conversation state of the event's chat, committed with the event. */
 /* botrun_state_get copies the value and a NUL into buf and returns its length;
  * BOTRUN_NOT_FOUND when absent, BOTRUN_BUFFER_TOO_SMALL when it does not fit

@@ -97,5 +97,24 @@ func hostLog(level int32, p unsafe.Pointer, n int32) {
 	}
 }
 
+// nativeBroadcaster is a nativeHost that also broadcasts; without it
+// broadcast is UNSUPPORTED, as on a host that lacks it.
+type nativeBroadcaster interface {
+	broadcast(req []byte) (result []byte, code int32)
+}
+
+func hostBroadcast(p unsafe.Pointer, n int32) int32 {
+	bc, ok := native.(nativeBroadcaster)
+	if !ok {
+		return -4
+	}
+	res, code := bc.broadcast(bytesAt(p, n))
+	if code < 0 {
+		return code
+	}
+	pending = res
+	return int32(len(pending))
+}
+
 func hostNowMs() int64          { return 0 }
 func hostMediaLoad(int32) int32 { return -4 }

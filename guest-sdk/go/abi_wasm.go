@@ -42,3 +42,6 @@ func hostNowMs() int64
 
 //go:wasmimport botrun media_load
 func hostMediaLoad(index int32) int32
+
+//go:wasmimport botrun broadcast
+func hostBroadcast(p unsafe.Pointer, n int32) int32

@@ -308,6 +308,55 @@ func (c *Context) send(fn, chat, text string, opts []SendOption) (SendResult, er
 	return res, nil
 }
 
+// BroadcastResult answers Broadcast: the host's counts of the keys
+// "<keyPrefix>:<chat>" it journaled now, and of those it had journaled
+// already (a replay of the event, or an earlier broadcast with the same
+// prefix), which are not sent again.
+type BroadcastResult struct {
+	Journaled int `json:"journaled"`
+	Existing  int `json:"existing"`
+	// Replayed is the SDK's: the broadcast was made by a flow while it
+	// replays a step already taken, so nothing went to the host (see Flow).
+	Replayed bool `json:"-"`
+}
+
+// Broadcast journals one send of text to each of chats, under the key
+// "<keyPrefix>:<chat>", for the host's sweeper to deliver, and returns at once
+// with the counts. A chat listed twice is sent once, and a key journaled
+// before (the event's retry, or an earlier broadcast with the same prefix) is
+// not sent again: name the prefix after what is announced (e.g. "news:42"),
+// not after the event. A broadcast counts once against bot.max_sends; more
+// chats than bot.max_broadcast (default 10000) is ErrTooLarge. WithAt holds
+// every send until then and WithMedia attaches one item; WithIdempotencyKey
+// does not apply (keyPrefix names the keys) and is ignored.
+//
+// Errors are *HostError: ErrBadPayload for no chats, an empty chat or
+// keyPrefix, no text and no media, a negative time or a control character in
+// a chat or keyPrefix; ErrTooLarge; ErrUnsupported from a host without
+// broadcast (a module that calls Broadcast imports it, so it loads only on a
+// host that has it); ErrHostError when the journal fails or past
+// bot.max_sends.
+func (c *Context) Broadcast(chats []string, text, keyPrefix string, opts ...SendOption) (BroadcastResult, error) {
+	if c.replaying {
+		// As a flow's sends: the host numbers a broadcast like a send.
+		return BroadcastResult{Replayed: true}, nil
+	}
+	r := sendRequest{Text: text}
+	for _, o := range opts {
+		o(&r)
+	}
+	b := encodeBroadcastRequest(chats, r, keyPrefix)
+	out, err := result("broadcast", hostBroadcast(ptr(b), int32(len(b))))
+	if err != nil {
+		return BroadcastResult{}, err
+	}
+	res, err := decodeBroadcastResult(out)
+	if err != nil {
+		return BroadcastResult{}, fmt.Errorf("botrun.broadcast: bad result: %w", err)
+	}
+	return res, nil
+}
+
 // Log writes an info line to the host log, tagged with the event.
 func (c *Context) Log(format string, args ...any) { logf(LevelInfo, format, args...) }
 

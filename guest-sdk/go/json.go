@@ -435,17 +435,7 @@ func encodeSendRequest(r sendRequest) []byte {
 	b = appendString(b, r.Chat)
 	b = append(b, `,"text":`...)
 	b = appendString(b, r.Text)
-	if r.Media != nil {
-		b = append(b, `,"media":{"type":`...)
-		b = appendString(b, r.Media.Type)
-		for _, f := range []struct{ k, v string }{{"ref", r.Media.Ref}, {"url", r.Media.URL}, {"mime", r.Media.MIME}, {"caption", r.Media.Caption}} {
-			if f.v != "" {
-				b = append(b, `,"`+f.k+`":`...)
-				b = appendString(b, f.v)
-			}
-		}
-		b = append(b, '}')
-	}
+	b = appendMedia(b, r.Media)
 	if r.IdempotencyKey != "" {
 		b = append(b, `,"idempotency_key":`...)
 		b = appendString(b, r.IdempotencyKey)
@@ -455,4 +445,70 @@ func encodeSendRequest(r sendRequest) []byte {
 		b = strconv.AppendInt(b, r.At, 10)
 	}
 	return append(b, '}')
+}
+
+// encodeBroadcastRequest is the broadcast request: r's text, media and at
+// (its chat and key are not a broadcast's) to chats under keyPrefix.
+func encodeBroadcastRequest(chats []string, r sendRequest, keyPrefix string) []byte {
+	n := 64 + len(r.Text) + len(keyPrefix)
+	for _, c := range chats {
+		n += len(c) + 3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"chats":[`...)
+	for i, c := range chats {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, c)
+	}
+	b = append(b, `],"text":`...)
+	b = appendString(b, r.Text)
+	b = appendMedia(b, r.Media)
+	b = append(b, `,"key_prefix":`...)
+	b = appendString(b, keyPrefix)
+	if r.At != 0 {
+		b = append(b, `,"at":`...)
+		b = strconv.AppendInt(b, r.At, 10)
+	}
+	return append(b, '}')
+}
+
+func decodeBroadcastResult(b []byte) (BroadcastResult, error) {
+	var r BroadcastResult
+	d := &decoder{b: b}
+	err := d.object(func(k string) error {
+		var n int64
+		var err error
+		switch k {
+		case "journaled":
+			n, err = d.num()
+			r.Journaled = int(n)
+		case "existing":
+			n, err = d.num()
+			r.Existing = int(n)
+		default:
+			err = d.skip()
+		}
+		return err
+	})
+	if err == nil {
+		err = d.end()
+	}
+	return r, err
+}
+
+func appendMedia(b []byte, m *Media) []byte {
+	if m != nil {
+		b = append(b, `,"media":{"type":`...)
+		b = appendString(b, m.Type)
+		for _, f := range []struct{ k, v string }{{"ref", m.Ref}, {"url", m.URL}, {"mime", m.MIME}, {"caption", m.Caption}} {
+			if f.v != "" {
+				b = append(b, `,"`+f.k+`":`...)
+				b = appendString(b, f.v)
+			}
+		}
+		b = append(b, '}')
+	}
+	return b
 }

@@ -55,6 +55,15 @@ type scripted struct {
 	getErr, setErr, delErr error
 	// media answers LoadMedia (default: 11 bytes at index 0, else ErrNoMedia).
 	media func(index int) ([]byte, error)
+	// journal holds the broadcast keys journaled so far: a key already in it
+	// counts as existing, as in the host's outbox. broadcastErr answers every
+	// Broadcast; maxBroadcast refuses more chats (wasm.ErrTooLarge), like
+	// bot.max_broadcast; noBroadcast hands the guest an Env without
+	// wasm.Broadcaster, like a host that lacks it.
+	journal      map[string]bool
+	broadcastErr error
+	maxBroadcast int
+	noBroadcast  bool
 
 	n       int
 	calls   []string
@@ -116,6 +125,43 @@ func (e *scripted) Enqueue(_ context.Context, req abi.SendRequest) (abi.SendResu
 func (e *scripted) Post(_ context.Context, req abi.SendRequest) (abi.SendResult, error) {
 	return e.call("post", req, &e.post, abi.SendQueued)
 }
+
+// Broadcast counts once against maxSends, as one send (and takes a number,
+// as the host's does), then journals "<prefix>:<chat>" for each chat once.
+func (e *scripted) Broadcast(_ context.Context, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
+	e.n++
+	call := fmt.Sprintf("broadcast %s %s chats=%s", req.KeyPrefix, short(req.Text), strings.Join(req.Chats, ","))
+	if req.At != 0 {
+		call += fmt.Sprintf(" at=%d", req.At)
+	}
+	e.calls = append(e.calls, call)
+	switch {
+	case e.maxSends > 0 && e.n > e.maxSends:
+		return abi.BroadcastResult{}, errSendCap
+	case e.maxBroadcast > 0 && len(req.Chats) > e.maxBroadcast:
+		return abi.BroadcastResult{}, fmt.Errorf("a broadcast to %d chats is over bot.max_broadcast (%d): %w", len(req.Chats), e.maxBroadcast, wasm.ErrTooLarge)
+	case e.broadcastErr != nil:
+		return abi.BroadcastResult{}, e.broadcastErr
+	}
+	var res abi.BroadcastResult
+	seen := map[string]bool{}
+	for _, chat := range req.Chats {
+		if seen[chat] {
+			continue
+		}
+		seen[chat] = true
+		if key := req.KeyPrefix + ":" + chat; e.journal[key] {
+			res.Existing++
+		} else {
+			e.journal[key] = true
+			res.Journaled++
+		}
+	}
+	return res, nil
+}
+
+// noBroadcaster is an Env without Broadcast: a host that lacks it.
+type noBroadcaster struct{ wasm.Env }
 
 func (e *scripted) StateGet(_ context.Context, key string) ([]byte, bool, error) {
 	if e.getErr != nil {
@@ -180,6 +226,9 @@ type conformanceRow struct {
 	// calls, when set, are the guest's sends and state writes as the host
 	// saw them, in order.
 	calls []string
+	// again handles the event a second time on the same host (its retry):
+	// want is the retry's outcome, calls those of both.
+	again bool
 	// logs must each appear in the host log; noLogs must not.
 	logs, noLogs []string
 }
@@ -338,6 +387,46 @@ var conformanceRows = []conformanceRow{
 	{name: "flow-name/unsupported", text: "flow-name", env: func(e *scripted) { e.getErr = wasm.ErrUnsupported }, want: "err UNSUPPORTED"},
 	{name: "flow-name/host-error", text: "flow-name", env: func(e *scripted) { e.getErr = errJournalDown }, want: "err HOST_ERROR", fault: wasm.FaultHost},
 	{name: "flow/save-too-large", text: "flow-start", env: func(e *scripted) { e.setErr = wasm.ErrStateTooLarge }, want: "err TOO_LARGE"},
+
+	// broadcast: one send per chat under "<prefix>:<chat>"; the host's
+	// answer is the counts of keys journaled now and already journaled.
+	{name: "broadcast/journaled", text: "broadcast news:7 hello a b c", want: "journaled 3 existing 0",
+		calls: []string{"broadcast news:7 hello chats=a,b,c"}},
+	// The event's retry journals nothing again: every key exists.
+	{name: "broadcast/existing-on-retry", text: "broadcast news:7 hello a b", again: true, want: "journaled 0 existing 2",
+		calls: []string{"broadcast news:7 hello chats=a,b", "broadcast news:7 hello chats=a,b"}},
+	{name: "broadcast/existing-partly", text: "broadcast news:7 hello a b", env: func(e *scripted) { e.journal["news:7:a"] = true },
+		want: "journaled 1 existing 1"},
+	// Chats and the prefix reach the host as the guest wrote them: the SDK's
+	// JSON escapes quotes and backslashes and keeps UTF-8.
+	{name: "broadcast/escaped", text: `broadcast p"1\ hi c"1 c\2 é😀`, want: "journaled 3 existing 0",
+		calls: []string{`broadcast p"1\ hi chats=c"1,c\2,é😀`}},
+	// A control character is escaped, so the host reads it and refuses it.
+	{name: "broadcast/control-character", text: "broadcast p hi ab", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"guest passed a bad payload", "control character"}},
+	// A broadcast counts once against bot.max_sends, however many chats.
+	{name: "broadcast/counts-once", text: "broadcast p hi a b c", env: func(e *scripted) { e.maxSends = 1 }, want: "journaled 3 existing 0"},
+	// Past bot.max_sends (the handler made its one send already): a fault.
+	{name: "broadcast/send-cap", text: "broadcast p hi a", env: func(e *scripted) { e.maxSends, e.n = 1, 1 }, want: "err HOST_ERROR",
+		fault: wasm.FaultHost, logs: []string{"more than bot.max_sends"}},
+	{name: "broadcast-at/scheduled", text: "broadcast-at news:7 +5000 hello a b", want: "journaled 2 existing 0",
+		calls: []string{"broadcast news:7 hello chats=a,b at=1764412805000"}},
+	{name: "broadcast-at/zero-is-now", text: "broadcast-at p 0 hi a", want: "journaled 1 existing 0", calls: []string{"broadcast p hi chats=a"}},
+	{name: "broadcast-at/negative", text: "broadcast-at p -1 hi a", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"is negative"}},
+	{name: "broadcast/empty-prefix", text: "broadcast - hi a", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"guest passed a bad payload", `\"key_prefix\" is required`}},
+	{name: "broadcast/no-chats", text: "broadcast p hi", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{`\"chats\" is required`}},
+	{name: "broadcast/empty-chat", text: "broadcast p hi a -", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"chats[1] is empty"}},
+	{name: "broadcast/no-text", text: "broadcast p - a", want: "err BAD_PAYLOAD", calls: []string{}},
+	{name: "broadcast/payload-over-1MiB", text: "broadcast p @1048577 a", want: "err TOO_LARGE", calls: []string{}},
+	// More chats than bot.max_broadcast: the Env's wasm.ErrTooLarge, not a fault.
+	{name: "broadcast/over-max-broadcast", text: "broadcast p hi a b c", env: func(e *scripted) { e.maxBroadcast = 2 }, want: "err TOO_LARGE",
+		logs: []string{"broadcast refused", "bot.max_broadcast"}},
+	{name: "broadcast/host-error", text: "broadcast p hi a", env: func(e *scripted) { e.broadcastErr = errJournalDown }, want: "err HOST_ERROR",
+		fault: wasm.FaultHost},
+	// A host whose Env lacks wasm.Broadcaster answers UNSUPPORTED.
+	{name: "broadcast/unsupported", text: "broadcast p hi a", env: func(e *scripted) { e.noBroadcast = true }, want: "err UNSUPPORTED",
+		calls: []string{}},
 }
 
 // confLog is a log sink the test reads back.
@@ -382,14 +471,25 @@ func TestConformance(t *testing.T) {
 			defer m.Close(ctx)
 			for _, row := range conformanceRows {
 				t.Run(row.name, func(t *testing.T) {
-					env := &scripted{event: "ev", now: 1764412800000, state: map[string]string{}}
+					env := &scripted{event: "ev", now: 1764412800000, state: map[string]string{}, journal: map[string]bool{}}
 					if row.env != nil {
 						row.env(env)
+					}
+					var host wasm.Env = env
+					if env.noBroadcast {
+						host = noBroadcaster{env}
 					}
 					logs.take()
 					ev := abi.Event{ID: "ev", Provider: "web", Chat: "c1", From: "u1", Text: row.text, Attempt: 1, ReceivedAt: 1764412800000,
 						Media: []abi.Media{{Type: "image", Ref: "r0"}}}
-					err := m.Handle(ctx, ev, env)
+					handles := 1
+					if row.again {
+						if err := m.Handle(ctx, ev, host); err != nil {
+							t.Errorf("Handle: %v", err)
+						}
+						ev.Attempt, handles = 2, 2
+					}
+					err := m.Handle(ctx, ev, host)
 					var fault *wasm.FaultError
 					var herr *wasm.HandlerError
 					switch {
@@ -404,7 +504,7 @@ func TestConformance(t *testing.T) {
 					case err != nil:
 						t.Errorf("Handle: %v", err)
 					}
-					if len(env.reports) != 1 || env.reports[0] != row.want {
+					if len(env.reports) != handles || env.reports[handles-1] != row.want {
 						t.Errorf("%s: %q reported %q, want %q", g.lang, row.text, env.reports, row.want)
 					}
 					if row.calls != nil && strings.Join(env.calls, "\n") != strings.Join(row.calls, "\n") {

@@ -76,6 +76,18 @@ function run(ctx: Context, args: string[]): string {
     if (cmd == "post-at") return sendOutcome(ctx.post(arg(args[1]), arg(args[3]), k, null, at));
     return sendOutcome(ctx.enqueue(arg(args[1]), arg(args[3]), k, at));
   }
+  if (cmd == "broadcast" || cmd == "broadcast-at") {
+    // broadcast PREFIX TEXT CHAT..., broadcast-at PREFIX AT TEXT CHAT...
+    const withAt = cmd == "broadcast-at";
+    let at: i64 = 0;
+    if (withAt) at = args[2].startsWith("+") ? ctx.event.received_at + I64.parseInt(args[2].substr(1)) : I64.parseInt(args[2]);
+    const first = withAt ? 4 : 3;
+    const chats: string[] = [];
+    for (let i = first; i < args.length; i++) chats.push(arg(args[i]));
+    const b = ctx.broadcast(chats, arg(args[first - 1]), arg(args[1]), at);
+    if (!b.ok) return failure(b);
+    return "journaled " + b.journaled.toString() + " existing " + b.existing.toString();
+  }
   if (cmd == "reply") return sendOutcome(ctx.reply(arg(args[1])));
   if (cmd == "sends") {
     const n = <i32>parseInt(args[1]);

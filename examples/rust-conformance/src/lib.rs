@@ -101,6 +101,25 @@ fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
                 _ => ctx.enqueue(&a(1), &a(3), opts),
             })
         }
+        "broadcast" | "broadcast-at" => {
+            // broadcast PREFIX TEXT CHAT..., broadcast-at PREFIX AT TEXT CHAT...
+            let with_at = args[0] == "broadcast-at";
+            let at = if !with_at {
+                0
+            } else {
+                match a(2).strip_prefix('+') {
+                    Some(n) => ctx.event.received_at + n.parse::<i64>().unwrap_or(0),
+                    None => a(2).parse().unwrap_or(0),
+                }
+            };
+            let first = if with_at { 4 } else { 3 };
+            let chats: Vec<String> = args.iter().skip(first).map(|c| arg(c)).collect();
+            let chats: Vec<&str> = chats.iter().map(|c| c.as_str()).collect();
+            match ctx.broadcast(&chats, &a(first - 1), &a(1), at) {
+                Ok(r) => format!("journaled {} existing {}", r.journaled, r.existing),
+                Err(e) => failure(&e),
+            }
+        }
         "reply" => send_outcome(ctx.reply(&a(1))),
         "sends" => {
             let n: usize = a(1).parse().unwrap_or(0);

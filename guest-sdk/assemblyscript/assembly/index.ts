@@ -22,6 +22,7 @@
 @external("botrun", "log") declare function host_log(level: i32, p: usize, n: i32): void;
 @external("botrun", "now_ms") declare function host_now_ms(): i64;
 @external("botrun", "media_load") declare function host_media_load(index: i32): i32;
+@external("botrun", "broadcast") declare function host_broadcast(p: usize, n: i32): i32;
 
 export class Media {
   type: string = "";
@@ -139,6 +140,17 @@ function failed<T extends Outcome>(o: T, func: string, code: i32): T {
 // SendResult when code is OK, or NotSent (send: dead or deferred).
 export class SendOutcome extends Outcome {
   result: SendResult = new SendResult();
+}
+
+// BroadcastOutcome answers broadcast: when code is OK, journaled is how many
+// keys "<keyPrefix>:<chat>" the host journaled now and existing how many it
+// had journaled already (a replay of the event, or an earlier broadcast with
+// the same prefix), which are not sent again. replayed is the SDK's: a flow
+// made the broadcast while it replays a step already taken (no host call).
+export class BroadcastOutcome extends Outcome {
+  journaled: i64 = 0;
+  existing: i64 = 0;
+  replayed: bool = false;
 }
 
 // StateValue answers stateGet: value is null when the key is absent (code
@@ -352,6 +364,24 @@ function decodeResult(s: string): SendResult | null {
   return r.ok && r.peek() == -1 ? o : null;
 }
 
+// decodeBroadcast fills o's counts from a BroadcastResult, or returns false
+// when it does not parse.
+function decodeBroadcast(s: string, o: BroadcastOutcome): bool {
+  const r = new Reader(s);
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "journaled" || key == "existing") {
+      const c = r.peek();
+      if (c < 0x30 || c > 0x39) return false;
+      if (key == "journaled") o.journaled = r.num();
+      else o.existing = r.num();
+    } else r.skip();
+    k = r.key(false);
+  }
+  return r.ok && r.peek() == -1;
+}
+
 // decodeUnavailable parses MEDIA_UNAVAILABLE's reason, or returns null when
 // it does not parse.
 function decodeUnavailable(s: string): MediaUnavailableError | null {
@@ -366,6 +396,18 @@ function decodeUnavailable(s: string): MediaUnavailableError | null {
     k = r.key(false);
   }
   return r.ok && r.peek() == -1 ? o : null;
+}
+
+// mediaField is the request's "media" field for media, or "" for none.
+function mediaField(media: Media | null): string {
+  if (media == null) return "";
+  const m = changetype<Media>(media);
+  let f = ",\"media\":{\"type\":" + quote(m.type);
+  if (m.ref.length > 0) f += ",\"ref\":" + quote(m.ref);
+  if (m.url.length > 0) f += ",\"url\":" + quote(m.url);
+  if (m.mime.length > 0) f += ",\"mime\":" + quote(m.mime);
+  if (m.caption.length > 0) f += ",\"caption\":" + quote(m.caption);
+  return f + "}";
 }
 
 // ---- host calls ----
@@ -440,16 +482,7 @@ export class Context {
       o.result.status = REPLAYED;
       return o;
     }
-    let req = "{\"chat\":" + quote(chat) + ",\"text\":" + quote(text);
-    if (media != null) {
-      const m = changetype<Media>(media);
-      req += ",\"media\":{\"type\":" + quote(m.type);
-      if (m.ref.length > 0) req += ",\"ref\":" + quote(m.ref);
-      if (m.url.length > 0) req += ",\"url\":" + quote(m.url);
-      if (m.mime.length > 0) req += ",\"mime\":" + quote(m.mime);
-      if (m.caption.length > 0) req += ",\"caption\":" + quote(m.caption);
-      req += "}";
-    }
+    let req = "{\"chat\":" + quote(chat) + ",\"text\":" + quote(text) + mediaField(media);
     if (key.length > 0) req += ",\"idempotency_key\":" + quote(key);
     if (at != 0) req += ",\"at\":" + at.toString();
     const b = utf8(req + "}");
@@ -464,6 +497,48 @@ export class Context {
       return failed(o, o.func, Code.BadResult);
     }
     o.result = changetype<SendResult>(res);
+    return o;
+  }
+
+  // broadcast journals one send of text to each of chats, under the key
+  // "<keyPrefix>:<chat>", for the host's sweeper to deliver, and returns at
+  // once with the counts. A chat listed twice is sent once; a key journaled
+  // before (the event's retry, or an earlier broadcast with the same prefix)
+  // is not sent again, so name the prefix after what is announced
+  // ("news:42"), not after the event. A non-zero at (Unix milliseconds) holds
+  // every send until then, as enqueue's; media attaches one item (text may
+  // then be ""). A broadcast counts once against bot.max_sends. Codes:
+  // BadPayload (no chats, an empty chat or prefix, no text and no media, a
+  // negative at, a control character in a chat or the prefix), TooLarge
+  // (over 1 MiB, or more chats than bot.max_broadcast), Unsupported (a host
+  // without broadcast), HostError (the journal failed, or past
+  // bot.max_sends: the event's attempt fails), BadResult.
+  broadcast(chats: string[], text: string, keyPrefix: string, at: i64 = 0, media: Media | null = null): BroadcastOutcome {
+    const o = new BroadcastOutcome();
+    o.func = "broadcast";
+    if (this.replaying) {
+      // As a flow's sends: the host numbers a broadcast like a send.
+      o.replayed = true;
+      return o;
+    }
+    const parts: string[] = ["{\"chats\":["];
+    for (let i = 0; i < chats.length; i++) {
+      if (i > 0) parts.push(",");
+      parts.push(quote(chats[i]));
+    }
+    parts.push("],\"text\":" + quote(text) + mediaField(media) + ",\"key_prefix\":" + quote(keyPrefix));
+    if (at != 0) parts.push(",\"at\":" + at.toString());
+    parts.push("}");
+    const b = utf8(parts.join(""));
+    const n = host_broadcast(changetype<usize>(b), b.byteLength);
+    const out = pull(n);
+    if (out == null) return failed(o, "broadcast", n < 0 ? n : Code.NoResult);
+    if (!decodeBroadcast(String.UTF8.decode(changetype<ArrayBuffer>(out)), o)) {
+      o.journaled = 0;
+      o.existing = 0;
+      o.message = "botrun.broadcast: bad result";
+      return failed(o, "broadcast", Code.BadResult);
+    }
     return o;
   }
 

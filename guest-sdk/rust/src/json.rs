@@ -1,7 +1,7 @@
 //! A small JSON codec for exactly the ABI's payloads (the SDK has no
 //! dependencies). Unknown fields are skipped.
 
-use crate::{Event, Media, SendResult};
+use crate::{BroadcastResult, Event, Media, SendResult};
 
 pub fn put_string(b: &mut String, s: &str) {
     b.push('"');
@@ -239,4 +239,21 @@ pub fn decode_unavailable(b: &[u8]) -> Option<crate::MediaUnavailableError> {
         Some(())
     })?;
     Some(e)
+}
+
+pub fn decode_broadcast(b: &[u8]) -> Option<BroadcastResult> {
+    let mut o = BroadcastResult::default();
+    let mut r = Reader { b, i: 0 };
+    r.object(|r, k| {
+        match k {
+            "journaled" => o.journaled = r.number()?,
+            "existing" => o.existing = r.number()?,
+            _ => r.skip()?,
+        }
+        Some(())
+    })?;
+    if r.peek().is_some() {
+        return None;
+    }
+    Some(o)
 }

@@ -37,6 +37,7 @@ extern "C" {
     fn log(level: i32, p: *const u8, n: i32);
     fn now_ms() -> i64;
     fn media_load(index: i32) -> i32;
+    fn broadcast(p: *const u8, n: i32) -> i32;
 }
 
 /// The inbound message being handled.
@@ -73,6 +74,19 @@ pub struct SendResult {
     pub key: String,
     pub r#ref: String,
     pub error: String,
+}
+
+/// The host's answer to `broadcast`: how many keys `<key_prefix>:<chat>` it
+/// journaled now, and how many it had journaled already (a replay of the
+/// event, or an earlier broadcast with the same prefix), which are not sent
+/// again.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct BroadcastResult {
+    pub journaled: i64,
+    pub existing: i64,
+    /// The SDK's: a flow made the broadcast while it replays a step already
+    /// taken, so nothing went to the host (the counts are 0).
+    pub replayed: bool,
 }
 
 /// What a handler gets for one event.
@@ -227,6 +241,18 @@ impl From<&str> for Error {
     }
 }
 
+fn put_media(b: &mut String, m: &Media) {
+    b.push_str(",\"media\":{\"type\":");
+    json::put_string(b, &m.r#type);
+    for (k, v) in [("ref", &m.r#ref), ("url", &m.url), ("mime", &m.mime), ("caption", &m.caption)] {
+        if !v.is_empty() {
+            b.push_str(&format!(",\"{}\":", k));
+            json::put_string(b, v);
+        }
+    }
+    b.push('}');
+}
+
 fn host(func: &'static str, n: i32) -> Error {
     Error::Host { func, code: Code::from_raw(n) }
 }
@@ -324,15 +350,7 @@ impl Context {
         b.push_str(",\"text\":");
         json::put_string(&mut b, text);
         if let Some(m) = opts.media {
-            b.push_str(",\"media\":{\"type\":");
-            json::put_string(&mut b, &m.r#type);
-            for (k, v) in [("ref", &m.r#ref), ("url", &m.url), ("mime", &m.mime), ("caption", &m.caption)] {
-                if !v.is_empty() {
-                    b.push_str(&format!(",\"{}\":", k));
-                    json::put_string(&mut b, v);
-                }
-            }
-            b.push('}');
+            put_media(&mut b, m);
         }
         if let Some(k) = opts.idempotency_key {
             b.push_str(",\"idempotency_key\":");
@@ -351,6 +369,55 @@ impl Context {
         };
         let out = result(func, n)?;
         json::decode_result(&out).ok_or(Error::BadResult(func))
+    }
+
+    /// Journals one send of text to each of chats, under the key
+    /// `<key_prefix>:<chat>`, for the host's sweeper to deliver, and returns
+    /// at once with the counts. A chat listed twice is sent once; a key
+    /// journaled before (the event's retry, or an earlier broadcast with the
+    /// same prefix) is not sent again, so name the prefix after what is
+    /// announced (`"news:42"`), not after the event. `at` (Unix ms, 0 for now)
+    /// holds every send until then, as `SendOptions::at` does an enqueue. A
+    /// broadcast counts once against `bot.max_sends`.
+    ///
+    /// Errors are `Error::Host`: BAD_PAYLOAD (no chats, an empty chat or
+    /// prefix, an empty text, a negative `at`, a control character in a chat
+    /// or the prefix), TOO_LARGE (over 1 MiB, or more chats than
+    /// `bot.max_broadcast`), UNSUPPORTED (a host without broadcast), HOST_ERROR
+    /// (the journal failed, or past `bot.max_sends`: the event's attempt
+    /// fails).
+    pub fn broadcast(&mut self, chats: &[&str], text: &str, key_prefix: &str, at: i64) -> Result<BroadcastResult, Error> {
+        self.broadcast_media(chats, text, None, key_prefix, at)
+    }
+
+    /// `broadcast` with one attachment (a ref or a public url); text may be
+    /// empty with a media.
+    pub fn broadcast_media(&mut self, chats: &[&str], text: &str, media: Option<&Media>, key_prefix: &str, at: i64) -> Result<BroadcastResult, Error> {
+        if self.replaying {
+            // As a flow's sends: the host numbers a broadcast like a send.
+            return Ok(BroadcastResult { replayed: true, ..Default::default() });
+        }
+        let mut b = String::from("{\"chats\":[");
+        for (i, c) in chats.iter().enumerate() {
+            if i > 0 {
+                b.push(',');
+            }
+            json::put_string(&mut b, c);
+        }
+        b.push_str("],\"text\":");
+        json::put_string(&mut b, text);
+        if let Some(m) = media {
+            put_media(&mut b, m);
+        }
+        b.push_str(",\"key_prefix\":");
+        json::put_string(&mut b, key_prefix);
+        if at != 0 {
+            b.push_str(&format!(",\"at\":{}", at));
+        }
+        b.push('}');
+        let n = unsafe { broadcast(b.as_ptr(), b.len() as i32) };
+        let out = result("broadcast", n)?;
+        json::decode_broadcast(&out).ok_or(Error::BadResult("broadcast"))
     }
 
     /// Reads a conversation state value of the event's chat: Ok(None) when
