@@ -84,6 +84,7 @@ soak: examples
 FUZZ_TARGETS = \
 	./abi:FuzzDecodeSendRequest \
 	./abi:FuzzDecodeBroadcastRequest \
+	./abi:FuzzDecodeEditRequest \
 	./host/config:FuzzParse \
 	./host/provider/webchat:FuzzDecodePost \
 	./host/provider/httpchan:FuzzDecodeInbound \

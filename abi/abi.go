@@ -36,6 +36,8 @@ const (
 	FuncNowMs       = "now_ms"
 	FuncMediaLoad   = "media_load"
 	FuncBroadcast   = "broadcast"
+	FuncEdit        = "edit"
+	FuncTyping      = "typing"
 )
 
 // Status is what botrun_on_event returns.
@@ -65,6 +67,10 @@ const (
 	// CodeMediaUnavailable answers media_load when the media's bytes cannot be
 	// had; the pending result is a MediaUnavailable JSON naming the reason.
 	CodeMediaUnavailable Code = -8
+	// CodeChannelFailed answers edit or typing when the channel refused or
+	// failed: the event goes on; the pending result is {"error":…} (at most
+	// 1 KiB).
+	CodeChannelFailed Code = -9
 )
 
 // String names the code as SPEC.md does.

@@ -144,16 +144,8 @@ var ErrBadPayload = errors.New("bad payload")
 // SPEC.md does not guarantee it.
 func DecodeSendRequest(b []byte) (SendRequest, error) {
 	var r SendRequest
-	if len(b) > MaxPayload {
-		return r, fmt.Errorf("%w: send request is %d bytes (limit %d)", ErrBadPayload, len(b), MaxPayload)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return SendRequest{}, fmt.Errorf("%w: send request: %v", ErrBadPayload, err)
-	}
-	if dec.More() {
-		return SendRequest{}, fmt.Errorf("%w: send request: trailing data after the JSON object", ErrBadPayload)
+	if err := decodeStrict(b, "send request", &r); err != nil {
+		return SendRequest{}, err
 	}
 	if r.Chat == "" {
 		return SendRequest{}, fmt.Errorf("%w: send request: \"chat\" is required", ErrBadPayload)
@@ -253,6 +245,78 @@ func ValidateChoices(buttons []Button, list *List) error {
 	return nil
 }
 
+// EditRequest is the JSON argument of edit: replace the text of a message
+// the bot sent (Message is the ref its send returned). It is not journaled:
+// an edit is idempotent.
+type EditRequest struct {
+	Chat    string `json:"chat"`
+	Message string `json:"message"`
+	Text    string `json:"text"`
+}
+
+// TypingRequest is the JSON argument of typing: show "typing…" in chat. It
+// is transient and not journaled.
+type TypingRequest struct {
+	Chat string `json:"chat"`
+}
+
+// ChannelError is the pending result of CHANNEL_FAILED.
+type ChannelError struct {
+	Error string `json:"error"`
+}
+
+// DecodeEditRequest parses and validates an edit request from untrusted
+// bytes. Every error wraps ErrBadPayload.
+func DecodeEditRequest(b []byte) (EditRequest, error) {
+	var r EditRequest
+	if err := decodeStrict(b, "edit request", &r); err != nil {
+		return EditRequest{}, err
+	}
+	switch {
+	case r.Chat == "" || r.Message == "" || r.Text == "":
+		return EditRequest{}, fmt.Errorf("%w: edit request: \"chat\", \"message\" (the ref its send returned) and \"text\" are required", ErrBadPayload)
+	}
+	for _, n := range []struct{ what, v string }{{"\"chat\"", r.Chat}, {"\"message\"", r.Message}} {
+		if err := CheckName(n.what, n.v); err != nil {
+			return EditRequest{}, fmt.Errorf("%w: edit request: %w", ErrBadPayload, err)
+		}
+	}
+	return r, nil
+}
+
+// DecodeTypingRequest parses and validates a typing request from untrusted
+// bytes. Every error wraps ErrBadPayload.
+func DecodeTypingRequest(b []byte) (TypingRequest, error) {
+	var r TypingRequest
+	if err := decodeStrict(b, "typing request", &r); err != nil {
+		return TypingRequest{}, err
+	}
+	if r.Chat == "" {
+		return TypingRequest{}, fmt.Errorf("%w: typing request: \"chat\" is required", ErrBadPayload)
+	}
+	if err := CheckName("\"chat\"", r.Chat); err != nil {
+		return TypingRequest{}, fmt.Errorf("%w: typing request: %w", ErrBadPayload, err)
+	}
+	return r, nil
+}
+
+// decodeStrict decodes one JSON object of known fields, at most MaxPayload
+// bytes, into v.
+func decodeStrict(b []byte, what string, v any) error {
+	if len(b) > MaxPayload {
+		return fmt.Errorf("%w: %s is %d bytes (limit %d)", ErrBadPayload, what, len(b), MaxPayload)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadPayload, what, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: %s: trailing data after the JSON object", ErrBadPayload, what)
+	}
+	return nil
+}
+
 // BroadcastRequest is the JSON argument of broadcast: one send of text (and
 // media) to each chat, journaled under the explicit key
 // "<key_prefix>:<chat>", delivered by the sweeper. A chat listed twice is
@@ -278,16 +342,8 @@ type BroadcastResult struct {
 // untrusted bytes. Every error wraps ErrBadPayload.
 func DecodeBroadcastRequest(b []byte) (BroadcastRequest, error) {
 	var r BroadcastRequest
-	if len(b) > MaxPayload {
-		return r, fmt.Errorf("%w: broadcast request is %d bytes (limit %d)", ErrBadPayload, len(b), MaxPayload)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: %v", ErrBadPayload, err)
-	}
-	if dec.More() {
-		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: trailing data after the JSON object", ErrBadPayload)
+	if err := decodeStrict(b, "broadcast request", &r); err != nil {
+		return BroadcastRequest{}, err
 	}
 	switch {
 	case len(r.Chats) == 0:

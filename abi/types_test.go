@@ -103,3 +103,23 @@ func FuzzDecodeBroadcastRequest(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeEditRequest(f *testing.F) {
+	f.Add([]byte(`{"chat":"c1","message":"42","text":"final"}`))
+	f.Add([]byte(`{"chat":"c1","message":"","text":"x"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeEditRequest(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadPayload) {
+				t.Fatalf("error %v does not wrap ErrBadPayload", err)
+			}
+			return
+		}
+		if r.Chat == "" || r.Message == "" || r.Text == "" || CheckName("chat", r.Chat) != nil || CheckName("message", r.Message) != nil {
+			t.Fatalf("accepted %+v", r)
+		}
+		if _, err := DecodeTypingRequest(b); err == nil {
+			t.Fatalf("a typing request with edit fields %q was accepted", b)
+		}
+	})
+}

@@ -364,6 +364,30 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 	return res, err
 }
 
+// Edit implements wasm.Editor: the event's channel changes a message it
+// sent, within outbox.inline_max; not journaled, not counted as a send.
+func (t *turn) Edit(ctx context.Context, req abi.EditRequest) error {
+	e, ok := t.providers[t.event.Provider].(provider.Editor)
+	if !ok {
+		return fmt.Errorf("provider %q cannot edit a message: %w", t.event.Provider, wasm.ErrUnsupported)
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.sender.policy.inlineMax)
+	defer cancel()
+	return e.Edit(ctx, req.Chat, req.Message, req.Text)
+}
+
+// Typing implements wasm.Editor: the event's channel shows "typing…".
+func (t *turn) Typing(ctx context.Context, req abi.TypingRequest) error {
+	ty, ok := t.providers[t.event.Provider].(provider.Typist)
+	if !ok {
+		return fmt.Errorf("provider %q has no typing indicator: %w", t.event.Provider, wasm.ErrUnsupported)
+	}
+	replyTo := strings.TrimPrefix(t.event.ID, t.event.Provider+":")
+	ctx, cancel := context.WithTimeout(ctx, t.sender.policy.inlineMax)
+	defer cancel()
+	return ty.Typing(ctx, req.Chat, replyTo)
+}
+
 // stateScope splits a guest's state key into its owner and the key within it:
 // keys starting with "user/" belong to the sender (across chats), the others
 // to the event's chat. The chat and sender are escaped ('%' and '/'), so the

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -149,5 +150,50 @@ func TestWebchatButtons(t *testing.T) {
 	log, _ := b.MessageLog(context.Background(), "c1", 0)
 	if len(log) != 4 || log[2].Direction != "in" || log[2].Text != "Yes" {
 		t.Fatalf("log %+v", log)
+	}
+}
+
+// TestEditAndTypingThroughTheABI: a handler edits its own reply and shows
+// typing on a channel that can; on one that cannot, both are unsupported and
+// the event goes on.
+func TestEditAndTypingThroughTheABI(t *testing.T) {
+	var editErr, typingErr error
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		ed := env.(wasm.Editor)
+		typingErr = ed.Typing(ctx, abi.TypingRequest{Chat: ev.Chat})
+		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "draft"})
+		if err != nil {
+			return err
+		}
+		editErr = ed.Edit(ctx, abi.EditRequest{Chat: ev.Chat, Message: res.Ref, Text: "final"})
+		return nil
+	})
+	b := newTestBot(t, testConfig(t, ""), memory.New(), h)
+	defer b.stop(t)
+	if _, err := b.admit(t, "c1", "m1", "edit"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.quiet(1, 30*time.Second) {
+		t.Fatal("not handled")
+	}
+	if editErr != nil || typingErr != nil {
+		t.Fatalf("edit %v, typing %v", editErr, typingErr)
+	}
+	if es := transcriptOf(t, b.Bot, "c1"); len(es) != 2 || es[1].Edits != es[0].Seq || es[1].Text != "final" {
+		t.Fatalf("transcript %+v", es)
+	}
+	plain := newTestBot(t, testConfig(t, ""), memory.New(), h, newChannel())
+	defer plain.stop(t)
+	if _, err := plain.admit(t, "c1", "m1", "edit"); err != nil {
+		t.Fatal(err)
+	}
+	if !plain.quiet(1, 30*time.Second) {
+		t.Fatal("not handled")
+	}
+	if !errors.Is(editErr, wasm.ErrUnsupported) || !errors.Is(typingErr, wasm.ErrUnsupported) {
+		t.Fatalf("on a channel without them: edit %v, typing %v", editErr, typingErr)
+	}
+	if r := plain.inboxState(t, "web:m1"); r.State != durability.InboxDone {
+		t.Fatalf("the event is %s", r.State)
 	}
 }

@@ -117,6 +117,20 @@ type Transactional interface {
 // deliver this send by writes.
 var ErrNotTransactional = errors.New("the channel cannot deliver by writes")
 
+// Editor is implemented by a channel that can change the text of a message it
+// sent: ref is the id its Send returned. Edits are not journaled (an edit is
+// idempotent); an error reaches the guest and the event goes on.
+type Editor interface {
+	Edit(ctx context.Context, chat, ref, text string) error
+}
+
+// Typist is implemented by a channel that can show "typing…" in a chat.
+// replyTo is the channel's id of the message being answered (WhatsApp's
+// indicator needs it). It is transient and not journaled.
+type Typist interface {
+	Typing(ctx context.Context, chat, replyTo string) error
+}
+
 // Admission is the host's answer to an inbound message.
 type Admission struct {
 	// ID is the inbound record id ("<provider id>:<message id>").

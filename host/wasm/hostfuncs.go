@@ -47,6 +47,16 @@ type Broadcaster interface {
 	Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.BroadcastResult, error)
 }
 
+// Editor is implemented by an Env that can edit a sent message and show
+// "typing…" (the ABI's edit and typing; without it the guest gets
+// UNSUPPORTED). ErrUnsupported says the channel cannot; any other error is
+// the channel's failure: the guest gets CHANNEL_FAILED and the event goes
+// on.
+type Editor interface {
+	Edit(ctx context.Context, req abi.EditRequest) error
+	Typing(ctx context.Context, req abi.TypingRequest) error
+}
+
 // ErrTooLarge is returned by Env calls for a request over a host limit (a
 // broadcast to more chats than bot.max_broadcast); the guest sees TOO_LARGE.
 var ErrTooLarge = errors.New("the request is over the host's limit")
@@ -148,6 +158,8 @@ func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	fn(abi.FuncNowMs, nil, []api.ValueType{i64}, nowMs)
 	fn(abi.FuncMediaLoad, []api.ValueType{i32}, []api.ValueType{i32}, mediaLoad)
 	fn(abi.FuncBroadcast, []api.ValueType{i32, i32}, []api.ValueType{i32}, broadcast)
+	fn(abi.FuncEdit, []api.ValueType{i32, i32}, []api.ValueType{i32}, channelOp(abi.FuncEdit))
+	fn(abi.FuncTyping, []api.ValueType{i32, i32}, []api.ValueType{i32}, channelOp(abi.FuncTyping))
 	return b
 }
 
@@ -327,6 +339,64 @@ func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	stack[0] = c.setResult(out)
+}
+
+// channelOp is edit or typing (name): a channel call that is not journaled
+// and never fails the event. It answers 0, or CHANNEL_FAILED with the
+// channel's error as the pending result.
+func channelOp(name string) api.GoModuleFunc {
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		c := callOf(ctx)
+		if c == nil {
+			stack[0] = code(abi.CodeUnsupported)
+			return
+		}
+		ed, ok := c.env.(Editor)
+		if !ok {
+			stack[0] = code(abi.CodeUnsupported)
+			return
+		}
+		n := api.DecodeU32(stack[1])
+		if n > abi.MaxPayload {
+			stack[0] = code(abi.CodeTooLarge)
+			return
+		}
+		b, ok := read(mod, api.DecodeU32(stack[0]), n)
+		if !ok {
+			stack[0] = code(abi.CodeBadPointer)
+			return
+		}
+		var err error
+		if name == abi.FuncEdit {
+			var req abi.EditRequest
+			if req, err = abi.DecodeEditRequest(b); err == nil {
+				c.wait(func() { err = ed.Edit(ctx, req) })
+			}
+		} else {
+			var req abi.TypingRequest
+			if req, err = abi.DecodeTypingRequest(b); err == nil {
+				c.wait(func() { err = ed.Typing(ctx, req) })
+			}
+		}
+		switch {
+		case err == nil:
+			stack[0] = 0
+		case errors.Is(err, abi.ErrBadPayload):
+			c.warn("guest passed a bad payload", "func", name, "err", err)
+			stack[0] = code(abi.CodeBadPayload)
+		case errors.Is(err, ErrUnsupported):
+			stack[0] = code(abi.CodeUnsupported)
+		default:
+			c.warn("the channel failed", "func", name, "err", err)
+			msg := err.Error()
+			if len(msg) > 512 {
+				msg = strings.ToValidUTF8(msg[:512], "")
+			}
+			out, _ := json.Marshal(abi.ChannelError{Error: msg})
+			c.setResult(out)
+			stack[0] = code(abi.CodeChannelFailed)
+		}
+	}
 }
 
 // stateKey reads a state key argument, or returns the error code to answer.

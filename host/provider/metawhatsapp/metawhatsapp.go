@@ -466,6 +466,26 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	return out.Messages[0].ID, nil
 }
 
+// Typing implements provider.Typist: WhatsApp shows "typing…" for up to 25
+// seconds (or until the reply) when the message being answered is marked
+// read with a typing indicator, so replyTo (that message's wamid) is needed.
+func (p *Provider) Typing(ctx context.Context, _, replyTo string) error {
+	if replyTo == "" {
+		return fmt.Errorf("%w: meta-whatsapp shows typing only in answer to a message", provider.ErrUnsupportedContent)
+	}
+	body, _ := json.Marshal(map[string]any{"messaging_product": "whatsapp", "status": "read", "message_id": replyTo,
+		"typing_indicator": map[string]any{"type": "text"}})
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.APIURL+"/"+url.PathEscape(p.cfg.PhoneNumberID)+"/messages", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	var out struct {
+		Success bool `json:"success"`
+	}
+	return p.do(hr, &out)
+}
+
 // mediaObject is an outbound media's reference: {"id"} for a media id,
 // {"link"} for a public URL.
 func mediaObject(m *provider.Media) (map[string]any, error) {

@@ -473,6 +473,32 @@ func apiError(id, method string, r apiResponse) error {
 	return cause
 }
 
+// Edit implements provider.Editor with editMessageText. Telegram refuses an
+// edit that changes nothing ("message is not modified"): that is the edit
+// already made, so it succeeds.
+func (p *Provider) Edit(ctx context.Context, chat, ref, text string) error {
+	chatID, err1 := strconv.ParseInt(chat, 10, 64)
+	msgID, err2 := strconv.ParseInt(ref, 10, 64)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("%w: telegram edits chat ids and message ids (numbers), not %q/%q", provider.ErrUnsupportedContent, chat, ref)
+	}
+	err := p.call(ctx, "editMessageText", map[string]any{"chat_id": chatID, "message_id": msgID, "text": text}, nil)
+	if err != nil && strings.Contains(err.Error(), "message is not modified") {
+		return nil
+	}
+	return err
+}
+
+// Typing implements provider.Typist with sendChatAction "typing" (shown for
+// up to 5 seconds, or until the next message).
+func (p *Provider) Typing(ctx context.Context, chat, _ string) error {
+	chatID, err := strconv.ParseInt(chat, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: telegram chat %q is not a chat id", provider.ErrRecipientUnreachable, chat)
+	}
+	return p.call(ctx, "sendChatAction", map[string]any{"chat_id": chatID, "action": "typing"}, nil)
+}
+
 // Send implements provider.Provider.
 func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
 	chat, err := strconv.ParseInt(msg.Chat, 10, 64)

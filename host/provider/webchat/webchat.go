@@ -49,6 +49,9 @@ type Entry struct {
 	// them, and a press comes back as an interaction.
 	Buttons []abi.Button `json:"buttons,omitempty"`
 	List    *abi.List    `json:"list,omitempty"`
+	// Edits, when set, is the seq of an earlier entry of the chat whose text
+	// this entry replaces (the bot edited it).
+	Edits int64 `json:"edits,omitempty"`
 }
 
 // Transcript stores the bot's sends per provider and chat. Seq increases by
@@ -139,6 +142,8 @@ type Provider struct {
 	// waiting holds, per chat with a long poll waiting, the channel closed
 	// by the next send to that chat.
 	waiting map[string]*waiters
+	// typing holds, per chat, when its typing indicator ends.
+	typing map[string]time.Time
 }
 
 type waiters struct {
@@ -234,8 +239,60 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	if err != nil {
 		return "", fmt.Errorf("webchat %s: transcript: %w", p.id, err)
 	}
+	p.stopTyping(msg.Chat)
 	p.notify(msg.Chat)
 	return strconv.FormatInt(seq, 10), nil
+}
+
+// Edit implements provider.Editor: the new text joins the transcript as an
+// entry that edits the message ref (its seq); the page replaces that
+// message's text.
+func (p *Provider) Edit(ctx context.Context, chat, ref, text string) error {
+	seq, err := strconv.ParseInt(ref, 10, 64)
+	if err != nil || seq < 1 {
+		return fmt.Errorf("%w: webchat message refs are seqs, not %q", provider.ErrUnsupportedContent, ref)
+	}
+	if _, err := p.store.Append(ctx, p.id, Entry{Chat: chat, Text: text, Edits: seq}); err != nil {
+		return fmt.Errorf("webchat %s: transcript: %w", p.id, err)
+	}
+	p.notify(chat)
+	return nil
+}
+
+// TypingFor is how long a typing indicator shows.
+const TypingFor = 5 * time.Second
+
+// Typing implements provider.Typist: the chat's long polls answer
+// "typing": true for TypingFor (or until the next message).
+func (p *Provider) Typing(_ context.Context, chat, _ string) error {
+	p.mu.Lock()
+	if p.typing == nil {
+		p.typing = map[string]time.Time{}
+	}
+	now := time.Now()
+	for c, t := range p.typing {
+		if now.After(t) {
+			delete(p.typing, c) // bounded by the chats typing now
+		}
+	}
+	p.typing[chat] = now.Add(TypingFor)
+	p.mu.Unlock()
+	p.notify(chat)
+	return nil
+}
+
+// stopTyping ends chat's typing indicator: the message came.
+func (p *Provider) stopTyping(chat string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.typing, chat)
+}
+
+// typingUntil is when chat's typing indicator ends (zero: none).
+func (p *Provider) typingUntil(chat string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.typing[chat]
 }
 
 // PrepareSend implements provider.Transactional: with the transcript in the
@@ -263,6 +320,7 @@ func (p *Provider) Delivered(msg provider.Outbound, ref string) {
 		e.Seq = seq
 		kt.appended(p.id, e)
 	}
+	p.stopTyping(msg.Chat)
 	p.notify(msg.Chat)
 }
 
@@ -430,9 +488,14 @@ func (p *Provider) get(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(d, MaxWait)
 	}
+	// typing is what the client shows now ("1": "typing…"): a long poll
+	// also ends when that changes.
+	shown := q.Get("typing") == "1"
 	deadline := time.Now().Add(wait)
 	for {
 		changed, release := p.wait(chat)
+		until := p.typingUntil(chat)
+		typing := time.Now().Before(until)
 		msgs, err := p.store.After(r.Context(), p.id, chat, after, pageLimit)
 		if err != nil {
 			release()
@@ -441,12 +504,15 @@ func (p *Provider) get(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		left := time.Until(deadline)
-		if len(msgs) > 0 || left <= 0 {
+		if typing {
+			left = min(left, time.Until(until)) // wake when it ends
+		}
+		if len(msgs) > 0 || left <= 0 || typing != shown {
 			release()
 			if msgs == nil {
 				msgs = []Entry{}
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+			writeJSON(w, http.StatusOK, map[string]any{"messages": msgs, "typing": typing})
 			return
 		}
 		t := time.NewTimer(left)

@@ -164,6 +164,7 @@ func (failingTranscript) After(context.Context, string, string, int64, int) ([]E
 
 type listing struct {
 	Messages []Entry `json:"messages"`
+	Typing   bool    `json:"typing"`
 }
 
 func get(t *testing.T, url string) listing {
@@ -421,4 +422,42 @@ func TestControlCharactersRejectedInPosts(t *testing.T) {
 // same reports whether e is the entry seq of chat with text and no choices.
 func same(e Entry, seq int64, chat, text string) bool {
 	return e.Seq == seq && e.Chat == chat && e.Text == text && e.Buttons == nil && e.List == nil
+}
+
+// TestEditAndTyping: an edit joins the transcript as an entry that edits an
+// earlier seq; typing ends a long poll of a client that does not show it
+// yet, and a message ends the typing.
+func TestEditAndTyping(t *testing.T) {
+	p, _, srv := newServer(t)
+	ctx := context.Background()
+	ref, err := p.Send(ctx, provider.Outbound{Chat: "c1", Text: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Edit(ctx, "c1", ref, "final"); err != nil {
+		t.Fatal(err)
+	}
+	l := get(t, srv.URL+"/webchat/web/messages?chat=c1&after=0")
+	if len(l.Messages) != 2 || l.Messages[1].Edits != 1 || l.Messages[1].Text != "final" {
+		t.Fatalf("after the edit: %+v", l.Messages)
+	}
+	if err := p.Edit(ctx, "c1", "x", "y"); !errors.Is(err, provider.ErrUnsupportedContent) {
+		t.Fatalf("edit of a non-seq ref: %v", err)
+	}
+	if err := p.Typing(ctx, "c1", ""); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if l := get(t, srv.URL+"/webchat/web/messages?chat=c1&after=2&wait=20s&typing=0"); !l.Typing || len(l.Messages) != 0 {
+		t.Fatalf("a poll while typing: %+v", l)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatal("a client that does not show typing waited for it")
+	}
+	if _, err := p.Send(ctx, provider.Outbound{Chat: "c1", Text: "here"}); err != nil {
+		t.Fatal(err)
+	}
+	if l := get(t, srv.URL+"/webchat/web/messages?chat=c1&after=2&wait=20s&typing=1"); l.Typing || len(l.Messages) != 1 {
+		t.Fatalf("after the message: %+v", l)
+	}
 }

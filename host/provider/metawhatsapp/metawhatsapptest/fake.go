@@ -31,6 +31,8 @@ type API struct {
 	Unreachable map[string]bool
 	// Limited sends answer the throughput rate limit (130429).
 	Limited int
+	// Read are the message ids marked read (with a typing indicator).
+	Read []string
 	// Media are the downloadable media by id.
 	Media map[string][]byte
 	// Sent are the accepted sends' bodies (Interactives decodes the
@@ -156,6 +158,27 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if req["status"] != nil {
+		// Mark as read, with a typing indicator: the message must be one
+		// the business received.
+		id, _ := req["message_id"].(string)
+		switch {
+		case req["messaging_product"] != "whatsapp":
+			fail(w, 400, 100, "The parameter messaging_product is required.")
+		case req["status"] != "read":
+			fail(w, 400, 100, "Param status must be 'read'.")
+		case !strings.HasPrefix(id, "wamid."):
+			fail(w, 400, 100, "Invalid parameter: message_id")
+		default:
+			if ti, ok := req["typing_indicator"].(map[string]any); ok && ti["type"] != "text" {
+				fail(w, 400, 100, "Param typing_indicator['type'] must be 'text'.")
+				return
+			}
+			f.Read = append(f.Read, id)
+			json.NewEncoder(w).Encode(map[string]any{"success": true})
+		}
+		return
+	}
 	to, _ := req["to"].(string)
 	typ, _ := req["type"].(string)
 	switch {

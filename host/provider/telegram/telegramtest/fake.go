@@ -4,6 +4,7 @@ package telegramtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -37,6 +38,8 @@ type API struct {
 	// Answered are the callback query ids answerCallbackQuery accepted, in
 	// order (an id answered twice is there twice).
 	Answered []string
+	// Actions are the accepted sendChatAction calls, as "chat:action".
+	Actions []string
 
 	offsets   []int64
 	nextMsgID int64
@@ -307,6 +310,38 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch method {
+	case "sendChatAction":
+		switch action, _ := args["action"].(string); action {
+		case "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice", "upload_document", "choose_sticker", "find_location":
+			f.Actions = append(f.Actions, fmt.Sprintf("%d:%s", chat, action))
+			json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": true})
+		default:
+			fail(400, "Bad Request: wrong parameter action in request", 0)
+		}
+		return
+	case "editMessageText":
+		id, _ := args["message_id"].(float64)
+		text, _ := args["text"].(string)
+		var sent map[string]any
+		for _, m := range f.Sent {
+			if m["message_id"] == id && m["chat_id"] == chatID {
+				sent = m
+			}
+		}
+		switch {
+		case sent == nil:
+			fail(400, "Bad Request: message to edit not found", 0)
+		case text == "":
+			fail(400, "Bad Request: message text is empty", 0)
+		case utf8.RuneCountInString(text) > 4096:
+			fail(400, "Bad Request: MESSAGE_TOO_LONG", 0)
+		case sent["text"] == text:
+			fail(400, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message", 0)
+		default:
+			sent["text"] = text
+			json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": map[string]any{"message_id": int64(id), "chat": map[string]any{"id": chat}, "text": text}})
+		}
+		return
 	case "sendMessage":
 		text, _ := args["text"].(string)
 		if text == "" {
