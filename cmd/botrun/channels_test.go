@@ -27,7 +27,9 @@ import (
 // channelCase is one real channel driven end to end against its fake.
 type channelCase struct {
 	name string
-	fake http.Handler
+	// provider is the entry's id; chat a chat the fake accepts sends to.
+	provider, chat string
+	fake           http.Handler
 	// toml is the [[providers]] entry for a fake served at api.
 	toml func(api string) string
 	// text and image build signed webhook bodies and their requests to
@@ -90,7 +92,7 @@ func telegramCase() channelCase {
 	}
 	var texts []string
 	return channelCase{
-		name: "telegram",
+		name: "telegram", provider: "tg", chat: "42",
 		fake: api,
 		toml: func(url string) string {
 			return fmt.Sprintf("id = \"tg\"\ntype = \"telegram\"\ntoken = %q\nsecret_token = \"e2e_secret\"\napi_url = %q\n", token, url)
@@ -138,7 +140,7 @@ func metaCase() channelCase {
 		return r
 	}
 	return channelCase{
-		name: "meta-whatsapp",
+		name: "meta-whatsapp", provider: "wa", chat: user,
 		fake: api,
 		toml: func(url string) string {
 			return fmt.Sprintf("id = \"wa\"\ntype = \"meta-whatsapp\"\ntoken = %q\napp_secret = %q\nverify_token = \"v\"\nphone_number_id = %q\napi_url = %q\n",
@@ -180,7 +182,7 @@ func twilioCase() channelCase {
 		return r
 	}
 	return channelCase{
-		name: "twilio",
+		name: "twilio", provider: "sms", chat: user,
 		fake: api,
 		toml: func(apiURL string) string {
 			return fmt.Sprintf("id = \"sms\"\ntype = \"twilio\"\naccount_sid = %q\nauth_token = %q\nfrom = \"+15550001111\"\npublic_url = %q\napi_url = %q\n",
@@ -301,9 +303,31 @@ lease = "2s"
 	r.start(t, bin)
 	want := fmt.Sprintf("echo: [image, %d bytes]", len(photo))
 	waitReply(want)
+	// An operator's scheduled send and broadcast reach the channel's fake
+	// through the running bot's sweeper, once, the scheduled one not before
+	// its time.
+	sentAt := time.Now()
+	if code, out, errs := runCLI("send", "-c", cfg, "--provider", c.provider, "--chat", c.chat, "--key", "e2e:later", "--at", "1s", "later"); code != 0 || !strings.HasPrefix(out, "scheduled") {
+		t.Fatalf("botrun send --at: %d %q %q", code, out, errs)
+	}
+	chats := filepath.Join(dir, "chats.txt")
+	os.WriteFile(chats, []byte(c.chat+"\n"), 0o600)
+	if code, _, errs := runCLI("broadcast", "-c", cfg, "--provider", c.provider, "--chats", chats, "--key-prefix", "e2e:news", "news"); code != 0 {
+		t.Fatalf("botrun broadcast: %d %q", code, errs)
+	}
+	waitReply("news")
+	waitReply("later")
+	if since := time.Since(sentAt); since < time.Second {
+		t.Errorf("the scheduled send went out after %s, before its 1 s", since)
+	}
 	r.cmd.Process.Signal(syscall.SIGTERM)
 	r.cmd.Wait()
 	got := c.replies()
+	for _, once := range []string{"later", "news"} {
+		if n := count(got, once); n != 1 {
+			t.Errorf("%q sent %d times: %q", once, n, got)
+		}
+	}
 	if n := count(got, "echo: hola"); n != 1 {
 		t.Errorf("\"echo: hola\" sent %d times: %q", n, got)
 	}
