@@ -245,19 +245,8 @@ func (c *call) fail(err error) uint64 {
 // and answer a SendResult.
 func sendFunc(name string) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
-		c := callOf(ctx)
-		if c == nil {
-			stack[0] = code(abi.CodeUnsupported)
-			return
-		}
-		n := api.DecodeU32(stack[1])
-		if n > abi.MaxPayload {
-			stack[0] = code(abi.CodeTooLarge)
-			return
-		}
-		b, ok := read(mod, api.DecodeU32(stack[0]), n)
+		c, b, ok := payloadArg(ctx, mod, stack)
 		if !ok {
-			stack[0] = code(abi.CodeBadPointer)
 			return
 		}
 		req, err := abi.DecodeSendRequest(b)
@@ -293,29 +282,41 @@ func sendFunc(name string) api.GoModuleFunc {
 	}
 }
 
-// broadcast journals one send per chat (abi.BroadcastRequest) and answers an
-// abi.BroadcastResult.
-func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
-	c := callOf(ctx)
+// payloadArg reads the (ptr, len) JSON argument of a host function called
+// within an event. ok is false when the call is answered already (stack[0]
+// holds UNSUPPORTED outside an event, TOO_LARGE or BAD_POINTER).
+func payloadArg(ctx context.Context, mod api.Module, stack []uint64) (c *call, b []byte, ok bool) {
+	c = callOf(ctx)
 	if c == nil {
 		stack[0] = code(abi.CodeUnsupported)
-		return
-	}
-	bc, ok := c.env.(Broadcaster)
-	if !ok {
-		stack[0] = code(abi.CodeUnsupported)
-		return
+		return nil, nil, false
 	}
 	n := api.DecodeU32(stack[1])
 	if n > abi.MaxPayload {
 		stack[0] = code(abi.CodeTooLarge)
-		return
+		return nil, nil, false
 	}
-	b, ok := read(mod, api.DecodeU32(stack[0]), n)
-	if !ok {
+	if b, ok = read(mod, api.DecodeU32(stack[0]), n); !ok {
 		stack[0] = code(abi.CodeBadPointer)
+		return nil, nil, false
+	}
+	return c, b, true
+}
+
+// broadcast journals one send per chat (abi.BroadcastRequest) and answers an
+// abi.BroadcastResult.
+func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
+	if c := callOf(ctx); c != nil {
+		if _, ok := c.env.(Broadcaster); !ok {
+			stack[0] = code(abi.CodeUnsupported)
+			return
+		}
+	}
+	c, b, ok := payloadArg(ctx, mod, stack)
+	if !ok {
 		return
 	}
+	bc := c.env.(Broadcaster)
 	req, err := abi.DecodeBroadcastRequest(b)
 	if err != nil {
 		c.warn("guest passed a bad payload", "func", abi.FuncBroadcast, "err", err)
@@ -346,26 +347,17 @@ func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
 // channel's error as the pending result.
 func channelOp(name string) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
-		c := callOf(ctx)
-		if c == nil {
-			stack[0] = code(abi.CodeUnsupported)
-			return
+		if c := callOf(ctx); c != nil {
+			if _, ok := c.env.(Editor); !ok {
+				stack[0] = code(abi.CodeUnsupported)
+				return
+			}
 		}
-		ed, ok := c.env.(Editor)
+		c, b, ok := payloadArg(ctx, mod, stack)
 		if !ok {
-			stack[0] = code(abi.CodeUnsupported)
 			return
 		}
-		n := api.DecodeU32(stack[1])
-		if n > abi.MaxPayload {
-			stack[0] = code(abi.CodeTooLarge)
-			return
-		}
-		b, ok := read(mod, api.DecodeU32(stack[0]), n)
-		if !ok {
-			stack[0] = code(abi.CodeBadPointer)
-			return
-		}
+		ed := c.env.(Editor)
 		var err error
 		if name == abi.FuncEdit {
 			var req abi.EditRequest
