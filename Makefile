@@ -21,6 +21,9 @@ examples/echo/echo.wasm: $(wildcard examples/echo/*.go examples/echo/go.mod gues
 examples/flow/flow.wasm: $(wildcard examples/flow/*.go examples/flow/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
 	cd examples/flow && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o flow.wasm .
 
+examples/buttons/buttons.wasm: $(wildcard examples/buttons/*.go examples/buttons/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
+	cd examples/buttons && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o buttons.wasm .
+
 C_GUEST = clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -Wl,--strip-debug -Wall -Werror -I guest-sdk/c
 examples/c-echo/echo.wasm: examples/c-echo/echo.c guest-sdk/c/botrun.c guest-sdk/c/botrun.h
 	$(C_GUEST) -o $@ examples/c-echo/echo.c guest-sdk/c/botrun.c
@@ -35,6 +38,9 @@ guest-sdk/rust/libbotrun.rlib: $(wildcard guest-sdk/rust/src/*.rs)
 examples/rust-%/echo.wasm examples/rust-%/flow.wasm: guest-sdk/rust/libbotrun.rlib
 	$(RUSTC) --crate-type=cdylib -C strip=debuginfo -D warnings --extern botrun=$< -o $@ $(dir $@)src/lib.rs
 
+examples/rust-buttons/buttons.wasm: guest-sdk/rust/libbotrun.rlib examples/rust-buttons/src/lib.rs
+	$(RUSTC) --crate-type=cdylib -C strip=debuginfo -D warnings --extern botrun=$< -o $@ examples/rust-buttons/src/lib.rs
+
 node_modules/.bin/asc: package.json
 	npm install --no-audit --no-fund
 	touch $@
@@ -44,9 +50,9 @@ examples/as-%/echo.wasm examples/as-%/flow.wasm: node_modules/.bin/asc $(wildcar
 
 # Every example (C needs clang and wasi-libc, Rust Debian's rustc with the
 # wasm32 std, AssemblyScript npm: see .ci/run); make run needs only Go.
-GO_EXAMPLES = examples/echo/echo.wasm examples/flow/flow.wasm
+GO_EXAMPLES = examples/echo/echo.wasm examples/flow/flow.wasm examples/buttons/buttons.wasm
 C_EXAMPLES = examples/c-echo/echo.wasm examples/c-flow/flow.wasm
-RUST_EXAMPLES = examples/rust-echo/echo.wasm examples/rust-flow/flow.wasm
+RUST_EXAMPLES = examples/rust-echo/echo.wasm examples/rust-flow/flow.wasm examples/rust-buttons/buttons.wasm
 AS_EXAMPLES = examples/as-echo/echo.wasm examples/as-flow/flow.wasm
 examples: $(GO_EXAMPLES) $(C_EXAMPLES) $(RUST_EXAMPLES) $(AS_EXAMPLES)
 

@@ -7,7 +7,7 @@
 
 #include "botrun.h"
 
-#define MAXARGS 16
+#define MAXARGS 24
 
 /* arg decodes an argument in place or into a new buffer: "-" is "", "@N" N
  * bytes of 'x'. */
@@ -36,6 +36,54 @@ static void send_outcome(int rc, const botrun_send_result *r) {
     snprintf(out, sizeof out, "%s key=%s ref=%s error=%s", r->status, r->key, r->ref, r->error);
 }
 
+/* send_fn is the send function FN of buttons and list: send, post or enqueue. */
+typedef int (*send_ex_fn)(botrun_ctx *, const char *, const char *, const botrun_send_opts *, botrun_send_result *);
+static send_ex_fn send_fn(const char *fn) {
+  if (!strcmp(fn, "send")) return botrun_send_ex;
+  if (!strcmp(fn, "enqueue")) return botrun_enqueue_ex;
+  return botrun_post_ex;
+}
+
+/* button decodes a button SPEC in place: "id:ID:TITLE" (a reply button) or
+ * "url:TITLE:URL" (a URL button). */
+static botrun_button button(char *spec) {
+  botrun_button b = {0};
+  char *a = strchr(spec, ':');
+  char *c = a ? strchr(a + 1, ':') : NULL;
+  if (!a || !c) return b;
+  *a++ = 0;
+  *c++ = 0;
+  if (!strcmp(spec, "url")) b.title = arg(a), b.url = arg(c);
+  else b.id = arg(a), b.title = arg(c);
+  return b;
+}
+
+/* section decodes a list SECTION in place: "TITLE/ROW/ROW...", each ROW
+ * "ID:TITLE[:DESCRIPTION]"; rows holds room for MAXARGS rows. */
+static botrun_list_section section(char *spec, botrun_list_row *rows) {
+  botrun_list_section sec = {0};
+  char *slash = strchr(spec, '/');
+  if (slash) *slash = 0;
+  sec.title = arg(spec);
+  sec.rows = rows;
+  for (char *r = slash ? slash + 1 : NULL; r && sec.nrows < MAXARGS;) {
+    char *next = strchr(r, '/');
+    if (next) *next++ = 0;
+    botrun_list_row row = {0};
+    char *t = strchr(r, ':');
+    if (t) {
+      *t++ = 0;
+      char *d = strchr(t, ':');
+      if (d) *d++ = 0, row.description = arg(d);
+      row.title = arg(t);
+    }
+    row.id = arg(r);
+    rows[sec.nrows++] = row;
+    r = next;
+  }
+  return sec;
+}
+
 static int signup(botrun_flow *f) {
   const char *name, *city;
   int rc = botrun_ask(f, "name?", &name);
@@ -60,7 +108,12 @@ int botrun_handle(botrun_ctx *ctx) {
   const char *key = argc > 3 ? arg(args[3]) : NULL;
   int handler_rc = 0;
   botrun_send_result r = {0};
-  if (!strcmp(cmd, "now")) {
+  if (ctx->event.interaction) {
+    /* A press is reported, not run: its text is the pressed title. */
+    const botrun_interaction *in = ctx->event.interaction;
+    snprintf(out, sizeof out, "interaction kind=%s id=%s title=%s message=%s text=%s", ctx->event.kind, in->id, in->title, in->message,
+             ctx->event.text);
+  } else if (!strcmp(cmd, "now")) {
     snprintf(out, sizeof out, "now %lld", botrun_now_ms());
   } else if (!strcmp(cmd, "state-get")) {
     char v[256];
@@ -127,6 +180,30 @@ int botrun_handle(botrun_ctx *ctx) {
     int rc = botrun_broadcast(ctx, chats, n, arg(args[at_arg ? 3 : 2]), arg(args[1]), at, &b);
     if (rc) failure(rc);
     else snprintf(out, sizeof out, "journaled %lld existing %lld", b.journaled, b.existing);
+  } else if (!strcmp(cmd, "buttons") && argc > 3) {
+    /* buttons FN CHAT TEXT SPEC... */
+    botrun_button bs[MAXARGS];
+    botrun_send_opts o = {0};
+    for (int i = 4; i < argc; i++) bs[o.nbuttons++] = button(args[i]);
+    o.buttons = bs;
+    send_outcome(send_fn(args[1])(ctx, arg(args[2]), arg(args[3]), &o, &r), &r);
+  } else if (!strcmp(cmd, "list") && argc > 4) {
+    /* list FN CHAT TEXT BUTTON SECTION... */
+    static botrun_list_row rows[MAXARGS][MAXARGS];
+    botrun_list_section secs[MAXARGS];
+    botrun_list l = {.button = arg(args[4]), .sections = secs};
+    for (int i = 5; i < argc; i++) secs[l.nsections] = section(args[i], rows[l.nsections]), l.nsections++;
+    botrun_send_opts o = {.list = &l};
+    send_outcome(send_fn(args[1])(ctx, arg(args[2]), arg(args[3]), &o, &r), &r);
+  } else if (!strcmp(cmd, "buttons-list")) {
+    botrun_button b = {.id = "a", .title = "A"};
+    botrun_list_row row = {.id = "r1", .title = "R1"};
+    botrun_list_section sec = {.rows = &row, .nrows = 1};
+    botrun_list l = {.button = "Menu", .sections = &sec, .nsections = 1};
+    botrun_send_opts o = {.buttons = &b, .nbuttons = 1, .list = &l};
+    send_outcome(botrun_post_ex(ctx, arg(args[1]), arg(args[2]), &o, &r), &r);
+  } else if (!strcmp(cmd, "event")) {
+    snprintf(out, sizeof out, "kind=%s interaction=none", ctx->event.kind);
   } else if (!strcmp(cmd, "reply")) {
     send_outcome(botrun_reply(ctx, arg(args[1]), &r), &r);
   } else if (!strcmp(cmd, "sends")) {

@@ -88,6 +88,47 @@ func atTime(ctx *bot.Context, s string) time.Time {
 	return time.Time{}
 }
 
+// sendFn is the send function FN of buttons and list: send, post or enqueue.
+func sendFn(ctx *bot.Context, fn string) func(chat, text string, opts ...bot.SendOption) (bot.SendResult, error) {
+	switch fn {
+	case "send":
+		return ctx.Send
+	case "enqueue":
+		return ctx.Enqueue
+	}
+	return ctx.Post
+}
+
+// button decodes a button SPEC: "id:ID:TITLE" (a reply button) or
+// "url:TITLE:URL" (a URL button).
+func button(spec string) bot.Button {
+	kind, rest, _ := strings.Cut(spec, ":")
+	a, b, _ := strings.Cut(rest, ":")
+	if kind == "url" {
+		return bot.URLButton(arg(a), arg(b))
+	}
+	return bot.ReplyButton(arg(a), arg(b))
+}
+
+// section decodes a list SECTION: "TITLE/ROW/ROW…", each ROW
+// "ID:TITLE[:DESCRIPTION]".
+func section(spec string) bot.ListSection {
+	parts := strings.Split(spec, "/")
+	sec := bot.ListSection{Title: arg(parts[0]), Rows: []bot.ListRow{}}
+	for _, r := range parts[1:] {
+		f := strings.SplitN(r, ":", 3)
+		row := bot.ListRow{ID: arg(f[0])}
+		if len(f) > 1 {
+			row.Title = arg(f[1])
+		}
+		if len(f) > 2 {
+			row.Description = arg(f[2])
+		}
+		sec.Rows = append(sec.Rows, row)
+	}
+	return sec
+}
+
 var signup = bot.NewFlow("signup", func(f *bot.FlowContext) error {
 	name, err := f.Ask("name?")
 	if err != nil {
@@ -173,6 +214,25 @@ func run(ctx *bot.Context, args []string) (string, error) {
 			return failure(err), nil
 		}
 		return fmt.Sprintf("journaled %d existing %d", r.Journaled, r.Existing), nil
+	case "buttons":
+		// buttons FN CHAT TEXT SPEC...
+		var bs []bot.Button
+		for _, spec := range args[4:] {
+			bs = append(bs, button(spec))
+		}
+		return sendOutcome(sendFn(ctx, args[1])(need(2), need(3), bot.WithButtons(bs...))), nil
+	case "list":
+		// list FN CHAT TEXT BUTTON SECTION...
+		l := bot.List{Button: need(4), Sections: []bot.ListSection{}}
+		for _, spec := range args[5:] {
+			l.Sections = append(l.Sections, section(spec))
+		}
+		return sendOutcome(sendFn(ctx, args[1])(need(2), need(3), bot.WithList(l))), nil
+	case "buttons-list":
+		return sendOutcome(ctx.Post(need(1), need(2), bot.WithButtons(bot.ReplyButton("a", "A")),
+			bot.WithList(bot.List{Button: "Menu", Sections: []bot.ListSection{{Rows: []bot.ListRow{{ID: "r1", Title: "R1"}}}}}))), nil
+	case "event":
+		return "kind=" + ctx.Event.Kind + " interaction=none", nil
 	case "reply":
 		return sendOutcome(ctx.Reply(need(1))), nil
 	case "sends":
@@ -224,7 +284,14 @@ func run(ctx *bot.Context, args []string) (string, error) {
 
 func init() {
 	bot.Handle(func(ctx *bot.Context) error {
-		out, err := run(ctx, strings.Split(ctx.Event.Text, " "))
+		var out string
+		var err error
+		if in := ctx.Event.Interaction; in != nil {
+			// A press is reported, not run: its text is the pressed title.
+			out = fmt.Sprintf("interaction kind=%s id=%s title=%s message=%s text=%s", ctx.Event.Kind, in.ID, in.Title, in.Message, ctx.Event.Text)
+		} else {
+			out, err = run(ctx, strings.Split(ctx.Event.Text, " "))
+		}
 		if _, perr := ctx.Post("report", out); perr != nil {
 			return perr
 		}

@@ -289,9 +289,40 @@ static int media_list(reader *r, botrun_event *e) {
   }
 }
 
+static int interaction_field(reader *r, const char *k, void *dst) {
+  botrun_interaction *in = dst;
+  if (!strcmp(k, "id")) return set_str(r, &in->id);
+  if (!strcmp(k, "title")) return set_str(r, &in->title);
+  if (!strcmp(k, "message")) return set_str(r, &in->message);
+  return skip(r);
+}
+
+static void free_interaction(botrun_interaction *in) {
+  if (!in) return;
+  free(in->id), free(in->title), free(in->message);
+  free(in);
+}
+
+static int interaction(reader *r, botrun_event *e) {
+  free_interaction(e->interaction);
+  e->interaction = NULL;
+  ws(r);
+  if (r->end - r->p >= 4 && !strncmp(r->p, "null", 4)) return r->p += 4, 1;
+  e->interaction = grow(NULL, sizeof *e->interaction);
+  memset(e->interaction, 0, sizeof *e->interaction);
+  return object(r, interaction_field, e->interaction);
+}
+
+/* empty fills a NULL string with a malloc'd "". */
+static void empty(char **s) {
+  if (!*s) *s = grow(NULL, 1), (*s)[0] = 0;
+}
+
 static int event_field(reader *r, const char *k, void *dst) {
   botrun_event *e = dst;
   if (!strcmp(k, "media")) return media_list(r, e);
+  if (!strcmp(k, "kind")) return set_str(r, &e->kind);
+  if (!strcmp(k, "interaction")) return interaction(r, e);
   if (!strcmp(k, "id")) return set_str(r, &e->id);
   if (!strcmp(k, "provider")) return set_str(r, &e->provider);
   if (!strcmp(k, "chat")) return set_str(r, &e->chat);
@@ -432,8 +463,61 @@ static void put_media(buf *o, const botrun_media *m) {
 
 enum { SEND, ENQUEUE, POST };
 
+/* put_json_field puts ,"name":"value" (or "name":"value" when first), and
+ * nothing for a NULL or empty value unless always. */
+static void put_json_field(buf *o, const char *name, const char *v, int first, int always) {
+  if (!always && !(v && *v)) return;
+  if (!first) puts_(o, ",");
+  puts_(o, "\"");
+  puts_(o, name);
+  puts_(o, "\":");
+  put_json_string(o, v ? v : "");
+}
+
+/* put_choices puts the "buttons" and "list" fields of opts, each when given. */
+static void put_choices(buf *o, const botrun_send_opts *opts) {
+  if (opts->buttons && opts->nbuttons) {
+    puts_(o, ",\"buttons\":[");
+    for (size_t i = 0; i < opts->nbuttons; i++) {
+      const botrun_button *b = &opts->buttons[i];
+      puts_(o, i ? ",{" : "{");
+      int has_id = b->id && *b->id;
+      put_json_field(o, "id", b->id, 1, 0);
+      put_json_field(o, "title", b->title, !has_id, 1);
+      put_json_field(o, "url", b->url, 0, 0);
+      puts_(o, "}");
+    }
+    puts_(o, "]");
+  }
+  const botrun_list *l = opts->list;
+  if (l) {
+    puts_(o, ",\"list\":{");
+    put_json_field(o, "button", l->button, 1, 1);
+    puts_(o, ",\"sections\":[");
+    for (size_t i = 0; l->sections && i < l->nsections; i++) {
+      const botrun_list_section *sec = &l->sections[i];
+      puts_(o, i ? ",{" : "{");
+      if (sec->title && *sec->title) {
+        put_json_field(o, "title", sec->title, 1, 1);
+        puts_(o, ",");
+      }
+      puts_(o, "\"rows\":[");
+      for (size_t j = 0; sec->rows && j < sec->nrows; j++) {
+        const botrun_list_row *row = &sec->rows[j];
+        puts_(o, j ? ",{" : "{");
+        put_json_field(o, "id", row->id, 1, 1);
+        put_json_field(o, "title", row->title, 0, 1);
+        put_json_field(o, "description", row->description, 0, 0);
+        puts_(o, "}");
+      }
+      puts_(o, "]}");
+    }
+    puts_(o, "]}");
+  }
+}
+
 static int do_send(int fn, const char *chat, const char *text, const botrun_media *media, const char *key, long long at,
-                   botrun_send_result *out) {
+                   const botrun_send_opts *opts, botrun_send_result *out) {
   buf o = {0};
   puts_(&o, "{\"chat\":");
   put_json_string(&o, chat);
@@ -449,6 +533,7 @@ static int do_send(int fn, const char *chat, const char *text, const botrun_medi
     snprintf(num, sizeof num, ",\"at\":%lld", at);
     puts_(&o, num);
   }
+  if (opts) put_choices(&o, opts);
   puts_(&o, "}");
   int32_t n = fn == ENQUEUE ? host_enqueue(o.b, (int32_t)o.n) : fn == POST ? host_post(o.b, (int32_t)o.n) : host_send(o.b, (int32_t)o.n);
   free(o.b);
@@ -490,33 +575,33 @@ static int replayed(botrun_ctx *ctx, botrun_send_result *out) {
 int botrun_send(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(SEND, chat, text, NULL, key, 0, out);
+  return do_send(SEND, chat, text, NULL, key, 0, NULL, out);
 }
 
 int botrun_post(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(POST, chat, text, NULL, key, 0, out);
+  return do_send(POST, chat, text, NULL, key, 0, NULL, out);
 }
 
 int botrun_send_media(botrun_ctx *ctx, const char *chat, const char *text, const botrun_media *media, const char *key,
                       botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(SEND, chat, text, media, key, 0, out);
+  return do_send(SEND, chat, text, media, key, 0, NULL, out);
 }
 
 int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const char *key, botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(ENQUEUE, chat, text, NULL, key, 0, out);
+  return do_send(ENQUEUE, chat, text, NULL, key, 0, NULL, out);
 }
 
 int botrun_enqueue_at(botrun_ctx *ctx, const char *chat, const char *text, const char *key, long long at_ms,
                       botrun_send_result *out) {
   if (replayed(ctx, out)) return 0;
   ctx->send_count++;
-  return do_send(ENQUEUE, chat, text, NULL, key, at_ms, out);
+  return do_send(ENQUEUE, chat, text, NULL, key, at_ms, NULL, out);
 }
 
 static int send_ex(int fn, botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts,
@@ -525,7 +610,7 @@ static int send_ex(int fn, botrun_ctx *ctx, const char *chat, const char *text, 
   ctx->send_count++;
   botrun_send_opts none = {0};
   if (!opts) opts = &none;
-  return do_send(fn, chat, text, opts->media, opts->idempotency_key, opts->at, out);
+  return do_send(fn, chat, text, opts->media, opts->idempotency_key, opts->at, opts, out);
 }
 
 int botrun_send_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out) {
@@ -810,8 +895,16 @@ EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
     botrun_log(BOTRUN_LOG_ERROR, "botrun sdk: bad event");
     return 1;
   }
-  if (!ctx.event.text) ctx.event.text = grow(NULL, 1), ctx.event.text[0] = 0;
-  if (!ctx.event.chat) ctx.event.chat = grow(NULL, 1), ctx.event.chat[0] = 0;
+  empty(&ctx.event.text);
+  empty(&ctx.event.chat);
+  if (ctx.event.kind && !*ctx.event.kind) free(ctx.event.kind), ctx.event.kind = NULL;
+  /* A host before interactions sends no kind: every event is a message. */
+  if (!ctx.event.kind) ctx.event.kind = grow(NULL, sizeof BOTRUN_KIND_MESSAGE), strcpy(ctx.event.kind, BOTRUN_KIND_MESSAGE);
+  if (ctx.event.interaction) {
+    empty(&ctx.event.interaction->id);
+    empty(&ctx.event.interaction->title);
+    empty(&ctx.event.interaction->message);
+  }
   int rc = botrun_handle(&ctx);
   if (rc != 0) {
     /* The host reports the last line logged at level error as the handler's
@@ -821,6 +914,8 @@ EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
     botrun_log(BOTRUN_LOG_ERROR, ctx.error);
   }
   free(ctx.event.id), free(ctx.event.provider), free(ctx.event.chat), free(ctx.event.from), free(ctx.event.text);
+  free(ctx.event.kind);
+  free_interaction(ctx.event.interaction);
   for (int i = 0; i < ctx.event.nmedia; i++) {
     botrun_media *m = &ctx.event.media[i];
     free(m->type), free(m->ref), free(m->url), free(m->mime), free(m->caption);

@@ -63,12 +63,30 @@ typedef struct {
   char *type, *ref, *url, *mime, *caption;
 } botrun_media;
 
+/* The press of a reply button or a list row the bot sent: id is the
+ * button's or row's id, as the send gave it; title its title and message the
+ * channel's id of the message it was on (the ref its send returned), "" when
+ * the channel does not say. Never NULL. */
+typedef struct {
+  char *id, *title, *message;
+} botrun_interaction;
+
+/* Event kinds: a message (also every event of a host that sends no kind), and
+ * the press of a button or a list row. Compare with strcmp. */
+#define BOTRUN_KIND_MESSAGE "message"
+#define BOTRUN_KIND_INTERACTION "interaction"
+
 typedef struct {
   char *id, *provider, *chat, *from, *text;
   int attempt;
   long long received_at;
   botrun_media *media;
   int nmedia;
+  /* BOTRUN_KIND_MESSAGE, BOTRUN_KIND_INTERACTION (then text holds the
+   * pressed title too), or a kind a later host adds; never NULL. */
+  char *kind;
+  /* The press, for kind BOTRUN_KIND_INTERACTION; NULL otherwise. */
+  botrun_interaction *interaction;
 } botrun_event;
 
 typedef struct {
@@ -142,16 +160,59 @@ int botrun_enqueue(botrun_ctx *ctx, const char *chat, const char *text, const ch
 int botrun_enqueue_at(botrun_ctx *ctx, const char *chat, const char *text, const char *idempotency_key, long long at_ms,
                       botrun_send_result *out);
 
+/* A button under a message: a reply button (id and title; a press arrives as
+ * an event of kind BOTRUN_KIND_INTERACTION with that id) or a URL button
+ * (title and url, http or https; the user's app opens it). Give id or url,
+ * not both; NULL is "". */
+typedef struct {
+  const char *id, *title, *url;
+} botrun_button;
+
+/* A list: a button titled button opens its sections of rows; a picked row
+ * arrives as an interaction with the row's id. A section's title and a row's
+ * description may be NULL or "" (none). */
+typedef struct {
+  const char *id, *title, *description;
+} botrun_list_row;
+typedef struct {
+  const char *title;
+  const botrun_list_row *rows;
+  size_t nrows;
+} botrun_list_section;
+typedef struct {
+  const char *button;
+  const botrun_list_section *sections;
+  size_t nsections;
+} botrun_list;
+
+/* The ABI's bounds of a send's choices (abi/SPEC.md section 2); a channel may
+ * allow fewer. */
+#define BOTRUN_MAX_BUTTONS 16
+#define BOTRUN_MAX_LIST_ROWS 100
+#define BOTRUN_MAX_CHOICE_ID 256 /* bytes */
+
 /* Every option of a send; zero-initialize it ({0}) and set what you need. */
 typedef struct {
   const char *idempotency_key; /* NULL or "": a derived key */
   const botrun_media *media;   /* NULL: none */
   long long at;                /* Unix ms to hold an enqueue until (0: now); send and post answer BOTRUN_BAD_PAYLOAD for any other */
+  const botrun_button *buttons; /* nbuttons buttons under the message (NULL or 0: none) */
+  size_t nbuttons;
+  const botrun_list *list; /* a list under the message (NULL: none); not with buttons */
 } botrun_send_opts;
 /* botrun_send, botrun_post and botrun_enqueue with every option; opts may be
  * NULL. Only an enqueue takes opts->at: the host refuses a send or a post
  * with a non-zero at (BOTRUN_BAD_PAYLOAD), as it refuses any request it does
- * not accept. */
+ * not accept.
+ *
+ * Buttons and a list: the host answers BOTRUN_BAD_PAYLOAD (and logs why) for
+ * an empty title, a button with both an id and a url or neither, an id that
+ * is not printable or over BOTRUN_MAX_CHOICE_ID bytes, a url that is not
+ * http(s), more than BOTRUN_MAX_BUTTONS buttons or BOTRUN_MAX_LIST_ROWS rows,
+ * a list without a button title, sections or rows, and buttons with a list.
+ * A channel that cannot show them refuses the send at send time: it is dead
+ * (BOTRUN_NOT_SENT from botrun_send_ex), never sent without them. A text the
+ * channel splits carries them on its last part. */
 int botrun_send_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out);
 int botrun_post_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out);
 int botrun_enqueue_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out);

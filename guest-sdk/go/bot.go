@@ -39,7 +39,80 @@ type Event struct {
 	Media      []Media `json:"media"`
 	Attempt    int     `json:"attempt"`
 	ReceivedAt int64   `json:"received_at"`
+	// Kind is KindMessage, or KindInteraction for the press of a button or
+	// a list row the bot sent (then Interaction says which, and Text holds
+	// its title too). An event from a host that sends no kind is a message;
+	// a kind a later host adds is passed on as it is.
+	Kind string `json:"kind"`
+	// Interaction is the press, for an event of kind KindInteraction; nil
+	// otherwise.
+	Interaction *Interaction `json:"interaction,omitempty"`
 }
+
+// Event kinds (abi/SPEC.md section 2).
+const (
+	// KindMessage is a message: the host sent no kind, or "".
+	KindMessage = "message"
+	// KindInteraction is the press of a reply button or a list row.
+	KindInteraction = "interaction"
+)
+
+// Interaction is the press of a reply button or a list row.
+type Interaction struct {
+	// ID is the button's or row's id, as the send gave it.
+	ID string `json:"id"`
+	// Title is its title, when the channel says ("" otherwise).
+	Title string `json:"title,omitempty"`
+	// Message is the channel's id of the message it was on (the Ref its
+	// send returned), when the channel says ("" otherwise).
+	Message string `json:"message,omitempty"`
+}
+
+// Button is one button under a message: a reply button (ID and Title: a
+// press arrives as an event of kind KindInteraction with that ID) or a URL
+// button (Title and URL: the user's app opens it, the bot hears nothing).
+// Give ID or URL, not both.
+type Button struct {
+	ID    string `json:"id,omitempty"`
+	Title string `json:"title"`
+	URL   string `json:"url,omitempty"`
+}
+
+// ReplyButton is a reply button: pressed, it arrives as an interaction with id.
+func ReplyButton(id, title string) Button { return Button{ID: id, Title: title} }
+
+// URLButton is a button that opens url (http or https).
+func URLButton(title, url string) Button { return Button{Title: title, URL: url} }
+
+// List is a menu of rows to pick one from, opened by a button titled Button.
+// A picked row arrives as an interaction with the row's ID.
+type List struct {
+	Button   string        `json:"button"`
+	Sections []ListSection `json:"sections"`
+}
+
+// ListSection is a group of rows; Title may be empty.
+type ListSection struct {
+	Title string    `json:"title,omitempty"`
+	Rows  []ListRow `json:"rows"`
+}
+
+// ListRow is one choice of a List; Description may be empty.
+type ListRow struct {
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+}
+
+// The ABI's bounds of a send's choices, whatever the channel (the host
+// refuses more with ErrBadPayload); each channel may allow fewer, and refuses
+// at send time what it cannot show (the send is dead).
+const (
+	MaxButtons  = 16
+	MaxListRows = 100
+	// MaxChoiceID bounds a button's or row's id, in bytes.
+	MaxChoiceID = 256
+)
 
 // Media is an attachment: inbound it has a Ref; outbound a Ref or a public URL.
 type Media struct {
@@ -205,11 +278,13 @@ func Handle(h Handler) { handler = h }
 type SendOption func(*sendRequest)
 
 type sendRequest struct {
-	Chat           string `json:"chat"`
-	Text           string `json:"text"`
-	Media          *Media `json:"media"`
-	IdempotencyKey string `json:"idempotency_key"`
-	At             int64  `json:"at,omitempty"`
+	Chat           string   `json:"chat"`
+	Text           string   `json:"text"`
+	Media          *Media   `json:"media"`
+	IdempotencyKey string   `json:"idempotency_key"`
+	At             int64    `json:"at,omitempty"`
+	Buttons        []Button `json:"buttons,omitempty"`
+	List           *List    `json:"list,omitempty"`
 }
 
 // WithIdempotencyKey names the send: the host sends a key at most once per bot.
@@ -241,6 +316,33 @@ func WithAt(t time.Time) SendOption {
 // WithMedia attaches one media item.
 func WithMedia(m Media) SendOption {
 	return func(r *sendRequest) { r.Media = &m }
+}
+
+// WithButtons puts buttons under the message (a later WithButtons replaces
+// them): reply buttons (ReplyButton, or Button{ID, Title}), whose press
+// arrives as an event of kind KindInteraction, and URL buttons (URLButton).
+// The host refuses with ErrBadPayload an empty title, a button with both an
+// id and a url (or neither), an id that is not printable or is over
+// MaxChoiceID bytes, a url that is not http(s), more than MaxButtons, and
+// buttons with WithList. A channel that cannot show them refuses the send
+// at send time: it is dead (a Send answers it; a Post's is in the dead
+// letters), never sent without them. A text the channel splits carries
+// them on its last part.
+//
+// Send, Post and Enqueue take it; Broadcast passes it on to the host, which
+// refuses it (ErrBadPayload: a broadcast carries no choices).
+func WithButtons(buttons ...Button) SendOption {
+	return func(r *sendRequest) { r.Buttons = append([]Button(nil), buttons...) }
+}
+
+// WithList puts a list under the message: a button titled l.Button opens
+// its sections of rows, and a picked row arrives as an event of kind
+// KindInteraction with the row's id. The host refuses with ErrBadPayload a
+// list without a button title, sections or rows, a row without an id or a
+// title, more than MaxListRows rows, and a list with WithButtons; a channel
+// that cannot show it refuses the send (dead), as for WithButtons.
+func WithList(l List) SendOption {
+	return func(r *sendRequest) { r.List = &l }
 }
 
 // Reply posts text to the event's chat (see Post): it returns at once with
@@ -328,7 +430,9 @@ type BroadcastResult struct {
 // not after the event. A broadcast counts once against bot.max_sends; more
 // chats than bot.max_broadcast (default 10000) is ErrTooLarge. WithAt holds
 // every send until then and WithMedia attaches one item; WithIdempotencyKey
-// does not apply (keyPrefix names the keys) and is ignored.
+// does not apply (keyPrefix names the keys) and is ignored. WithButtons and
+// WithList are passed on, and the host refuses them (ErrBadPayload: a
+// broadcast carries no choices).
 //
 // Errors are *HostError: ErrBadPayload for no chats, an empty chat or
 // keyPrefix, no text and no media, a negative time or a control character in

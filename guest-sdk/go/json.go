@@ -331,6 +331,26 @@ func decodeEvent(b []byte) (Event, error) {
 			e.Attempt = int(n)
 		case "received_at":
 			e.ReceivedAt, err = d.num()
+		case "kind":
+			return d.strField(&e.Kind)
+		case "interaction":
+			if d.null() {
+				e.Interaction = nil
+				return nil
+			}
+			in := &Interaction{}
+			err = d.object(func(k string) error {
+				switch k {
+				case "id":
+					return d.strField(&in.ID)
+				case "title":
+					return d.strField(&in.Title)
+				case "message":
+					return d.strField(&in.Message)
+				}
+				return d.skip()
+			})
+			e.Interaction = in
 		case "media":
 			if d.null() {
 				return nil
@@ -350,6 +370,10 @@ func decodeEvent(b []byte) (Event, error) {
 	})
 	if err == nil {
 		err = d.end()
+	}
+	if e.Kind == "" {
+		// A host before interactions sends no kind: every event is a message.
+		e.Kind = KindMessage
 	}
 	return e, err
 }
@@ -444,7 +468,68 @@ func encodeSendRequest(r sendRequest) []byte {
 		b = append(b, `,"at":`...)
 		b = strconv.AppendInt(b, r.At, 10)
 	}
+	b = appendChoices(b, r.Buttons, r.List)
 	return append(b, '}')
+}
+
+// appendChoices appends the "buttons" and "list" fields, each when given.
+func appendChoices(b []byte, buttons []Button, list *List) []byte {
+	if len(buttons) > 0 {
+		b = append(b, `,"buttons":[`...)
+		for i, btn := range buttons {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			if btn.ID != "" {
+				b = append(b, `"id":`...)
+				b = appendString(b, btn.ID)
+				b = append(b, ',')
+			}
+			b = append(b, `"title":`...)
+			b = appendString(b, btn.Title)
+			if btn.URL != "" {
+				b = append(b, `,"url":`...)
+				b = appendString(b, btn.URL)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if list != nil {
+		b = append(b, `,"list":{"button":`...)
+		b = appendString(b, list.Button)
+		b = append(b, `,"sections":[`...)
+		for i, sec := range list.Sections {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			if sec.Title != "" {
+				b = append(b, `"title":`...)
+				b = appendString(b, sec.Title)
+				b = append(b, ',')
+			}
+			b = append(b, `"rows":[`...)
+			for j, row := range sec.Rows {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"id":`...)
+				b = appendString(b, row.ID)
+				b = append(b, `,"title":`...)
+				b = appendString(b, row.Title)
+				if row.Description != "" {
+					b = append(b, `,"description":`...)
+					b = appendString(b, row.Description)
+				}
+				b = append(b, '}')
+			}
+			b = append(b, "]}"...)
+		}
+		b = append(b, "]}"...)
+	}
+	return b
 }
 
 // encodeBroadcastRequest is the broadcast request: r's text, media and at
@@ -471,6 +556,8 @@ func encodeBroadcastRequest(chats []string, r sendRequest, keyPrefix string) []b
 		b = append(b, `,"at":`...)
 		b = strconv.AppendInt(b, r.At, 10)
 	}
+	// A broadcast carries no choices: passed on, the host refuses them.
+	b = appendChoices(b, r.Buttons, r.List)
 	return append(b, '}')
 }
 

@@ -3,6 +3,7 @@ package wasm_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,6 +90,12 @@ func (e *scripted) call(fn string, req abi.SendRequest, script *[]answer, def ab
 	if req.At != 0 {
 		call += fmt.Sprintf(" at=%d", req.At)
 	}
+	if len(req.Buttons) > 0 {
+		call += " buttons=" + exactJSON(req.Buttons)
+	}
+	if req.List != nil {
+		call += " list=" + exactJSON(req.List)
+	}
 	e.calls = append(e.calls, call)
 	if e.maxSends > 0 && e.n > e.maxSends {
 		return abi.SendResult{}, errSendCap
@@ -107,6 +114,18 @@ func (e *scripted) call(fn string, req abi.SendRequest, script *[]answer, def ab
 		res.Ref = fmt.Sprint("r", e.n)
 	}
 	return res, nil
+}
+
+// exactJSON is v as the host decoded it, in JSON without HTML escaping: a
+// send's buttons and list exactly as they reached the Env.
+func exactJSON(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func (e *scripted) Send(_ context.Context, req abi.SendRequest) (abi.SendResult, error) {
@@ -217,6 +236,8 @@ type conformanceRow struct {
 	text string
 	// env scripts the host's answers (nil: a healthy host).
 	env func(e *scripted)
+	// event changes the event before it is handled (nil: a message).
+	event func(ev *abi.Event)
 	// want is the outcome line the guest posts.
 	want string
 	// fault is the kind of fault Handle returns ("" for none); handlerErr
@@ -429,6 +450,82 @@ var conformanceRows = []conformanceRow{
 		calls: []string{}},
 }
 
+// buttonRows: buttons and a list on send, post and enqueue reach the host
+// exactly as the guest gave them (SPEC.md section 2); the ABI's rules are the
+// host's (abi.ValidateChoices: BAD_PAYLOAD, logged); a press is an event of
+// kind interaction, exposed to the guest, and a message has no interaction.
+var buttonRows = []conformanceRow{
+	{name: "buttons/post", text: "buttons post c1 Pick id:yes:Yes id:no:No url:Docs:https://example.com/docs?a=1&b=2",
+		want: "queued key=ev:1 ref= error=", calls: []string{`post c1 Pick key= buttons=[{"id":"yes","title":"Yes"},{"id":"no","title":"No"},` +
+			`{"title":"Docs","url":"https://example.com/docs?a=1&b=2"}]`}},
+	{name: "buttons/send", text: "buttons send c1 hi id:y:Y", want: "sent key=ev:1 ref=r1 error=",
+		calls: []string{`send c1 hi key= buttons=[{"id":"y","title":"Y"}]`}},
+	{name: "buttons/enqueue", text: "buttons enqueue c1 hi url:Open:http://x.example", want: "deferred key=ev:1 ref= error=",
+		calls: []string{`enqueue c1 hi key= buttons=[{"title":"Open","url":"http://x.example"}]`}},
+	// The SDK's JSON escapes quotes, backslashes and control characters in
+	// ids and titles and keeps UTF-8; a title may hold a ':'.
+	{name: "buttons/escaped", text: "buttons post c1 hi id:a\"b\\c:Sí:\"é\"\t😀 url:<&>:https://example.com/?q=1",
+		want: "queued key=ev:1 ref= error=", calls: []string{"post c1 hi key= buttons=[{\"id\":\"a\\\"b\\\\c\",\"title\":\"Sí:\\\"é\\\"\\t😀\"}," +
+			"{\"title\":\"<&>\",\"url\":\"https://example.com/?q=1\"}]"}},
+	// The dead answer of a channel that cannot show them (UnsupportedContent).
+	{name: "buttons/dead", text: "buttons send c1 hi id:y:Y", env: func(e *scripted) {
+		e.send = []answer{{res: abi.SendResult{Status: abi.SendDead, Key: "ev:1", Error: "unsupported content: too many buttons"}}}
+	}, want: "not-sent dead key=ev:1 ref= error=unsupported content: too many buttons"},
+	{name: "buttons/empty-title", text: "buttons post c1 hi id:yes:-", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"guest passed a bad payload", "buttons[0] has no title"}},
+	{name: "buttons/url-empty-title", text: "buttons post c1 hi id:yes:Yes url:-:https://x.example", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"buttons[1] has no title"}},
+	{name: "buttons/no-id", text: "buttons post c1 hi id:-:Yes", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"buttons[0] has no id"}},
+	{name: "buttons/id-over-256", text: "buttons post c1 hi id:@257:T", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"id is 257 bytes, over 256"}},
+	{name: "buttons/id-256", text: "buttons post c1 hi id:@256:T", want: "queued key=ev:1 ref= error="},
+	{name: "buttons/id-control-character", text: "buttons post c1 hi id:a\x01b:T", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"control character"}},
+	{name: "buttons/url-not-http", text: "buttons post c1 hi url:Docs:ftp://x.example", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"is not an http(s) URL"}},
+	{name: "buttons/17", text: "buttons post c1 hi" + strings.Repeat(" id:b:B", 17), want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"17 buttons, over 16"}},
+	{name: "buttons/16", text: "buttons post c1 hi" + strings.Repeat(" id:b:B", 16), want: "queued key=ev:1 ref= error="},
+	{name: "buttons/with-list", text: "buttons-list c1 hi", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"guest passed a bad payload", `\"buttons\" and \"list\" cannot go on one message`}},
+
+	{name: "list/post", text: "list post c1 Menu Open Drinks/tea:Tea:hot/coffee:Coffee -/water:Water", want: "queued key=ev:1 ref= error=",
+		calls: []string{`post c1 Menu key= list={"button":"Open","sections":[{"title":"Drinks","rows":[{"id":"tea","title":"Tea","description":"hot"},` +
+			`{"id":"coffee","title":"Coffee"}]},{"rows":[{"id":"water","title":"Water"}]}]}`}},
+	{name: "list/send", text: "list send c1 m \"Pick\" -/a\\:A:é😀", want: "sent key=ev:1 ref=r1 error=",
+		calls: []string{`send c1 m key= list={"button":"\"Pick\"","sections":[{"rows":[{"id":"a\\","title":"A","description":"é😀"}]}]}`}},
+	{name: "list/enqueue", text: "list enqueue c1 m Open -/a:A", want: "deferred key=ev:1 ref= error=",
+		calls: []string{`enqueue c1 m key= list={"button":"Open","sections":[{"rows":[{"id":"a","title":"A"}]}]}`}},
+	{name: "list/empty-row-title", text: "list post c1 m Open -/a:-", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"list.sections[0].rows[0] has no title"}},
+	{name: "list/no-button", text: "list post c1 m - -/a:A", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"list.button"}},
+	{name: "list/no-sections", text: "list post c1 m Open", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"list has no sections"}},
+	{name: "list/no-rows", text: "list post c1 m Open Drinks", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"list.sections[0] has no rows"}},
+	{name: "list/101-rows", text: "list post c1 m Open -" + strings.Repeat("/r:R", 20) + strings.Repeat(" -"+strings.Repeat("/r:R", 20), 4) + " -/r:R",
+		want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"list has 101 rows, over 100"}},
+
+	// A press: the guest reports the event's kind and interaction instead of
+	// running its text (the pressed title).
+	{name: "interaction/press", text: "Yes", event: func(ev *abi.Event) {
+		ev.Kind, ev.Interaction = abi.EventInteraction, &abi.Interaction{ID: "yes", Title: "Yes", Message: "m-7"}
+	}, want: "interaction kind=interaction id=yes title=Yes message=m-7 text=Yes", calls: []string{}},
+	// Title and message are omitted when the channel does not say.
+	{name: "interaction/id-only", text: "No", event: func(ev *abi.Event) {
+		ev.Kind, ev.Interaction = abi.EventInteraction, &abi.Interaction{ID: "no"}
+	}, want: "interaction kind=interaction id=no title= message= text=No"},
+	// The host's encoding/json escapes <, > and & (\u003c…) and quotes; the
+	// SDKs decode them.
+	{name: "interaction/escaped", text: "Sí é😀", event: func(ev *abi.Event) {
+		ev.Kind, ev.Interaction = abi.EventInteraction, &abi.Interaction{ID: `a"b\c<&>`, Title: "Sí é😀", Message: "m:1"}
+	}, want: `interaction kind=interaction id=a"b\c<&> title=Sí é😀 message=m:1 text=Sí é😀`},
+	{name: "interaction/message-has-none", text: "event", want: "kind=message interaction=none"},
+	// A kind a later host adds is passed on as it is.
+	{name: "interaction/later-kind", text: "event", event: func(ev *abi.Event) { ev.Kind = "reaction" }, want: "kind=reaction interaction=none"},
+}
+
+func init() { conformanceRows = append(conformanceRows, buttonRows...) }
+
 // confLog is a log sink the test reads back.
 type confLog struct {
 	mu sync.Mutex
@@ -482,6 +579,9 @@ func TestConformance(t *testing.T) {
 					logs.take()
 					ev := abi.Event{ID: "ev", Provider: "web", Chat: "c1", From: "u1", Text: row.text, Attempt: 1, ReceivedAt: 1764412800000,
 						Media: []abi.Media{{Type: "image", Ref: "r0"}}}
+					if row.event != nil {
+						row.event(&ev)
+					}
 					handles := 1
 					if row.again {
 						if err := m.Handle(ctx, ev, host); err != nil {

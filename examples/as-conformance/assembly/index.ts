@@ -2,7 +2,7 @@
 // command, which it runs through the SDK and whose outcome it posts, as one
 // line, to the chat "report" (examples/CONFORMANCE.md; host/wasm's
 // TestConformance drives it).
-import { Code, Context, Flow, FlowContext, LOG_INFO, MediaUnavailableError, Outcome, SendOutcome, WAITING, codeName, log, nowMs, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
+import { Button, Code, Context, Flow, FlowContext, Interaction, List, ListRow, ListSection, LOG_INFO, MediaUnavailableError, Outcome, SendOptions, SendOutcome, WAITING, codeName, log, nowMs, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
 export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly/index";
 
 // arg decodes an argument: "-" is "", "@N" N bytes of 'x'.
@@ -23,6 +23,43 @@ function sendOutcome(o: SendOutcome): string {
 }
 
 function done(o: Outcome): string { return o.ok ? "ok" : failure(o); }
+
+// sendFn runs the send function FN of buttons and list: send, post or
+// enqueue.
+function sendFn(ctx: Context, fn: string, chat: string, text: string, opts: SendOptions): SendOutcome {
+  if (fn == "send") return ctx.sendWith(chat, text, opts);
+  if (fn == "enqueue") return ctx.enqueueWith(chat, text, opts);
+  return ctx.postWith(chat, text, opts);
+}
+
+// cut splits s at the first sep: [before, after], or [s, ""] without one.
+function cut(s: string, sep: string): string[] {
+  const i = s.indexOf(sep);
+  if (i < 0) return [s, ""];
+  return [s.substring(0, i), s.substring(i + sep.length)];
+}
+
+// button decodes a button SPEC: "id:ID:TITLE" (a reply button) or
+// "url:TITLE:URL" (a URL button).
+function button(spec: string): Button {
+  const k = cut(spec, ":");
+  const ab = cut(k[1], ":");
+  if (k[0] == "url") return Button.link(arg(ab[0]), arg(ab[1]));
+  return Button.reply(arg(ab[0]), arg(ab[1]));
+}
+
+// section decodes a list SECTION: "TITLE/ROW/ROW…", each ROW
+// "ID:TITLE[:DESCRIPTION]".
+function section(spec: string): ListSection {
+  const parts = spec.split("/");
+  const rows: ListRow[] = [];
+  for (let i = 1; i < parts.length; i++) {
+    const f = cut(parts[i], ":");
+    const td = cut(f[1], ":");
+    rows.push(new ListRow(arg(f[0]), arg(td[0]), arg(td[1])));
+  }
+  return new ListSection(arg(parts[0]), rows);
+}
 
 const signup = new Flow("signup", (f: FlowContext): string | null => {
   const name = f.ask("name?");
@@ -88,6 +125,27 @@ function run(ctx: Context, args: string[]): string {
     if (!b.ok) return failure(b);
     return "journaled " + b.journaled.toString() + " existing " + b.existing.toString();
   }
+  if (cmd == "buttons") {
+    // buttons FN CHAT TEXT SPEC...
+    const o = new SendOptions();
+    for (let i = 4; i < args.length; i++) o.buttons.push(button(args[i]));
+    return sendOutcome(sendFn(ctx, args[1], arg(args[2]), arg(args[3]), o));
+  }
+  if (cmd == "list") {
+    // list FN CHAT TEXT BUTTON SECTION...
+    const sections: ListSection[] = [];
+    for (let i = 5; i < args.length; i++) sections.push(section(args[i]));
+    const o = new SendOptions();
+    o.list = new List(arg(args[4]), sections);
+    return sendOutcome(sendFn(ctx, args[1], arg(args[2]), arg(args[3]), o));
+  }
+  if (cmd == "buttons-list") {
+    const o = new SendOptions();
+    o.buttons = [Button.reply("a", "A")];
+    o.list = new List("Menu", [new ListSection("", [new ListRow("r1", "R1")])]);
+    return sendOutcome(ctx.postWith(arg(args[1]), arg(args[2]), o));
+  }
+  if (cmd == "event") return "kind=" + ctx.event.kind + " interaction=none";
   if (cmd == "reply") return sendOutcome(ctx.reply(arg(args[1])));
   if (cmd == "sends") {
     const n = <i32>parseInt(args[1]);
@@ -124,7 +182,12 @@ function run(ctx: Context, args: string[]): string {
 
 setHandler((ctx: Context): string | null => {
   handlerError = null;
-  const out = run(ctx, ctx.event.text.split(" "));
+  let out: string;
+  if (ctx.event.interaction != null) {
+    // A press is reported, not run: its text is the pressed title.
+    const i = changetype<Interaction>(ctx.event.interaction);
+    out = "interaction kind=" + ctx.event.kind + " id=" + i.id + " title=" + i.title + " message=" + i.message + " text=" + ctx.event.text;
+  } else out = run(ctx, ctx.event.text.split(" "));
   const r = ctx.post("report", out).error();
   if (r != null) return r;
   return handlerError;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use botrun::{Context, Error, SendOptions, SendResult};
+use botrun::{Button, Context, Error, List, ListRow, ListSection, SendOptions, SendResult};
 
 /// Decodes an argument: "-" is "", "@N" N bytes of 'x'.
 fn arg(s: &str) -> String {
@@ -33,6 +33,49 @@ fn send_outcome(r: Result<SendResult, Error>) -> String {
         Ok(r) => format!("{} key={} ref={} error={}", r.status, r.key, r.r#ref, r.error),
         Err(e) => failure(&e),
     }
+}
+
+/// The send function FN of buttons and list: send, post or enqueue.
+fn send_fn(ctx: &mut Context, func: &str, chat: &str, text: &str, opts: SendOptions) -> Result<SendResult, Error> {
+    match func {
+        "send" => ctx.send(chat, text, opts),
+        "enqueue" => ctx.enqueue(chat, text, opts),
+        _ => ctx.post(chat, text, opts),
+    }
+}
+
+/// Decodes a button SPEC: "id:ID:TITLE" (a reply button) or "url:TITLE:URL"
+/// (a URL button).
+fn button(spec: &str) -> Button {
+    let mut f = spec.splitn(3, ':');
+    let kind = f.next().unwrap_or("");
+    let a = arg(f.next().unwrap_or(""));
+    let b = arg(f.next().unwrap_or(""));
+    if kind == "url" {
+        Button::url(&a, &b)
+    } else {
+        Button::reply(&a, &b)
+    }
+}
+
+/// Decodes a list SECTION: "TITLE/ROW/ROW…", each ROW "ID:TITLE[:DESCRIPTION]".
+fn section(spec: &str) -> ListSection {
+    let mut parts = spec.split('/');
+    let title = arg(parts.next().unwrap_or(""));
+    let rows = parts
+        .map(|r| {
+            let mut f = r.splitn(3, ':');
+            let mut row = ListRow::new(&arg(f.next().unwrap_or("")), "");
+            if let Some(t) = f.next() {
+                row.title = arg(t);
+            }
+            if let Some(d) = f.next() {
+                row.description = arg(d);
+            }
+            row
+        })
+        .collect();
+    ListSection { title, rows }
 }
 
 fn signup(f: &mut botrun::Flow) -> Result<(), Error> {
@@ -120,6 +163,22 @@ fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
                 Err(e) => failure(&e),
             }
         }
+        "buttons" => {
+            // buttons FN CHAT TEXT SPEC...
+            let bs: Vec<Button> = args.iter().skip(4).map(|s| button(s)).collect();
+            send_outcome(send_fn(ctx, args[1], &a(2), &a(3), SendOptions { buttons: &bs, ..Default::default() }))
+        }
+        "list" => {
+            // list FN CHAT TEXT BUTTON SECTION...
+            let l = List { button: a(4), sections: args.iter().skip(5).map(|s| section(s)).collect() };
+            send_outcome(send_fn(ctx, args[1], &a(2), &a(3), SendOptions { list: Some(&l), ..Default::default() }))
+        }
+        "buttons-list" => {
+            let bs = [Button::reply("a", "A")];
+            let l = List { button: "Menu".to_string(), sections: vec![ListSection { title: String::new(), rows: vec![ListRow::new("r1", "R1")] }] };
+            send_outcome(ctx.post(&a(1), &a(2), SendOptions { buttons: &bs, list: Some(&l), ..Default::default() }))
+        }
+        "event" => format!("kind={} interaction=none", ctx.event.kind),
         "reply" => send_outcome(ctx.reply(&a(1))),
         "sends" => {
             let n: usize = a(1).parse().unwrap_or(0);
@@ -160,7 +219,14 @@ fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
 fn handle(ctx: &mut Context) -> Result<(), Error> {
     let text = ctx.event.text.clone();
     let args: Vec<&str> = text.split(' ').collect();
-    let (out, res) = run(ctx, &args);
+    let (out, res) = match &ctx.event.interaction {
+        // A press is reported, not run: its text is the pressed title.
+        Some(i) => (
+            format!("interaction kind={} id={} title={} message={} text={}", ctx.event.kind, i.id, i.title, i.message, ctx.event.text),
+            Ok(()),
+        ),
+        None => run(ctx, &args),
+    };
     ctx.post("report", &out, SendOptions::default())?;
     res
 }

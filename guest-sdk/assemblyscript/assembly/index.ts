@@ -32,6 +32,21 @@ export class Media {
   caption: string = "";
 }
 
+// Event kinds: a message (also every event of a host that sends no kind), and
+// the press of a reply button or a list row.
+export const KIND_MESSAGE = "message";
+export const KIND_INTERACTION = "interaction";
+
+// Interaction is the press of a reply button or a list row: id is the
+// button's or row's id, as the send gave it; title its title and message
+// the channel's id of the message it was on (the ref its send returned), ""
+// when the channel does not say.
+export class Interaction {
+  id: string = "";
+  title: string = "";
+  message: string = "";
+}
+
 export class Event {
   media: Media[] = [];
   id: string = "";
@@ -41,6 +56,86 @@ export class Event {
   text: string = "";
   attempt: i64 = 0;
   received_at: i64 = 0;
+  // kind is KIND_MESSAGE, KIND_INTERACTION (text then holds the pressed
+  // title too), or a kind a later host adds.
+  kind: string = KIND_MESSAGE;
+  // interaction is the press, for kind KIND_INTERACTION; null otherwise.
+  interaction: Interaction | null = null;
+}
+
+// Button is a button under a message: a reply button (id and title; a press
+// arrives as an event of kind KIND_INTERACTION with that id) or a URL button
+// (title and url, http or https; the user's app opens it). Give id or url,
+// not both.
+export class Button {
+  id: string = "";
+  title: string = "";
+  url: string = "";
+  // reply is a reply button.
+  static reply(id: string, title: string): Button {
+    const b = new Button();
+    b.id = id;
+    b.title = title;
+    return b;
+  }
+  // link is a URL button.
+  static link(title: string, url: string): Button {
+    const b = new Button();
+    b.title = title;
+    b.url = url;
+    return b;
+  }
+}
+
+// ListRow is one choice of a List; description may be "".
+export class ListRow {
+  id: string;
+  title: string;
+  description: string;
+  constructor(id: string, title: string, description: string = "") {
+    this.id = id;
+    this.title = title;
+    this.description = description;
+  }
+}
+
+// ListSection is a group of rows; title may be "".
+export class ListSection {
+  title: string;
+  rows: ListRow[];
+  constructor(title: string, rows: ListRow[]) { this.title = title; this.rows = rows; }
+}
+
+// List is a menu under a message: a button titled button opens its sections
+// of rows; a picked row arrives as an interaction with the row's id.
+export class List {
+  button: string;
+  sections: ListSection[];
+  constructor(button: string, sections: ListSection[]) { this.button = button; this.sections = sections; }
+}
+
+// The ABI's bounds of a send's choices (abi/SPEC.md section 2); a channel
+// may allow fewer.
+export const MAX_BUTTONS: i32 = 16;
+export const MAX_LIST_ROWS: i32 = 100;
+export const MAX_CHOICE_ID: i32 = 256; // bytes
+
+// SendOptions is every option of a send, for sendWith, postWith,
+// enqueueWith and replyWith: key ("" for a derived key), media, at
+// (enqueue's), and buttons or a list under the message. The host refuses
+// with BadPayload an empty title, a button with both an id and a url (or
+// neither), an id that is not printable or over MAX_CHOICE_ID bytes, a url
+// that is not http(s), more than MAX_BUTTONS buttons or MAX_LIST_ROWS rows,
+// a list without a button title, sections or rows, and buttons with a list.
+// A channel that cannot show them refuses the send at send time: it is dead,
+// never sent without them. A text the channel splits carries them on its
+// last part.
+export class SendOptions {
+  key: string = "";
+  media: Media | null = null;
+  at: i64 = 0;
+  buttons: Button[] = [];
+  list: List | null = null;
 }
 
 // The statuses of a SendResult (abi/SPEC.md section 2); REPLAYED (below) is
@@ -316,6 +411,20 @@ function decodeEvent(s: string): Event | null {
     else if (key == "text") e.text = r.str();
     else if (key == "attempt") e.attempt = r.num();
     else if (key == "received_at") e.received_at = r.num();
+    else if (key == "kind") e.kind = r.str();
+    else if (key == "interaction" && r.peek() == 0x7b) {
+      const it = new Interaction();
+      let ik = r.key(true);
+      while (ik !== null) {
+        const ikey = changetype<string>(ik);
+        if (ikey == "id") it.id = r.str();
+        else if (ikey == "title") it.title = r.str();
+        else if (ikey == "message") it.message = r.str();
+        else r.skip();
+        ik = r.key(false);
+      }
+      e.interaction = it;
+    }
     else if (key == "media" && r.peek() == 0x5b) {
       r.i++;
       if (r.peek() == 0x5d) r.i++;
@@ -344,6 +453,8 @@ function decodeEvent(s: string): Event | null {
     else r.skip();
     k = r.key(false);
   }
+  // A host before interactions sends no kind: every event is a message.
+  if (e.kind.length == 0) e.kind = KIND_MESSAGE;
   return r.ok ? e : null;
 }
 
@@ -410,6 +521,46 @@ function mediaField(media: Media | null): string {
   return f + "}";
 }
 
+// choicesFields are the request's "buttons" and "list" fields, each when
+// given.
+function choicesFields(buttons: Button[], list: List | null): string {
+  const parts: string[] = [];
+  if (buttons.length > 0) {
+    parts.push(",\"buttons\":[");
+    for (let i = 0; i < buttons.length; i++) {
+      const b = buttons[i];
+      if (i > 0) parts.push(",");
+      parts.push("{");
+      if (b.id.length > 0) parts.push("\"id\":" + quote(b.id) + ",");
+      parts.push("\"title\":" + quote(b.title));
+      if (b.url.length > 0) parts.push(",\"url\":" + quote(b.url));
+      parts.push("}");
+    }
+    parts.push("]");
+  }
+  if (list != null) {
+    const l = changetype<List>(list);
+    parts.push(",\"list\":{\"button\":" + quote(l.button) + ",\"sections\":[");
+    for (let i = 0; i < l.sections.length; i++) {
+      const sec = l.sections[i];
+      if (i > 0) parts.push(",");
+      parts.push("{");
+      if (sec.title.length > 0) parts.push("\"title\":" + quote(sec.title) + ",");
+      parts.push("\"rows\":[");
+      for (let j = 0; j < sec.rows.length; j++) {
+        const row = sec.rows[j];
+        if (j > 0) parts.push(",");
+        parts.push("{\"id\":" + quote(row.id) + ",\"title\":" + quote(row.title));
+        if (row.description.length > 0) parts.push(",\"description\":" + quote(row.description));
+        parts.push("}");
+      }
+      parts.push("]}");
+    }
+    parts.push("]}");
+  }
+  return parts.join("");
+}
+
 // ---- host calls ----
 function utf8(s: string): ArrayBuffer { return String.UTF8.encode(s); }
 
@@ -446,7 +597,17 @@ export class Context {
   // enqueue's: the host refuses a send with a non-zero at (Code.BadPayload),
   // as it refuses any request it does not accept.
   send(chat: string, text: string, key: string = "", media: Media | null = null, at: i64 = 0): SendOutcome {
-    const o = this.call(SEND, chat, text, key, media, at);
+    const opts = new SendOptions();
+    opts.key = key;
+    opts.media = media;
+    opts.at = at;
+    return this.sendWith(chat, text, opts);
+  }
+
+  // sendWith is send with every option (SendOptions: buttons and a list
+  // too).
+  sendWith(chat: string, text: string, opts: SendOptions): SendOutcome {
+    const o = this.call(SEND, chat, text, opts);
     if (o.ok && (o.result.status == DEAD || o.result.status == DEFERRED)) {
       o.code = Code.NotSent;
       o.message = "send " + o.result.key + " " + o.result.status + ": " + o.result.error;
@@ -462,7 +623,20 @@ export class Context {
   // order, when it returns, so the instance is free while they wait
   // (abi/SPEC.md section 4.3). at is enqueue's: the host refuses a post
   // with a non-zero at (Code.BadPayload).
-  post(chat: string, text: string, key: string = "", media: Media | null = null, at: i64 = 0): SendOutcome { return this.call(POST, chat, text, key, media, at); }
+  post(chat: string, text: string, key: string = "", media: Media | null = null, at: i64 = 0): SendOutcome {
+    const opts = new SendOptions();
+    opts.key = key;
+    opts.media = media;
+    opts.at = at;
+    return this.call(POST, chat, text, opts);
+  }
+
+  // postWith is post with every option (SendOptions: buttons and a list
+  // too).
+  postWith(chat: string, text: string, opts: SendOptions): SendOutcome { return this.call(POST, chat, text, opts); }
+
+  // replyWith posts text to the event's chat with every option.
+  replyWith(text: string, opts: SendOptions): SendOutcome { return this.call(POST, this.event.chat, text, opts); }
 
   // enqueue journals a send for the host to deliver in the background
   // (status DEFERRED). A non-zero at (Unix milliseconds) holds it until
@@ -471,9 +645,19 @@ export class Context {
   // discard KEY` cancels it). The clock is the event's: compute at from
   // ctx.event.received_at (or nowMs()), e.g. + 60000. 0, or a time already
   // past, sends as soon as possible; a negative at is Code.BadPayload.
-  enqueue(chat: string, text: string, key: string = "", at: i64 = 0, media: Media | null = null): SendOutcome { return this.call(ENQUEUE, chat, text, key, media, at); }
+  enqueue(chat: string, text: string, key: string = "", at: i64 = 0, media: Media | null = null): SendOutcome {
+    const opts = new SendOptions();
+    opts.key = key;
+    opts.media = media;
+    opts.at = at;
+    return this.call(ENQUEUE, chat, text, opts);
+  }
 
-  private call(fn: i32, chat: string, text: string, key: string, media: Media | null, at: i64): SendOutcome {
+  // enqueueWith is enqueue with every option (SendOptions: buttons and a
+  // list too).
+  enqueueWith(chat: string, text: string, opts: SendOptions): SendOutcome { return this.call(ENQUEUE, chat, text, opts); }
+
+  private call(fn: i32, chat: string, text: string, opts: SendOptions): SendOutcome {
     const o = new SendOutcome();
     o.func = fn == ENQUEUE ? "enqueue" : fn == POST ? "post" : "send";
     if (this.replaying) {
@@ -482,10 +666,10 @@ export class Context {
       o.result.status = REPLAYED;
       return o;
     }
-    let req = "{\"chat\":" + quote(chat) + ",\"text\":" + quote(text) + mediaField(media);
-    if (key.length > 0) req += ",\"idempotency_key\":" + quote(key);
-    if (at != 0) req += ",\"at\":" + at.toString();
-    const b = utf8(req + "}");
+    let req = "{\"chat\":" + quote(chat) + ",\"text\":" + quote(text) + mediaField(opts.media);
+    if (opts.key.length > 0) req += ",\"idempotency_key\":" + quote(opts.key);
+    if (opts.at != 0) req += ",\"at\":" + opts.at.toString();
+    const b = utf8(req + choicesFields(opts.buttons, opts.list) + "}");
     const n = fn == ENQUEUE ? host_enqueue(changetype<usize>(b), b.byteLength)
       : fn == POST ? host_post(changetype<usize>(b), b.byteLength)
       : host_send(changetype<usize>(b), b.byteLength);

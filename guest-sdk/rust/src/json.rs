@@ -1,7 +1,7 @@
 //! A small JSON codec for exactly the ABI's payloads (the SDK has no
 //! dependencies). Unknown fields are skipped.
 
-use crate::{BroadcastResult, Event, Media, SendResult};
+use crate::{BroadcastResult, Event, Interaction, Media, SendResult, KIND_MESSAGE};
 
 pub fn put_string(b: &mut String, s: &str) {
     b.push('"');
@@ -169,6 +169,29 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// An interaction object, or None for null (the outer Option is the
+    /// parse).
+    fn interaction(&mut self) -> Option<Option<Interaction>> {
+        if self.peek()? == b'n' {
+            if self.b.get(self.i..self.i + 4) != Some(b"null") {
+                return None;
+            }
+            self.i += 4;
+            return Some(None);
+        }
+        let mut it = Interaction::default();
+        self.object(|r, k| {
+            match k {
+                "id" => it.id = r.string()?,
+                "title" => it.title = r.string()?,
+                "message" => it.message = r.string()?,
+                _ => r.skip()?,
+            }
+            Some(())
+        })?;
+        Some(Some(it))
+    }
+
     fn object(&mut self, mut field: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
         self.expect(b'{')?;
         if self.peek()? == b'}' {
@@ -204,10 +227,16 @@ pub fn decode_event(b: &[u8]) -> Option<Event> {
             "attempt" => e.attempt = r.number()?,
             "received_at" => e.received_at = r.number()?,
             "media" => e.media = r.media()?,
+            "kind" => e.kind = r.string()?,
+            "interaction" => e.interaction = r.interaction()?,
             _ => r.skip()?,
         }
         Some(())
     })?;
+    if e.kind.is_empty() {
+        // A host before interactions sends no kind: every event is a message.
+        e.kind = KIND_MESSAGE.to_string();
+    }
     Some(e)
 }
 

@@ -51,7 +51,91 @@ pub struct Event {
     pub media: Vec<Media>,
     pub attempt: i64,
     pub received_at: i64,
+    /// `KIND_MESSAGE`, `KIND_INTERACTION` (the press of a button or a list
+    /// row the bot sent: `interaction` says which, and `text` holds its title
+    /// too), or a kind a later host adds. An event from a host that sends no
+    /// kind is a message.
+    pub kind: String,
+    /// The press, for an event of kind `KIND_INTERACTION`.
+    pub interaction: Option<Interaction>,
 }
+
+/// `Event::kind` of a message (also every event of a host that sends no kind).
+pub const KIND_MESSAGE: &str = "message";
+/// `Event::kind` of the press of a reply button or a list row.
+pub const KIND_INTERACTION: &str = "interaction";
+
+/// The press of a reply button or a list row.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Interaction {
+    /// The button's or row's id, as the send gave it.
+    pub id: String,
+    /// Its title, when the channel says ("" otherwise).
+    pub title: String,
+    /// The channel's id of the message it was on (the `ref` its send
+    /// returned), when the channel says ("" otherwise).
+    pub message: String,
+}
+
+/// A button under a message: a reply button (`id` and `title`; a press
+/// arrives as an event of kind `KIND_INTERACTION` with that id) or a URL
+/// button (`title` and `url`, http or https; the user's app opens it). Give
+/// `id` or `url`, not both.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Button {
+    pub id: String,
+    pub title: String,
+    pub url: String,
+}
+
+impl Button {
+    /// A reply button: pressed, it arrives as an interaction with `id`.
+    pub fn reply(id: &str, title: &str) -> Button {
+        Button { id: id.to_string(), title: title.to_string(), url: String::new() }
+    }
+
+    /// A button that opens `url`.
+    pub fn url(title: &str, url: &str) -> Button {
+        Button { id: String::new(), title: title.to_string(), url: url.to_string() }
+    }
+}
+
+/// A list under a message: a button titled `button` opens its sections of
+/// rows; a picked row arrives as an interaction with the row's id.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct List {
+    pub button: String,
+    pub sections: Vec<ListSection>,
+}
+
+/// A group of rows; `title` may be empty.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ListSection {
+    pub title: String,
+    pub rows: Vec<ListRow>,
+}
+
+/// One choice of a `List`; `description` may be empty.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ListRow {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+}
+
+impl ListRow {
+    /// A row with an id and a title, and no description.
+    pub fn new(id: &str, title: &str) -> ListRow {
+        ListRow { id: id.to_string(), title: title.to_string(), description: String::new() }
+    }
+}
+
+/// The ABI's bound on a send's buttons (a channel may allow fewer).
+pub const MAX_BUTTONS: usize = 16;
+/// The ABI's bound on a list's rows, across its sections.
+pub const MAX_LIST_ROWS: usize = 100;
+/// The ABI's bound on a button's or row's id, in bytes.
+pub const MAX_CHOICE_ID: usize = 256;
 
 /// An attachment: the provider's ref inbound (opaque), or a public URL.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -305,6 +389,76 @@ pub struct SendOptions<'a> {
     /// (BAD_PAYLOAD). Only `enqueue` takes it: `send` and `post` pass it to
     /// the host, which refuses them with BAD_PAYLOAD.
     pub at: i64,
+    /// Buttons under the message (`Button::reply`, `Button::url`); empty for
+    /// none. The host refuses with BAD_PAYLOAD an empty title, a button with
+    /// both an id and a url (or neither), an id that is not printable or is
+    /// over `MAX_CHOICE_ID` bytes, a url that is not http(s), more than
+    /// `MAX_BUTTONS`, and buttons with a `list`. A channel that cannot show
+    /// them refuses the send at send time: it is dead, never sent without
+    /// them. A text the channel splits carries them on its last part.
+    pub buttons: &'a [Button],
+    /// A list under the message (not with `buttons`). The host refuses with
+    /// BAD_PAYLOAD a list without a button title, sections or rows, a row
+    /// without an id or a title, and more than `MAX_LIST_ROWS` rows.
+    pub list: Option<&'a List>,
+}
+
+fn put_choices(b: &mut String, buttons: &[Button], list: Option<&List>) {
+    if !buttons.is_empty() {
+        b.push_str(",\"buttons\":[");
+        for (i, btn) in buttons.iter().enumerate() {
+            if i > 0 {
+                b.push(',');
+            }
+            b.push('{');
+            if !btn.id.is_empty() {
+                b.push_str("\"id\":");
+                json::put_string(b, &btn.id);
+                b.push(',');
+            }
+            b.push_str("\"title\":");
+            json::put_string(b, &btn.title);
+            if !btn.url.is_empty() {
+                b.push_str(",\"url\":");
+                json::put_string(b, &btn.url);
+            }
+            b.push('}');
+        }
+        b.push(']');
+    }
+    if let Some(l) = list {
+        b.push_str(",\"list\":{\"button\":");
+        json::put_string(b, &l.button);
+        b.push_str(",\"sections\":[");
+        for (i, sec) in l.sections.iter().enumerate() {
+            if i > 0 {
+                b.push(',');
+            }
+            b.push('{');
+            if !sec.title.is_empty() {
+                b.push_str("\"title\":");
+                json::put_string(b, &sec.title);
+                b.push(',');
+            }
+            b.push_str("\"rows\":[");
+            for (j, row) in sec.rows.iter().enumerate() {
+                if j > 0 {
+                    b.push(',');
+                }
+                b.push_str("{\"id\":");
+                json::put_string(b, &row.id);
+                b.push_str(",\"title\":");
+                json::put_string(b, &row.title);
+                if !row.description.is_empty() {
+                    b.push_str(",\"description\":");
+                    json::put_string(b, &row.description);
+                }
+                b.push('}');
+            }
+            b.push_str("]}");
+        }
+        b.push_str("]}");
+    }
 }
 
 impl Context {
@@ -359,6 +513,7 @@ impl Context {
         if opts.at != 0 {
             b.push_str(&format!(",\"at\":{}", opts.at));
         }
+        put_choices(&mut b, opts.buttons, opts.list);
         b.push('}');
         let n = unsafe {
             match func {
