@@ -92,6 +92,8 @@ func (c Code) String() string {
 		return "HOST_ERROR"
 	case CodeMediaUnavailable:
 		return "MEDIA_UNAVAILABLE"
+	case CodeChannelFailed:
+		return "CHANNEL_FAILED"
 	}
 	return "UNKNOWN"
 }

@@ -57,9 +57,11 @@ var OutboxStates = []OutboxState{OutboxScheduled, OutboxPending, OutboxSending, 
 // record not due yet shows as scheduled, and the filter state "scheduled"
 // selects those.
 func ListShown(ctx context.Context, o OutboxJournal, f ListFilter, now int64) ([]OutboxRecord, error) {
-	want := f.State
-	if want == string(OutboxScheduled) {
-		f.State = string(OutboxPending)
+	want, limit := f.State, f.Limit
+	if want == string(OutboxScheduled) || want == string(OutboxPending) {
+		// Pending records show as pending or scheduled: filter them all
+		// here, then apply the limit.
+		f.State, f.Limit = string(OutboxPending), 0
 	}
 	recs, err := o.List(ctx, f)
 	out := recs[:0]
@@ -68,6 +70,9 @@ func ListShown(ctx context.Context, o OutboxJournal, f ListFilter, now int64) ([
 		if want == "" || string(r.State) == want {
 			out = append(out, r)
 		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
 	}
 	return out, err
 }

@@ -2,7 +2,6 @@ package host
 
 import (
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -26,12 +25,14 @@ const (
 // Alert is a durability event for operators: a dead letter or an ambiguous
 // send (alerts, audits).
 type Alert struct {
-	Name  string `json:"name"`
-	Kind  string `json:"kind,omitempty"`
-	ID    string `json:"id,omitempty"`
-	Key   string `json:"key,omitempty"`
-	Chat  string `json:"chat,omitempty"`
-	Error string `json:"error,omitempty"`
+	// Provider is the channel of an outbox record's alert.
+	Provider string `json:"provider,omitempty"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Key      string `json:"key,omitempty"`
+	Chat     string `json:"chat,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // OnAlert registers fn for every alert. fn runs synchronously on the
@@ -67,7 +68,7 @@ func (a *alerts) emit(ev Alert) {
 		fn(ev)
 	}
 	// An alert about an alert's own delivery is not posted again.
-	if a.out != nil && !strings.HasPrefix(ev.Key, "alert:") {
+	if a.out != nil && ev.Provider != alertsProvider {
 		select {
 		case a.out <- ev:
 		default:

@@ -49,7 +49,24 @@ func (b *Bot) RetrySend(ctx context.Context, key string) error {
 
 // Discard forgets a send: a later send with its key goes out again.
 func (b *Bot) Discard(ctx context.Context, key string) error {
-	return b.outbox.Discard(ctx, key)
+	return DiscardSend(ctx, b.outbox, key)
+}
+
+// DiscardSend deletes the send key and the later parts of its text
+// (key#2, key#3, …): discarding a scheduled send cancels all of it.
+func DiscardSend(ctx context.Context, outbox durability.OutboxJournal, key string) error {
+	if err := outbox.Discard(ctx, key); err != nil {
+		return err
+	}
+	for n := 2; ; n++ {
+		err := outbox.Discard(ctx, fmt.Sprintf("%s#%d", key, n))
+		if errors.Is(err, durability.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // Enqueue journals a send made outside any handler (an operator's, a
@@ -91,7 +108,7 @@ func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 
 // SendLater journals a send for this bot's sweeper (see Enqueue) and wakes it.
 func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
-	if _, ok := b.providers[providerID]; !ok {
+	if _, ok := b.providers[providerID]; !ok || providerID == alertsProvider {
 		return abi.SendResult{}, fmt.Errorf("send: provider %q is not configured", providerID)
 	}
 	res, err := Enqueue(ctx, b.outbox, providerID, chat, text, key, at)
@@ -134,7 +151,7 @@ func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 // BroadcastLater journals a broadcast for this bot's sweeper (see
 // Broadcast) and wakes it.
 func (b *Bot) BroadcastLater(ctx context.Context, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
-	if _, ok := b.providers[providerID]; !ok {
+	if _, ok := b.providers[providerID]; !ok || providerID == alertsProvider {
 		return abi.BroadcastResult{}, fmt.Errorf("broadcast: provider %q is not configured", providerID)
 	}
 	if max := b.cfg.Bot.MaxBroadcast; len(req.Chats) > max {

@@ -97,6 +97,17 @@ func TestSendLaterAndDiscard(t *testing.T) {
 	if err := b.Discard(ctx, "op:1"); err != nil {
 		t.Fatal(err)
 	}
+	// A send under the key of a scheduled one waits with it: it is not sent
+	// before its time.
+	if _, err := b.SendLater(ctx, "web", "c9", "held", "op:3", at); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.Send(ctx, "web", "c9", "held", "op:3"); err != nil || res.Status != abi.SendScheduled {
+		t.Fatalf("a send with a scheduled key: %+v %v", res, err)
+	}
+	if _, err := b.SendLater(ctx, "_alerts", "c9", "x", "", 0); err == nil {
+		t.Fatal("SendLater accepted the internal alerts channel")
+	}
 	res, err = b.SendLater(ctx, "web", "c9", "now", "op:2", 0)
 	if err != nil || res.Status != abi.SendDeferred {
 		t.Fatalf("SendLater now: %+v %v", res, err)
@@ -104,7 +115,7 @@ func TestSendLaterAndDiscard(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { return ch.count("c9", "now") == 1 }) {
 		t.Fatal("the operator's send was not delivered")
 	}
-	if ch.count("c9", "cancel me") != 0 {
+	if ch.count("c9", "cancel me") != 0 || ch.count("c9", "held") != 0 {
 		t.Fatal("a discarded scheduled send went out")
 	}
 	if _, err := b.SendLater(ctx, "nope", "c9", "x", "", 0); err == nil {

@@ -219,6 +219,10 @@ func (o *sender) sendPart(ctx context.Context, prov provider.Provider, s sendSpe
 		if res, done := o.existing(rec); done {
 			return res, nil, nil
 		}
+		if rec.Shown(nowMs()) == durability.OutboxScheduled {
+			// Held until its time: the sweeper sends it then, not this send.
+			return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil, nil
+		}
 		rec, err = o.outbox.Begin(ctx, rec.Key, o.outboxLease())
 		if errors.Is(err, durability.ErrNotClaimable) {
 			return abi.SendResult{Status: abi.SendDeferred, Key: p.key}, nil, nil
@@ -418,7 +422,7 @@ func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
 		if o.noteFailWrite(rec.Key, err) {
 			o.metrics.outboxDead.Add(1)
-			o.alerts.emit(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Chat: rec.Chat, Error: sendErr.Error()})
+			o.alerts.emit(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat, Error: sendErr.Error()})
 		}
 		return 0, true, false
 	}
@@ -460,7 +464,7 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 	}
 	if c.Ambiguous {
 		o.metrics.outboxAmbiguous.Add(1)
-		o.alerts.emit(Alert{Name: AlertAmbiguous, Key: rec.Key, Chat: rec.Chat})
+		o.alerts.emit(Alert{Name: AlertAmbiguous, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat})
 		to := durability.OutboxUnknown
 		if o.policy.resend {
 			to = durability.OutboxPending

@@ -31,6 +31,8 @@ type turn struct {
 	quota                  int64
 	event                  abi.Event
 	n                      int
+	// ops counts the event's edits and typing calls.
+	ops int
 	// down holds the providers a send of this turn was deferred on: the
 	// turn's later sends to them are journaled without waiting inline again,
 	// so an outage costs a handler one outbox.inline_max, not one per send.
@@ -364,9 +366,22 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 	return res, err
 }
 
+// channelOp counts an edit or a typing call: an event makes at most
+// bot.max_sends of them (they wait on the channel, so a loop of them would
+// hold the worker and flood the channel); past it they are refused.
+func (t *turn) channelOp() error {
+	if t.ops++; t.ops > t.maxSends {
+		return fmt.Errorf("event %s: more than bot.max_sends (%d) edits and typing calls", t.event.ID, t.maxSends)
+	}
+	return nil
+}
+
 // Edit implements wasm.Editor: the event's channel changes a message it
 // sent, within outbox.inline_max; not journaled, not counted as a send.
 func (t *turn) Edit(ctx context.Context, req abi.EditRequest) error {
+	if err := t.channelOp(); err != nil {
+		return err
+	}
 	e, ok := t.providers[t.event.Provider].(provider.Editor)
 	if !ok {
 		return fmt.Errorf("provider %q cannot edit a message: %w", t.event.Provider, wasm.ErrUnsupported)
@@ -378,11 +393,17 @@ func (t *turn) Edit(ctx context.Context, req abi.EditRequest) error {
 
 // Typing implements wasm.Editor: the event's channel shows "typing…".
 func (t *turn) Typing(ctx context.Context, req abi.TypingRequest) error {
+	if err := t.channelOp(); err != nil {
+		return err
+	}
 	ty, ok := t.providers[t.event.Provider].(provider.Typist)
 	if !ok {
 		return fmt.Errorf("provider %q has no typing indicator: %w", t.event.Provider, wasm.ErrUnsupported)
 	}
-	replyTo := strings.TrimPrefix(t.event.ID, t.event.Provider+":")
+	replyTo := "" // the message being answered, in the event's own chat only
+	if req.Chat == t.event.Chat {
+		replyTo = strings.TrimPrefix(t.event.ID, t.event.Provider+":")
+	}
 	ctx, cancel := context.WithTimeout(ctx, t.sender.policy.inlineMax)
 	defer cancel()
 	return ty.Typing(ctx, req.Chat, replyTo)

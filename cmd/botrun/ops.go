@@ -196,7 +196,7 @@ func cmdRetry(args []string, stdout, stderr io.Writer) int {
 func cmdDiscard(args []string, stdout, stderr io.Writer) int {
 	return cmdOne("discard", "outbox record", "Usage: botrun discard [-c bot.toml] KEY\n\nForgets a send: a later send with the same key goes out again.",
 		func(j durability.Journals, key string) (string, error) {
-			if err := j.Outbox.Discard(context.Background(), key); err != nil {
+			if err := host.DiscardSend(context.Background(), j.Outbox, key); err != nil {
 				return "", err
 			}
 			return "discarded " + key, nil

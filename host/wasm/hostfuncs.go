@@ -380,9 +380,11 @@ func channelOp(name string) api.GoModuleFunc {
 			stack[0] = code(abi.CodeUnsupported)
 		default:
 			c.warn("the channel failed", "func", name, "err", err)
+			// At most 160 bytes keep the JSON under the 1 KiB the guest
+			// reads, whatever it escapes.
 			msg := err.Error()
-			if len(msg) > 512 {
-				msg = strings.ToValidUTF8(msg[:512], "")
+			if len(msg) > 160 {
+				msg = strings.ToValidUTF8(msg[:160], "")
 			}
 			out, _ := json.Marshal(abi.ChannelError{Error: msg})
 			c.setResult(out)

@@ -44,7 +44,11 @@ func (c *choices) set(ctx context.Context, chat string, cs []choice) error {
 		if c.mem == nil {
 			c.mem = map[string][]choice{}
 		}
-		c.mem[chat] = cs
+		if len(cs) == 0 {
+			delete(c.mem, chat)
+		} else {
+			c.mem[chat] = cs
+		}
 		return nil
 	}
 	b, _ := json.Marshal(cs)

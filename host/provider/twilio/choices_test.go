@@ -84,6 +84,16 @@ func TestChoicesAsNumberedText(t *testing.T) {
 	if got := api.Texts(user); got[len(got)-1] != "Menu\nDrinks:\n1. Tea (green)\n2. Cake\n(reply with a number)" {
 		t.Fatalf("list sent as %q", got[len(got)-1])
 	}
+	// A later send without choices forgets them: "1" is a message again.
+	if _, err := p.Send(ctx, provider.Outbound{Chat: user, Text: "How many tickets?"}); err != nil {
+		t.Fatal(err)
+	}
+	rec.msgs = nil
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, signed(t, []byte(api.Inbound("SMz", user, "1").Encode())))
+	if len(rec.msgs) != 1 || rec.msgs[0].Interaction != nil {
+		t.Fatalf("a number after a send without choices: %+v", rec.msgs)
+	}
 	_, err := p.Send(ctx, provider.Outbound{Chat: user, Text: strings.Repeat("x", TextLimit-5), Buttons: []abi.Button{{ID: "a", Title: "A"}}})
 	if !errors.Is(err, provider.ErrUnsupportedContent) {
 		t.Fatalf("a text too long with its choices: %v, want ErrUnsupportedContent", err)

@@ -297,11 +297,11 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	if body != msg.Text && utf8.RuneCountInString(body) > TextLimit {
 		return "", fmt.Errorf("%w: the text with its %d numbered choices is %d characters, over Twilio's %d", provider.ErrUnsupportedContent, len(cs), utf8.RuneCountInString(body), TextLimit)
 	}
-	if cs != nil {
-		// Remembered before the send: a reply to it can come at once.
-		if err := p.choices.set(ctx, msg.Chat, cs); err != nil {
-			return "", fmt.Errorf("twilio %s: remembering the choices: %w", p.cfg.ID, err)
-		}
+	// Remembered before the send, as a reply can come at once; a send
+	// without choices forgets the chat's earlier ones, so a number answers
+	// the latest message only.
+	if err := p.choices.set(ctx, msg.Chat, cs); err != nil {
+		return "", fmt.Errorf("twilio %s: remembering the choices: %w", p.cfg.ID, err)
 	}
 	if body != "" {
 		form.Set("Body", body)

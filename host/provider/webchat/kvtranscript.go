@@ -46,6 +46,7 @@ type transcriptEntry struct {
 	Text    string       `json:"text"`
 	Buttons []abi.Button `json:"buttons,omitempty"`
 	List    *abi.List    `json:"list,omitempty"`
+	Edits   int64        `json:"edits,omitempty"`
 }
 
 func pad(seq int64) string { return fmt.Sprintf("%020d", seq) }
@@ -151,7 +152,7 @@ func (t *kvTranscript) prepare(ctx context.Context, provider string, e Entry, re
 	p := t.prefix + provider + "/"
 	group := p + "chat/" + chat + "/"
 	seqKey := group + "seq"
-	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: e.Text, Buttons: e.Buttons, List: e.List})
+	entry, _ := json.Marshal(transcriptEntry{Chat: chat, Text: e.Text, Buttons: e.Buttons, List: e.List, Edits: e.Edits})
 	seq, known := t.lastSeq(provider, chat)
 	version := seq
 	if !known {
@@ -206,7 +207,7 @@ func (t *kvTranscript) After(ctx context.Context, provider, chat string, after i
 		if err := json.Unmarshal(b, &e); err != nil {
 			return nil, err
 		}
-		out = append(out, Entry{Seq: id.Score, Chat: e.Chat, Text: e.Text, Buttons: e.Buttons, List: e.List})
+		out = append(out, Entry{Seq: id.Score, Chat: e.Chat, Text: e.Text, Buttons: e.Buttons, List: e.List, Edits: e.Edits})
 	}
 	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/provider"
 )
 
@@ -459,5 +460,28 @@ func TestEditAndTyping(t *testing.T) {
 	}
 	if l := get(t, srv.URL+"/webchat/web/messages?chat=c1&after=2&wait=20s&typing=1"); l.Typing || len(l.Messages) != 1 {
 		t.Fatalf("after the message: %+v", l)
+	}
+}
+
+// TestEditsKeptInTheStore: an edit read back from the backend (another
+// process, a new page) is still an edit of its seq.
+func TestEditsKeptInTheStore(t *testing.T) {
+	kv := memory.NewKv()
+	open := func() *Provider {
+		p, _ := Open(Config{ID: "web"}, provider.Env{Admitter: &admitter{seen: map[string]bool{}}, Kv: kv, KeyPrefix: "bot/"})
+		return p
+	}
+	ctx := context.Background()
+	p := open()
+	ref, err := p.Send(ctx, provider.Outbound{Chat: "c1", Text: "draft"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Edit(ctx, "c1", ref, "final"); err != nil {
+		t.Fatal(err)
+	}
+	es, err := open().store.After(ctx, "web", "c1", 0, 10)
+	if err != nil || len(es) != 2 || es[1].Edits != 1 || es[1].Text != "final" {
+		t.Fatalf("read back: %+v %v", es, err)
 	}
 }
