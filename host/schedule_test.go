@@ -9,6 +9,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -182,5 +183,41 @@ func TestBroadcastSendsEachChatOnce(t *testing.T) {
 	}
 	if r := big.inboxState(t, "web:m2"); !strings.Contains(r.Error, "max_broadcast") {
 		t.Fatalf("error %q does not name max_broadcast", r.Error)
+	}
+}
+
+// choiceLimited holds 1000 characters of text, 100 with choices.
+type choiceLimited struct{ *channel }
+
+func (choiceLimited) TextLimit() int { return 1000 }
+
+func (choiceLimited) ChoiceTextLimit([]abi.Button, *abi.List) int { return 100 }
+
+// TestChoicesSplitToFit: a text with buttons is split by the channel's
+// smaller limit for messages with choices, so the part that carries them
+// fits.
+func TestChoicesSplitToFit(t *testing.T) {
+	ch := newChannel()
+	long := strings.Repeat("word ", 50) // 250 characters
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: long, Buttons: []abi.Button{{ID: "ok", Title: "OK"}}})
+		return err
+	})
+	b := newTestBot(t, testConfig(t, ""), memory.New(), h, choiceLimited{ch})
+	defer b.stop(t)
+	if _, err := b.admit(t, "c1", "m1", "go"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.quiet(1, 30*time.Second) {
+		t.Fatal("not handled")
+	}
+	texts := ch.texts()
+	if len(texts) != 3 {
+		t.Fatalf("%d parts, want 3 of at most 100 characters: %q", len(texts), texts)
+	}
+	for _, p := range texts {
+		if len(p) > 100 {
+			t.Fatalf("a part of %d characters, over the 100 a message with choices holds", len(p))
+		}
 	}
 }

@@ -83,7 +83,13 @@ func (o *sender) textLimit(providerID string) int {
 // parts splits a send by the provider's text limit into records key, key#2, …
 // each linked to the one before.
 func (o *sender) parts(s sendSpec) []part {
-	texts := provider.SplitText(s.msg.Text, o.textLimit(s.provider))
+	limit := o.textLimit(s.provider)
+	if cl, ok := o.providers[s.provider].(provider.ChoiceLimiter); ok && (len(s.msg.Buttons) > 0 || s.msg.List != nil) {
+		if c := cl.ChoiceTextLimit(s.msg.Buttons, s.msg.List); c > 0 && (limit == 0 || c < limit) {
+			limit = c
+		}
+	}
+	texts := provider.SplitText(s.msg.Text, limit)
 	ps := make([]part, len(texts))
 	for i, text := range texts {
 		m := outMsg{Text: text}

@@ -117,6 +117,14 @@ type Transactional interface {
 // deliver this send by writes.
 var ErrNotTransactional = errors.New("the channel cannot deliver by writes")
 
+// ChoiceLimiter is implemented by a channel whose messages with choices hold
+// less text than its TextLimit (WhatsApp's button body, Twilio's numbered
+// lines): the host splits a text with choices by ChoiceTextLimit, so the
+// part that carries them fits.
+type ChoiceLimiter interface {
+	ChoiceTextLimit(buttons []abi.Button, list *abi.List) int
+}
+
 // Editor is implemented by a channel that can change the text of a message it
 // sent: ref is the id its Send returned. Edits are not journaled (an edit is
 // idempotent); an error reaches the guest and the event goes on.
