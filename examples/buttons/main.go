@@ -2,13 +2,15 @@
 // reply buttons Yes and No; a press of one (an event of kind interaction)
 // answers "you chose <id>"; "remind <n> <text>" answers "ok" and sends <text>
 // to the same chat n seconds after the message arrived (an Enqueue WithAt, as
-// examples/reminder); "edit" says that editing a sent message is not
-// available yet; anything else answers a usage line. examples/rust-buttons is
-// the same bot in Rust. Build it with make examples (or GOOS=wasip1
+// examples/reminder); "edit" shows "typing…", sends "draft" and edits it to
+// "final" (where the channel cannot edit, it sends "final" as a new message);
+// anything else answers a usage line. examples/rust-buttons is the same bot
+// in Rust. Build it with make examples (or GOOS=wasip1
 // GOARCH=wasm go build -buildmode=c-shared -o buttons.wasm .).
 package main
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -34,10 +36,7 @@ func handle(ctx *bot.Context) error {
 		_, err := ctx.Reply("Pick one", bot.WithButtons(bot.ReplyButton("yes", "Yes"), bot.ReplyButton("no", "No")))
 		return err
 	case text == "edit":
-		// Editing a sent message is not in the ABI yet: say so rather
-		// than pretend.
-		_, err := ctx.Reply("edit is not available yet")
-		return err
+		return draft(ctx)
 	case strings.HasPrefix(text, "remind "):
 		f := strings.SplitN(text, " ", 3)
 		n := 0
@@ -57,6 +56,37 @@ func handle(ctx *bot.Context) error {
 		return err
 	}
 	_, err := ctx.Reply(usage)
+	return err
+}
+
+// draft shows "typing…", sends "draft" and edits it to "final". The draft
+// goes through Send, not Reply: a posted send is made after the handler
+// returns, and the edit needs the ref the channel gave it. A retry of the
+// event finds the draft journaled (deduped, with its ref) and edits it
+// again, which changes nothing.
+func draft(ctx *bot.Context) error {
+	chat := ctx.Event.Chat
+	// The indicator is a courtesy: a channel without it (Twilio), or one
+	// that refused it, does not stop the answer.
+	if err := ctx.Typing(chat); err != nil && !errors.Is(err, bot.ErrUnsupported) {
+		ctx.Logf(bot.LevelWarn, "typing: %v", err)
+	}
+	res, err := ctx.Send(chat, "draft")
+	if err != nil {
+		return err
+	}
+	if res.Ref != "" {
+		err := ctx.Edit(chat, res.Ref, "final")
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, bot.ErrUnsupported) {
+			ctx.Logf(bot.LevelWarn, "edit: %v", err) // e.g. a *bot.ChannelError: the channel refused
+		}
+	}
+	// The channel cannot edit (WhatsApp, Twilio), refused, or gave no
+	// ref: the final text as a new message.
+	_, err = ctx.Reply("final")
 	return err
 }
 

@@ -96,8 +96,25 @@ static int signup(botrun_flow *f) {
   return botrun_reply(f->ctx, q, NULL);
 }
 
-static const char *const names[] = {"signup"};
-static const botrun_flow_fn fns[] = {signup};
+/* typist shows typing, asks "q?", and edits the message m-1 to the answer:
+ * replayed, its typing is not shown again. */
+static int typist(botrun_flow *f) {
+  const char *a;
+  int rc = botrun_typing(f->ctx, f->ctx->event.chat, NULL);
+  if (rc) return rc;
+  if ((rc = botrun_ask(f, "q?", &a))) return rc;
+  return botrun_edit(f->ctx, f->ctx->event.chat, "m-1", a, NULL);
+}
+
+static const char *const names[] = {"signup", "typist"};
+static const botrun_flow_fn fns[] = {signup, typist};
+
+/* channel_outcome is the outcome line of edit and typing. */
+static void channel_outcome(int rc, const botrun_channel_error *why) {
+  if (rc == BOTRUN_CHANNEL_FAILED) snprintf(out, sizeof out, "channel-failed %s", why->error);
+  else if (rc) failure(rc);
+  else snprintf(out, sizeof out, "ok");
+}
 
 int botrun_handle(botrun_ctx *ctx) {
   char *line = strdup(ctx->event.text);
@@ -223,12 +240,22 @@ int botrun_handle(botrun_ctx *ctx) {
     const char *msg = arg(args[2]);
     for (int i = 0; i < count; i++) botrun_log(atoi(args[1]), msg);
     snprintf(out, sizeof out, "ok");
+  } else if ((!strcmp(cmd, "edit") || !strcmp(cmd, "fail-edit")) && argc > 3) {
+    botrun_channel_error why;
+    int rc = botrun_edit(ctx, arg(args[1]), arg(args[2]), arg(args[3]), &why);
+    channel_outcome(rc, &why);
+    /* fail-edit: the SDK's error, returned as the handler's own. */
+    if (!strcmp(cmd, "fail-edit")) handler_rc = rc;
+  } else if (!strcmp(cmd, "typing") && argc > 1) {
+    botrun_channel_error why;
+    channel_outcome(botrun_typing(ctx, arg(args[1]), &why), &why);
   } else if (!strcmp(cmd, "flow-start")) {
-    int rc = botrun_flow_start(ctx, "signup", signup);
+    int typ = argc > 1 && !strcmp(args[1], "typist");
+    int rc = botrun_flow_start(ctx, typ ? "typist" : "signup", typ ? typist : signup);
     if (rc) failure(rc);
     else snprintf(out, sizeof out, "ok");
   } else if (!strcmp(cmd, "flow-continue")) {
-    int in_flow, rc = botrun_flow_continue(ctx, names, fns, 1, &in_flow);
+    int in_flow, rc = botrun_flow_continue(ctx, names, fns, 2, &in_flow);
     if (rc) failure(rc);
     else snprintf(out, sizeof out, in_flow ? "in-flow" : "not-in-flow");
   } else if (!strcmp(cmd, "flow-name")) {

@@ -29,12 +29,14 @@ func arg(s string) string {
 
 var sentinels = map[bot.Code]error{bot.CodeBadPointer: bot.ErrBadPointer, bot.CodeBadPayload: bot.ErrBadPayload,
 	bot.CodeNotFound: bot.ErrNotFound, bot.CodeUnsupported: bot.ErrUnsupported, bot.CodeTooLarge: bot.ErrTooLarge,
-	bot.CodeNoResult: bot.ErrNoResult, bot.CodeHostError: bot.ErrHostError, bot.CodeMediaUnavailable: bot.ErrMediaUnavailable}
+	bot.CodeNoResult: bot.ErrNoResult, bot.CodeHostError: bot.ErrHostError, bot.CodeMediaUnavailable: bot.ErrMediaUnavailable,
+	bot.CodeChannelFailed: bot.ErrChannelFailed}
 
 // failure is the outcome line of an error the SDK returned.
 func failure(err error) string {
 	var send *bot.SendError
 	var media *bot.MediaUnavailableError
+	var channel *bot.ChannelError
 	switch {
 	case errors.As(err, &send):
 		r := send.Result
@@ -44,6 +46,11 @@ func failure(err error) string {
 			return "err SENTINEL-MISMATCH"
 		}
 		return "unavailable " + media.Reason + " " + media.Message
+	case errors.As(err, &channel):
+		if !errors.Is(err, bot.ErrChannelFailed) || bot.CodeOf(err) != bot.CodeChannelFailed {
+			return "err SENTINEL-MISMATCH"
+		}
+		return "channel-failed " + channel.Message
 	}
 	code := bot.CodeOf(err)
 	if code == 0 {
@@ -144,6 +151,27 @@ var signup = bot.NewFlow("signup", func(f *bot.FlowContext) error {
 	_, err = f.Reply("bye " + name + " from " + city)
 	return err
 })
+
+// typist shows typing, asks "q?", and edits the message m-1 to the answer:
+// replayed, its typing is not shown again.
+var typist = bot.NewFlow("typist", func(f *bot.FlowContext) error {
+	if err := f.Typing(f.Event.Chat); err != nil {
+		return err
+	}
+	a, err := f.Ask("q?")
+	if err != nil {
+		return err
+	}
+	return f.Edit(f.Event.Chat, "m-1", a)
+})
+
+// done is the outcome line of a call that returns only an error.
+func done(err error) string {
+	if err != nil {
+		return failure(err)
+	}
+	return "ok"
+}
 
 // run runs one command and returns its outcome line.
 func run(ctx *bot.Context, args []string) (string, error) {
@@ -253,8 +281,20 @@ func run(ctx *bot.Context, args []string) (string, error) {
 			ctx.Logf(int32(level), "%s", need(2))
 		}
 		return "ok", nil
+	case "edit":
+		return done(ctx.Edit(need(1), need(2), need(3))), nil
+	case "fail-edit":
+		// The SDK's error, returned as the handler's own.
+		err := ctx.Edit(need(1), need(2), need(3))
+		return done(err), err
+	case "typing":
+		return done(ctx.Typing(need(1))), nil
 	case "flow-start":
-		if err := ctx.Start(signup); err != nil {
+		flow := signup
+		if len(args) > 1 && args[1] == "typist" {
+			flow = typist
+		}
+		if err := ctx.Start(flow); err != nil {
 			return failure(err), nil
 		}
 		return "ok", nil

@@ -22,6 +22,8 @@ IMPORT("log") void host_log(int32_t level, const void *p, int32_t n);
 IMPORT("now_ms") int64_t host_now_ms(void);
 IMPORT("media_load") int32_t host_media_load(int32_t index);
 IMPORT("broadcast") int32_t host_broadcast(const void *p, int32_t n);
+IMPORT("edit") int32_t host_edit(const void *p, int32_t n);
+IMPORT("typing") int32_t host_typing(const void *p, int32_t n);
 
 EXPORT("botrun_abi_v1") void botrun_abi_v1(void) {}
 
@@ -376,6 +378,14 @@ static int unavailable_field(reader *r, const char *k, void *dst) {
   return ok;
 }
 
+static int channel_error_field(reader *r, const char *k, void *dst) {
+  botrun_channel_error *o = dst;
+  int ok = 1;
+  if (!strcmp(k, "error")) copy_field(r, o->error, sizeof o->error, &ok);
+  else ok = skip(r);
+  return ok;
+}
+
 /* ---- errors ---- */
 /* The last error an SDK function returned, as the other SDKs word it
  * ("botrun.state_set: TOO_LARGE", "media unavailable: <reason>: <message>"):
@@ -402,6 +412,7 @@ const char *botrun_code_name(int code) {
   case BOTRUN_NO_RESULT: return "NO_RESULT";
   case BOTRUN_HOST_ERROR: return "HOST_ERROR";
   case BOTRUN_MEDIA_UNAVAILABLE: return "MEDIA_UNAVAILABLE";
+  case BOTRUN_CHANNEL_FAILED: return "CHANNEL_FAILED";
   case BOTRUN_WAITING: return "WAITING";
   case BOTRUN_NOT_SENT: return "NOT_SENT";
   case BOTRUN_BUFFER_TOO_SMALL: return "BUFFER_TOO_SMALL";
@@ -439,6 +450,57 @@ int botrun_media_load(int index, unsigned char **data, size_t *len, botrun_media
   *data = b;
   *len = (size_t)n;
   return 0;
+}
+
+/* channel_op answers edit or typing (func) with n: 0, a host code, or
+ * BOTRUN_CHANNEL_FAILED with why filled from the pending result. */
+static int channel_op(const char *func, int32_t n, botrun_channel_error *why) {
+  botrun_channel_error tmp;
+  if (!why) why = &tmp;
+  memset(why, 0, sizeof *why);
+  if (n == 0) return 0;
+  if (n != BOTRUN_CHANNEL_FAILED) return failed(func, n < 0 ? n : BOTRUN_BAD_RESULT);
+  /* The host cuts the channel's message to 512 bytes; escaped in JSON
+   * (six bytes for a '<') that is at most about 3 KiB. */
+  char res[4096];
+  int32_t got = host_result_read(res, sizeof res);
+  if (got < 0) return failed("result_read", got);
+  reader r = {res, res + got};
+  if (!object(&r, channel_error_field, why) || !at_end(&r)) {
+    why->error[0] = 0;
+    return failed(func, BOTRUN_BAD_RESULT);
+  }
+  last_code = BOTRUN_CHANNEL_FAILED;
+  snprintf(last_error, sizeof last_error, "botrun.%s: CHANNEL_FAILED%s%s", func, why->error[0] ? ": " : "", why->error);
+  return BOTRUN_CHANNEL_FAILED;
+}
+
+int botrun_edit(botrun_ctx *ctx, const char *chat, const char *message, const char *text, botrun_channel_error *why) {
+  if (why) memset(why, 0, sizeof *why);
+  if (ctx->replaying) return 0; /* the step's edit was made with the message that took it */
+  buf o = {0};
+  puts_(&o, "{\"chat\":");
+  put_json_string(&o, chat ? chat : "");
+  puts_(&o, ",\"message\":");
+  put_json_string(&o, message ? message : "");
+  puts_(&o, ",\"text\":");
+  put_json_string(&o, text ? text : "");
+  puts_(&o, "}");
+  int32_t n = host_edit(o.b, (int32_t)o.n);
+  free(o.b);
+  return channel_op("edit", n, why);
+}
+
+int botrun_typing(botrun_ctx *ctx, const char *chat, botrun_channel_error *why) {
+  if (why) memset(why, 0, sizeof *why);
+  if (ctx->replaying) return 0;
+  buf o = {0};
+  puts_(&o, "{\"chat\":");
+  put_json_string(&o, chat ? chat : "");
+  puts_(&o, "}");
+  int32_t n = host_typing(o.b, (int32_t)o.n);
+  free(o.b);
+  return channel_op("typing", n, why);
 }
 
 void botrun_log(int level, const char *msg) { host_log(level, msg, (int32_t)strlen(msg)); }

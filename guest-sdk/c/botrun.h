@@ -22,7 +22,7 @@
 
 #include <stddef.h>
 
-/* Host error codes (SPEC.md 4.1), -1 to -8, and the SDK's own results, -100
+/* Host error codes (SPEC.md 4.1), -1 to -9, and the SDK's own results, -100
  * and below (never on the wire). */
 #define BOTRUN_OK 0
 #define BOTRUN_BAD_POINTER (-1)
@@ -34,6 +34,9 @@
 #define BOTRUN_HOST_ERROR (-7)
 /* botrun_media_load: the bytes cannot be had; the reason says why. */
 #define BOTRUN_MEDIA_UNAVAILABLE (-8)
+/* botrun_edit, botrun_typing: the channel refused or failed; the event goes
+ * on, and botrun_channel_error has the channel's message. */
+#define BOTRUN_CHANNEL_FAILED (-9)
 /* botrun_ask: the question was sent; return it from the flow to wait. */
 #define BOTRUN_WAITING (-100)
 /* A send that is dead or deferred. */
@@ -92,7 +95,7 @@ typedef struct {
 typedef struct {
   botrun_event event;
   int send_count; /* sends and enqueues that reached the host */
-  int replaying;  /* set while a flow replays steps already taken: sends are not made */
+  int replaying;  /* set while a flow replays steps already taken: sends, edits and typing are not made */
   char error[512]; /* the handler's error message (botrun_fail) */
 } botrun_ctx;
 
@@ -272,6 +275,33 @@ typedef struct {
  * not parse, or BOTRUN_NO_MEMORY. */
 int botrun_media_load(int index, unsigned char **data, size_t *len, botrun_media_unavailable *why);
 
+/* The channel's error of BOTRUN_CHANNEL_FAILED: the host cuts it to 512
+ * bytes; error is cut to fit. */
+typedef struct {
+  char error[1024];
+} botrun_channel_error;
+
+/* Replace the text of a message the bot sent in chat: message is the ref its
+ * botrun_send returned (a post's send is made after the handler returns, so
+ * its ref is not known: send what you mean to edit). The channel edits it
+ * now; the edit is not journaled (a retry of the event edits again, which
+ * changes nothing), takes no number in the event's derived keys and does not
+ * count against bot.max_sends. Returns 0, or BOTRUN_CHANNEL_FAILED (the
+ * channel refused or failed it: why, which may be NULL, gets its message;
+ * the event goes on), BOTRUN_UNSUPPORTED (the channel cannot edit, e.g.
+ * WhatsApp or Twilio, or a host without edit), BOTRUN_BAD_PAYLOAD (an empty
+ * chat, message or text, or a chat or message that is not printable),
+ * BOTRUN_TOO_LARGE (over 1 MiB), BOTRUN_BAD_RESULT (the channel's error does
+ * not parse). While a flow replays a step already taken it makes no call and
+ * returns 0. */
+int botrun_edit(botrun_ctx *ctx, const char *chat, const char *message, const char *text, botrun_channel_error *why);
+/* Show "typing..." in chat for a few seconds (or until the bot's next
+ * message), where the channel has it: webchat, Telegram, and WhatsApp (in
+ * answer to the event's message, which it marks read). Not journaled, not a
+ * send; the codes are botrun_edit's (BOTRUN_UNSUPPORTED on Twilio). A bot
+ * usually ignores them: the indicator is a courtesy. */
+int botrun_typing(botrun_ctx *ctx, const char *chat, botrun_channel_error *why);
+
 /* Log a line (BOTRUN_LOG_DEBUG, _INFO, _WARN or _ERROR). */
 void botrun_log(int level, const char *msg);
 /* The event's time in milliseconds: the deterministic clock. */
@@ -281,7 +311,9 @@ long long botrun_now_ms(void);
  * re-run from the start for each message with the answers so far. While it
  * replays the steps it already took (up to the botrun_ask that returns this
  * message's answer) its sends are not made: they return 0 with status
- * "replayed", so a reply between two questions goes out once. The state
+ * "replayed", so a reply between two questions goes out once (botrun_edit
+ * and botrun_typing return 0 without a call, a broadcast is marked
+ * replayed). The state
  * format is abi/SPEC.md section 7, the same in every SDK; any number of
  * answers. */
 typedef struct botrun_flow botrun_flow;

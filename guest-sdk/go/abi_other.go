@@ -116,5 +116,27 @@ func hostBroadcast(p unsafe.Pointer, n int32) int32 {
 	return int32(len(pending))
 }
 
+// nativeEditor is a nativeHost that also edits and shows typing; without it
+// edit and typing are UNSUPPORTED, as on a host that lacks them. A code of
+// CHANNEL_FAILED comes with its result.
+type nativeEditor interface {
+	channelOp(fn string, req []byte) (result []byte, code int32)
+}
+
+func hostChannelOp(fn string, p unsafe.Pointer, n int32) int32 {
+	ed, ok := native.(nativeEditor)
+	if !ok {
+		return -4
+	}
+	res, code := ed.channelOp(fn, bytesAt(p, n))
+	if res != nil {
+		pending = res
+	}
+	return code
+}
+
+func hostEdit(p unsafe.Pointer, n int32) int32   { return hostChannelOp("edit", p, n) }
+func hostTyping(p unsafe.Pointer, n int32) int32 { return hostChannelOp("typing", p, n) }
+
 func hostNowMs() int64          { return 0 }
 func hostMediaLoad(int32) int32 { return -4 }

@@ -45,3 +45,9 @@ func hostMediaLoad(index int32) int32
 
 //go:wasmimport botrun broadcast
 func hostBroadcast(p unsafe.Pointer, n int32) int32
+
+//go:wasmimport botrun edit
+func hostEdit(p unsafe.Pointer, n int32) int32
+
+//go:wasmimport botrun typing
+func hostTyping(p unsafe.Pointer, n int32) int32

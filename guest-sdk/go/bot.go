@@ -171,11 +171,14 @@ const (
 	// CodeMediaUnavailable: media_load cannot have the bytes; see
 	// MediaUnavailableError.
 	CodeMediaUnavailable Code = -8
+	// CodeChannelFailed: the channel refused or failed an edit or a typing
+	// indicator; see ChannelError. The event goes on.
+	CodeChannelFailed Code = -9
 )
 
 var codeNames = map[Code]string{CodeBadPointer: "BAD_POINTER", CodeBadPayload: "BAD_PAYLOAD", CodeNotFound: "NOT_FOUND",
 	CodeUnsupported: "UNSUPPORTED", CodeTooLarge: "TOO_LARGE", CodeNoResult: "NO_RESULT", CodeHostError: "HOST_ERROR",
-	CodeMediaUnavailable: "MEDIA_UNAVAILABLE"}
+	CodeMediaUnavailable: "MEDIA_UNAVAILABLE", CodeChannelFailed: "CHANNEL_FAILED"}
 
 // String is the code's SPEC name, e.g. "TOO_LARGE", or the number for a code
 // this SDK does not know.
@@ -187,7 +190,8 @@ func (c Code) String() string {
 }
 
 // Sentinels, one per code: errors.Is(err, ErrTooLarge) matches a *HostError
-// with that code (and ErrMediaUnavailable a *MediaUnavailableError).
+// with that code (ErrMediaUnavailable a *MediaUnavailableError, and
+// ErrChannelFailed a *ChannelError).
 var (
 	ErrBadPointer       = errors.New("BAD_POINTER")
 	ErrBadPayload       = errors.New("BAD_PAYLOAD")
@@ -197,11 +201,12 @@ var (
 	ErrNoResult         = errors.New("NO_RESULT")
 	ErrHostError        = errors.New("HOST_ERROR")
 	ErrMediaUnavailable = errors.New("MEDIA_UNAVAILABLE")
+	ErrChannelFailed    = errors.New("CHANNEL_FAILED")
 )
 
 var codeErrs = map[Code]error{CodeBadPointer: ErrBadPointer, CodeBadPayload: ErrBadPayload, CodeNotFound: ErrNotFound,
 	CodeUnsupported: ErrUnsupported, CodeTooLarge: ErrTooLarge, CodeNoResult: ErrNoResult, CodeHostError: ErrHostError,
-	CodeMediaUnavailable: ErrMediaUnavailable}
+	CodeMediaUnavailable: ErrMediaUnavailable, CodeChannelFailed: ErrChannelFailed}
 
 // HostError is a negative code from a host function (see SPEC.md section
 // 4.1). errors.Is matches it against the code's sentinel (ErrTooLarge, ...);
@@ -218,17 +223,20 @@ func (e *HostError) Error() string { return "botrun." + e.Func + ": " + e.Code.S
 // Is makes errors.Is(err, ErrTooLarge) (and every other code's sentinel) work.
 func (e *HostError) Is(target error) bool { return target != nil && codeErrs[e.Code] == target }
 
-// CodeOf is the host code err carries (a *HostError's, or
-// CodeMediaUnavailable for a *MediaUnavailableError), or 0 when it carries
-// none.
+// CodeOf is the host code err carries (a *HostError's, CodeMediaUnavailable
+// for a *MediaUnavailableError, CodeChannelFailed for a *ChannelError), or 0
+// when it carries none.
 func CodeOf(err error) Code {
 	var he *HostError
 	var mu *MediaUnavailableError
+	var ce *ChannelError
 	switch {
 	case errors.As(err, &he):
 		return he.Code
 	case errors.As(err, &mu):
 		return CodeMediaUnavailable
+	case errors.As(err, &ce):
+		return CodeChannelFailed
 	}
 	return 0
 }
@@ -541,6 +549,82 @@ func (c *Context) LoadMedia(index int) ([]byte, error) {
 		return nil, e
 	}
 	return result("media_load", n)
+}
+
+// ChannelError is returned by Edit and Typing when the channel refused or
+// failed the call (CHANNEL_FAILED): Message is the channel's error, as the
+// host gives it (cut to at most 512 bytes). The event goes on: it is not a
+// host failure, and nothing is retried.
+type ChannelError struct {
+	// Func is the host function that answered: "edit" or "typing".
+	Func    string
+	Message string
+}
+
+func (e *ChannelError) Error() string {
+	if e.Message == "" {
+		return "botrun." + e.Func + ": CHANNEL_FAILED"
+	}
+	return "botrun." + e.Func + ": CHANNEL_FAILED: " + e.Message
+}
+
+// Is makes errors.Is(err, ErrChannelFailed) work.
+func (e *ChannelError) Is(target error) bool { return target == ErrChannelFailed }
+
+// Edit replaces the text of a message the bot sent in chat: message is the
+// Ref its Send returned (a Post's send is made after the handler returns, so
+// its ref is not known: Send what you mean to edit). The channel edits it
+// now; the edit is not journaled (a retry of the event edits again, which
+// changes nothing), takes no number in the event's derived keys and does not
+// count against bot.max_sends.
+//
+// Errors: a *ChannelError (ErrChannelFailed) when the channel refused or
+// failed it, with the channel's message (the event goes on); ErrUnsupported
+// when the channel cannot edit (WhatsApp, Twilio) or the host has no edit;
+// ErrBadPayload for an empty chat, message or text, or a chat or message
+// that is not printable; ErrTooLarge over 1 MiB. While a flow replays a
+// step already taken (see Flow) it makes no call and returns nil.
+func (c *Context) Edit(chat, message, text string) error {
+	if c.replaying {
+		return nil // the step's edit was made with the message that took it
+	}
+	b := encodeEditRequest(chat, message, text)
+	return channelOp("edit", hostEdit(ptr(b), int32(len(b))))
+}
+
+// Typing shows "typing…" in chat for a few seconds (or until the bot's next
+// message), where the channel has it: webchat, Telegram, and WhatsApp (which
+// shows it in answer to the event's message, and marks that message read).
+// Like Edit it is not journaled and not counted as a send, and its errors
+// are Edit's (ErrUnsupported on Twilio, or a host without typing). A bot
+// usually ignores them: the indicator is a courtesy. While a flow replays a
+// step already taken it makes no call and returns nil.
+func (c *Context) Typing(chat string) error {
+	if c.replaying {
+		return nil
+	}
+	b := encodeTypingRequest(chat)
+	return channelOp("typing", hostTyping(ptr(b), int32(len(b))))
+}
+
+// channelOp is the answer of edit or typing (fn): nil, a *ChannelError with
+// the pending result's message, or a *HostError.
+func channelOp(fn string, n int32) error {
+	if Code(n) != CodeChannelFailed {
+		return check(fn, n)
+	}
+	// The host cuts the channel's message to 512 bytes; escaped in JSON
+	// (\u003c for '<') that is at most about 3 KiB.
+	b := make([]byte, 4096)
+	got := hostResultRead(ptr(b), int32(len(b)))
+	if got < 0 {
+		return &HostError{Func: "result_read", Code: Code(got)}
+	}
+	msg, err := decodeChannelError(b[:got])
+	if err != nil {
+		return fmt.Errorf("botrun.%s: bad result: %w", fn, err)
+	}
+	return &ChannelError{Func: fn, Message: msg}
 }
 
 // NowMs is the event's time in milliseconds: the deterministic clock.

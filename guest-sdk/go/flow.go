@@ -21,7 +21,8 @@ import (
 // the answer this message carries), its sends and enqueues are not made: they
 // went out with the message that took the step, so they return a SendResult
 // with status "replayed" and no host call. A reply between two questions thus
-// goes out once. The flow's state has the format of abi/SPEC.md section 7, the
+// goes out once. Its Edit and Typing calls are skipped too (they return nil),
+// and a Broadcast answers Replayed. The flow's state has the format of abi/SPEC.md section 7, the
 // same in every SDK.
 type Flow struct {
 	name string

@@ -418,6 +418,39 @@ func decodeMediaUnavailable(b []byte) (*MediaUnavailableError, error) {
 	return &e, err
 }
 
+// decodeChannelError reads CHANNEL_FAILED's result, {"error":"…"}.
+func decodeChannelError(b []byte) (string, error) {
+	var msg string
+	d := &decoder{b: b}
+	err := d.object(func(k string) error {
+		if k == "error" {
+			return d.strField(&msg)
+		}
+		return d.skip()
+	})
+	if err == nil {
+		err = d.end()
+	}
+	return msg, err
+}
+
+// encodeEditRequest is edit's request: {"chat","message","text"}.
+func encodeEditRequest(chat, message, text string) []byte {
+	b := make([]byte, 0, 48+len(chat)+len(message)+len(text))
+	b = append(b, `{"chat":`...)
+	b = appendString(b, chat)
+	b = append(b, `,"message":`...)
+	b = appendString(b, message)
+	b = append(b, `,"text":`...)
+	b = appendString(b, text)
+	return append(b, '}')
+}
+
+// encodeTypingRequest is typing's request: {"chat"}.
+func encodeTypingRequest(chat string) []byte {
+	return append(appendString([]byte(`{"chat":`), chat), '}')
+}
+
 const hexDigits = "0123456789abcdef"
 
 func appendString(b []byte, s string) []byte {

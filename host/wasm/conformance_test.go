@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tetratelabs/wazero"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/wasm"
@@ -65,6 +68,12 @@ type scripted struct {
 	broadcastErr error
 	maxBroadcast int
 	noBroadcast  bool
+	// editErr and typingErr answer every Edit and Typing (wasm.Editor):
+	// wasm.ErrUnsupported is a channel without the operation, any other
+	// error the channel's failure. noEditor hands the guest an Env without
+	// wasm.Editor, like a host that lacks edit and typing.
+	editErr, typingErr error
+	noEditor           bool
 
 	n       int
 	calls   []string
@@ -179,8 +188,29 @@ func (e *scripted) Broadcast(_ context.Context, req abi.BroadcastRequest) (abi.B
 	return res, nil
 }
 
-// noBroadcaster is an Env without Broadcast: a host that lacks it.
+// noBroadcaster is an Env without Broadcast (nor Edit and Typing): a host
+// that lacks it.
 type noBroadcaster struct{ wasm.Env }
+
+// Edit records the edit, which is neither numbered nor counted as a send,
+// and answers editErr.
+func (e *scripted) Edit(_ context.Context, req abi.EditRequest) error {
+	e.calls = append(e.calls, fmt.Sprintf("edit %s %s %s", req.Chat, req.Message, short(req.Text)))
+	return e.editErr
+}
+
+// Typing records the typing indicator and answers typingErr.
+func (e *scripted) Typing(_ context.Context, req abi.TypingRequest) error {
+	e.calls = append(e.calls, "typing "+req.Chat)
+	return e.typingErr
+}
+
+// noEditor is an Env without Edit and Typing (with Broadcast): a host that
+// lacks them.
+type noEditor struct {
+	wasm.Env
+	wasm.Broadcaster
+}
 
 func (e *scripted) StateGet(_ context.Context, key string) ([]byte, bool, error) {
 	if e.getErr != nil {
@@ -524,7 +554,67 @@ var buttonRows = []conformanceRow{
 	{name: "interaction/later-kind", text: "event", event: func(ev *abi.Event) { ev.Kind = "reaction" }, want: "kind=reaction interaction=none"},
 }
 
-func init() { conformanceRows = append(conformanceRows, buttonRows...) }
+// channelRows: edit and typing (SPEC.md section 4.6) reach the Env as the
+// guest gave them and answer 0; a channel without the operation is
+// UNSUPPORTED; a channel's failure is CHANNEL_FAILED with its message, never
+// a fault; a bad request is BAD_PAYLOAD (logged); a host without them is
+// UNSUPPORTED. A replayed flow step makes no typing call.
+var channelRows = []conformanceRow{
+	{name: "edit/ok", text: "edit c1 m-7 final", want: "ok", calls: []string{"edit c1 m-7 final"}, noLogs: []string{"level=WARN"}},
+	// The SDK's JSON escapes quotes and backslashes and keeps UTF-8.
+	{name: "edit/escaped", text: `edit c"1 m\7 "é😀<&>`, want: "ok", calls: []string{`edit c"1 m\7 "é😀<&>`}},
+	// A channel that cannot edit (WhatsApp, Twilio): the Env's wasm.ErrUnsupported.
+	{name: "edit/unsupported", text: "edit c1 m-7 final", env: func(e *scripted) {
+		e.editErr = fmt.Errorf("provider \"wa\" cannot edit a message: %w", wasm.ErrUnsupported)
+	}, want: "err UNSUPPORTED", calls: []string{"edit c1 m-7 final"}},
+	// The channel refused: the guest reads its message, the event goes on
+	// (no fault; the report is posted after it).
+	{name: "edit/channel-failed", text: "edit c1 m-7 final", env: func(e *scripted) { e.editErr = errEditRefused },
+		want: "channel-failed " + errEditRefused.Error(), calls: []string{"edit c1 m-7 final"}, logs: []string{"the channel failed", "func=edit"}},
+	// A message that is over 1 KiB of JSON once escaped ('<' is \u003c)
+	// reaches the guest whole.
+	{name: "edit/channel-failed-escaped", text: "edit c1 m-7 final", env: func(e *scripted) { e.editErr = errors.New(strings.Repeat("<", 200)) },
+		want: "channel-failed " + strings.Repeat("<", 200)},
+	// The host cuts the channel's message to 512 bytes.
+	{name: "edit/channel-failed-cut", text: "edit c1 m-7 final", env: func(e *scripted) { e.editErr = errors.New(strings.Repeat("y", 600)) },
+		want: "channel-failed " + strings.Repeat("y", 512)},
+	{name: "edit/no-message", text: "edit c1 - final", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"guest passed a bad payload", "func=edit"}},
+	{name: "edit/empty-text", text: "edit c1 m-7 -", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"guest passed a bad payload"}},
+	{name: "edit/no-chat", text: "edit - m-7 final", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"guest passed a bad payload"}},
+	{name: "edit/message-control-character", text: "edit c1 m\x017 final", want: "err BAD_PAYLOAD", calls: []string{},
+		logs: []string{"control character"}},
+	{name: "edit/too-large", text: "edit c1 m-7 @1048577", want: "err TOO_LARGE", calls: []string{}},
+	// A host whose Env lacks wasm.Editor answers UNSUPPORTED.
+	{name: "edit/no-editor", text: "edit c1 m-7 final", env: func(e *scripted) { e.noEditor = true }, want: "err UNSUPPORTED", calls: []string{}},
+	// The SDK's error returned as the handler's own: the same words in every SDK.
+	{name: "handler-error/channel-failed", text: "fail-edit c1 m-7 final", env: func(e *scripted) { e.editErr = errors.New("gone") },
+		want: "channel-failed gone", handlerErr: "botrun.edit: CHANNEL_FAILED: gone"},
+
+	{name: "typing/ok", text: "typing c1", want: "ok", calls: []string{"typing c1"}},
+	{name: "typing/unsupported", text: "typing c1", env: func(e *scripted) {
+		e.typingErr = fmt.Errorf("provider \"sms\" has no typing indicator: %w", wasm.ErrUnsupported)
+	}, want: "err UNSUPPORTED", calls: []string{"typing c1"}},
+	{name: "typing/channel-failed", text: "typing c1", env: func(e *scripted) { e.typingErr = errors.New("Forbidden: bot was blocked by the user") },
+		want: "channel-failed Forbidden: bot was blocked by the user", logs: []string{"the channel failed", "func=typing"}},
+	{name: "typing/no-chat", text: "typing -", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"guest passed a bad payload", "func=typing"}},
+	{name: "typing/too-large", text: "typing @1048577", want: "err TOO_LARGE", calls: []string{}},
+	{name: "typing/no-editor", text: "typing c1", env: func(e *scripted) { e.noEditor = true }, want: "err UNSUPPORTED", calls: []string{}},
+
+	// The flow typist shows typing, asks q? and edits m-1 to the answer:
+	// replaying its first step, it does not show typing again.
+	{name: "flow/typist-start", text: "flow-start typist", want: "ok",
+		calls: []string{"typing c1", "post c1 q? key=", "state-set botrun.flow 6:typist,"}},
+	{name: "flow/typist-replays-no-typing", text: "flow-continue", env: func(e *scripted) { e.state["botrun.flow"] = "6:typist," },
+		want: "in-flow", calls: []string{"edit c1 m-1 flow-continue", "state-delete botrun.flow"}},
+}
+
+var errEditRefused = errors.New("telegram: Bad Request: message to edit not found")
+
+func init() {
+	conformanceRows = append(conformanceRows, buttonRows...)
+	conformanceRows = append(conformanceRows, channelRows...)
+}
 
 // confLog is a log sink the test reads back.
 type confLog struct {
@@ -573,8 +663,11 @@ func TestConformance(t *testing.T) {
 						row.env(env)
 					}
 					var host wasm.Env = env
-					if env.noBroadcast {
+					switch {
+					case env.noBroadcast:
 						host = noBroadcaster{env}
+					case env.noEditor:
+						host = noEditor{env, env}
 					}
 					logs.take()
 					ev := abi.Event{ID: "ev", Provider: "web", Chat: "c1", From: "u1", Text: row.text, Attempt: 1, ReceivedAt: 1764412800000,
@@ -622,6 +715,56 @@ func TestConformance(t *testing.T) {
 						}
 					}
 				})
+			}
+		})
+	}
+}
+
+// TestConformanceImports: edit and typing are additive imports (SPEC.md
+// section 4.6). Every SDK's conformance guest, which calls them, imports
+// both; its echo example, which does not, imports neither, so it loads on a
+// host older than them.
+func TestConformanceImports(t *testing.T) {
+	echoes := map[string]func(t *testing.T) string{
+		"go": func(t *testing.T) string { return wasmbuild.Go(t, "../../examples/echo") },
+		"c": func(t *testing.T) string {
+			return wasmbuild.C(t, "../../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c")
+		},
+		"rust":           func(t *testing.T) string { return wasmbuild.Rust(t, "../../examples/rust-echo") },
+		"assemblyscript": func(t *testing.T) string { return wasmbuild.AssemblyScript(t, "../../examples/as-echo") },
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	imports := func(t *testing.T, path string) map[string]bool {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := rt.CompileModule(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cm.Close(ctx)
+		got := map[string]bool{}
+		for _, f := range cm.ImportedFunctions() {
+			if mod, name, ok := f.Import(); ok && mod == abi.HostModule {
+				got[name] = true
+			}
+		}
+		return got
+	}
+	for _, g := range conformanceGuests {
+		t.Run(g.lang, func(t *testing.T) {
+			conf, echo := imports(t, g.build(t)), imports(t, echoes[g.lang](t))
+			for _, fn := range []string{abi.FuncEdit, abi.FuncTyping} {
+				if !conf[fn] {
+					t.Errorf("the %s conformance guest does not import %q", g.lang, fn)
+				}
+				if echo[fn] {
+					t.Errorf("the %s echo example imports %q, which it never calls", g.lang, fn)
+				}
 			}
 		})
 	}

@@ -2,7 +2,7 @@
 // command, which it runs through the SDK and whose outcome it posts, as one
 // line, to the chat "report" (examples/CONFORMANCE.md; host/wasm's
 // TestConformance drives it).
-import { Button, Code, Context, Flow, FlowContext, Interaction, List, ListRow, ListSection, LOG_INFO, MediaUnavailableError, Outcome, SendOptions, SendOutcome, WAITING, codeName, log, nowMs, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
+import { Button, ChannelOutcome, Code, Context, Flow, FlowContext, Interaction, List, ListRow, ListSection, LOG_INFO, MediaUnavailableError, Outcome, SendOptions, SendOutcome, WAITING, codeName, log, nowMs, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
 export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly/index";
 
 // arg decodes an argument: "-" is "", "@N" N bytes of 'x'.
@@ -23,6 +23,12 @@ function sendOutcome(o: SendOutcome): string {
 }
 
 function done(o: Outcome): string { return o.ok ? "ok" : failure(o); }
+
+// channelDone is the outcome line of edit and typing.
+function channelDone(o: ChannelOutcome): string {
+  if (o.code == Code.ChannelFailed) return "channel-failed " + o.channelError;
+  return done(o);
+}
 
 // sendFn runs the send function FN of buttons and list: send, post or
 // enqueue.
@@ -69,6 +75,16 @@ const signup = new Flow("signup", (f: FlowContext): string | null => {
   const city = f.ask("city?");
   if (city == null) return WAITING;
   return f.ctx.reply("bye " + name + " from " + city).error();
+});
+
+// typist shows typing, asks "q?", and edits the message m-1 to the answer:
+// replayed, its typing is not shown again.
+const typist = new Flow("typist", (f: FlowContext): string | null => {
+  const t = f.ctx.typing(f.ctx.event.chat).error();
+  if (t != null) return t;
+  const a = f.ask("q?");
+  if (a == null) return WAITING;
+  return f.ctx.edit(f.ctx.event.chat, "m-1", a).error();
 });
 
 let handlerError: string | null = null;
@@ -162,9 +178,17 @@ function run(ctx: Context, args: string[]): string {
     for (let i = 0; i < count; i++) log(level, msg);
     return "ok";
   }
-  if (cmd == "flow-start") return done(ctx.start(signup));
+  if (cmd == "edit") return channelDone(ctx.edit(arg(args[1]), arg(args[2]), arg(args[3])));
+  if (cmd == "fail-edit") {
+    // The SDK's error, returned as the handler's own.
+    const o = ctx.edit(arg(args[1]), arg(args[2]), arg(args[3]));
+    handlerError = o.error();
+    return channelDone(o);
+  }
+  if (cmd == "typing") return channelDone(ctx.typing(arg(args[1])));
+  if (cmd == "flow-start") return done(ctx.start(args.length > 1 && args[1] == "typist" ? typist : signup));
   if (cmd == "flow-continue") {
-    const o = ctx.continueFlow([signup]);
+    const o = ctx.continueFlow([signup, typist]);
     if (!o.ok) return failure(o);
     return o.inFlow ? "in-flow" : "not-in-flow";
   }

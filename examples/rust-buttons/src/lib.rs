@@ -2,11 +2,12 @@
 //! posts "Pick one" with the reply buttons Yes and No; a press of one (an
 //! event of kind interaction) answers "you chose <id>"; "remind <n> <text>"
 //! answers "ok" and sends <text> to the same chat n seconds after the message
-//! arrived (an enqueue with `at`); "edit" says that editing a sent message is
-//! not available yet; anything else answers a usage line. Build it with make
+//! arrived (an enqueue with `at`); "edit" shows "typing…", sends "draft" and
+//! edits it to "final" (where the channel cannot edit, it sends "final" as a
+//! new message); anything else answers a usage line. Build it with make
 //! examples (the Rust SDK's header shows the rustc commands).
 
-use botrun::{Button, Context, Error, SendOptions, KIND_INTERACTION};
+use botrun::{Button, Code, Context, Error, SendOptions, KIND_INTERACTION, LOG_WARN};
 
 /// A reminder's bound: 30 days.
 const MAX_SECONDS: i64 = 30 * 24 * 3600;
@@ -30,10 +31,7 @@ fn handle(ctx: &mut Context) -> Result<(), Error> {
         return Ok(());
     }
     if text == "edit" {
-        // Editing a sent message is not in the ABI yet: say so rather than
-        // pretend.
-        ctx.reply("edit is not available yet")?;
-        return Ok(());
+        return draft(ctx, &chat);
     }
     if let Some(rest) = text.strip_prefix("remind ") {
         let mut f = rest.splitn(2, ' ');
@@ -49,6 +47,33 @@ fn handle(ctx: &mut Context) -> Result<(), Error> {
         }
     }
     ctx.reply(USAGE)?;
+    Ok(())
+}
+
+/// Shows "typing…", sends "draft" and edits it to "final". The draft goes
+/// through `send`, not `reply`: a posted send is made after the handler
+/// returns, and the edit needs the ref the channel gave it. A retry of the
+/// event finds the draft journaled (deduped, with its ref) and edits it
+/// again, which changes nothing.
+fn draft(ctx: &mut Context, chat: &str) -> Result<(), Error> {
+    // The indicator is a courtesy: a channel without it (Twilio), or one that
+    // refused it, does not stop the answer.
+    match ctx.typing(chat) {
+        Err(e) if e.code() != Some(Code::Unsupported) => ctx.log(LOG_WARN, &format!("typing: {}", e)),
+        _ => {}
+    }
+    let r = ctx.send(chat, "draft", SendOptions::default())?;
+    if !r.r#ref.is_empty() {
+        match ctx.edit(chat, &r.r#ref, "final") {
+            Ok(()) => return Ok(()),
+            // e.g. Error::ChannelFailed: the channel refused.
+            Err(e) if e.code() != Some(Code::Unsupported) => ctx.log(LOG_WARN, &format!("edit: {}", e)),
+            Err(_) => {}
+        }
+    }
+    // The channel cannot edit (WhatsApp, Twilio), refused, or gave no ref:
+    // the final text as a new message.
+    ctx.reply("final")?;
     Ok(())
 }
 

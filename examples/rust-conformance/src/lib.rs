@@ -21,6 +21,7 @@ fn failure(e: &Error) -> String {
     match e {
         Error::NotSent(r) => format!("not-sent {} key={} ref={} error={}", r.status, r.key, r.r#ref, r.error),
         Error::MediaUnavailable(m) => format!("unavailable {} {}", m.reason, m.message),
+        Error::ChannelFailed { message, .. } => format!("channel-failed {}", message),
         e => match e.code() {
             Some(c) => format!("err {}", c.name()),
             None => format!("err {}", e),
@@ -86,9 +87,19 @@ fn signup(f: &mut botrun::Flow) -> Result<(), Error> {
     Ok(())
 }
 
+/// Shows typing, asks "q?", and edits the message m-1 to the answer:
+/// replayed, its typing is not shown again.
+fn typist(f: &mut botrun::Flow) -> Result<(), Error> {
+    let chat = f.ctx.event.chat.clone();
+    f.ctx.typing(&chat)?;
+    let a = f.ask("q?")?;
+    f.ctx.edit(&chat, "m-1", &a)
+}
+
 fn flows() -> botrun::Flows {
     let mut m: HashMap<&'static str, botrun::FlowFn> = HashMap::new();
     m.insert("signup", signup);
+    m.insert("typist", typist);
     botrun::Flows(m)
 }
 
@@ -199,7 +210,16 @@ fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
             }
             "ok".to_string()
         }
-        "flow-start" => ok(ctx.start(&flows(), "signup")),
+        "edit" => ok(ctx.edit(&a(1), &a(2), &a(3))),
+        "fail-edit" => {
+            // The SDK's error, returned as the handler's own.
+            return match ctx.edit(&a(1), &a(2), &a(3)) {
+                Ok(()) => ("ok".to_string(), Ok(())),
+                Err(e) => (failure(&e), Err(e)),
+            };
+        }
+        "typing" => ok(ctx.typing(&a(1))),
+        "flow-start" => ok(ctx.start(&flows(), if args.get(1) == Some(&"typist") { "typist" } else { "signup" })),
         "flow-continue" => match ctx.continue_flow(&flows()) {
             Ok(true) => "in-flow".to_string(),
             Ok(false) => "not-in-flow".to_string(),

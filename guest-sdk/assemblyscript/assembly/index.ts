@@ -23,6 +23,8 @@
 @external("botrun", "now_ms") declare function host_now_ms(): i64;
 @external("botrun", "media_load") declare function host_media_load(index: i32): i32;
 @external("botrun", "broadcast") declare function host_broadcast(p: usize, n: i32): i32;
+@external("botrun", "edit") declare function host_edit(p: usize, n: i32): i32;
+@external("botrun", "typing") declare function host_typing(p: usize, n: i32): i32;
 
 export class Media {
   type: string = "";
@@ -175,6 +177,9 @@ export enum Code {
   NoResult = -6,
   HostError = -7,
   MediaUnavailable = -8,
+  // edit, typing: the channel refused or failed (see ChannelOutcome); the
+  // event goes on.
+  ChannelFailed = -9,
   // send: the send is dead or deferred (see SendOutcome.result).
   NotSent = -101,
   // a flow function returned an error of its own (see Outcome.message).
@@ -196,6 +201,7 @@ export function codeName(code: i32): string {
     case Code.NoResult: return "NO_RESULT";
     case Code.HostError: return "HOST_ERROR";
     case Code.MediaUnavailable: return "MEDIA_UNAVAILABLE";
+    case Code.ChannelFailed: return "CHANNEL_FAILED";
     case Code.NotSent: return "NOT_SENT";
     case Code.Failed: return "FAILED";
     case Code.BadResult: return "BAD_RESULT";
@@ -246,6 +252,14 @@ export class BroadcastOutcome extends Outcome {
   journaled: i64 = 0;
   existing: i64 = 0;
   replayed: bool = false;
+}
+
+// ChannelOutcome answers edit and typing: code OK, or ChannelFailed with
+// channelError the channel's message (the host cuts it to 512 bytes; error()
+// is "botrun.edit: CHANNEL_FAILED: <channelError>"), or another code
+// (Unsupported, BadPayload, TooLarge, BadResult).
+export class ChannelOutcome extends Outcome {
+  channelError: string = "";
 }
 
 // StateValue answers stateGet: value is null when the key is absent (code
@@ -509,6 +523,40 @@ function decodeUnavailable(s: string): MediaUnavailableError | null {
   return r.ok && r.peek() == -1 ? o : null;
 }
 
+// decodeChannelError parses CHANNEL_FAILED's result, {"error":"…"}, or
+// returns null when it does not parse.
+function decodeChannelError(s: string): string | null {
+  let msg = "";
+  const r = new Reader(s);
+  let k = r.key(true);
+  while (k !== null) {
+    if (changetype<string>(k) == "error") msg = r.str();
+    else r.skip();
+    k = r.key(false);
+  }
+  return r.ok && r.peek() == -1 ? msg : null;
+}
+
+// channelOp fills o, the answer of edit or typing (o.func), from the code n:
+// on ChannelFailed, the channel's message from the pending result.
+function channelOp(o: ChannelOutcome, n: i32): ChannelOutcome {
+  if (n == 0) return o;
+  if (n != Code.ChannelFailed) return failed(o, o.func, n < 0 ? n : Code.BadResult);
+  // The host cuts the channel's message to 512 bytes; escaped in JSON (six
+  // bytes for a '<') that is at most about 3 KiB.
+  const b = new ArrayBuffer(4096);
+  const got = host_result_read(changetype<usize>(b), 4096);
+  if (got < 0) return failed(o, "result_read", got);
+  const msg = decodeChannelError(String.UTF8.decode(b.slice(0, got)));
+  if (msg == null) {
+    o.message = "botrun." + o.func + ": bad result";
+    return failed(o, o.func, Code.BadResult);
+  }
+  o.channelError = changetype<string>(msg);
+  o.message = "botrun." + o.func + ": CHANNEL_FAILED" + (o.channelError.length > 0 ? ": " + o.channelError : "");
+  return failed(o, o.func, Code.ChannelFailed);
+}
+
 // mediaField is the request's "media" field for media, or "" for none.
 function mediaField(media: Media | null): string {
   if (media == null) return "";
@@ -726,6 +774,39 @@ export class Context {
     return o;
   }
 
+  // edit replaces the text of a message the bot sent in chat: message is the
+  // ref its send returned (a post's send is made after the handler returns,
+  // so its ref is not known: send what you mean to edit). The channel edits
+  // it now; the edit is not journaled (a retry of the event edits again,
+  // which changes nothing), takes no number in the event's derived keys and
+  // does not count against bot.max_sends. Codes: ChannelFailed (the channel
+  // refused or failed it: channelError says why; the event goes on),
+  // Unsupported (the channel cannot edit, e.g. WhatsApp or Twilio, or a host
+  // without edit), BadPayload (an empty chat, message or text, or a chat or
+  // message that is not printable), TooLarge (over 1 MiB), BadResult. While
+  // a flow replays a step already taken it makes no call (code OK).
+  edit(chat: string, message: string, text: string): ChannelOutcome {
+    const o = new ChannelOutcome();
+    o.func = "edit";
+    if (this.replaying) return o; // the step's edit was made with the message that took it
+    const b = utf8("{\"chat\":" + quote(chat) + ",\"message\":" + quote(message) + ",\"text\":" + quote(text) + "}");
+    return channelOp(o, host_edit(changetype<usize>(b), b.byteLength));
+  }
+
+  // typing shows "typing…" in chat for a few seconds (or until the bot's
+  // next message), where the channel has it: webchat, Telegram, and WhatsApp
+  // (in answer to the event's message, which it marks read). Not journaled,
+  // not a send; its codes are edit's (Unsupported on Twilio). A bot usually
+  // ignores them: the indicator is a courtesy. While a flow replays a step
+  // already taken it makes no call.
+  typing(chat: string): ChannelOutcome {
+    const o = new ChannelOutcome();
+    o.func = "typing";
+    if (this.replaying) return o;
+    const b = utf8("{\"chat\":" + quote(chat) + "}");
+    return channelOp(o, host_typing(changetype<usize>(b), b.byteLength));
+  }
+
   // loadMedia downloads the bytes of event.media[index] through the host.
   loadMedia(index: i32): MediaResult {
     const res = new MediaResult();
@@ -849,7 +930,8 @@ export const REPLAYED = "replayed";
 // FlowContext is what a flow function gets. The function is re-run from the
 // start for each message with the answers so far; while it replays the steps
 // it already took (up to the ask that returns this message's answer) its
-// sends are not made, so a reply between two questions goes out once.
+// sends are not made, so a reply between two questions goes out once (edit
+// and typing make no call and answer OK, a broadcast is marked replayed).
 export class FlowContext {
   ctx: Context;
   answers: string[];

@@ -270,6 +270,23 @@ pub fn decode_unavailable(b: &[u8]) -> Option<crate::MediaUnavailableError> {
     Some(e)
 }
 
+/// The message of CHANNEL_FAILED's result, `{"error":"…"}`.
+pub fn decode_channel_error(b: &[u8]) -> Option<String> {
+    let mut msg = String::new();
+    let mut r = Reader { b, i: 0 };
+    r.object(|r, k| {
+        match k {
+            "error" => msg = r.string()?,
+            _ => r.skip()?,
+        }
+        Some(())
+    })?;
+    if r.peek().is_some() {
+        return None;
+    }
+    Some(msg)
+}
+
 pub fn decode_broadcast(b: &[u8]) -> Option<BroadcastResult> {
     let mut o = BroadcastResult::default();
     let mut r = Reader { b, i: 0 };

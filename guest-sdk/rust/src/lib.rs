@@ -38,6 +38,8 @@ extern "C" {
     fn now_ms() -> i64;
     fn media_load(index: i32) -> i32;
     fn broadcast(p: *const u8, n: i32) -> i32;
+    fn edit(p: *const u8, n: i32) -> i32;
+    fn typing(p: *const u8, n: i32) -> i32;
 }
 
 /// The inbound message being handled.
@@ -176,7 +178,8 @@ pub struct BroadcastResult {
 /// What a handler gets for one event.
 pub struct Context {
     pub event: Event,
-    /// Set while a flow replays the steps it already took: sends are not made.
+    /// Set while a flow replays the steps it already took: sends, edits and
+    /// typing are not made.
     replaying: bool,
 }
 
@@ -199,6 +202,9 @@ pub enum Code {
     HostError,
     /// -8: `media_load` cannot have the bytes (see `MediaUnavailableError`).
     MediaUnavailable,
+    /// -9: the channel refused or failed an `edit` or a `typing` (see
+    /// `Error::ChannelFailed`); the event goes on.
+    ChannelFailed,
     /// A code this SDK does not know.
     Other(i32),
 }
@@ -215,6 +221,7 @@ impl Code {
             -6 => Code::NoResult,
             -7 => Code::HostError,
             -8 => Code::MediaUnavailable,
+            -9 => Code::ChannelFailed,
             n => Code::Other(n),
         }
     }
@@ -230,6 +237,7 @@ impl Code {
             Code::NoResult => -6,
             Code::HostError => -7,
             Code::MediaUnavailable => -8,
+            Code::ChannelFailed => -9,
             Code::Other(n) => n,
         }
     }
@@ -245,6 +253,7 @@ impl Code {
             Code::NoResult => "NO_RESULT",
             Code::HostError => "HOST_ERROR",
             Code::MediaUnavailable => "MEDIA_UNAVAILABLE",
+            Code::ChannelFailed => "CHANNEL_FAILED",
             Code::Other(_) => "UNKNOWN",
         }
     }
@@ -275,6 +284,9 @@ pub enum Error {
     Host { func: &'static str, code: Code },
     /// `load_media`: MEDIA_UNAVAILABLE, with the reason.
     MediaUnavailable(MediaUnavailableError),
+    /// `edit` or `typing` (`func`): CHANNEL_FAILED, with the channel's
+    /// message (the host cuts it to 512 bytes). The event goes on.
+    ChannelFailed { func: &'static str, message: String },
     /// `send`: the send is dead, or deferred (it stays journaled and the host
     /// keeps retrying it).
     NotSent(SendResult),
@@ -294,6 +306,7 @@ impl Error {
         match self {
             Error::Host { code, .. } => Some(*code),
             Error::MediaUnavailable(_) => Some(Code::MediaUnavailable),
+            Error::ChannelFailed { .. } => Some(Code::ChannelFailed),
             _ => None,
         }
     }
@@ -305,6 +318,8 @@ impl std::fmt::Display for Error {
             Error::Host { func, code } => write!(f, "botrun.{}: {}", func, code.name()),
             Error::MediaUnavailable(e) if e.message.is_empty() => write!(f, "media unavailable: {}", e.reason),
             Error::MediaUnavailable(e) => write!(f, "media unavailable: {}: {}", e.reason, e.message),
+            Error::ChannelFailed { func, message } if message.is_empty() => write!(f, "botrun.{}: CHANNEL_FAILED", func),
+            Error::ChannelFailed { func, message } => write!(f, "botrun.{}: CHANNEL_FAILED: {}", func, message),
             Error::NotSent(r) => write!(f, "send {} {}: {}", r.key, r.status, r.error),
             Error::Waiting => write!(f, "{}", WAITING),
             Error::BadResult(func) => write!(f, "botrun.{}: bad result", func),
@@ -353,6 +368,29 @@ fn result(f: &'static str, n: i32) -> Result<Vec<u8>, Error> {
         }
     }
     Ok(buf)
+}
+
+/// The answer of `edit` or `typing` (`func`): Ok, `Error::ChannelFailed`
+/// with the pending result's message, or `Error::Host`.
+fn channel_op(func: &'static str, n: i32) -> Result<(), Error> {
+    if n == 0 {
+        return Ok(());
+    }
+    if Code::from_raw(n) != Code::ChannelFailed {
+        return Err(host(func, n));
+    }
+    // The host cuts the channel's message to 512 bytes; escaped in JSON (six
+    // bytes for a '<') that is at most about 3 KiB.
+    let mut buf = vec![0u8; 4096];
+    let got = unsafe { result_read(buf.as_mut_ptr(), buf.len() as i32) };
+    if got < 0 {
+        return Err(host("result_read", got));
+    }
+    buf.truncate(got as usize);
+    match json::decode_channel_error(&buf) {
+        Some(message) => Err(Error::ChannelFailed { func, message }),
+        None => Err(Error::BadResult(func)),
+    }
 }
 
 // The statuses of a `SendResult` (abi/SPEC.md section 2); `REPLAYED` is the
@@ -626,6 +664,50 @@ impl Context {
         }
     }
 
+    /// Replaces the text of a message the bot sent in `chat`: `message` is
+    /// the `ref` its `send` returned (a `post`'s send is made after the
+    /// handler returns, so its ref is not known: `send` what you mean to
+    /// edit). The channel edits it now; the edit is not journaled (a retry of
+    /// the event edits again, which changes nothing), takes no number in the
+    /// event's derived keys and does not count against `bot.max_sends`.
+    ///
+    /// Errors: `Error::ChannelFailed` when the channel refused or failed it,
+    /// with the channel's message (the event goes on); `Error::Host` with
+    /// UNSUPPORTED (the channel cannot edit, e.g. WhatsApp or Twilio, or a
+    /// host without edit), BAD_PAYLOAD (an empty chat, message or text, or a
+    /// chat or message that is not printable), TOO_LARGE (over 1 MiB). While
+    /// a flow replays a step already taken it makes no call and returns
+    /// Ok(()).
+    pub fn edit(&self, chat: &str, message: &str, text: &str) -> Result<(), Error> {
+        if self.replaying {
+            return Ok(()); // the step's edit was made with the message that took it
+        }
+        let mut b = String::from("{\"chat\":");
+        json::put_string(&mut b, chat);
+        b.push_str(",\"message\":");
+        json::put_string(&mut b, message);
+        b.push_str(",\"text\":");
+        json::put_string(&mut b, text);
+        b.push('}');
+        channel_op("edit", unsafe { edit(b.as_ptr(), b.len() as i32) })
+    }
+
+    /// Shows "typing…" in `chat` for a few seconds (or until the bot's next
+    /// message), where the channel has it: webchat, Telegram, and WhatsApp
+    /// (in answer to the event's message, which it marks read). Not
+    /// journaled, not a send; its errors are `edit`'s (UNSUPPORTED on
+    /// Twilio). A bot usually ignores them: the indicator is a courtesy.
+    /// While a flow replays a step already taken it makes no call.
+    pub fn typing(&self, chat: &str) -> Result<(), Error> {
+        if self.replaying {
+            return Ok(());
+        }
+        let mut b = String::from("{\"chat\":");
+        json::put_string(&mut b, chat);
+        b.push('}');
+        channel_op("typing", unsafe { typing(b.as_ptr(), b.len() as i32) })
+    }
+
     /// Writes a line to the host log (LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR).
     pub fn log(&self, level: i32, msg: &str) {
         unsafe { log(level, msg.as_ptr(), msg.len() as i32) }
@@ -686,7 +768,9 @@ pub fn now() -> i64 {
 /// it is re-run from the start for each message with the answers so far.
 /// While it replays the steps it already took (up to the `ask` that returns
 /// this message's answer) its sends are not made: they return a SendResult
-/// with status `REPLAYED`, so a reply between two questions goes out once.
+/// with status `REPLAYED`, so a reply between two questions goes out once
+/// (`edit` and `typing` return Ok(()) without a call, a broadcast is marked
+/// `replayed`).
 /// The state format is abi/SPEC.md section 7, the same in every SDK.
 pub struct Flow<'a> {
     pub ctx: &'a mut Context,
