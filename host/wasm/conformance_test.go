@@ -571,13 +571,12 @@ var channelRows = []conformanceRow{
 	// (no fault; the report is posted after it).
 	{name: "edit/channel-failed", text: "edit c1 m-7 final", env: func(e *scripted) { e.editErr = errEditRefused },
 		want: "channel-failed " + errEditRefused.Error(), calls: []string{"edit c1 m-7 final"}, logs: []string{"the channel failed", "func=edit"}},
-	// A message that is over 1 KiB of JSON once escaped ('<' is \u003c)
-	// reaches the guest whole.
+	// The host cuts the channel's message to 160 bytes, so its JSON stays
+	// within 1 KiB whatever it escapes ('<' is \u003c).
 	{name: "edit/channel-failed-escaped", text: "edit c1 m-7 final", env: func(e *scripted) { e.editErr = errors.New(strings.Repeat("<", 200)) },
-		want: "channel-failed " + strings.Repeat("<", 200)},
-	// The host cuts the channel's message to 512 bytes.
+		want: "channel-failed " + strings.Repeat("<", 160)},
 	{name: "edit/channel-failed-cut", text: "edit c1 m-7 final", env: func(e *scripted) { e.editErr = errors.New(strings.Repeat("y", 600)) },
-		want: "channel-failed " + strings.Repeat("y", 512)},
+		want: "channel-failed " + strings.Repeat("y", 160)},
 	{name: "edit/no-message", text: "edit c1 - final", want: "err BAD_PAYLOAD", calls: []string{},
 		logs: []string{"guest passed a bad payload", "func=edit"}},
 	{name: "edit/empty-text", text: "edit c1 m-7 -", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"guest passed a bad payload"}},
