@@ -69,6 +69,11 @@ func DiscardSend(ctx context.Context, outbox durability.OutboxJournal, key strin
 	}
 }
 
+// ErrInvalidSend is wrapped by the errors of Enqueue, SendLater and
+// BroadcastLater for a request that can never be journaled (a bad name, a
+// missing field, an unknown provider); their other errors are the journal's.
+var ErrInvalidSend = errors.New("invalid send")
+
 // Enqueue journals a send made outside any handler (an operator's, a
 // script's), for a running bot's sweeper to deliver: now, or held until at
 // (Unix ms) when at is later. Without a key, a random one. It works on a
@@ -79,13 +84,13 @@ func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 		key = "rnd:" + randomID()
 	}
 	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckName("idempotency key", key)); err != nil {
-		return abi.SendResult{}, fmt.Errorf("send: %w", err)
+		return abi.SendResult{}, fmt.Errorf("send: %w: %w", ErrInvalidSend, err)
 	}
 	if text == "" || chat == "" || providerID == "" {
-		return abi.SendResult{}, errors.New("send: a provider, a chat and a text are required")
+		return abi.SendResult{}, fmt.Errorf("send: %w: a provider, a chat and a text are required", ErrInvalidSend)
 	}
 	if at < 0 {
-		return abi.SendResult{}, fmt.Errorf("send: at %d is negative (Unix milliseconds)", at)
+		return abi.SendResult{}, fmt.Errorf("send: %w: at %d is negative (Unix milliseconds)", ErrInvalidSend, at)
 	}
 	payload, _ := json.Marshal(outMsg{Text: text})
 	now := time.Now().UnixMilli()
@@ -109,7 +114,7 @@ func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 // SendLater journals a send for this bot's sweeper (see Enqueue) and wakes it.
 func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
 	if _, ok := b.providers[providerID]; !ok || providerID == alertsProvider {
-		return abi.SendResult{}, fmt.Errorf("send: provider %q is not configured", providerID)
+		return abi.SendResult{}, fmt.Errorf("send: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	res, err := Enqueue(ctx, b.outbox, providerID, chat, text, key, at)
 	if err == nil {
@@ -152,10 +157,10 @@ func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 // Broadcast) and wakes it.
 func (b *Bot) BroadcastLater(ctx context.Context, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
 	if _, ok := b.providers[providerID]; !ok || providerID == alertsProvider {
-		return abi.BroadcastResult{}, fmt.Errorf("broadcast: provider %q is not configured", providerID)
+		return abi.BroadcastResult{}, fmt.Errorf("broadcast: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	if max := b.cfg.Bot.MaxBroadcast; len(req.Chats) > max {
-		return abi.BroadcastResult{}, fmt.Errorf("broadcast: %d chats, over bot.max_broadcast (%d)", len(req.Chats), max)
+		return abi.BroadcastResult{}, fmt.Errorf("broadcast: %w: %d chats, over bot.max_broadcast (%d)", ErrInvalidSend, len(req.Chats), max)
 	}
 	res, err := Broadcast(ctx, b.outbox, providerID, "", req)
 	if err == nil {

@@ -352,6 +352,10 @@ func cmdBroadcast(args []string, stdout, stderr io.Writer) int {
 	if code := checkProvider("broadcast", *cfgPath, *provider, stderr); code != 0 {
 		return code
 	}
+	if cfg, err := config.Load(*cfgPath); err == nil && len(chats) > cfg.Bot.MaxBroadcast {
+		fmt.Fprintf(stderr, "botrun broadcast: %d chats, over bot.max_broadcast (%d): raise it in [bot] or split the list\n", len(chats), cfg.Bot.MaxBroadcast)
+		return 2
+	}
 	j, done, ok := openJournals(*cfgPath, stderr)
 	if !ok {
 		return 1

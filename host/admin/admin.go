@@ -223,7 +223,7 @@ func (a *api) send(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := a.bot.SendLater(r.Context(), body.Provider, body.Chat, body.Text, body.Key, body.At)
 	if err != nil {
-		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, "botrun admin: "+err.Error(), sendStatus(err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -259,12 +259,21 @@ func (a *api) broadcast(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := a.bot.BroadcastLater(r.Context(), head.Provider, req)
 	if err != nil {
-		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, "botrun admin: "+err.Error(), sendStatus(err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusAccepted)
 	json.NewEncoder(w).Encode(res)
+}
+
+// sendStatus is the HTTP status of a failed operator send: 400 for a request
+// that can never be journaled, 503 when the journal failed (try again).
+func sendStatus(err error) int {
+	if errors.Is(err, host.ErrInvalidSend) {
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
 }
 
 // op runs one operation on the record named in the path.
