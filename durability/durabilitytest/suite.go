@@ -594,6 +594,28 @@ func runOutbox(t *testing.T, nb NewBackend) {
 		}
 	})
 
+	t.Run("a reclaiming claim is not crowded out by scheduled sends", func(t *testing.T) {
+		j, _ := open(t, nb)
+		// 300 sends held until much later, journaled first: more than a
+		// claim of 1 looks at (4 x limit + 256).
+		for i := range 300 {
+			st, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: fmt.Sprint("later-", i), Provider: "web", Chat: "c1",
+				Payload: []byte(`"x"`), NotBefore: 1_000_000}, int64(10+i), nil)
+			if err != nil || st != durability.Created {
+				t.Fatalf("Put scheduled %d: %v %v", i, st, err)
+			}
+		}
+		if got := check(j.Outbox.ClaimDue(ctx, durability.ClaimOptions{Lease: lease("other", 500, 9000), Limit: 10}))(t); len(got) != 0 {
+			t.Fatalf("a scheduled send was claimed before its time: %+v", got[0].Record)
+		}
+		l := lease("me", 400, 90000)
+		putOut(t, j, "mine-in-flight", "c1", 400, &l)
+		got := check(j.Outbox.ClaimDue(ctx, durability.ClaimOptions{Lease: lease("me", 2100, 3100), Limit: 1, Reclaim: &durability.Reclaim{Owner: "me", Before: 1500}}))(t)
+		if len(got) != 1 || got[0].Record.Key != "mine-in-flight" || !got[0].Ambiguous {
+			t.Fatalf("reclaim claimed %+v, want this instance's send in flight", got)
+		}
+	})
+
 	t.Run("resolveAmbiguous to unknown or pending", func(t *testing.T) {
 		j, _ := open(t, nb)
 		for _, k := range []string{"a", "b"} {

@@ -50,6 +50,10 @@ const claimOutboxSQL = `
 WITH cand AS (
 	SELECT key, convert_from(value, 'UTF8')::jsonb AS r FROM %[1]s
 	WHERE grp = $1 AND due IS NOT NULL AND due <= $2
+		-- A reclaiming claim looks past now for this instance's sends in
+		-- flight; sends held until later (scheduled, backing off) are not
+		-- candidates, so they never take the candidates' places.
+		AND (due <= $5 OR convert_from(value, 'UTF8')::jsonb->>'state' = 'sending')
 	ORDER BY ord, key
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
