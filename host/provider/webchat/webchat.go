@@ -142,8 +142,10 @@ type Provider struct {
 	// waiting holds, per chat with a long poll waiting, the channel closed
 	// by the next send to that chat.
 	waiting map[string]*waiters
-	// typing holds, per chat, when its typing indicator ends.
-	typing map[string]time.Time
+	// typing holds, per chat, when its typing indicator ends; typingFor is
+	// how long one shows (TypingFor).
+	typing    map[string]time.Time
+	typingFor time.Duration
 }
 
 type waiters struct {
@@ -167,7 +169,7 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 		store = NewMemoryTranscript()
 	}
 	return &Provider{id: cfg.ID, cfg: cfg, retention: env.Retention, admit: env.Admitter, store: store, log: log,
-		limit: newLimiter(cfg.RateLimit, cfg.Burst), waiting: map[string]*waiters{}}, nil
+		limit: newLimiter(cfg.RateLimit, cfg.Burst), waiting: map[string]*waiters{}, typingFor: TypingFor}, nil
 }
 
 // CheckListen implements provider.ListenChecker: without allow_public, the
@@ -275,7 +277,7 @@ func (p *Provider) Typing(_ context.Context, chat, _ string) error {
 			delete(p.typing, c) // bounded by the chats typing now
 		}
 	}
-	p.typing[chat] = now.Add(TypingFor)
+	p.typing[chat] = now.Add(p.typingFor)
 	p.mu.Unlock()
 	p.notify(chat)
 	return nil
