@@ -101,6 +101,30 @@ func buildBotrun(t *testing.T) string {
 	return bin
 }
 
+// startBotrun starts botrun on cfgPath and waits until it answers /healthz
+// at addr.
+func startBotrun(t *testing.T, bin, cfgPath, addr string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, cfgPath)
+	cmd.Stderr, cmd.Stdout = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("botrun did not come up within 60 s: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestSIGKILL runs botrun as a child process on each backend, drives traffic
 // over many chats, SIGKILLs it at seeded random moments and restarts it, then
 // checks that every admitted message was handled and no reply went out twice
@@ -234,26 +258,7 @@ token = %q
 		wg.Wait()
 	}()
 
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, cfgPath)
-		cmd.Stderr, cmd.Stdout = io.Discard, io.Discard
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-				return cmd
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("botrun did not come up: %v", err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	start := func() *exec.Cmd { return startBotrun(t, bin, cfgPath, addr) }
 	for range kills {
 		cmd := start()
 		time.Sleep(time.Duration(50+rng.IntN(350)) * time.Millisecond)
@@ -521,26 +526,7 @@ secret = %q
 		fans[i] = fmt.Sprintf("fan-%d", i)
 	}
 	body, _ := json.Marshal(map[string]any{"provider": "gw", "chats": fans, "text": "news", "key_prefix": "news:1"})
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, cfgPath)
-		cmd.Stderr, cmd.Stdout = io.Discard, io.Discard
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			resp, err := http.Get("http://" + addr + "/healthz")
-			if err == nil {
-				resp.Body.Close()
-				return cmd
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("botrun did not come up: %v", err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	start := func() *exec.Cmd { return startBotrun(t, bin, cfgPath, addr) }
 	// post sends the broadcast until the running bot accepts it, or its
 	// process ends.
 	post := func(done <-chan struct{}) bool {

@@ -97,6 +97,20 @@ func call(t *testing.T, method, url, tok string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// postBody POSTs body to url with the admin token.
+func postBody(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -254,17 +268,7 @@ func TestAdminOwnListener(t *testing.T) {
 // until "at"; the outbox lists it as scheduled.
 func TestSendSchedules(t *testing.T) {
 	_, _, srv := setup(t, token)
-	post := func(body string) (int, string) {
-		req, _ := http.NewRequest("POST", srv.URL+"/admin/send", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := func(body string) (int, string) { return postBody(t, srv.URL+"/admin/send", body) }
 	at := time.Now().Add(time.Hour).UnixMilli()
 	if code, body := post(fmt.Sprintf(`{"provider":"web","chat":"c1","text":"later","key":"op:1","at":%d}`, at)); code != http.StatusAccepted || !strings.Contains(body, `"status":"scheduled"`) {
 		t.Fatalf("POST /admin/send: HTTP %d %s", code, body)
@@ -283,17 +287,7 @@ func TestSendSchedules(t *testing.T) {
 // chat; posted again, nothing new.
 func TestBroadcastJournalsOnce(t *testing.T) {
 	_, _, srv := setup(t, token)
-	post := func(body string) (int, string) {
-		req, _ := http.NewRequest("POST", srv.URL+"/admin/broadcast", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := func(body string) (int, string) { return postBody(t, srv.URL+"/admin/broadcast", body) }
 	body := `{"provider":"web","chats":["a","b","a"],"text":"news","key_prefix":"n:1"}`
 	if code, got := post(body); code != http.StatusAccepted || !strings.Contains(got, `"journaled":2`) {
 		t.Fatalf("first broadcast: HTTP %d %s", code, got)
