@@ -345,33 +345,40 @@ func DecodeBroadcastRequest(b []byte) (BroadcastRequest, error) {
 	if err := decodeStrict(b, "broadcast request", &r); err != nil {
 		return BroadcastRequest{}, err
 	}
+	if err := r.Check(); err != nil {
+		return BroadcastRequest{}, err
+	}
+	return r, nil
+}
+
+// Check validates a broadcast request however it was decoded. Every error
+// wraps ErrBadPayload.
+func (r BroadcastRequest) Check() error {
 	switch {
 	case len(r.Chats) == 0:
-		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: \"chats\" is required", ErrBadPayload)
+		return fmt.Errorf("%w: broadcast request: \"chats\" is required", ErrBadPayload)
 	case r.KeyPrefix == "":
-		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: \"key_prefix\" is required (the keys are <key_prefix>:<chat>)", ErrBadPayload)
+		return fmt.Errorf("%w: broadcast request: \"key_prefix\" is required (the keys are <key_prefix>:<chat>)", ErrBadPayload)
 	case r.Text == "" && r.Media == nil:
-		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: \"text\" or \"media\" is required", ErrBadPayload)
+		return fmt.Errorf("%w: broadcast request: \"text\" or \"media\" is required", ErrBadPayload)
 	case r.At < 0:
-		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: \"at\" %d is negative", ErrBadPayload, r.At)
+		return fmt.Errorf("%w: broadcast request: \"at\" %d is negative", ErrBadPayload, r.At)
 	}
 	if err := CheckName("\"key_prefix\"", r.KeyPrefix); err != nil {
-		return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: %w", ErrBadPayload, err)
+		return fmt.Errorf("%w: broadcast request: %w", ErrBadPayload, err)
 	}
 	for i, c := range r.Chats {
 		if c == "" {
-			return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: chats[%d] is empty", ErrBadPayload, i)
+			return fmt.Errorf("%w: broadcast request: chats[%d] is empty", ErrBadPayload, i)
 		}
 		if err := CheckName(fmt.Sprintf("chats[%d]", i), c); err != nil {
-			return BroadcastRequest{}, fmt.Errorf("%w: broadcast request: %w", ErrBadPayload, err)
+			return fmt.Errorf("%w: broadcast request: %w", ErrBadPayload, err)
 		}
 	}
 	if r.Media != nil {
-		if err := r.Media.validate(); err != nil {
-			return BroadcastRequest{}, err
-		}
+		return r.Media.validate()
 	}
-	return r, nil
+	return nil
 }
 
 func (m *Media) validate() error {

@@ -344,8 +344,7 @@ func cmdBroadcast(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	req := abi.BroadcastRequest{Chats: chats, Text: fs.Arg(0), KeyPrefix: *prefix, At: when}
-	body, _ := json.Marshal(req)
-	if _, err := abi.DecodeBroadcastRequest(body); err != nil {
+	if err := req.Check(); err != nil {
 		fmt.Fprintf(stderr, "botrun broadcast: %v\n", err)
 		return 2
 	}

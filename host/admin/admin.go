@@ -236,28 +236,21 @@ func (a *api) send(w http.ResponseWriter, r *http.Request) {
 // abi.BroadcastResult, 400 for a bad body. Posting the same key_prefix again
 // journals only the chats not journaled yet.
 func (a *api) broadcast(w http.ResponseWriter, r *http.Request) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, abi.MaxPayload+1))
-	if err != nil {
-		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	var head struct {
+	var body struct {
 		Provider string `json:"provider"`
+		abi.BroadcastRequest
 	}
-	json.Unmarshal(b, &head)
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
+	dec := json.NewDecoder(io.LimitReader(r.Body, abi.MaxPayload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
 		http.Error(w, `botrun admin: body must be {"provider","chats","text","key_prefix","at"?}: `+err.Error(), http.StatusBadRequest)
 		return
 	}
-	delete(raw, "provider")
-	rest, _ := json.Marshal(raw)
-	req, err := abi.DecodeBroadcastRequest(rest)
-	if err != nil {
+	if err := body.Check(); err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	res, err := a.bot.BroadcastLater(r.Context(), head.Provider, req)
+	res, err := a.bot.BroadcastLater(r.Context(), body.Provider, body.BroadcastRequest)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), sendStatus(err))
 		return
