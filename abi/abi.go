@@ -10,6 +10,12 @@ const (
 	ExportMemory = "memory"
 	// ExportInitialize is the optional reactor start function.
 	ExportInitialize = "_initialize"
+	// ExportBeforeSend is the optional send hook run before a send is
+	// journaled, (len i32) -> i32: it may rewrite or cancel the send.
+	ExportBeforeSend = "botrun_before_send"
+	// ExportAfterSend is the optional send hook run after a send was
+	// delivered, (len i32) -> i32, at least once per send.
+	ExportAfterSend = "botrun_after_send"
 )
 
 // Names of the host modules a guest may import from.
@@ -38,6 +44,7 @@ const (
 	FuncBroadcast   = "broadcast"
 	FuncEdit        = "edit"
 	FuncTyping      = "typing"
+	FuncRewrite     = "rewrite"
 )
 
 // Status is what botrun_on_event returns.
@@ -50,6 +57,8 @@ const (
 	// StatusHandlerError means the handler returned an error; the host reports it
 	// and does not retry, because the handler's effects already happened.
 	StatusHandlerError Status = 1
+	// StatusCancel is botrun_before_send's answer that cancels the send.
+	StatusCancel Status = 2
 )
 
 // Code is a negative result of a host function: an error the guest can act on.

@@ -120,6 +120,9 @@ const (
 	// SendScheduled answers an enqueue with a future "at": the send is
 	// journaled and held until then.
 	SendScheduled SendStatus = "scheduled"
+	// SendCancelled answers a send the module's botrun_before_send
+	// cancelled: nothing was journaled or sent.
+	SendCancelled SendStatus = "cancelled"
 )
 
 // SendResult is what the host answers to send, enqueue and post.
@@ -336,6 +339,8 @@ type BroadcastRequest struct {
 type BroadcastResult struct {
 	Journaled int `json:"journaled"`
 	Existing  int `json:"existing"`
+	// Cancelled counts the chats whose send botrun_before_send cancelled.
+	Cancelled int `json:"cancelled,omitempty"`
 }
 
 // DecodeBroadcastRequest parses and validates a broadcast request from
@@ -411,4 +416,49 @@ func CheckName(what, s string) error {
 		}
 	}
 	return nil
+}
+
+// Names of the send hooks, in SendHook.Hook.
+const (
+	HookBeforeSend = "before_send"
+	HookAfterSend  = "after_send"
+)
+
+// SendHook is what a send hook reads with event_read: one send of the
+// module, before it is journaled (before_send) or after it was delivered
+// (after_send, with Ref).
+type SendHook struct {
+	// Hook is HookBeforeSend or HookAfterSend.
+	Hook string `json:"hook"`
+	// Event is the id of the inbound event whose handler made the send.
+	Event    string   `json:"event"`
+	Provider string   `json:"provider"`
+	Chat     string   `json:"chat"`
+	Key      string   `json:"key"`
+	Text     string   `json:"text"`
+	Media    *Media   `json:"media"`
+	Buttons  []Button `json:"buttons,omitempty"`
+	List     *List    `json:"list,omitempty"`
+	// At is an enqueued send's hold time (Unix ms), 0 for now.
+	At int64 `json:"at,omitempty"`
+	// Ref is the provider's message id of the send's first part
+	// (after_send only; "" when the channel gives none).
+	Ref string `json:"ref,omitempty"`
+	// Time is the hook's clock (Unix ms): the event's received_at for
+	// before_send, the delivery time for after_send.
+	Time int64 `json:"time"`
+}
+
+// DecodeRewrite decodes the SendRequest a before_send hook passes to
+// rewrite: a SendRequest without idempotency_key and at, which were chosen
+// before the hook ran.
+func DecodeRewrite(b []byte) (SendRequest, error) {
+	req, err := DecodeSendRequest(b)
+	if err != nil {
+		return req, err
+	}
+	if req.IdempotencyKey != "" || req.At != 0 {
+		return req, fmt.Errorf("%w: a rewrite cannot change \"idempotency_key\" or \"at\": the key and the time were chosen before before_send", ErrBadPayload)
+	}
+	return req, nil
 }

@@ -148,6 +148,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	}
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
 		leases: b.leases, alerts: b.alerts, wake: b.wake}
+	if h, ok := b.guest.(SendHooks); ok {
+		b.sender.hooks = h
+	}
 	b.dispatch = newDispatcher(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
 	b.dispatch.setOnLow(b.sweepBatch()/4, b.queueLow)
 	return b, nil

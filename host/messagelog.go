@@ -63,6 +63,9 @@ func ReadLog(ctx context.Context, j durability.Journals, chat string, limit int)
 			Text: jr.Text, Media: jr.Media, ID: id})
 	}
 	for _, r := range out {
+		if internalProvider(r.Provider) {
+			continue // an alert's or an after_send hook's record, not a message
+		}
 		var m outMsg
 		if json.Unmarshal(r.Payload, &m) != nil {
 			continue

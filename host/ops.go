@@ -113,7 +113,7 @@ func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 
 // SendLater journals a send for this bot's sweeper (see Enqueue) and wakes it.
 func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
-	if _, ok := b.providers[providerID]; !ok || providerID == alertsProvider {
+	if _, ok := b.providers[providerID]; !ok || internalProvider(providerID) {
 		return abi.SendResult{}, fmt.Errorf("send: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	res, err := Enqueue(ctx, b.outbox, providerID, chat, text, key, at)
@@ -129,6 +129,18 @@ func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string,
 // guest's broadcast all journal through it. A key journaled before is not
 // sent again (it counts in Existing).
 func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
+	return broadcast(ctx, outbox, providerID, inbound, req, nil)
+}
+
+// chatHook runs a module's send hooks on one chat's send of a broadcast:
+// before it is journaled (it may rewrite it, or cancel it: keep is false),
+// and after (journal the after_send record).
+type chatHook struct {
+	before func(s *sendSpec) (keep bool, err error)
+	after  func(s sendSpec) error
+}
+
+func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest, hook *chatHook) (abi.BroadcastResult, error) {
 	var res abi.BroadcastResult
 	payload, _ := json.Marshal(outMsg{Text: req.Text, Media: req.Media})
 	now := time.Now().UnixMilli()
@@ -138,7 +150,21 @@ func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 			continue
 		}
 		seen[chat] = true
-		put := durability.OutboxPut{Key: req.KeyPrefix + ":" + chat, Provider: providerID, Chat: chat, Payload: payload,
+		s := sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: req.Text, Media: req.Media},
+			key: req.KeyPrefix + ":" + chat, inbound: inbound, at: req.At}
+		p := payload
+		if hook != nil {
+			keep, err := hook.before(&s)
+			if err != nil {
+				return res, fmt.Errorf("broadcast: %w", err)
+			}
+			if !keep {
+				res.Cancelled++
+				continue
+			}
+			p, _ = json.Marshal(s.msg)
+		}
+		put := durability.OutboxPut{Key: s.key, Provider: providerID, Chat: s.chat, Payload: p,
 			Fingerprint: fingerprint(chat, payload), Inbound: inbound, NotBefore: req.At}
 		st, _, err := outbox.Put(ctx, put, now, nil)
 		if err != nil {
@@ -149,6 +175,11 @@ func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 		} else {
 			res.Journaled++
 		}
+		if hook != nil {
+			if err := hook.after(s); err != nil {
+				return res, fmt.Errorf("broadcast: %w", err)
+			}
+		}
 	}
 	return res, nil
 }
@@ -156,7 +187,7 @@ func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 // BroadcastLater journals a broadcast for this bot's sweeper (see
 // Broadcast) and wakes it.
 func (b *Bot) BroadcastLater(ctx context.Context, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
-	if _, ok := b.providers[providerID]; !ok || providerID == alertsProvider {
+	if _, ok := b.providers[providerID]; !ok || internalProvider(providerID) {
 		return abi.BroadcastResult{}, fmt.Errorf("broadcast: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	if max := b.cfg.Bot.MaxBroadcast; len(req.Chats) > max {

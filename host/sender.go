@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/botrun/botrun/abi"
@@ -32,6 +33,8 @@ type sender struct {
 	alerts *alerts
 	// wake asks the sweeper for a sweep now.
 	wake signal
+	// hooks run the module's botrun_after_send (nil: a guest without hooks).
+	hooks SendHooks
 }
 
 // outMsg is the journaled content of a send.
@@ -54,14 +57,21 @@ type sendSpec struct {
 	inbound string
 	// at holds an enqueued send until this time (Unix ms; 0: now).
 	at int64
+	// prehook is the fingerprint of the chat and content before
+	// botrun_before_send rewrote them ("" when it did not): the parts'
+	// fingerprints derive from it, so a replay compares what the handler
+	// asked for, as the seed does.
+	prehook string
 }
 
 // part is one journal record of a send: the whole send, or one piece of a text
 // over the channel's limit.
 type part struct {
 	key, prev string
-	msg       outMsg
-	payload   []byte
+	// n numbers the part from 1.
+	n       int
+	msg     outMsg
+	payload []byte
 }
 
 // fingerprint identifies chat + content (before any hooks).
@@ -100,7 +110,7 @@ func (o *sender) parts(s sendSpec) []part {
 			// The choices go under the last part, which the user reads last.
 			m.Buttons, m.List = s.msg.Buttons, s.msg.List
 		}
-		ps[i].msg = m
+		ps[i].msg, ps[i].n = m, i+1
 		ps[i].payload, _ = json.Marshal(m)
 		ps[i].key = s.key
 		if i > 0 {
@@ -204,8 +214,12 @@ func (o *sender) diverged(s sendSpec, p part, rec durability.OutboxRecord, fp st
 }
 
 func (o *sender) put(s sendSpec, p part, key, prev string) durability.OutboxPut {
+	fp := fingerprint(s.chat, p.payload)
+	if s.prehook != "" {
+		fp = fingerprint(s.prehook, []byte(strconv.Itoa(p.n)))
+	}
 	return durability.OutboxPut{Key: key, Provider: s.provider, Chat: s.chat, Payload: p.payload,
-		Fingerprint: fingerprint(s.chat, p.payload), PreviousPart: prev, Inbound: s.inbound, NotBefore: s.at}
+		Fingerprint: fp, PreviousPart: prev, Inbound: s.inbound, NotBefore: s.at}
 }
 
 // sendPart journals one part and delivers it inline (see sendNow for hold).
@@ -461,6 +475,11 @@ func (o *sender) noteFailWrite(key string, err error) bool {
 func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 	rec := c.Record
 	if !o.stillHeld(ctx, &rec) {
+		return
+	}
+	if rec.Provider == afterSendProvider {
+		// A claim a crash left in flight runs the hook again: at least once.
+		o.runAfterSend(ctx, rec)
 		return
 	}
 	now := time.Now().UnixMilli()

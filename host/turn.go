@@ -62,6 +62,8 @@ type turn struct {
 	// the size of their content.
 	posted      []sendSpec
 	postedBytes int
+	// hooks run the module's send hooks (nil: a guest without them).
+	hooks SendHooks
 }
 
 // maxPostedBytes bounds the content of an event's posted sends held in
@@ -77,7 +79,7 @@ func (t *turn) flushMark(ctx context.Context) {
 func (b *Bot) newTurn(ev abi.Event) *turn {
 	return &turn{sender: b.sender, state: b.state, providers: b.providers, metrics: &b.metrics,
 		maxSends: b.cfg.Bot.MaxSends, maxBroadcast: b.cfg.Bot.MaxBroadcast, quota: int64(b.cfg.Bot.MaxChatState),
-		event: ev, writes: map[string]durability.StateWrite{},
+		event: ev, writes: map[string]durability.StateWrite{}, hooks: b.sender.hooks,
 		stored: map[string]int{}, usage: map[string]*stateUsage{}}
 }
 
@@ -268,6 +270,19 @@ func (t *turn) Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, e
 	return t.send(ctx, s)
 }
 
+// hookedSend runs botrun_before_send on s, then sends it with send, then
+// journals its botrun_after_send.
+func (t *turn) hookedSend(ctx context.Context, s sendSpec, send func(sendSpec) (abi.SendResult, error)) (abi.SendResult, error) {
+	if res, done, err := t.beforeSend(ctx, &s); done || err != nil {
+		return res, err
+	}
+	res, err := send(s)
+	if err == nil {
+		err = t.afterSend(ctx, s, res)
+	}
+	return res, err
+}
+
 // Post implements wasm.Env: the send is numbered and keyed now, and made when
 // the handler returns.
 func (t *turn) Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
@@ -306,9 +321,13 @@ func (t *turn) flushPosted(ctx context.Context) error {
 	return nil
 }
 
-// send makes one send of the turn: inline, unless an earlier send of the
-// turn to its provider was deferred.
+// send makes one send of the turn (through the send hooks): inline, unless
+// an earlier send of the turn to its provider was deferred.
 func (t *turn) send(ctx context.Context, s sendSpec) (abi.SendResult, error) {
+	return t.hookedSend(ctx, s, func(s sendSpec) (abi.SendResult, error) { return t.sendNow(ctx, s) })
+}
+
+func (t *turn) sendNow(ctx context.Context, s sendSpec) (abi.SendResult, error) {
 	if t.down[s.provider] {
 		res, err := t.sender.enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
@@ -340,7 +359,7 @@ func (t *turn) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult
 		return abi.SendResult{}, err
 	}
 	s.at = req.At
-	return t.sender.enqueue(ctx, s)
+	return t.hookedSend(ctx, s, func(s sendSpec) (abi.SendResult, error) { return t.sender.enqueue(ctx, s) })
 }
 
 // Broadcast implements wasm.Broadcaster: one send per chat, journaled under
@@ -358,7 +377,24 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 	if len(req.Chats) > t.maxBroadcast {
 		return abi.BroadcastResult{}, fmt.Errorf("event %s: a broadcast to %d chats is over bot.max_broadcast (%d): %w", t.event.ID, len(req.Chats), t.maxBroadcast, wasm.ErrTooLarge)
 	}
-	res, err := Broadcast(ctx, t.sender.outbox, t.event.Provider, t.event.ID, req)
+	var hook *chatHook
+	if t.hooks != nil {
+		if before, after := t.hooks.Hooks(); before || after {
+			hook = &chatHook{
+				before: func(s *sendSpec) (bool, error) {
+					res, done, err := t.beforeSend(ctx, s)
+					if done && res.Status == abi.SendDead {
+						t.sender.log.Warn("broadcast: botrun_before_send failed; that chat's send is cancelled", "key", s.key, "err", res.Error)
+					}
+					return !done, err
+				},
+				after: func(s sendSpec) error {
+					return t.afterSend(ctx, s, abi.SendResult{Status: abi.SendDeferred, Key: s.key})
+				},
+			}
+		}
+	}
+	res, err := broadcast(ctx, t.sender.outbox, t.event.Provider, t.event.ID, req, hook)
 	if err == nil {
 		t.metrics.outboxJournaled.Add(int64(res.Journaled))
 		t.sender.wake.notify()

@@ -140,3 +140,5 @@ func hostTyping(p unsafe.Pointer, n int32) int32 { return hostChannelOp("typing"
 
 func hostNowMs() int64          { return 0 }
 func hostMediaLoad(int32) int32 { return -4 }
+
+func hostRewrite(unsafe.Pointer, int32) int32 { return -4 }

@@ -51,3 +51,6 @@ func hostEdit(p unsafe.Pointer, n int32) int32
 
 //go:wasmimport botrun typing
 func hostTyping(p unsafe.Pointer, n int32) int32
+
+//go:wasmimport botrun rewrite
+func hostRewrite(p unsafe.Pointer, n int32) int32

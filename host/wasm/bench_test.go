@@ -53,12 +53,12 @@ func BenchmarkInstanceCost(b *testing.B) {
 			runtime.ReadMemStats(&before)
 			insts := make([]*instance, n)
 			for i := range insts {
-				if insts[i], err = m.acquire(context.Background()); err != nil {
+				if insts[i], err = m.acquire(context.Background(), &m.events); err != nil {
 					b.Fatal(err)
 				}
 			}
 			for _, inst := range insts {
-				m.release(context.Background(), inst, false)
+				m.release(context.Background(), &m.events, inst, false)
 			}
 			// One event on each instance: the guest's memory as it serves.
 			var wg sync.WaitGroup
@@ -73,14 +73,14 @@ func BenchmarkInstanceCost(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&after)
 			linear := uint64(0)
-			for _, inst := range m.idle {
+			for _, inst := range m.events.idle {
 				linear += uint64(inst.mod.Memory().Size())
 			}
-			perLinear := float64(linear) / float64(len(m.idle)) / (1 << 20)
+			perLinear := float64(linear) / float64(len(m.events.idle)) / (1 << 20)
 			perHeap := float64(after.HeapInuse-before.HeapInuse) / n / (1 << 20)
 			b.ReportMetric(perLinear, "MiB-linear/instance")
 			b.ReportMetric(perHeap, "MiB-heap/instance")
-			fmt.Printf("instance cost, %s echo: %.2f MiB of linear memory, %.2f MiB of host heap (%d instances)\n", g.name, perLinear, perHeap, len(m.idle))
+			fmt.Printf("instance cost, %s echo: %.2f MiB of linear memory, %.2f MiB of host heap (%d instances)\n", g.name, perLinear, perHeap, len(m.events.idle))
 		})
 	}
 }

@@ -156,13 +156,17 @@ func (e *Engine) LoadBytes(ctx context.Context, name string, b []byte) (*Module,
 		name:     name,
 		digest:   hex.EncodeToString(sum[:]),
 		compiled: cm,
-		slots:    make(chan struct{}, e.cfg.Workers),
+		events:   pool{slots: make(chan struct{}, e.cfg.Workers)},
+		hooks:    pool{slots: make(chan struct{}, e.cfg.Workers)},
 	}
+	exports := cm.ExportedFunctions()
+	_, m.before = exports[abi.ExportBeforeSend]
+	_, m.after = exports[abi.ExportAfterSend]
 	inst, err := m.instantiate(ctx)
 	if err != nil {
 		cm.Close(ctx)
 		return nil, err
 	}
-	m.idle = append(m.idle, inst)
+	m.events.idle = append(m.events.idle, inst)
 	return m, nil
 }

@@ -97,6 +97,12 @@ type call struct {
 	hostErr error
 	// deadline is the guest's clock, paused while a host call waits.
 	deadline *guestDeadline
+	// hook is the send hook export this call runs ("" for an event): a
+	// hook reads its SendHook with event_read and may log, but the event's
+	// functions answer it as outside an event.
+	hook string
+	// rewrite is the send as botrun_before_send rewrote it.
+	rewrite *abi.SendRequest
 }
 
 // wait runs a host call that waits on a channel (a send retried inline, a
@@ -135,6 +141,15 @@ func callOf(ctx context.Context) *call {
 	return c
 }
 
+// eventOf is the call of the event running, nil outside one: during a send
+// hook too, so a hook neither sends nor touches state.
+func eventOf(ctx context.Context) *call {
+	if c := callOf(ctx); c != nil && c.hook == "" {
+		return c
+	}
+	return nil
+}
+
 const (
 	i32 = api.ValueTypeI32
 	i64 = api.ValueTypeI64
@@ -160,6 +175,7 @@ func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	fn(abi.FuncBroadcast, []api.ValueType{i32, i32}, []api.ValueType{i32}, broadcast)
 	fn(abi.FuncEdit, []api.ValueType{i32, i32}, []api.ValueType{i32}, channelOp(abi.FuncEdit))
 	fn(abi.FuncTyping, []api.ValueType{i32, i32}, []api.ValueType{i32}, channelOp(abi.FuncTyping))
+	fn(abi.FuncRewrite, []api.ValueType{i32, i32}, []api.ValueType{i32}, rewrite)
 	return b
 }
 
@@ -286,7 +302,7 @@ func sendFunc(name string) api.GoModuleFunc {
 // within an event. ok is false when the call is answered already (stack[0]
 // holds UNSUPPORTED outside an event, TOO_LARGE or BAD_POINTER).
 func payloadArg(ctx context.Context, mod api.Module, stack []uint64) (c *call, b []byte, ok bool) {
-	c = callOf(ctx)
+	c = eventOf(ctx)
 	if c == nil {
 		stack[0] = code(abi.CodeUnsupported)
 		return nil, nil, false
@@ -306,7 +322,7 @@ func payloadArg(ctx context.Context, mod api.Module, stack []uint64) (c *call, b
 // broadcast journals one send per chat (abi.BroadcastRequest) and answers an
 // abi.BroadcastResult.
 func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
-	if c := callOf(ctx); c != nil {
+	if c := eventOf(ctx); c != nil {
 		if _, ok := c.env.(Broadcaster); !ok {
 			stack[0] = code(abi.CodeUnsupported)
 			return
@@ -347,7 +363,7 @@ func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
 // channel's error as the pending result.
 func channelOp(name string) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
-		if c := callOf(ctx); c != nil {
+		if c := eventOf(ctx); c != nil {
 			if _, ok := c.env.(Editor); !ok {
 				stack[0] = code(abi.CodeUnsupported)
 				return
@@ -420,7 +436,7 @@ func (c *call) stateErr(err error) uint64 {
 }
 
 var stateGet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-	c := callOf(ctx)
+	c := eventOf(ctx)
 	key, bad := stateKey(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
 	switch {
 	case c == nil:
@@ -447,7 +463,7 @@ var stateGet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack 
 })
 
 var stateSet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-	c := callOf(ctx)
+	c := eventOf(ctx)
 	key, bad := stateKey(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
 	switch {
 	case c == nil:
@@ -475,7 +491,7 @@ var stateSet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack 
 })
 
 var stateDelete = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-	c := callOf(ctx)
+	c := eventOf(ctx)
 	key, bad := stateKey(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
 	switch {
 	case c == nil:
@@ -541,7 +557,7 @@ var nowMs = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []u
 })
 
 var mediaLoad = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-	c := callOf(ctx)
+	c := eventOf(ctx)
 	if c == nil {
 		stack[0] = code(abi.CodeUnsupported)
 		return
@@ -577,4 +593,33 @@ var mediaLoad = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack
 	default:
 		stack[0] = c.fail(err)
 	}
+})
+
+// rewrite replaces the send botrun_before_send is looking at with the
+// SendRequest at (ptr, len): a hook's answer (the last call wins). Anywhere
+// else it is UNSUPPORTED.
+var rewrite = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	c := callOf(ctx)
+	if c == nil || c.hook != abi.ExportBeforeSend {
+		stack[0] = code(abi.CodeUnsupported)
+		return
+	}
+	n := api.DecodeU32(stack[1])
+	if n > abi.MaxPayload {
+		stack[0] = code(abi.CodeTooLarge)
+		return
+	}
+	b, ok := read(mod, api.DecodeU32(stack[0]), n)
+	if !ok {
+		stack[0] = code(abi.CodeBadPointer)
+		return
+	}
+	req, err := abi.DecodeRewrite(b)
+	if err != nil {
+		c.warn("guest passed a bad payload", "func", abi.FuncRewrite, "err", err)
+		stack[0] = code(abi.CodeBadPayload)
+		return
+	}
+	c.rewrite = &req
+	stack[0] = 0
 })

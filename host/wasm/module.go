@@ -20,20 +20,30 @@ import (
 	"github.com/botrun/botrun/abi"
 )
 
-// Module is one loaded bot module with its pool of instances. Handle may be
+// Module is one loaded bot module with its pools of instances. Handle may be
 // called from many goroutines; at most Config.Workers calls run at once and no
-// instance is ever used by two calls.
+// instance is ever used by two calls. Send hooks run on a pool of their own
+// (of the same size): a hook runs while a handler's instance waits in a
+// send, so it never takes, or waits for, a handler's instance.
 type Module struct {
 	engine   *Engine
 	logger   *slog.Logger
 	name     string
 	digest   string
 	compiled wazero.CompiledModule
-	slots    chan struct{}
+	// before and after say whether the module exports the send hooks.
+	before, after bool
 
 	mu     sync.Mutex
-	idle   []*instance
+	events pool
+	hooks  pool
 	closed bool
+}
+
+// pool is a set of instances and the slots that bound how many run at once.
+type pool struct {
+	slots chan struct{}
+	idle  []*instance
 }
 
 // Digest is the hex SHA-256 of the module's bytes.
@@ -76,8 +86,8 @@ func (inst *instance) endOutput(logger *slog.Logger, event string) {
 func (m *Module) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
-	idle := m.idle
-	m.idle = nil
+	idle := append(m.events.idle, m.hooks.idle...)
+	m.events.idle, m.hooks.idle = nil, nil
 	m.mu.Unlock()
 	for _, inst := range idle {
 		inst.mod.Close(ctx)
@@ -120,45 +130,45 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
-// acquire takes an instance, waiting while all Workers are busy.
-func (m *Module) acquire(ctx context.Context) (*instance, error) {
+// acquire takes an instance of p, waiting while all Workers are busy.
+func (m *Module) acquire(ctx context.Context, p *pool) (*instance, error) {
 	select {
-	case m.slots <- struct{}{}:
+	case p.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		<-m.slots
+		<-p.slots
 		return nil, fmt.Errorf("module %s is closed", m.name)
 	}
-	if n := len(m.idle); n > 0 {
-		inst := m.idle[n-1]
-		m.idle = m.idle[:n-1]
+	if n := len(p.idle); n > 0 {
+		inst := p.idle[n-1]
+		p.idle = p.idle[:n-1]
 		m.mu.Unlock()
 		return inst, nil
 	}
 	m.mu.Unlock()
 	inst, err := m.instantiate(ctx)
 	if err != nil {
-		<-m.slots
+		<-p.slots
 		return nil, err
 	}
 	return inst, nil
 }
 
-// release returns a healthy instance to the pool, or closes a broken one.
-func (m *Module) release(ctx context.Context, inst *instance, broken bool) {
+// release returns a healthy instance to p, or closes a broken one.
+func (m *Module) release(ctx context.Context, p *pool, inst *instance, broken bool) {
 	m.mu.Lock()
 	if broken || m.closed {
 		m.mu.Unlock()
 		inst.mod.Close(ctx)
 	} else {
-		m.idle = append(m.idle, inst)
+		p.idle = append(p.idle, inst)
 		m.mu.Unlock()
 	}
-	<-m.slots
+	<-p.slots
 }
 
 // HandlerError is returned by Handle when the guest's handler returned an
@@ -213,7 +223,7 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 	if err != nil {
 		return fmt.Errorf("wasm: encode event %s: %w", ev.ID, err)
 	}
-	inst, err := m.acquire(ctx)
+	inst, err := m.acquire(ctx, &m.events)
 	if err != nil {
 		return &FaultError{Kind: FaultHost, Err: err}
 	}
@@ -237,7 +247,7 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 	inst.endOutput(m.logger, ev.ID)
 
 	if callErr == nil && c.hostErr == nil {
-		m.release(ctx, inst, false)
+		m.release(ctx, &m.events, inst, false)
 		switch abi.Status(int32(res[0])) {
 		case abi.StatusOK:
 			return nil
@@ -249,8 +259,89 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 		}
 	}
 	fault := m.classify(inst, callErr, deadline, ctx.Err(), c.hostErr)
-	m.release(ctx, inst, true)
+	m.release(ctx, &m.events, inst, true)
 	return fault
+}
+
+// Hooks reports whether the module exports botrun_before_send and
+// botrun_after_send.
+func (m *Module) Hooks() (before, after bool) { return m.before, m.after }
+
+// BeforeSend is the outcome of botrun_before_send.
+type BeforeSend struct {
+	// Cancel is true when the hook cancelled the send.
+	Cancel bool
+	// Rewrite is the send as the hook rewrote it; nil when unchanged.
+	Rewrite *abi.SendRequest
+}
+
+// BeforeSend runs botrun_before_send for h on a hook instance. A module
+// without the hook answers the send unchanged. The error is a *HandlerError
+// (the hook returned HANDLER_ERROR) or a *FaultError.
+func (m *Module) BeforeSend(ctx context.Context, h abi.SendHook) (BeforeSend, error) {
+	if !m.before {
+		return BeforeSend{}, nil
+	}
+	h.Hook = abi.HookBeforeSend
+	status, c, err := m.runHook(ctx, abi.ExportBeforeSend, h)
+	if err != nil {
+		return BeforeSend{}, err
+	}
+	if status == abi.StatusCancel {
+		return BeforeSend{Cancel: true}, nil
+	}
+	return BeforeSend{Rewrite: c.rewrite}, nil
+}
+
+// AfterSend runs botrun_after_send for h on a hook instance; a module without
+// the hook does nothing. The error is a *HandlerError or a *FaultError.
+func (m *Module) AfterSend(ctx context.Context, h abi.SendHook) error {
+	if !m.after {
+		return nil
+	}
+	h.Hook = abi.HookAfterSend
+	_, _, err := m.runHook(ctx, abi.ExportAfterSend, h)
+	return err
+}
+
+// runHook calls the hook export name with h as its payload (event_read),
+// under the handler's deadline, its clock at h.Time and its random source
+// seeded with the send's key. OK and CANCEL are statuses; HANDLER_ERROR (and
+// any other) a *HandlerError.
+func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.Status, *call, error) {
+	payload, err := json.Marshal(h)
+	if err != nil {
+		return 0, nil, fmt.Errorf("wasm: encode %s hook %s: %w", name, h.Key, err)
+	}
+	inst, err := m.acquire(ctx, &m.hooks)
+	if err != nil {
+		return 0, nil, &FaultError{Kind: FaultHost, Err: err}
+	}
+	tag := name + " " + h.Key
+	c := &call{base: m.logger, eventID: tag, event: payload, receivedAt: h.Time, out: inst.out, hook: name}
+	inst.clock.set(h.Time)
+	inst.rand.reseed(name + "\x00" + h.Key)
+	inst.beginOutput(tag)
+	callCtx, dl := startDeadline(ctx, m.engine.cfg.HandlerTimeout)
+	c.deadline = dl
+	res, callErr := inst.mod.ExportedFunction(name).Call(withCall(callCtx, c), uint64(len(payload)))
+	deadline := context.Cause(callCtx)
+	dl.stop()
+	inst.endOutput(m.logger, tag)
+	if callErr != nil || c.hostErr != nil {
+		fault := m.classify(inst, callErr, deadline, ctx.Err(), c.hostErr)
+		m.release(ctx, &m.hooks, inst, true)
+		return 0, c, fault
+	}
+	m.release(ctx, &m.hooks, inst, false)
+	switch st := abi.Status(int32(res[0])); st {
+	case abi.StatusOK, abi.StatusCancel:
+		return st, c, nil
+	case abi.StatusHandlerError:
+	default:
+		c.log().Warn("send hook returned an unknown status; treating it as a handler error", "status", int32(res[0]))
+	}
+	return abi.StatusHandlerError, c, &HandlerError{Message: c.lastError}
 }
 
 func (m *Module) classify(inst *instance, callErr, deadline, parent, hostErr error) *FaultError {

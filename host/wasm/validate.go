@@ -23,6 +23,11 @@ func (e *Engine) validate(name string, cm wazero.CompiledModule) error {
 	} else if got := signature(fn); got != "(i32) -> (i32)" {
 		problems = append(problems, fmt.Sprintf("export %q has signature %s, want (i32) -> (i32)", abi.ExportOnEvent, got))
 	}
+	for _, hook := range []string{abi.ExportBeforeSend, abi.ExportAfterSend} {
+		if fn, ok := exports[hook]; ok && signature(fn) != "(i32) -> (i32)" {
+			problems = append(problems, fmt.Sprintf("export %q has signature %s, want (i32) -> (i32)", hook, signature(fn)))
+		}
+	}
 	if _, ok := cm.ExportedMemories()[abi.ExportMemory]; !ok {
 		problems = append(problems, fmt.Sprintf("missing export %q (the guest's linear memory)", abi.ExportMemory))
 	}

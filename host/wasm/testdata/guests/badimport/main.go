@@ -1,5 +1,5 @@
 // Command badimport exports the ABI but imports a host function that does not
-// exist.
+// exist, and exports a send hook with the wrong signature.
 package main
 
 import "unsafe"
@@ -14,3 +14,8 @@ func abiV1() {}
 func onEvent(n int32) int32 { return sned(nil, 0) }
 
 func main() {}
+
+// botrunBeforeSend has the wrong signature: a send hook is (i32) -> (i32).
+//
+//go:wasmexport botrun_before_send
+func botrunBeforeSend(n int32) {}
