@@ -155,4 +155,3 @@ func TestNoHooksNoExports(t *testing.T) {
 		})
 	}
 }
-
