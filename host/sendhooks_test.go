@@ -1,0 +1,303 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+// hookGuest is a native Guest with send hooks (SendHooks), recording each
+// hook call.
+type hookGuest struct {
+	native
+	before   func(h abi.SendHook) (wasm.BeforeSend, error)
+	afterErr func(n int, h abi.SendHook) error
+
+	mu      sync.Mutex
+	befores []abi.SendHook
+	afters  []abi.SendHook
+}
+
+func (g *hookGuest) Hooks() (bool, bool) { return g.before != nil, g.afterErr != nil }
+
+func (g *hookGuest) BeforeSend(_ context.Context, h abi.SendHook) (wasm.BeforeSend, error) {
+	g.mu.Lock()
+	g.befores = append(g.befores, h)
+	g.mu.Unlock()
+	return g.before(h)
+}
+
+func (g *hookGuest) AfterSend(_ context.Context, h abi.SendHook) error {
+	g.mu.Lock()
+	g.afters = append(g.afters, h)
+	n := 0
+	for _, a := range g.afters {
+		if a.Key == h.Key {
+			n++
+		}
+	}
+	g.mu.Unlock()
+	return g.afterErr(n, h)
+}
+
+// afterRuns counts the after_send runs of key, and returns the last one.
+func (g *hookGuest) afterRuns(key string) (int, abi.SendHook) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, last := 0, abi.SendHook{}
+	for _, a := range g.afters {
+		if a.Key == key {
+			n, last = n+1, a
+		}
+	}
+	return n, last
+}
+
+// TestBeforeSendRewritesAndCancels: botrun_before_send runs once per send,
+// before journaling, for send, enqueue, post and each chat of a broadcast;
+// a rewrite is what goes out, a cancel journals nothing and answers
+// cancelled, and a replay of the event (its hook rewriting the same way) is
+// deduplicated without counting a diverged send: the fingerprint is the
+// content before the hook.
+func TestBeforeSendRewritesAndCancels(t *testing.T) {
+	var mu sync.Mutex
+	var statuses []string
+	g := &hookGuest{before: func(h abi.SendHook) (wasm.BeforeSend, error) {
+		switch {
+		case strings.HasPrefix(h.Text, "secret"):
+			return wasm.BeforeSend{Cancel: true}, nil
+		case h.Text == "broken":
+			return wasm.BeforeSend{}, &wasm.HandlerError{Message: "no"}
+		case h.Chat == "c3":
+			return wasm.BeforeSend{Cancel: true}, nil
+		}
+		return wasm.BeforeSend{Rewrite: &abi.SendRequest{Chat: h.Chat, Text: strings.ToUpper(h.Text) + "!"}}, nil
+	}}
+	g.native = func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		note := func(res abi.SendResult, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			statuses = append(statuses, string(res.Status))
+			mu.Unlock()
+		}
+		note(env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "a"}))
+		note(env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "secret"}))
+		note(env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "broken"}))
+		note(env.Enqueue(ctx, abi.SendRequest{Chat: ev.Chat, Text: "b"}))
+		note(env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: "c"}))
+		res, err := env.(wasm.Broadcaster).Broadcast(ctx, abi.BroadcastRequest{Chats: []string{"c2", "c3"}, Text: "news", KeyPrefix: "n"})
+		if err != nil || res.Journaled+res.Existing != 1 || res.Cancelled != 1 {
+			t.Errorf("broadcast = %+v, %v; want 1 journaled (existing on the replay), 1 cancelled", res, err)
+		}
+		return nil
+	}
+	ch := newChannel()
+	b := newTestBot(t, testConfig(t, ""), backends["sqlite"](t), g, ch)
+	defer b.stop(t)
+	if _, err := b.admit(t, "c1", "m1", "go"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.quiet(1, 60*time.Second) {
+		t.Fatal("the event did not settle")
+	}
+	want := map[string]int{"c1/A!": 1, "c1/B!": 1, "c1/C!": 1, "c2/NEWS!": 1}
+	check := func(when string) {
+		t.Helper()
+		for k, n := range want {
+			chat, text, _ := strings.Cut(k, "/")
+			if got := ch.count(chat, text); got != n {
+				t.Errorf("%s: %q to %s delivered %d times, want %d: %q", when, text, chat, got, n, ch.texts())
+			}
+		}
+		if got := len(ch.texts()); got != 4 {
+			t.Errorf("%s: delivered %q, want 4 messages", when, ch.texts())
+		}
+	}
+	check("first run")
+	mu.Lock()
+	if got := strings.Join(statuses, " "); got != "sent cancelled dead deferred queued" {
+		t.Errorf("statuses %q", got)
+	}
+	mu.Unlock()
+	if rec := b.outboxRecord(t, "web:m1:1"); rec.State != durability.OutboxSent {
+		t.Errorf("the rewritten send: %+v", rec)
+	}
+	for _, key := range []string{"web:m1:2", "web:m1:3", "n:c3"} {
+		if _, err := b.outbox.Get(context.Background(), key); !errors.Is(err, durability.ErrNotFound) {
+			t.Errorf("%s was journaled (err %v): a cancelled or failed before_send journals nothing", key, err)
+		}
+	}
+	g.mu.Lock()
+	if n := len(g.befores); n != 7 {
+		t.Errorf("before_send ran %d times, want 7 (4 sends, 1 post, 2 broadcast chats)", n)
+	}
+	if h := g.befores[0]; h.Key != "web:m1:1" || h.Event != "web:m1" || h.Provider != "web" || h.Chat != "c1" || h.Time == 0 {
+		t.Errorf("first hook %+v", h)
+	}
+	g.mu.Unlock()
+
+	if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(60*time.Second, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.befores) == 14
+	}) || !b.quiet(1, 60*time.Second) {
+		t.Fatal("the replay did not run the hooks again")
+	}
+	check("after the replay")
+	if m := b.Metrics(); m.OutboxDiverged != 0 {
+		t.Errorf("outbox_diverged = %d: a rewritten send is compared by its content before the hook", m.OutboxDiverged)
+	}
+}
+
+// TestAfterSendRunsAfterDelivery: botrun_after_send runs once each send of
+// the handler (inline, enqueued, broadcast) was delivered, with the
+// channel's ref; a fault runs it again, its own error does not, a dead send
+// never runs it, and neither the hook's records nor their failures reach the
+// message log or the dead-letter queue.
+func TestAfterSendRunsAfterDelivery(t *testing.T) {
+	g := &hookGuest{afterErr: func(n int, h abi.SendHook) error {
+		switch {
+		case h.Text == "x" && n == 1:
+			return &wasm.FaultError{Kind: wasm.FaultTrap, Err: errors.New("boom")}
+		case h.Text == "y":
+			return &wasm.HandlerError{Message: "not today"}
+		}
+		return nil
+	}}
+	g.native = func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		for _, text := range []string{"x", "dead"} {
+			if _, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text}); err != nil {
+				return err
+			}
+		}
+		for _, text := range []string{"y", "dead later"} {
+			if _, err := env.Enqueue(ctx, abi.SendRequest{Chat: ev.Chat, Text: text}); err != nil {
+				return err
+			}
+		}
+		_, err := env.(wasm.Broadcaster).Broadcast(ctx, abi.BroadcastRequest{Chats: []string{"c2", "c3"}, Text: "news", KeyPrefix: "n"})
+		return err
+	}
+	ch := newChannel()
+	ch.fail = func(_ int, out provider.Outbound) error {
+		if strings.HasPrefix(out.Text, "dead") {
+			return &permanentError{errors.New("blocked")}
+		}
+		return nil
+	}
+	b := newTestBot(t, testConfig(t, ""), backends["sqlite"](t), g, ch)
+	defer b.stop(t)
+	if _, err := b.admit(t, "c1", "m1", "go"); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{"web:m1:1": "x", "web:m1:3": "y", "n:c2": "news", "n:c3": "news"}
+	if !waitFor(60*time.Second, func() bool {
+		for _, key := range append([]string{"web:m1:4"}, mapKeys(keys)...) {
+			if rec, err := b.outbox.Get(context.Background(), afterSendKey(key)); err != nil || rec.State != durability.OutboxSent {
+				return false
+			}
+		}
+		return b.quiet(1, time.Millisecond)
+	}) {
+		recs, _ := b.ListOutbox(context.Background(), durability.ListFilter{})
+		t.Fatalf("the after_send records did not settle: %+v", recs)
+	}
+	for key, text := range keys {
+		n, h := g.afterRuns(key)
+		want := 1
+		if text == "x" {
+			want = 2 // the fault runs it again
+		}
+		if n != want {
+			t.Errorf("after_send of %s ran %d times, want %d", key, n, want)
+		}
+		rec := b.outboxRecord(t, key)
+		if h.Ref == "" || h.Ref != rec.Ref || h.Text != text || h.Time < rec.CompletedAt {
+			t.Errorf("after_send of %s saw %+v; the send is %+v", key, h, rec)
+		}
+	}
+	for _, key := range []string{"web:m1:2", "web:m1:4"} {
+		if n, _ := g.afterRuns(key); n != 0 {
+			t.Errorf("after_send ran %d times for the dead send %s", n, key)
+		}
+	}
+	if _, err := b.outbox.Get(context.Background(), afterSendKey("web:m1:2")); !errors.Is(err, durability.ErrNotFound) {
+		t.Errorf("a send dead at once journaled an after_send record (err %v)", err)
+	}
+	dead, _ := b.ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxDead)})
+	if len(dead) != 2 || dead[0].Key != "web:m1:2" || dead[1].Key != "web:m1:4" {
+		t.Errorf("dead-letter queue %+v, want only the two dead sends", dead)
+	}
+	log, err := b.MessageLog(context.Background(), "c1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range log {
+		if internalProvider(e.Provider) {
+			t.Errorf("the message log shows a hook record: %+v", e)
+		}
+	}
+}
+
+// TestAfterSendAtLeastOnceAfterACrash: a crash while botrun_after_send ran
+// leaves its record in flight; when its lease expires, a bot on the same
+// backend runs the hook again.
+func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
+	shared := backends["sqlite"](t)
+	cfg := testConfig(t, "")
+	g := &hookGuest{afterErr: func(int, abi.SendHook) error { return nil }}
+	g.native = func(context.Context, abi.Event, wasm.Env) error { return nil }
+	b := newTestBot(t, cfg, shared, g, newChannel())
+	defer b.stop(t)
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	l := durability.Lease{Owner: "gone", Now: now - 60_000, Until: now - 30_000}
+	if _, rec, err := b.outbox.Put(ctx, durability.OutboxPut{Key: "k1", Provider: "web", Chat: "c1", Payload: []byte(`{"text":"hi"}`)}, l.Now, &l); err != nil {
+		t.Fatal(err)
+	} else if err := b.outbox.MarkSent(ctx, "k1", rec.Token, "ref-9", now-50_000); err != nil {
+		t.Fatal(err)
+	}
+	s := sendSpec{provider: "web", chat: "c1", msg: outMsg{Text: "hi"}, key: "k1", inbound: "web:m0"}
+	if err := b.sender.journalAfter(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// The crashed incarnation had claimed the hook's record: in flight, its
+	// lease expired.
+	if _, err := b.outbox.Begin(ctx, afterSendKey("k1"), l); err != nil {
+		t.Fatal(err)
+	}
+	b.wakeSweeper()
+	if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns("k1"); return n > 0 }) {
+		t.Fatalf("after_send never ran again: %+v", b.outboxRecord(t, afterSendKey("k1")))
+	}
+	if _, h := g.afterRuns("k1"); h.Ref != "ref-9" || h.Event != "web:m0" || h.Text != "hi" {
+		t.Errorf("after_send saw %+v", h)
+	}
+	if !waitFor(30*time.Second, func() bool { return b.outboxRecord(t, afterSendKey("k1")).State == durability.OutboxSent }) {
+		t.Fatalf("record %+v, want sent", b.outboxRecord(t, afterSendKey("k1")))
+	}
+	if m := b.Metrics(); m.OutboxAmbiguous != 0 {
+		t.Errorf("outbox_ambiguous = %d: a hook's record is run again, not counted ambiguous", m.OutboxAmbiguous)
+	}
+}
+
+func mapKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
