@@ -2,7 +2,7 @@
 // command, which it runs through the SDK and whose outcome it posts, as one
 // line, to the chat "report" (examples/CONFORMANCE.md; host/wasm's
 // TestConformance drives it).
-import { Button, ChannelOutcome, Code, Context, Flow, FlowContext, Interaction, List, ListRow, ListSection, LOG_INFO, MediaUnavailableError, Outcome, SendOptions, SendOutcome, WAITING, codeName, log, nowMs, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
+import { Button, ChannelOutcome, Code, Context, Event, Flow, FlowContext, HookResult, Interaction, List, ListRow, ListSection, LOG_INFO, Media, MediaUnavailableError, Outcome, Outgoing, SendOptions, SendOutcome, WAITING, afterSend, beforeSend, codeName, log, nowMs, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
 export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly/index";
 
 // arg decodes an argument: "-" is "", "@N" N bytes of 'x'.
@@ -216,3 +216,38 @@ setHandler((ctx: Context): string | null => {
   if (r != null) return r;
   return handlerError;
 });
+
+// codeWord is an SDK call's outcome in a probe: "ok" or its code's name.
+function codeWord(o: Outcome): string { return o.ok ? "ok" : codeName(o.code); }
+
+// The send hooks of examples/CONFORMANCE.md, chosen by the send's text.
+function before(out: Outgoing): HookResult {
+  const words = out.text.split(" ");
+  if (words[0] == "hook-cancel") return HookResult.Cancel;
+  if (words[0] == "hook-fail") return HookResult.Fail("hook failed");
+  if (words[0] == "hook-same") out.text = words.join(" ");
+  else if (words[0] == "hook-rewrite" && words.length == 3) {
+    out.chat = arg(words[1]);
+    out.text = arg(words[2]);
+  } else if (words[0] == "hook-probe") {
+    const media = out.media != null ? changetype<Media>(out.media).type : "-";
+    const list = out.list != null ? changetype<List>(out.list).button : "-";
+    const ctx = new Context(new Event());
+    const state = codeWord(ctx.stateGet("k"));
+    const send = codeWord(ctx.send("x", "y"));
+    out.text = "hook=" + out.hook + " event=" + out.event + " provider=" + out.provider + " chat=" + out.chat +
+      " key=" + out.key + " at=" + out.at.toString() + " time=" + out.time.toString() + " now=" + nowMs().toString() +
+      " media=" + media + " buttons=" + out.buttons.length.toString() + " list=" + list + " state=" + state + " send=" + send;
+  }
+  return HookResult.Send;
+}
+
+function after(out: Outgoing): HookResult {
+  if (out.text.split(" ")[0] == "hook-fail") return HookResult.Fail("hook failed");
+  log(LOG_INFO, "after_send key=" + out.key + " ref=" + out.ref + " chat=" + out.chat + " text=" + out.text + " time=" + out.time.toString());
+  return HookResult.Send;
+}
+
+export function botrun_before_send(n: i32): i32 { return beforeSend(n, before); }
+
+export function botrun_after_send(n: i32): i32 { return afterSend(n, after); }

@@ -5,6 +5,9 @@
 //   export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly";
 //   setHandler((ctx: Context): string | null => ctx.reply("echo: " + ctx.event.text).error());
 //
+// A bot with send hooks also defines their exports in its entry file (see
+// beforeSend and afterSend); one without them exports neither.
+//
 // A handler returns null when done, or an error message (reported, not
 // retried). Every call answers an Outcome (or a subclass carrying the value):
 // code is Code.OK or a named Code, and error() the message to return. Strings are UTF-16 in AssemblyScript and UTF-8 on the wire: the SDK
@@ -25,6 +28,7 @@
 @external("botrun", "broadcast") declare function host_broadcast(p: usize, n: i32): i32;
 @external("botrun", "edit") declare function host_edit(p: usize, n: i32): i32;
 @external("botrun", "typing") declare function host_typing(p: usize, n: i32): i32;
+@external("botrun", "rewrite") declare function host_rewrite(p: usize, n: i32): i32;
 
 export class Media {
   type: string = "";
@@ -152,11 +156,14 @@ export const QUEUED = "queued";
 // SCHEDULED answers enqueue with a future at: the send is journaled and held
 // until then.
 export const SCHEDULED = "scheduled";
+// CANCELLED answers send and enqueue when the module's before-send hook
+// cancelled the send: nothing was journaled or sent.
+export const CANCELLED = "cancelled";
 
 // SendResult is the host's answer to a send. status is SENT, DEDUPED,
-// DEFERRED, DEAD or BYPASSED; QUEUED from post and reply; SCHEDULED from
-// enqueue with a future at; or, from the SDK, REPLAYED (a flow's send while it
-// replays a step already taken: no host call).
+// DEFERRED, DEAD, BYPASSED or CANCELLED; QUEUED from post and reply;
+// SCHEDULED from enqueue with a future at; or, from the SDK, REPLAYED (a
+// flow's send while it replays a step already taken: no host call).
 export class SendResult {
   status: string = "";
   key: string = "";
@@ -395,6 +402,20 @@ class Reader {
       this.i++;
     }
   }
+  // item reports whether an array has another element (first: its first,
+  // opening the array), or false at its end.
+  item(first: bool): bool {
+    if (first) {
+      if (!this.expect(0x5b)) return false;
+      if (this.peek() == 0x5d) { this.i++; return false; }
+      return true;
+    }
+    const d = this.peek();
+    this.i++;
+    if (d == 0x5d) return false;
+    if (d != 0x2c) this.ok = false;
+    return this.ok;
+  }
   // keys returns the next key of an object, or null at its end.
   key(first: bool): string | null {
     if (first) {
@@ -440,29 +461,7 @@ function decodeEvent(s: string): Event | null {
       e.interaction = it;
     }
     else if (key == "media" && r.peek() == 0x5b) {
-      r.i++;
-      if (r.peek() == 0x5d) r.i++;
-      else {
-        while (r.ok) {
-          const m = new Media();
-          let mk = r.key(true);
-          while (mk !== null) {
-            const mkey = changetype<string>(mk);
-            if (mkey == "type") m.type = r.str();
-            else if (mkey == "ref") m.ref = r.str();
-            else if (mkey == "url") m.url = r.str();
-            else if (mkey == "mime") m.mime = r.str();
-            else if (mkey == "caption") m.caption = r.str();
-            else r.skip();
-            mk = r.key(false);
-          }
-          e.media.push(m);
-          const d = r.peek();
-          r.i++;
-          if (d == 0x5d) break;
-          if (d != 0x2c) r.ok = false;
-        }
-      }
+      for (let more = r.item(true); more; more = r.item(false)) e.media.push(decodeMedia(r));
     }
     else r.skip();
     k = r.key(false);
@@ -470,6 +469,23 @@ function decodeEvent(s: string): Event | null {
   // A host before interactions sends no kind: every event is a message.
   if (e.kind.length == 0) e.kind = KIND_MESSAGE;
   return r.ok ? e : null;
+}
+
+// decodeMedia reads a Media object.
+function decodeMedia(r: Reader): Media {
+  const m = new Media();
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "type") m.type = r.str();
+    else if (key == "ref") m.ref = r.str();
+    else if (key == "url") m.url = r.str();
+    else if (key == "mime") m.mime = r.str();
+    else if (key == "caption") m.caption = r.str();
+    else r.skip();
+    k = r.key(false);
+  }
+  return m;
 }
 
 // decodeResult parses a SendResult, or returns null when it does not parse.
@@ -1030,18 +1046,225 @@ export function setHandler(h: (ctx: Context) => string | null): void { handler =
 
 export function botrun_abi_v1(): void {}
 
-export function botrun_on_event(n: i32): i32 {
+// readPayload reads the n bytes of the event (or the send hook's payload),
+// or logs why not and returns null.
+function readPayload(n: i32): string | null {
   const raw = new ArrayBuffer(n);
   const got = host_event_read(changetype<usize>(raw), n);
   if (got != n) {
     log(LOG_ERROR, "botrun sdk: event_read returned " + got.toString() + ", want " + n.toString());
-    return 1;
+    return null;
   }
-  const e = decodeEvent(String.UTF8.decode(raw));
+  return String.UTF8.decode(raw);
+}
+
+export function botrun_on_event(n: i32): i32 {
+  const raw = readPayload(n);
+  if (raw == null) return 1;
+  const e = decodeEvent(changetype<string>(raw));
   if (e == null) { log(LOG_ERROR, "botrun sdk: bad event"); return 1; }
   if (handler == null) { log(LOG_ERROR, "botrun sdk: no handler: call setHandler at the top level"); return 1; }
   const h = changetype<(ctx: Context) => string | null>(handler);
   const err = h(new Context(changetype<Event>(e)));
   if (err != null) { log(LOG_ERROR, changetype<string>(err)); return 1; }
+  return 0;
+}
+
+// ---- send hooks (abi/SPEC.md section 4.7) ----
+// A bot opts in to a hook by exporting it from its entry file, so that a bot
+// without hooks exports (and pays for) none:
+//
+//   export function botrun_before_send(n: i32): i32 { return beforeSend(n, sign); }
+//   export function botrun_after_send(n: i32): i32 { return afterSend(n, audit); }
+//
+// Inside a hook only log and nowMs work: a Context's calls answer
+// Code.Unsupported, so a hook neither sends nor reads or writes state.
+
+// Outgoing is one send as a send hook sees it.
+export class Outgoing {
+  // hook is "before_send" or "after_send".
+  hook: string = "";
+  // event is the id of the event whose handler made the send.
+  event: string = "";
+  provider: string = "";
+  chat: string = "";
+  // key is the send's idempotency key.
+  key: string = "";
+  text: string = "";
+  media: Media | null = null;
+  buttons: Button[] = [];
+  list: List | null = null;
+  // at is an enqueued send's hold time in Unix milliseconds (0: now).
+  at: i64 = 0;
+  // ref is the channel's message id of the send (after_send only; "" when
+  // the channel gave none).
+  ref: string = "";
+  // time is the hook's clock in Unix milliseconds (nowMs answers it).
+  time: i64 = 0;
+}
+
+// HookResult is a send hook's answer: Send (in beforeSend, the send as the
+// hook left the Outgoing), Cancel (beforeSend: the send is not journaled and
+// answers "cancelled"; afterSend: as Send) or Fail(message), the hook's
+// error (beforeSend: the send is dead; afterSend: logged, not retried).
+export class HookResult {
+  // status is the hook's ABI status: 0 send, 1 handler error, 2 cancel.
+  readonly status: i32;
+  // message is Fail's error message.
+  readonly message: string;
+  private constructor(status: i32, message: string) { this.status = status; this.message = message; }
+  static readonly Send: HookResult = new HookResult(0, "");
+  static readonly Cancel: HookResult = new HookResult(2, "");
+  // Fail fails the hook with message, as a handler's returned error.
+  static Fail(message: string): HookResult { return new HookResult(1, message); }
+}
+
+// decodeOutgoing parses a SendHook, or returns null when it does not parse.
+function decodeOutgoing(s: string): Outgoing | null {
+  const o = new Outgoing();
+  const r = new Reader(s);
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "hook") o.hook = r.str();
+    else if (key == "event") o.event = r.str();
+    else if (key == "provider") o.provider = r.str();
+    else if (key == "chat") o.chat = r.str();
+    else if (key == "key") o.key = r.str();
+    else if (key == "text") o.text = r.str();
+    else if (key == "ref") o.ref = r.str();
+    else if (key == "at") o.at = r.num();
+    else if (key == "time") o.time = r.num();
+    else if (key == "media" && r.peek() == 0x7b) o.media = decodeMedia(r);
+    else if (key == "buttons" && r.peek() == 0x5b) {
+      for (let more = r.item(true); more; more = r.item(false)) o.buttons.push(decodeButton(r));
+    }
+    else if (key == "list" && r.peek() == 0x7b) o.list = decodeList(r);
+    else r.skip();
+    k = r.key(false);
+  }
+  return r.ok && r.peek() == -1 ? o : null;
+}
+
+function decodeButton(r: Reader): Button {
+  const b = new Button();
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "id") b.id = r.str();
+    else if (key == "title") b.title = r.str();
+    else if (key == "url") b.url = r.str();
+    else r.skip();
+    k = r.key(false);
+  }
+  return b;
+}
+
+function decodeList(r: Reader): List {
+  const l = new List("", []);
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "button") l.button = r.str();
+    else if (key == "sections" && r.peek() == 0x5b) {
+      for (let more = r.item(true); more; more = r.item(false)) l.sections.push(decodeSection(r));
+    }
+    else r.skip();
+    k = r.key(false);
+  }
+  return l;
+}
+
+function decodeSection(r: Reader): ListSection {
+  const sec = new ListSection("", []);
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "title") sec.title = r.str();
+    else if (key == "rows" && r.peek() == 0x5b) {
+      for (let more = r.item(true); more; more = r.item(false)) {
+        const row = new ListRow("", "");
+        let rk = r.key(true);
+        while (rk !== null) {
+          const rkey = changetype<string>(rk);
+          if (rkey == "id") row.id = r.str();
+          else if (rkey == "title") row.title = r.str();
+          else if (rkey == "description") row.description = r.str();
+          else r.skip();
+          rk = r.key(false);
+        }
+        sec.rows.push(row);
+      }
+    }
+    else r.skip();
+    k = r.key(false);
+  }
+  return sec;
+}
+
+// sameMedia, sameButtons and sameList report whether a hook left the
+// content as it was.
+function sameMedia(a: Media | null, b: Media | null): bool {
+  if (a == null || b == null) return a == b;
+  const x = changetype<Media>(a), y = changetype<Media>(b);
+  return x.type == y.type && x.ref == y.ref && x.url == y.url && x.mime == y.mime && x.caption == y.caption;
+}
+
+function sameButtons(a: Button[], b: Button[]): bool {
+  if (a.length != b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i].id != b[i].id || a[i].title != b[i].title || a[i].url != b[i].url) return false;
+  }
+  return true;
+}
+
+function sameList(a: List | null, b: List | null): bool {
+  if (a == null || b == null) return a == b;
+  const x = changetype<List>(a), y = changetype<List>(b);
+  if (x.button != y.button || x.sections.length != y.sections.length) return false;
+  for (let i = 0; i < x.sections.length; i++) {
+    const s = x.sections[i], t = y.sections[i];
+    if (s.title != t.title || s.rows.length != t.rows.length) return false;
+    for (let j = 0; j < s.rows.length; j++) {
+      const p = s.rows[j], q = t.rows[j];
+      if (p.id != q.id || p.title != q.title || p.description != q.description) return false;
+    }
+  }
+  return true;
+}
+
+// beforeSend is the body of the module's botrun_before_send export: it runs
+// fn on the send, which may change the Outgoing's chat, text, media, buttons
+// and list to rewrite it (the SDK calls rewrite only when they changed; a
+// rewrite the host refuses fails the hook with "botrun.rewrite: <CODE>"),
+// and answers as fn's HookResult.
+export function beforeSend(n: i32, fn: (out: Outgoing) => HookResult): i32 {
+  const raw = readPayload(n);
+  if (raw == null) return 1;
+  const out = decodeOutgoing(changetype<string>(raw));
+  if (out == null) { log(LOG_ERROR, "botrun sdk: bad send hook"); return 1; }
+  // A second copy to compare with: fn may change the first in place.
+  const orig = changetype<Outgoing>(decodeOutgoing(changetype<string>(raw)));
+  const res = fn(out);
+  if (res.status == 1) { log(LOG_ERROR, res.message); return 1; }
+  if (res.status != 0) return res.status;
+  if (out.chat == orig.chat && out.text == orig.text && sameMedia(out.media, orig.media) &&
+    sameButtons(out.buttons, orig.buttons) && sameList(out.list, orig.list)) return 0;
+  const b = utf8("{\"chat\":" + quote(out.chat) + ",\"text\":" + quote(out.text) + mediaField(out.media) + choicesFields(out.buttons, out.list) + "}");
+  const code = host_rewrite(changetype<usize>(b), b.byteLength);
+  if (code < 0) { log(LOG_ERROR, changetype<string>(failed(new Outcome(), "rewrite", code).error())); return 1; }
+  return 0;
+}
+
+// afterSend is the body of the module's botrun_after_send export: it runs fn
+// on the send once it was delivered (at least once per send). A Fail is
+// logged, not retried.
+export function afterSend(n: i32, fn: (out: Outgoing) => HookResult): i32 {
+  const raw = readPayload(n);
+  if (raw == null) return 1;
+  const out = decodeOutgoing(changetype<string>(raw));
+  if (out == null) { log(LOG_ERROR, "botrun sdk: bad send hook"); return 1; }
+  const res = fn(out);
+  if (res.status == 1) { log(LOG_ERROR, res.message); return 1; }
   return 0;
 }
