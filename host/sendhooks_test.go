@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
 // hookGuest is a native Guest with send hooks (SendHooks), recording each
@@ -300,4 +302,34 @@ func mapKeys(m map[string]string) []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// TestSignatureExample runs examples/signature, a real module with both send
+// hooks, behind the webchat channel: each reply is signed by its
+// before-send hook, a reply that mentions a password is cancelled (never
+// sent), and the after-send hook logs each delivered reply with its id.
+func TestSignatureExample(t *testing.T) {
+	base, logs := startBot(t, wasmbuild.Go(t, "../examples/signature"), "")
+	if code := postMessage(t, base, "s", "hi", "s1"); code != 202 {
+		t.Fatalf("POST: %d", code)
+	}
+	if got := replies(t, base, "s", 1, 30*time.Second); len(got) != 1 || got[0] != "echo: hi\n-- botrun" {
+		t.Fatalf("replies %q", got)
+	}
+	// The chat's messages are handled in order: once "bye" is answered,
+	// the password message was handled, and its reply cancelled.
+	for i, text := range []string{"my password is 1234", "bye"} {
+		if code := postMessage(t, base, "s", text, fmt.Sprint("s", i+2)); code != 202 {
+			t.Fatalf("POST: %d", code)
+		}
+	}
+	got := replies(t, base, "s", 2, 30*time.Second)
+	if len(got) != 2 || got[1] != "echo: bye\n-- botrun" {
+		t.Fatalf("replies %q, want the password's reply cancelled", got)
+	}
+	if !waitFor(30*time.Second, func() bool {
+		return strings.Contains(logs.String(), "delivered web:s3:1 to s as message ")
+	}) {
+		t.Fatalf("the after-send hook did not log the delivery of web:s3:1:\n%s", logs.String())
+	}
 }

@@ -425,6 +425,9 @@ func (c *Context) send(fn, chat, text string, opts []SendOption) (SendResult, er
 type BroadcastResult struct {
 	Journaled int `json:"journaled"`
 	Existing  int `json:"existing"`
+	// Cancelled counts the chats whose send the module's before-send hook
+	// cancelled (see package beforesend).
+	Cancelled int `json:"cancelled"`
 	// Replayed is the SDK's: the broadcast was made by a flow while it
 	// replays a step already taken, so nothing went to the host (see Flow).
 	Replayed bool `json:"-"`

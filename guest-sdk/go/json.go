@@ -607,6 +607,9 @@ func decodeBroadcastResult(b []byte) (BroadcastResult, error) {
 		case "existing":
 			n, err = d.num()
 			r.Existing = int(n)
+		case "cancelled":
+			n, err = d.num()
+			r.Cancelled = int(n)
 		default:
 			err = d.skip()
 		}
