@@ -223,14 +223,11 @@ func TestChannelsEndToEnd(t *testing.T) {
 	}
 }
 
-func endToEnd(t *testing.T, bin, module string, c channelCase) {
-	g := &gate{next: c.fake, download: c.download, reached: make(chan struct{}, 1)}
-	api := httptest.NewServer(g)
-	defer api.Close()
-	dir := t.TempDir()
+// channelBot starts botrun (module, SQLite in dir) with c's entry for its
+// fake at api, and returns it with its address and config file.
+func channelBot(t *testing.T, bin, module, dir, api string, c channelCase) (r *replica, base, cfg string) {
 	addr := freePort(t)
-	base := "http://" + addr
-	cfg := filepath.Join(dir, "bot.toml")
+	cfg = filepath.Join(dir, "bot.toml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`
 [bot]
 module = %q
@@ -245,35 +242,26 @@ poll = "50ms"
 [durability.inbox]
 lease = "2s"
 [[providers]]
-%s`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, filepath.Join(dir, "bot.db"), c.toml(api.URL))), 0o644)
-
-	r := &replica{name: c.name, addr: addr, cfg: cfg}
+%s`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, filepath.Join(dir, "bot.db"), c.toml(api))), 0o644)
+	r = &replica{name: c.name, addr: addr, cfg: cfg}
 	r.start(t, bin)
-	defer func() {
+	t.Cleanup(func() {
 		if r.cmd.ProcessState == nil {
 			r.cmd.Process.Kill()
 			r.cmd.Wait()
 		}
-	}()
-	send := func(req *http.Request) int {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	waitReply := func(want string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !slices.Contains(c.replies(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no reply %q at the fake; it has %q\n%s", want, c.replies(), r.stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	})
+	return r, "http://" + addr, cfg
+}
+
+func endToEnd(t *testing.T, bin, module string, c channelCase) {
+	g := &gate{next: c.fake, download: c.download, reached: make(chan struct{}, 1)}
+	api := httptest.NewServer(g)
+	defer api.Close()
+	dir := t.TempDir()
+	r, base, cfg := channelBot(t, bin, module, dir, api.URL, c)
+	send := func(req *http.Request) int { return deliverWebhook(t, req) }
+	waitReply := func(want string) { t.Helper(); waitReply(t, c, r, want) }
 
 	forged := c.text(base, "e2e-forged", "forged")
 	forged.Header.Set(c.signatureHeader, "sha256=00"+forged.Header.Get(c.signatureHeader))
@@ -336,6 +324,64 @@ lease = "2s"
 	}
 	if slices.Contains(got, "echo: forged") {
 		t.Error("the forged message was handled")
+	}
+}
+
+// deliverWebhook makes a webhook request and returns its status.
+func deliverWebhook(t *testing.T, req *http.Request) int {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitReply waits until c's fake accepted the reply want.
+func waitReply(t *testing.T, c channelCase, r *replica, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Contains(c.replies(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reply %q at the fake; it has %q\n%s", want, c.replies(), r.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSendHooksOnChannels runs examples/signature (a module with both send
+// hooks) against each channel's fake: the reply the fake accepts is the one
+// botrun_before_send signed, a reply it cancels never reaches the fake, and
+// botrun_after_send logs each delivery with the id the channel gave it.
+func TestSendHooksOnChannels(t *testing.T) {
+	bin := buildBotrun(t)
+	module := wasmbuild.Go(t, "../../examples/signature")
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase()} {
+		t.Run(c.name, func(t *testing.T) {
+			api := httptest.NewServer(c.fake)
+			defer api.Close()
+			r, base, _ := channelBot(t, bin, module, t.TempDir(), api.URL, c)
+			for i, text := range []string{"hola", "my password is 1234", "bye"} {
+				if code := deliverWebhook(t, c.text(base, fmt.Sprint("hk-", i), text)); code/100 != 2 {
+					t.Fatalf("webhook: HTTP %d", code)
+				}
+				if i != 1 {
+					waitReply(t, c, r, "echo: "+text+"\n-- botrun")
+				}
+			}
+			if got := c.replies(); len(got) != 2 {
+				t.Errorf("the fake accepted %q; want the two signed replies only", got)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for strings.Count(r.stderr.String(), " to "+c.chat+" as message ") < 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("botrun_after_send did not log the delivery:\n%s", r.stderr.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }
 
