@@ -240,7 +240,7 @@ func TestFakeRejectsInvalidInteractive(t *testing.T) {
 			if resp.StatusCode != 400 || g.Error.Code != tt.code || g.Error.Type != "OAuthException" || g.Error.Message == "" {
 				t.Fatalf("HTTP %d %+v, want 400 code %d", resp.StatusCode, g.Error, tt.code)
 			}
-			if err := apiError(400, nil, mustMarshal(g)); !errors.Is(err, provider.ErrUnsupportedContent) {
+			if err := codes.MapError(400, nil, mustMarshal(g)); !errors.Is(err, provider.ErrUnsupportedContent) {
 				t.Fatalf("the channel maps it to %v", err)
 			}
 		})

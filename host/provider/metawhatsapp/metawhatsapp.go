@@ -15,14 +15,9 @@ package metawhatsapp
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -32,6 +27,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/graph"
 )
 
 // DefaultAPI is the Graph API with the version botrun speaks; api_url
@@ -45,7 +41,7 @@ const MaxBody = 3 << 20
 const TextLimit = 4096
 
 // SignatureHeader carries the HMAC-SHA256 of the raw body.
-const SignatureHeader = "X-Hub-Signature-256"
+const SignatureHeader = graph.SignatureHeader
 
 func init() {
 	provider.Register(provider.Type{Name: "meta-whatsapp", Config: func() provider.Config { return &Config{} }})
@@ -115,11 +111,7 @@ func (p *Provider) ID() string { return p.cfg.ID }
 func (p *Provider) TextLimit() int { return TextLimit }
 
 // Sign returns the X-Hub-Signature-256 value of body: "sha256=<hex>".
-func Sign(appSecret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(appSecret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
+func Sign(appSecret string, body []byte) string { return graph.Sign(appSecret, body) }
 
 // Notification is the part of a webhook body botrun reads.
 type Notification struct {
@@ -278,30 +270,12 @@ func (p *Provider) Routes(mux *http.ServeMux) {
 
 // verify answers Meta's subscription handshake.
 func (p *Provider) verify(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if q.Get("hub.mode") != "subscribe" || p.cfg.VerifyToken == "" ||
-		subtle.ConstantTimeCompare([]byte(q.Get("hub.verify_token")), []byte(p.cfg.VerifyToken)) != 1 {
-		http.Error(w, "verification failed: hub.verify_token does not match verify_token", http.StatusForbidden)
-		return
-	}
-	// The challenge is echoed: plain text, never sniffed as HTML.
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	io.WriteString(w, q.Get("hub.challenge"))
+	graph.Verify(w, r, p.cfg.VerifyToken)
 }
 
 func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
-	body, ok := provider.ReadWebhook(w, r, MaxBody)
+	body, ok := graph.ReadSigned(w, r, MaxBody, p.cfg.AppSecret)
 	if !ok {
-		return
-	}
-	sig := r.Header.Get(SignatureHeader)
-	if sig == "" {
-		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
-		return
-	}
-	if p.cfg.AppSecret == "" || !hmac.Equal([]byte(sig), []byte(Sign(p.cfg.AppSecret, body))) {
-		http.Error(w, "bad "+SignatureHeader, http.StatusForbidden)
 		return
 	}
 	n, err := DecodeNotification(body)
@@ -337,75 +311,40 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// graphError is the Graph API's error body.
-type graphError struct {
-	Error struct {
-		Message   string `json:"message"`
-		Type      string `json:"type"`
-		Code      int    `json:"code"`
-		ErrorData struct {
-			Details string `json:"details"`
-		} `json:"error_data"`
-	} `json:"error"`
-}
-
-// Rate limits carry no Retry-After; these are the waits Meta's documentation
-// implies for each.
-var rateLimits = map[int]time.Duration{
-	130429: time.Second,      // throughput of the number
-	131056: 6 * time.Second,  // pair rate: one message every 6 s to one user
-	80007:  time.Minute,      // the business account
-	4:      time.Minute,      // the app
-	131048: 10 * time.Minute, // spam rate limit
-}
-
-// apiError maps a Graph error onto the taxonomy; do names the provider.
-func apiError(status int, header http.Header, body []byte) error {
-	var g graphError
-	if json.Unmarshal(body, &g) != nil || g.Error.Code == 0 {
-		err := fmt.Errorf("HTTP %d", status)
-		if status == http.StatusTooManyRequests {
-			return &provider.RateLimitedError{RetryAfter: retryAfter(header, time.Second), Err: err}
+// codes maps WhatsApp's Graph error codes onto the taxonomy. Rate limits
+// carry no Retry-After; the waits are those Meta's documentation implies.
+var codes = graph.Codes{
+	RateLimits: map[int]time.Duration{
+		130429: time.Second,      // throughput of the number
+		131056: 6 * time.Second,  // pair rate: one message every 6 s to one user
+		80007:  time.Minute,      // the business account
+		4:      time.Minute,      // the app
+		131048: 10 * time.Minute, // spam rate limit
+	},
+	Classify: func(e graph.Error) error {
+		switch e.Code {
+		case 131047:
+			return provider.ErrOutsideSessionWindow
+		case 131026, 131030:
+			return provider.ErrRecipientUnreachable
+		case 100:
+			if strings.Contains(strings.ToLower(e.Message+e.ErrorData.Details), "at most") {
+				return provider.ErrPayloadTooLarge
+			}
+			return provider.ErrUnsupportedContent
+		case 131051, 131052, 131053, 131008, 131009:
+			return provider.ErrUnsupportedContent
+		case 131031, 368, 190:
+			return graph.ErrPermanent
 		}
-		return err
-	}
-	e := g.Error
-	cause := fmt.Errorf("HTTP %d: code %d: %s", status, e.Code, e.Message)
-	if e.ErrorData.Details != "" {
-		cause = fmt.Errorf("%w (%s)", cause, e.ErrorData.Details)
-	}
-	if wait, ok := rateLimits[e.Code]; ok {
-		return &provider.RateLimitedError{RetryAfter: retryAfter(header, wait), Err: cause}
-	}
-	switch e.Code {
-	case 131047:
-		return fmt.Errorf("%w: %w", provider.ErrOutsideSessionWindow, cause)
-	case 131026, 131030:
-		return fmt.Errorf("%w: %w", provider.ErrRecipientUnreachable, cause)
-	case 100:
-		if strings.Contains(strings.ToLower(e.Message+e.ErrorData.Details), "at most") {
-			return fmt.Errorf("%w: %w", provider.ErrPayloadTooLarge, cause)
-		}
-		return fmt.Errorf("%w: %w", provider.ErrUnsupportedContent, cause)
-	case 131051, 131052, 131053, 131008, 131009:
-		return fmt.Errorf("%w: %w", provider.ErrUnsupportedContent, cause)
-	case 131031, 368, 190:
-		return &provider.PermanentError{Err: cause}
-	}
-	return cause
-}
-
-func retryAfter(h http.Header, def time.Duration) time.Duration {
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return def
+		return nil
+	},
 }
 
 // do sends an authorized Graph request and decodes a 2xx JSON answer into out.
 func (p *Provider) do(req *http.Request, out any) error {
 	req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
-	if err := provider.CallJSON(p.client, req, out, apiError); err != nil {
+	if err := provider.CallJSON(p.client, req, out, codes.MapError); err != nil {
 		return fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
 	}
 	return nil
