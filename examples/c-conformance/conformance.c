@@ -274,3 +274,64 @@ int botrun_handle(botrun_ctx *ctx) {
   free(line);
   return rc ? rc : handler_rc;
 }
+
+/* ---- the send hooks of examples/CONFORMANCE.md, chosen by the send's
+ * text ---- */
+
+/* hook_text is the hook's copy of the send's text, whose words the fields
+ * it sets point into: it lives until the next hook, past the SDK's reading
+ * of them. */
+static char *hook_text;
+
+/* first_word reports whether text's first word is w. */
+static int first_word(const char *text, const char *w) {
+  size_t n = strcspn(text, " ");
+  return n == strlen(w) && !strncmp(text, w, n);
+}
+
+/* outcome is an SDK call's outcome in a probe: "ok" or its error code's
+ * name (a state get's value length and NOT_FOUND, absence, are "ok"). */
+static const char *outcome(int rc) { return rc >= 0 || rc == BOTRUN_NOT_FOUND ? "ok" : botrun_code_name(rc); }
+
+static int before_send(botrun_outgoing *s) {
+  free(hook_text);
+  hook_text = strdup(s->text);
+  if (first_word(s->text, "hook-cancel")) return BOTRUN_CANCEL;
+  if (first_word(s->text, "hook-fail")) return botrun_hook_fail(s, "hook failed");
+  if (first_word(s->text, "hook-same")) {
+    s->text = hook_text;
+  } else if (first_word(s->text, "hook-rewrite")) {
+    char *words[4];
+    int n = 0;
+    for (char *p = strtok(hook_text, " "); p && n < 4; p = strtok(NULL, " ")) words[n++] = p;
+    if (n == 3) s->chat = arg(words[1]), s->text = arg(words[2]);
+  } else if (first_word(s->text, "hook-probe")) {
+    char v[64];
+    int state = botrun_state_get("k", v, sizeof v);
+    botrun_ctx ctx = {0};
+    int send = botrun_send(&ctx, "x", "y", NULL, NULL);
+    const char *media = s->media && s->media->type ? s->media->type : "-";
+    const char *list = s->list && s->list->button ? s->list->button : "-";
+    static char probe[1024];
+    snprintf(probe, sizeof probe,
+             "hook=%s event=%s provider=%s chat=%s key=%s at=%lld time=%lld now=%lld media=%s buttons=%zu list=%s state=%s send=%s",
+             s->hook, s->event, s->provider, s->chat, s->key, s->at, s->time, botrun_now_ms(), media, s->nbuttons, list, outcome(state),
+             outcome(send));
+    s->text = probe;
+  }
+  return BOTRUN_OK;
+}
+
+static int after_send(botrun_outgoing *s) {
+  if (!strncmp(s->text, "hook-fail", strlen("hook-fail"))) return botrun_hook_fail(s, "hook failed");
+  const char *f = "after_send key=%s ref=%s chat=%s text=%s time=%lld";
+  int n = snprintf(NULL, 0, f, s->key, s->ref, s->chat, s->text, s->time);
+  char *line = malloc((size_t)n + 1);
+  snprintf(line, (size_t)n + 1, f, s->key, s->ref, s->chat, s->text, s->time);
+  botrun_log(BOTRUN_LOG_INFO, line);
+  free(line);
+  return BOTRUN_OK;
+}
+
+BOTRUN_BEFORE_SEND(before_send)
+BOTRUN_AFTER_SEND(after_send)

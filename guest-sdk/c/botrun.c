@@ -24,6 +24,7 @@ IMPORT("media_load") int32_t host_media_load(int32_t index);
 IMPORT("broadcast") int32_t host_broadcast(const void *p, int32_t n);
 IMPORT("edit") int32_t host_edit(const void *p, int32_t n);
 IMPORT("typing") int32_t host_typing(const void *p, int32_t n);
+IMPORT("rewrite") int32_t host_rewrite(const void *p, int32_t n);
 
 EXPORT("botrun_abi_v1") void botrun_abi_v1(void) {}
 
@@ -216,6 +217,14 @@ static long long num(reader *r) {
   return strtoll(r->p, (char **)&r->p, 10);
 }
 
+/* null consumes a JSON null, and reports whether there was one. */
+static int null(reader *r) {
+  ws(r);
+  if (r->end - r->p < 4 || strncmp(r->p, "null", 4)) return 0;
+  r->p += 4;
+  return 1;
+}
+
 /* object reads {"key": value, ...}; field consumes known keys' values. */
 static int object(reader *r, int (*field)(reader *r, const char *key, void *dst), void *dst) {
   if (!expect(r, '{')) return 0;
@@ -247,6 +256,25 @@ static int object(reader *r, int (*field)(reader *r, const char *key, void *dst)
   }
 }
 
+/* array reads [value, ...] or null; item consumes each value. */
+static int array(reader *r, int (*item)(reader *r, void *dst), void *dst) {
+  if (null(r)) return 1;
+  if (!expect(r, '[')) return 0;
+  ws(r);
+  if (r->p < r->end && *r->p == ']') return r->p++, 1;
+  for (;;) {
+    if (!item(r, dst)) return 0;
+    ws(r);
+    if (r->p >= r->end) return 0;
+    if (*r->p == ',') {
+      r->p++;
+      continue;
+    }
+    if (*r->p == ']') return r->p++, 1;
+    return 0;
+  }
+}
+
 /* at_end reports whether only whitespace is left. */
 static int at_end(reader *r) {
   ws(r);
@@ -269,27 +297,15 @@ static int media_field(reader *r, const char *k, void *dst) {
   return skip(r);
 }
 
-static int media_list(reader *r, botrun_event *e) {
-  ws(r);
-  if (r->end - r->p >= 4 && !strncmp(r->p, "null", 4)) return r->p += 4, 1;
-  if (!expect(r, '[')) return 0;
-  ws(r);
-  if (r->p < r->end && *r->p == ']') return r->p++, 1;
-  for (;;) {
-    e->media = grow(e->media, sizeof(botrun_media) * (size_t)(e->nmedia + 1));
-    botrun_media *m = &e->media[e->nmedia++];
-    memset(m, 0, sizeof *m);
-    if (!object(r, media_field, m)) return 0;
-    ws(r);
-    if (r->p >= r->end) return 0;
-    if (*r->p == ',') {
-      r->p++;
-      continue;
-    }
-    if (*r->p == ']') return r->p++, 1;
-    return 0;
-  }
+static int media_item(reader *r, void *dst) {
+  botrun_event *e = dst;
+  e->media = grow(e->media, sizeof(botrun_media) * (size_t)(e->nmedia + 1));
+  botrun_media *m = &e->media[e->nmedia++];
+  memset(m, 0, sizeof *m);
+  return object(r, media_field, m);
 }
+
+static void free_media_fields(const botrun_media *m) { free(m->type), free(m->ref), free(m->url), free(m->mime), free(m->caption); }
 
 static int interaction_field(reader *r, const char *k, void *dst) {
   botrun_interaction *in = dst;
@@ -308,8 +324,7 @@ static void free_interaction(botrun_interaction *in) {
 static int interaction(reader *r, botrun_event *e) {
   free_interaction(e->interaction);
   e->interaction = NULL;
-  ws(r);
-  if (r->end - r->p >= 4 && !strncmp(r->p, "null", 4)) return r->p += 4, 1;
+  if (null(r)) return 1;
   e->interaction = grow(NULL, sizeof *e->interaction);
   memset(e->interaction, 0, sizeof *e->interaction);
   return object(r, interaction_field, e->interaction);
@@ -322,7 +337,7 @@ static void empty(char **s) {
 
 static int event_field(reader *r, const char *k, void *dst) {
   botrun_event *e = dst;
-  if (!strcmp(k, "media")) return media_list(r, e);
+  if (!strcmp(k, "media")) return array(r, media_item, e);
   if (!strcmp(k, "kind")) return set_str(r, &e->kind);
   if (!strcmp(k, "interaction")) return interaction(r, e);
   if (!strcmp(k, "id")) return set_str(r, &e->id);
@@ -332,6 +347,134 @@ static int event_field(reader *r, const char *k, void *dst) {
   if (!strcmp(k, "text")) return set_str(r, &e->text);
   if (!strcmp(k, "attempt")) return e->attempt = (int)num(r), 1;
   if (!strcmp(k, "received_at")) return e->received_at = num(r), 1;
+  return skip(r);
+}
+
+/* ---- a send hook's SendHook, decoded into a botrun_outgoing whose every
+ * pointer the SDK allocated (free_outgoing) ---- */
+static int set_const(reader *r, const char **dst) {
+  char *s = str(r);
+  if (!s) return 0;
+  free((void *)*dst);
+  *dst = s;
+  return 1;
+}
+
+static int button_field(reader *r, const char *k, void *dst) {
+  botrun_button *b = dst;
+  if (!strcmp(k, "id")) return set_const(r, &b->id);
+  if (!strcmp(k, "title")) return set_const(r, &b->title);
+  if (!strcmp(k, "url")) return set_const(r, &b->url);
+  return skip(r);
+}
+
+static int button_item(reader *r, void *dst) {
+  botrun_outgoing *o = dst;
+  botrun_button *bs = grow((void *)o->buttons, sizeof *bs * (o->nbuttons + 1));
+  o->buttons = bs;
+  memset(&bs[o->nbuttons], 0, sizeof *bs);
+  return object(r, button_field, &bs[o->nbuttons++]);
+}
+
+static int row_field(reader *r, const char *k, void *dst) {
+  botrun_list_row *row = dst;
+  if (!strcmp(k, "id")) return set_const(r, &row->id);
+  if (!strcmp(k, "title")) return set_const(r, &row->title);
+  if (!strcmp(k, "description")) return set_const(r, &row->description);
+  return skip(r);
+}
+
+static int row_item(reader *r, void *dst) {
+  botrun_list_section *sec = dst;
+  botrun_list_row *rows = grow((void *)sec->rows, sizeof *rows * (sec->nrows + 1));
+  sec->rows = rows;
+  memset(&rows[sec->nrows], 0, sizeof *rows);
+  return object(r, row_field, &rows[sec->nrows++]);
+}
+
+static int section_field(reader *r, const char *k, void *dst) {
+  botrun_list_section *sec = dst;
+  if (!strcmp(k, "title")) return set_const(r, &sec->title);
+  if (!strcmp(k, "rows")) return array(r, row_item, sec);
+  return skip(r);
+}
+
+static int section_item(reader *r, void *dst) {
+  botrun_list *l = dst;
+  botrun_list_section *secs = grow((void *)l->sections, sizeof *secs * (l->nsections + 1));
+  l->sections = secs;
+  memset(&secs[l->nsections], 0, sizeof *secs);
+  return object(r, section_field, &secs[l->nsections++]);
+}
+
+static int list_field(reader *r, const char *k, void *dst) {
+  botrun_list *l = dst;
+  if (!strcmp(k, "button")) return set_const(r, &l->button);
+  if (!strcmp(k, "sections")) return array(r, section_item, l);
+  return skip(r);
+}
+
+static void free_buttons(const botrun_button *bs, size_t n) {
+  for (size_t i = 0; i < n; i++) free((void *)bs[i].id), free((void *)bs[i].title), free((void *)bs[i].url);
+  free((void *)bs);
+}
+
+static void free_list(const botrun_list *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->nsections; i++) {
+    const botrun_list_section *sec = &l->sections[i];
+    for (size_t j = 0; j < sec->nrows; j++) {
+      const botrun_list_row *row = &sec->rows[j];
+      free((void *)row->id), free((void *)row->title), free((void *)row->description);
+    }
+    free((void *)sec->title), free((void *)sec->rows);
+  }
+  free((void *)l->button), free((void *)l->sections), free((void *)l);
+}
+
+static void free_outgoing(botrun_outgoing *o) {
+  free((void *)o->hook), free((void *)o->event), free((void *)o->provider), free((void *)o->chat), free((void *)o->key);
+  free((void *)o->text), free((void *)o->ref);
+  if (o->media) free_media_fields(o->media), free((void *)o->media);
+  free_buttons(o->buttons, o->nbuttons);
+  free_list(o->list);
+}
+
+static int outgoing_field(reader *r, const char *k, void *dst) {
+  botrun_outgoing *o = dst;
+  if (!strcmp(k, "hook")) return set_const(r, &o->hook);
+  if (!strcmp(k, "event")) return set_const(r, &o->event);
+  if (!strcmp(k, "provider")) return set_const(r, &o->provider);
+  if (!strcmp(k, "chat")) return set_const(r, &o->chat);
+  if (!strcmp(k, "key")) return set_const(r, &o->key);
+  if (!strcmp(k, "text")) return set_const(r, &o->text);
+  if (!strcmp(k, "ref")) return set_const(r, &o->ref);
+  if (!strcmp(k, "at")) return o->at = num(r), 1;
+  if (!strcmp(k, "time")) return o->time = num(r), 1;
+  if (!strcmp(k, "media")) {
+    if (o->media) free_media_fields(o->media), free((void *)o->media);
+    o->media = NULL;
+    if (null(r)) return 1;
+    botrun_media *m = grow(NULL, sizeof *m);
+    memset(m, 0, sizeof *m);
+    o->media = m;
+    return object(r, media_field, m);
+  }
+  if (!strcmp(k, "buttons")) {
+    free_buttons(o->buttons, o->nbuttons);
+    o->buttons = NULL;
+    o->nbuttons = 0;
+    return array(r, button_item, o);
+  }
+  if (!strcmp(k, "list")) {
+    free_list(o->list);
+    o->list = NULL;
+    if (null(r)) return 1;
+    botrun_list *l = grow(NULL, sizeof *l);
+    memset(l, 0, sizeof *l);
+    o->list = l;
+    return object(r, list_field, l);
+  }
   return skip(r);
 }
 
@@ -419,6 +562,7 @@ const char *botrun_code_name(int code) {
   case BOTRUN_FAILED: return "FAILED";
   case BOTRUN_BAD_RESULT: return "BAD_RESULT";
   case BOTRUN_NO_MEMORY: return "NO_MEMORY";
+  case BOTRUN_CANCEL: return "CANCEL";
   }
   return "UNKNOWN";
 }
@@ -578,25 +722,32 @@ static void put_choices(buf *o, const botrun_send_opts *opts) {
   }
 }
 
-static int do_send(int fn, const char *chat, const char *text, const botrun_media *media, const char *key, long long at,
-                   const botrun_send_opts *opts, botrun_send_result *out) {
-  buf o = {0};
-  puts_(&o, "{\"chat\":");
-  put_json_string(&o, chat);
-  puts_(&o, ",\"text\":");
-  put_json_string(&o, text);
-  if (media) put_media(&o, media);
+/* put_request puts the SendRequest of chat and text; media, key and opts may
+ * be NULL, and at 0 (none). */
+static void put_request(buf *o, const char *chat, const char *text, const botrun_media *media, const char *key, long long at,
+                        const botrun_send_opts *opts) {
+  puts_(o, "{\"chat\":");
+  put_json_string(o, chat);
+  puts_(o, ",\"text\":");
+  put_json_string(o, text);
+  if (media) put_media(o, media);
   if (key && *key) {
-    puts_(&o, ",\"idempotency_key\":");
-    put_json_string(&o, key);
+    puts_(o, ",\"idempotency_key\":");
+    put_json_string(o, key);
   }
   if (at) {
     char num[32];
     snprintf(num, sizeof num, ",\"at\":%lld", at);
-    puts_(&o, num);
+    puts_(o, num);
   }
-  if (opts) put_choices(&o, opts);
-  puts_(&o, "}");
+  if (opts) put_choices(o, opts);
+  puts_(o, "}");
+}
+
+static int do_send(int fn, const char *chat, const char *text, const botrun_media *media, const char *key, long long at,
+                   const botrun_send_opts *opts, botrun_send_result *out) {
+  buf o = {0};
+  put_request(&o, chat, text, media, key, at, opts);
   int32_t n = fn == ENQUEUE ? host_enqueue(o.b, (int32_t)o.n) : fn == POST ? host_post(o.b, (int32_t)o.n) : host_send(o.b, (int32_t)o.n);
   free(o.b);
   const char *func = fn == ENQUEUE ? "enqueue" : fn == POST ? "post" : "send";
@@ -937,7 +1088,10 @@ int botrun_fail(botrun_ctx *ctx, const char *msg) {
   return BOTRUN_FAILED;
 }
 
-EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
+/* read_payload reads the n bytes of the event (or a send hook's SendHook)
+ * into a new buffer; NULL when it cannot (logged). It forgets the last
+ * error. */
+static char *read_payload(int32_t n) {
   char *raw = malloc(n > 0 ? (size_t)n : 1);
   int32_t got = raw ? host_event_read(raw, n) : BOTRUN_NO_MEMORY;
   if (got != n) {
@@ -945,11 +1099,34 @@ EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
     char msg[96];
     snprintf(msg, sizeof msg, "botrun sdk: event_read returned %d, want %d", (int)got, (int)n);
     botrun_log(BOTRUN_LOG_ERROR, msg);
-    return 1;
+    return NULL;
   }
-  botrun_ctx ctx = {0};
   last_code = 0;
   last_error[0] = 0;
+  return raw;
+}
+
+/* report logs the error of fn (botrun_handle, or a send hook), which
+ * returned rc, at level error: the host reports the last line logged at
+ * level error as the handler's error (SPEC.md section 3), as the other SDKs
+ * log theirs. The error is msg (botrun_fail's); else, when rc is the code an
+ * SDK function last failed with, that failure; else "<fn> returned <code
+ * name> (<code>)". */
+static void report(const char *fn, int rc, const char *msg) {
+  if (!msg[0] && rc == last_code) msg = last_error;
+  if (msg[0]) {
+    botrun_log(BOTRUN_LOG_ERROR, msg);
+    return;
+  }
+  char line[128];
+  snprintf(line, sizeof line, "%s returned %s (%d)", fn, botrun_code_name(rc), rc);
+  botrun_log(BOTRUN_LOG_ERROR, line);
+}
+
+EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
+  char *raw = read_payload(n);
+  if (!raw) return 1;
+  botrun_ctx ctx = {0};
   reader r = {raw, raw + n};
   int ok = object(&r, event_field, &ctx.event);
   free(raw);
@@ -968,20 +1145,105 @@ EXPORT("botrun_on_event") int32_t botrun_on_event(int32_t n) {
     empty(&ctx.event.interaction->message);
   }
   int rc = botrun_handle(&ctx);
-  if (rc != 0) {
-    /* The host reports the last line logged at level error as the handler's
-     * error (SPEC.md section 3), as the other SDKs log theirs. */
-    if (!ctx.error[0] && rc == last_code) snprintf(ctx.error, sizeof ctx.error, "%s", last_error);
-    if (!ctx.error[0]) snprintf(ctx.error, sizeof ctx.error, "botrun_handle returned %s (%d)", botrun_code_name(rc), rc);
-    botrun_log(BOTRUN_LOG_ERROR, ctx.error);
-  }
+  if (rc != 0) report("botrun_handle", rc, ctx.error);
   free(ctx.event.id), free(ctx.event.provider), free(ctx.event.chat), free(ctx.event.from), free(ctx.event.text);
   free(ctx.event.kind);
   free_interaction(ctx.event.interaction);
-  for (int i = 0; i < ctx.event.nmedia; i++) {
-    botrun_media *m = &ctx.event.media[i];
-    free(m->type), free(m->ref), free(m->url), free(m->mime), free(m->caption);
-  }
+  for (int i = 0; i < ctx.event.nmedia; i++) free_media_fields(&ctx.event.media[i]);
   free(ctx.event.media);
   return rc == 0 ? 0 : 1;
+}
+
+/* ---- send hooks (SPEC.md section 4.7) ---- */
+int botrun_hook_fail(botrun_outgoing *out, const char *msg) {
+  snprintf(out->error, sizeof out->error, "%s", msg && *msg ? msg : "hook failed");
+  return BOTRUN_FAILED;
+}
+
+/* read_hook reads the hook's SendHook (n bytes) into *o, its strings never
+ * NULL; 0 when it cannot (logged). */
+static int read_hook(int32_t n, botrun_outgoing *o) {
+  memset(o, 0, sizeof *o);
+  char *raw = read_payload(n);
+  if (!raw) return 0;
+  reader r = {raw, raw + n};
+  int ok = object(&r, outgoing_field, o) && at_end(&r);
+  free(raw);
+  if (!ok) {
+    free_outgoing(o);
+    botrun_log(BOTRUN_LOG_ERROR, "botrun sdk: bad send hook");
+    return 0;
+  }
+  const char **strs[] = {&o->hook, &o->event, &o->provider, &o->chat, &o->key, &o->text, &o->ref};
+  for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
+    if (!*strs[i]) *strs[i] = strcpy(grow(NULL, 1), "");
+  return 1;
+}
+
+/* same compares two strings, NULL as "". */
+static int same(const char *a, const char *b) { return !strcmp(a ? a : "", b ? b : ""); }
+
+static int same_media(const botrun_media *a, const botrun_media *b) {
+  if (!a || !b) return a == b;
+  return same(a->type, b->type) && same(a->ref, b->ref) && same(a->url, b->url) && same(a->mime, b->mime) &&
+         same(a->caption, b->caption);
+}
+
+static int same_list(const botrun_list *a, const botrun_list *b) {
+  if (!a || !b) return a == b;
+  if (!same(a->button, b->button) || a->nsections != b->nsections) return 0;
+  for (size_t i = 0; i < a->nsections; i++) {
+    const botrun_list_section *s = &a->sections[i], *t = &b->sections[i];
+    if (!same(s->title, t->title) || s->nrows != t->nrows) return 0;
+    for (size_t j = 0; j < s->nrows; j++)
+      if (!same(s->rows[j].id, t->rows[j].id) || !same(s->rows[j].title, t->rows[j].title) ||
+          !same(s->rows[j].description, t->rows[j].description))
+        return 0;
+  }
+  return 1;
+}
+
+/* changed reports whether the hook changed the send's chat or content. */
+static int changed(const botrun_outgoing *out, const botrun_outgoing *orig) {
+  size_t n = out->buttons ? out->nbuttons : 0;
+  if (!same(out->chat, orig->chat) || !same(out->text, orig->text) || !same_media(out->media, orig->media) ||
+      n != orig->nbuttons || !same_list(out->list, orig->list))
+    return 1;
+  for (size_t i = 0; i < n; i++)
+    if (!same(out->buttons[i].id, orig->buttons[i].id) || !same(out->buttons[i].title, orig->buttons[i].title) ||
+        !same(out->buttons[i].url, orig->buttons[i].url))
+      return 1;
+  return 0;
+}
+
+/* rewrite hands the host the send as the hook left it (botrun.rewrite). */
+static int rewrite(const botrun_outgoing *out) {
+  botrun_send_opts opts = {.buttons = out->buttons, .nbuttons = out->nbuttons, .list = out->list};
+  buf o = {0};
+  put_request(&o, out->chat ? out->chat : "", out->text ? out->text : "", out->media, NULL, 0, &opts);
+  int32_t n = host_rewrite(o.b, (int32_t)o.n);
+  free(o.b);
+  return n < 0 ? failed("rewrite", n) : 0;
+}
+
+int32_t botrun_run_before_send(int32_t n, botrun_send_hook fn) {
+  botrun_outgoing orig;
+  if (!read_hook(n, &orig)) return 1;
+  /* The hook repoints out's fields; the SDK frees what it allocated. */
+  botrun_outgoing out = orig;
+  int rc = fn(&out);
+  if (rc == BOTRUN_OK && changed(&out, &orig)) rc = rewrite(&out);
+  if (rc != BOTRUN_OK && rc != BOTRUN_CANCEL) report("the before_send hook", rc, out.error);
+  free_outgoing(&orig);
+  return rc == BOTRUN_OK ? 0 : rc == BOTRUN_CANCEL ? 2 : 1;
+}
+
+int32_t botrun_run_after_send(int32_t n, botrun_send_hook fn) {
+  botrun_outgoing orig;
+  if (!read_hook(n, &orig)) return 1;
+  botrun_outgoing out = orig;
+  int rc = fn(&out);
+  if (rc != BOTRUN_OK) report("the after_send hook", rc, out.error);
+  free_outgoing(&orig);
+  return rc == BOTRUN_OK ? 0 : 1;
 }

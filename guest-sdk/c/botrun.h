@@ -21,6 +21,7 @@
 #define BOTRUN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Host error codes (SPEC.md 4.1), -1 to -9, and the SDK's own results, -100
  * and below (never on the wire). */
@@ -50,6 +51,10 @@
 #define BOTRUN_BAD_RESULT (-104)
 /* The SDK could not allocate memory for a result (malloc failed). */
 #define BOTRUN_NO_MEMORY (-105)
+
+/* A send hook's verdict (BOTRUN_BEFORE_SEND below): cancel the send. Not an
+ * error code: it is botrun_before_send's status for a cancelled send. */
+#define BOTRUN_CANCEL 2
 
 /* The SPEC name of a code above ("TOO_LARGE", "NOT_SENT", ...; "OK" for 0),
  * or "UNKNOWN". */
@@ -306,6 +311,85 @@ int botrun_typing(botrun_ctx *ctx, const char *chat, botrun_channel_error *why);
 void botrun_log(int level, const char *msg);
 /* The event's time in milliseconds: the deterministic clock. */
 long long botrun_now_ms(void);
+
+/* Send hooks (abi/SPEC.md section 4.7), opt-in: a bot that uses neither
+ * macro exports no hook and pays nothing. At file scope, after the hook:
+ *
+ *   static int sign(botrun_outgoing *out) {
+ *     static char text[4200];
+ *     snprintf(text, sizeof text, "%s\n-- sent by botrun", out->text);
+ *     out->text = text;
+ *     return BOTRUN_OK;
+ *   }
+ *   BOTRUN_BEFORE_SEND(sign)
+ *
+ * BOTRUN_BEFORE_SEND(fn) exports botrun_before_send: fn runs once for each
+ * send, post, enqueue and broadcast chat of a handler, before it is
+ * journaled. It may point out's chat, text, media, buttons (and nbuttons)
+ * and list elsewhere to rewrite the send: the SDK compares them with the
+ * send it read and, when they changed, hands the whole send to the host
+ * (botrun.rewrite), so what fn points at must outlive it (a static buffer or
+ * a literal; the SDK frees only what it allocated). fn returns BOTRUN_OK to
+ * send, BOTRUN_CANCEL to cancel the send (the handler's send answers
+ * "cancelled"), or an error to fail it (the send is dead): return
+ * botrun_hook_fail(out, "why") to give it a message, or an SDK function's
+ * code, reported as botrun_handle's. A rewrite the host refuses (an empty
+ * text without media, ...) fails the hook with "botrun.rewrite:
+ * BAD_PAYLOAD".
+ *
+ * BOTRUN_AFTER_SEND(fn) exports botrun_after_send: fn runs at least once
+ * for each send of a handler after it was delivered, with out->ref the
+ * channel's message id; its error is logged, not retried.
+ *
+ * A hook runs outside an event: it neither sends nor reads or writes state
+ * (those calls return BOTRUN_UNSUPPORTED); botrun_log and botrun_now_ms (the
+ * hook's time) work. */
+typedef struct {
+  /* "before_send" or "after_send" */
+  const char *hook;
+  /* the id of the event whose handler made the send */
+  const char *event;
+  const char *provider, *chat;
+  /* the send's idempotency key */
+  const char *key;
+  const char *text;
+  /* the channel's message id of the send (after_send only; "" when none) */
+  const char *ref;
+  /* every string above is never NULL; those of media, buttons and list may
+   * be (none), as in a send */
+  const botrun_media *media; /* NULL: none */
+  const botrun_button *buttons;
+  size_t nbuttons;
+  const botrun_list *list; /* NULL: none */
+  /* an enqueued send's hold time in Unix ms (0: now) */
+  long long at;
+  /* the hook's clock in Unix ms (botrun_now_ms) */
+  long long time;
+  /* the hook's error message (botrun_hook_fail) */
+  char error[512];
+} botrun_outgoing;
+
+/* A send hook: returns BOTRUN_OK, BOTRUN_CANCEL (botrun_before_send only) or
+ * an error. */
+typedef int (*botrun_send_hook)(botrun_outgoing *out);
+
+/* Record msg (cut at 511 bytes) as the hook's error and return
+ * BOTRUN_FAILED: return botrun_hook_fail(out, "no such chat"); */
+int botrun_hook_fail(botrun_outgoing *out, const char *msg);
+
+/* The bodies of the exports the macros define: they read the hook's send,
+ * run fn and answer the host. */
+int32_t botrun_run_before_send(int32_t len, botrun_send_hook fn);
+int32_t botrun_run_after_send(int32_t len, botrun_send_hook fn);
+
+#define BOTRUN_BEFORE_SEND(fn)                                                                 \
+  __attribute__((export_name("botrun_before_send"))) int32_t botrun_before_send(int32_t len) { \
+    return botrun_run_before_send(len, fn);                                                    \
+  }
+#define BOTRUN_AFTER_SEND(fn)                                                                \
+  __attribute__((export_name("botrun_after_send"))) int32_t botrun_after_send(int32_t len) { \
+    return botrun_run_after_send(len, fn);                                                   \
+  }
 
 /* Persistent flows: a flow function asks questions with botrun_ask and is
  * re-run from the start for each message with the answers so far. While it

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use botrun::{Button, Context, Error, List, ListRow, ListSection, SendOptions, SendResult};
+use botrun::{Button, Context, Error, List, ListRow, ListSection, Outgoing, SendOptions, SendResult, Verdict};
 
 /// Decodes an argument: "-" is "", "@N" N bytes of 'x'.
 fn arg(s: &str) -> String {
@@ -252,3 +252,64 @@ fn handle(ctx: &mut Context) -> Result<(), Error> {
 }
 
 botrun::export_handler!(handle);
+
+/// An SDK call's outcome in a probe: "ok" or its error code's name.
+fn code_word<T>(r: Result<T, Error>) -> String {
+    match r {
+        Ok(_) => "ok".to_string(),
+        Err(e) => match e.code() {
+            Some(c) => c.name().to_string(),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// The before-send hook of examples/CONFORMANCE.md, chosen by the send's text.
+fn before_send(s: &mut Outgoing) -> Result<Verdict, Error> {
+    let text = s.text.clone();
+    let words: Vec<&str> = text.split(' ').collect();
+    match words[0] {
+        "hook-cancel" => return Ok(Verdict::Cancel),
+        "hook-fail" => return Err("hook failed".into()),
+        "hook-same" => s.text = text.clone(),
+        "hook-rewrite" if words.len() == 3 => {
+            s.chat = arg(words[1]);
+            s.text = arg(words[2]);
+        }
+        "hook-probe" => {
+            let mut ctx = Context::default();
+            let state = code_word(ctx.state_get("k"));
+            let send = code_word(ctx.send("x", "y", SendOptions::default()));
+            s.text = format!(
+                "hook={} event={} provider={} chat={} key={} at={} time={} now={} media={} buttons={} list={} state={} send={}",
+                s.hook,
+                s.event,
+                s.provider,
+                s.chat,
+                s.key,
+                s.at,
+                s.time,
+                botrun::now(),
+                s.media.as_ref().map_or("-", |m| m.r#type.as_str()),
+                s.buttons.len(),
+                s.list.as_ref().map_or("-", |l| l.button.as_str()),
+                state,
+                send
+            );
+        }
+        _ => {}
+    }
+    Ok(Verdict::Send)
+}
+
+/// The after-send hook of examples/CONFORMANCE.md.
+fn after_send(s: &Outgoing) -> Result<(), Error> {
+    if s.text.starts_with("hook-fail") {
+        return Err("hook failed".into());
+    }
+    botrun::log(botrun::LOG_INFO, &format!("after_send key={} ref={} chat={} text={} time={}", s.key, s.r#ref, s.chat, s.text, s.time));
+    Ok(())
+}
+
+botrun::before_send!(before_send);
+botrun::after_send!(after_send);

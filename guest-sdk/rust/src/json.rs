@@ -1,7 +1,7 @@
 //! A small JSON codec for exactly the ABI's payloads (the SDK has no
 //! dependencies). Unknown fields are skipped.
 
-use crate::{BroadcastResult, Event, Interaction, Media, SendResult, KIND_MESSAGE};
+use crate::{BroadcastResult, Button, Event, Interaction, List, ListRow, ListSection, Media, Outgoing, SendResult, KIND_MESSAGE};
 
 pub fn put_string(b: &mut String, s: &str) {
     b.push('"');
@@ -102,24 +102,7 @@ impl<'a> Reader<'a> {
         match self.peek()? {
             b'"' => self.string().map(|_| ()),
             b'{' => self.object(|r, _| r.skip()),
-            b'[' => {
-                self.expect(b'[')?;
-                if self.peek()? == b']' {
-                    self.i += 1;
-                    return Some(());
-                }
-                loop {
-                    self.skip()?;
-                    match self.peek()? {
-                        b',' => self.i += 1,
-                        b']' => {
-                            self.i += 1;
-                            return Some(());
-                        }
-                        _ => return None,
-                    }
-                }
-            }
+            b'[' => self.array(|r| r.skip()),
             _ => {
                 while self.i < self.b.len() && !matches!(self.b[self.i], b',' | b'}' | b']' | b' ' | b'\n' | b'\t' | b'\r') {
                     self.i += 1;
@@ -129,54 +112,125 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn media(&mut self) -> Option<Vec<Media>> {
-        let mut out = Vec::new();
-        if self.b.get(self.i..).map_or(false, |rest| {
-            let t = rest.iter().position(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r')).unwrap_or(0);
-            rest[t..].starts_with(b"null")
-        }) {
-            self.ws();
+    /// Consumes a null, and reports whether there was one.
+    fn null(&mut self) -> bool {
+        self.ws();
+        if self.b.get(self.i..self.i + 4) == Some(b"null") {
             self.i += 4;
-            return Some(out);
+            return true;
+        }
+        false
+    }
+
+    /// An array (or null, as empty): `item` consumes each value.
+    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if self.null() {
+            return Some(());
         }
         self.expect(b'[')?;
         if self.peek()? == b']' {
             self.i += 1;
-            return Some(out);
+            return Some(());
         }
         loop {
-            let mut m = Media::default();
-            self.object(|r, k| {
-                match k {
-                    "type" => m.r#type = r.string()?,
-                    "ref" => m.r#ref = r.string()?,
-                    "url" => m.url = r.string()?,
-                    "mime" => m.mime = r.string()?,
-                    "caption" => m.caption = r.string()?,
-                    _ => r.skip()?,
-                }
-                Some(())
-            })?;
-            out.push(m);
+            item(self)?;
             match self.peek()? {
                 b',' => self.i += 1,
                 b']' => {
                     self.i += 1;
-                    return Some(out);
+                    return Some(());
                 }
                 _ => return None,
             }
         }
     }
 
+    fn media_object(&mut self) -> Option<Media> {
+        let mut m = Media::default();
+        self.object(|r, k| {
+            match k {
+                "type" => m.r#type = r.string()?,
+                "ref" => m.r#ref = r.string()?,
+                "url" => m.url = r.string()?,
+                "mime" => m.mime = r.string()?,
+                "caption" => m.caption = r.string()?,
+                _ => r.skip()?,
+            }
+            Some(())
+        })?;
+        Some(m)
+    }
+
+    fn media(&mut self) -> Option<Vec<Media>> {
+        let mut out = Vec::new();
+        self.array(|r| {
+            out.push(r.media_object()?);
+            Some(())
+        })?;
+        Some(out)
+    }
+
+    fn buttons(&mut self) -> Option<Vec<Button>> {
+        let mut out = Vec::new();
+        self.array(|r| {
+            let mut b = Button::default();
+            r.object(|r, k| {
+                match k {
+                    "id" => b.id = r.string()?,
+                    "title" => b.title = r.string()?,
+                    "url" => b.url = r.string()?,
+                    _ => r.skip()?,
+                }
+                Some(())
+            })?;
+            out.push(b);
+            Some(())
+        })?;
+        Some(out)
+    }
+
+    fn list(&mut self) -> Option<List> {
+        let mut l = List::default();
+        self.object(|r, k| {
+            match k {
+                "button" => l.button = r.string()?,
+                "sections" => r.array(|r| {
+                    let mut sec = ListSection::default();
+                    r.object(|r, k| {
+                        match k {
+                            "title" => sec.title = r.string()?,
+                            "rows" => r.array(|r| {
+                                let mut row = ListRow::default();
+                                r.object(|r, k| {
+                                    match k {
+                                        "id" => row.id = r.string()?,
+                                        "title" => row.title = r.string()?,
+                                        "description" => row.description = r.string()?,
+                                        _ => r.skip()?,
+                                    }
+                                    Some(())
+                                })?;
+                                sec.rows.push(row);
+                                Some(())
+                            })?,
+                            _ => r.skip()?,
+                        }
+                        Some(())
+                    })?;
+                    l.sections.push(sec);
+                    Some(())
+                })?,
+                _ => r.skip()?,
+            }
+            Some(())
+        })?;
+        Some(l)
+    }
+
     /// An interaction object, or None for null (the outer Option is the
     /// parse).
     fn interaction(&mut self) -> Option<Option<Interaction>> {
-        if self.peek()? == b'n' {
-            if self.b.get(self.i..self.i + 4) != Some(b"null") {
-                return None;
-            }
-            self.i += 4;
+        if self.null() {
             return Some(None);
         }
         let mut it = Interaction::default();
@@ -294,6 +348,34 @@ pub fn decode_broadcast(b: &[u8]) -> Option<BroadcastResult> {
         match k {
             "journaled" => o.journaled = r.number()?,
             "existing" => o.existing = r.number()?,
+            _ => r.skip()?,
+        }
+        Some(())
+    })?;
+    if r.peek().is_some() {
+        return None;
+    }
+    Some(o)
+}
+
+/// A send hook's SendHook; None when it does not parse.
+pub fn decode_outgoing(b: &[u8]) -> Option<Outgoing> {
+    let mut o = Outgoing::default();
+    let mut r = Reader { b, i: 0 };
+    r.object(|r, k| {
+        match k {
+            "hook" => o.hook = r.string()?,
+            "event" => o.event = r.string()?,
+            "provider" => o.provider = r.string()?,
+            "chat" => o.chat = r.string()?,
+            "key" => o.key = r.string()?,
+            "text" => o.text = r.string()?,
+            "ref" => o.r#ref = r.string()?,
+            "at" => o.at = r.number()?,
+            "time" => o.time = r.number()?,
+            "media" => o.media = if r.null() { None } else { Some(r.media_object()?) },
+            "buttons" => o.buttons = r.buttons()?,
+            "list" => o.list = if r.null() { None } else { Some(r.list()?) },
             _ => r.skip()?,
         }
         Some(())

@@ -19,6 +19,17 @@
 //! }
 //! botrun::export_handler!(handle);
 //! ```
+//!
+//! Send hooks (abi/SPEC.md section 4.7) are opt-in, each with its macro: a
+//! bot that uses neither exports no hook and pays nothing.
+//!
+//! ```text
+//! fn sign(s: &mut botrun::Outgoing) -> Result<botrun::Verdict, botrun::Error> {
+//!     s.text.push_str("\n-- sent by botrun");
+//!     Ok(botrun::Verdict::Send)
+//! }
+//! botrun::before_send!(sign);
+//! ```
 
 mod json;
 
@@ -34,12 +45,14 @@ extern "C" {
     fn state_get(k: *const u8, kn: i32) -> i32;
     fn state_set(k: *const u8, kn: i32, v: *const u8, vn: i32) -> i32;
     fn state_delete(k: *const u8, kn: i32) -> i32;
-    fn log(level: i32, p: *const u8, n: i32);
+    #[link_name = "log"]
+    fn host_log(level: i32, p: *const u8, n: i32);
     fn now_ms() -> i64;
     fn media_load(index: i32) -> i32;
     fn broadcast(p: *const u8, n: i32) -> i32;
     fn edit(p: *const u8, n: i32) -> i32;
     fn typing(p: *const u8, n: i32) -> i32;
+    fn rewrite(p: *const u8, n: i32) -> i32;
 }
 
 /// The inbound message being handled.
@@ -175,7 +188,10 @@ pub struct BroadcastResult {
     pub replayed: bool,
 }
 
-/// What a handler gets for one event.
+/// What a handler gets for one event. `Context::default()` has no event: in
+/// a send hook, where there is none, its sends and state calls answer
+/// `Error::Host` with UNSUPPORTED.
+#[derive(Default)]
 pub struct Context {
     pub event: Event,
     /// Set while a flow replays the steps it already took: sends, edits and
@@ -499,6 +515,27 @@ fn put_choices(b: &mut String, buttons: &[Button], list: Option<&List>) {
     }
 }
 
+/// The SendRequest JSON of a send of text to chat with opts.
+fn request(chat: &str, text: &str, opts: &SendOptions) -> String {
+    let mut b = String::from("{\"chat\":");
+    json::put_string(&mut b, chat);
+    b.push_str(",\"text\":");
+    json::put_string(&mut b, text);
+    if let Some(m) = opts.media {
+        put_media(&mut b, m);
+    }
+    if let Some(k) = opts.idempotency_key {
+        b.push_str(",\"idempotency_key\":");
+        json::put_string(&mut b, k);
+    }
+    if opts.at != 0 {
+        b.push_str(&format!(",\"at\":{}", opts.at));
+    }
+    put_choices(&mut b, opts.buttons, opts.list);
+    b.push('}');
+    b
+}
+
 impl Context {
     /// Posts text to the event's chat (see `post`): status "queued".
     pub fn reply(&mut self, text: &str) -> Result<SendResult, Error> {
@@ -537,22 +574,7 @@ impl Context {
             // derived key: the live sends keep their numbers on every replay.
             return Ok(SendResult { status: REPLAYED.to_string(), ..Default::default() });
         }
-        let mut b = String::from("{\"chat\":");
-        json::put_string(&mut b, chat);
-        b.push_str(",\"text\":");
-        json::put_string(&mut b, text);
-        if let Some(m) = opts.media {
-            put_media(&mut b, m);
-        }
-        if let Some(k) = opts.idempotency_key {
-            b.push_str(",\"idempotency_key\":");
-            json::put_string(&mut b, k);
-        }
-        if opts.at != 0 {
-            b.push_str(&format!(",\"at\":{}", opts.at));
-        }
-        put_choices(&mut b, opts.buttons, opts.list);
-        b.push('}');
+        let b = request(chat, text, &opts);
         let n = unsafe {
             match func {
                 "enqueue" => enqueue(b.as_ptr(), b.len() as i32),
@@ -710,7 +732,7 @@ impl Context {
 
     /// Writes a line to the host log (LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR).
     pub fn log(&self, level: i32, msg: &str) {
-        unsafe { log(level, msg.as_ptr(), msg.len() as i32) }
+        log(level, msg)
     }
 
     /// Starts a flow in this chat.
@@ -762,6 +784,12 @@ impl Context {
 /// The event's time in milliseconds: the deterministic clock.
 pub fn now() -> i64 {
     unsafe { now_ms() }
+}
+
+/// Writes a line to the host log (LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR)
+/// without a `Context`: from a send hook.
+pub fn log(level: i32, msg: &str) {
+    unsafe { host_log(level, msg.as_ptr(), msg.len() as i32) }
 }
 
 /// A flow asks questions and takes the chat's next messages as the answers;
@@ -867,20 +895,28 @@ fn run_flow(ctx: &mut Context, flows: &Flows, name: &str, answers: Vec<String>) 
     }
 }
 
-/// Runs one event: called by the export the handler macro generates.
-pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), Error>) -> i32 {
+/// The `len` bytes of the event (or a send hook's SendHook); None when
+/// `event_read` does not give them (logged).
+fn read_payload(len: i32) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; len as usize];
     let got = unsafe { event_read(buf.as_mut_ptr(), len) };
     if got != len {
-        let m = format!("botrun sdk: event_read returned {}, want {}", got, len);
-        unsafe { log(LOG_ERROR, m.as_ptr(), m.len() as i32) };
-        return 1;
+        log(LOG_ERROR, &format!("botrun sdk: event_read returned {}, want {}", got, len));
+        return None;
     }
+    Some(buf)
+}
+
+/// Runs one event: called by the export the handler macro generates.
+pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), Error>) -> i32 {
+    let buf = match read_payload(len) {
+        Some(b) => b,
+        None => return 1,
+    };
     let event = match json::decode_event(&buf) {
         Some(e) => e,
         None => {
-            let m = "botrun sdk: bad event";
-            unsafe { log(LOG_ERROR, m.as_ptr(), m.len() as i32) };
+            log(LOG_ERROR, "botrun sdk: bad event");
             return 1;
         }
     };
@@ -905,6 +941,131 @@ macro_rules! export_handler {
         #[no_mangle]
         pub extern "C" fn botrun_on_event(len: i32) -> i32 {
             $crate::run(len, $handler)
+        }
+    };
+}
+
+/// One send as a send hook sees it (abi/SPEC.md section 4.7).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Outgoing {
+    /// "before_send" or "after_send".
+    pub hook: String,
+    /// The id of the event whose handler made the send.
+    pub event: String,
+    pub provider: String,
+    pub chat: String,
+    /// The send's idempotency key.
+    pub key: String,
+    pub text: String,
+    pub media: Option<Media>,
+    pub buttons: Vec<Button>,
+    pub list: Option<List>,
+    /// An enqueued send's hold time in Unix milliseconds (0: now).
+    pub at: i64,
+    /// The channel's message id of the send (`after_send` only; "" when the
+    /// channel gave none).
+    pub r#ref: String,
+    /// The hook's clock in Unix milliseconds (`now()` answers it).
+    pub time: i64,
+}
+
+/// What a before-send hook makes of the send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send it, as the hook left the `Outgoing`.
+    Send,
+    /// Cancel it: it is not journaled, and the handler's send answers
+    /// "cancelled".
+    Cancel,
+}
+
+/// The send of a hook's payload; None when it cannot be had (logged).
+fn read_hook(len: i32) -> Option<Outgoing> {
+    let out = json::decode_outgoing(&read_payload(len)?);
+    if out.is_none() {
+        log(LOG_ERROR, "botrun sdk: bad send hook");
+    }
+    out
+}
+
+/// Runs `botrun_before_send`: called by the export `before_send!`
+/// generates. The hook may change the Outgoing's `chat`, `text`, `media`,
+/// `buttons` and `list` to rewrite the send (the SDK hands the host the
+/// whole send, `rewrite`, only when they changed; a rewrite the host refuses
+/// fails the hook with `Error::Host` `botrun.rewrite: BAD_PAYLOAD`), return
+/// `Verdict::Cancel` to cancel it, or an error to fail it (the send is dead).
+pub fn run_before_send(len: i32, hook: fn(&mut Outgoing) -> Result<Verdict, Error>) -> i32 {
+    let orig = match read_hook(len) {
+        Some(o) => o,
+        None => return 1,
+    };
+    let mut out = orig.clone();
+    let verdict = hook(&mut out);
+    let changed = out.chat != orig.chat || out.text != orig.text || out.media != orig.media || out.buttons != orig.buttons || out.list != orig.list;
+    let res = match verdict {
+        Ok(Verdict::Send) if changed => {
+            let opts = SendOptions { media: out.media.as_ref(), buttons: &out.buttons, list: out.list.as_ref(), ..Default::default() };
+            let b = request(&out.chat, &out.text, &opts);
+            let n = unsafe { rewrite(b.as_ptr(), b.len() as i32) };
+            if n < 0 {
+                Err(host("rewrite", n))
+            } else {
+                Ok(Verdict::Send)
+            }
+        }
+        v => v,
+    };
+    match res {
+        Ok(Verdict::Send) => 0,
+        Ok(Verdict::Cancel) => 2,
+        Err(e) => {
+            log(LOG_ERROR, &e.to_string());
+            1
+        }
+    }
+}
+
+/// Runs `botrun_after_send`: called by the export `after_send!` generates.
+/// The hook's error is logged, not retried.
+pub fn run_after_send(len: i32, hook: fn(&Outgoing) -> Result<(), Error>) -> i32 {
+    let out = match read_hook(len) {
+        Some(o) => o,
+        None => return 1,
+    };
+    match hook(&out) {
+        Ok(()) => 0,
+        Err(e) => {
+            log(LOG_ERROR, &e.to_string());
+            1
+        }
+    }
+}
+
+/// Exports `botrun_before_send` for a hook
+/// `fn(&mut botrun::Outgoing) -> Result<botrun::Verdict, botrun::Error>`
+/// (see `run_before_send`): it runs once for each send, post, enqueue and
+/// broadcast chat of a handler, before it is journaled. A hook neither sends
+/// nor reads or writes state (UNSUPPORTED); `log` and `now` work.
+#[macro_export]
+macro_rules! before_send {
+    ($hook:path) => {
+        #[no_mangle]
+        pub extern "C" fn botrun_before_send(len: i32) -> i32 {
+            $crate::run_before_send(len, $hook)
+        }
+    };
+}
+
+/// Exports `botrun_after_send` for a hook
+/// `fn(&botrun::Outgoing) -> Result<(), botrun::Error>`: it runs at least
+/// once for each send of a handler after it was delivered, with `r#ref` the
+/// channel's message id.
+#[macro_export]
+macro_rules! after_send {
+    ($hook:path) => {
+        #[no_mangle]
+        pub extern "C" fn botrun_after_send(len: i32) -> i32 {
+            $crate::run_after_send(len, $hook)
         }
     };
 }
