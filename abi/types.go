@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -162,7 +163,7 @@ func DecodeSendRequest(b []byte) (SendRequest, error) {
 	if err := CheckName("\"chat\"", r.Chat); err != nil {
 		return SendRequest{}, fmt.Errorf("%w: send request: %w", ErrBadPayload, err)
 	}
-	if err := CheckName("\"idempotency_key\"", r.IdempotencyKey); err != nil {
+	if err := CheckKey("\"idempotency_key\"", r.IdempotencyKey); err != nil {
 		return SendRequest{}, fmt.Errorf("%w: send request: %w", ErrBadPayload, err)
 	}
 	if r.Media != nil {
@@ -376,7 +377,7 @@ func (r BroadcastRequest) Check() error {
 		if c == "" {
 			return fmt.Errorf("%w: broadcast request: chats[%d] is empty", ErrBadPayload, i)
 		}
-		if err := CheckName(fmt.Sprintf("chats[%d]", i), c); err != nil {
+		if err := CheckKey(fmt.Sprintf("chats[%d]", i), c); err != nil {
 			return fmt.Errorf("%w: broadcast request: %w", ErrBadPayload, err)
 		}
 	}
@@ -416,6 +417,19 @@ func CheckName(what, s string) error {
 		}
 	}
 	return nil
+}
+
+// ReservedKeySuffix ends the keys the host journals for itself beside a
+// send (its botrun_after_send record): no send key may end with it.
+const ReservedKeySuffix = "@after_send"
+
+// CheckKey is CheckName for what becomes the end of an idempotency key (an
+// explicit key, a broadcast's chat): it also refuses ReservedKeySuffix.
+func CheckKey(what, s string) error {
+	if strings.HasSuffix(s, ReservedKeySuffix) {
+		return fmt.Errorf("%w: %s ends with %q, which the host reserves for its own records", ErrBadName, what, ReservedKeySuffix)
+	}
+	return CheckName(what, s)
 }
 
 // Names of the send hooks, in SendHook.Hook.

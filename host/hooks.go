@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/botrun/botrun/abi"
@@ -38,7 +37,7 @@ const afterSendProvider = "_after_send"
 // (alerts, after_send), which no [[providers]] id can name.
 func internalProvider(id string) bool { return id != "" && id[0] == '_' }
 
-func afterSendKey(key string) string { return key + "@after_send" }
+func afterSendKey(key string) string { return key + abi.ReservedKeySuffix }
 
 // Hooks implements SendHooks on the current module.
 func (r *reloader) Hooks() (before, after bool) {
@@ -71,8 +70,8 @@ func hookOf(s sendSpec) abi.SendHook {
 // journaled. It answers done (with the result to give the guest) when the
 // hook cancelled the send or failed with its own error (the send is dead,
 // never journaled); an error is a fault, which fails the event's attempt.
-// A rewritten send keeps its key, and its parts keep the fingerprint of the
-// content before the hook (section 5 compares that on a replay).
+// A rewritten send keeps its key, and its parts keep the fingerprints of the
+// send as the handler asked for it (section 5 compares those on a replay).
 func (t *turn) beforeSend(ctx context.Context, s *sendSpec) (res abi.SendResult, done bool, err error) {
 	if t.hooks == nil {
 		return res, false, nil
@@ -92,20 +91,49 @@ func (t *turn) beforeSend(ctx context.Context, s *sendSpec) (res abi.SendResult,
 	case out.Cancel:
 		return abi.SendResult{Status: abi.SendCancelled, Key: s.key}, true, nil
 	case out.Rewrite != nil:
-		before, _ := json.Marshal(s.msg)
-		s.prehook = fingerprint(s.chat, before)
+		for _, p := range t.sender.parts(*s) {
+			s.prehook = append(s.prehook, fingerprint(s.chat, p.payload))
+		}
 		r := out.Rewrite
 		s.chat, s.msg = r.Chat, outMsg{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
 	}
 	return res, false, nil
 }
 
+// hookedSend runs botrun_before_send on s, sends it with send, then journals
+// its botrun_after_send. A send already journaled under its key (a replay)
+// answers from the journal even when the hook now cancels or fails it: what
+// was journaled goes out, and its after_send runs.
+func (t *turn) hookedSend(ctx context.Context, s sendSpec, send func(sendSpec) (abi.SendResult, error)) (abi.SendResult, error) {
+	res, done, err := t.beforeSend(ctx, &s)
+	if err != nil {
+		return res, err
+	}
+	if done {
+		switch _, err := t.sender.outbox.Get(ctx, s.key); {
+		case errors.Is(err, durability.ErrNotFound):
+			return res, nil
+		case err != nil:
+			return res, fmt.Errorf("outbox journal: %w", err)
+		}
+	}
+	var keys []string
+	if t.hooks != nil {
+		s.keys = &keys
+	}
+	res, err = send(s)
+	if err == nil {
+		err = t.afterSend(ctx, s, res, keys)
+	}
+	return res, err
+}
+
 // afterSend journals, for a module that exports botrun_after_send, the
-// record that runs it once the send res answers is delivered. It is put
-// after the send's parts and before the event completes: a crash in between
-// replays the event, which puts it then.
-func (t *turn) afterSend(ctx context.Context, s sendSpec, res abi.SendResult) error {
-	if t.hooks == nil {
+// record that runs it once the parts keys of the send res answers are
+// delivered. It is put after the parts and before the event completes: a
+// crash in between replays the event, which puts it then.
+func (t *turn) afterSend(ctx context.Context, s sendSpec, res abi.SendResult, keys []string) error {
+	if t.hooks == nil || len(keys) == 0 {
 		return nil
 	}
 	switch res.Status {
@@ -117,12 +145,19 @@ func (t *turn) afterSend(ctx context.Context, s sendSpec, res abi.SendResult) er
 		return nil
 	}
 	s.key = res.Key
-	return t.sender.journalAfter(ctx, s)
+	return t.sender.journalAfter(ctx, s, keys)
+}
+
+// afterRecord is the payload of an after_send record: the hook to run and
+// the keys of the send's parts, in order.
+type afterRecord struct {
+	Hook  abi.SendHook `json:"hook"`
+	Parts []string     `json:"parts"`
 }
 
 // journalAfter puts the after_send record of s (see afterSendProvider).
-func (o *sender) journalAfter(ctx context.Context, s sendSpec) error {
-	body, err := json.Marshal(hookOf(s))
+func (o *sender) journalAfter(ctx context.Context, s sendSpec, parts []string) error {
+	body, err := json.Marshal(afterRecord{Hook: hookOf(s), Parts: parts})
 	if err != nil {
 		return fmt.Errorf("after_send of %s: %w", s.key, err)
 	}
@@ -132,7 +167,29 @@ func (o *sender) journalAfter(ctx context.Context, s sendSpec) error {
 	if err != nil {
 		return fmt.Errorf("outbox journal: after_send of %s: %w", s.key, err)
 	}
+	o.wake.notify()
 	return nil
+}
+
+// rearmAfterSend makes the after_send record of key run again once key is
+// delivered: an operator retried a send whose record was settled without
+// running the hook (the send was dead or unknown).
+func rearmAfterSend(ctx context.Context, outbox durability.OutboxJournal, key string) error {
+	rec, err := outbox.Get(ctx, afterSendKey(key))
+	switch {
+	case errors.Is(err, durability.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case rec.State != durability.OutboxSent:
+		return nil // still waiting for the send
+	}
+	if err := outbox.Discard(ctx, rec.Key); err != nil {
+		return err
+	}
+	_, _, err = outbox.Put(ctx, durability.OutboxPut{Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat,
+		Payload: rec.Payload, Inbound: rec.Inbound}, nowMs(), nil)
+	return err
 }
 
 // runAfterSend delivers a claimed after_send record: once every part of its
@@ -140,52 +197,60 @@ func (o *sender) journalAfter(ctx context.Context, s sendSpec) error {
 // (without charging an attempt) while a part is not sent yet, and settles
 // without running the hook when the send never went out (dead, discarded, or
 // unknown after a crash) or the module no longer exports the hook. A fault of
-// the hook is retried like a failed send; the hook's own error is logged and
-// not retried. A claim left in flight by a crash runs the hook again: at
-// least once.
+// the hook is retried like a failed send, a failure of the host (the
+// journal, an instance that would not start, a stop) without charging an
+// attempt; the hook's own error is logged and not retried. A claim left in
+// flight by a crash runs the hook again: at least once.
 func (o *sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) {
 	var m outMsg
-	var h abi.SendHook
-	if err := errors.Join(json.Unmarshal(rec.Payload, &m), json.Unmarshal([]byte(m.Text), &h)); err != nil {
-		o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("after_send record is unreadable: %w", err)}, time.Time{})
+	var a afterRecord
+	if err := errors.Join(json.Unmarshal(rec.Payload, &m), json.Unmarshal([]byte(m.Text), &a)); err != nil || len(a.Parts) == 0 {
+		o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("after_send record is unreadable: %v", err)}, time.Time{})
 		return
 	}
+	h := a.Hook
 	settle := func(why string) {
-		if why != "" {
-			o.log.Debug("after_send not run", "key", h.Key, "why", why)
-		}
+		o.log.Debug("after_send not run", "key", h.Key, "why", why)
 		o.markSent(ctx, rec, "")
 	}
-	first, sent := durability.OutboxRecord{}, int64(0)
-	for n := 1; ; n++ {
-		key := h.Key
-		if n > 1 {
-			key += "#" + strconv.Itoa(n)
+	later := func(why string, retryAt int64) {
+		now := nowMs()
+		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, why, durability.FailOptions{Now: now, RetryAt: max(retryAt, now+o.policy.poll.Milliseconds()), Refund: true})
+		o.noteFailWrite(rec.Key, err)
+	}
+	var first durability.OutboxRecord
+	var sent int64
+	// The parts journaled with the send, then any the sweeper split off the
+	// last one (key#2, … linked to it).
+	keys, prev := a.Parts, ""
+	for i := 0; ; i++ {
+		key := ""
+		switch {
+		case i < len(keys):
+			key = keys[i]
+		default:
+			key = fmt.Sprintf("%s#%d", keys[len(keys)-1], i-len(keys)+2)
 		}
 		part, err := o.outbox.Get(ctx, key)
 		switch {
-		case errors.Is(err, durability.ErrNotFound) && n == 1:
+		case i >= len(keys) && (errors.Is(err, durability.ErrNotFound) || err == nil && part.PreviousPart != prev):
+		case errors.Is(err, durability.ErrNotFound):
 			settle("the send was discarded")
 			return
-		case errors.Is(err, durability.ErrNotFound):
 		case err != nil:
-			o.settleFailure(ctx, rec, err, time.Time{})
+			later("reading "+key+": "+err.Error(), 0)
 			return
 		case part.State == durability.OutboxDead, part.State == durability.OutboxUnknown:
 			settle("the send was not delivered: " + string(part.State))
 			return
 		case part.State != durability.OutboxSent:
-			// Not delivered yet: wait, without charging an attempt.
-			now := nowMs()
-			retry := max(part.RetryAt, now+o.policy.poll.Milliseconds())
-			err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, "waiting for "+key, durability.FailOptions{Now: now, RetryAt: retry, Refund: true})
-			o.noteFailWrite(rec.Key, err)
+			later("waiting for "+key, part.RetryAt)
 			return
 		default:
-			if n == 1 {
+			if i == 0 {
 				first = part
 			}
-			sent = max(sent, part.CompletedAt)
+			sent, prev = max(sent, part.CompletedAt), key
 			continue
 		}
 		break
@@ -199,14 +264,24 @@ func (o *sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) 
 		return
 	}
 	h.Ref, h.Time = first.Ref, sent
-	err := o.hooks.AfterSend(ctx, h)
+	// The hook may wait for an instance: the record's lease is kept
+	// meanwhile, so no other owner runs it at the same time.
+	hb := o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
+		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
+	})
+	err := o.hooks.AfterSend(hb.ctx, h)
+	hb.stop()
+	defer hb.release()
 	var he *wasm.HandlerError
+	var fault *wasm.FaultError
 	switch {
 	case errors.As(err, &he):
 		o.log.Warn("botrun_after_send returned an error; not retried", "key", h.Key, "err", he.Message)
+	case errors.As(err, &fault) && (fault.Kind == wasm.FaultHost || fault.Kind == wasm.FaultCanceled):
+		later("botrun_after_send could not run: "+err.Error(), 0)
+		return
 	case err != nil:
-		o.log.Warn("botrun_after_send faulted; it runs again", "key", h.Key, "err", err)
-		o.settleFailure(ctx, rec, err, time.Time{})
+		o.settleFailure(ctx, rec, fmt.Errorf("botrun_after_send: %w", err), time.Time{})
 		return
 	}
 	o.markSent(ctx, rec, "")

@@ -43,6 +43,11 @@ func (b *Bot) RetrySend(ctx context.Context, key string) error {
 	if err := b.outbox.Retry(ctx, key, nowMs()); err != nil {
 		return err
 	}
+	// Delivered now, the send runs the module's botrun_after_send, which
+	// was settled without running while the send was dead or unknown.
+	if err := rearmAfterSend(ctx, b.outbox, key); err != nil {
+		return err
+	}
 	b.wakeSweeper()
 	return nil
 }
@@ -56,6 +61,10 @@ func (b *Bot) Discard(ctx context.Context, key string) error {
 // (key#2, key#3, …): discarding a scheduled send cancels all of it.
 func DiscardSend(ctx context.Context, outbox durability.OutboxJournal, key string) error {
 	if err := outbox.Discard(ctx, key); err != nil {
+		return err
+	}
+	// A later send under the key journals its own botrun_after_send.
+	if err := outbox.Discard(ctx, afterSendKey(key)); err != nil && !errors.Is(err, durability.ErrNotFound) {
 		return err
 	}
 	for n := 2; ; n++ {
@@ -83,7 +92,7 @@ func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 	if key == "" {
 		key = "rnd:" + randomID()
 	}
-	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckName("idempotency key", key)); err != nil {
+	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckKey("idempotency key", key)); err != nil {
 		return abi.SendResult{}, fmt.Errorf("send: %w: %w", ErrInvalidSend, err)
 	}
 	if text == "" || chat == "" || providerID == "" {

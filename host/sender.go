@@ -57,11 +57,13 @@ type sendSpec struct {
 	inbound string
 	// at holds an enqueued send until this time (Unix ms; 0: now).
 	at int64
-	// prehook is the fingerprint of the chat and content before
-	// botrun_before_send rewrote them ("" when it did not): the parts'
-	// fingerprints derive from it, so a replay compares what the handler
-	// asked for, as the seed does.
-	prehook string
+	// prehook holds the fingerprints of the parts of the send as the
+	// handler asked for it, before botrun_before_send rewrote it (nil when
+	// it did not): the journal keeps those, so a replay compares what the
+	// handler asked for, as the seed does, whatever the hook made of it.
+	prehook []string
+	// keys, when set, collects the key of each part journaled.
+	keys *[]string
 }
 
 // part is one journal record of a send: the whole send, or one piece of a text
@@ -81,6 +83,13 @@ func fingerprint(chat string, payload []byte) string {
 	h.Write([]byte{0})
 	h.Write(payload)
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// collect notes a journaled part's key (see sendSpec.keys).
+func (s sendSpec) collect(key string) {
+	if s.keys != nil {
+		*s.keys = append(*s.keys, key)
+	}
 }
 
 func (o *sender) textLimit(providerID string) int {
@@ -156,6 +165,7 @@ func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendRe
 			o.land(ctx, held)
 			return abi.SendResult{}, nil, err
 		}
+		s.collect(r.Key)
 		delivered := r.Status == abi.SendSent || r.Status == abi.SendDeduped
 		switch {
 		case i == 0:
@@ -215,8 +225,12 @@ func (o *sender) diverged(s sendSpec, p part, rec durability.OutboxRecord, fp st
 
 func (o *sender) put(s sendSpec, p part, key, prev string) durability.OutboxPut {
 	fp := fingerprint(s.chat, p.payload)
-	if s.prehook != "" {
-		fp = fingerprint(s.prehook, []byte(strconv.Itoa(p.n)))
+	if n := len(s.prehook); n > 0 {
+		// A rewrite may make more parts than the handler's send had.
+		fp = s.prehook[min(p.n, n)-1]
+		if p.n > n {
+			fp = fingerprint(fp, []byte(strconv.Itoa(p.n)))
+		}
 	}
 	return durability.OutboxPut{Key: key, Provider: s.provider, Chat: s.chat, Payload: p.payload,
 		Fingerprint: fp, PreviousPart: prev, Inbound: s.inbound, NotBefore: s.at}
@@ -294,6 +308,7 @@ func (o *sender) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error
 		if err != nil {
 			return abi.SendResult{}, err
 		}
+		s.collect(res.Key)
 		if i == 0 {
 			first = res
 		}

@@ -273,7 +273,7 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := sendSpec{provider: "web", chat: "c1", msg: outMsg{Text: "hi"}, key: "k1", inbound: "web:m0"}
-	if err := b.sender.journalAfter(ctx, s); err != nil {
+	if err := b.sender.journalAfter(ctx, s, []string{"k1"}); err != nil {
 		t.Fatal(err)
 	}
 	// The crashed incarnation had claimed the hook's record: in flight, its
@@ -331,5 +331,92 @@ func TestSignatureExample(t *testing.T) {
 		return strings.Contains(logs.String(), "delivered web:s3:1 to s as message ")
 	}) {
 		t.Fatalf("the after-send hook did not log the delivery of web:s3:1:\n%s", logs.String())
+	}
+}
+
+// TestHookReplayAndOperatorActions: a replay whose before_send now cancels
+// a send journaled before answers from the journal (what was journaled goes
+// out once, and its after_send runs); an operator's retry of a send that
+// died re-arms its after_send, which runs once it is delivered; a discard
+// drops the after_send record with the send.
+func TestHookReplayAndOperatorActions(t *testing.T) {
+	var mu sync.Mutex
+	cancel, down := false, true
+	var results []abi.SendStatus
+	g := &hookGuest{
+		before: func(h abi.SendHook) (wasm.BeforeSend, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return wasm.BeforeSend{Cancel: cancel && h.Text == "x"}, nil
+		},
+		afterErr: func(int, abi.SendHook) error { return nil },
+	}
+	g.native = func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "x"})
+		mu.Lock()
+		results = append(results, res.Status)
+		mu.Unlock()
+		if err != nil {
+			return err
+		}
+		_, err = env.Enqueue(ctx, abi.SendRequest{Chat: ev.Chat, Text: "flaky"})
+		return err
+	}
+	ch := newChannel()
+	ch.fail = func(_ int, out provider.Outbound) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if out.Text == "flaky" && down {
+			return &permanentError{errors.New("blocked for now")}
+		}
+		return nil
+	}
+	b := newTestBot(t, testConfig(t, ""), backends["sqlite"](t), g, ch)
+	defer b.stop(t)
+	ctx := context.Background()
+	if _, err := b.admit(t, "c1", "m1", "go"); err != nil {
+		t.Fatal(err)
+	}
+	settled := func(key string) bool {
+		rec, err := b.outbox.Get(ctx, afterSendKey(key))
+		return err == nil && rec.State == durability.OutboxSent
+	}
+	if !waitFor(60*time.Second, func() bool { return settled("web:m1:1") && settled("web:m1:2") }) {
+		t.Fatal("the after_send records did not settle")
+	}
+	if n, _ := g.afterRuns("web:m1:2"); n != 0 {
+		t.Fatalf("after_send ran for a dead send")
+	}
+	mu.Lock()
+	cancel, down = true, false
+	mu.Unlock()
+	if err := b.ReplayInbound(ctx, "web:m1"); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(results) == 2 }) || !b.quiet(1, 60*time.Second) {
+		t.Fatal("the replay did not run")
+	}
+	mu.Lock()
+	if results[1] != abi.SendDeduped {
+		t.Errorf("the replay's send answered %q, want deduped from the journal (the hook now cancels it)", results[1])
+	}
+	mu.Unlock()
+	if n := ch.count("c1", "x"); n != 1 {
+		t.Errorf("x delivered %d times", n)
+	}
+	if err := b.RetrySend(ctx, "web:m1:2"); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns("web:m1:2"); return n == 1 && settled("web:m1:2") }) {
+		t.Fatalf("after_send did not run once the retried send was delivered: %+v", b.outboxRecord(t, afterSendKey("web:m1:2")))
+	}
+	if n, _ := g.afterRuns("web:m1:1"); n != 1 {
+		t.Errorf("after_send of web:m1:1 ran %d times, want 1", n)
+	}
+	if err := b.Discard(ctx, "web:m1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.outbox.Get(ctx, afterSendKey("web:m1:1")); !errors.Is(err, durability.ErrNotFound) {
+		t.Errorf("the discarded send's after_send record is still there (err %v)", err)
 	}
 }

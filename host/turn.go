@@ -270,19 +270,6 @@ func (t *turn) Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, e
 	return t.send(ctx, s)
 }
 
-// hookedSend runs botrun_before_send on s, then sends it with send, then
-// journals its botrun_after_send.
-func (t *turn) hookedSend(ctx context.Context, s sendSpec, send func(sendSpec) (abi.SendResult, error)) (abi.SendResult, error) {
-	if res, done, err := t.beforeSend(ctx, &s); done || err != nil {
-		return res, err
-	}
-	res, err := send(s)
-	if err == nil {
-		err = t.afterSend(ctx, s, res)
-	}
-	return res, err
-}
-
 // Post implements wasm.Env: the send is numbered and keyed now, and made when
 // the handler returns.
 func (t *turn) Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
@@ -378,18 +365,29 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 		return abi.BroadcastResult{}, fmt.Errorf("event %s: a broadcast to %d chats is over bot.max_broadcast (%d): %w", t.event.ID, len(req.Chats), t.maxBroadcast, wasm.ErrTooLarge)
 	}
 	var hook *chatHook
+	hookFailed := false
 	if t.hooks != nil {
 		if before, after := t.hooks.Hooks(); before || after {
 			hook = &chatHook{
 				before: func(s *sendSpec) (bool, error) {
 					res, done, err := t.beforeSend(ctx, s)
-					if done && res.Status == abi.SendDead {
-						t.sender.log.Warn("broadcast: botrun_before_send failed; that chat's send is cancelled", "key", s.key, "err", res.Error)
+					if done {
+						// A chat journaled before (a replay) is answered
+						// from the journal whatever the hook says now.
+						if _, gerr := t.sender.outbox.Get(ctx, s.key); gerr == nil {
+							return true, nil
+						} else if !errors.Is(gerr, durability.ErrNotFound) {
+							return false, fmt.Errorf("outbox journal: %w", gerr)
+						}
+					}
+					if done && res.Status == abi.SendDead && !hookFailed {
+						hookFailed = true // once per broadcast: a hook cannot flood the log
+						t.sender.log.Warn("broadcast: botrun_before_send failed; that chat's send is cancelled (further failures of this broadcast are not logged)", "key", s.key, "err", res.Error)
 					}
 					return !done, err
 				},
 				after: func(s sendSpec) error {
-					return t.afterSend(ctx, s, abi.SendResult{Status: abi.SendDeferred, Key: s.key})
+					return t.afterSend(ctx, s, abi.SendResult{Status: abi.SendDeferred, Key: s.key}, []string{s.key})
 				},
 			}
 		}

@@ -49,7 +49,9 @@ type Bot struct {
 	Workers int `toml:"workers"`
 	// Instances is how many guest instances may run at once (default 8);
 	// each holds its own memory. A handler's posted sends (Reply) are made
-	// after it returns its instance; a waiting Send keeps it.
+	// after it returns its instance; a waiting Send keeps it. A module's
+	// send hooks run on a second pool of the same size (so up to twice as
+	// many instances when the module exports them).
 	Instances int `toml:"instances"`
 	// MaxQueue caps the admitted messages waiting for a worker (default
 	// 1000): past it a webhook answers 503 with Retry-After and journals

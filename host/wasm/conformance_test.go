@@ -635,26 +635,34 @@ func (l *confLog) take() string {
 	return s
 }
 
+// loadLogged loads the module at path on an engine of one instance whose
+// log, at debug level, the test reads back; both close when the test ends.
+func loadLogged(t *testing.T, path string) (*wasm.Module, *confLog) {
+	t.Helper()
+	logs := &confLog{}
+	ctx := context.Background()
+	e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(ctx) })
+	m, err := e.Load(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(ctx) })
+	return m, logs
+}
+
 // TestConformance drives every SDK's conformance guest through the same
 // table, the way a backend conformance suite drives backends: each row is
 // an event, a scripted host, and the outcome every SDK must report.
 func TestConformance(t *testing.T) {
 	for _, g := range conformanceGuests {
 		t.Run(g.lang, func(t *testing.T) {
-			path := g.build(t)
-			logs := &confLog{}
+			m, logs := loadLogged(t, g.build(t))
 			ctx := context.Background()
-			e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1,
-				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close(ctx)
-			m, err := e.Load(ctx, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close(ctx)
 			for _, row := range conformanceRows {
 				t.Run(row.name, func(t *testing.T) {
 					env := &scripted{event: "ev", now: 1764412800000, state: map[string]string{}, journal: map[string]bool{}}

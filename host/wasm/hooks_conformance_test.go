@@ -62,20 +62,9 @@ var hookRows = []hookRow{
 func TestConformanceHooks(t *testing.T) {
 	for _, g := range conformanceGuests {
 		t.Run(g.lang, func(t *testing.T) {
-			path := g.build(t)
-			logs := &confLog{}
+			m, logs := loadLogged(t, g.build(t))
 			ctx := context.Background()
-			e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1,
-				Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close(ctx)
-			m, err := e.Load(ctx, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close(ctx)
+			var err error
 			if before, after := m.Hooks(); !before || !after {
 				t.Fatalf("Hooks() = %v, %v: the %s conformance guest exports both", before, after, g.lang)
 			}

@@ -307,16 +307,24 @@ func payloadArg(ctx context.Context, mod api.Module, stack []uint64) (c *call, b
 		stack[0] = code(abi.CodeUnsupported)
 		return nil, nil, false
 	}
+	b, ok = jsonArg(mod, stack)
+	return c, b, ok
+}
+
+// jsonArg reads the (ptr, len) JSON argument in stack[0:2], at most
+// abi.MaxPayload bytes; ok is false when stack[0] holds the answer
+// (TOO_LARGE or BAD_POINTER).
+func jsonArg(mod api.Module, stack []uint64) ([]byte, bool) {
 	n := api.DecodeU32(stack[1])
 	if n > abi.MaxPayload {
 		stack[0] = code(abi.CodeTooLarge)
-		return nil, nil, false
+		return nil, false
 	}
-	if b, ok = read(mod, api.DecodeU32(stack[0]), n); !ok {
+	b, ok := read(mod, api.DecodeU32(stack[0]), n)
+	if !ok {
 		stack[0] = code(abi.CodeBadPointer)
-		return nil, nil, false
 	}
-	return c, b, true
+	return b, ok
 }
 
 // broadcast journals one send per chat (abi.BroadcastRequest) and answers an
@@ -604,14 +612,8 @@ var rewrite = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack [
 		stack[0] = code(abi.CodeUnsupported)
 		return
 	}
-	n := api.DecodeU32(stack[1])
-	if n > abi.MaxPayload {
-		stack[0] = code(abi.CodeTooLarge)
-		return
-	}
-	b, ok := read(mod, api.DecodeU32(stack[0]), n)
+	b, ok := jsonArg(mod, stack)
 	if !ok {
-		stack[0] = code(abi.CodeBadPointer)
 		return
 	}
 	req, err := abi.DecodeRewrite(b)

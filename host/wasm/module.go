@@ -304,6 +304,12 @@ func (m *Module) AfterSend(ctx context.Context, h abi.SendHook) error {
 	return err
 }
 
+// The output budget of one send hook call.
+const (
+	hookOutputBytes = outputBudgetBytes / 16
+	hookOutputLines = outputBudgetLines / 16
+)
+
 // runHook calls the hook export name with h as its payload (event_read),
 // under the handler's deadline, its clock at h.Time and its random source
 // seeded with the send's key. OK and CANCEL are statuses; HANDLER_ERROR (and
@@ -322,6 +328,9 @@ func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.
 	inst.clock.set(h.Time)
 	inst.rand.reseed(name + "\x00" + h.Key)
 	inst.beginOutput(tag)
+	// A hook runs once per send, up to bot.max_broadcast times for one
+	// event: its output budget is a sixteenth of an event's.
+	inst.out.resetTo(hookOutputBytes, hookOutputLines)
 	callCtx, dl := startDeadline(ctx, m.engine.cfg.HandlerTimeout)
 	c.deadline = dl
 	res, callErr := inst.mod.ExportedFunction(name).Call(withCall(callCtx, c), uint64(len(payload)))

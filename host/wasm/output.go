@@ -40,10 +40,13 @@ func newOutputBudget() *outputBudget {
 }
 
 // reset gives a new event the whole budget.
-func (b *outputBudget) reset() {
+func (b *outputBudget) reset() { b.resetTo(outputBudgetBytes, outputBudgetLines) }
+
+// resetTo gives the next call a budget of bytes in lines.
+func (b *outputBudget) resetTo(bytes, lines int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.bytes, b.lines, b.dropped = outputBudgetBytes, outputBudgetLines, 0
+	b.bytes, b.lines, b.dropped = bytes, lines, 0
 }
 
 // take admits up to n bytes and returns how many it admitted; the rest count
