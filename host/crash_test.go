@@ -249,7 +249,7 @@ func TestCrashMatrixClosedWindow(t *testing.T) {
 	for name, nb := range backends {
 		t.Run(name, func(t *testing.T) {
 			for _, channel := range []string{"idempotent", "reconciling"} {
-				var resolved int64
+				var resolved, ran int64
 				for _, op := range []string{"provider.send", "outbox.markSent", "inbox.complete"} {
 					for _, after := range []bool{false, true} {
 						for _, resend := range []bool{false, true} {
@@ -260,13 +260,14 @@ func TestCrashMatrixClosedWindow(t *testing.T) {
 									t.Fatalf("%s: outbox_ambiguous = %d", c, m.OutboxAmbiguous)
 								}
 								resolved += m.OutboxAmbiguousResolved
+								ran++
 							})
 						}
 					}
 				}
 				// The points above leave sends in flight: the channel, not a
 				// policy, must have settled some of them.
-				if resolved == 0 {
+				if ran > 0 && resolved == 0 { // ran is 0 when the backend's server is absent (skipped)
 					t.Errorf("%s: no crash left a send for the %s channel to settle", name, channel)
 				}
 			}

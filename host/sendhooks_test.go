@@ -267,7 +267,10 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
 	l := durability.Lease{Owner: "gone", Now: now - 60_000, Until: now - 30_000}
-	if _, rec, err := b.outbox.Put(ctx, durability.OutboxPut{Key: "k1", Provider: "web", Chat: "c1", Payload: []byte(`{"text":"hi"}`)}, l.Now, &l); err != nil {
+	// The send itself was delivered (its lease is still live while this
+	// sets it up, so the sweeper leaves it alone).
+	live := durability.Lease{Owner: "gone", Now: now - 60_000, Until: now + 60_000}
+	if _, rec, err := b.outbox.Put(ctx, durability.OutboxPut{Key: "k1", Provider: "web", Chat: "c1", Payload: []byte(`{"text":"hi"}`)}, live.Now, &live); err != nil {
 		t.Fatal(err)
 	} else if err := b.outbox.MarkSent(ctx, "k1", rec.Token, "ref-9", now-50_000); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -26,6 +27,26 @@ func BenchmarkEchoHandle(b *testing.B) {
 		}
 		if len(rec.sends) > 1000 {
 			rec.sends = rec.sends[:0]
+		}
+	}
+}
+
+// BenchmarkSendHook measures one botrun_before_send call of
+// examples/signature (a Go guest that signs the text: a rewrite): the cost
+// a module's hook adds to each send, to compare with BenchmarkEchoHandle's
+// whole event.
+func BenchmarkSendHook(b *testing.B) {
+	e, _ := newEngine(&testing.T{}, Config{Workers: 1})
+	m, err := e.Load(context.Background(), wasmbuild.Go(b, "../../examples/signature"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := abi.SendHook{Event: "web:1", Provider: "web", Chat: "c1", Key: "web:1:1", Text: "echo: hi", Time: 1764412800000}
+	b.ResetTimer()
+	for range b.N {
+		out, err := m.BeforeSend(context.Background(), h)
+		if err != nil || out.Rewrite == nil {
+			b.Fatal(out, err)
 		}
 	}
 }
