@@ -264,20 +264,39 @@ func Run(t *testing.T, ch Channel) {
 
 	t.Run("send/split-at-the-text-limit", func(t *testing.T) {
 		tl, ok := p.(provider.TextLimiter)
-		if !ok {
-			t.Fatal("the provider declares no text limit (provider.TextLimiter)")
+		bl, okBytes := p.(provider.ByteLimiter)
+		if !ok && !okBytes {
+			t.Fatal("the provider declares no text limit (provider.TextLimiter or provider.ByteLimiter)")
 		}
-		limit := tl.TextLimit()
-		if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: strings.Repeat("ñ", limit)}); err != nil {
-			t.Fatalf("a text of exactly the limit (%d characters): %v", limit, err)
+		runes, bytes := 0, 0
+		if ok {
+			runes = tl.TextLimit()
 		}
-		over := strings.Repeat("ñ", limit+1)
-		if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: over}); !errors.Is(err, provider.ErrPayloadTooLarge) {
-			t.Fatalf("a text of limit+1 (%d) characters: %v, want ErrPayloadTooLarge from the channel", limit+1, err)
+		if okBytes {
+			bytes = bl.TextByteLimit()
 		}
-		long := strings.Repeat("palabra ñandú 🦜 ", limit/5)
+		if runes > 0 && (bytes == 0 || 2*runes <= bytes) {
+			if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: strings.Repeat("ñ", runes)}); err != nil {
+				t.Fatalf("a text of exactly the limit (%d characters): %v", runes, err)
+			}
+			over := strings.Repeat("ñ", runes+1)
+			if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: over}); !errors.Is(err, provider.ErrPayloadTooLarge) {
+				t.Fatalf("a text of limit+1 (%d) characters: %v, want ErrPayloadTooLarge from the channel", runes+1, err)
+			}
+		}
+		if bytes > 0 {
+			// Two-byte characters, and one byte more when the limit is odd.
+			exact := strings.Repeat("ñ", bytes/2) + strings.Repeat("a", bytes%2)
+			if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: exact}); err != nil {
+				t.Fatalf("a text of exactly the limit (%d bytes): %v", bytes, err)
+			}
+			if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: exact + "a"}); !errors.Is(err, provider.ErrPayloadTooLarge) {
+				t.Fatalf("a text of limit+1 (%d) bytes: %v, want ErrPayloadTooLarge from the channel", bytes+1, err)
+			}
+		}
+		long := strings.Repeat("palabra ñandú 🦜 ", max(runes, bytes)/5)
 		before := len(ch.Texts(ch.Chat))
-		parts := provider.SplitText(long, limit)
+		parts := provider.Split(long, runes, bytes)
 		if len(parts) < 2 {
 			t.Fatalf("%d characters split into %d parts", len([]rune(long)), len(parts))
 		}
