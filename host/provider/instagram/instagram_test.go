@@ -7,20 +7,14 @@ import (
 	"testing"
 
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/graph/messaging/messagingtest"
 	"github.com/botrun/botrun/host/provider/instagram/instagramtest"
 )
 
 // TestCapabilities: Instagram limits texts in bytes only, shows choices and
 // typing, and has no edit.
 func TestCapabilities(t *testing.T) {
-	var p provider.Provider = newProvider(t, DefaultAPI, nil)
-	_, edits := p.(provider.Editor)
-	_, types := p.(provider.Typist)
-	_, chooses := p.(provider.ChoiceLimiter)
-	_, runes := p.(provider.TextLimiter)
-	if bl, ok := p.(provider.ByteLimiter); !ok || bl.TextByteLimit() != 1000 || runes || edits || !types || !chooses {
-		t.Fatalf("byte limit %v, text limit %v, edit %v, typing %v, choices %v", ok, runes, edits, types, chooses)
-	}
+	messagingtest.Capabilities(t, newProvider(t, DefaultAPI, nil), 0, 1000)
 }
 
 // TestSendsToTheAccount: the Send API is the account's, with the Bearer

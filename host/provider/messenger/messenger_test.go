@@ -7,20 +7,14 @@ import (
 	"testing"
 
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/graph/messaging/messagingtest"
 	"github.com/botrun/botrun/host/provider/messenger/messengertest"
 )
 
 // TestCapabilities: Messenger limits texts in characters, shows choices and
 // typing, and has no edit.
 func TestCapabilities(t *testing.T) {
-	var p provider.Provider = newProvider(t, DefaultAPI, nil)
-	_, edits := p.(provider.Editor)
-	_, types := p.(provider.Typist)
-	_, chooses := p.(provider.ChoiceLimiter)
-	_, bytes := p.(provider.ByteLimiter)
-	if tl, ok := p.(provider.TextLimiter); !ok || tl.TextLimit() != 2000 || bytes || edits || !types || !chooses {
-		t.Fatalf("text limit %v, byte limit %v, edit %v, typing %v, choices %v", ok, bytes, edits, types, chooses)
-	}
+	messagingtest.Capabilities(t, newProvider(t, DefaultAPI, nil), 2000, 0)
 }
 
 // TestTokenErrorsArePermanentAndHidden: a revoked page token (190) is not

@@ -458,3 +458,40 @@ func registered(t *testing.T, name string) {
 		t.Errorf("an entry with only id and type passes Check; a channel has credentials to require")
 	}
 }
+
+// Recorder is an Admitter that admits every message, without deduplication,
+// and keeps it: for a channel's own webhook tests.
+type Recorder struct {
+	mu   sync.Mutex
+	msgs []provider.Message
+}
+
+// Admit implements provider.Admitter.
+func (r *Recorder) Admit(_ context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, m)
+	return provider.Admission{ID: prov + ":" + m.ID}, nil
+}
+
+// Take returns the messages admitted since the last Take, in order.
+func (r *Recorder) Take() []provider.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.msgs
+	r.msgs = nil
+	return out
+}
+
+// Refused fails t unless err is a send refused as unsupported content (a
+// permanent error) whose message says say, and the channel made no request
+// (requests counts the fake's).
+func Refused(t testing.TB, err error, say string, requests int32) {
+	t.Helper()
+	if !errors.Is(err, provider.ErrUnsupportedContent) || !provider.Permanent(err) || !strings.Contains(err.Error(), say) {
+		t.Fatalf("send: %v, want unsupported content saying %q", err, say)
+	}
+	if requests != 0 {
+		t.Fatalf("%d requests made for a refused send", requests)
+	}
+}

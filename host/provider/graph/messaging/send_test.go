@@ -17,6 +17,7 @@ import (
 	"github.com/botrun/botrun/host/provider/graph/messaging"
 	"github.com/botrun/botrun/host/provider/graph/messaging/messagingtest"
 	"github.com/botrun/botrun/host/provider/messenger/messengertest"
+	"github.com/botrun/botrun/host/provider/providertest"
 )
 
 const (
@@ -221,12 +222,7 @@ func TestSendRefusesWhatThePlatformCannotShow(t *testing.T) {
 			_, c, calls := fakeAPI(t, nil)
 			tt.msg.Chat = user
 			_, err := c.Send(context.Background(), tt.msg)
-			if !errors.Is(err, provider.ErrUnsupportedContent) || !provider.Permanent(err) || !strings.Contains(err.Error(), tt.say) {
-				t.Fatalf("send: %v, want unsupported content saying %q", err, tt.say)
-			}
-			if n := calls.Load(); n != 0 {
-				t.Fatalf("%d requests made for a refused send", n)
-			}
+			providertest.Refused(t, err, tt.say, calls.Load())
 		})
 	}
 }
@@ -253,11 +249,11 @@ func TestFakeRejects(t *testing.T) {
 		return map[string]any{"text": "pick", "quick_replies": qs}
 	}
 	for _, tt := range []struct {
-		name    string
-		req     map[string]any
-		tok     string
-		code    int
-		is      error
+		name      string
+		req       map[string]any
+		tok       string
+		code      int
+		is        error
 		permanent bool
 	}{
 		{"4 template buttons", map[string]any{"message": template("hi", 4, "A")}, token, 100, provider.ErrUnsupportedContent, true},

@@ -81,11 +81,13 @@ func (c Contract) Channel() providertest.Channel {
 			Body(c.Object, "another-"+owner, Text(user, "another-"+owner, "m_other", "not ours")),
 			[]byte(`{"object":"` + c.Object + `","entry":[{"id":"` + owner + `","time":1,"changes":[{"field":"comments","value":{}}]}]}`),
 		},
-		MaxBody:   messaging.MaxBody,
-		Chat:      user,
-		MediaOut:  provider.Media{Type: "image", URL: "https://example.com/a.jpg"},
-		GoneMedia: func(base string) provider.Media { return provider.Media{Type: "image", Ref: MediaURL(base, "expired.jpg")} },
-		Texts:     api.Texts,
+		MaxBody:  messaging.MaxBody,
+		Chat:     user,
+		MediaOut: provider.Media{Type: "image", URL: "https://example.com/a.jpg"},
+		GoneMedia: func(base string) provider.Media {
+			return provider.Media{Type: "image", Ref: MediaURL(base, "expired.jpg")}
+		},
+		Texts: api.Texts,
 		Failures: []providertest.Failure{
 			{Name: "613 rate limit", Arrange: func() provider.Outbound {
 				api.Lock()
@@ -99,5 +101,25 @@ func (c Contract) Channel() providertest.Channel {
 			{Name: "100 empty message", Arrange: func() provider.Outbound { return provider.Outbound{Chat: user} }, Is: provider.ErrUnsupportedContent},
 		},
 		Secrets: c.Secrets,
+	}
+}
+
+// Capabilities fails t unless p, a Messenger Platform channel, shows choices
+// and typing, has no edit, and limits texts to exactly runes characters and
+// bytes bytes (0: no such limit).
+func Capabilities(t testing.TB, p provider.Provider, runes, bytes int) {
+	t.Helper()
+	_, edits := p.(provider.Editor)
+	_, types := p.(provider.Typist)
+	_, chooses := p.(provider.ChoiceLimiter)
+	gotRunes, gotBytes := 0, 0
+	if tl, ok := p.(provider.TextLimiter); ok {
+		gotRunes = tl.TextLimit()
+	}
+	if bl, ok := p.(provider.ByteLimiter); ok {
+		gotBytes = bl.TextByteLimit()
+	}
+	if gotRunes != runes || gotBytes != bytes || edits || !types || !chooses {
+		t.Fatalf("text limit %d characters and %d bytes (want %d and %d), edit %v, typing %v, choices %v", gotRunes, gotBytes, runes, bytes, edits, types, chooses)
 	}
 }
