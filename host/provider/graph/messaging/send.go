@@ -70,8 +70,8 @@ func (c *Channel) Send(ctx context.Context, msg provider.Outbound) (string, erro
 		ref, err = c.post(ctx, map[string]any{"recipient": map[string]any{"id": msg.Chat},
 			"messaging_type": "RESPONSE", "message": msgs[i]})
 		if err != nil {
-			if i > 0 {
-				c.remember(msg.Key, progress{n: i, ref: ref})
+			if provider.Permanent(err) {
+				c.forget(msg.Key) // never retried
 			}
 			return "", err
 		}
