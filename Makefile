@@ -97,6 +97,7 @@ FUZZ_TARGETS = \
 	./host/provider/telegram:FuzzDecodeUpdate \
 	./host/provider/metawhatsapp:FuzzDecodeNotification \
 	./host/provider/twilio:FuzzDecodeWebhook \
+	./host/provider/graph/messaging:FuzzDecodeNotification \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -199,11 +201,27 @@ func (choiceLimited) ChoiceTextLimit([]abi.Button, *abi.List) int { return 100 }
 func TestChoicesSplitToFit(t *testing.T) {
 	ch := newChannel()
 	long := strings.Repeat("word ", 50) // 250 characters
+	texts := sendParts(t, choiceLimited{ch}, ch, abi.SendRequest{Text: long, Buttons: []abi.Button{{ID: "ok", Title: "OK"}}})
+	if len(texts) != 3 {
+		t.Fatalf("%d parts, want 3 of at most 100 characters: %q", len(texts), texts)
+	}
+	for _, p := range texts {
+		if len(p) > 100 {
+			t.Fatalf("a part of %d characters, over the 100 a message with choices holds", len(p))
+		}
+	}
+}
+
+// sendParts has a bot send req (its chat the event's) through prov, which
+// delivers to ch, and returns the texts ch got.
+func sendParts(t *testing.T, prov provider.Provider, ch *channel, req abi.SendRequest) []string {
+	t.Helper()
 	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
-		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: long, Buttons: []abi.Button{{ID: "ok", Title: "OK"}}})
+		req.Chat = ev.Chat
+		_, err := env.Send(ctx, req)
 		return err
 	})
-	b := newTestBot(t, testConfig(t, ""), memory.New(), h, choiceLimited{ch})
+	b := newTestBot(t, testConfig(t, ""), memory.New(), h, prov)
 	defer b.stop(t)
 	if _, err := b.admit(t, "c1", "m1", "go"); err != nil {
 		t.Fatal(err)
@@ -211,13 +229,26 @@ func TestChoicesSplitToFit(t *testing.T) {
 	if !b.quiet(1, 30*time.Second) {
 		t.Fatal("not handled")
 	}
-	texts := ch.texts()
-	if len(texts) != 3 {
-		t.Fatalf("%d parts, want 3 of at most 100 characters: %q", len(texts), texts)
+	return ch.texts()
+}
+
+// byteLimited holds 100 bytes of UTF-8 a text (Instagram's kind of limit).
+type byteLimited struct{ *channel }
+
+func (byteLimited) TextByteLimit() int { return 100 }
+
+// TestBytesSplitToFit: a channel that limits texts in bytes gets parts of at
+// most that many bytes, cut on character boundaries, that join into the text.
+func TestBytesSplitToFit(t *testing.T) {
+	ch := newChannel()
+	long := strings.Repeat("ñandú 🦜 ", 30) // 240 characters, 390 bytes
+	texts := sendParts(t, byteLimited{ch}, ch, abi.SendRequest{Text: long})
+	if len(texts) < 4 || strings.Join(texts, "") != long {
+		t.Fatalf("%d parts that join into %q", len(texts), strings.Join(texts, ""))
 	}
 	for _, p := range texts {
-		if len(p) > 100 {
-			t.Fatalf("a part of %d characters, over the 100 a message with choices holds", len(p))
+		if len(p) > 100 || !utf8.ValidString(p) {
+			t.Fatalf("a part of %d bytes (valid UTF-8: %v), over the channel's 100", len(p), utf8.ValidString(p))
 		}
 	}
 }

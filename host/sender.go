@@ -99,6 +99,14 @@ func (o *sender) textLimit(providerID string) int {
 	return 0
 }
 
+// byteLimit is the channel's limit on a text in bytes of UTF-8, or 0.
+func (o *sender) byteLimit(providerID string) int {
+	if bl, ok := o.providers[providerID].(provider.ByteLimiter); ok {
+		return bl.TextByteLimit()
+	}
+	return 0
+}
+
 // parts splits a send by the provider's text limit into records key, key#2, …
 // each linked to the one before.
 func (o *sender) parts(s sendSpec) []part {
@@ -108,7 +116,7 @@ func (o *sender) parts(s sendSpec) []part {
 			limit = c
 		}
 	}
-	texts := provider.SplitText(s.msg.Text, limit)
+	texts := provider.Split(s.msg.Text, limit, o.byteLimit(s.provider))
 	ps := make([]part, len(texts))
 	for i, text := range texts {
 		m := outMsg{Text: text}
@@ -633,7 +641,7 @@ func (o *sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord
 	if json.Unmarshal(rec.Payload, &m) != nil {
 		return rec, true // call reports it
 	}
-	texts := provider.SplitText(m.Text, o.textLimit(rec.Provider))
+	texts := provider.Split(m.Text, o.textLimit(rec.Provider), o.byteLimit(rec.Provider))
 	if len(texts) == 1 {
 		return rec, true
 	}

@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/host/provider/graph"
+	"github.com/botrun/botrun/host/provider/graph/messaging/messagingtest"
+	"github.com/botrun/botrun/host/provider/instagram/instagramtest"
+	"github.com/botrun/botrun/host/provider/messenger/messengertest"
 	"github.com/botrun/botrun/host/provider/metawhatsapp"
 	"github.com/botrun/botrun/host/provider/metawhatsapp/metawhatsapptest"
 	"github.com/botrun/botrun/host/provider/telegram/telegramtest"
@@ -208,6 +212,49 @@ func twilioCase() channelCase {
 	}
 }
 
+// platformCase is a Messenger Platform channel (Messenger, Instagram), its
+// webhooks of object for the page or account owner signed with secret, and
+// its fake api with user; toml is its entry.
+func platformCase(name, id, object, owner, secret, user string, api *messagingtest.API, toml func(api string) string) channelCase {
+	api.Media["e2e.jpg"] = photo
+	post := func(base string, body []byte) *http.Request {
+		r, _ := http.NewRequest("POST", base+"/webhooks/"+id, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(graph.SignatureHeader, graph.Sign(secret, body))
+		return r
+	}
+	return channelCase{
+		name: name, provider: id, chat: user,
+		fake: api,
+		toml: toml,
+		text: func(base, msgID, text string) *http.Request {
+			return post(base, messagingtest.Body(object, owner, messagingtest.Text(user, owner, "m_"+msgID, text)))
+		},
+		image: func(base, apiURL, msgID string) *http.Request {
+			return post(base, messagingtest.Body(object, owner, messagingtest.Media(user, owner, "m_"+msgID, "image", messagingtest.MediaURL(apiURL, "e2e.jpg"))))
+		},
+		signatureHeader: graph.SignatureHeader,
+		download:        func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/cdn/") },
+		replies:         func() []string { return api.Texts(user) },
+	}
+}
+
+func messengerCase() channelCase {
+	const token, secret, page, user = "EAAB-e2e", "e2e-fb-secret", "104050205060708", "6543210987654321"
+	return platformCase("messenger", "fb", "page", page, secret, user, messengertest.New(token, user), func(url string) string {
+		return fmt.Sprintf("id = \"fb\"\ntype = \"messenger\"\npage_token = %q\napp_secret = %q\nverify_token = \"v\"\npage_id = %q\napi_url = %q\n",
+			token, secret, page, url+"/"+messengertest.Version)
+	})
+}
+
+func instagramCase() channelCase {
+	const token, secret, account, user = "IGAA-e2e", "e2e-ig-secret", "17841400000000001", "1234567890123456"
+	return platformCase("instagram", "ig", "instagram", account, secret, user, instagramtest.New(token, account, user), func(url string) string {
+		return fmt.Sprintf("id = \"ig\"\ntype = \"instagram\"\ntoken = %q\napp_secret = %q\nverify_token = \"v\"\naccount_id = %q\napi_url = %q\n",
+			token, secret, account, url+"/"+instagramtest.Version)
+	})
+}
+
 // TestChannelsEndToEnd runs botrun (a real process, the Go echo example,
 // SQLite) against each channel's fake: a forged webhook is refused; a signed
 // one reaches the WASM handler and its reply reaches the fake, once, however
@@ -218,7 +265,7 @@ func twilioCase() channelCase {
 func TestChannelsEndToEnd(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/echo")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase()} {
 		t.Run(c.name, func(t *testing.T) { endToEnd(t, bin, module, c) })
 	}
 }
@@ -358,7 +405,7 @@ func waitReply(t *testing.T, c channelCase, r *replica, want string) {
 func TestSendHooksOnChannels(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/signature")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase()} {
 		t.Run(c.name, func(t *testing.T) {
 			api := httptest.NewServer(c.fake)
 			defer api.Close()

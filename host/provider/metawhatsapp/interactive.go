@@ -99,13 +99,7 @@ func interactive(msg provider.Outbound) (map[string]any, error) {
 			return nil, err
 		}
 		header = map[string]any{"type": m.Type, m.Type: obj}
-		switch {
-		case m.Caption == "" || m.Caption == body:
-		case body == "":
-			body = m.Caption
-		default:
-			body = m.Caption + "\n\n" + body
-		}
+		body = provider.CaptionText(m.Caption, body)
 	}
 	var out map[string]any
 	var err error

@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/metawhatsapp/metawhatsapptest"
+	"github.com/botrun/botrun/host/provider/providertest"
 )
 
 // fakeAPI serves a fake for user and counts the requests it gets.
@@ -167,12 +167,7 @@ func TestSendRefusesWhatWhatsAppCannotShow(t *testing.T) {
 			_, p, calls := fakeAPI(t)
 			tt.msg.Chat = user
 			_, err := p.Send(context.Background(), tt.msg)
-			if !errors.Is(err, provider.ErrUnsupportedContent) || !provider.Permanent(err) || !strings.Contains(err.Error(), tt.say) {
-				t.Fatalf("send: %v, want unsupported content saying %q", err, tt.say)
-			}
-			if n := calls.Load(); n != 0 {
-				t.Fatalf("%d requests made for a refused send", n)
-			}
+			providertest.Refused(t, err, tt.say, calls.Load())
 		})
 	}
 }
@@ -267,19 +262,6 @@ func mustMarshal(v any) []byte {
 	return b
 }
 
-// recorder is an Admitter that keeps what it admits.
-type recorder struct {
-	mu  sync.Mutex
-	got []provider.Message
-}
-
-func (r *recorder) Admit(_ context.Context, _ string, m provider.Message) (provider.Admission, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, m)
-	return provider.Admission{ID: "wa:" + m.ID}, nil
-}
-
 // TestInteractionsAdmitted: a button_reply, a list_reply and a template
 // quick-reply press are each admitted once, with the pressed id, its title
 // and the id of the message the button was on; statuses beside them are not.
@@ -289,7 +271,7 @@ func TestInteractionsAdmitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
+	rec := &providertest.Recorder{}
 	p := newProvider(t, "http://127.0.0.1:1/v21.0", rec)
 	mux := http.NewServeMux()
 	p.Routes(mux)
@@ -308,11 +290,12 @@ func TestInteractionsAdmitted(t *testing.T) {
 		{ID: "wamid.IN2", Chat: user, From: user, Interaction: &abi.Interaction{ID: "row-a3", Title: "Row a3", Message: "wamid.OUT7"}},
 		{ID: "wamid.IN3", Chat: user, From: user, Interaction: &abi.Interaction{ID: "STOP_PROMOS", Title: "Stop promotions", Message: "wamid.OUT9"}},
 	}
-	if len(rec.got) != len(want) {
-		t.Fatalf("admitted %d messages: %+v", len(rec.got), rec.got)
+	got := rec.Take()
+	if len(got) != len(want) {
+		t.Fatalf("admitted %d messages: %+v", len(got), got)
 	}
 	for i, w := range want {
-		g := rec.got[i]
+		g := got[i]
 		if g.ID != w.ID || g.Chat != w.Chat || g.From != w.From || g.Text != w.Text || g.Interaction == nil || *g.Interaction != *w.Interaction {
 			t.Errorf("admitted %d: %+v %+v, want %+v %+v", i, g, g.Interaction, w, w.Interaction)
 		}
@@ -322,14 +305,13 @@ func TestInteractionsAdmitted(t *testing.T) {
 	}
 	// A press without context still arrives, without Message; a reply type
 	// botrun does not know is ignored.
-	rec.got = nil
 	body = metawhatsapptest.Notification(phoneID, []map[string]any{
 		metawhatsapptest.ButtonReply(user, "wamid.IN4", "", "b1", "Option B"),
 		{"from": user, "id": "wamid.IN5", "timestamp": "1", "type": "interactive", "interactive": map[string]any{"type": "nfm_reply", "nfm_reply": map[string]any{"response_json": "{}"}}},
 	}, nil)
 	w = httptest.NewRecorder()
 	mux.ServeHTTP(w, signed(t, body))
-	if w.Code != 200 || len(rec.got) != 1 || *rec.got[0].Interaction != (abi.Interaction{ID: "b1", Title: "Option B"}) {
-		t.Fatalf("webhook %d, admitted %+v", w.Code, rec.got)
+	if got := rec.Take(); w.Code != 200 || len(got) != 1 || *got[0].Interaction != (abi.Interaction{ID: "b1", Title: "Option B"}) {
+		t.Fatalf("webhook %d, admitted %+v", w.Code, got)
 	}
 }

@@ -283,6 +283,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	var msgs []provider.Message
 	for _, e := range n.Entry {
 		for _, c := range e.Changes {
 			if c.Field != "messages" {
@@ -298,17 +299,11 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 					p.log.Info("meta-whatsapp: message type not handled", "provider", p.cfg.ID, "type", m.Type, "id", m.ID)
 					continue
 				}
-				if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
-					// Meta redelivers the whole notification; what was
-					// admitted comes back as duplicates.
-					provider.NotAdmitted(w.Header(), err)
-					http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
-					return
-				}
+				msgs = append(msgs, msg)
 			}
 		}
 	}
-	w.WriteHeader(http.StatusOK)
+	graph.Admit(w, r, p.admit, p.cfg.ID, msgs)
 }
 
 // codes maps WhatsApp's Graph error codes onto the taxonomy. Rate limits

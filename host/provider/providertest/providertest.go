@@ -264,20 +264,39 @@ func Run(t *testing.T, ch Channel) {
 
 	t.Run("send/split-at-the-text-limit", func(t *testing.T) {
 		tl, ok := p.(provider.TextLimiter)
-		if !ok {
-			t.Fatal("the provider declares no text limit (provider.TextLimiter)")
+		bl, okBytes := p.(provider.ByteLimiter)
+		if !ok && !okBytes {
+			t.Fatal("the provider declares no text limit (provider.TextLimiter or provider.ByteLimiter)")
 		}
-		limit := tl.TextLimit()
-		if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: strings.Repeat("ñ", limit)}); err != nil {
-			t.Fatalf("a text of exactly the limit (%d characters): %v", limit, err)
+		runes, bytes := 0, 0
+		if ok {
+			runes = tl.TextLimit()
 		}
-		over := strings.Repeat("ñ", limit+1)
-		if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: over}); !errors.Is(err, provider.ErrPayloadTooLarge) {
-			t.Fatalf("a text of limit+1 (%d) characters: %v, want ErrPayloadTooLarge from the channel", limit+1, err)
+		if okBytes {
+			bytes = bl.TextByteLimit()
 		}
-		long := strings.Repeat("palabra ñandú 🦜 ", limit/5)
+		if runes > 0 && (bytes == 0 || 2*runes <= bytes) {
+			if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: strings.Repeat("ñ", runes)}); err != nil {
+				t.Fatalf("a text of exactly the limit (%d characters): %v", runes, err)
+			}
+			over := strings.Repeat("ñ", runes+1)
+			if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: over}); !errors.Is(err, provider.ErrPayloadTooLarge) {
+				t.Fatalf("a text of limit+1 (%d) characters: %v, want ErrPayloadTooLarge from the channel", runes+1, err)
+			}
+		}
+		if bytes > 0 {
+			// Two-byte characters, and one byte more when the limit is odd.
+			exact := strings.Repeat("ñ", bytes/2) + strings.Repeat("a", bytes%2)
+			if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: exact}); err != nil {
+				t.Fatalf("a text of exactly the limit (%d bytes): %v", bytes, err)
+			}
+			if _, err := p.Send(ctx, provider.Outbound{Chat: ch.Chat, Text: exact + "a"}); !errors.Is(err, provider.ErrPayloadTooLarge) {
+				t.Fatalf("a text of limit+1 (%d) bytes: %v, want ErrPayloadTooLarge from the channel", bytes+1, err)
+			}
+		}
+		long := strings.Repeat("palabra ñandú 🦜 ", max(runes, bytes)/5)
 		before := len(ch.Texts(ch.Chat))
-		parts := provider.SplitText(long, limit)
+		parts := provider.Split(long, runes, bytes)
 		if len(parts) < 2 {
 			t.Fatalf("%d characters split into %d parts", len([]rune(long)), len(parts))
 		}
@@ -437,5 +456,42 @@ func registered(t *testing.T, name string) {
 	})
 	if len(keys) == 0 {
 		t.Errorf("an entry with only id and type passes Check; a channel has credentials to require")
+	}
+}
+
+// Recorder is an Admitter that admits every message, without deduplication,
+// and keeps it: for a channel's own webhook tests.
+type Recorder struct {
+	mu   sync.Mutex
+	msgs []provider.Message
+}
+
+// Admit implements provider.Admitter.
+func (r *Recorder) Admit(_ context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, m)
+	return provider.Admission{ID: prov + ":" + m.ID}, nil
+}
+
+// Take returns the messages admitted since the last Take, in order.
+func (r *Recorder) Take() []provider.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.msgs
+	r.msgs = nil
+	return out
+}
+
+// Refused fails t unless err is a send refused as unsupported content (a
+// permanent error) whose message says say, and the channel made no request
+// (requests counts the fake's).
+func Refused(t testing.TB, err error, say string, requests int32) {
+	t.Helper()
+	if !errors.Is(err, provider.ErrUnsupportedContent) || !provider.Permanent(err) || !strings.Contains(err.Error(), say) {
+		t.Fatalf("send: %v, want unsupported content saying %q", err, say)
+	}
+	if requests != 0 {
+		t.Fatalf("%d requests made for a refused send", requests)
 	}
 }

@@ -6,27 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/providertest"
 	"github.com/botrun/botrun/host/provider/twilio/twiliotest"
 )
-
-// recorder admits every message and keeps it.
-type recorder struct {
-	mu   sync.Mutex
-	msgs []provider.Message
-}
-
-func (r *recorder) Admit(_ context.Context, _ string, m provider.Message) (provider.Admission, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, m)
-	return provider.Admission{ID: "tw:" + m.ID}, nil
-}
 
 // TestChoicesAsNumberedText: buttons and list rows go out as numbered lines,
 // URL buttons as "Title: url"; a reply that is one of the numbers arrives as
@@ -37,7 +24,7 @@ func TestChoicesAsNumberedText(t *testing.T) {
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	kv := memory.NewKv()
-	open := func(rec *recorder) *Provider {
+	open := func(rec *providertest.Recorder) *Provider {
 		p, err := Open(Config{ID: "tw", AccountSID: sid, AuthToken: authToken, From: "+15550001111", PublicURL: publicURL, APIURL: srv.URL},
 			provider.Env{Admitter: rec, Kv: kv, KeyPrefix: "bot/"})
 		if err != nil {
@@ -45,7 +32,7 @@ func TestChoicesAsNumberedText(t *testing.T) {
 		}
 		return p
 	}
-	p := open(&recorder{})
+	p := open(&providertest.Recorder{})
 	ctx := context.Background()
 	if _, err := p.Send(ctx, provider.Outbound{Chat: user, Text: "Pick one", Buttons: []abi.Button{{ID: "yes", Title: "Yes"}, {ID: "no", Title: "No"}, {Title: "Docs", URL: "https://example.com/docs"}}}); err != nil {
 		t.Fatal(err)
@@ -54,7 +41,7 @@ func TestChoicesAsNumberedText(t *testing.T) {
 	if got := api.Texts(user); len(got) != 1 || got[0] != want {
 		t.Fatalf("sent %q, want %q", got, want)
 	}
-	rec := &recorder{}
+	rec := &providertest.Recorder{}
 	p = open(rec) // a new process: the choices come from the store
 	mux := http.NewServeMux()
 	p.Routes(mux)
@@ -66,7 +53,7 @@ func TestChoicesAsNumberedText(t *testing.T) {
 		}
 	}
 	var got []string
-	for _, m := range rec.msgs {
+	for _, m := range rec.Take() {
 		s := "text:" + m.Text
 		if m.Interaction != nil {
 			s = "press:" + m.Interaction.ID + "/" + m.Interaction.Title
@@ -88,11 +75,10 @@ func TestChoicesAsNumberedText(t *testing.T) {
 	if _, err := p.Send(ctx, provider.Outbound{Chat: user, Text: "How many tickets?"}); err != nil {
 		t.Fatal(err)
 	}
-	rec.msgs = nil
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, signed(t, []byte(api.Inbound("SMz", user, "1").Encode())))
-	if len(rec.msgs) != 1 || rec.msgs[0].Interaction != nil {
-		t.Fatalf("a number after a send without choices: %+v", rec.msgs)
+	if msgs := rec.Take(); len(msgs) != 1 || msgs[0].Interaction != nil {
+		t.Fatalf("a number after a send without choices: %+v", msgs)
 	}
 	_, err := p.Send(ctx, provider.Outbound{Chat: user, Text: strings.Repeat("x", TextLimit-5), Buttons: []abi.Button{{ID: "a", Title: "A"}}})
 	if !errors.Is(err, provider.ErrUnsupportedContent) {

@@ -352,23 +352,17 @@ func (p *Provider) SerializeMediaRef(m provider.Media) (provider.StoredRef, bool
 	if !p.mediaAllowed(m.Ref) {
 		return provider.StoredRef{}, false
 	}
-	data, _ := json.Marshal(map[string]string{"url": m.Ref})
-	return provider.StoredRef{V: 1, Data: data}, true
+	return provider.StoreURL(m.Ref), true
 }
 
 // RehydrateMediaRef implements provider.MediaRefCodec: the URL is checked
 // against the allowed hosts again.
 func (p *Provider) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error) {
-	if s.V != 1 {
-		return provider.Media{}, fmt.Errorf("twilio media ref version %d is unknown", s.V)
+	u, err := provider.StoredURL(s, p.mediaAllowed)
+	if err != nil {
+		return provider.Media{}, fmt.Errorf("twilio: %w", err)
 	}
-	var d struct {
-		URL string `json:"url"`
-	}
-	if err := json.Unmarshal(s.Data, &d); err != nil || !p.mediaAllowed(d.URL) {
-		return provider.Media{}, errors.New("twilio media ref is invalid or not on an allowed host")
-	}
-	return provider.Media{Ref: d.URL}, nil
+	return provider.Media{Ref: u}, nil
 }
 
 // LoadMedia implements provider.MediaLoader: GET the media URL with HTTP
