@@ -90,6 +90,14 @@ type APIError struct {
 	Errors     json.RawMessage `json:"errors"`
 }
 
+// contentTooLong reports whether a 50035's errors name the content's
+// length (a component's label too long is invalid content instead).
+func (e APIError) contentTooLong() bool {
+	var fields map[string]json.RawMessage
+	json.Unmarshal(e.Errors, &fields)
+	return bytes.Contains(fields["content"], []byte("BASE_TYPE_MAX_LENGTH"))
+}
+
 // errInteractionGone is wrapped by an error on an interaction token that
 // Discord no longer knows (it lives 15 minutes).
 var errInteractionGone = errors.New("the interaction token expired")
@@ -128,7 +136,7 @@ func (p *Provider) apiError(route string, status int, h http.Header, body []byte
 		return fmt.Errorf("%w: %w", provider.ErrRecipientUnreachable, cause)
 	case e.Code == codeTooLarge, status == http.StatusRequestEntityTooLarge:
 		return fmt.Errorf("%w: %w", provider.ErrPayloadTooLarge, cause)
-	case e.Code == codeInvalidForm && bytes.Contains(e.Errors, []byte("BASE_TYPE_MAX_LENGTH")):
+	case e.Code == codeInvalidForm && e.contentTooLong():
 		return fmt.Errorf("%w: %w", provider.ErrPayloadTooLarge, cause)
 	case e.Code == codeInvalidForm, e.Code == codeEmptyMessage, status == http.StatusBadRequest:
 		return fmt.Errorf("%w: %w", provider.ErrUnsupportedContent, cause)
