@@ -274,7 +274,7 @@ func (g *Gateway) identify(conn *websocket.Conn, host string, raw json.RawMessag
 	g.session.seq++
 	ready := frame{seq: g.session.seq, t: "READY"}
 	ready.d, _ = json.Marshal(map[string]any{"v": 10, "session_id": g.session.id, "resume_gateway_url": "ws://" + host + "/resume",
-		"user": map[string]any{"id": g.api.BotUser, "username": "botrun", "bot": true},
+		"user":        map[string]any{"id": g.api.BotUser, "username": "botrun", "bot": true},
 		"application": map[string]any{"id": g.api.appID}, "guilds": []any{}})
 	g.session.log = append(g.session.log, ready)
 	g.send(ready)
