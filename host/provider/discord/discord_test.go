@@ -388,7 +388,7 @@ func TestAttachmentRefs(t *testing.T) {
 		"https://cdn.discordapp.com.evil.example/a.png":                   false,
 		"https://evil.example/attachments/1/2/a.png":                      false,
 		"https://user@cdn.discordapp.com/a.png":                           false,
-		"file-id": false,
+		"file-id":                                                         false,
 	} {
 		if _, got := p.SerializeMediaRef(provider.Media{Ref: ref}); got != ok {
 			t.Errorf("SerializeMediaRef(%s) = %v, want %v", ref, got, ok)
