@@ -72,7 +72,8 @@ func ids(msgs []provider.Message) []string {
 // text and attachments, under their message id; bots' and webhooks'
 // messages ignored.
 func TestGatewayIdentifiesAndAdmits(t *testing.T) {
-	_, api, a, srv := gatewaySetup(t, 20*time.Millisecond)
+	// Long enough that a loaded machine acknowledges every beat in time.
+	_, api, a, srv := gatewaySetup(t, 500*time.Millisecond)
 	if got := api.Gateway.Stats().Intents; len(got) != 1 || got[0] != 1<<9|1<<12|1<<15 {
 		t.Fatalf("identified with intents %v, want GUILD_MESSAGES|DIRECT_MESSAGES|MESSAGE_CONTENT (%d)", got, 1<<9|1<<12|1<<15)
 	}
@@ -99,7 +100,7 @@ func TestGatewayIdentifiesAndAdmits(t *testing.T) {
 	if m := got[1]; len(m.Media) != 1 || m.Media[0].Type != "image" || m.Media[0].Ref != file.URL || m.Media[0].MIME != "image/png" {
 		t.Fatalf("attachment admitted as %+v", m)
 	}
-	waitFor(t, "heartbeats", func() bool { return api.Gateway.Stats().Heartbeats >= 3 })
+	waitFor(t, "heartbeats", func() bool { return api.Gateway.Stats().Heartbeats >= 2 })
 	if s := api.Gateway.Stats(); s.Identifies != 1 || s.Resumes != 0 {
 		t.Fatalf("acknowledged heartbeats made the client reconnect: %+v", s)
 	}

@@ -57,7 +57,10 @@ type Interaction struct {
 	Data          *InteractionData `json:"data"`
 	GuildID       string           `json:"guild_id"`
 	ChannelID     string           `json:"channel_id"`
-	Member        *struct {
+	Channel       *struct {
+		ID string `json:"id"`
+	} `json:"channel"`
+	Member *struct {
 		User *User `json:"user"`
 	} `json:"member"`
 	User    *User    `json:"user"`
@@ -121,6 +124,9 @@ func DecodeInteraction(b []byte) (Interaction, error) {
 	}
 	if !snowflake(ix.ID) || ix.Type < interactionPing {
 		return ix, fmt.Errorf("%w: an interaction without id or type", ErrBadPayload)
+	}
+	if ix.ChannelID == "" && ix.Channel != nil {
+		ix.ChannelID = ix.Channel.ID
 	}
 	if ix.Type == interactionCommand || ix.Type == interactionComponent {
 		switch {

@@ -516,15 +516,32 @@ type createBody struct {
 	EnforceNonce bool             `json:"enforce_nonce"`
 }
 
-// create accepts a channel message (ix nil) or a follow-up in channel.
-func (f *API) create(w http.ResponseWriter, r *http.Request, channel string, ix *interaction) {
+// readBody reads a JSON message body, or answers as Discord does.
+func readBody(w http.ResponseWriter, r *http.Request) (createBody, bool) {
+	var body createBody
 	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		apiError(w, 400, 50006, "Cannot send an empty message", nil)
-		return
+		return body, false
 	}
-	var body createBody
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		apiError(w, 400, 50109, "The request body contains invalid JSON.", nil)
+		return body, false
+	}
+	return body, true
+}
+
+// text is the body's content ("" when absent).
+func (b createBody) text() string {
+	if b.Content == nil {
+		return ""
+	}
+	return *b.Content
+}
+
+// create accepts a channel message (ix nil) or a follow-up in channel.
+func (f *API) create(w http.ResponseWriter, r *http.Request, channel string, ix *interaction) {
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	f.mu.Lock()
@@ -561,10 +578,7 @@ func (f *API) create(w http.ResponseWriter, r *http.Request, channel string, ix 
 		apiError(w, 403, 50013, "Missing Permissions", nil)
 		return
 	}
-	content := ""
-	if body.Content != nil {
-		content = *body.Content
-	}
+	content := body.text()
 	if errs := check(content, body.Embeds, body.Components); errs != nil {
 		apiError(w, 400, 50035, "Invalid Form Body", errs)
 		return
@@ -638,9 +652,8 @@ func readNonce(raw json.RawMessage) (string, bool) {
 // edit changes the content of an accepted message in channel (of the
 // interaction ixID for a follow-up).
 func (f *API) edit(w http.ResponseWriter, r *http.Request, channel, id, ixID string) {
-	var body createBody
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		apiError(w, 400, 50109, "The request body contains invalid JSON.", nil)
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	f.mu.Lock()
@@ -655,10 +668,7 @@ func (f *API) edit(w http.ResponseWriter, r *http.Request, channel, id, ixID str
 			m = s
 		}
 	}
-	content := ""
-	if body.Content != nil {
-		content = *body.Content
-	}
+	content := body.text()
 	switch {
 	case m == nil:
 		apiError(w, 404, 10008, "Unknown Message", nil)
