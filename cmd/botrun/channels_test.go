@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,15 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/botrun/botrun/host/provider/discord"
-	"github.com/botrun/botrun/host/provider/discord/discordtest"
 	"github.com/botrun/botrun/host/provider/metawhatsapp"
 	"github.com/botrun/botrun/host/provider/metawhatsapp/metawhatsapptest"
 	"github.com/botrun/botrun/host/provider/telegram/telegramtest"
@@ -212,56 +207,6 @@ func twilioCase() channelCase {
 				out = append(out, s.Get("Body"))
 			}
 			return out
-		},
-	}
-}
-
-// discordCase drives Discord in interactions mode: each text is a slash
-// command (its "text" option), the image a command with an attachment
-// option whose URL is on the fake's CDN; replies go out as the commands'
-// follow-ups (the interaction token kept in the backend's Kv, so the reply
-// replayed after the SIGKILL finds it), the operator's sends as channel
-// messages.
-func discordCase() channelCase {
-	const token, app, channel, user = "MTEwMA.e2e.bot-token", "1100000000000000000", "700000000000000001", "600000000000000001"
-	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, ed25519.SeedSize))
-	api := discordtest.New(token, app, channel)
-	post := func(base string, body []byte) *http.Request {
-		r, _ := http.NewRequest("POST", base+"/webhooks/dc", bytes.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		r.Header.Set(discord.TimestampHeader, ts)
-		r.Header.Set(discord.SignatureHeader, discord.Sign(key, ts, body))
-		return r
-	}
-	command := func(base, msgID, text string, file *discordtest.Attachment) *http.Request {
-		// A redelivery is the same interaction: the same id and token.
-		return post(base, api.Command(discordtest.Command{ID: api.ID(msgID), Channel: channel, User: user, Name: "ask", Text: text, File: file}))
-	}
-	return channelCase{
-		name: "discord", provider: "dc", chat: channel,
-		fake: api,
-		toml: func(url string) string {
-			return fmt.Sprintf("id = \"dc\"\ntype = \"discord\"\nmode = \"interactions\"\ntoken = %q\napplication_id = %q\npublic_key = %q\napi_url = %q\n",
-				token, app, hex.EncodeToString(key.Public().(ed25519.PublicKey)), url)
-		},
-		text: func(base, msgID, text string) *http.Request { return command(base, msgID, text, nil) },
-		image: func(base, apiURL, msgID string) *http.Request {
-			a := api.Attachment(apiURL, channel, "photo.jpg", "image/jpeg", photo, 24*time.Hour)
-			return command(base, msgID, "", &a)
-		},
-		signatureHeader: discord.SignatureHeader,
-		download:        func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/attachments/") },
-		replies:         func() []string { return api.Texts(channel) },
-		check: func(t *testing.T) {
-			api.Lock()
-			defer api.Unlock()
-			for _, m := range api.Sent {
-				followUp := strings.HasPrefix(m.Content, "echo: ")
-				if followUp != (m.Interaction != "") {
-					t.Errorf("%q went out as a follow-up: %v, want %v (replies to commands follow up, the operator's sends do not)", m.Content, m.Interaction != "", followUp)
-				}
-			}
 		},
 	}
 }
