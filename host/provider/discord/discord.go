@@ -24,7 +24,7 @@
 //
 // Interactions. POST /webhooks/<id> is verified with Ed25519
 // (X-Signature-Ed25519 over X-Signature-Timestamp + the raw body, with
-// public_key): 401 otherwise. PING is answered {"type":1}. A slash command
+// public_key, the timestamp within SignatureWindow of now): 401 otherwise. PING is answered {"type":1}. A slash command
 // (APPLICATION_COMMAND) or a component press (MESSAGE_COMPONENT) is
 // journaled, then answered with a deferred response (type 5 for a command,
 // type 6 for a press) within Discord's 3 seconds. A command is a text message

@@ -1,13 +1,16 @@
 package discord
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -403,6 +406,29 @@ func TestAttachmentRefs(t *testing.T) {
 	tampered := strings.Replace(fresh.URL, "ex=", "ex=f", 1)
 	if _, err := p.LoadMedia(ctx, provider.Media{Ref: tampered}, 1<<20); !provider.MediaGone(err) {
 		t.Fatalf("a tampered attachment URL: %v", err)
+	}
+}
+
+// TestSignatureWindow: a request signed over five minutes ago (or ahead)
+// is refused, however good its signature.
+func TestSignatureWindow(t *testing.T) {
+	p, _, a, _ := setup(t, nil)
+	mux := http.NewServeMux()
+	p.Routes(mux)
+	body := []byte(`{"id":"1200000000000000001","type":1,"token":"t"}`)
+	for skew, want := range map[time.Duration]int{0: 200, -4 * time.Minute: 200, -6 * time.Minute: 401, 6 * time.Minute: 401} {
+		ts := strconv.FormatInt(time.Now().Add(skew).Unix(), 10)
+		r := httptest.NewRequest("POST", "/webhooks/dc", bytes.NewReader(body))
+		r.Header.Set(TimestampHeader, ts)
+		r.Header.Set(SignatureHeader, Sign(key, ts, body))
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, r)
+		if rec.Code != want {
+			t.Errorf("signed %s from now: HTTP %d, want %d", skew, rec.Code, want)
+		}
+	}
+	if n := len(a.admitted()); n != 0 {
+		t.Fatalf("%d admitted", n)
 	}
 }
 

@@ -29,12 +29,21 @@ func Sign(key ed25519.PrivateKey, timestamp string, body []byte) string {
 	return hex.EncodeToString(ed25519.Sign(key, append([]byte(timestamp), body...)))
 }
 
+// SignatureWindow is how far an interaction's signed timestamp may be from
+// botrun's clock: a captured request cannot be replayed later (after its
+// inbox record is purged, or its token expired).
+const SignatureWindow = 5 * time.Minute
+
 // verified reports whether the request's Ed25519 signature over timestamp +
-// body is the application's.
+// body is the application's, signed within SignatureWindow of now.
 func (p *Provider) verified(h http.Header, body []byte) bool {
 	sig, err := hex.DecodeString(h.Get(SignatureHeader))
 	ts := h.Get(TimestampHeader)
-	if err != nil || len(sig) != ed25519.SignatureSize || ts == "" || p.pub == nil {
+	if err != nil || len(sig) != ed25519.SignatureSize || p.pub == nil {
+		return false
+	}
+	at, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || p.now().Sub(time.Unix(at, 0)).Abs() > SignatureWindow {
 		return false
 	}
 	return ed25519.Verify(p.pub, append([]byte(ts), body...), sig)
@@ -43,6 +52,10 @@ func (p *Provider) verified(h http.Header, body []byte) bool {
 // webhook is the Interactions Endpoint URL: verify, decode, then PING →
 // PONG, a command or a press → journaled, then a deferred response.
 func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(SignatureHeader) == "" || r.Header.Get(TimestampHeader) == "" {
+		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
+		return
+	}
 	body, ok := provider.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
