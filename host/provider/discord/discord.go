@@ -232,6 +232,17 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	return p, nil
 }
 
+// What the channel implements beyond Send.
+var (
+	_ provider.Router        = (*Provider)(nil)
+	_ provider.Runner        = (*Provider)(nil)
+	_ provider.TextLimiter   = (*Provider)(nil)
+	_ provider.MediaRefCodec = (*Provider)(nil)
+	_ provider.MediaLoader   = (*Provider)(nil)
+	_ provider.Editor        = (*Provider)(nil)
+	_ provider.Typist        = (*Provider)(nil)
+)
+
 // ID implements provider.Provider.
 func (p *Provider) ID() string { return p.cfg.ID }
 
