@@ -282,16 +282,7 @@ func endToEnd(t *testing.T, bin, module string, c channelCase) {
 	if code := send(c.image(base, api.URL, "e2e-img")); code/100 != 2 {
 		t.Fatalf("image webhook: HTTP %d", code)
 	}
-	select {
-	case <-g.reached:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the guest never asked for the media bytes\n%s", r.stderr.String())
-	}
-	r.cmd.Process.Signal(syscall.SIGKILL)
-	r.cmd.Wait()
-	g.hold(false)
-
-	r.start(t, bin)
+	killDuringDownload(t, g, r, bin)
 	want := fmt.Sprintf("echo: [image, %d bytes]", len(photo))
 	waitReply(want)
 	// An operator's scheduled send and broadcast reach the channel's fake
@@ -331,6 +322,21 @@ func endToEnd(t *testing.T, bin, module string, c channelCase) {
 	if c.check != nil {
 		c.check(t)
 	}
+}
+
+// killDuringDownload waits until the guest's media download is held at g,
+// SIGKILLs botrun there, opens the gate and starts botrun again.
+func killDuringDownload(t *testing.T, g *gate, r *replica, bin string) {
+	t.Helper()
+	select {
+	case <-g.reached:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the guest never asked for the media bytes\n%s", r.stderr.String())
+	}
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.cmd.Wait()
+	g.hold(false)
+	r.start(t, bin)
 }
 
 // deliverWebhook makes a webhook request and returns its status.
