@@ -98,6 +98,8 @@ FUZZ_TARGETS = \
 	./host/provider/metawhatsapp:FuzzDecodeNotification \
 	./host/provider/twilio:FuzzDecodeWebhook \
 	./host/provider/graph/messaging:FuzzDecodeNotification \
+	./host/provider/discord:FuzzDecodeInteraction \
+	./host/provider/discord:FuzzDecodePayload \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \
@@ -131,7 +133,7 @@ bench: examples
 	$(GO) test -run='^$$' -bench='^BenchmarkReplicas$$' -benchtime=10000x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkReloadLatency$$' -benchtime=5x ./host/
 	$(GO) test -run='^$$' -bench=. -benchtime=20000x ./host/wasm/
-	$(GO) test -run='^$$' -bench='^BenchmarkWebhook$$' ./host/provider/telegram/ ./host/provider/metawhatsapp/ ./host/provider/twilio/
+	$(GO) test -run='^$$' -bench='^BenchmarkWebhook$$' ./host/provider/telegram/ ./host/provider/metawhatsapp/ ./host/provider/twilio/ ./host/provider/discord/
 
 clean:
 	rm -rf bin data examples/*/*.wasm guest-sdk/rust/libbotrun.rlib

@@ -46,6 +46,9 @@ type channelCase struct {
 	download func(r *http.Request) bool
 	// replies are the texts and captions the fake accepted, in order.
 	replies func() []string
+	// check, when set, checks the channel's own guarantees once the
+	// end-to-end run is over.
+	check func(t *testing.T)
 }
 
 // gate holds media downloads while closed, so botrun can be killed while
@@ -265,7 +268,7 @@ func instagramCase() channelCase {
 func TestChannelsEndToEnd(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/echo")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase()} {
 		t.Run(c.name, func(t *testing.T) { endToEnd(t, bin, module, c) })
 	}
 }
@@ -326,16 +329,7 @@ func endToEnd(t *testing.T, bin, module string, c channelCase) {
 	if code := send(c.image(base, api.URL, "e2e-img")); code/100 != 2 {
 		t.Fatalf("image webhook: HTTP %d", code)
 	}
-	select {
-	case <-g.reached:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the guest never asked for the media bytes\n%s", r.stderr.String())
-	}
-	r.cmd.Process.Signal(syscall.SIGKILL)
-	r.cmd.Wait()
-	g.hold(false)
-
-	r.start(t, bin)
+	killDuringDownload(t, g, r, bin)
 	want := fmt.Sprintf("echo: [image, %d bytes]", len(photo))
 	waitReply(want)
 	// An operator's scheduled send and broadcast reach the channel's fake
@@ -372,6 +366,24 @@ func endToEnd(t *testing.T, bin, module string, c channelCase) {
 	if slices.Contains(got, "echo: forged") {
 		t.Error("the forged message was handled")
 	}
+	if c.check != nil {
+		c.check(t)
+	}
+}
+
+// killDuringDownload waits until the guest's media download is held at g,
+// SIGKILLs botrun there, opens the gate and starts botrun again.
+func killDuringDownload(t *testing.T, g *gate, r *replica, bin string) {
+	t.Helper()
+	select {
+	case <-g.reached:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the guest never asked for the media bytes\n%s", r.stderr.String())
+	}
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.cmd.Wait()
+	g.hold(false)
+	r.start(t, bin)
 }
 
 // deliverWebhook makes a webhook request and returns its status.
@@ -405,7 +417,7 @@ func waitReply(t *testing.T, c channelCase, r *replica, want string) {
 func TestSendHooksOnChannels(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/signature")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase()} {
 		t.Run(c.name, func(t *testing.T) {
 			api := httptest.NewServer(c.fake)
 			defer api.Close()

@@ -1,0 +1,94 @@
+package discord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/botrun/botrun/host/provider"
+)
+
+// mediaHosts are Discord's CDN hosts, the only ones attachment URLs are
+// accepted from (with the api_url's own origin).
+var mediaHosts = []string{"cdn.discordapp.com", "media.discordapp.net"}
+
+// maxMediaURL bounds a stored attachment URL.
+const maxMediaURL = 2048
+
+// mediaAllowed reports whether an attachment may be fetched from u: https on
+// Discord's CDN, or the API's own origin (a test fake).
+func (p *Provider) mediaAllowed(u *url.URL) bool {
+	return provider.CredentialsAllowed(u, p.api, mediaHosts...)
+}
+
+// attachmentURL parses an attachment reference and checks its host.
+func (p *Provider) attachmentURL(ref string) (*url.URL, error) {
+	u, err := url.Parse(ref)
+	if err != nil || len(ref) > maxMediaURL || !p.mediaAllowed(u) {
+		return nil, fmt.Errorf("discord attachment %q is not a URL on %v", ref, mediaHosts)
+	}
+	return u, nil
+}
+
+// expired reports whether an attachment URL's signature has expired: its
+// ex parameter is the expiry in hexadecimal Unix seconds (a URL without one
+// does not expire).
+func expired(u *url.URL, now time.Time) bool {
+	ex, err := strconv.ParseInt(u.Query().Get("ex"), 16, 64)
+	return err == nil && now.Unix() >= ex
+}
+
+// mediaRef is the stored form of an attachment: its signed URL.
+type mediaRef struct {
+	URL string `json:"url"`
+}
+
+// SerializeMediaRef implements provider.MediaRefCodec: the attachment's URL
+// (signed by Discord, valid about 24 hours; no credential of botrun's).
+func (p *Provider) SerializeMediaRef(m provider.Media) (provider.StoredRef, bool) {
+	if _, err := p.attachmentURL(m.Ref); err != nil {
+		return provider.StoredRef{}, false
+	}
+	data, _ := json.Marshal(mediaRef{URL: m.Ref})
+	return provider.StoredRef{V: 1, Data: data}, true
+}
+
+// RehydrateMediaRef implements provider.MediaRefCodec: the URL, checked
+// again against the hosts. An expired one rehydrates; its load fails.
+func (p *Provider) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error) {
+	if s.V != 1 {
+		return provider.Media{}, fmt.Errorf("discord media ref version %d is unknown", s.V)
+	}
+	var d mediaRef
+	if err := json.Unmarshal(s.Data, &d); err != nil {
+		return provider.Media{}, errors.New("discord media ref is invalid")
+	}
+	if _, err := p.attachmentURL(d.URL); err != nil {
+		return provider.Media{}, fmt.Errorf("discord media ref is invalid: %w", err)
+	}
+	return provider.Media{Ref: d.URL}, nil
+}
+
+// LoadMedia implements provider.MediaLoader: a GET of the attachment URL,
+// without the bot token (the URL is signed). An expired URL is not fetched:
+// the media is unavailable (a late replay reports rehydrate-failed).
+func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) ([]byte, error) {
+	u, err := p.attachmentURL(m.Ref)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, err)
+	}
+	if expired(u, p.now()) {
+		return nil, fmt.Errorf("%w: discord %s: the attachment URL expired (Discord signs them for about 24 hours)", provider.ErrMediaUnavailable, p.cfg.ID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: discord %s: %w", provider.ErrMediaUnavailable, p.cfg.ID, err)
+	}
+	req.Header.Set("User-Agent", userAgent)
+	return provider.Download(p.media, req, max, func(err error) string { return err.Error() })
+}
