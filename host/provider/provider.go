@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/botrun/botrun/abi"
@@ -191,6 +192,18 @@ type MediaRefCodec interface {
 // error is worth a retry.
 type MediaLoader interface {
 	LoadMedia(ctx context.Context, m Media, max int64) ([]byte, error)
+}
+
+// HostOnly is a Download redactor for a signed URL (its path or query is a
+// credential): a transport error names the URL's scheme and host only.
+func HostOnly(u *url.URL) func(error) string {
+	return func(err error) string {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Op + " " + u.Scheme + "://" + u.Host + "/…: " + ue.Err.Error()
+		}
+		return err.Error()
+	}
 }
 
 // Download performs req and returns its body, at most max bytes. 404, 410,

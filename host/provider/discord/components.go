@@ -3,6 +3,8 @@ package discord
 import (
 	"fmt"
 	"net/url"
+	"path"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/botrun/botrun/abi"
@@ -45,8 +47,14 @@ type mentions struct {
 	Parse []string `json:"parse"`
 }
 
+// maxEmbedDescription is the longest embed description Discord takes.
+const maxEmbedDescription = 4096
+
 type embed struct {
-	Image *struct {
+	Title       string `json:"title,omitempty"`
+	URL         string `json:"url,omitempty"`
+	Description string `json:"description,omitempty"`
+	Image       *struct {
 		URL string `json:"url"`
 	} `json:"image,omitempty"`
 }
@@ -74,7 +82,9 @@ type SelectOption struct {
 // messageBody builds the message msg describes. Media: an image is an embed
 // of its URL; a video, an audio file or a document is its URL on a line of
 // its own after the text, which Discord unfurls (botrun does not upload
-// files). Media without an http(s) URL, of another type, and choices Discord
+// files); a caption goes in front of the text. When that is over TextLimit
+// (the text fills its part), the text stays alone and the caption and the
+// link go into the embed. Media without an http(s) URL, of another type, and choices Discord
 // cannot show fail with provider.ErrUnsupportedContent.
 func messageBody(msg provider.Outbound) (*outMessage, error) {
 	out := &outMessage{Content: msg.Text, AllowedMentions: mentions{Parse: []string{mentionsNoneLoud}}}
@@ -86,22 +96,37 @@ func messageBody(msg provider.Outbound) (*outMessage, error) {
 		if u, err := url.Parse(link); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return nil, fmt.Errorf("%w: discord sends media by an http(s) URL, not %q", provider.ErrUnsupportedContent, link)
 		}
-		if m.Caption != "" {
-			out.Content = m.Caption
-		}
+		// The caption joins the text, and a file's link follows it, when
+		// they fit one message; the text is a part of at most TextLimit
+		// already, so what does not fit goes into an embed (its
+		// description holds 4,096 characters) and the text stays whole.
+		content := provider.CaptionText(m.Caption, msg.Text)
+		var e embed
 		switch m.Type {
 		case "image":
-			e := embed{Image: &struct {
+			e.Image = &struct {
 				URL string `json:"url"`
-			}{URL: link}}
-			out.Embeds = []embed{e}
+			}{URL: link}
 		case "video", "audio", "document":
-			if out.Content != "" {
-				out.Content += "\n"
+			if content != "" {
+				content += "\n"
 			}
-			out.Content += link
+			content += link
 		default:
 			return nil, fmt.Errorf("%w: discord cannot send media of type %q", provider.ErrUnsupportedContent, m.Type)
+		}
+		if utf8.RuneCountInString(content) > TextLimit {
+			content, e.Description = msg.Text, m.Caption
+			if pu, err := url.Parse(link); err == nil && m.Type != "image" {
+				e.Title, e.URL = strings.ToValidUTF8(cut(path.Base(pu.Path), 256), ""), link
+			}
+			if utf8.RuneCountInString(e.Description) > maxEmbedDescription {
+				return nil, fmt.Errorf("%w: a caption of %d characters is over Discord's %d", provider.ErrUnsupportedContent, utf8.RuneCountInString(e.Description), maxEmbedDescription)
+			}
+		}
+		out.Content = content
+		if e != (embed{}) {
+			out.Embeds = []embed{e}
 		}
 	}
 	var err error
@@ -195,4 +220,12 @@ func title(rows []Component, id string) string {
 		}
 	}
 	return ""
+}
+
+// cut shortens s to at most n bytes.
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

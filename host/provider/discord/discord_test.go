@@ -280,8 +280,19 @@ func TestSendMedia(t *testing.T) {
 		t.Fatalf("image sent as %+v", m)
 	}
 	ref, err = p.Send(ctx, provider.Outbound{Chat: chat, Text: "the report", Media: &provider.Media{Type: "document", URL: "https://example.com/r.pdf", Caption: "Q3"}})
-	if m := api.Message(ref); err != nil || m.Content != "Q3\nhttps://example.com/r.pdf" {
+	if m := api.Message(ref); err != nil || m.Content != "Q3\n\nthe report\nhttps://example.com/r.pdf" {
 		t.Fatalf("document sent as %+v, %v", m, err)
+	}
+	// A part that fills the limit keeps its text; the caption and the link
+	// go into the embed (the fake refuses content over 2,000 characters).
+	full := strings.Repeat("é", TextLimit)
+	ref, err = p.Send(ctx, provider.Outbound{Chat: chat, Text: full, Media: &provider.Media{Type: "video", URL: "https://example.com/v/clip.mp4?x=1", Caption: "Q3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := api.Message(ref); m.Content != full || len(m.Embeds) != 1 || m.Embeds[0]["description"] != "Q3" ||
+		m.Embeds[0]["url"] != "https://example.com/v/clip.mp4?x=1" || m.Embeds[0]["title"] != "clip.mp4" {
+		t.Fatalf("a full part with media sent as %+v", m.Embeds)
 	}
 }
 
@@ -340,9 +351,14 @@ func TestEditAndTyping(t *testing.T) {
 func TestRateLimitBuckets(t *testing.T) {
 	p, api, _, _ := setup(t, nil)
 	ctx := context.Background()
+	// A clock of the test's own: a wait moves it, nothing else does, so a
+	// slow machine does not spend a bucket's reset between two sends.
 	var slept []time.Duration
+	clock := time.Now()
+	p.limits.now = func() time.Time { return clock }
 	p.limits.sleep = func(_ context.Context, d time.Duration) error {
 		slept = append(slept, d)
+		clock = clock.Add(d)
 		return nil
 	}
 	api.Lock()

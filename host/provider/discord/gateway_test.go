@@ -72,8 +72,9 @@ func ids(msgs []provider.Message) []string {
 // text and attachments, under their message id; bots' and webhooks'
 // messages ignored.
 func TestGatewayIdentifiesAndAdmits(t *testing.T) {
-	// Long enough that a loaded machine acknowledges every beat in time.
-	_, api, a, srv := gatewaySetup(t, 500*time.Millisecond)
+	// Long enough that a loaded machine acknowledges every beat in time (a
+	// beat unacknowledged by the next one is a zombie connection).
+	_, api, a, srv := gatewaySetup(t, 2*time.Second)
 	if got := api.Gateway.Stats().Intents; len(got) != 1 || got[0] != 1<<9|1<<12|1<<15 {
 		t.Fatalf("identified with intents %v, want GUILD_MESSAGES|DIRECT_MESSAGES|MESSAGE_CONTENT (%d)", got, 1<<9|1<<12|1<<15)
 	}

@@ -90,5 +90,6 @@ func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) (
 		return nil, fmt.Errorf("%w: discord %s: %w", provider.ErrMediaUnavailable, p.cfg.ID, err)
 	}
 	req.Header.Set("User-Agent", userAgent)
-	return provider.Download(p.media, req, max, func(err error) string { return err.Error() })
+	// The URL's query is Discord's signature: errors name the host only.
+	return provider.Download(p.media, req, max, provider.HostOnly(req.URL))
 }

@@ -52,13 +52,14 @@ func Verify(w http.ResponseWriter, r *http.Request, verifyToken string) {
 // signature is 401, a wrong one 403, a body over max 413. ok is false when
 // the request was answered.
 func ReadSigned(w http.ResponseWriter, r *http.Request, max int64, appSecret string) (body []byte, ok bool) {
-	body, ok = provider.ReadWebhook(w, r, max)
-	if !ok {
-		return nil, false
-	}
+	// An unsigned request is refused before its body is read.
 	sig := r.Header.Get(SignatureHeader)
 	if sig == "" {
 		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
+		return nil, false
+	}
+	body, ok = provider.ReadWebhook(w, r, max)
+	if !ok {
 		return nil, false
 	}
 	if appSecret == "" || !hmac.Equal([]byte(sig), []byte(Sign(appSecret, body))) {

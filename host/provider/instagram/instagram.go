@@ -93,7 +93,7 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 		Type: "instagram", ID: cfg.ID, Object: "instagram", Owner: cfg.AccountID,
 		AppSecret: cfg.AppSecret, VerifyToken: cfg.VerifyToken, Token: cfg.Token,
 		APIURL: cfg.APIURL, DefaultAPI: DefaultAPI, SendPath: "/" + url.PathEscape(cfg.AccountID) + "/messages",
-		MediaHosts: cfg.MediaRefHosts, DefaultMediaHosts: MediaHosts,
+		MediaHosts: cfg.MediaRefHosts, DefaultMediaHosts: MediaHosts, TextBytes: TextByteLimit,
 	}, env)
 	if err != nil {
 		return nil, err

@@ -88,7 +88,7 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 		Type: "messenger", ID: cfg.ID, Object: "page", Owner: cfg.PageID,
 		AppSecret: cfg.AppSecret, VerifyToken: cfg.VerifyToken, Token: cfg.PageToken,
 		APIURL: cfg.APIURL, DefaultAPI: DefaultAPI, SendPath: "/me/messages",
-		MediaHosts: cfg.MediaRefHosts, DefaultMediaHosts: MediaHosts,
+		MediaHosts: cfg.MediaRefHosts, DefaultMediaHosts: MediaHosts, TextChars: TextLimit,
 	}, env)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package messaging
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -61,13 +60,7 @@ func (c *Channel) LoadMedia(ctx context.Context, m provider.Media, max int64) ([
 		return nil, fmt.Errorf("%w: %s %s: %v", provider.ErrMediaUnavailable, c.spec.Type, c.spec.ID, err)
 	}
 	// The URL's query is its signature: errors name the host only.
-	return provider.Download(c.client, req, max, func(err error) string {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return ue.Op + " " + req.URL.Scheme + "://" + req.URL.Host + "/…: " + ue.Err.Error()
-		}
-		return err.Error()
-	})
+	return provider.Download(c.client, req, max, provider.HostOnly(req.URL))
 }
 
 var hostName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)

@@ -69,6 +69,10 @@ type Spec struct {
 	// are journaled and downloaded (media_ref_hosts), DefaultMediaHosts those
 	// when it is not set; api_url's own origin always is.
 	MediaHosts, DefaultMediaHosts []string
+	// TextChars and TextBytes are the channel's text limit, in characters
+	// or in bytes of UTF-8 (0: none): a media's caption joins the text only
+	// when the two fit.
+	TextChars, TextBytes int
 }
 
 // Channel is the Messenger Platform half of a Messenger or Instagram
@@ -225,16 +229,10 @@ func DecodeNotification(b []byte, object string) (Notification, error) {
 	if n.Object != object {
 		return n, fmt.Errorf("%w: object %q is not %q", ErrBadNotification, n.Object, object)
 	}
-	for _, e := range n.Entry {
-		for _, ev := range e.Messaging {
-			if (ev.Message != nil || ev.Postback != nil) && ev.Sender.ID == "" {
-				return n, fmt.Errorf("%w: a message or postback without sender.id", ErrBadNotification)
-			}
-			if ev.Message != nil && ev.Message.MID == "" {
-				return n, fmt.Errorf("%w: a message without mid", ErrBadNotification)
-			}
-		}
-	}
+	// An event without its ids (sender.id, mid) is not refused here: the
+	// webhook skips it and admits the others of the batch, since a 400
+	// would make Meta redeliver them all (and in time disable the
+	// subscription) for one bad event.
 	return n, nil
 }
 
@@ -312,7 +310,11 @@ func (c *Channel) webhook(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		for _, ev := range e.Messaging {
-			if msg, ok := ev.Inbound(); ok {
+			msg, ok := ev.Inbound()
+			if !ok && (ev.Message != nil && !ev.Message.IsEcho || ev.Postback != nil) && (msg.ID == "" || msg.Chat == "") {
+				c.log.Warn(c.spec.Type+": an event without its sender or message id skipped", "provider", c.spec.ID)
+			}
+			if ok {
 				msgs = append(msgs, msg)
 			}
 		}

@@ -46,9 +46,20 @@ func (c *Channel) ChoiceTextLimit(buttons []abi.Button, list *abi.List) int {
 	return 0
 }
 
+// fits reports whether text fits one message of msg: the channel's limit,
+// and a button template's when msg's buttons go as one.
+func (c *Channel) fits(text string, msg provider.Outbound) bool {
+	chars := c.spec.TextChars
+	if l := c.ChoiceTextLimit(msg.Buttons, msg.List); l > 0 && (chars == 0 || l < chars) {
+		chars = l
+	}
+	return (chars == 0 || utf8.RuneCountInString(text) <= chars) && (c.spec.TextBytes == 0 || len(text) <= c.spec.TextBytes)
+}
+
 // Send implements provider.Provider. A send is one message, or two when it
 // has media and text (the Platform has no captions): the attachment, then
-// the text (the media's caption in front), which carries the choices. Should
+// the text (the media's caption in front, or as a message of its own between
+// them when the two would not fit one), which carries the choices. Should
 // the second fail after the first went out, a retry of the same
 // Outbound.Key in this process sends only the second; after a restart both
 // go again. The id returned is the last message's.
@@ -126,7 +137,13 @@ func (c *Channel) messages(msg provider.Outbound) ([]map[string]any, error) {
 			return nil, err
 		}
 		out = append(out, map[string]any{"attachment": att})
-		text = provider.CaptionText(m.Caption, text)
+		switch joined := provider.CaptionText(m.Caption, text); {
+		case c.fits(joined, msg):
+			text = joined
+		default:
+			// The text fills a part already: the caption goes on its own.
+			out = append(out, map[string]any{"text": m.Caption})
+		}
 	}
 	if len(msg.Buttons) == 0 && msg.List == nil {
 		if text != "" || len(out) == 0 {

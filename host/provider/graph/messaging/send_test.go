@@ -156,6 +156,27 @@ func TestSendMedia(t *testing.T) {
 	}
 }
 
+// TestSendCaptionOfAFullPart: a part whose text fills the channel's limit
+// (the host splits at it) keeps its media's caption as a message of its own
+// instead of going over the limit (the fake refuses over 2,000 characters).
+func TestSendCaptionOfAFullPart(t *testing.T) {
+	api := messengertest.New(token, user)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	s := spec(srv.URL + "/" + messengertest.Version)
+	s.TextChars = 2000
+	c := open(t, s, nil)
+	full := strings.Repeat("é", 2000)
+	if _, err := c.Send(context.Background(), provider.Outbound{Chat: user, Text: full,
+		Media: &provider.Media{Type: "image", URL: "https://example.com/a.jpg", Caption: "A photo"}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := api.Messages(user)
+	if len(msgs) != 3 || msgs[0].Attachment == nil || msgs[1].Text != "A photo" || msgs[2].Text != full {
+		t.Fatalf("sent %+v", msgs)
+	}
+}
+
 // TestSendResumesAfterPartialFailure: when the text after an attachment
 // fails, a retry of the same key sends only the text; without a key both go
 // again.

@@ -96,19 +96,27 @@ func TestAttachmentsAdmitted(t *testing.T) {
 	}
 }
 
-// TestWebhookRefusals: a body that is not this channel's object, or a
-// message without a mid or a sender, is 400; a journal that fails is 503
-// with Retry-After.
+// TestWebhookRefusals: a body that is not this channel's object is 400; an
+// event without a mid or a sender is skipped while the rest of its batch is
+// admitted (200: a 400 would make Meta redeliver them all); a journal that
+// fails is 503 with Retry-After.
 func TestWebhookRefusals(t *testing.T) {
 	for name, body := range map[string]string{
 		"instagram's object": `{"object":"instagram","entry":[]}`,
-		"no mid":             `{"object":"page","entry":[{"id":"` + page + `","messaging":[{"sender":{"id":"1"},"message":{"text":"x"}}]}]}`,
-		"no sender":          `{"object":"page","entry":[{"id":"` + page + `","messaging":[{"postback":{"payload":"x"}}]}]}`,
 		"not JSON":           `{"object":`,
 	} {
 		if code := deliver(t, &providertest.Recorder{}, []byte(body)); code != 400 {
 			t.Errorf("%s: HTTP %d, want 400", name, code)
 		}
+	}
+	rec := &providertest.Recorder{}
+	batch := `{"object":"page","entry":[{"id":"` + page + `","messaging":[` +
+		`{"sender":{"id":"1"},"message":{"text":"no mid"}},` +
+		`{"postback":{"payload":"no sender"}},` +
+		`{"sender":{"id":"1"},"recipient":{"id":"` + page + `"},"timestamp":1,"message":{"mid":"m_ok","text":"fine"}}]}]}`
+	code := deliver(t, rec, []byte(batch))
+	if got := rec.Take(); code != 200 || len(got) != 1 || got[0].ID != "m_ok" {
+		t.Errorf("a batch with two bad events: HTTP %d, admitted %+v; want 200 and the good one", code, got)
 	}
 	mux := http.NewServeMux()
 	open(t, spec("http://127.0.0.1:1/v21.0"), failing{}).Routes(mux)
