@@ -54,6 +54,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider"
 )
 
@@ -193,6 +194,10 @@ type Provider struct {
 	ix     *tokens
 	gw     *gateway
 	now    func() time.Time
+	// kv and kvPrefix keep the Gateway session across restarts (nil kv:
+	// a backend without one; a restart identifies anew).
+	kv       durability.Kv
+	kvPrefix string
 
 	mu       sync.Mutex
 	followUp map[string]followUpRef // sent follow-up message id → its interaction
@@ -224,6 +229,7 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	p.media = provider.NewClient(60*time.Second, api, p.mediaAllowed)
 	p.limits = newLimiter()
 	p.ix = newTokens(env.Kv, env.KeyPrefix+"discord/"+cfg.ID+"/ix/")
+	p.kv, p.kvPrefix = env.Kv, env.KeyPrefix
 	if cfg.Mode == ModeGateway {
 		if p.gw, err = newGateway(p); err != nil {
 			return nil, fmt.Errorf("discord %s: %w", cfg.ID, err)

@@ -18,6 +18,10 @@ import (
 	"github.com/botrun/botrun/host/provider"
 )
 
+// closeResumable is the close code botrun stops with: any but 1000 and 1001
+// leaves the session resumable.
+const closeResumable websocket.StatusCode = 4000
+
 // maxFrame is the largest Gateway frame read (a READY or a GUILD_CREATE of a
 // large guild is big).
 const maxFrame = 16 << 20
@@ -36,6 +40,8 @@ type gateway struct {
 	resumeURL *url.URL
 	// seq is the sequence number of the last dispatch handled.
 	seq atomic.Int64
+	// stored keeps the session across restarts of botrun.
+	stored *sessionStore
 
 	// The waits, shortened by tests: before the attempt-th reconnection,
 	// after an Invalid Session, after a close that needs the operator (a
@@ -63,6 +69,7 @@ func newGateway(p *Provider) (*gateway, error) {
 	}
 	// No timeout: the connection lives for hours; dials have their own.
 	g.dial = provider.NewClient(0, trusted, nil)
+	g.stored = &sessionStore{kv: p.kv, key: p.kvPrefix + "discord/" + p.cfg.ID + "/session"}
 	return g, nil
 }
 
@@ -85,8 +92,25 @@ type outcome struct {
 	err  error
 }
 
-// run connects, and connects again, until ctx ends.
+// run connects, and connects again, until ctx ends. It starts by resuming
+// the session an earlier run of botrun kept, if any.
 func (g *gateway) run(ctx context.Context) {
+	if st, ok := g.stored.load(ctx); ok {
+		g.sessionID, g.resumeURL = st.ID, nil
+		if u, err := gatewayURL(st.ResumeURL); err == nil {
+			g.resumeURL = u
+		}
+		g.seq.Store(st.Seq)
+		g.stored.publish(g.sessionID, g.resumeURL)
+		g.p.log.Info("discord: resuming the session kept from the last run", "provider", g.p.cfg.ID, "seq", st.Seq)
+	}
+	saver, stop := context.WithCancel(ctx)
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		g.stored.keep(saver, &g.seq)
+	}()
+	defer func() { stop(); <-saved }()
 	for attempt := 0; ctx.Err() == nil; {
 		out := g.connect(ctx)
 		if ctx.Err() != nil {
@@ -113,6 +137,7 @@ func (g *gateway) run(ctx context.Context) {
 func (g *gateway) forget() {
 	g.sessionID, g.resumeURL = "", nil
 	g.seq.Store(0)
+	g.stored.publish("", nil)
 }
 
 // identifyURL is the URL a new session connects to: gateway_url, or the one
@@ -196,7 +221,9 @@ func (g *gateway) connect(ctx context.Context) outcome {
 	defer conn.CloseNow()
 	// Stopping the bot ends the session (1000); any other end keeps it
 	// resumable.
-	stop := context.AfterFunc(ctx, func() { conn.Close(websocket.StatusNormalClosure, "") })
+	// Stopping closes with a code other than 1000 and 1001, which would end
+	// the session: the next run of botrun resumes it.
+	stop := context.AfterFunc(ctx, func() { conn.Close(closeResumable, "botrun stopping") })
 	defer stop()
 	read := context.WithoutCancel(ctx)
 
@@ -345,6 +372,7 @@ func (g *gateway) dispatch(ctx context.Context, pl Payload) error {
 		if u, err := gatewayURL(r.ResumeURL); err == nil {
 			g.resumeURL = u
 		}
+		g.stored.publish(g.sessionID, g.resumeURL)
 		p.log.Info("discord: connected to the Gateway", "provider", p.cfg.ID)
 	case "RESUMED":
 		p.log.Info("discord: resumed the Gateway session", "provider", p.cfg.ID, "seq", g.seq.Load())

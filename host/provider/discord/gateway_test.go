@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/discord/discordtest"
 )
@@ -255,5 +256,52 @@ func TestGatewayRefusalNeedsTheOperator(t *testing.T) {
 		if c.fatal != (out.wait == g.fatalWait) || c.fresh != (g.sessionID == "") {
 			t.Errorf("close %d: %+v, session %q; want fatal %v, a new session %v", c.code, out, g.sessionID, c.fatal, c.fresh)
 		}
+	}
+}
+
+// TestGatewayResumesAcrossRestart: botrun stops (closing the connection so
+// the session stays resumable) and keeps the session in the backend's Kv;
+// messages sent while it is down are replayed to the next run, which
+// resumes the session: nothing lost, nothing doubled.
+func TestGatewayResumesAcrossRestart(t *testing.T) {
+	api := newFake()
+	api.Gateway.HeartbeatInterval = 45 * time.Second
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	kv := memory.NewKv()
+	start := func(a *admitter) (stop func()) {
+		p, err := Open(Config{ID: "dc", Token: token, ApplicationID: appID, APIURL: srv.URL}, provider.Env{Admitter: a, Kv: kv, KeyPrefix: "bot/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.gw.retry = func(int) time.Duration { return time.Millisecond }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			p.Run(ctx)
+			close(done)
+		}()
+		return func() { cancel(); <-done }
+	}
+	first := newAdmitter()
+	stop := start(first)
+	waitFor(t, "the Gateway session", api.Gateway.Connected)
+	for i := range 2 {
+		api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate(fmt.Sprint(1300000000000000100+i), chat, user, false, "before"))
+	}
+	waitFor(t, "two admissions", func() bool { return len(first.admitted()) == 2 })
+	stop()
+	waitFor(t, "the connection closed", func() bool { return !api.Gateway.Connected() })
+	for i := range 2 {
+		api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate(fmt.Sprint(1300000000000000200+i), chat, user, false, "while down"))
+	}
+	second := newAdmitter()
+	defer start(second)()
+	waitFor(t, "the missed messages", func() bool { return len(second.admitted()) >= 2 })
+	if got := ids(second.admitted()); !slices.Equal(got, []string{"1300000000000000200", "1300000000000000201"}) {
+		t.Fatalf("the restarted run admitted %v; want the two sent while it was down, once each", got)
+	}
+	if s := api.Gateway.Stats(); s.Identifies != 1 || s.Resumes != 1 {
+		t.Fatalf("want one identify and one resume across the restart: %+v", s)
 	}
 }

@@ -216,6 +216,15 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	for {
 		_, data, err := conn.Read(context.Background())
 		if err != nil {
+			// As Discord: a client that closes with 1000 or 1001 ends its
+			// session (it cannot be resumed); any other end keeps it.
+			if c := websocket.CloseStatus(err); c == websocket.StatusNormalClosure || c == websocket.StatusGoingAway {
+				g.mu.Lock()
+				if g.conn == conn {
+					g.session = nil
+				}
+				g.mu.Unlock()
+			}
 			return
 		}
 		var p struct {
