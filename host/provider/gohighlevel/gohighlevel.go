@@ -380,12 +380,9 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	var msgs []provider.Message
 	if msg, ok := wh.Inbound(); ok {
-		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
-			provider.NotAdmitted(w.Header(), err)
-			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
+		msgs = append(msgs, msg)
 	}
-	w.WriteHeader(http.StatusOK)
+	provider.AdmitAndAnswer(w, r, p.admit, p.cfg.ID, msgs...)
 }

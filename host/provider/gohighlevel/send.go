@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -123,30 +122,12 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 // mapError maps a GoHighLevel error answer ({"statusCode","message"}, the
 // message a string or a list of them) onto the taxonomy.
 func mapError(status int, header http.Header, body []byte) error {
-	var e struct {
-		Message json.RawMessage `json:"message"`
-	}
-	json.Unmarshal(body, &e)
-	var one string
-	var many []string
-	what := strings.TrimSpace(string(e.Message))
-	if json.Unmarshal(e.Message, &one) == nil {
-		what = one
-	} else if json.Unmarshal(e.Message, &many) == nil {
-		what = strings.Join(many, "; ")
-	}
-	if len(what) > 200 {
-		what = what[:200]
-	}
+	what := provider.ErrorMessage(body)
 	cause := fmt.Errorf("HTTP %d: %s", status, what)
 	low := strings.ToLower(what)
 	switch {
 	case status == http.StatusTooManyRequests:
-		wait := DefaultRetryAfter
-		if s, err := strconv.Atoi(header.Get("Retry-After")); err == nil && s > 0 {
-			wait = time.Duration(s) * time.Second
-		}
-		return &provider.RateLimitedError{RetryAfter: wait, Err: cause}
+		return &provider.RateLimitedError{RetryAfter: provider.HeaderRetryAfter(header, DefaultRetryAfter), Err: cause}
 	case status == http.StatusUnauthorized:
 		return &provider.PermanentError{Err: fmt.Errorf("%w (is token valid? location access tokens expire within a day; use a Private Integration token)", cause)}
 	case status == http.StatusForbidden:

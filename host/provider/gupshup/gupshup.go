@@ -277,24 +277,24 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if m == nil {
-		if ev.Type == "" {
-			p.log.Warn("gupshup: a webhook that is not in Gupshup's format (version 2) ignored: set the app's callback format to Gupshup's", "provider", p.cfg.ID)
-		}
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	if ev.App != p.cfg.AppName {
+	provider.AdmitAndAnswer(w, r, p.admit, p.cfg.ID, p.messages(ev, m)...)
+}
+
+// messages are what botrun admits of a webhook: its message, unless it is
+// none, another app's, or of a type botrun does not read.
+func (p *Provider) messages(ev Event, m *Message) []provider.Message {
+	switch {
+	case m == nil && ev.Type == "":
+		p.log.Warn("gupshup: a webhook that is not in Gupshup's format (version 2) ignored: set the app's callback format to Gupshup's", "provider", p.cfg.ID)
+		return nil
+	case m == nil:
+		return nil
+	case ev.App != p.cfg.AppName:
 		p.log.Warn("gupshup: a message for another app ignored", "provider", p.cfg.ID, "app", ev.App)
-		w.WriteHeader(http.StatusOK)
-		return
+		return nil
 	}
 	if msg, ok := m.Inbound(ev.Time()); ok {
-		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
-			provider.NotAdmitted(w.Header(), err)
-			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
+		return []provider.Message{msg}
 	}
-	w.WriteHeader(http.StatusOK)
+	return nil
 }

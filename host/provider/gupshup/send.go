@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -297,26 +296,12 @@ func list(l *abi.List, body string) (map[string]any, error) {
 // mapError maps a Gupshup error answer ({"status":"error","message":…})
 // onto the taxonomy.
 func mapError(status int, header http.Header, body []byte) error {
-	var e struct {
-		Message json.RawMessage `json:"message"`
-	}
-	json.Unmarshal(body, &e)
-	var what string
-	if json.Unmarshal(e.Message, &what) != nil {
-		what = strings.TrimSpace(string(e.Message))
-	}
-	if len(what) > 200 {
-		what = what[:200]
-	}
+	what := provider.ErrorMessage(body)
 	cause := fmt.Errorf("HTTP %d: %s", status, what)
 	low := strings.ToLower(what)
 	switch {
 	case status == http.StatusTooManyRequests:
-		wait := time.Second
-		if s, err := strconv.Atoi(header.Get("Retry-After")); err == nil && s > 0 {
-			wait = time.Duration(s) * time.Second
-		}
-		return &provider.RateLimitedError{RetryAfter: wait, Err: cause}
+		return &provider.RateLimitedError{RetryAfter: provider.HeaderRetryAfter(header, time.Second), Err: cause}
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return &provider.PermanentError{Err: fmt.Errorf("%w (is api_key right?)", cause)}
 	case strings.Contains(low, "destination"):

@@ -61,7 +61,8 @@ var types = map[string]bool{"SMS": true, "Email": true, "WhatsApp": true, "GMB":
 type API struct {
 	token, location string
 
-	mu sync.Mutex
+	// Mutex guards the exported fields while the fake serves.
+	sync.Mutex
 	// Contacts can be messaged; DND contacts have Do Not Disturb on.
 	Contacts map[string]bool
 	DND      map[string]bool
@@ -91,16 +92,10 @@ func New(token, location string, contacts ...string) *API {
 	return f
 }
 
-// Lock guards the exported fields while the fake serves.
-func (f *API) Lock() { f.mu.Lock() }
-
-// Unlock releases Lock.
-func (f *API) Unlock() { f.mu.Unlock() }
-
 // Texts returns the message texts accepted for the contact, in order.
 func (f *API) Texts(contact string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	var out []string
 	for _, s := range f.Sent {
 		if s["contactId"] == contact {
@@ -127,9 +122,9 @@ func fail(w http.ResponseWriter, status int, msg any) {
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/msgsndr/"+f.location+"/media/"):
-		f.mu.Lock()
+		f.Lock()
 		b, ok := f.Media[strings.TrimPrefix(r.URL.Path, "/msgsndr/"+f.location+"/media/")]
-		f.mu.Unlock()
+		f.Unlock()
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -161,8 +156,8 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 	contact, _ := body["contactId"].(string)
 	msg, hasMsg := body["message"].(string)
 	atts, _ := body["attachments"].([]any)
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	now := time.Now()
 	if f.Clock != nil {
 		now = f.Clock()
@@ -207,8 +202,8 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 
 // stamp is the time of the webhook id: now, or when it was first built.
 func (f *API) stamp(id string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	at, ok := f.stamps[id]
 	if !ok {
 		at = time.Now().UTC()

@@ -24,7 +24,8 @@ import (
 type API struct {
 	key, app, source string
 
-	mu sync.Mutex
+	// Mutex guards the exported fields while the fake serves.
+	sync.Mutex
 	// Recipients can be messaged.
 	Recipients map[string]bool
 	// Limited sends answer 429 with Retry-After: 3.
@@ -46,17 +47,11 @@ func New(key, app, source string, recipients ...string) *API {
 	return f
 }
 
-// Lock guards the exported fields while the fake serves.
-func (f *API) Lock() { f.mu.Lock() }
-
-// Unlock releases Lock.
-func (f *API) Unlock() { f.mu.Unlock() }
-
 // Texts returns what the user reads of the accepted sends to destination:
 // a text's text, a media's caption, a quick_reply's or a list's body.
 func (f *API) Texts(destination string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	var out []string
 	for _, m := range f.Sent {
 		if m["destination"] != destination {
@@ -95,9 +90,9 @@ func fail(w http.ResponseWriter, status int, msg string) {
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/fm/wamedia/"+f.app+"/"):
-		f.mu.Lock()
+		f.Lock()
 		b, ok := f.Media[strings.TrimPrefix(r.URL.Path, "/fm/wamedia/"+f.app+"/")]
-		f.mu.Unlock()
+		f.Unlock()
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -136,8 +131,8 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "Invalid Message")
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	switch {
 	case form.Get("channel") != "whatsapp":
 		fail(w, http.StatusBadRequest, "Invalid Channel")
