@@ -98,6 +98,8 @@ FUZZ_TARGETS = \
 	./host/provider/metawhatsapp:FuzzDecodeNotification \
 	./host/provider/twilio:FuzzDecodeWebhook \
 	./host/provider/graph/messaging:FuzzDecodeNotification \
+	./host/provider/gupshup:FuzzDecodeWebhook \
+	./host/provider/gohighlevel:FuzzDecodeWebhook \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \
