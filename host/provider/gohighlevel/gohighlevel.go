@@ -13,6 +13,11 @@
 // messageId. Other event types, outbound messages, other locations' events
 // and other message types than message_type are acknowledged and ignored.
 //
+// GoHighLevel retries a webhook only when it is answered 429 (the same
+// payload, six times at 10-minute intervals): a message the host does not
+// take (a full queue, a journal down) is answered 429, and its id is kept
+// for 2 hours marked so, to let those retries in past the window.
+//
 // Outbound, a send is POST {api_url}/conversations/messages with the token as
 // a Bearer header and Version: 2021-04-15: {"type","contactId","message",
 // "attachments"}. The chat is the contact's id. GoHighLevel allows 100
@@ -361,18 +366,17 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := p.now()
-	if d := now.Sub(wh.Timestamp.Time); wh.Timestamp.IsZero() || d > Window || d < -Window {
+	d := now.Sub(wh.Timestamp.Time)
+	sum := sha256.Sum256(body)
+	v, err := p.seen.check(r.Context(), wh.WebhookID, sum[:], !wh.Timestamp.IsZero() && d <= Window && d >= -Window, now)
+	switch {
+	case err != nil:
+		p.retryLater(w, r, wh.WebhookID, sum[:], now, fmt.Errorf("remembering the webhookId: %w", err))
+		return
+	case v == stale:
 		http.Error(w, fmt.Sprintf("missing or stale timestamp: more than %s from now (a replay?)", Window), http.StatusUnauthorized)
 		return
-	}
-	sum := sha256.Sum256(body)
-	fresh, err := p.seen.check(r.Context(), wh.WebhookID, sum[:], now)
-	if err != nil {
-		provider.NotAdmitted(w.Header(), err)
-		http.Error(w, "not admitted: remembering the webhookId: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	if !fresh {
+	case v == replayed:
 		http.Error(w, "webhookId already seen with another body (a replay?)", http.StatusForbidden)
 		return
 	}
@@ -380,9 +384,23 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	var msgs []provider.Message
 	if msg, ok := wh.Inbound(); ok {
-		msgs = append(msgs, msg)
+		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
+			p.retryLater(w, r, wh.WebhookID, sum[:], now, err)
+			return
+		}
 	}
-	provider.AdmitAndAnswer(w, r, p.admit, p.cfg.ID, msgs...)
+	w.WriteHeader(http.StatusOK)
+}
+
+// retryLater answers a webhook botrun could not take 429, the one status
+// GoHighLevel retries (the same payload, 10 minutes later, six times at
+// most), and remembers to accept those retries past the window.
+func (p *Provider) retryLater(w http.ResponseWriter, r *http.Request, id string, hash []byte, now time.Time, cause error) {
+	if err := p.seen.retry(r.Context(), id, hash, now); err != nil {
+		p.log.Error("gohighlevel: a webhook not admitted, and its retries cannot be let in: they will be refused as stale",
+			"provider", p.cfg.ID, "webhookId", id, "err", err)
+	}
+	provider.NotAdmitted(w.Header(), cause)
+	http.Error(w, "not admitted, retry: "+cause.Error(), http.StatusTooManyRequests)
 }

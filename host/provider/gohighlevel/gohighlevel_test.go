@@ -226,16 +226,65 @@ func TestReplays(t *testing.T) {
 	}
 }
 
-// TestKvFailure: a webhookId that cannot be remembered is not admitted: 503,
-// redeliver.
+// TestKvFailure: a webhookId that cannot be remembered is not admitted: 429,
+// the status GoHighLevel retries.
 func TestKvFailure(t *testing.T) {
 	const location = "kvFailLocation000001"
 	api := gohighleveltest.New(token, location, contact)
 	rec := &providertest.Recorder{}
 	p := open(t, "", location, provider.Env{Admitter: rec, Kv: failingKv{memory.NewKv()}})
-	if got := serve(p, signed(t, api.Inbound("wk1", "mk1", contact, "SMS", "hi"))); got != 503 || len(rec.Take()) != 0 {
-		t.Fatalf("HTTP %d, want 503 and nothing admitted", got)
+	if got := serve(p, signed(t, api.Inbound("wk1", "mk1", contact, "SMS", "hi"))); got != 429 || len(rec.Take()) != 0 {
+		t.Fatalf("HTTP %d, want 429 and nothing admitted", got)
 	}
+}
+
+// TestRetriesPastTheWindow: a message the host does not take is answered
+// 429, and GoHighLevel's retries of the same payload (10 minutes later, its
+// timestamp long stale) are let in, after a restart too, for RetryKeep; a
+// stale webhook botrun never answered 429 is refused.
+func TestRetriesPastTheWindow(t *testing.T) {
+	const location = "retryLocation0000001"
+	api := gohighleveltest.New(token, location, contact)
+	admit := &flaky{}
+	env := provider.Env{Admitter: admit, Kv: memory.NewKv(), KeyPrefix: "bot/"}
+	c := &clock{at: time.Now()}
+	p := open(t, "", location, env)
+	p.now = c.now
+	body := api.Inbound("wr1", "mr1", contact, "SMS", "later")
+	admit.fail = true
+	if got := serve(p, signed(t, body)); got != 429 {
+		t.Fatalf("not admitted: HTTP %d, want 429", got)
+	}
+	admit.fail = false
+	c.at = c.at.Add(10 * time.Minute)
+	restarted := open(t, "", location, env)
+	restarted.now = c.now
+	if got := serve(restarted, signed(t, body)); got != 200 || len(admit.Take()) != 1 {
+		t.Fatalf("its retry 10 minutes later: HTTP %d, want 200 and the message admitted", got)
+	}
+	if got := serve(restarted, signed(t, api.Inbound("wr2", "mr2", contact, "SMS", "old"))); got != 401 {
+		t.Fatalf("a webhook 10 minutes old, never answered 429: HTTP %d, want 401", got)
+	}
+	c.at = c.at.Add(RetryKeep)
+	if n, err := restarted.seen.purge(context.Background(), c.now()); err != nil || n != 1 {
+		t.Fatalf("purge after RetryKeep: %d, %v", n, err)
+	}
+	if got := serve(restarted, signed(t, body)); got != 401 {
+		t.Fatalf("a retry after RetryKeep: HTTP %d, want 401", got)
+	}
+}
+
+// flaky admits, or fails every message while fail is set.
+type flaky struct {
+	providertest.Recorder
+	fail bool
+}
+
+func (f *flaky) Admit(ctx context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	if f.fail {
+		return provider.Admission{}, errors.New("journal unavailable")
+	}
+	return f.Recorder.Admit(ctx, prov, m)
 }
 
 type failingKv struct{ *memory.Kv }
