@@ -100,6 +100,8 @@ FUZZ_TARGETS = \
 	./host/provider/graph/messaging:FuzzDecodeNotification \
 	./host/provider/discord:FuzzDecodeInteraction \
 	./host/provider/discord:FuzzDecodePayload \
+	./host/provider/gupshup:FuzzDecodeWebhook \
+	./host/provider/gohighlevel:FuzzDecodeWebhook \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \

@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/host/provider/gohighlevel"
+	"github.com/botrun/botrun/host/provider/gohighlevel/gohighleveltest"
 	"github.com/botrun/botrun/host/provider/graph"
 	"github.com/botrun/botrun/host/provider/graph/messaging/messagingtest"
+	"github.com/botrun/botrun/host/provider/gupshup/gupshuptest"
 	"github.com/botrun/botrun/host/provider/instagram/instagramtest"
 	"github.com/botrun/botrun/host/provider/messenger/messengertest"
 	"github.com/botrun/botrun/host/provider/metawhatsapp"
@@ -40,8 +43,10 @@ type channelCase struct {
 	// base (botrun's address).
 	text  func(base, msgID, text string) *http.Request
 	image func(base, api, msgID string) *http.Request
-	// signatureHeader is forged to check the refusal.
+	// signatureHeader is forged to check the refusal, or forge forges a
+	// request when the channel's secret is not in a header.
 	signatureHeader string
+	forge           func(r *http.Request)
 	// download reports whether a fake request downloads media bytes.
 	download func(r *http.Request) bool
 	// replies are the texts and captions the fake accepted, in order.
@@ -258,6 +263,66 @@ func instagramCase() channelCase {
 	})
 }
 
+func gupshupCase() channelCase {
+	const key, app, source, token, user = "gs-e2e-key", "E2EApp", "917834811114", "gs-e2e-webhook-token", "919876543210"
+	api := gupshuptest.New(key, app, source, user)
+	api.Media["e2e-photo"] = photo
+	post := func(base string, body []byte) *http.Request {
+		r, _ := http.NewRequest("POST", gupshuptest.WebhookURL(base, "gs", token), bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	}
+	return channelCase{
+		name: "gupshup", provider: "gs", chat: user,
+		fake: api,
+		toml: func(url string) string {
+			return fmt.Sprintf("id = \"gs\"\ntype = \"gupshup\"\napi_key = %q\napp_name = %q\nsource = %q\nwebhook_token = %q\napi_url = %q\n",
+				key, app, source, token, url)
+		},
+		text: func(base, msgID, text string) *http.Request {
+			return post(base, api.Text("ABEG"+msgID, user, text))
+		},
+		image: func(base, apiURL, msgID string) *http.Request {
+			return post(base, api.Image("ABEG"+msgID, user, api.MediaURL(apiURL, "e2e-photo"), ""))
+		},
+		forge: func(r *http.Request) {
+			r.URL.RawQuery = "token=" + token + "x"
+		},
+		download: func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/fm/wamedia/") },
+		replies:  func() []string { return api.Texts(user) },
+	}
+}
+
+func gohighlevelCase() channelCase {
+	const token, location, contact = "pit-e2e-token", "e2eLocation000000001", "e2eContact0000000001"
+	api := gohighleveltest.New(token, location, contact)
+	api.Media["e2e.jpg"] = photo
+	post := func(base string, body []byte) *http.Request {
+		r, _ := http.NewRequest("POST", base+"/webhooks/ghl", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(gohighlevel.SignatureHeader, gohighleveltest.Sign(body))
+		return r
+	}
+	return channelCase{
+		name: "gohighlevel", provider: "ghl", chat: contact,
+		fake: api,
+		toml: func(url string) string {
+			return fmt.Sprintf("id = \"ghl\"\ntype = \"gohighlevel\"\ntoken = %q\nlocation_id = %q\npublic_key = %q\nmessage_type = \"SMS\"\napi_url = %q\n",
+				token, location, gohighleveltest.PublicKey(), url)
+		},
+		text: func(base, msgID, text string) *http.Request {
+			// A redelivery is the same webhook: its id, its bytes.
+			return post(base, api.Inbound("wh-"+msgID, "m-"+msgID, contact, "SMS", text))
+		},
+		image: func(base, apiURL, msgID string) *http.Request {
+			return post(base, api.Inbound("wh-"+msgID, "m-"+msgID, contact, "SMS", "", api.MediaURL(apiURL, "e2e.jpg")))
+		},
+		signatureHeader: gohighlevel.SignatureHeader,
+		download:        func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/msgsndr/") },
+		replies:         func() []string { return api.Texts(contact) },
+	}
+}
+
 // TestChannelsEndToEnd runs botrun (a real process, the Go echo example,
 // SQLite) against each channel's fake: a forged webhook is refused; a signed
 // one reaches the WASM handler and its reply reaches the fake, once, however
@@ -268,7 +333,7 @@ func instagramCase() channelCase {
 func TestChannelsEndToEnd(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/echo")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase()} {
 		t.Run(c.name, func(t *testing.T) { endToEnd(t, bin, module, c) })
 	}
 }
@@ -314,7 +379,11 @@ func endToEnd(t *testing.T, bin, module string, c channelCase) {
 	waitReply := func(want string) { t.Helper(); waitReply(t, c, r, want) }
 
 	forged := c.text(base, "e2e-forged", "forged")
-	forged.Header.Set(c.signatureHeader, "sha256=00"+forged.Header.Get(c.signatureHeader))
+	if c.forge != nil {
+		c.forge(forged)
+	} else {
+		forged.Header.Set(c.signatureHeader, "sha256=00"+forged.Header.Get(c.signatureHeader))
+	}
 	if code := send(forged); code != 401 && code != 403 {
 		t.Fatalf("forged webhook: HTTP %d, want 401/403", code)
 	}
@@ -417,7 +486,7 @@ func waitReply(t *testing.T, c channelCase, r *replica, want string) {
 func TestSendHooksOnChannels(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/signature")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase()} {
 		t.Run(c.name, func(t *testing.T) {
 			api := httptest.NewServer(c.fake)
 			defer api.Close()

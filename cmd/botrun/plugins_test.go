@@ -10,6 +10,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/gohighlevel/gohighleveltest"
 )
 
 // section returns the part of md from the heading line to the next heading
@@ -93,6 +94,9 @@ func TestExampleChannels(t *testing.T) {
 	env := func(name string) (string, bool) {
 		if strings.HasSuffix(name, "ACCOUNT_SID") {
 			return "AC0123456789abcdef0123456789abcdef", true
+		}
+		if strings.HasSuffix(name, "PUBLIC_KEY") {
+			return gohighleveltest.PublicKey(), true // a PEM key, as GoHighLevel's
 		}
 		return "0123456789abcdef0123456789abcdef", true
 	}

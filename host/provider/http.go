@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -53,4 +54,22 @@ func CallJSON(client *http.Client, req *http.Request, out any, mapErr func(statu
 		return fmt.Errorf("HTTP %d with an unreadable body", resp.StatusCode)
 	}
 	return nil
+}
+
+// CheckQueryToken checks a webhook request of a gateway that does not sign
+// its webhooks: its token query parameter must be want (the entry's
+// webhook_token), compared in constant time. It answers 401 when the
+// parameter is missing and 403 when it is wrong, and reports whether the
+// request may go on. Never log the request's URL: it holds the token.
+func CheckQueryToken(w http.ResponseWriter, r *http.Request, want string) bool {
+	got := r.URL.Query().Get("token")
+	switch {
+	case got == "":
+		http.Error(w, "missing the token query parameter: the webhook URL ends in ?token=<the entry's webhook_token>", http.StatusUnauthorized)
+		return false
+	case want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1:
+		http.Error(w, "bad token query parameter: it is not the entry's webhook_token", http.StatusForbidden)
+		return false
+	}
+	return true
 }

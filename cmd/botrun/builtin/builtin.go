@@ -12,6 +12,8 @@ import (
 	_ "github.com/botrun/botrun/durability/redis"
 	_ "github.com/botrun/botrun/durability/sqlite"
 	_ "github.com/botrun/botrun/host/provider/discord"
+	_ "github.com/botrun/botrun/host/provider/gohighlevel"
+	_ "github.com/botrun/botrun/host/provider/gupshup"
 	_ "github.com/botrun/botrun/host/provider/httpchan"
 	_ "github.com/botrun/botrun/host/provider/instagram"
 	_ "github.com/botrun/botrun/host/provider/messenger"

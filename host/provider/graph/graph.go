@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/botrun/botrun/host/provider"
@@ -75,14 +74,7 @@ func ReadSigned(w http.ResponseWriter, r *http.Request, max int64, appSecret str
 // host did not take. Meta redelivers the whole body; what was admitted
 // comes back as duplicates.
 func Admit(w http.ResponseWriter, r *http.Request, admitter provider.Admitter, id string, msgs []provider.Message) {
-	for _, msg := range msgs {
-		if _, err := admitter.Admit(r.Context(), id, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
-			provider.NotAdmitted(w.Header(), err)
-			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-	}
-	w.WriteHeader(http.StatusOK)
+	provider.AdmitAndAnswer(w, r, admitter, id, msgs...)
 }
 
 // Error is a Graph API error body's error.
@@ -162,8 +154,5 @@ func (c Codes) MapError(status int, header http.Header, body []byte) error {
 
 // RetryAfter is the Retry-After header in whole seconds, or def.
 func RetryAfter(h http.Header, def time.Duration) time.Duration {
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return def
+	return provider.HeaderRetryAfter(h, def)
 }

@@ -37,6 +37,9 @@ type Channel struct {
 	Signed func(t testing.TB, body []byte) *http.Request
 	// SignatureHeader is the header that carries the signature or secret.
 	SignatureHeader string
+	// QueryToken, for a gateway that signs nothing, is the query parameter
+	// of the webhook URL that carries its secret instead of a header.
+	QueryToken string
 	// SignsBody is true when the signature covers the body, so a tampered
 	// body must be refused too.
 	SignsBody bool
@@ -156,11 +159,14 @@ func Run(t *testing.T, ch Channel) {
 	t.Run("inbound/forged-rejected", func(t *testing.T) {
 		before := len(a.admitted())
 		body := ch.TextBody("contract-forged", "forged")
-		forged := ch.Signed(t, body)
-		sig := forged.Header.Get(ch.SignatureHeader)
-		forged.Header.Set(ch.SignatureHeader, flip(sig))
-		missing := ch.Signed(t, body)
-		missing.Header.Del(ch.SignatureHeader)
+		forged, missing := ch.Signed(t, body), ch.Signed(t, body)
+		if ch.QueryToken != "" {
+			setQuery(forged, ch.QueryToken, flip(forged.URL.Query().Get(ch.QueryToken)))
+			setQuery(missing, ch.QueryToken, "")
+		} else {
+			forged.Header.Set(ch.SignatureHeader, flip(forged.Header.Get(ch.SignatureHeader)))
+			missing.Header.Del(ch.SignatureHeader)
+		}
 		cases := map[string]*http.Request{"forged signature": forged, "missing signature": missing}
 		if ch.SignsBody {
 			tb := bytes.Replace(body, []byte("forged"), []byte("Forged"), 1)
@@ -386,6 +392,16 @@ func flip(sig string) string {
 		repl = '1'
 	}
 	return sig[:len(sig)-1] + string(repl)
+}
+
+// setQuery sets (or, with "", deletes) the query parameter key of r's URL.
+func setQuery(r *http.Request, key, value string) {
+	q := r.URL.Query()
+	q.Del(key)
+	if value != "" {
+		q.Set(key, value)
+	}
+	r.URL.RawQuery = q.Encode()
 }
 
 func withBody(r *http.Request, body []byte) *http.Request {

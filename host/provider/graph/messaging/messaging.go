@@ -40,6 +40,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/graph"
+	"github.com/botrun/botrun/host/provider/urlmedia"
 )
 
 // MaxBody is the largest webhook body accepted.
@@ -78,9 +79,9 @@ type Spec struct {
 // Channel is the Messenger Platform half of a Messenger or Instagram
 // provider: everything but the text limit.
 type Channel struct {
+	*urlmedia.Media
 	spec   Spec
 	api    *url.URL
-	hosts  []string
 	admit  provider.Admitter
 	log    *slog.Logger
 	client *http.Client
@@ -111,11 +112,12 @@ func New(s Spec, env provider.Env) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", s.Type, s.ID, err)
 	}
-	c := &Channel{spec: s, api: api, hosts: s.MediaHosts, admit: env.Admitter, log: env.Log(), sent: map[string]progress{}}
-	if c.hosts == nil {
-		c.hosts = s.DefaultMediaHosts
+	hosts := s.MediaHosts
+	if hosts == nil {
+		hosts = s.DefaultMediaHosts
 	}
-	c.client = provider.NewClient(60*time.Second, api, c.mediaURLAllowed)
+	c := &Channel{Media: urlmedia.New(s.Type+" "+s.ID, api, hosts, nil), spec: s, api: api, admit: env.Admitter, log: env.Log(), sent: map[string]progress{}}
+	c.client = provider.NewClient(60*time.Second, api, c.URLAllowed)
 	return c, nil
 }
 
