@@ -3,8 +3,10 @@
 // GoHighLevel's Conversations API v2.
 //
 // Inbound, a Marketplace app's InboundMessage webhook is verified before it
-// is parsed: x-wh-signature is the base64 RSA-SHA256 (PKCS #1 v1.5) signature
-// of the raw body with GoHighLevel's webhook key (public_key). A webhook
+// is parsed: X-GHL-Signature, when present, is the base64 Ed25519 signature
+// of the raw body with GoHighLevel's published Ed25519 key; else
+// x-wh-signature is the base64 RSA-SHA256 (PKCS #1 v1.5) signature with its
+// webhook key (public_key, default GoHighLevel's published one). A webhook
 // whose timestamp is more than 5 minutes from now is refused (401), and so is
 // a webhookId seen before with another body (403): the ids are kept in the
 // backend's Kv (memory without one) for 15 minutes, three times the window,
@@ -34,6 +36,7 @@ package gohighlevel
 
 import (
 	"crypto"
+	"crypto/ed25519"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
@@ -100,8 +103,9 @@ type Config struct {
 	Token string `toml:"token"`
 	// LocationID is the sub-account (location) whose conversations this is.
 	LocationID string `toml:"location_id"`
-	// PublicKey is GoHighLevel's webhook public key, PEM (use ${ENV}). It is
-	// not bundled: copy it from GoHighLevel's webhook authentication guide.
+	// PublicKey is GoHighLevel's webhook public key, PEM, which verifies
+	// x-wh-signature (default: DefaultPublicKey, the one GoHighLevel
+	// publishes; set it if GoHighLevel rotates it).
 	PublicKey string `toml:"public_key"`
 	// MessageType is the conversations' type: SMS (default), WhatsApp, FB,
 	// IG or Live_Chat; inbound messages of other types are ignored.
@@ -118,10 +122,10 @@ func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 	if !locationID.MatchString(c.LocationID) {
 		problem("location_id", "%q: want the sub-account's location id (Settings > Business Profile, or the app URL's /location/<id>/)", c.LocationID)
 	}
-	if c.PublicKey == "" {
-		problem("public_key", "missing: GoHighLevel's webhook public key (PEM, from its webhook authentication guide), which verifies x-wh-signature; botrun does not bundle it (use ${ENV})")
-	} else if _, err := ParsePublicKey(c.PublicKey); err != nil {
-		problem("public_key", "%v", err)
+	if c.PublicKey != "" {
+		if _, err := ParsePublicKey(c.PublicKey); err != nil {
+			problem("public_key", "%v (leave it out for GoHighLevel's published key)", err)
+		}
 	}
 	if _, ok := TextLimits[c.MessageType]; !ok {
 		problem("message_type", "%q: want SMS, WhatsApp, FB, IG or Live_Chat (Email and Custom need fields botrun does not send)", c.MessageType)
@@ -173,9 +177,11 @@ func ParsePublicKey(s string) (*rsa.PublicKey, error) {
 // journals and loads the inbound attachments.
 type Provider struct {
 	*urlmedia.Media
-	cfg    Config
-	api    *url.URL
-	key    *rsa.PublicKey
+	cfg Config
+	api *url.URL
+	key *rsa.PublicKey
+	// ed verifies X-GHL-Signature (GoHighLevel's published Ed25519 key).
+	ed     ed25519.PublicKey
 	admit  provider.Admitter
 	log    *slog.Logger
 	client *http.Client
@@ -196,15 +202,19 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gohighlevel %s: %w", cfg.ID, err)
 	}
+	if cfg.PublicKey == "" {
+		cfg.PublicKey = DefaultPublicKey
+	}
 	key, err := ParsePublicKey(cfg.PublicKey)
 	if err != nil {
 		return nil, fmt.Errorf("gohighlevel %s: public_key: %w", cfg.ID, err)
 	}
+	ed, _ := parseEd25519(DefaultEd25519Key)
 	hosts := cfg.MediaRefHosts
 	if hosts == nil {
 		hosts = MediaHosts
 	}
-	return &Provider{Media: urlmedia.New("gohighlevel "+cfg.ID, api, hosts, MediaPrefixes), cfg: cfg, api: api, key: key,
+	return &Provider{Media: urlmedia.New("gohighlevel "+cfg.ID, api, hosts, MediaPrefixes), cfg: cfg, api: api, key: key, ed: ed,
 		admit: env.Admitter, log: env.Log(), client: provider.NewClient(30*time.Second, api, nil),
 		seen:   &seen{kv: env.Kv, group: env.KeyPrefix + "gohighlevel/" + cfg.ID + "/webhook/", mem: map[string]seenID{}},
 		window: windowOf(cfg.LocationID), now: time.Now}, nil
@@ -342,12 +352,18 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sig := r.Header.Get(SignatureHeader)
-	if sig == "" {
-		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
+	// X-GHL-Signature (Ed25519), GoHighLevel's preferred signature, when
+	// the webhook carries it; else x-wh-signature (RSA).
+	switch ed, rsaSig := r.Header.Get(Ed25519Header), r.Header.Get(SignatureHeader); {
+	case ed != "":
+		if !VerifyEd25519(p.ed, body, ed) {
+			http.Error(w, "bad "+Ed25519Header, http.StatusForbidden)
+			return
+		}
+	case rsaSig == "":
+		http.Error(w, "missing "+SignatureHeader+" (or "+Ed25519Header+")", http.StatusUnauthorized)
 		return
-	}
-	if !Verify(p.key, body, sig) {
+	case !Verify(p.key, body, rsaSig):
 		http.Error(w, "bad "+SignatureHeader+" (is public_key GoHighLevel's webhook key?)", http.StatusForbidden)
 		return
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -322,15 +324,14 @@ func TestInbound(t *testing.T) {
 	}
 }
 
-// TestCheck: every key is required or checked; the public key must be a
-// PEM RSA key of 2048 bits or more.
+// TestCheck: every key is required or checked; a public key set must be a
+// PEM RSA key of 2048 bits or more (none: GoHighLevel's published one).
 func TestCheck(t *testing.T) {
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	small, _ := rsa.GenerateKey(rand.Reader, 1024)
 	for _, tt := range []struct {
 		name, key, say string
 	}{
-		{"missing", "", "not bundle"},
 		{"not PEM", "0123456789abcdef", "not a PEM key"},
 		{"a certificate", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1}})), "want PUBLIC KEY"},
 		{"EC", pemOf(t, &ec.PublicKey), "want an RSA key"},
@@ -348,7 +349,7 @@ func TestCheck(t *testing.T) {
 	}
 	var keys []string
 	(&Config{LocationID: "a/b", MessageType: "Email", MediaRefHosts: []string{"x"}}).Check(provider.Setting{}, func(key, _ string, _ ...any) { keys = append(keys, key) })
-	if got := strings.Join(keys, ","); got != "token,location_id,public_key,message_type,media_ref_hosts[0]" {
+	if got := strings.Join(keys, ","); got != "token,location_id,message_type,media_ref_hosts[0]" {
 		t.Fatalf("problems with %s", got)
 	}
 	keys = nil
@@ -397,4 +398,63 @@ func FuzzDecodeWebhook(f *testing.F) {
 			t.Fatalf("admissible message %+v", msg)
 		}
 	})
+}
+
+// TestPublishedKeys: without public_key the channel verifies with
+// GoHighLevel's published keys: both parse, and a webhook signed with
+// another key is refused under either header; an Ed25519 signature is
+// checked when X-GHL-Signature is present.
+func TestPublishedKeys(t *testing.T) {
+	if _, err := ParsePublicKey(DefaultPublicKey); err != nil {
+		t.Fatalf("the bundled RSA key: %v", err)
+	}
+	ed, ok := parseEd25519(DefaultEd25519Key)
+	if !ok {
+		t.Fatal("the bundled Ed25519 key does not parse")
+	}
+	p, err := Open(Config{ID: "ghl", Token: token, LocationID: "loc1"}, provider.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.key.Equal(mustRSA(t, DefaultPublicKey)) || !p.ed.Equal(ed) {
+		t.Fatal("an entry without public_key does not use GoHighLevel's published keys")
+	}
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	body := []byte(`{"type":"InboundMessage"}`)
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, body))
+	if !VerifyEd25519(pub, body, sig) || VerifyEd25519(pub, []byte(`{}`), sig) || VerifyEd25519(ed, body, sig) {
+		t.Fatal("VerifyEd25519 accepts what it should not, or refuses its own key's signature")
+	}
+}
+
+func mustRSA(t *testing.T, s string) *rsa.PublicKey {
+	t.Helper()
+	k, err := ParsePublicKey(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestEd25519Signature: a webhook carrying X-GHL-Signature is verified
+// with the Ed25519 key (and admitted); a bad one is refused even beside a
+// good x-wh-signature.
+func TestEd25519Signature(t *testing.T) {
+	const location = "edLocation0000000001"
+	api := gohighleveltest.New(token, location, contact)
+	rec := &providertest.Recorder{}
+	p := open(t, "", location, provider.Env{Admitter: rec})
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	p.ed = pub
+	body := api.Inbound("we1", "me1", contact, "TYPE_SMS", "hola")
+	r := httptest.NewRequest("POST", "/webhooks/ghl", bytes.NewReader(body))
+	r.Header.Set(Ed25519Header, base64.StdEncoding.EncodeToString(ed25519.Sign(priv, body)))
+	if got := serve(p, r); got != 200 || len(rec.Take()) != 1 {
+		t.Fatalf("an Ed25519-signed webhook: HTTP %d", got)
+	}
+	r = signed(t, body)
+	r.Header.Set(Ed25519Header, base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("other"))))
+	if got := serve(p, r); got != 403 {
+		t.Fatalf("a bad X-GHL-Signature beside a good x-wh-signature: HTTP %d, want 403", got)
+	}
 }
