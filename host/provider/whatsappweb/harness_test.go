@@ -131,7 +131,7 @@ func newBot(t *testing.T, net *whatsappwebtest.Network, kv durability.Kv, tweak 
 	b.cfg = whatsappweb.Config{ID: "wa",
 		NewClient:    func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
 		Lease:        300 * time.Millisecond,
-		UnpairedPoll: 20 * time.Millisecond, MediaRetryWait: 5 * time.Second}
+		UnpairedPoll: 20 * time.Millisecond, MediaRetryWait: 5 * time.Second, RedeliverAfter: 10 * time.Millisecond}
 	if tweak != nil {
 		tweak(&b.cfg)
 	}

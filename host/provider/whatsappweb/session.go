@@ -226,7 +226,7 @@ func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
 		case <-redeliver:
 			// A message the journal refused was not acknowledged: WhatsApp
 			// delivers what is unacknowledged again on a new connection.
-			if !sleep(sctx, 5*time.Second) {
+			if !sleep(sctx, p.cfg.RedeliverAfter) {
 				continue
 			}
 			log.Info("whatsapp-web: reconnecting so WhatsApp delivers the unjournaled message again")

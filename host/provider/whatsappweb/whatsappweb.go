@@ -94,6 +94,9 @@ type Config struct {
 	// MediaRetryWait is how long a download waits for the sender's phone to
 	// upload expired media again (default 60 s).
 	MediaRetryWait time.Duration `toml:"-"`
+	// RedeliverAfter is how long after a message the journal refused the
+	// session reconnects, so WhatsApp delivers it again (default 5 s).
+	RedeliverAfter time.Duration `toml:"-"`
 	// HTTPClient fetches outbound media given by URL (default: a client
 	// that refuses internal addresses).
 	HTTPClient *http.Client `toml:"-"`
@@ -206,6 +209,9 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	}
 	if cfg.UnpairedPoll <= 0 {
 		cfg.UnpairedPoll = 30 * time.Second
+	}
+	if cfg.RedeliverAfter <= 0 {
+		cfg.RedeliverAfter = 5 * time.Second
 	}
 	if cfg.MediaRetryWait <= 0 {
 		cfg.MediaRetryWait = 60 * time.Second
