@@ -98,6 +98,8 @@ FUZZ_TARGETS = \
 	./host/provider/metawhatsapp:FuzzDecodeNotification \
 	./host/provider/twilio:FuzzDecodeWebhook \
 	./host/provider/graph/messaging:FuzzDecodeNotification \
+	./host/provider/whatsappweb:FuzzDecodeMessage \
+	./host/provider/whatsappweb:FuzzDecodeMediaRef \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \

@@ -18,4 +18,5 @@ import (
 	_ "github.com/botrun/botrun/host/provider/telegram"
 	_ "github.com/botrun/botrun/host/provider/twilio"
 	_ "github.com/botrun/botrun/host/provider/webchat"
+	_ "github.com/botrun/botrun/host/provider/whatsappweb"
 )
