@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,23 +91,7 @@ func TestUnpairedWhatsAppWebLeavesTheBotRunning(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- bot.Run(ctx, ln, 10*time.Second) }()
-	base := "http://" + ln.Addr().String()
-	resp, err := http.Post(base+"/webchat/web/messages", "application/json", strings.NewReader(`{"chat":"c1","from":"u1","text":"hola","id":"m-1"}`))
-	if err != nil || resp.StatusCode != 202 {
-		t.Fatalf("POST: %v %v", resp, err)
-	}
-	resp.Body.Close()
-	resp, err = http.Get(base + "/webchat/web/messages?chat=c1&after=0&wait=10s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var l struct{ Messages []struct{ Text string } }
-	json.Unmarshal(b, &l)
-	if len(l.Messages) != 1 || l.Messages[0].Text != "echo: hola" {
-		t.Fatalf("webchat beside an unpaired whatsapp-web: %s", b)
-	}
+	webchatEcho(t, "http://"+ln.Addr().String())
 	line := "whatsapp-web wa: not paired: run botrun whatsapp pair -c bot.toml --provider wa"
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(logs.String(), line) {

@@ -18,6 +18,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/providertest"
 	"github.com/botrun/botrun/host/provider/whatsappweb"
 	"github.com/botrun/botrun/host/provider/whatsappweb/whatsappwebtest"
 )
@@ -29,41 +30,6 @@ var account = types.NewJID("15550001111", types.DefaultUserServer)
 
 // alice is a user on WhatsApp who writes to the bot.
 var alice = types.NewJID("15552223333", types.DefaultUserServer)
-
-// admitter journals like the host: once per message id; it can be made to
-// fail.
-type admitter struct {
-	mu   sync.Mutex
-	msgs []provider.Message
-	seen map[string]bool
-	fail error
-}
-
-func (a *admitter) Admit(_ context.Context, prov string, m provider.Message) (provider.Admission, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.fail != nil {
-		return provider.Admission{}, a.fail
-	}
-	if a.seen[m.ID] {
-		return provider.Admission{ID: prov + ":" + m.ID, Duplicate: true}, nil
-	}
-	a.seen[m.ID] = true
-	a.msgs = append(a.msgs, m)
-	return provider.Admission{ID: prov + ":" + m.ID}, nil
-}
-
-func (a *admitter) setFail(err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.fail = err
-}
-
-func (a *admitter) admitted() []provider.Message {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]provider.Message(nil), a.msgs...)
-}
 
 // logBuffer is a concurrency-safe log sink.
 type logBuffer struct {
@@ -109,7 +75,7 @@ type bot struct {
 	cfg    whatsappweb.Config
 	env    provider.Env
 	p      *whatsappweb.Provider
-	admit  *admitter
+	admit  *providertest.Journal
 	logs   *logBuffer
 	alerts *alerts
 	stop   func()
@@ -127,7 +93,7 @@ func newBot(t *testing.T, net *whatsappwebtest.Network, kv durability.Kv, tweak 
 		t.Cleanup(func() { s.Close() })
 		kv = s
 	}
-	b := &bot{t: t, net: net, kv: kv, admit: &admitter{seen: map[string]bool{}}, logs: &logBuffer{}, alerts: &alerts{}}
+	b := &bot{t: t, net: net, kv: kv, admit: providertest.NewJournal(), logs: &logBuffer{}, alerts: &alerts{}}
 	b.cfg = whatsappweb.Config{ID: "wa",
 		NewClient:    func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
 		Lease:        300 * time.Millisecond,

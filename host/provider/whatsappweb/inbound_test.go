@@ -81,7 +81,7 @@ func TestInboundMessagesAreAdmittedAsWhatsmeowDeliversThem(t *testing.T) {
 			t.Fatalf("%s: not acknowledged", tc.id)
 		}
 	}
-	got := b.admit.admitted()
+	got := b.admit.Admitted()
 	if len(got) != len(cases) {
 		t.Fatalf("admitted %d messages, want %d: %+v", len(got), len(cases), got)
 	}
@@ -126,7 +126,7 @@ func TestInboundIgnoresOwnStatusGroupsEditsAndOtherTypes(t *testing.T) {
 			t.Errorf("%s: ignored but not acknowledged (WhatsApp would deliver it again)", e.Info.ID)
 		}
 	}
-	if got := b.admit.admitted(); len(got) != 0 {
+	if got := b.admit.Admitted(); len(got) != 0 {
 		t.Fatalf("admitted %+v", got)
 	}
 }
@@ -134,7 +134,7 @@ func TestInboundIgnoresOwnStatusGroupsEditsAndOtherTypes(t *testing.T) {
 func TestGroupsAreAdmittedWithGroupsOn(t *testing.T) {
 	b, c := connectedBot(t, func(c *whatsappweb.Config) { c.Groups = true })
 	c.Emit(b.net.Incoming("GRP1", group, aliceDevice, &waE2E.Message{Conversation: proto.String("hi all")}))
-	got := b.admit.admitted()
+	got := b.admit.Admitted()
 	if len(got) != 1 || got[0].Chat != group.String() || got[0].From != alice.String() {
 		t.Fatalf("a group message admitted as %+v", got)
 	}
@@ -143,7 +143,7 @@ func TestGroupsAreAdmittedWithGroupsOn(t *testing.T) {
 func TestAMessageIsAcknowledgedOnlyOnceJournaled(t *testing.T) {
 	b, c := connectedBot(t, nil)
 	msg := &waE2E.Message{Conversation: proto.String("later")}
-	b.admit.setFail(errors.New("journal unavailable"))
+	b.admit.Fail(errors.New("journal unavailable"))
 	if c.Emit(b.net.Incoming("LATE1", alice, aliceDevice, msg)) {
 		t.Fatal("a message the journal refused was acknowledged")
 	}
@@ -152,17 +152,17 @@ func TestAMessageIsAcknowledgedOnlyOnceJournaled(t *testing.T) {
 	waitFor(t, "the reconnection", func() bool {
 		return strings.Contains(b.logs.String(), "reconnecting so WhatsApp delivers the unjournaled message again") && c.IsLoggedIn()
 	})
-	b.admit.setFail(nil)
+	b.admit.Fail(nil)
 	for i := 0; i < 2; i++ { // redelivered twice: admitted once
 		if !c.Emit(b.net.Incoming("LATE1", alice, aliceDevice, msg)) {
 			t.Fatal("the redelivery was not acknowledged")
 		}
 	}
-	if got := b.admit.admitted(); len(got) != 1 || got[0].ID != "LATE1" {
+	if got := b.admit.Admitted(); len(got) != 1 || got[0].ID != "LATE1" {
 		t.Fatalf("admitted %+v", got)
 	}
 	// A message botrun never accepts is acknowledged (no redelivery loop).
-	b.admit.setFail(provider.ErrInvalidMessage)
+	b.admit.Fail(provider.ErrInvalidMessage)
 	if !c.Emit(b.net.Incoming("BAD1", alice, aliceDevice, msg)) {
 		t.Fatal("an invalid message was not acknowledged")
 	}

@@ -34,7 +34,7 @@ func inboundImage(t *testing.T, b *bot, c *whatsappwebtest.Client, id types.Mess
 	if !c.Emit(b.net.Incoming(id, alice, aliceDevice, img)) {
 		t.Fatal("the image message was not acknowledged")
 	}
-	msgs := b.admit.admitted()
+	msgs := b.admit.Admitted()
 	m := msgs[len(msgs)-1]
 	if m.ID != string(id) || len(m.Media) != 1 {
 		t.Fatalf("admitted %+v", m)

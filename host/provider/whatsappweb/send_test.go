@@ -178,7 +178,7 @@ func TestSendMediaByURLAndByRef(t *testing.T) {
 	in := b.net.Media("IMG9", whatsmeow.MediaImage, []byte("inbound image"))
 	c.Emit(b.net.Incoming("IMG9", alice, aliceDevice, &waE2E.Message{ImageMessage: &waE2E.ImageMessage{DirectPath: proto.String(in.DirectPath),
 		MediaKey: in.MediaKey, FileSHA256: in.FileSHA256, FileEncSHA256: in.FileEncSHA256, FileLength: proto.Uint64(in.FileLength), Mimetype: proto.String("image/jpeg")}}))
-	ref := b.admit.admitted()[0].Media[0].Ref
+	ref := b.admit.Admitted()[0].Media[0].Ref
 	if _, err := b.p.Send(ctx, provider.Outbound{Chat: alice.String(), Text: "back to you", Media: &provider.Media{Type: "image", Ref: ref}}); err != nil {
 		t.Fatal(err)
 	}

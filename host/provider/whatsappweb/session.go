@@ -119,28 +119,25 @@ func (p *Provider) Run(ctx context.Context) {
 		}
 	}()
 	backoff := time.Second
+	failed := func(what string, err error) {
+		if ctx.Err() == nil {
+			p.log.Error("whatsapp-web: "+what+" failed; trying again", "provider", p.cfg.ID, "err", err, "wait", backoff)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, 5*time.Minute)
+		}
+	}
 	unpairedLogged := false
 	for ctx.Err() == nil {
 		if st == nil {
 			var err error
 			if st, err = p.openStore(ctx); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				p.log.Error("whatsapp-web: opening the session store failed; trying again", "provider", p.cfg.ID, "err", err, "wait", backoff)
-				sleep(ctx, backoff)
-				backoff = min(2*backoff, 5*time.Minute)
+				failed("opening the session store", err)
 				continue
 			}
 		}
 		dev, err := st.device(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			p.log.Error("whatsapp-web: reading the session failed; trying again", "provider", p.cfg.ID, "err", err, "wait", backoff)
-			sleep(ctx, backoff)
-			backoff = min(2*backoff, 5*time.Minute)
+			failed("reading the session", err)
 			continue
 		}
 		if dev == nil {

@@ -406,6 +406,15 @@ func (c *Client) ready() error {
 	return nil
 }
 
+// call is the start of a call that needs a connected, linked device: that,
+// then a failure queued for method.
+func (c *Client) call(method string) error {
+	if err := c.ready(); err != nil {
+		return err
+	}
+	return c.net.failed(method)
+}
+
 // SendMessage implements whatsappweb.Client.
 func (c *Client) SendMessage(ctx context.Context, to types.JID, msg *waE2E.Message, extra ...whatsmeow.SendRequestExtra) (whatsmeow.SendResponse, error) {
 	if len(extra) > 1 {
@@ -546,10 +555,7 @@ func (c *Client) MarkRead(ctx context.Context, ids []types.MessageID, _ time.Tim
 	if len(ids) == 0 {
 		return fmt.Errorf("no message IDs specified")
 	}
-	if err := c.ready(); err != nil {
-		return err
-	}
-	if err := c.net.failed("MarkRead"); err != nil {
+	if err := c.call("MarkRead"); err != nil {
 		return err
 	}
 	c.net.mu.Lock()
@@ -576,10 +582,7 @@ func (c *Client) SendPresence(ctx context.Context, state types.Presence) error {
 
 // SendChatPresence implements whatsappweb.Client.
 func (c *Client) SendChatPresence(ctx context.Context, jid types.JID, state types.ChatPresence, _ types.ChatPresenceMedia) error {
-	if err := c.ready(); err != nil {
-		return err
-	}
-	if err := c.net.failed("SendChatPresence"); err != nil {
+	if err := c.call("SendChatPresence"); err != nil {
 		return err
 	}
 	c.net.mu.Lock()
@@ -590,10 +593,7 @@ func (c *Client) SendChatPresence(ctx context.Context, jid types.JID, state type
 
 // IsOnWhatsApp implements whatsappweb.Client.
 func (c *Client) IsOnWhatsApp(ctx context.Context, phones []string) ([]types.IsOnWhatsAppResponse, error) {
-	if err := c.ready(); err != nil {
-		return nil, err
-	}
-	if err := c.net.failed("IsOnWhatsApp"); err != nil {
+	if err := c.call("IsOnWhatsApp"); err != nil {
 		return nil, err
 	}
 	c.net.mu.Lock()
