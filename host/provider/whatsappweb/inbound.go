@@ -112,6 +112,9 @@ func (p *Provider) seen(e *events.Message) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.onWhatsApp[chat.String()] = chat
+	if len(p.unread) > 10000 {
+		clear(p.unread) // chats the bot never answers: their receipts are not worth the memory
+	}
 	u := append(p.unread[chat.String()], unreadMessage{id: e.Info.ID, sender: e.Info.Sender.ToNonAD()})
 	if len(u) > 100 {
 		u = u[len(u)-100:]

@@ -351,6 +351,10 @@ func (p *Provider) Typing(ctx context.Context, chat, replyTo string) error {
 	if len(rest) == 0 {
 		delete(p.unread, to.String())
 	}
+	if len(read) == 0 && validMessageID(replyTo) && to.Server != types.GroupServer {
+		// Admitted before a restart: in a user's chat, the user sent it.
+		read = []unreadMessage{{id: types.MessageID(replyTo), sender: to}}
+	}
 	online := p.available
 	p.available = true
 	p.mu.Unlock()

@@ -227,9 +227,18 @@ func TestTypingMarksReadAndSendClearsIt(t *testing.T) {
 	if pres[len(pres)-1].State != types.ChatPresencePaused {
 		t.Fatalf("presences %+v", pres)
 	}
+	// Typing in answer to a message admitted before a restart marks it read
+	// all the same.
+	if err := b.p.Typing(ctx, alice.String(), "OLD1"); err != nil {
+		t.Fatal(err)
+	}
+	reads = b.net.Reads()
+	if len(reads) != 3 || reads[2].IDs[0] != "OLD1" || reads[2].Sender != alice {
+		t.Fatalf("reads after typing to an unknown message: %+v", reads)
+	}
 	// Nothing left unread: the next send marks nothing.
 	b.p.Send(ctx, provider.Outbound{Chat: alice.String(), Text: "more"})
-	if n := len(b.net.Reads()); n != 2 {
+	if n := len(b.net.Reads()); n != 3 {
 		t.Fatalf("%d read receipts", n)
 	}
 }

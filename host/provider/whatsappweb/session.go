@@ -90,6 +90,18 @@ func (s *sessionStore) device(ctx context.Context) (*store.Device, error) {
 	return nil, nil
 }
 
+// forget drops dev, logged out: whatsmeow deletes a logged-out device
+// itself, but perhaps not before the next session looks.
+func (s *sessionStore) forget(ctx context.Context, jid types.JID) error {
+	if err := s.container.DeleteDevice(ctx, &store.Device{ID: &jid}); err != nil {
+		return err
+	}
+	if s.kv == nil {
+		return nil
+	}
+	return s.kv.Commit(ctx, []durability.Write{{Key: s.key, Version: durability.AnyVersion, Delete: true}})
+}
+
 // paired records dev as the provider's device.
 func (s *sessionStore) paired(ctx context.Context, dev *store.Device) error {
 	if s.kv == nil {
@@ -187,7 +199,8 @@ func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
 	if err != nil || dev == nil {
 		return ending{reason: "not paired"}
 	}
-	log := p.log.With("provider", p.cfg.ID, "device", dev.ID.String(), "lease_token", token)
+	jid := *dev.ID
+	log := p.log.With("provider", p.cfg.ID, "device", jid.String(), "lease_token", token)
 	cli := p.cfg.NewClient(dev, p.waLog("Client"))
 	ended := make(chan ending, 1)
 	end := func(e ending) {
@@ -219,6 +232,11 @@ func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
 			}
 			return ending{reason: "lease lost"}
 		case e := <-ended:
+			if e.reason == "logged out" {
+				if err := st.forget(context.WithoutCancel(sctx), jid); err != nil {
+					log.Warn("whatsapp-web: forgetting the logged-out device failed", "err", err)
+				}
+			}
 			return e
 		case <-redeliver:
 			// A message the journal refused was not acknowledged: WhatsApp
@@ -267,9 +285,12 @@ func (h *handler) handle(evt any) bool {
 	case *events.StreamError:
 		log.Warn("whatsapp-web: stream error", "code", e.Code)
 	case *events.ConnectFailure:
-		log.Error("whatsapp-web: WhatsApp refused the connection", "reason", e.Reason.String(), "message", e.Message)
+		// whatsmeow does not reconnect after this one: a new session will.
+		log.Error("whatsapp-web: WhatsApp refused the connection; trying again in a minute", "reason", e.Reason.String(), "message", e.Message)
+		h.end(ending{reason: "connection refused", wait: time.Minute})
 	case *events.CATRefreshError:
-		log.Warn("whatsapp-web: refreshing the client token failed", "err", e.Error)
+		log.Error("whatsapp-web: refreshing the client token failed; trying again in a minute", "err", e.Error)
+		h.end(ending{reason: "client token", wait: time.Minute})
 	case *events.LoggedOut:
 		msg := fmt.Sprintf("whatsapp-web %s: logged out (%s): the device was unlinked; pair it again with botrun whatsapp pair -c bot.toml --provider %s", p.cfg.ID, e.Reason.String(), p.cfg.ID)
 		log.Error(msg)

@@ -125,6 +125,13 @@ func TestSessionStateChangesAreLogged(t *testing.T) {
 	}
 }
 
+func TestARefusedConnectionEndsTheSession(t *testing.T) {
+	b, c := connectedBot(t, nil)
+	c.Emit(&events.ConnectFailure{Reason: events.ConnectFailureServiceUnavailable + 1, Message: "odd"})
+	waitFor(t, "the session to end", func() bool { return !b.p.Connected() && !c.Connected() })
+	mustContain(t, "the log", b.logs.String(), "WhatsApp refused the connection; trying again in a minute", "next session")
+}
+
 func TestLoggedOutIsAnAlertNotACrashLoop(t *testing.T) {
 	b, c := connectedBot(t, nil)
 	c.LogOut()
@@ -135,6 +142,12 @@ func TestLoggedOutIsAnAlertNotACrashLoop(t *testing.T) {
 	line := "not paired: run botrun whatsapp pair"
 	waitFor(t, "the session to go back to unpaired", func() bool { return strings.Contains(b.logs.String(), line) })
 	mustContain(t, "the log", b.logs.String(), "level=ERROR msg=\"whatsapp-web wa: logged out")
+	if strings.Contains(b.logs.String(), "forgetting the logged-out device failed") {
+		t.Fatalf("the logged-out device was not forgotten:\n%s", b.logs.String())
+	}
+	if _, v, _ := b.kv.Get(context.Background(), "/bot/default/whatsapp-web/wa/device"); v != 0 {
+		t.Fatal("the logged-out device is still recorded as the provider's")
+	}
 	clients := len(b.net.Clients())
 	// Many unpaired polls later: no reconnection attempt, one line.
 	time.Sleep(20 * b.cfg.UnpairedPoll)
