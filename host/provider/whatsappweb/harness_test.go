@@ -96,7 +96,7 @@ func newBot(t *testing.T, net *whatsappwebtest.Network, kv durability.Kv, tweak 
 	b := &bot{t: t, net: net, kv: kv, admit: providertest.NewJournal(), logs: &logBuffer{}, alerts: &alerts{}}
 	b.cfg = whatsappweb.Config{ID: "wa",
 		NewClient:    func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
-		Lease:        300 * time.Millisecond,
+		Lease:        3 * time.Second, // long enough for a loaded machine; nothing waits for one to expire
 		UnpairedPoll: 20 * time.Millisecond, MediaRetryWait: 5 * time.Second, RedeliverAfter: 10 * time.Millisecond}
 	if tweak != nil {
 		tweak(&b.cfg)

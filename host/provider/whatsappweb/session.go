@@ -165,14 +165,14 @@ func (p *Provider) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if end.wait > 0 {
-			p.log.Info("whatsapp-web: next session", "provider", p.cfg.ID, "after", end.reason, "wait", end.wait)
-		}
 		if end.reason == "connect failed" {
 			end.wait = max(end.wait, backoff)
 			backoff = min(2*backoff, 5*time.Minute)
 		} else {
 			backoff = time.Second
+		}
+		if end.wait > 0 {
+			p.log.Info("whatsapp-web: next session", "provider", p.cfg.ID, "after", end.reason, "wait", end.wait)
 		}
 		sleep(ctx, end.wait)
 	}

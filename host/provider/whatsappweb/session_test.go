@@ -128,8 +128,11 @@ func TestSessionStateChangesAreLogged(t *testing.T) {
 func TestARefusedConnectionEndsTheSession(t *testing.T) {
 	b, c := connectedBot(t, nil)
 	c.Emit(&events.ConnectFailure{Reason: events.ConnectFailureServiceUnavailable + 1, Message: "odd"})
-	waitFor(t, "the session to end", func() bool { return !b.p.Connected() && !c.Connected() })
-	mustContain(t, "the log", b.logs.String(), "WhatsApp refused the connection; trying again in a minute", "next session")
+	waitFor(t, "the next session's wait", func() bool { return strings.Contains(b.logs.String(), "next session") })
+	if b.p.Connected() || c.Connected() {
+		t.Fatal("still connected after WhatsApp refused the connection")
+	}
+	mustContain(t, "the log", b.logs.String(), "WhatsApp refused the connection; trying again in a minute", "after=\"connection refused\" wait=1m0s")
 }
 
 func TestLoggedOutIsAnAlertNotACrashLoop(t *testing.T) {
