@@ -99,19 +99,19 @@ func TestExpiredLeaseIsTakenAndTheOldHolderStops(t *testing.T) {
 func TestHoldRenewsUntilLost(t *testing.T) {
 	kv := memory.NewKv()
 	ctx := context.Background()
-	a := New(kv, "k", "a", 90*time.Millisecond)
+	a := New(kv, "k", "a", 600*time.Millisecond)
 	var lost atomic.Bool
 	held, release, err := a.Hold(ctx, nil, func(error) { lost.Store(true) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Several lease lengths later it is still held: the renewals keep it.
-	b := New(kv, "k", "b", 90*time.Millisecond)
-	for i := 0; i < 10; i++ {
+	b := New(kv, "k", "b", 600*time.Millisecond)
+	for i := 0; i < 15; i++ {
 		if ok, holder, _ := b.TryAcquire(ctx); ok || holder != "a" {
 			t.Fatalf("b took a renewed lease (holder %q)", holder)
 		}
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	// Another writer overwrites the record: a notices and held ends.
 	_, v, _ := kv.Get(ctx, "k")
