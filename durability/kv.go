@@ -1,6 +1,9 @@
 package durability
 
-import "context"
+import (
+	"context"
+	"database/sql"
+)
 
 // AnyVersion in a Write skips the version check.
 const AnyVersion int64 = -1
@@ -78,4 +81,14 @@ type ClaimedValue struct {
 type NativeClaimer interface {
 	ClaimInbox(ctx context.Context, group string, opts ClaimOptions) ([]ClaimedValue, error)
 	ClaimOutbox(ctx context.Context, group string, opts ClaimOptions) ([]ClaimedValue, error)
+}
+
+// SQLDatabase is implemented by a Kv kept in a SQL database in which other
+// code may keep tables of its own (whatsapp-web keeps its device keys
+// there). OpenSQL opens a database/sql handle on that database, which the
+// caller closes; dialect is "sqlite" (driver "sqlite", modernc.org/sqlite,
+// with foreign keys on) or "postgres" (driver "pgx"). The handle must not be
+// used to touch the Kv's own tables.
+type SQLDatabase interface {
+	OpenSQL() (db *sql.DB, dialect string, err error)
 }

@@ -49,6 +49,7 @@ Usage:
   botrun send TEXT          journal a send for the running bot (-c, --provider, --chat, --key, --at)
   botrun broadcast TEXT     journal one send per chat of a file (-c, --provider, --chats, --key-prefix, --at)
   botrun purge --before D   delete settled records older than D
+  botrun whatsapp pair      link a WhatsApp Web device (-c bot.toml, --provider ID, --png FILE)
   botrun version            print the version
   botrun help               show this help
 
@@ -90,6 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdLog(args[1:], stdout, stderr)
 	case "broadcast":
 		return cmdBroadcast(args[1:], stdout, stderr)
+	case "whatsapp":
+		return cmdWhatsApp(args[1:], stdout, stderr)
 	}
 	if strings.HasPrefix(args[0], "-") || strings.HasSuffix(args[0], ".toml") || fileExists(args[0]) {
 		return cmdRun(args, stdout, stderr)

@@ -119,22 +119,7 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 		t.Fatalf("no URL on stdout: %v\n%s", err, stderr.String())
 	}
 	base := strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(line, "botrun: chat page at ")), "/")
-	resp, err := http.Post(base+"/webchat/web/messages", "application/json", strings.NewReader(`{"chat":"c1","from":"u1","text":"hola","id":"m-1"}`))
-	if err != nil || resp.StatusCode != 202 {
-		t.Fatalf("POST: %v %v", resp, err)
-	}
-	resp.Body.Close()
-	resp, err = http.Get(base + "/webchat/web/messages?chat=c1&after=0&wait=10s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var l struct{ Messages []struct{ Text string } }
-	json.Unmarshal(b, &l)
-	if len(l.Messages) != 1 || l.Messages[0].Text != "echo: hola" {
-		t.Fatalf("GET: %s", b)
-	}
+	webchatEcho(t, base)
 	// The admin API answers with the token from the environment, and only then.
 	for tok, want := range map[string]int{"": 401, "wrong": 401, adminToken: 200} {
 		req, _ := http.NewRequest("GET", base+"/admin/metrics", nil)
@@ -162,6 +147,28 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "msg=stopped") {
 		t.Fatalf("no graceful stop in the log:\n%s", stderr.String())
+	}
+}
+
+// webchatEcho posts "hola" to the webchat "web" at base and waits for the
+// echo bot's reply.
+func webchatEcho(t *testing.T, base string) {
+	t.Helper()
+	resp, err := http.Post(base+"/webchat/web/messages", "application/json", strings.NewReader(`{"chat":"c1","from":"u1","text":"hola","id":"m-1"}`))
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("POST: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(base + "/webchat/web/messages?chat=c1&after=0&wait=10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var l struct{ Messages []struct{ Text string } }
+	json.Unmarshal(b, &l)
+	if len(l.Messages) != 1 || l.Messages[0].Text != "echo: hola" {
+		t.Fatalf("GET: %s", b)
 	}
 }
 

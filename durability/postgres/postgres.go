@@ -11,6 +11,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/internal/groupcommit"
@@ -120,6 +122,22 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 	}
 	s.gc = groupcommit.New(o.MaxBatch, s.run)
 	return s, nil
+}
+
+// OpenSQL implements durability.SQLDatabase: a database/sql handle over the
+// store's own pool (closing it leaves the pool open).
+func (s *Store) OpenSQL() (*sql.DB, string, error) {
+	return stdlib.OpenDBFromPool(s.pool), "postgres", nil
+}
+
+// OpenDB opens a database/sql handle (driver "pgx") on the PostgreSQL
+// database at url: for tables that other code keeps in a database of its
+// own.
+func OpenDB(url string) (*sql.DB, error) {
+	if _, err := pgx.ParseConfig(url); err != nil {
+		return nil, fmt.Errorf("postgres: url: %w", err)
+	}
+	return sql.Open("pgx", url)
 }
 
 func (s *Store) migrate(ctx context.Context) error {

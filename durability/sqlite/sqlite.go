@@ -158,24 +158,66 @@ func createPrivate(path string) error {
 	return f.Close()
 }
 
+// walMode puts the file in WAL mode. WAL is a property of the file, set once
+// rather than by every pooled connection as it opens: switching takes a lock
+// that another process's checkpoint may hold, and that answers SQLITE_BUSY at
+// once instead of waiting busy_timeout, so it is retried until then.
+func walMode(ctx context.Context, c interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, busyTimeout time.Duration) error {
+	for deadline := time.Now().Add(busyTimeout); ; time.Sleep(10 * time.Millisecond) {
+		_, err := c.ExecContext(ctx, "PRAGMA journal_mode = WAL")
+		if err == nil {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return fmt.Errorf("journal_mode WAL: %w", err)
+		}
+	}
+}
+
+// OpenDB opens a database/sql handle (driver "sqlite") on the SQLite file at
+// path, creating it 0600 if needed, in WAL mode, with foreign keys on, a 5 s
+// busy timeout and immediate transactions: for tables that other code keeps
+// beside the journals, or in a file of its own.
+func OpenDB(path string) (*sql.DB, error) {
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlite: database path %q may not contain '?' or '#'", path)
+	}
+	if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	const busy = 5 * time.Second
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	if err := walMode(context.Background(), db, busy); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// OpenSQL implements durability.SQLDatabase: a handle of its own on the
+// store's file (OpenDB).
+func (s *Store) OpenSQL() (*sql.DB, string, error) {
+	db, err := OpenDB(s.path)
+	return db, "sqlite", err
+}
+
 func (s *Store) init(ctx context.Context, busyTimeout time.Duration) error {
 	w, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("sqlite %s: %w (is the directory writable?)", s.path, err)
 	}
 	s.w = w
-	// WAL is a property of the file, set once here rather than by every
-	// pooled connection as it opens: switching takes a lock that another
-	// process's checkpoint may hold, and that answers SQLITE_BUSY at once
-	// instead of waiting busy_timeout, so it is retried until then.
-	for deadline := time.Now().Add(busyTimeout); ; time.Sleep(10 * time.Millisecond) {
-		_, err := w.ExecContext(ctx, "PRAGMA journal_mode = WAL")
-		if err == nil {
-			break
-		}
-		if !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
-			return fmt.Errorf("sqlite %s: journal_mode WAL: %w", s.path, err)
-		}
+	if err := walMode(ctx, w, busyTimeout); err != nil {
+		return fmt.Errorf("sqlite %s: %w", s.path, err)
 	}
 	if err := migrate(ctx, w, s.path); err != nil {
 		return err

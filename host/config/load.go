@@ -335,7 +335,7 @@ func (p *parser) validate(c *Config) {
 			p.add(key+".id", "duplicate provider id %q", prov.ID)
 		}
 		seen[prov.ID] = true
-		in := provider.Setting{ID: prov.ID, Listen: c.HTTP.Listen, Retention: c.Durability.Retention.D()}
+		in := provider.Setting{ID: prov.ID, Listen: c.HTTP.Listen, Retention: c.Durability.Retention.D(), Dir: filepath.Dir(p.file)}
 		prov.Settings.Check(in, func(k, format string, args ...any) {
 			p.add(key+"."+k, format, args...)
 		})

@@ -43,6 +43,9 @@ type Setting struct {
 	Listen string
 	// Retention is durability.retention (0 keeps records forever).
 	Retention time.Duration
+	// Dir is the config file's directory, against which a relative path in
+	// the entry resolves.
+	Dir string
 }
 
 // Env is what the host gives a channel it opens.
@@ -61,6 +64,17 @@ type Env struct {
 	KeyPrefix string
 	// Retention is how long the channel keeps what it stores (0: forever).
 	Retention time.Duration
+	// Alert raises an operator alert about the channel (name, and what
+	// happened): the host logs it, hands it to its listeners and posts it
+	// to [alerts] url. Nil outside a bot: use Env.RaiseAlert.
+	Alert func(name, detail string)
+}
+
+// RaiseAlert raises an operator alert through Alert when the host set one.
+func (e Env) RaiseAlert(name, detail string) {
+	if e.Alert != nil {
+		e.Alert(name, detail)
+	}
 }
 
 // Runner is implemented by a channel with work of its own, such as polling

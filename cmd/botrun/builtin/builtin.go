@@ -21,4 +21,5 @@ import (
 	_ "github.com/botrun/botrun/host/provider/telegram"
 	_ "github.com/botrun/botrun/host/provider/twilio"
 	_ "github.com/botrun/botrun/host/provider/webchat"
+	_ "github.com/botrun/botrun/host/provider/whatsappweb"
 )

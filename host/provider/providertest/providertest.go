@@ -81,20 +81,25 @@ type Failure struct {
 	Permanent  bool
 }
 
-// admitter records admissions, deduplicating on the message id as the host
-// does, and can be made to fail.
-type admitter struct {
+// Journal is an Admitter that records admissions, deduplicating on the
+// message id as the host does, and can be made to fail: for the contract
+// suite and a channel's own tests.
+type Journal struct {
 	mu   sync.Mutex
 	msgs []provider.Message
 	seen map[string]bool
-	fail bool
+	fail error
 }
 
-func (a *admitter) Admit(_ context.Context, prov string, m provider.Message) (provider.Admission, error) {
+// NewJournal returns an empty Journal.
+func NewJournal() *Journal { return &Journal{seen: map[string]bool{}} }
+
+// Admit implements provider.Admitter.
+func (a *Journal) Admit(_ context.Context, prov string, m provider.Message) (provider.Admission, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.fail {
-		return provider.Admission{}, errors.New("journal unavailable")
+	if a.fail != nil {
+		return provider.Admission{}, a.fail
 	}
 	if a.seen[m.ID] {
 		return provider.Admission{ID: prov + ":" + m.ID, Duplicate: true}, nil
@@ -104,7 +109,15 @@ func (a *admitter) Admit(_ context.Context, prov string, m provider.Message) (pr
 	return provider.Admission{ID: prov + ":" + m.ID}, nil
 }
 
-func (a *admitter) admitted() []provider.Message {
+// Fail makes every Admit answer err until Fail(nil).
+func (a *Journal) Fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fail = err
+}
+
+// Admitted returns the messages admitted (once each), in order.
+func (a *Journal) Admitted() []provider.Message {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]provider.Message(nil), a.msgs...)
@@ -121,7 +134,7 @@ func Run(t *testing.T, ch Channel) {
 		ch.Fake.ServeHTTP(w, r)
 	}))
 	t.Cleanup(api.Close)
-	a := &admitter{seen: map[string]bool{}}
+	a := NewJournal()
 	p := ch.New(t, api.URL, a)
 	mux := http.NewServeMux()
 	r, ok := p.(provider.Router)
@@ -146,7 +159,7 @@ func Run(t *testing.T, ch Channel) {
 			}
 		}
 		var got []provider.Message
-		for _, m := range a.admitted() {
+		for _, m := range a.Admitted() {
 			if m.Text == "hola ¿qué tal?" {
 				got = append(got, m)
 			}
@@ -157,7 +170,7 @@ func Run(t *testing.T, ch Channel) {
 	})
 
 	t.Run("inbound/forged-rejected", func(t *testing.T) {
-		before := len(a.admitted())
+		before := len(a.Admitted())
 		body := ch.TextBody("contract-forged", "forged")
 		forged, missing := ch.Signed(t, body), ch.Signed(t, body)
 		if ch.QueryToken != "" {
@@ -177,42 +190,38 @@ func Run(t *testing.T, ch Channel) {
 				t.Errorf("%s: HTTP %d, want 401 or 403", name, code)
 			}
 		}
-		if n := len(a.admitted()); n != before {
+		if n := len(a.Admitted()); n != before {
 			t.Fatalf("a refused webhook admitted %d messages", n-before)
 		}
 	})
 
 	t.Run("inbound/ignored", func(t *testing.T) {
-		before := len(a.admitted())
+		before := len(a.Admitted())
 		for i, body := range ch.Ignored {
 			if code := serve(ch.Signed(t, body)); code/100 != 2 {
 				t.Errorf("ignored body %d: HTTP %d, want 2xx (or the channel redelivers it)", i, code)
 			}
 		}
-		if n := len(a.admitted()); n != before {
-			t.Fatalf("status updates or echoes admitted %d messages: %+v", n-before, a.admitted()[before:])
+		if n := len(a.Admitted()); n != before {
+			t.Fatalf("status updates or echoes admitted %d messages: %+v", n-before, a.Admitted()[before:])
 		}
 	})
 
 	t.Run("inbound/body-limit", func(t *testing.T) {
-		before := len(a.admitted())
+		before := len(a.Admitted())
 		big := ch.TextBody("contract-big", strings.Repeat("a", ch.MaxBody))
 		if code := serve(ch.Signed(t, big)); code != http.StatusRequestEntityTooLarge {
 			t.Fatalf("a body over %d bytes: HTTP %d, want 413", ch.MaxBody, code)
 		}
-		if n := len(a.admitted()); n != before {
+		if n := len(a.Admitted()); n != before {
 			t.Fatal("an oversized body was admitted")
 		}
 	})
 
 	t.Run("inbound/not-journaled-not-acknowledged", func(t *testing.T) {
-		a.mu.Lock()
-		a.fail = true
-		a.mu.Unlock()
+		a.Fail(errors.New("journal unavailable"))
 		code := serve(ch.Signed(t, ch.TextBody("contract-unjournaled", "later")))
-		a.mu.Lock()
-		a.fail = false
-		a.mu.Unlock()
+		a.Fail(nil)
 		if code/100 == 2 {
 			t.Fatal("a message the journal refused was acknowledged 2xx: the channel would not redeliver it")
 		}
@@ -322,11 +331,11 @@ func Run(t *testing.T, ch Channel) {
 		if !ok || !ok2 {
 			t.Fatal("the provider has no durable media (provider.MediaRefCodec and provider.MediaLoader)")
 		}
-		before := len(a.admitted())
+		before := len(a.Admitted())
 		if code := serve(ch.Signed(t, ch.ImageBody(api.URL, "contract-image"))); code/100 != 2 {
 			t.Fatalf("image webhook: HTTP %d", code)
 		}
-		msgs := a.admitted()
+		msgs := a.Admitted()
 		if len(msgs) != before+1 || len(msgs[before].Media) != 1 {
 			t.Fatalf("the image message was admitted as %+v", msgs[before:])
 		}

@@ -1,0 +1,154 @@
+package kvlease
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/durability/sqlite"
+)
+
+// waitFor polls cond until it holds or a generous deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func kvs(t *testing.T) map[string]durability.Kv {
+	s, err := sqlite.OpenStore(filepath.Join(t.TempDir(), "bot.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return map[string]durability.Kv{"memory": memory.NewKv(), "sqlite": s}
+}
+
+func TestOneHolderAndGrowingTokens(t *testing.T) {
+	for name, kv := range kvs(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			a := New(kv, "bot/wa/lease", "a", time.Minute)
+			b := New(kv, "bot/wa/lease", "b", time.Minute)
+			if ok, _, err := a.TryAcquire(ctx); !ok || err != nil {
+				t.Fatalf("a: %v %v", ok, err)
+			}
+			ok, holder, err := b.TryAcquire(ctx)
+			if ok || err != nil || holder != "a" {
+				t.Fatalf("b took a held lease: ok %v, holder %q, %v", ok, holder, err)
+			}
+			if ok, tok := a.Held(); !ok || tok != 1 {
+				t.Fatalf("a holds %v with token %d, want token 1", ok, tok)
+			}
+			if err := a.Renew(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := a.Held(); ok {
+				t.Fatal("a still holds a released lease")
+			}
+			if ok, _, err := b.TryAcquire(ctx); !ok || err != nil {
+				t.Fatalf("b after the release: %v %v", ok, err)
+			}
+			if _, tok := b.Held(); tok != 2 {
+				t.Fatalf("b's token %d, want 2 (greater than a's)", tok)
+			}
+			if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
+				t.Fatalf("a renewed a lease b holds: %v", err)
+			}
+		})
+	}
+}
+
+func TestExpiredLeaseIsTakenAndTheOldHolderStops(t *testing.T) {
+	kv := memory.NewKv()
+	ctx := context.Background()
+	a := New(kv, "k", "a", 200*time.Millisecond)
+	if ok, _, _ := a.TryAcquire(ctx); !ok {
+		t.Fatal("a could not take a free lease")
+	}
+	b := New(kv, "k", "b", 200*time.Millisecond)
+	var waited atomic.Value
+	if err := b.Acquire(ctx, func(h string) { waited.Store(h) }); err != nil {
+		t.Fatal(err)
+	}
+	if waited.Load() != "a" {
+		t.Fatalf("b waited for %v, want a", waited.Load())
+	}
+	// a stopped counting itself the holder before b could take it.
+	if ok, _ := a.Held(); ok {
+		t.Fatal("a and b both hold the lease")
+	}
+	if err := a.Renew(ctx); !errors.Is(err, ErrLost) {
+		t.Fatalf("a renewed an expired lease: %v", err)
+	}
+}
+
+func TestHoldRenewsUntilLost(t *testing.T) {
+	kv := memory.NewKv()
+	ctx := context.Background()
+	a := New(kv, "k", "a", 600*time.Millisecond)
+	var lost atomic.Bool
+	held, release, err := a.Hold(ctx, nil, func(error) { lost.Store(true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Several lease lengths later it is still held: the renewals keep it.
+	b := New(kv, "k", "b", 600*time.Millisecond)
+	for i := 0; i < 15; i++ {
+		if ok, holder, _ := b.TryAcquire(ctx); ok || holder != "a" {
+			t.Fatalf("b took a renewed lease (holder %q)", holder)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Another writer overwrites the record: a notices and held ends.
+	_, v, _ := kv.Get(ctx, "k")
+	kv.Commit(ctx, []durability.Write{{Key: "k", Version: v, Next: v + 1, Value: []byte(`{"owner":"c","token":9,"until":99999999999999}`)}})
+	waitFor(t, "the hold to end", func() bool { return held.Err() != nil })
+	if !lost.Load() {
+		t.Fatal("the hold ended without reporting the loss")
+	}
+	release()
+	if _, holder, _ := b.TryAcquire(ctx); holder != "c" {
+		t.Fatalf("release gave up c's lease: holder %q", holder)
+	}
+}
+
+func TestReleaseLetsTheWaiterIn(t *testing.T) {
+	kv := memory.NewKv()
+	ctx := context.Background()
+	a := New(kv, "k", "a", time.Hour)
+	_, release, err := a.Hold(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(kv, "k", "b", 60*time.Millisecond)
+	got := make(chan error, 1)
+	go func() { got <- b.Acquire(ctx, nil) }()
+	release()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("b never took the released lease")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.Acquire(cctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiting on a cancelled context: %v", err)
+	}
+}

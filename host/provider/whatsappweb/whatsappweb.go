@@ -1,0 +1,309 @@
+// Package whatsappweb is the WhatsApp Web channel (type "whatsapp-web"): a
+// linked device of a WhatsApp account on the multi-device protocol, through
+// go.mau.fi/whatsmeow. botrun writes no protocol code of its own.
+//
+// The device's keys live in whatsmeow's tables (whatsmeow_*) in the bot's
+// own SQLite file or PostgreSQL database, or where session names. The device
+// is linked once with `botrun whatsapp pair` (a QR code, or a pairing code
+// for pair_phone); an unpaired session is logged with that command and the
+// bot runs its other channels. One process at a time holds a session: on a
+// backend with a Kv the session runs under a lease with a fencing token
+// (kvlease), and another process waits for it.
+//
+// Inbound messages are journaled inside whatsmeow's event handler, which
+// acknowledges a message to WhatsApp only after the handler returned
+// (SynchronousAck): one the journal refused is not acknowledged, and
+// WhatsApp delivers it again. Texts, media (image, audio, video, document,
+// sticker), replies and button or list responses (as interactions) are
+// admitted; the bot's own messages, status broadcasts, newsletters, edits
+// and (unless groups) group messages are acknowledged and ignored. Media are
+// journaled as their download fields and message key, never their bytes; a
+// download the CDN refuses (expired) asks the sender's phone to upload it
+// again (whatsmeow's media retry).
+//
+// Everything that touches the network goes through Client, a small interface
+// that *whatsmeow.Client implements and whatsappwebtest fakes.
+package whatsappweb
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mau.fi/whatsmeow/types"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/kvlease"
+)
+
+// Type is the channel's type name in bot.toml.
+const Type = "whatsapp-web"
+
+// TextLimit is the longest text WhatsApp delivers in one message.
+const TextLimit = 65536
+
+// Alert names the channel raises (Env.Alert).
+const (
+	// AlertLoggedOut: the device was unlinked (from the phone, or by
+	// WhatsApp): pair again.
+	AlertLoggedOut = "channel:logged_out"
+	// AlertReplaced: another connection took the session over.
+	AlertReplaced = "channel:session_replaced"
+	// AlertBanned: WhatsApp banned the account for a while, or refuses this
+	// client's version.
+	AlertBanned = "channel:banned"
+)
+
+func init() {
+	provider.Register(provider.Type{Name: Type, Config: func() provider.Config { return &Config{} }})
+}
+
+// Config is a [[providers]] entry of type "whatsapp-web".
+type Config struct {
+	// ID is the entry's id.
+	ID string `toml:"id"`
+	// Session is where the device keys live: empty for the bot's own
+	// backend (SQLite or PostgreSQL, in whatsmeow's own tables), a
+	// PostgreSQL URL, or a SQLite file's path (relative to the config file).
+	Session string `toml:"session"`
+	// PairPhone is the account's phone number in international format: the
+	// pairing command then shows a code to type on the phone instead of a
+	// QR code.
+	PairPhone string `toml:"pair_phone"`
+	// Groups admits messages of groups too.
+	Groups bool `toml:"groups"`
+	// DurableViewOnce journals the media references of view-once media too
+	// (by default they are used live and never written down).
+	DurableViewOnce bool `toml:"durable_view_once"`
+
+	// NewClient builds the network client (default NewWhatsmeow; tests
+	// pass a fake).
+	NewClient NewClientFunc `toml:"-"`
+	// Lease is the session lease's length (default 30 s).
+	Lease time.Duration `toml:"-"`
+	// UnpairedPoll is how often an unpaired session is looked at again, so
+	// a device paired meanwhile connects without a restart (default 30 s).
+	UnpairedPoll time.Duration `toml:"-"`
+	// MediaRetryWait is how long a download waits for the sender's phone to
+	// upload expired media again (default 60 s).
+	MediaRetryWait time.Duration `toml:"-"`
+	// RedeliverAfter is how long after a message the journal refused the
+	// session reconnects, so WhatsApp delivers it again (default 5 s).
+	RedeliverAfter time.Duration `toml:"-"`
+	// HTTPClient fetches outbound media given by URL (default: a client
+	// that refuses internal addresses).
+	HTTPClient *http.Client `toml:"-"`
+}
+
+// Check implements provider.Config.
+func (c *Config) Check(in provider.Setting, problem provider.Problem) {
+	switch s := c.Session; {
+	case s == "":
+	case s == "leader":
+		problem("session", "\"leader\" is reserved for sessions handed between replicas, which botrun does not do yet: leave session empty (the bot's backend), or name a SQLite file or a PostgreSQL URL")
+	case isPostgresURL(s):
+	case strings.Contains(s, "://"):
+		problem("session", "%q: want a SQLite file path or a postgres:// URL (empty: the bot's own backend)", redactURL(s))
+	case strings.ContainsAny(s, "?#"):
+		problem("session", "the SQLite path %q may not contain '?' or '#'", s)
+	case !filepath.IsAbs(s) && in.Dir != "":
+		c.Session = filepath.Join(in.Dir, s)
+	}
+	if c.PairPhone != "" {
+		if _, err := pairPhoneDigits(c.PairPhone); err != nil {
+			problem("pair_phone", "%v", err)
+		}
+	}
+}
+
+// Open implements provider.Config.
+func (c *Config) Open(env provider.Env) (provider.Provider, error) {
+	return provider.Opened(Open(*c, env))
+}
+
+func isPostgresURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// redactURL names a URL by its scheme alone: it may hold a password.
+func redactURL(s string) string {
+	scheme, _, _ := strings.Cut(s, "://")
+	return scheme + "://…"
+}
+
+// pairPhoneDigits returns the digits of an international phone number.
+func pairPhoneDigits(s string) (string, error) {
+	var d strings.Builder
+	for i, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			d.WriteRune(r)
+		case r == '+' && i == 0, r == ' ', r == '-', r == '(', r == ')':
+		default:
+			return "", fmt.Errorf("%q: want the account's number in international format, e.g. \"+15551234567\"", s)
+		}
+	}
+	n := d.String()
+	if len(n) < 7 || len(n) > 15 || n[0] == '0' {
+		return "", fmt.Errorf("%q: want the account's number in international format with its country code, e.g. \"+15551234567\"", s)
+	}
+	return n, nil
+}
+
+// Provider is one linked device of a WhatsApp account.
+type Provider struct {
+	cfg   Config
+	env   provider.Env
+	admit provider.Admitter
+	log   *slog.Logger
+	// scope makes the message ids derived from send keys differ between
+	// bots sharing an account.
+	scope string
+	lease *kvlease.Lease // nil without a Kv: a single process
+	http  *http.Client
+
+	mu  sync.Mutex
+	cli Client // the connected session's client, nil between sessions
+	// onWhatsApp caches recipients checked with IsOnWhatsApp (and chats
+	// seen inbound): chat → the JID to send to.
+	onWhatsApp map[string]types.JID
+	// unread are the admitted messages of each chat not yet marked read:
+	// marked after the bot's next send there (or its typing).
+	unread map[string][]unreadMessage
+	// available is set once the device told WhatsApp it is online (for
+	// the typing indicator).
+	available bool
+	// retries wait for the answers to media retry requests, by message id.
+	retries map[types.MessageID]chan mediaRetryAnswer
+	// rehosted are the new direct paths media retries gave, by message id.
+	rehosted map[types.MessageID]string
+}
+
+type unreadMessage struct {
+	id     types.MessageID
+	sender types.JID
+}
+
+// Open returns the channel cfg describes. It connects nothing: Run does.
+func Open(cfg Config, env provider.Env) (*Provider, error) {
+	if cfg.ID == "" {
+		cfg.ID = env.ID
+	}
+	if cfg.Session == "" {
+		if _, ok := env.Kv.(durability.SQLDatabase); !ok {
+			return nil, fmt.Errorf("whatsapp-web %s: session: this durability backend keeps no SQL tables for the device keys: use the sqlite or postgres backend, or set session to a SQLite file path or a postgres:// URL", cfg.ID)
+		}
+	}
+	if cfg.NewClient == nil {
+		cfg.NewClient = NewWhatsmeow
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.UnpairedPoll <= 0 {
+		cfg.UnpairedPoll = 30 * time.Second
+	}
+	if cfg.RedeliverAfter <= 0 {
+		cfg.RedeliverAfter = 5 * time.Second
+	}
+	if cfg.MediaRetryWait <= 0 {
+		cfg.MediaRetryWait = 60 * time.Second
+	}
+	p := &Provider{cfg: cfg, env: env, admit: env.Admitter, log: env.Log(), scope: env.KeyPrefix, http: cfg.HTTPClient,
+		onWhatsApp: map[string]types.JID{}, unread: map[string][]unreadMessage{},
+		retries: map[types.MessageID]chan mediaRetryAnswer{}, rehosted: map[types.MessageID]string{}}
+	if p.http == nil {
+		p.http = provider.NewClient(60*time.Second, nil, func(*url.URL) bool { return true })
+	}
+	if env.Kv != nil {
+		p.lease = kvlease.New(env.Kv, p.key("lease"), "", cfg.Lease)
+	}
+	return p, nil
+}
+
+// key is one of the channel's keys in the Kv.
+func (p *Provider) key(name string) string {
+	return p.env.KeyPrefix + Type + "/" + p.cfg.ID + "/" + name
+}
+
+// ID implements provider.Provider.
+func (p *Provider) ID() string { return p.cfg.ID }
+
+// TextLimit implements provider.TextLimiter.
+func (p *Provider) TextLimit() int { return TextLimit }
+
+// LeaseOwner is the name this process holds the session's lease by ("" on a
+// backend without a Kv).
+func (p *Provider) LeaseOwner() string {
+	if p.lease == nil {
+		return ""
+	}
+	return p.lease.Name()
+}
+
+// Connected reports whether a session of this process is connected and
+// logged in.
+func (p *Provider) Connected() bool {
+	c := p.client()
+	return c != nil && c.IsLoggedIn()
+}
+
+// client returns the connected session's client, or nil.
+func (p *Provider) client() Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cli
+}
+
+func (p *Provider) setClient(c Client) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cli = c
+	p.available = false
+}
+
+// errNotConnected is a send or download while no session is connected: not
+// paired yet, another process holds the session, or reconnecting. Retried.
+func (p *Provider) errNotConnected() error {
+	return fmt.Errorf("whatsapp-web %s: not connected (not paired, the session held by another process, or reconnecting)", p.cfg.ID)
+}
+
+// notPairedLine is the log line of an unpaired session.
+func (p *Provider) notPairedLine() string {
+	return fmt.Sprintf("whatsapp-web %s: not paired: run botrun whatsapp pair -c bot.toml --provider %s", p.cfg.ID, p.cfg.ID)
+}
+
+// String names the provider in logs.
+func (p *Provider) String() string { return Type + " " + p.cfg.ID }
+
+var _ interface {
+	provider.Provider
+	provider.Runner
+	provider.TextLimiter
+	provider.MediaRefCodec
+	provider.MediaLoader
+	provider.Editor
+	provider.Typist
+} = (*Provider)(nil)
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
