@@ -102,6 +102,8 @@ FUZZ_TARGETS = \
 	./host/provider/discord:FuzzDecodePayload \
 	./host/provider/gupshup:FuzzDecodeWebhook \
 	./host/provider/gohighlevel:FuzzDecodeWebhook \
+	./host/provider/tiktok:FuzzDecodeWebhook \
+	./host/provider/tiktok:FuzzDecodeSignature \
 	./host/provider/whatsappweb:FuzzDecodeMessage \
 	./host/provider/whatsappweb:FuzzDecodeMediaRef \
 	./durability:FuzzDecodeInboxRecord \

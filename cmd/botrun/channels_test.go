@@ -26,6 +26,7 @@ import (
 	"github.com/botrun/botrun/host/provider/metawhatsapp"
 	"github.com/botrun/botrun/host/provider/metawhatsapp/metawhatsapptest"
 	"github.com/botrun/botrun/host/provider/telegram/telegramtest"
+	"github.com/botrun/botrun/host/provider/tiktok/tiktoktest"
 	"github.com/botrun/botrun/host/provider/twilio"
 	"github.com/botrun/botrun/host/provider/twilio/twiliotest"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -323,6 +324,29 @@ func gohighlevelCase() channelCase {
 	}
 }
 
+func tiktokCase() channelCase {
+	const token, secret, business, conv, user = "act.e2e-token", "tt-e2e-client-secret", "bus-e2e", "0:1:e2e:conv", "usr-e2e"
+	api := tiktoktest.New(token, business, conv)
+	api.Media["e2e-photo"] = photo
+	return channelCase{
+		name: "tiktok", provider: "tt", chat: conv,
+		fake: api,
+		toml: func(url string) string {
+			return fmt.Sprintf("id = \"tt\"\ntype = \"tiktok\"\naccess_token = %q\nclient_secret = %q\nbusiness_id = %q\napi_url = %q\n",
+				token, secret, business, url)
+		},
+		text: func(base, msgID, text string) *http.Request {
+			return tiktoktest.Request(base, "tt", secret, tiktoktest.Text("m-"+msgID, conv, user, text))
+		},
+		image: func(base, _, msgID string) *http.Request {
+			return tiktoktest.Request(base, "tt", secret, tiktoktest.Image("m-"+msgID, conv, user, "e2e-photo"))
+		},
+		signatureHeader: "Tiktok-Signature",
+		download:        func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, tiktoktest.CDNPath) },
+		replies:         func() []string { return api.Texts(conv) },
+	}
+}
+
 // TestChannelsEndToEnd runs botrun (a real process, the Go echo example,
 // SQLite) against each channel's fake: a forged webhook is refused; a signed
 // one reaches the WASM handler and its reply reaches the fake, once, however
@@ -333,7 +357,7 @@ func gohighlevelCase() channelCase {
 func TestChannelsEndToEnd(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/echo")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase(), tiktokCase()} {
 		t.Run(c.name, func(t *testing.T) { endToEnd(t, bin, module, c) })
 	}
 }
@@ -486,7 +510,7 @@ func waitReply(t *testing.T, c channelCase, r *replica, want string) {
 func TestSendHooksOnChannels(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/signature")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase(), tiktokCase()} {
 		t.Run(c.name, func(t *testing.T) {
 			api := httptest.NewServer(c.fake)
 			defer api.Close()

@@ -19,6 +19,7 @@ import (
 	_ "github.com/botrun/botrun/host/provider/messenger"
 	_ "github.com/botrun/botrun/host/provider/metawhatsapp"
 	_ "github.com/botrun/botrun/host/provider/telegram"
+	_ "github.com/botrun/botrun/host/provider/tiktok"
 	_ "github.com/botrun/botrun/host/provider/twilio"
 	_ "github.com/botrun/botrun/host/provider/webchat"
 	_ "github.com/botrun/botrun/host/provider/whatsappweb"

@@ -70,8 +70,8 @@ func unsupported(format string, args ...any) error {
 // Send implements provider.Provider: a text message
 // {"business_id","recipient_type":"CONVERSATION","recipient":chat,
 // "message_type":"TEXT","text":{"body"}}, at most 6,000 characters. An image
-// is an IMAGE message of a media_id TikTok already has (Media.Ref: one the
-// bot uploaded to TikTok); TikTok's image messages carry no caption, so a
+// is an IMAGE message of a media_id TikTok already has (Media.Ref: an
+// inbound image's reference, or the media_id of an upload to TikTok); TikTok's image messages carry no caption, so a
 // text with it goes as a second message after the image, and a failure of
 // that second send resends both. Images by URL, other media, buttons and
 // lists are refused before any request.
@@ -84,14 +84,15 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		if m.Type != "image" {
 			return "", fmt.Errorf("tiktok %s: %w", p.cfg.ID, unsupported("cannot send media of type %q (images only)", m.Type))
 		}
-		if m.URL != "" || !validID(m.Ref) {
-			return "", fmt.Errorf("tiktok %s: %w", p.cfg.ID, unsupported("TikTok sends images by the media_id of an upload to TikTok, not by URL"))
+		id, err := p.mediaID(m)
+		if err != nil {
+			return "", fmt.Errorf("tiktok %s: %w", p.cfg.ID, err)
 		}
 		text = provider.CaptionText(m.Caption, text)
 		if err := checkText(text, true); err != nil {
 			return "", fmt.Errorf("tiktok %s: %w", p.cfg.ID, err)
 		}
-		ref, err := p.send(ctx, msg.Chat, "IMAGE", map[string]any{"image": map[string]string{"media_id": m.Ref}})
+		ref, err := p.send(ctx, msg.Chat, "IMAGE", map[string]any{"image": map[string]string{"media_id": id}})
 		if err != nil || strings.TrimSpace(text) == "" {
 			return ref, err
 		}
@@ -104,6 +105,23 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		return "", fmt.Errorf("tiktok %s: %w", p.cfg.ID, err)
 	}
 	return p.send(ctx, msg.Chat, "TEXT", map[string]any{"text": map[string]string{"body": text}})
+}
+
+// mediaID is the media_id an outbound image is sent by: an inbound
+// image's (its coordinates as the reference), or one TikTok gave an upload
+// (the reference as it is). A URL or a sticker is refused.
+func (p *Provider) mediaID(m *provider.Media) (string, error) {
+	switch {
+	case m.URL != "" || strings.Contains(m.Ref, "://") || (!strings.HasPrefix(m.Ref, "{") && !validID(m.Ref)):
+		return "", unsupported("TikTok sends images by a TikTok media_id (an inbound image's, or an upload's), not by URL")
+	case !strings.HasPrefix(m.Ref, "{"):
+		return m.Ref, nil
+	}
+	co, _, err := p.ref(m.Ref)
+	if err != nil {
+		return "", unsupported("the image's reference is not a TikTok image's coordinates")
+	}
+	return co.MediaID, nil
 }
 
 // checkText refuses an empty text (unless optional) and one over TextLimit.

@@ -259,10 +259,12 @@ func TestUnsupported(t *testing.T) {
 		msg provider.Outbound
 		say string
 	}{
-		"buttons": {provider.Outbound{Chat: conv, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}, "no buttons"},
-		"a list":  {provider.Outbound{Chat: conv, Text: "x", List: &abi.List{Button: "M", Sections: []abi.ListSection{{Rows: []abi.ListRow{{ID: "a", Title: "A"}}}}}}, "no buttons or lists"},
-		"a video": {provider.Outbound{Chat: conv, Media: &provider.Media{Type: "video", Ref: "v1"}}, "images only"},
-		"a URL":   {provider.Outbound{Chat: conv, Media: &provider.Media{Type: "image", URL: "https://x.example/a.jpg"}}, "not by URL"},
+		"buttons":                     {provider.Outbound{Chat: conv, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}, "no buttons"},
+		"a list":                      {provider.Outbound{Chat: conv, Text: "x", List: &abi.List{Button: "M", Sections: []abi.ListSection{{Rows: []abi.ListRow{{ID: "a", Title: "A"}}}}}}, "no buttons or lists"},
+		"a video":                     {provider.Outbound{Chat: conv, Media: &provider.Media{Type: "video", Ref: "v1"}}, "images only"},
+		"a URL":                       {provider.Outbound{Chat: conv, Media: &provider.Media{Type: "image", URL: "https://x.example/a.jpg"}}, "not by URL"},
+		"a sticker's URL as an image": {provider.Outbound{Chat: conv, Media: &provider.Media{Type: "image", Ref: "https://p16.tiktokcdn.com/s.webp"}}, "not by URL"},
+		"bad coordinates":             {provider.Outbound{Chat: conv, Media: &provider.Media{Type: "image", Ref: `{"media_id":"x"}`}}, "coordinates"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := p.Send(context.Background(), tt.msg)
@@ -279,7 +281,7 @@ func TestUnsupported(t *testing.T) {
 }
 
 // TestImageWithText: an image goes first, the text after it as its own
-// message.
+// message; an inbound image goes back by its media_id.
 func TestImageWithText(t *testing.T) {
 	api := tiktoktest.New(token, business, conv)
 	api.Media["upload-1"] = []byte("jpeg")
@@ -294,6 +296,16 @@ func TestImageWithText(t *testing.T) {
 	defer api.Unlock()
 	if len(api.Sent) != 2 || api.Sent[0]["message_type"] != "IMAGE" || api.Sent[1]["message_type"] != "TEXT" {
 		t.Fatalf("sent %v", api.Sent)
+	}
+	api.Unlock()
+	back := Coords{ConversationID: conv, MessageID: "m1", MediaID: "upload-1", Type: "image"}.Ref()
+	if _, err := newProvider(t, srv.URL, nil).Send(context.Background(), provider.Outbound{Chat: conv,
+		Media: &provider.Media{Type: "image", Ref: back}}); err != nil {
+		t.Fatal(err)
+	}
+	api.Lock()
+	if img, _ := api.Sent[2]["image"].(map[string]any); len(api.Sent) != 3 || img["media_id"] != "upload-1" {
+		t.Fatalf("sent %v", api.Sent[2:])
 	}
 }
 
