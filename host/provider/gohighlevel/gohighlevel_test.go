@@ -370,13 +370,7 @@ func pemOf(t *testing.T, pub any) string {
 
 // TestNoEditNoTyping: GoHighLevel has neither.
 func TestNoEditNoTyping(t *testing.T) {
-	var p any = open(t, "", "loc1", provider.Env{})
-	if _, ok := p.(provider.Editor); ok {
-		t.Error("the channel claims edits")
-	}
-	if _, ok := p.(provider.Typist); ok {
-		t.Error("the channel claims typing")
-	}
+	providertest.NoEditsNoTyping(t, open(t, "", "loc1", provider.Env{}))
 }
 
 func FuzzDecodeWebhook(f *testing.F) {

@@ -272,13 +272,7 @@ func TestChoicesRefused(t *testing.T) {
 
 // TestNoEditNoTyping: Gupshup has neither.
 func TestNoEditNoTyping(t *testing.T) {
-	var p any = newProvider(t, "", nil)
-	if _, ok := p.(provider.Editor); ok {
-		t.Error("the channel claims edits")
-	}
-	if _, ok := p.(provider.Typist); ok {
-		t.Error("the channel claims typing")
-	}
+	providertest.NoEditsNoTyping(t, newProvider(t, "", nil))
 }
 
 func FuzzDecodeWebhook(f *testing.F) {

@@ -520,3 +520,15 @@ func Refused(t testing.TB, err error, say string, requests int32) {
 		t.Fatalf("%d requests made for a refused send", requests)
 	}
 }
+
+// NoEditsNoTyping fails t if p claims edits (provider.Editor) or typing
+// (provider.Typist): for a channel whose API has neither.
+func NoEditsNoTyping(t testing.TB, p any) {
+	t.Helper()
+	if _, ok := p.(provider.Editor); ok {
+		t.Error("the channel claims edits")
+	}
+	if _, ok := p.(provider.Typist); ok {
+		t.Error("the channel claims typing")
+	}
+}

@@ -271,13 +271,7 @@ func TestUnsupported(t *testing.T) {
 			providertest.Refused(t, err, tt.say, n.Load())
 		})
 	}
-	var any_ any = p
-	if _, ok := any_.(provider.Editor); ok {
-		t.Error("the channel claims edits")
-	}
-	if _, ok := any_.(provider.Typist); ok {
-		t.Error("the channel claims typing")
-	}
+	providertest.NoEditsNoTyping(t, p)
 }
 
 // TestImageWithText: an image goes first, the text after it as its own
