@@ -62,6 +62,41 @@ func TestREADMENamesEveryPlugin(t *testing.T) {
 	}
 }
 
+// TestREADMEChannelTable: the Channels section's at-a-glance table has a
+// row for every registered channel type, naming it as (`type`), with a
+// cell for each of its columns.
+func TestREADMEChannelTable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	channels := section(t, string(b), "## Channels")
+	const header = "| channel (type) | inbound verification | dedupe id | media ref | text limit | buttons | edits | typing |"
+	start := strings.Index(channels, header)
+	if start < 0 {
+		t.Fatalf("README.md's Channels section has no table headed %s", header)
+	}
+	rows := map[string]int{}
+	for _, line := range strings.Split(channels[start:], "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		name := cells[0]
+		if i, j := strings.Index(name, "(`"), strings.Index(name, "`)"); i >= 0 && j > i {
+			rows[name[i+2:j]] = len(cells)
+		}
+	}
+	for _, typ := range provider.Types() {
+		switch n, ok := rows[typ]; {
+		case !ok:
+			t.Errorf("the channel table has no row for type %q (a first cell with (`%s`))", typ, typ)
+		case n != 8:
+			t.Errorf("the channel table's row for %q has %d cells, want 8", typ, n)
+		}
+	}
+}
+
 // TestExampleChannels uncomments every channel of bot.toml.example: each one's
 // keys, as documented there, must load, and every channel type this program
 // registers must be there.
