@@ -103,9 +103,10 @@ type Config struct {
 	Token string `toml:"token"`
 	// LocationID is the sub-account (location) whose conversations this is.
 	LocationID string `toml:"location_id"`
-	// PublicKey is GoHighLevel's webhook public key, PEM, which verifies
-	// x-wh-signature (default: DefaultPublicKey, the one GoHighLevel
-	// publishes; set it if GoHighLevel rotates it).
+	// PublicKey replaces one of GoHighLevel's published webhook keys
+	// (DefaultPublicKey, DefaultEd25519Key), PEM: an RSA key verifies
+	// x-wh-signature, an Ed25519 key X-GHL-Signature. Set it if GoHighLevel
+	// rotates one.
 	PublicKey string `toml:"public_key"`
 	// MessageType is the conversations' type: SMS (default), WhatsApp, FB,
 	// IG or Live_Chat; inbound messages of other types are ignored.
@@ -139,10 +140,11 @@ func (c *Config) Open(env provider.Env) (provider.Provider, error) {
 	return provider.Opened(Open(*c, env))
 }
 
-// ParsePublicKey parses a PEM RSA public key (PKIX "PUBLIC KEY" or PKCS #1
-// "RSA PUBLIC KEY") of at least 2048 bits. A key pasted on one line with
-// "\n" escapes is read too.
-func ParsePublicKey(s string) (*rsa.PublicKey, error) {
+// ParsePublicKey parses public_key: a PEM RSA public key (PKIX "PUBLIC
+// KEY" or PKCS #1 "RSA PUBLIC KEY") of at least 2048 bits, which verifies
+// x-wh-signature, or a PEM Ed25519 key, which verifies X-GHL-Signature. A
+// key pasted on one line with "\n" escapes is read too.
+func ParsePublicKey(s string) (crypto.PublicKey, error) {
 	if !strings.Contains(s, "\n") {
 		s = strings.ReplaceAll(s, `\n`, "\n")
 	}
@@ -163,9 +165,12 @@ func ParsePublicKey(s string) (*rsa.PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the PEM key: %v", err)
 	}
+	if ed, ok := key.(ed25519.PublicKey); ok {
+		return ed, nil
+	}
 	pub, ok := key.(*rsa.PublicKey)
 	if !ok {
-		return nil, fmt.Errorf("a %T, want an RSA key", key)
+		return nil, fmt.Errorf("a %T, want an RSA or an Ed25519 key", key)
 	}
 	if pub.N.BitLen() < 2048 {
 		return nil, fmt.Errorf("an RSA key of %d bits, want at least 2048", pub.N.BitLen())
@@ -202,14 +207,20 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gohighlevel %s: %w", cfg.ID, err)
 	}
-	if cfg.PublicKey == "" {
-		cfg.PublicKey = DefaultPublicKey
-	}
-	key, err := ParsePublicKey(cfg.PublicKey)
-	if err != nil {
-		return nil, fmt.Errorf("gohighlevel %s: public_key: %w", cfg.ID, err)
-	}
+	// GoHighLevel's published keys, one of them replaced by public_key.
+	k, _ := ParsePublicKey(DefaultPublicKey)
+	key := k.(*rsa.PublicKey)
 	ed, _ := parseEd25519(DefaultEd25519Key)
+	if cfg.PublicKey != "" {
+		switch k, err := ParsePublicKey(cfg.PublicKey); k := k.(type) {
+		case *rsa.PublicKey:
+			key = k
+		case ed25519.PublicKey:
+			ed = k
+		default:
+			return nil, fmt.Errorf("gohighlevel %s: public_key: %w", cfg.ID, err)
+		}
+	}
 	hosts := cfg.MediaRefHosts
 	if hosts == nil {
 		hosts = MediaHosts
@@ -352,19 +363,15 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// X-GHL-Signature (Ed25519), GoHighLevel's preferred signature, when
-	// the webhook carries it; else x-wh-signature (RSA).
+	// GoHighLevel signs with both: X-GHL-Signature (Ed25519, its newer
+	// one) and x-wh-signature (RSA). Either one that verifies admits the
+	// webhook, so a rotation of one key does not stop the traffic.
 	switch ed, rsaSig := r.Header.Get(Ed25519Header), r.Header.Get(SignatureHeader); {
-	case ed != "":
-		if !VerifyEd25519(p.ed, body, ed) {
-			http.Error(w, "bad "+Ed25519Header, http.StatusForbidden)
-			return
-		}
-	case rsaSig == "":
-		http.Error(w, "missing "+SignatureHeader+" (or "+Ed25519Header+")", http.StatusUnauthorized)
+	case ed == "" && rsaSig == "":
+		http.Error(w, "missing "+SignatureHeader+" (and "+Ed25519Header+")", http.StatusUnauthorized)
 		return
-	case !Verify(p.key, body, rsaSig):
-		http.Error(w, "bad "+SignatureHeader+" (is public_key GoHighLevel's webhook key?)", http.StatusForbidden)
+	case !(ed != "" && VerifyEd25519(p.ed, body, ed)) && !(rsaSig != "" && Verify(p.key, body, rsaSig)):
+		http.Error(w, "bad "+SignatureHeader+"/"+Ed25519Header+" (is public_key GoHighLevel's webhook key?)", http.StatusForbidden)
 		return
 	}
 	wh, err := DecodeWebhook(body)

@@ -334,7 +334,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"not PEM", "0123456789abcdef", "not a PEM key"},
 		{"a certificate", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1}})), "want PUBLIC KEY"},
-		{"EC", pemOf(t, &ec.PublicKey), "want an RSA key"},
+		{"EC", pemOf(t, &ec.PublicKey), "want an RSA or an Ed25519 key"},
 		{"1024 bits", pemOf(t, &small.PublicKey), "at least 2048"},
 	} {
 		var says []string
@@ -399,8 +399,10 @@ func FuzzDecodeWebhook(f *testing.F) {
 // another key is refused under either header; an Ed25519 signature is
 // checked when X-GHL-Signature is present.
 func TestPublishedKeys(t *testing.T) {
-	if _, err := ParsePublicKey(DefaultPublicKey); err != nil {
+	if k, err := ParsePublicKey(DefaultPublicKey); err != nil {
 		t.Fatalf("the bundled RSA key: %v", err)
+	} else if _, ok := k.(*rsa.PublicKey); !ok {
+		t.Fatalf("the bundled RSA key is a %T", k)
 	}
 	ed, ok := parseEd25519(DefaultEd25519Key)
 	if !ok {
@@ -410,7 +412,7 @@ func TestPublishedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.key.Equal(mustRSA(t, DefaultPublicKey)) || !p.ed.Equal(ed) {
+	if !p.key.Equal(mustKey(t, DefaultPublicKey)) || !p.ed.Equal(ed) {
 		t.Fatal("an entry without public_key does not use GoHighLevel's published keys")
 	}
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -421,7 +423,7 @@ func TestPublishedKeys(t *testing.T) {
 	}
 }
 
-func mustRSA(t *testing.T, s string) *rsa.PublicKey {
+func mustKey(t *testing.T, s string) any {
 	t.Helper()
 	k, err := ParsePublicKey(s)
 	if err != nil {
@@ -431,8 +433,8 @@ func mustRSA(t *testing.T, s string) *rsa.PublicKey {
 }
 
 // TestEd25519Signature: a webhook carrying X-GHL-Signature is verified
-// with the Ed25519 key (and admitted); a bad one is refused even beside a
-// good x-wh-signature.
+// with the Ed25519 key (and admitted); either good signature admits one;
+// two bad ones are 403; public_key may replace the Ed25519 key.
 func TestEd25519Signature(t *testing.T) {
 	const location = "edLocation0000000001"
 	api := gohighleveltest.New(token, location, contact)
@@ -446,9 +448,37 @@ func TestEd25519Signature(t *testing.T) {
 	if got := serve(p, r); got != 200 || len(rec.Take()) != 1 {
 		t.Fatalf("an Ed25519-signed webhook: HTTP %d", got)
 	}
-	r = signed(t, body)
+	// Either signature admits the webhook (a rotated key does not stop the
+	// traffic); neither is 403.
+	other := api.Inbound("we2", "me2", contact, "TYPE_SMS", "hola")
+	r = signed(t, other)
 	r.Header.Set(Ed25519Header, base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("other"))))
-	if got := serve(p, r); got != 403 {
-		t.Fatalf("a bad X-GHL-Signature beside a good x-wh-signature: HTTP %d, want 403", got)
+	if got := serve(p, r); got != 200 || len(rec.Take()) != 1 {
+		t.Fatalf("a bad X-GHL-Signature beside a good x-wh-signature: HTTP %d, want 200", got)
+	}
+	third := api.Inbound("we3", "me3", contact, "TYPE_SMS", "hola")
+	r = httptest.NewRequest("POST", "/webhooks/ghl", bytes.NewReader(third))
+	r.Header.Set(Ed25519Header, base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("other"))))
+	r.Header.Set(SignatureHeader, gohighleveltest.Sign([]byte("other")))
+	if got := serve(p, r); got != 403 || len(rec.Take()) != 0 {
+		t.Fatalf("two bad signatures: HTTP %d, want 403", got)
+	}
+	// public_key may be an Ed25519 key: it replaces the published one.
+	pemKey, _ := x509.MarshalPKIXPublicKey(pub)
+	q, err := Open(Config{ID: "ghl", Token: token, LocationID: location, PublicKey: string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pemKey}))}, provider.Env{Admitter: rec})
+	if err != nil || !q.ed.Equal(pub) {
+		t.Fatalf("an Ed25519 public_key: %v", err)
+	}
+}
+
+// TestBadTokenIsPermanent: a send with a token the API refuses is a
+// permanent error that does not show the token.
+func TestBadTokenIsPermanent(t *testing.T) {
+	const location = "tokenLocation0000001"
+	srv := httptest.NewServer(gohighleveltest.New("another-token", location, contact))
+	defer srv.Close()
+	_, err := open(t, srv.URL, location, provider.Env{}).Send(context.Background(), provider.Outbound{Chat: contact, Text: "hi"})
+	if !provider.Permanent(err) || strings.Contains(err.Error(), token) {
+		t.Fatalf("send with a bad token: %v, want a permanent error without the token", err)
 	}
 }
