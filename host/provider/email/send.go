@@ -15,9 +15,9 @@ import (
 	"strings"
 	"time"
 
+	gomail "github.com/emersion/go-message/mail"
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
-	gomail "github.com/emersion/go-message/mail"
 
 	"github.com/botrun/botrun/host/provider"
 )
