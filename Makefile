@@ -102,6 +102,7 @@ FUZZ_TARGETS = \
 	./host/provider/discord:FuzzDecodePayload \
 	./host/provider/gupshup:FuzzDecodeWebhook \
 	./host/provider/gohighlevel:FuzzDecodeWebhook \
+	./host/provider/email:FuzzDecodeMessage \
 	./host/provider/whatsappweb:FuzzDecodeMessage \
 	./host/provider/whatsappweb:FuzzDecodeMediaRef \
 	./durability:FuzzDecodeInboxRecord \
