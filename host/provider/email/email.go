@@ -33,6 +33,10 @@ const DefaultPoll = time.Minute
 // MaxMessageBytes caps a fetched message (its whole RFC 822 source).
 const MaxMessageBytes = 32 << 20
 
+// MaxAttachmentBytes caps an attachment a reply carries (25 MB, what most
+// submission servers take).
+const MaxAttachmentBytes = 25 << 20
+
 func init() {
 	provider.Register(provider.Type{Name: "email", Config: func() provider.Config {
 		return &Config{Mailbox: "INBOX"}

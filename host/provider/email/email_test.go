@@ -258,6 +258,14 @@ func TestAttachmentRoundTrip(t *testing.T) {
 	if _, err := p2.LoadMedia(context.Background(), m.Media[0], 4); !errors.Is(err, provider.ErrMediaTooLarge) {
 		t.Errorf("over max: %v", err)
 	}
+	// A reply carries it back as an attachment.
+	if _, err := p2.Send(context.Background(), provider.Outbound{Chat: m.Chat, Text: "Your photo", Media: &m.Media[0], Key: "att"}); err != nil {
+		t.Fatal(err)
+	}
+	sent := s.Sent()
+	if text, atts := sent[len(sent)-1].Text(); strings.TrimSpace(text) != "Your photo" || len(atts) != 1 || atts[0] != len(png) {
+		t.Errorf("the reply has %q and attachments of %v bytes; want the text and %d bytes", text, atts, len(png))
+	}
 	tampered := m.Media[0]
 	i := strings.Index(tampered.Ref, `"sha256":"`) + len(`"sha256":"`)
 	flip := byte('0')
@@ -267,6 +275,9 @@ func TestAttachmentRoundTrip(t *testing.T) {
 	tampered.Ref = tampered.Ref[:i] + string(flip) + tampered.Ref[i+1:]
 	if _, err := p2.LoadMedia(context.Background(), tampered, 1<<20); !provider.MediaGone(err) || !strings.Contains(fmt.Sprint(err), "digest") {
 		t.Errorf("tampered digest: %v", err)
+	}
+	if _, err := p2.Send(context.Background(), provider.Outbound{Chat: m.Chat, Text: "x", Media: &tampered}); !errors.Is(err, provider.ErrUnsupportedContent) {
+		t.Errorf("a reply with a tampered attachment: %v", err)
 	}
 	if _, err := p2.LoadMedia(context.Background(), provider.Media{Ref: `{"v":9}`}, 1<<20); !provider.MediaGone(err) {
 		t.Errorf("foreign ref: %v", err)

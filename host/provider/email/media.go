@@ -46,9 +46,19 @@ func decodeRef(s string) (mediaRef, error) {
 // (by UID, or by Message-ID when the mailbox was renumbered), takes the
 // attachment and checks its digest.
 func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) ([]byte, error) {
-	ref, err := decodeRef(m.Ref)
+	a, err := p.loadPart(ctx, m.Ref, max)
 	if err != nil {
 		return nil, err
+	}
+	return a.Data, nil
+}
+
+// loadPart fetches the attachment the journaled reference s names, its
+// bytes at most max.
+func (p *Provider) loadPart(ctx context.Context, s string, max int64) (part, error) {
+	ref, err := decodeRef(s)
+	if err != nil {
+		return part{}, err
 	}
 	p.loadMu.Lock()
 	defer p.loadMu.Unlock()
@@ -56,26 +66,26 @@ func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) (
 	defer cancel()
 	c, err := p.dialIMAP(ctx, nil)
 	if err != nil {
-		return nil, err
+		return part{}, err
 	}
 	defer c.Close()
 	sel, err := c.Select(p.cfg.Mailbox, &imap.SelectOptions{ReadOnly: true}).Wait()
 	if err != nil {
-		return nil, fmt.Errorf("email: selecting %q: %w", p.cfg.Mailbox, err)
+		return part{}, fmt.Errorf("email: selecting %q: %w", p.cfg.Mailbox, err)
 	}
 	uids := []imap.UID{imap.UID(ref.UID)}
 	if sel.UIDValidity != ref.UIDValidity {
 		if uids, err = searchMessageID(c, ref.MessageID); err != nil {
-			return nil, err
+			return part{}, err
 		}
 	}
 	for _, uid := range uids {
 		raw, err := fetchRaw(c, uid)
 		if errors.Is(err, errTooLarge) {
-			return nil, fmt.Errorf("%w (%d bytes)", provider.ErrMediaTooLarge, max)
+			return part{}, fmt.Errorf("%w (%d bytes)", provider.ErrMediaTooLarge, max)
 		}
 		if err != nil {
-			return nil, err
+			return part{}, err
 		}
 		if raw == nil {
 			continue
@@ -86,14 +96,14 @@ func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) (
 		}
 		a := msg.Parts[ref.Index]
 		if subtle.ConstantTimeCompare([]byte(a.Digest), []byte(ref.Digest)) != 1 {
-			return nil, fmt.Errorf("%w: the attachment's digest does not match the journaled one", provider.ErrMediaUnavailable)
+			return part{}, fmt.Errorf("%w: the attachment's digest does not match the journaled one", provider.ErrMediaUnavailable)
 		}
 		if int64(a.Size) > max {
-			return nil, fmt.Errorf("%w (%d bytes)", provider.ErrMediaTooLarge, max)
+			return part{}, fmt.Errorf("%w (%d bytes)", provider.ErrMediaTooLarge, max)
 		}
-		return a.Data, nil
+		return a, nil
 	}
-	return nil, fmt.Errorf("%w: the message is no longer in %q", provider.ErrMediaUnavailable, p.cfg.Mailbox)
+	return part{}, fmt.Errorf("%w: the message is no longer in %q", provider.ErrMediaUnavailable, p.cfg.Mailbox)
 }
 
 // searchMessageID finds a message by its Message-ID header.

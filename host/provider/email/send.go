@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/mail"
 	"slices"
@@ -30,10 +31,21 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	switch {
 	case len(msg.Buttons) > 0 || msg.List != nil:
 		return "", fmt.Errorf("%w: email has no buttons or lists", provider.ErrUnsupportedContent)
-	case msg.Media != nil:
-		return "", fmt.Errorf("%w: the email channel does not send attachments yet", provider.ErrUnsupportedContent)
+	case msg.Media != nil && msg.Media.Ref == "":
+		return "", fmt.Errorf("%w: the email channel attaches only attachments it received", provider.ErrUnsupportedContent)
 	case strings.TrimSpace(msg.Text) == "":
 		return "", fmt.Errorf("%w: an email needs text", provider.ErrUnsupportedContent)
+	}
+	var attach *part
+	if msg.Media != nil {
+		a, err := p.loadPart(ctx, msg.Media.Ref, MaxAttachmentBytes)
+		if provider.MediaGone(err) || errors.Is(err, provider.ErrMediaTooLarge) {
+			return "", fmt.Errorf("%w: the attachment: %v", provider.ErrUnsupportedContent, err)
+		}
+		if err != nil {
+			return "", err
+		}
+		attach = &a
 	}
 	t, ok, err := p.store.thread(ctx, msg.Chat)
 	if err != nil {
@@ -47,7 +59,7 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		t = thread{To: a.Address, Subject: "Message from " + p.from}
 	}
 	id := p.messageID(msg.Key)
-	raw, err := p.compose(t, id, msg.Text)
+	raw, err := p.compose(t, id, msg.Text, attach)
 	if err != nil {
 		return "", err
 	}
@@ -77,8 +89,9 @@ func (p *Provider) messageID(key string) string {
 	return "botrun." + hex.EncodeToString(seed) + "@" + domain
 }
 
-// compose writes the message: text/plain in UTF-8, quoted-printable.
-func (p *Provider) compose(t thread, id, text string) ([]byte, error) {
+// compose writes the message: text/plain in UTF-8, quoted-printable, and
+// with attach (may be nil) a multipart/mixed of the text and attach.
+func (p *Provider) compose(t thread, id, text string, attach *part) ([]byte, error) {
 	var h gomail.Header
 	h.SetDate(time.Now())
 	h.SetAddressList("From", []*gomail.Address{{Address: p.from}})
@@ -89,19 +102,55 @@ func (p *Provider) compose(t thread, id, text string) ([]byte, error) {
 		h.SetMsgIDList("In-Reply-To", t.References[n-1:])
 		h.SetMsgIDList("References", t.References)
 	}
-	h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
 	var b bytes.Buffer
-	w, err := gomail.CreateSingleInlineWriter(&b, h)
+	if attach == nil {
+		h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
+		w, err := gomail.CreateSingleInlineWriter(&b, h)
+		if err != nil {
+			return nil, fmt.Errorf("email: writing the message: %w", err)
+		}
+		if err := writeAll(w, []byte(text)); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
+	}
+	w, err := gomail.CreateWriter(&b, h)
 	if err != nil {
 		return nil, fmt.Errorf("email: writing the message: %w", err)
 	}
-	if _, err := w.Write([]byte(text)); err != nil {
+	var th gomail.InlineHeader
+	th.SetContentType("text/plain", map[string]string{"charset": "utf-8"})
+	tw, err := w.CreateSingleInline(th)
+	if err != nil {
+		return nil, fmt.Errorf("email: writing the message: %w", err)
+	}
+	if err := writeAll(tw, []byte(text)); err != nil {
+		return nil, err
+	}
+	var ah gomail.AttachmentHeader
+	ah.SetContentType(attach.MIME, nil)
+	if attach.Filename != "" {
+		ah.SetFilename(attach.Filename)
+	}
+	aw, err := w.CreateAttachment(ah)
+	if err != nil {
+		return nil, fmt.Errorf("email: writing the attachment: %w", err)
+	}
+	if err := writeAll(aw, attach.Data); err != nil {
 		return nil, err
 	}
 	if err := w.Close(); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// writeAll writes b to the part w and closes it.
+func writeAll(w io.WriteCloser, b []byte) error {
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return w.Close()
 }
 
 // submit delivers raw to the submission server.

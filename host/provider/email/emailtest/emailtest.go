@@ -23,6 +23,7 @@ import (
 	"github.com/emersion/go-imap/v2/imapclient"
 	"github.com/emersion/go-imap/v2/imapserver"
 	"github.com/emersion/go-imap/v2/imapserver/imapmemserver"
+	"github.com/emersion/go-message/mail"
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 )
@@ -45,6 +46,40 @@ type Sent struct {
 	Raw      []byte
 }
 
+// Header returns the message's header field key, "" when it has none or
+// does not parse.
+func (m Sent) Header(key string) string {
+	r, err := mail.CreateReader(bytes.NewReader(m.Raw))
+	if err != nil {
+		return ""
+	}
+	return r.Header.Get(key)
+}
+
+// Text returns the message's text/plain part, decoded, and the sizes of its
+// attachments; "" and nil when it does not parse.
+func (m Sent) Text() (text string, attachments []int) {
+	r, err := mail.CreateReader(bytes.NewReader(m.Raw))
+	if err != nil {
+		return "", nil
+	}
+	for {
+		p, err := r.NextPart()
+		if err != nil {
+			return text, attachments
+		}
+		b, err := io.ReadAll(p.Body)
+		if err != nil {
+			return "", nil
+		}
+		if _, ok := p.Header.(*mail.AttachmentHeader); ok {
+			attachments = append(attachments, len(b))
+		} else if text == "" {
+			text = string(b)
+		}
+	}
+}
+
 // Server is the pair of servers.
 type Server struct {
 	IMAPAddr, SMTPAddr string
@@ -53,9 +88,12 @@ type Server struct {
 	imap *imapserver.Server
 	smtp *smtp.Server
 
-	mu   sync.Mutex
-	sent []Sent
-	fail func(stage string) *smtp.SMTPError
+	mu      sync.Mutex
+	sent    []Sent
+	fail    func(stage string) *smtp.SMTPError
+	held    bool
+	reached chan struct{}
+	release chan struct{}
 }
 
 // Start starts both servers on loopback; Close stops them.
@@ -65,7 +103,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	tcfg := &tls.Config{Certificates: []tls.Certificate{cert}}
-	s := &Server{}
+	s := &Server{release: make(chan struct{})}
 	mem := imapmemserver.New()
 	s.user = imapmemserver.NewUser(Username, Password)
 	if err := s.user.Create("INBOX", nil); err != nil {
@@ -78,7 +116,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.imap = imapserver.New(&imapserver.Options{
 		NewSession: func(*imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
-			return mem.NewSession(), nil, nil
+			return &session{SessionIMAP4rev2: mem.NewSession().(imapserver.SessionIMAP4rev2), s: s}, nil, nil
 		},
 		Caps:   caps,
 		Logger: log.New(io.Discard, "", 0),
@@ -104,8 +142,9 @@ func Start(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Close stops both servers.
+// Close stops both servers (and releases a held FETCH).
 func (s *Server) Close() {
+	s.Release()
 	s.imap.Close()
 	s.smtp.Close()
 }
@@ -195,18 +234,18 @@ func (l literal) Size() int64 { return l.Reader.Size() }
 
 type backend struct{ s *Server }
 
-func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{s: b.s}, nil }
+func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &submission{s: b.s}, nil }
 
-// session is one SMTP submission: AUTH PLAIN first, then one message.
-type session struct {
+// submission is one SMTP submission: AUTH PLAIN first, then one message.
+type submission struct {
 	s        *Server
 	authed   bool
 	from, to string
 }
 
-func (ss *session) AuthMechanisms() []string { return []string{sasl.Plain} }
+func (ss *submission) AuthMechanisms() []string { return []string{sasl.Plain} }
 
-func (ss *session) Auth(mech string) (sasl.Server, error) {
+func (ss *submission) Auth(mech string) (sasl.Server, error) {
 	return sasl.NewPlainServer(func(identity, username, password string) error {
 		if username != Username || password != Password {
 			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "authentication failed"}
@@ -216,7 +255,7 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 	}), nil
 }
 
-func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+func (ss *submission) Mail(from string, _ *smtp.MailOptions) error {
 	if !ss.authed {
 		return smtp.ErrAuthRequired
 	}
@@ -227,7 +266,7 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	return nil
 }
 
-func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+func (ss *submission) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if err := ss.s.failure("RCPT"); err != nil {
 		return err
 	}
@@ -235,7 +274,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	return nil
 }
 
-func (ss *session) Data(r io.Reader) error {
+func (ss *submission) Data(r io.Reader) error {
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return err
@@ -252,8 +291,57 @@ func (ss *session) Data(r io.Reader) error {
 	return nil
 }
 
-func (ss *session) Reset()        { ss.from, ss.to = "", "" }
-func (ss *session) Logout() error { return nil }
+func (ss *submission) Reset()        { ss.from, ss.to = "", "" }
+func (ss *submission) Logout() error { return nil }
+
+// HoldMedia makes the server hold, until Release, every FETCH of message
+// bodies in a read-only (EXAMINE) session: how the channel loads an
+// attachment, its inbound session selecting read-write. reached receives
+// (without blocking) when a FETCH is held.
+func (s *Server) HoldMedia() (reached <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = true
+	s.reached = make(chan struct{}, 1)
+	s.release = make(chan struct{})
+	return s.reached
+}
+
+// Release lets the held FETCHes (and later ones) through.
+func (s *Server) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held {
+		s.held = false
+		close(s.release)
+	}
+}
+
+// session is an IMAP session of imapmemserver's that HoldMedia can hold.
+type session struct {
+	imapserver.SessionIMAP4rev2
+	s        *Server
+	readOnly bool
+}
+
+func (ss *session) Select(mailbox string, options *imap.SelectOptions) (*imap.SelectData, error) {
+	ss.readOnly = options != nil && options.ReadOnly
+	return ss.SessionIMAP4rev2.Select(mailbox, options)
+}
+
+func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *imap.FetchOptions) error {
+	ss.s.mu.Lock()
+	held, reached, release := ss.s.held, ss.s.reached, ss.s.release
+	ss.s.mu.Unlock()
+	if held && ss.readOnly && len(options.BodySection) > 0 {
+		select {
+		case reached <- struct{}{}:
+		default:
+		}
+		<-release
+	}
+	return ss.SessionIMAP4rev2.Fetch(w, numSet, options)
+}
 
 // selfSigned makes a certificate for 127.0.0.1 and localhost.
 func selfSigned() (tls.Certificate, error) {
