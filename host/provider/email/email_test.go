@@ -101,14 +101,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func mailFrom(from, id, subject, body string, headers ...string) []byte {
-	h := fmt.Sprintf("From: Alice <%s>\r\nTo: bot@example.test\r\nSubject: %s\r\nMessage-ID: <%s>\r\nDate: Mon, 2 Jan 2006 15:04:05 +0000\r\n", from, subject, id)
-	for _, x := range headers {
-		h += x + "\r\n"
-	}
-	return []byte(h + "Content-Type: text/plain; charset=utf-8\r\n\r\n" + body + "\r\n")
-}
-
 func withAttachment(id string, data []byte) []byte {
 	return []byte("From: alice@example.org\r\nTo: bot@example.test\r\nSubject: photo\r\nMessage-ID: <" + id + ">\r\n" +
 		"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=XX\r\n\r\n" +
@@ -123,7 +115,7 @@ func TestIdleDeliveryThreadingAndReplies(t *testing.T) {
 	j := &counting{Journal: providertest.NewJournal()}
 	p := open(t, config(s), kv, j)
 	run(t, p)
-	uid, err := s.Append(mailFrom("Alice@Example.org", "m1@example.org", "Hello", "Hi bot!\r\n\r\n-- \r\nAlice, CEO"))
+	uid, err := s.Append(emailtest.Mail("Alice@Example.org", "m1@example.org", "Hello", "Hi bot!\r\n\r\n-- \r\nAlice, CEO"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,14 +145,14 @@ func TestIdleDeliveryThreadingAndReplies(t *testing.T) {
 	}
 
 	// Alice answers the bot's reply: the same chat.
-	s.Append(mailFrom("alice@example.org", "m2@example.org", "Re: Hello", "Thanks\r\n\r\nOn Mon, Alice wrote:\r\n> Hello Alice",
+	s.Append(emailtest.Mail("alice@example.org", "m2@example.org", "Re: Hello", "Thanks\r\n\r\nOn Mon, Alice wrote:\r\n> Hello Alice",
 		"In-Reply-To: <"+ref+">", "References: <m1@example.org> <"+ref+">"))
 	waitFor(t, "the answer admitted", func() bool { return len(j.Admitted()) == 2 })
 	if m := j.Admitted()[1]; m.Chat != "alice@example.org" || m.Text != "Thanks" {
 		t.Fatalf("answer %+v", m)
 	}
 	// Bob writes in a thread rooted elsewhere: its root is the chat.
-	s.Append(mailFrom("bob@example.org", "m3@example.org", "Re: plans", "ok", "References: <root@example.org>"))
+	s.Append(emailtest.Mail("bob@example.org", "m3@example.org", "Re: plans", "ok", "References: <root@example.org>"))
 	waitFor(t, "bob's admitted", func() bool { return len(j.Admitted()) == 3 })
 	if m := j.Admitted()[2]; m.Chat != "root@example.org" {
 		t.Fatalf("bob's chat %q", m.Chat)
@@ -178,14 +170,14 @@ func TestRestartMidMailboxLosesAndDoublesNothing(t *testing.T) {
 	kv := newKv(t)
 	j := &counting{Journal: providertest.NewJournal()}
 	for i := range 3 {
-		s.Append(mailFrom("alice@example.org", fmt.Sprintf("a%d@example.org", i), "s", "text"))
+		s.Append(emailtest.Mail("alice@example.org", fmt.Sprintf("a%d@example.org", i), "s", "text"))
 	}
 	stop := run(t, open(t, config(s), kv, j))
 	waitFor(t, "three admitted", func() bool { return len(j.Admitted()) == 3 })
 	waitFor(t, "three seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
 	stop()
 	for i := 3; i < 5; i++ {
-		s.Append(mailFrom("alice@example.org", fmt.Sprintf("a%d@example.org", i), "s", "text"))
+		s.Append(emailtest.Mail("alice@example.org", fmt.Sprintf("a%d@example.org", i), "s", "text"))
 	}
 	run(t, open(t, config(s), kv, j))
 	waitFor(t, "five admitted", func() bool { return len(j.Admitted()) == 5 })
@@ -203,7 +195,7 @@ func TestAMessageIsSeenOnlyOnceJournaled(t *testing.T) {
 	s := servers(t, emailtest.Options{NoIdle: true})
 	j := &counting{Journal: providertest.NewJournal()}
 	j.Fail(errors.New("the journal is down"))
-	s.Append(mailFrom("alice@example.org", "x@example.org", "s", "text"))
+	s.Append(emailtest.Mail("alice@example.org", "x@example.org", "s", "text"))
 	run(t, open(t, config(s), newKv(t), j))
 	waitFor(t, "an attempt", func() bool { return j.calls.Load() > 0 })
 	if seen, _ := s.Seen(); len(seen) != 0 {
@@ -218,15 +210,15 @@ func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
 	s := servers(t, emailtest.Options{})
 	kv := newKv(t)
 	j := &counting{Journal: providertest.NewJournal()}
-	s.Append(mailFrom("alice@example.org", "v1@example.org", "s", "one"))
+	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one"))
 	stop := run(t, open(t, config(s), kv, j))
 	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
 	stop()
 	if err := s.Renumber(); err != nil {
 		t.Fatal(err)
 	}
-	s.Append(mailFrom("alice@example.org", "v1@example.org", "s", "one")) // the same message, renumbered
-	s.Append(mailFrom("alice@example.org", "v2@example.org", "s", "two"))
+	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one")) // the same message, renumbered
+	s.Append(emailtest.Mail("alice@example.org", "v2@example.org", "s", "two"))
 	run(t, open(t, config(s), kv, j))
 	waitFor(t, "the new one admitted", func() bool { return len(j.Admitted()) == 2 })
 	if j.Admitted()[1].ID != "v2@example.org" {

@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"math/big"
@@ -293,6 +294,19 @@ func (ss *submission) Data(r io.Reader) error {
 
 func (ss *submission) Reset()        { ss.from, ss.to = "", "" }
 func (ss *submission) Logout() error { return nil }
+
+// Mail is a plain-text message from the address from to Username, its
+// Message-ID id (none when id is ""), with extra header lines.
+func Mail(from, id, subject, body string, headers ...string) []byte {
+	h := fmt.Sprintf("From: Alice <%s>\r\nTo: %s\r\nSubject: %s\r\nDate: Mon, 2 Jan 2006 15:04:05 +0000\r\n", from, Username, subject)
+	if id != "" {
+		h += "Message-ID: <" + id + ">\r\n"
+	}
+	for _, x := range headers {
+		h += x + "\r\n"
+	}
+	return []byte(h + "Content-Type: text/plain; charset=utf-8\r\n\r\n" + body + "\r\n")
+}
 
 // HoldMedia makes the server hold, until Release, every FETCH of message
 // bodies in a read-only (EXAMINE) session: how the channel loads an
