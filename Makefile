@@ -104,6 +104,7 @@ FUZZ_TARGETS = \
 	./host/provider/gohighlevel:FuzzDecodeWebhook \
 	./host/provider/tiktok:FuzzDecodeWebhook \
 	./host/provider/tiktok:FuzzDecodeSignature \
+	./host/provider/email:FuzzDecodeMessage \
 	./host/provider/whatsappweb:FuzzDecodeMessage \
 	./host/provider/whatsappweb:FuzzDecodeMediaRef \
 	./durability:FuzzDecodeInboxRecord \

@@ -468,14 +468,21 @@ func endToEnd(t *testing.T, bin, module string, c channelCase) {
 // SIGKILLs botrun there, opens the gate and starts botrun again.
 func killDuringDownload(t *testing.T, g *gate, r *replica, bin string) {
 	t.Helper()
+	killWhileHeld(t, g.reached, func() { g.hold(false) }, r, bin)
+}
+
+// killWhileHeld waits until reached says the guest's media download is
+// held, SIGKILLs botrun there, calls release and starts botrun again.
+func killWhileHeld(t *testing.T, reached <-chan struct{}, release func(), r *replica, bin string) {
+	t.Helper()
 	select {
-	case <-g.reached:
+	case <-reached:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the guest never asked for the media bytes\n%s", r.stderr.String())
 	}
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	r.cmd.Wait()
-	g.hold(false)
+	release()
 	r.start(t, bin)
 }
 

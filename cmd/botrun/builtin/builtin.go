@@ -12,6 +12,7 @@ import (
 	_ "github.com/botrun/botrun/durability/redis"
 	_ "github.com/botrun/botrun/durability/sqlite"
 	_ "github.com/botrun/botrun/host/provider/discord"
+	_ "github.com/botrun/botrun/host/provider/email"
 	_ "github.com/botrun/botrun/host/provider/gohighlevel"
 	_ "github.com/botrun/botrun/host/provider/gupshup"
 	_ "github.com/botrun/botrun/host/provider/httpchan"

@@ -1,0 +1,375 @@
+package email_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/email"
+	"github.com/botrun/botrun/host/provider/email/emailtest"
+	"github.com/botrun/botrun/host/provider/providertest"
+)
+
+const within = 30 * time.Second
+
+// counting counts every Admit call, duplicates included.
+type counting struct {
+	*providertest.Journal
+	calls atomic.Int32
+}
+
+func (c *counting) Admit(ctx context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	c.calls.Add(1)
+	return c.Journal.Admit(ctx, prov, m)
+}
+
+func servers(t *testing.T, opts emailtest.Options) *emailtest.Server {
+	t.Helper()
+	s, err := emailtest.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newKv(t *testing.T) durability.Kv {
+	t.Helper()
+	s, err := sqlite.OpenStore(filepath.Join(t.TempDir(), "bot.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func config(s *emailtest.Server) email.Config {
+	return email.Config{ID: "mail", IMAPURL: "imaps://" + s.IMAPAddr, SMTPURL: "smtps://" + s.SMTPAddr,
+		Username: emailtest.Username, Password: emailtest.Password, From: "bot@example.test",
+		Mailbox: "INBOX", Poll: "1s", TLSInsecure: true, Timeout: within}
+}
+
+// open opens a provider on kv with journal j.
+func open(t *testing.T, cfg email.Config, kv durability.Kv, j provider.Admitter) *email.Provider {
+	t.Helper()
+	p, err := email.Open(cfg, provider.Env{ID: "mail", Admitter: j, Kv: kv, KeyPrefix: "/bot/default/",
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run runs p until the returned stop is called (or the test ends).
+func run(t *testing.T, p *email.Provider) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	var once atomic.Bool
+	stop = func() {
+		if once.CompareAndSwap(false, true) {
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func withAttachment(id string, data []byte) []byte {
+	return []byte("From: alice@example.org\r\nTo: bot@example.test\r\nSubject: photo\r\nMessage-ID: <" + id + ">\r\n" +
+		"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=XX\r\n\r\n" +
+		"--XX\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Here is the <b>photo</b></p><blockquote>old</blockquote>\r\n" +
+		"--XX\r\nContent-Type: image/png\r\nContent-Disposition: attachment; filename=cat.png\r\nContent-Transfer-Encoding: base64\r\n\r\n" +
+		b64(data) + "\r\n--XX--\r\n")
+}
+
+func TestIdleDeliveryThreadingAndReplies(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	kv := newKv(t)
+	j := &counting{Journal: providertest.NewJournal()}
+	p := open(t, config(s), kv, j)
+	run(t, p)
+	uid, err := s.Append(emailtest.Mail("Alice@Example.org", "m1@example.org", "Hello", "Hi bot!\r\n\r\n-- \r\nAlice, CEO"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the message admitted", func() bool { return len(j.Admitted()) == 1 })
+	m := j.Admitted()[0]
+	if m.ID != "m1@example.org" || m.Chat != "alice@example.org" || m.From != "alice@example.org" || m.Text != "Hi bot!" {
+		t.Fatalf("admitted %+v", m)
+	}
+	waitFor(t, "\\Seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 && seen[0] == uid })
+
+	ref, err := p.Send(context.Background(), provider.Outbound{Chat: m.Chat, Text: "Hello Alice", Key: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := s.Sent()
+	if len(sent) != 1 || sent[0].To != "alice@example.org" || sent[0].From != "bot@example.test" {
+		t.Fatalf("sent %+v", sent)
+	}
+	raw := string(sent[0].Raw)
+	for _, want := range []string{"Subject: Re: Hello", "In-Reply-To: <m1@example.org>", "References: <m1@example.org>", "Message-Id: <" + ref + ">", "Hello Alice"} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("the reply lacks %q:\n%s", want, raw)
+		}
+	}
+	if again, _ := p.Send(context.Background(), provider.Outbound{Chat: m.Chat, Text: "x", Key: "k1"}); again != ref {
+		t.Errorf("the same key made Message-ID %q, then %q", ref, again)
+	}
+
+	// Alice answers the bot's reply: the same chat.
+	s.Append(emailtest.Mail("alice@example.org", "m2@example.org", "Re: Hello", "Thanks\r\n\r\nOn Mon, Alice wrote:\r\n> Hello Alice",
+		"In-Reply-To: <"+ref+">", "References: <m1@example.org> <"+ref+">"))
+	waitFor(t, "the answer admitted", func() bool { return len(j.Admitted()) == 2 })
+	if m := j.Admitted()[1]; m.Chat != "alice@example.org" || m.Text != "Thanks" {
+		t.Fatalf("answer %+v", m)
+	}
+	// Bob writes in a thread rooted elsewhere: its root is the chat.
+	s.Append(emailtest.Mail("bob@example.org", "m3@example.org", "Re: plans", "ok", "References: <root@example.org>"))
+	waitFor(t, "bob's admitted", func() bool { return len(j.Admitted()) == 3 })
+	if m := j.Admitted()[2]; m.Chat != "root@example.org" {
+		t.Fatalf("bob's chat %q", m.Chat)
+	}
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "root@example.org", Text: "noted", Key: "k3"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Sent(); got[len(got)-1].To != "bob@example.org" || !strings.Contains(string(got[len(got)-1].Raw), "References: <root@example.org> <m3@example.org>") {
+		t.Fatalf("bob's reply %s", got[len(got)-1].Raw)
+	}
+}
+
+func TestRestartMidMailboxLosesAndDoublesNothing(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	kv := newKv(t)
+	j := &counting{Journal: providertest.NewJournal()}
+	for i := range 3 {
+		s.Append(emailtest.Mail("alice@example.org", fmt.Sprintf("a%d@example.org", i), "s", "text"))
+	}
+	stop := run(t, open(t, config(s), kv, j))
+	waitFor(t, "three admitted", func() bool { return len(j.Admitted()) == 3 })
+	waitFor(t, "three seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
+	stop()
+	for i := 3; i < 5; i++ {
+		s.Append(emailtest.Mail("alice@example.org", fmt.Sprintf("a%d@example.org", i), "s", "text"))
+	}
+	run(t, open(t, config(s), kv, j))
+	waitFor(t, "five admitted", func() bool { return len(j.Admitted()) == 5 })
+	if n := j.calls.Load(); n != 5 {
+		t.Errorf("Admit was called %d times for 5 messages", n)
+	}
+	for i, m := range j.Admitted() {
+		if m.ID != fmt.Sprintf("a%d@example.org", i) {
+			t.Errorf("message %d is %s", i, m.ID)
+		}
+	}
+}
+
+func TestAMessageIsSeenOnlyOnceJournaled(t *testing.T) {
+	s := servers(t, emailtest.Options{NoIdle: true})
+	j := &counting{Journal: providertest.NewJournal()}
+	j.Fail(errors.New("the journal is down"))
+	s.Append(emailtest.Mail("alice@example.org", "x@example.org", "s", "text"))
+	run(t, open(t, config(s), newKv(t), j))
+	waitFor(t, "an attempt", func() bool { return j.calls.Load() > 0 })
+	if seen, _ := s.Seen(); len(seen) != 0 {
+		t.Fatalf("\\Seen before journaled: %v", seen)
+	}
+	j.Fail(nil)
+	waitFor(t, "admitted after the journal is back (polling)", func() bool { return len(j.Admitted()) == 1 })
+	waitFor(t, "seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 })
+}
+
+func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	kv := newKv(t)
+	j := &counting{Journal: providertest.NewJournal()}
+	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one"))
+	stop := run(t, open(t, config(s), kv, j))
+	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
+	stop()
+	if err := s.Renumber(); err != nil {
+		t.Fatal(err)
+	}
+	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one")) // the same message, renumbered
+	s.Append(emailtest.Mail("alice@example.org", "v2@example.org", "s", "two"))
+	run(t, open(t, config(s), kv, j))
+	waitFor(t, "the new one admitted", func() bool { return len(j.Admitted()) == 2 })
+	if j.Admitted()[1].ID != "v2@example.org" {
+		t.Fatalf("admitted %+v", j.Admitted())
+	}
+}
+
+func TestAttachmentRoundTrip(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	j := &counting{Journal: providertest.NewJournal()}
+	p := open(t, config(s), newKv(t), j)
+	run(t, p)
+	png := []byte("\x89PNG\r\n\x1a\nnot really a png")
+	s.Append(withAttachment("att@example.org", png))
+	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
+	m := j.Admitted()[0]
+	if m.Text != "Here is the photo" || len(m.Media) != 1 || m.Media[0].Type != "image" || m.Media[0].MIME != "image/png" {
+		t.Fatalf("admitted %+v", m)
+	}
+	if strings.Contains(m.Media[0].Ref, emailtest.Password) {
+		t.Fatal("the ref holds the password")
+	}
+	// A fresh provider (a restart) loads it from the journaled ref.
+	p2 := open(t, config(s), newKv(t), j)
+	got, err := p2.LoadMedia(context.Background(), m.Media[0], 1<<20)
+	if err != nil || string(got) != string(png) {
+		t.Fatalf("LoadMedia = %q, %v", got, err)
+	}
+	if _, err := p2.LoadMedia(context.Background(), m.Media[0], 4); !errors.Is(err, provider.ErrMediaTooLarge) {
+		t.Errorf("over max: %v", err)
+	}
+	// A reply carries it back as an attachment.
+	if _, err := p2.Send(context.Background(), provider.Outbound{Chat: m.Chat, Text: "Your photo", Media: &m.Media[0], Key: "att"}); err != nil {
+		t.Fatal(err)
+	}
+	sent := s.Sent()
+	if text, atts := sent[len(sent)-1].Text(); strings.TrimSpace(text) != "Your photo" || len(atts) != 1 || atts[0] != len(png) {
+		t.Errorf("the reply has %q and attachments of %v bytes; want the text and %d bytes", text, atts, len(png))
+	}
+	tampered := m.Media[0]
+	i := strings.Index(tampered.Ref, `"sha256":"`) + len(`"sha256":"`)
+	flip := byte('0')
+	if tampered.Ref[i] == '0' {
+		flip = '1'
+	}
+	tampered.Ref = tampered.Ref[:i] + string(flip) + tampered.Ref[i+1:]
+	if _, err := p2.LoadMedia(context.Background(), tampered, 1<<20); !provider.MediaGone(err) || !strings.Contains(fmt.Sprint(err), "digest") {
+		t.Errorf("tampered digest: %v", err)
+	}
+	if _, err := p2.Send(context.Background(), provider.Outbound{Chat: m.Chat, Text: "x", Media: &tampered}); !errors.Is(err, provider.ErrUnsupportedContent) {
+		t.Errorf("a reply with a tampered attachment: %v", err)
+	}
+	if _, err := p2.LoadMedia(context.Background(), provider.Media{Ref: `{"v":9}`}, 1<<20); !provider.MediaGone(err) {
+		t.Errorf("foreign ref: %v", err)
+	}
+	// Gone after a renumbering without it.
+	s.Renumber()
+	if _, err := p2.LoadMedia(context.Background(), m.Media[0], 1<<20); !provider.MediaGone(err) {
+		t.Errorf("gone: %v", err)
+	}
+}
+
+func TestSendErrorsMapOntoTheTaxonomy(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	p := open(t, config(s), newKv(t), providertest.NewJournal())
+	out := provider.Outbound{Chat: "carol@example.org", Text: "hi", Key: "k"}
+	cases := []struct {
+		stage string
+		e     *smtp.SMTPError
+		check func(error) bool
+	}{
+		{"MAIL", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try later"}, func(err error) bool { return !provider.Permanent(err) }},
+		{"RCPT", &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "busy"}, func(err error) bool { return !provider.Permanent(err) }},
+		{"RCPT", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"}, func(err error) bool { return errors.Is(err, provider.ErrRecipientUnreachable) }},
+		{"DATA", &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "too big"}, func(err error) bool { return errors.Is(err, provider.ErrPayloadTooLarge) }},
+		{"DATA", &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "policy"}, provider.Permanent},
+	}
+	for _, tc := range cases {
+		s.Fail(func(stage string) *smtp.SMTPError {
+			if stage == tc.stage {
+				return tc.e
+			}
+			return nil
+		})
+		_, err := p.Send(context.Background(), out)
+		if err == nil || !tc.check(err) {
+			t.Errorf("%s %d: %v", tc.stage, tc.e.Code, err)
+		}
+		if err != nil && strings.Contains(err.Error(), emailtest.Password) {
+			t.Errorf("the error shows the password: %v", err)
+		}
+	}
+	s.Fail(nil)
+	for _, bad := range []provider.Outbound{
+		{Chat: "carol@example.org", Text: "pick", Buttons: []abi.Button{{ID: "a", Title: "A"}}},
+		{Chat: "carol@example.org", Text: ""},
+		{Chat: "unknown-root@example.org>", Text: "x"},
+	} {
+		if _, err := p.Send(context.Background(), bad); !provider.Permanent(err) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+	if n := len(s.Sent()); n != 0 {
+		t.Errorf("%d sent", n)
+	}
+	// A wrong password is permanent and does not show.
+	cfg := config(s)
+	cfg.Password = "wrong-password"
+	_, err := open(t, cfg, newKv(t), providertest.NewJournal()).Send(context.Background(), out)
+	if !provider.Permanent(err) || strings.Contains(err.Error(), "wrong-password") {
+		t.Errorf("bad AUTH: %v", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	ok := email.Config{IMAPURL: "imaps://imap.example.com:993", SMTPURL: "smtp://smtp.example.com:587",
+		Username: "u", Password: "p", From: "bot@example.com"}
+	cases := []struct {
+		tweak func(*email.Config)
+		key   string
+	}{
+		{func(*email.Config) {}, ""},
+		{func(c *email.Config) { c.TLSInsecure = true }, "tls_insecure"},
+		{func(c *email.Config) {
+			c.IMAPURL, c.SMTPURL, c.TLSInsecure = "imaps://127.0.0.1:993", "smtps://localhost:465", true
+		}, ""},
+		{func(c *email.Config) { c.IMAPURL = "https://imap.example.com" }, "imap_url"},
+		{func(c *email.Config) { c.SMTPURL = "smtps://user:pw@smtp.example.com:465" }, "smtp_url"},
+		{func(c *email.Config) { c.From = "Bot <bot@example.com>" }, "from"},
+		{func(c *email.Config) { c.Poll = "soon" }, "poll"},
+		{func(c *email.Config) { c.Password = "" }, "password"},
+	}
+	for i, tc := range cases {
+		c := ok
+		tc.tweak(&c)
+		var keys []string
+		c.Check(provider.Setting{ID: "mail"}, func(key, format string, args ...any) {
+			keys = append(keys, key)
+			if strings.Contains(fmt.Sprintf(format, args...), "pw@") {
+				t.Errorf("a problem shows credentials")
+			}
+		})
+		if (tc.key == "" && len(keys) > 0) || (tc.key != "" && (len(keys) == 0 || keys[0] != tc.key || keys[len(keys)-1] != tc.key)) {
+			t.Errorf("case %d: problems %v, want %q", i, keys, tc.key)
+		}
+	}
+	if typ, ok := provider.Lookup("email"); !ok {
+		t.Fatal("email is not registered")
+	} else if c := typ.Config().(*email.Config); c.Mailbox != "INBOX" {
+		t.Errorf("default mailbox %q", c.Mailbox)
+	}
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

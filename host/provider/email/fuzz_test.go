@@ -1,0 +1,53 @@
+package email
+
+import (
+	"encoding/base64"
+	"testing"
+)
+
+// FuzzDecodeMessage feeds untrusted RFC 822 bytes to the parser (MIME,
+// charsets, HTML to text, reply trimming): it must not panic or hang.
+func FuzzDecodeMessage(f *testing.F) {
+	f.Add([]byte("From: a@b.c\r\nMessage-ID: <x@y>\r\n\r\nhello\r\n> quoted\r\n-- \r\nsig"))
+	f.Add([]byte("From: a@b.c\r\nMessage-ID: <x@y>\r\nContent-Type: multipart/mixed; boundary=B\r\n\r\n--B\r\nContent-Type: text/html\r\n\r\n<p>a<br>b</p><script>x</script>\r\n--B\r\nContent-Type: image/png\r\nContent-Disposition: attachment\r\nContent-Transfer-Encoding: base64\r\n\r\n" + base64.StdEncoding.EncodeToString([]byte("png")) + "\r\n--B--\r\n"))
+	f.Add([]byte("From: =?utf-8?q?A?= <a@b.c>\r\nMessage-ID: <x@y>\r\nReferences: <r@s> <t@u>\r\nContent-Type: text/plain; charset=iso-8859-1\r\n\r\n\xe9t\xe9"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		m, err := decodeMessage(raw, 0)
+		if err != nil {
+			return
+		}
+		if !validID(m.MessageID) {
+			t.Fatalf("admitted an invalid Message-ID %q", m.MessageID)
+		}
+		for _, r := range m.References {
+			if !validID(r) {
+				t.Fatalf("kept an invalid reference %q", r)
+			}
+		}
+		htmlToText(string(raw))
+	})
+}
+
+func TestHTMLToTextAndTrimming(t *testing.T) {
+	cases := map[string]string{
+		"<html><head><title>T</title><style>p{}</style></head><body><p>Hello &amp; welcome</p><div>line<br>two</div><blockquote>old</blockquote></body></html>": "Hello & welcome\n\nline\ntwo",
+		"<p>unclosed <b>bold": "unclosed bold",
+	}
+	for in, want := range cases {
+		if got := htmlToText(in); got != want {
+			t.Errorf("htmlToText(%q) = %q, want %q", in, got, want)
+		}
+	}
+	trims := map[string]string{
+		"Yes\n\nOn Mon, 2 Jan 2006, Alice <a@b.c>\nwrote:\n> earlier\n> text\n": "Yes",
+		"Sure\r\n-- \r\nBob\r\n":                     "Sure",
+		"Top\n-----Original Message-----\nFrom: x\n": "Top",
+		"> only quoted":                              "",
+		"inline\n> quote\nanswer":                    "inline\nanswer",
+	}
+	for in, want := range trims {
+		if got := trimReply(in); got != want {
+			t.Errorf("trimReply(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package email
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-imap/v2"
+	"github.com/emersion/go-imap/v2/imapclient"
+
+	"github.com/botrun/botrun/host/provider"
+)
+
+// dialIMAP connects and logs in; onExists (may be nil) is called, without
+// blocking, when the selected mailbox grows.
+func (p *Provider) dialIMAP(ctx context.Context, onExists func()) (*imapclient.Client, error) {
+	opts := &imapclient.Options{TLSConfig: p.imap.tls, Dialer: &net.Dialer{Timeout: p.cfg.Timeout}}
+	if onExists != nil {
+		opts.UnilateralDataHandler = &imapclient.UnilateralDataHandler{Mailbox: func(d *imapclient.UnilateralDataMailbox) {
+			if d.NumMessages != nil {
+				onExists()
+			}
+		}}
+	}
+	var c *imapclient.Client
+	var err error
+	if p.imap.implicit {
+		c, err = imapclient.DialTLS(p.imap.addr, opts)
+	} else {
+		c, err = imapclient.DialStartTLS(p.imap.addr, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("email: connecting to the IMAP server %s: %w", p.imap.addr, err)
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	if err := c.Login(p.cfg.Username, p.cfg.Password).Wait(); err != nil {
+		stop()
+		c.Close()
+		return nil, fmt.Errorf("email: logging in to the IMAP server %s as %q: %w", p.imap.addr, p.cfg.Username, err)
+	}
+	return c, nil
+}
+
+// Run implements provider.Runner: one IMAP session after another, with a
+// backoff between failed ones, until ctx ends.
+func (p *Provider) Run(ctx context.Context) {
+	wait := time.Second
+	for ctx.Err() == nil {
+		started := time.Now()
+		err := p.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			wait = time.Second
+		}
+		p.env.Log().Warn("email: the IMAP session ended; reconnecting", "provider", p.ID(), "err", err, "after", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+	}
+}
+
+// session logs in, selects the mailbox and journals what arrives, waiting
+// in IDLE (or polling) in between.
+func (p *Provider) session(ctx context.Context) error {
+	c, err := p.dialIMAP(ctx, p.signal)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sel, err := c.Select(p.cfg.Mailbox, nil).Wait()
+	if err != nil {
+		return fmt.Errorf("email: selecting %q: %w", p.cfg.Mailbox, err)
+	}
+	idle := c.Caps().Has(imap.CapIdle)
+	p.env.Log().Info("email: the mailbox is open", "provider", p.ID(), "mailbox", p.cfg.Mailbox, "idle", idle)
+	for {
+		if err := p.drain(ctx, c, sel.UIDValidity); err != nil {
+			return err
+		}
+		if !idle {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(p.poll):
+			}
+			continue
+		}
+		cmd, err := c.Idle()
+		if err != nil {
+			return fmt.Errorf("email: IDLE: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-p.updates:
+		case <-time.After(p.cfg.IdleRefresh):
+		case <-c.Closed():
+		}
+		if err := cmd.Close(); err != nil {
+			return fmt.Errorf("email: ending IDLE: %w", err)
+		}
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("email: IDLE: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// signal notes that the mailbox grew.
+func (p *Provider) signal() {
+	select {
+	case p.updates <- struct{}{}:
+	default:
+	}
+}
+
+// drain journals every message after the cursor, in UID order.
+func (p *Provider) drain(ctx context.Context, c *imapclient.Client, uidValidity uint32) error {
+	cur, known, err := p.store.cursor(ctx)
+	if err != nil {
+		return fmt.Errorf("email: reading the cursor: %w", err)
+	}
+	criteria := &imap.SearchCriteria{}
+	switch {
+	case !known:
+		// The first start: what nobody has read yet.
+		criteria.NotFlag = []imap.Flag{imap.FlagSeen}
+		cur = cursor{UIDValidity: uidValidity}
+	case cur.UIDValidity != uidValidity:
+		// The server renumbered the mailbox: rescan it all; the inbox
+		// deduplicates on Message-ID.
+		p.env.Log().Warn("email: the mailbox's UIDVALIDITY changed: rescanning it", "provider", p.ID(),
+			"was", cur.UIDValidity, "now", uidValidity)
+		cur = cursor{UIDValidity: uidValidity}
+	default:
+		var set imap.UIDSet
+		set.AddRange(imap.UID(cur.UID+1), 0)
+		criteria.UID = []imap.UIDSet{set}
+	}
+	data, err := c.UIDSearch(criteria, nil).Wait()
+	if err != nil {
+		return fmt.Errorf("email: UID SEARCH: %w", err)
+	}
+	uids := data.AllUIDs()
+	slices.Sort(uids)
+	for _, uid := range uids {
+		if uint32(uid) <= cur.UID {
+			continue // "n:*" names the last message even below n
+		}
+		if err := p.journal(ctx, c, uidValidity, uid); err != nil {
+			return err
+		}
+		cur.UID = uint32(uid)
+		if err := p.store.setCursor(ctx, cur); err != nil {
+			return fmt.Errorf("email: saving the cursor: %w", err)
+		}
+		// \Seen only now that the message is journaled.
+		if err := c.Store(imap.UIDSetNum(uid), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true,
+			Flags: []imap.Flag{imap.FlagSeen}}, nil).Close(); err != nil {
+			return fmt.Errorf("email: marking UID %d \\Seen: %w", uid, err)
+		}
+	}
+	if !known {
+		return p.store.setCursor(ctx, cur)
+	}
+	return nil
+}
+
+// fetchRaw returns the source of the message with uid, at most
+// MaxMessageBytes; nil when it is gone.
+func fetchRaw(c *imapclient.Client, uid imap.UID) ([]byte, error) {
+	msgs, err := c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, RFC822Size: true,
+		BodySection: []*imap.FetchItemBodySection{{Peek: true, Partial: &imap.SectionPartial{Offset: 0, Size: MaxMessageBytes + 1}}}}).Collect()
+	if err != nil {
+		return nil, fmt.Errorf("email: fetching UID %d: %w", uid, err)
+	}
+	for _, m := range msgs {
+		if m.UID != uid {
+			continue
+		}
+		if m.RFC822Size > MaxMessageBytes {
+			return nil, errTooLarge
+		}
+		if len(m.BodySection) == 0 {
+			return nil, nil
+		}
+		return m.BodySection[0].Bytes, nil
+	}
+	return nil, nil
+}
+
+var errTooLarge = fmt.Errorf("the message is larger than %d bytes", MaxMessageBytes)
+
+// journal admits the message with uid.
+func (p *Provider) journal(ctx context.Context, c *imapclient.Client, uidValidity uint32, uid imap.UID) error {
+	raw, err := fetchRaw(c, uid)
+	log := p.env.Log().With("provider", p.ID(), "uid", uint32(uid))
+	switch {
+	case errors.Is(err, errTooLarge):
+		log.Warn("email: skipping a message over the size limit", "limit", MaxMessageBytes)
+		return nil
+	case err != nil:
+		return err
+	case raw == nil:
+		return nil // expunged meanwhile
+	}
+	m, err := decodeMessage(raw, -1)
+	if err != nil {
+		// Final: no retry makes it parse or gives it a Message-ID.
+		log.Warn("email: skipping a message botrun cannot admit", "err", err)
+		return nil
+	}
+	if strings.EqualFold(m.From, p.from) {
+		return nil // the bot's own (a copy, a bounce loop)
+	}
+	chat := m.From
+	if len(m.References) > 0 {
+		root := m.References[0]
+		if chat, err = p.store.alias(ctx, root); err != nil {
+			return fmt.Errorf("email: reading the thread: %w", err)
+		}
+		if chat == "" {
+			chat = root
+		}
+	}
+	subject := m.Subject
+	if !strings.HasPrefix(strings.ToLower(subject), "re:") {
+		subject = "Re: " + subject
+	}
+	refs := append(slices.Clone(m.References), m.MessageID)
+	// What the reply needs, durable before the message is.
+	if err := p.store.record(ctx, chat, thread{To: m.From, Subject: subject, References: refs}, m.MessageID); err != nil {
+		return fmt.Errorf("email: recording the thread: %w", err)
+	}
+	msg := provider.Message{ID: m.MessageID, Chat: chat, From: m.From, Text: m.Text}
+	for i, a := range m.Parts {
+		msg.Media = append(msg.Media, provider.Media{Type: mediaType(a.MIME), MIME: a.MIME, Caption: a.Filename,
+			Ref: encodeRef(mediaRef{V: 1, MessageID: m.MessageID, Index: i, Digest: a.Digest, UID: uint32(uid), UIDValidity: uidValidity})})
+	}
+	if _, err := p.env.Admitter.Admit(ctx, p.ID(), msg); err != nil {
+		if errors.Is(err, provider.ErrInvalidMessage) {
+			log.Warn("email: the inbox refused a message", "err", err)
+			return nil
+		}
+		return fmt.Errorf("email: admitting UID %d: %w", uint32(uid), err)
+	}
+	return nil
+}
+
+// mediaType names the kind of an attachment by its MIME type.
+func mediaType(mimeType string) string {
+	for _, t := range []string{"image", "video", "audio"} {
+		if strings.HasPrefix(mimeType, t+"/") {
+			return t
+		}
+	}
+	return "document"
+}
