@@ -100,6 +100,9 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	} else {
 		wm = &waE2E.Message{Conversation: proto.String(msg.Text)}
 	}
+	if err := p.leaseHeld(); err != nil {
+		return "", err
+	}
 	resp, err := cli.SendMessage(ctx, to, wm, whatsmeow.SendRequestExtra{ID: p.messageID(msg.Key)})
 	if err != nil {
 		return "", p.sendErr(err)
@@ -392,6 +395,9 @@ func (p *Provider) Edit(ctx context.Context, chat, ref, text string) error {
 	}
 	// BuildEdit only assembles the protocol message; it needs no client.
 	edit := (*whatsmeow.Client)(nil).BuildEdit(to, types.MessageID(ref), &waE2E.Message{Conversation: proto.String(text)})
+	if err := p.leaseHeld(); err != nil {
+		return err
+	}
 	if _, err := cli.SendMessage(ctx, to, edit); err != nil {
 		return p.sendErr(err)
 	}

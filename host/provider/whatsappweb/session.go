@@ -326,6 +326,12 @@ func (h *handler) message(e *events.Message) bool {
 		h.log.Debug("whatsapp-web: message ignored", "id", e.Info.ID, "why", skip)
 		return true
 	}
+	if err := p.leaseHeld(); err != nil {
+		// Not acknowledged: WhatsApp delivers it again to the session's
+		// holder.
+		h.log.Warn("whatsapp-web: message not journaled; not acknowledged", "id", e.Info.ID, "err", err)
+		return false
+	}
 	if _, err := p.admit.Admit(h.ctx, p.cfg.ID, msg); err != nil {
 		if errors.Is(err, provider.ErrInvalidMessage) {
 			h.log.Warn("whatsapp-web: message refused for good; acknowledged", "id", e.Info.ID, "err", err)

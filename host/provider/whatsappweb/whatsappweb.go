@@ -8,7 +8,10 @@
 // for pair_phone); an unpaired session is logged with that command and the
 // bot runs its other channels. One process at a time holds a session: on a
 // backend with a Kv the session runs under a lease with a fencing token
-// (kvlease), and another process waits for it.
+// (kvlease), and another process waits for it. The lease is checked right
+// before each message is journaled and each send; whatsmeow's own writes to
+// the device store (keys, sessions, contacts) are not fenced by it, so for
+// them the lease is advisory.
 //
 // Inbound messages are journaled inside whatsmeow's event handler, which
 // acknowledges a message to WhatsApp only after the handler returned
@@ -27,6 +30,7 @@ package whatsappweb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -273,6 +277,25 @@ func (p *Provider) setClient(c Client) {
 // paired yet, another process holds the session, or reconnecting. Retried.
 func (p *Provider) errNotConnected() error {
 	return fmt.Errorf("whatsapp-web %s: not connected (not paired, the session held by another process, or reconnecting)", p.cfg.ID)
+}
+
+// errHeldElsewhere is wrapped by a send refused because this process no
+// longer holds the session's lease (another may hold it now). Retried.
+var errHeldElsewhere = errors.New("the session is held elsewhere (this process no longer holds its lease)")
+
+// leaseHeld checks, right before a message is journaled or sent, that this
+// process still holds the session's lease (by its own clock): a process
+// that lost it (frozen past its lease, then thawed) neither admits nor
+// sends while its session winds down. whatsmeow's own writes to the device
+// store are not fenced by it.
+func (p *Provider) leaseHeld() error {
+	if p.lease == nil {
+		return nil
+	}
+	if ok, _ := p.lease.Held(); !ok {
+		return fmt.Errorf("whatsapp-web %s: %w", p.cfg.ID, errHeldElsewhere)
+	}
+	return nil
 }
 
 // notPairedLine is the log line of an unpaired session.
