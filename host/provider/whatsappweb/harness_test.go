@@ -95,7 +95,7 @@ func newBot(t *testing.T, net *whatsappwebtest.Network, kv durability.Kv, tweak 
 	}
 	b := &bot{t: t, net: net, kv: kv, admit: providertest.NewJournal(), logs: &logBuffer{}, alerts: &alerts{}}
 	b.cfg = whatsappweb.Config{ID: "wa",
-		NewClient:    func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
+		NewClient: func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
 		// Renewed every 3 s and held 6.75 s after the last renewal: a stall
 		// of over 3 s on a loaded machine keeps it; nothing waits for one
 		// to expire.

@@ -3,6 +3,7 @@ package whatsappweb
 import (
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"testing"
 
@@ -57,5 +58,13 @@ func TestNothingIsAdmittedOrSentWithoutTheLease(t *testing.T) {
 	}
 	if !h.message(e) || len(j.Admitted()) != 1 {
 		t.Fatal("a message was not journaled under the lease")
+	}
+}
+
+// TestMediaFetcherUsesNoProxy: through a proxy, the proxy would dial the
+// media URL's address, and the internal-address guard would not apply.
+func TestMediaFetcherUsesNoProxy(t *testing.T) {
+	if tr := mediaFetcher().Transport.(*http.Transport); tr.Proxy != nil {
+		t.Fatal("the outbound media fetcher uses a proxy")
 	}
 }

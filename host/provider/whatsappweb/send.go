@@ -221,10 +221,13 @@ func (p *Provider) fetch(ctx context.Context, raw string) (data []byte, ctype, n
 	}
 	resp, err := p.http.Do(req)
 	if err != nil {
+		// The error names the URL, whose path or query may be a credential:
+		// only its scheme and host are kept (the outbox stores and logs it).
+		redacted := errors.New(provider.HostOnly(req.URL)(err))
 		if errors.Is(err, provider.ErrAddressRefused) || errors.Is(err, provider.ErrRedirectRefused) {
-			return nil, "", "", fmt.Errorf("%w: whatsapp-web: fetching the media: %w", provider.ErrUnsupportedContent, err)
+			return nil, "", "", fmt.Errorf("%w: whatsapp-web: fetching the media: %s", provider.ErrUnsupportedContent, redacted)
 		}
-		return nil, "", "", fmt.Errorf("whatsapp-web: fetching the media: %w", err)
+		return nil, "", "", fmt.Errorf("whatsapp-web: fetching the media: %w", redacted)
 	}
 	defer resp.Body.Close()
 	switch {

@@ -292,7 +292,7 @@ func (h *handler) handle(evt any) bool {
 		log.Error("whatsapp-web: refreshing the client token failed; trying again in a minute", "err", e.Error)
 		h.end(ending{reason: "client token", wait: time.Minute})
 	case *events.LoggedOut:
-		msg := fmt.Sprintf("whatsapp-web %s: logged out (%s): the device was unlinked; pair it again with botrun whatsapp pair -c bot.toml --provider %s", p.cfg.ID, e.Reason.String(), p.cfg.ID)
+		msg := fmt.Sprintf("whatsapp-web %s: logged out (%s): the device was unlinked; pair it again with %s", p.cfg.ID, e.Reason.String(), p.pairCommand())
 		log.Error(msg)
 		p.env.RaiseAlert(AlertLoggedOut, msg)
 		h.end(ending{reason: "logged out"})

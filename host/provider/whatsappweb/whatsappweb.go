@@ -224,12 +224,22 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 		onWhatsApp: map[string]types.JID{}, unread: map[string][]unreadMessage{},
 		retries: map[types.MessageID]chan mediaRetryAnswer{}, rehosted: map[types.MessageID]string{}}
 	if p.http == nil {
-		p.http = provider.NewClient(60*time.Second, nil, func(*url.URL) bool { return true })
+		p.http = mediaFetcher()
 	}
 	if env.Kv != nil {
 		p.lease = kvlease.New(env.Kv, p.key("lease"), "", cfg.Lease)
 	}
 	return p, nil
+}
+
+// mediaFetcher is the default client for outbound media URLs: it refuses
+// internal addresses, and uses no proxy (HTTP_PROXY and the like are
+// ignored), because through a proxy the proxy would dial the address and
+// the guard, which checks the addresses this client dials, would not apply.
+func mediaFetcher() *http.Client {
+	c := provider.NewClient(60*time.Second, nil, func(*url.URL) bool { return true })
+	c.Transport.(*http.Transport).Proxy = nil
+	return c
 }
 
 // key is one of the channel's keys in the Kv.
@@ -298,9 +308,16 @@ func (p *Provider) leaseHeld() error {
 	return nil
 }
 
+// pairCommand is the command that links the device. The provider knows the
+// config file's directory (Setting.Dir), not its name: the command names
+// a placeholder for it.
+func (p *Provider) pairCommand() string {
+	return "botrun whatsapp pair -c <your bot.toml> --provider " + p.cfg.ID
+}
+
 // notPairedLine is the log line of an unpaired session.
 func (p *Provider) notPairedLine() string {
-	return fmt.Sprintf("whatsapp-web %s: not paired: run botrun whatsapp pair -c bot.toml --provider %s", p.cfg.ID, p.cfg.ID)
+	return fmt.Sprintf("whatsapp-web %s: not paired: run %s", p.cfg.ID, p.pairCommand())
 }
 
 // String names the provider in logs.
