@@ -321,7 +321,7 @@ func (h *handler) handle(evt any) bool {
 // acknowledgement) when the journal did not take it.
 func (h *handler) message(e *events.Message) bool {
 	p := h.p
-	msg, skip := decodeEvent(e, p.cfg.Groups)
+	msg, skip := decodeEvent(e, p.cfg.Groups, p.cfg.DurableViewOnce)
 	if skip != "" {
 		h.log.Debug("whatsapp-web: message ignored", "id", e.Info.ID, "why", skip)
 		return true

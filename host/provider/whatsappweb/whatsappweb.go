@@ -83,8 +83,10 @@ type Config struct {
 	PairPhone string `toml:"pair_phone"`
 	// Groups admits messages of groups too.
 	Groups bool `toml:"groups"`
-	// DurableViewOnce journals the media references of view-once media too
-	// (by default they are used live and never written down).
+	// DurableViewOnce admits view-once media with their references, which
+	// are journaled (by default they are admitted without one: nothing
+	// carrying their media key is written down, and the bot cannot load
+	// them).
 	DurableViewOnce bool `toml:"durable_view_once"`
 
 	// NewClient builds the network client (default NewWhatsmeow; tests
