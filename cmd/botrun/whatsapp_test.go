@@ -92,7 +92,7 @@ func TestUnpairedWhatsAppWebLeavesTheBotRunning(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- bot.Run(ctx, ln, 10*time.Second) }()
 	webchatEcho(t, "http://"+ln.Addr().String())
-	line := "whatsapp-web wa: not paired: run botrun whatsapp pair -c bot.toml --provider wa"
+	line := "whatsapp-web wa: not paired: run botrun whatsapp pair -c <your bot.toml> --provider wa"
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(logs.String(), line) {
 		if time.Now().After(deadline) {

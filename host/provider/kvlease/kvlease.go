@@ -7,9 +7,13 @@
 // The record is {"owner","token","until"} (until in Unix milliseconds, by the
 // holder's clock), changed only by compare-and-set on the key's version. A
 // holder renews it every third of its length and counts itself the holder
-// only until a quarter of the length before it expires, so a holder that
-// cannot renew (a frozen process, a lost database) stops before another
-// can take over, as long as clocks differ by less than that quarter.
+// only until three quarters of the length after its last successful write;
+// Hold ends the held context at that point by a timer, and bounds each
+// renewal's write by it, so a holder that cannot renew (a lost or hanging
+// database) stops before another can take over, as long as clocks differ by
+// less than the remaining quarter. A frozen process (SIGSTOP, a long GC
+// pause) runs no timer: it learns of the loss only when it thaws, and what
+// it guards must check Held (the fencing token) before acting.
 package kvlease
 
 import (
@@ -145,7 +149,9 @@ func (l *Lease) Acquire(ctx context.Context, waiting func(holder string)) error 
 }
 
 // Renew extends the hold by the lease's length. ErrLost means another holder
-// took it, or it expired by this process's clock: stop what it guards.
+// took it, or it expired by this process's clock: stop what it guards. The
+// write must finish while the hold is still valid (three quarters of the
+// lease after the last successful write): its context ends then.
 func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	v, token, valid := l.version, l.token, l.valid
@@ -153,14 +159,16 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if v == 0 || time.Now().After(valid) {
 		return ErrLost
 	}
+	wctx, cancel := context.WithDeadline(ctx, valid)
+	defer cancel()
 	now := time.Now()
-	err := l.write(ctx, v, record{Owner: l.owner, Token: token, Until: now.Add(l.ttl).UnixMilli()})
+	err := l.write(wctx, v, record{Owner: l.owner, Token: token, Until: now.Add(l.ttl).UnixMilli()})
 	if errors.Is(err, durability.ErrConflict) {
 		l.drop()
 		return ErrLost
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("renewing lease %s: %w", l.key, err)
 	}
 	l.mu.Lock()
 	l.version, l.valid = v+1, now.Add(l.ttl-l.ttl/4)
@@ -199,18 +207,42 @@ func (l *Lease) Held() (bool, int64) {
 	return l.version != 0 && time.Now().Before(l.valid), l.token
 }
 
-// Hold acquires the lease (see Acquire) and renews it until ctx ends or it
-// is lost: held ends then. release stops the renewals and gives the lease
-// up; call it once the guarded work stopped.
+// validUntil is when this handle stops counting itself the holder.
+func (l *Lease) validUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.valid
+}
+
+// Hold acquires the lease (see Acquire) and renews it every third of its
+// length until ctx ends or it is lost: held ends then, and lost is called
+// with why. It is lost when another holder took it, and also when three
+// quarters of the lease passed since the last successful write (renewals
+// failing, or a write hanging): a timer ends held at that point, before
+// the record expires and another process can take it. release stops the
+// renewals and gives the lease up; call it once the guarded work stopped.
 func (l *Lease) Hold(ctx context.Context, waiting func(holder string), lost func(error)) (held context.Context, release func(), err error) {
 	if err := l.Acquire(ctx, waiting); err != nil {
 		return nil, nil, err
 	}
 	held, cancel := context.WithCancel(ctx)
+	var once sync.Once
+	end := func(err error) {
+		once.Do(func() {
+			if lost != nil && held.Err() == nil {
+				lost(err)
+			}
+			cancel()
+		})
+	}
+	expiry := time.AfterFunc(time.Until(l.validUntil()), func() {
+		end(fmt.Errorf("%w: not renewed within three quarters of its length", ErrLost))
+	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer cancel()
+		defer expiry.Stop()
 		t := time.NewTicker(l.ttl / 3)
 		defer t.Stop()
 		for {
@@ -221,22 +253,21 @@ func (l *Lease) Hold(ctx context.Context, waiting func(holder string), lost func
 			}
 			err := l.Renew(held)
 			switch {
+			case err == nil:
+				expiry.Reset(time.Until(l.validUntil()))
 			case errors.Is(err, ErrLost):
-				if lost != nil {
-					lost(err)
-				}
+				end(err)
 				return
-			case err != nil && held.Err() == nil:
+			case held.Err() == nil:
 				if ok, _ := l.Held(); !ok {
-					if lost != nil {
-						lost(fmt.Errorf("%w: renewing failed until it expired: %w", ErrLost, err))
-					}
+					end(fmt.Errorf("%w: renewing failed until it expired: %w", ErrLost, err))
 					return
 				}
 			}
 		}
 	}()
 	release = func() {
+		once.Do(cancel)
 		cancel()
 		<-done
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -2,6 +2,7 @@ package kvlease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"sync/atomic"
@@ -99,19 +100,24 @@ func TestExpiredLeaseIsTakenAndTheOldHolderStops(t *testing.T) {
 func TestHoldRenewsUntilLost(t *testing.T) {
 	kv := memory.NewKv()
 	ctx := context.Background()
-	a := New(kv, "k", "a", 600*time.Millisecond)
+	// A lease of 3 s renewed every second tolerates a stall of over a
+	// second on a loaded machine.
+	const ttl = 3 * time.Second
+	a := New(kv, "k", "a", ttl)
 	var lost atomic.Bool
 	held, release, err := a.Hold(ctx, nil, func(error) { lost.Store(true) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Several lease lengths later it is still held: the renewals keep it.
-	b := New(kv, "k", "b", 600*time.Millisecond)
-	for i := 0; i < 15; i++ {
+	// Over two lease lengths later it is still held: the renewals keep it.
+	b := New(kv, "k", "b", ttl)
+	for end := time.Now().Add(2*ttl + ttl/3); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if ok, holder, _ := b.TryAcquire(ctx); ok || holder != "a" {
 			t.Fatalf("b took a renewed lease (holder %q)", holder)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if held.Err() != nil {
+			t.Fatal("the hold ended while renewals succeeded")
+		}
 	}
 	// Another writer overwrites the record: a notices and held ends.
 	_, v, _ := kv.Get(ctx, "k")
@@ -150,5 +156,75 @@ func TestReleaseLetsTheWaiterIn(t *testing.T) {
 	cancel()
 	if err := a.Acquire(cctx, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a waiting on a cancelled context: %v", err)
+	}
+}
+
+// stuckKv is a Kv whose commits fail (fail set) or hang until their
+// context ends (hang set), once armed.
+type stuckKv struct {
+	durability.Kv
+	fail, hang atomic.Bool
+}
+
+func (k *stuckKv) Commit(ctx context.Context, w []durability.Write) error {
+	switch {
+	case k.hang.Load():
+		<-ctx.Done()
+		return ctx.Err()
+	case k.fail.Load():
+		return errors.New("database unreachable")
+	}
+	return k.Kv.Commit(ctx, w)
+}
+
+// TestHoldEndsBeforeTheRecordExpires: a holder whose renewals fail, or
+// whose renewal's write hangs, stops counting itself the holder three
+// quarters of the lease after its last write, before another process can
+// take the lease.
+func TestHoldEndsBeforeTheRecordExpires(t *testing.T) {
+	for _, mode := range []string{"failing", "hanging"} {
+		t.Run(mode, func(t *testing.T) {
+			kv := &stuckKv{Kv: memory.NewKv()}
+			ctx := context.Background()
+			const ttl = 4 * time.Second
+			a := New(kv, "k", "a", ttl)
+			ended := make(chan time.Time, 1)
+			held, release, err := a.Hold(ctx, nil, func(err error) {
+				if !errors.Is(err, ErrLost) {
+					t.Errorf("lost with %v, want ErrLost", err)
+				}
+				ended <- time.Now()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				kv.fail.Store(false)
+				kv.hang.Store(false)
+				release()
+			}()
+			if mode == "failing" {
+				kv.fail.Store(true)
+			} else {
+				kv.hang.Store(true)
+			}
+			select {
+			case at := <-ended:
+				b, _, _ := kv.Get(ctx, "k") // the last successful write
+				var r record
+				if err := json.Unmarshal(b, &r); err != nil {
+					t.Fatal(err)
+				}
+				if at.UnixMilli() >= r.Until {
+					t.Fatalf("the hold ended %s after the record expired", at.Sub(time.UnixMilli(r.Until)))
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the hold never ended")
+			}
+			waitFor(t, "held to end", func() bool { return held.Err() != nil })
+			if ok, _ := a.Held(); ok {
+				t.Fatal("a still counts itself the holder")
+			}
+		})
 	}
 }

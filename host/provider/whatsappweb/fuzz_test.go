@@ -34,7 +34,7 @@ func FuzzDecodeMessage(f *testing.F) {
 			return
 		}
 		info := types.MessageInfo{ID: "3EB0FUZZ", Timestamp: time.Unix(1, 0), MessageSource: types.MessageSource{Chat: chat, Sender: chat, IsGroup: isGroup}}
-		msg, skip := decodeEvent((&events.Message{Info: info, RawMessage: &m}).UnwrapRaw(), true)
+		msg, skip := decodeEvent((&events.Message{Info: info, RawMessage: &m}).UnwrapRaw(), true, true)
 		if skip != "" {
 			return
 		}

@@ -95,8 +95,11 @@ func newBot(t *testing.T, net *whatsappwebtest.Network, kv durability.Kv, tweak 
 	}
 	b := &bot{t: t, net: net, kv: kv, admit: providertest.NewJournal(), logs: &logBuffer{}, alerts: &alerts{}}
 	b.cfg = whatsappweb.Config{ID: "wa",
-		NewClient:    func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
-		Lease:        3 * time.Second, // long enough for a loaded machine; nothing waits for one to expire
+		NewClient: func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
+		// Renewed every 3 s and held 6.75 s after the last renewal: a stall
+		// of over 3 s on a loaded machine keeps it; nothing waits for one
+		// to expire.
+		Lease:        9 * time.Second,
 		UnpairedPoll: 20 * time.Millisecond, MediaRetryWait: 5 * time.Second, RedeliverAfter: 10 * time.Millisecond}
 	if tweak != nil {
 		tweak(&b.cfg)

@@ -21,7 +21,11 @@ import (
 // group's "…@g.us"), From the sender's JID without its device. A reply is
 // read as its text; a button, list or template-button response is an
 // Interaction (its id, its title, and the id of the message it answered).
-func decodeEvent(e *events.Message, groups bool) (msg provider.Message, skip string) {
+//
+// View-once media carry no Ref unless durableViewOnce: the host may journal
+// a message's raw refs (durability.inbox.media_refs = false), so a ref that
+// holds the media key must not reach it at all.
+func decodeEvent(e *events.Message, groups, durableViewOnce bool) (msg provider.Message, skip string) {
 	info := e.Info
 	switch {
 	case e.Message == nil:
@@ -47,7 +51,7 @@ func decodeEvent(e *events.Message, groups bool) (msg provider.Message, skip str
 			FileSHA256: d.GetFileSHA256(), FileEncSHA256: d.GetFileEncSHA256(), FileLength: d.GetFileLength(),
 			MIME: mime, ViewOnce: viewOnce || e.IsViewOnce, Key: key}
 		md := provider.Media{Type: kind, MIME: mime, Caption: caption}
-		if ref.valid() == nil {
+		if ref.valid() == nil && (!ref.ViewOnce || durableViewOnce) {
 			md.Ref = ref.encode()
 		}
 		msg.Media = append(msg.Media, md)

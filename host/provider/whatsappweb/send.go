@@ -100,6 +100,9 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	} else {
 		wm = &waE2E.Message{Conversation: proto.String(msg.Text)}
 	}
+	if err := p.leaseHeld(); err != nil {
+		return "", err
+	}
 	resp, err := cli.SendMessage(ctx, to, wm, whatsmeow.SendRequestExtra{ID: p.messageID(msg.Key)})
 	if err != nil {
 		return "", p.sendErr(err)
@@ -218,10 +221,13 @@ func (p *Provider) fetch(ctx context.Context, raw string) (data []byte, ctype, n
 	}
 	resp, err := p.http.Do(req)
 	if err != nil {
+		// The error names the URL, whose path or query may be a credential:
+		// only its scheme and host are kept (the outbox stores and logs it).
+		redacted := errors.New(provider.HostOnly(req.URL)(err))
 		if errors.Is(err, provider.ErrAddressRefused) || errors.Is(err, provider.ErrRedirectRefused) {
-			return nil, "", "", fmt.Errorf("%w: whatsapp-web: fetching the media: %w", provider.ErrUnsupportedContent, err)
+			return nil, "", "", fmt.Errorf("%w: whatsapp-web: fetching the media: %s", provider.ErrUnsupportedContent, redacted)
 		}
-		return nil, "", "", fmt.Errorf("whatsapp-web: fetching the media: %w", err)
+		return nil, "", "", fmt.Errorf("whatsapp-web: fetching the media: %w", redacted)
 	}
 	defer resp.Body.Close()
 	switch {
@@ -392,6 +398,9 @@ func (p *Provider) Edit(ctx context.Context, chat, ref, text string) error {
 	}
 	// BuildEdit only assembles the protocol message; it needs no client.
 	edit := (*whatsmeow.Client)(nil).BuildEdit(to, types.MessageID(ref), &waE2E.Message{Conversation: proto.String(text)})
+	if err := p.leaseHeld(); err != nil {
+		return err
+	}
 	if _, err := cli.SendMessage(ctx, to, edit); err != nil {
 		return p.sendErr(err)
 	}

@@ -195,8 +195,27 @@ func TestSendMediaURLRefusesInternalAddresses(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("secret")) }))
 	defer srv.Close()
 	b, _ := connectedBot(t, nil) // the default client: no internal addresses
-	_, err := b.p.Send(context.Background(), provider.Outbound{Chat: alice.String(), Media: &provider.Media{Type: "image", URL: srv.URL + "/x.png"}})
+	_, err := b.p.Send(context.Background(), provider.Outbound{Chat: alice.String(), Media: &provider.Media{Type: "image", URL: srv.URL + "/x.png?sig=SECRET"}})
 	errorIs(t, "a media URL on loopback", err, provider.ErrUnsupportedContent)
+	if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "x.png") {
+		t.Fatalf("the send error names the media URL's path or query: %v", err)
+	}
+}
+
+// TestSendMediaURLErrorNamesTheHostOnly: a failed fetch's error (stored and
+// logged by the outbox) keeps the URL's scheme and host only.
+func TestSendMediaURLErrorNamesTheHostOnly(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // nothing listens there any more
+	b, _ := connectedBot(t, func(c *whatsappweb.Config) { c.HTTPClient = srv.Client() })
+	_, err := b.p.Send(context.Background(), provider.Outbound{Chat: alice.String(), Media: &provider.Media{Type: "image", URL: srv.URL + "/private/x.png?sig=SECRET"}})
+	if err == nil || provider.Permanent(err) {
+		t.Fatalf("a media URL that does not answer: %v, want a retryable error", err)
+	}
+	if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "private") {
+		t.Fatalf("the send error names the media URL's path or query: %v", err)
+	}
+	mustContain(t, "the send error", err.Error(), srv.Listener.Addr().String())
 }
 
 func TestTypingMarksReadAndSendClearsIt(t *testing.T) {

@@ -292,7 +292,7 @@ func (h *handler) handle(evt any) bool {
 		log.Error("whatsapp-web: refreshing the client token failed; trying again in a minute", "err", e.Error)
 		h.end(ending{reason: "client token", wait: time.Minute})
 	case *events.LoggedOut:
-		msg := fmt.Sprintf("whatsapp-web %s: logged out (%s): the device was unlinked; pair it again with botrun whatsapp pair -c bot.toml --provider %s", p.cfg.ID, e.Reason.String(), p.cfg.ID)
+		msg := fmt.Sprintf("whatsapp-web %s: logged out (%s): the device was unlinked; pair it again with %s", p.cfg.ID, e.Reason.String(), p.pairCommand())
 		log.Error(msg)
 		p.env.RaiseAlert(AlertLoggedOut, msg)
 		h.end(ending{reason: "logged out"})
@@ -321,10 +321,16 @@ func (h *handler) handle(evt any) bool {
 // acknowledgement) when the journal did not take it.
 func (h *handler) message(e *events.Message) bool {
 	p := h.p
-	msg, skip := decodeEvent(e, p.cfg.Groups)
+	msg, skip := decodeEvent(e, p.cfg.Groups, p.cfg.DurableViewOnce)
 	if skip != "" {
 		h.log.Debug("whatsapp-web: message ignored", "id", e.Info.ID, "why", skip)
 		return true
+	}
+	if err := p.leaseHeld(); err != nil {
+		// Not acknowledged: WhatsApp delivers it again to the session's
+		// holder.
+		h.log.Warn("whatsapp-web: message not journaled; not acknowledged", "id", e.Info.ID, "err", err)
+		return false
 	}
 	if _, err := p.admit.Admit(h.ctx, p.cfg.ID, msg); err != nil {
 		if errors.Is(err, provider.ErrInvalidMessage) {

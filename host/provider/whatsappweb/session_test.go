@@ -96,7 +96,7 @@ func TestUnpairedSessionSaysHowToPairAndConnectsOncePaired(t *testing.T) {
 	net := whatsappwebtest.NewNetwork(account)
 	b := newBot(t, net, nil, nil)
 	b.run()
-	line := "whatsapp-web wa: not paired: run botrun whatsapp pair -c bot.toml --provider wa"
+	line := "whatsapp-web wa: not paired: run botrun whatsapp pair -c <your bot.toml> --provider wa"
 	waitFor(t, "the not-paired line", func() bool { return strings.Contains(b.logs.String(), line) })
 	if _, err := b.p.Send(context.Background(), provider.Outbound{Chat: alice.String(), Text: "hi"}); err == nil || provider.Permanent(err) {
 		t.Fatalf("a send while unpaired: %v, want a retryable error", err)

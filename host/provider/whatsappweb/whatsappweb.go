@@ -8,7 +8,10 @@
 // for pair_phone); an unpaired session is logged with that command and the
 // bot runs its other channels. One process at a time holds a session: on a
 // backend with a Kv the session runs under a lease with a fencing token
-// (kvlease), and another process waits for it.
+// (kvlease), and another process waits for it. The lease is checked right
+// before each message is journaled and each send; whatsmeow's own writes to
+// the device store (keys, sessions, contacts) are not fenced by it, so for
+// them the lease is advisory.
 //
 // Inbound messages are journaled inside whatsmeow's event handler, which
 // acknowledges a message to WhatsApp only after the handler returned
@@ -27,6 +30,7 @@ package whatsappweb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -79,8 +83,10 @@ type Config struct {
 	PairPhone string `toml:"pair_phone"`
 	// Groups admits messages of groups too.
 	Groups bool `toml:"groups"`
-	// DurableViewOnce journals the media references of view-once media too
-	// (by default they are used live and never written down).
+	// DurableViewOnce admits view-once media with their references, which
+	// are journaled (by default they are admitted without one: nothing
+	// carrying their media key is written down, and the bot cannot load
+	// them).
 	DurableViewOnce bool `toml:"durable_view_once"`
 
 	// NewClient builds the network client (default NewWhatsmeow; tests
@@ -220,12 +226,22 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 		onWhatsApp: map[string]types.JID{}, unread: map[string][]unreadMessage{},
 		retries: map[types.MessageID]chan mediaRetryAnswer{}, rehosted: map[types.MessageID]string{}}
 	if p.http == nil {
-		p.http = provider.NewClient(60*time.Second, nil, func(*url.URL) bool { return true })
+		p.http = mediaFetcher()
 	}
 	if env.Kv != nil {
 		p.lease = kvlease.New(env.Kv, p.key("lease"), "", cfg.Lease)
 	}
 	return p, nil
+}
+
+// mediaFetcher is the default client for outbound media URLs: it refuses
+// internal addresses, and uses no proxy (HTTP_PROXY and the like are
+// ignored), because through a proxy the proxy would dial the address and
+// the guard, which checks the addresses this client dials, would not apply.
+func mediaFetcher() *http.Client {
+	c := provider.NewClient(60*time.Second, nil, func(*url.URL) bool { return true })
+	c.Transport.(*http.Transport).Proxy = nil
+	return c
 }
 
 // key is one of the channel's keys in the Kv.
@@ -275,9 +291,35 @@ func (p *Provider) errNotConnected() error {
 	return fmt.Errorf("whatsapp-web %s: not connected (not paired, the session held by another process, or reconnecting)", p.cfg.ID)
 }
 
+// errHeldElsewhere is wrapped by a send refused because this process no
+// longer holds the session's lease (another may hold it now). Retried.
+var errHeldElsewhere = errors.New("the session is held elsewhere (this process no longer holds its lease)")
+
+// leaseHeld checks, right before a message is journaled or sent, that this
+// process still holds the session's lease (by its own clock): a process
+// that lost it (frozen past its lease, then thawed) neither admits nor
+// sends while its session winds down. whatsmeow's own writes to the device
+// store are not fenced by it.
+func (p *Provider) leaseHeld() error {
+	if p.lease == nil {
+		return nil
+	}
+	if ok, _ := p.lease.Held(); !ok {
+		return fmt.Errorf("whatsapp-web %s: %w", p.cfg.ID, errHeldElsewhere)
+	}
+	return nil
+}
+
+// pairCommand is the command that links the device. The provider knows the
+// config file's directory (Setting.Dir), not its name: the command names
+// a placeholder for it.
+func (p *Provider) pairCommand() string {
+	return "botrun whatsapp pair -c <your bot.toml> --provider " + p.cfg.ID
+}
+
 // notPairedLine is the log line of an unpaired session.
 func (p *Provider) notPairedLine() string {
-	return fmt.Sprintf("whatsapp-web %s: not paired: run botrun whatsapp pair -c bot.toml --provider %s", p.cfg.ID, p.cfg.ID)
+	return fmt.Sprintf("whatsapp-web %s: not paired: run %s", p.cfg.ID, p.pairCommand())
 }
 
 // String names the provider in logs.
