@@ -186,7 +186,7 @@ func TestHoldEndsBeforeTheRecordExpires(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			kv := &stuckKv{Kv: memory.NewKv()}
 			ctx := context.Background()
-			const ttl = 4 * time.Second
+			const ttl = 8 * time.Second // the hold ends at 6 s: a 2 s margin for a loaded machine
 			a := New(kv, "k", "a", ttl)
 			ended := make(chan time.Time, 1)
 			held, release, err := a.Hold(ctx, nil, func(err error) {
