@@ -60,5 +60,6 @@ func NewWhatsmeow(dev *store.Device, log waLog.Logger) Client {
 	c.EnableAutoReconnect = true
 	c.InitialAutoReconnect = true
 	c.AutomaticMessageRerequestFromPhone = true
+	c.SetMediaHTTPClient(mediaClient())
 	return c
 }

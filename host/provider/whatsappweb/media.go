@@ -245,6 +245,8 @@ func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) (
 	if cli == nil {
 		return nil, p.errNotConnected()
 	}
+	// The file length is the sender's word: the download itself is capped.
+	ctx = withMediaLimit(ctx, max+mediaOverhead)
 	path := r.DirectPath
 	p.mu.Lock()
 	if re, ok := p.rehosted[types.MessageID(r.Key.ID)]; ok {
@@ -277,6 +279,9 @@ func expired(err error) bool {
 // downloadErr maps a download's error: a file that fails its checks, or
 // that the hosts still refuse after a media retry, is gone.
 func (p *Provider) downloadErr(err error) error {
+	if errors.Is(err, errMediaOverLimit) {
+		return fmt.Errorf("%w: whatsapp-web %s: the file is larger than its message said", provider.ErrMediaTooLarge, p.cfg.ID)
+	}
 	for _, final := range []error{whatsmeow.ErrInvalidMediaHMAC, whatsmeow.ErrInvalidMediaEncSHA256, whatsmeow.ErrInvalidMediaSHA256,
 		whatsmeow.ErrFileLengthMismatch, whatsmeow.ErrTooShortFile, whatsmeow.ErrNoURLPresent, whatsmeow.ErrUnknownMediaType} {
 		if errors.Is(err, final) {
