@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -31,6 +33,40 @@ func ReadWebhook(w http.ResponseWriter, r *http.Request, max int64) (body []byte
 		return nil, false
 	}
 	return body, true
+}
+
+// CheckQueryToken checks the token query parameter of a webhook against
+// want in constant time, for a sender that signs nothing and can only be
+// given a secret URL (https://…/webhooks/<id>?token=…): a missing token is
+// answered 401, a wrong one 403, and ok is false when the request was
+// answered. The URL then holds a credential: never log it.
+func CheckQueryToken(w http.ResponseWriter, r *http.Request, want string) (ok bool) {
+	got := r.URL.Query().Get("token")
+	if got == "" {
+		http.Error(w, "missing the token query parameter", http.StatusUnauthorized)
+		return false
+	}
+	if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		http.Error(w, "bad token", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
+// AdmitWebhook admits a webhook's messages in order for the provider id and
+// answers it: 200 when every one is journaled (or refused for good,
+// ErrInvalidMessage), else 503 with Retry-After at the first the host did
+// not take. A sender that redelivers the whole body sends what was admitted
+// again, and the host counts it a duplicate.
+func AdmitWebhook(w http.ResponseWriter, r *http.Request, admitter Admitter, id string, msgs []Message) {
+	for _, msg := range msgs {
+		if _, err := admitter.Admit(r.Context(), id, msg); err != nil && !errors.Is(err, ErrInvalidMessage) {
+			NotAdmitted(w.Header(), err)
+			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
 }
 
 // CallJSON performs an API request and decodes a 2xx JSON answer (at most

@@ -68,20 +68,11 @@ func ReadSigned(w http.ResponseWriter, r *http.Request, max int64, appSecret str
 	return body, true
 }
 
-// Admit admits a webhook's messages in order for the provider id and
-// answers it: 200 when every one is journaled (or refused for good,
-// provider.ErrInvalidMessage), else 503 with Retry-After at the first the
-// host did not take. Meta redelivers the whole body; what was admitted
-// comes back as duplicates.
+// Admit admits a webhook's messages and answers it (provider.AdmitWebhook):
+// Meta redelivers the whole body; what was admitted comes back as
+// duplicates.
 func Admit(w http.ResponseWriter, r *http.Request, admitter provider.Admitter, id string, msgs []provider.Message) {
-	for _, msg := range msgs {
-		if _, err := admitter.Admit(r.Context(), id, msg); err != nil && !errors.Is(err, provider.ErrInvalidMessage) {
-			provider.NotAdmitted(w.Header(), err)
-			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-	}
-	w.WriteHeader(http.StatusOK)
+	provider.AdmitWebhook(w, r, admitter, id, msgs)
 }
 
 // Error is a Graph API error body's error.

@@ -37,6 +37,10 @@ type Channel struct {
 	Signed func(t testing.TB, body []byte) *http.Request
 	// SignatureHeader is the header that carries the signature or secret.
 	SignatureHeader string
+	// SignatureQuery, for a channel whose secret rides in the webhook URL
+	// (provider.CheckQueryToken), is the query parameter that carries it;
+	// SignatureHeader is then ignored.
+	SignatureQuery string
 	// SignsBody is true when the signature covers the body, so a tampered
 	// body must be refused too.
 	SignsBody bool
@@ -156,11 +160,14 @@ func Run(t *testing.T, ch Channel) {
 	t.Run("inbound/forged-rejected", func(t *testing.T) {
 		before := len(a.admitted())
 		body := ch.TextBody("contract-forged", "forged")
-		forged := ch.Signed(t, body)
-		sig := forged.Header.Get(ch.SignatureHeader)
-		forged.Header.Set(ch.SignatureHeader, flip(sig))
-		missing := ch.Signed(t, body)
-		missing.Header.Del(ch.SignatureHeader)
+		forged, missing := ch.Signed(t, body), ch.Signed(t, body)
+		if q := ch.SignatureQuery; q != "" {
+			setQuery(forged, q, flip(forged.URL.Query().Get(q)))
+			setQuery(missing, q, "")
+		} else {
+			forged.Header.Set(ch.SignatureHeader, flip(forged.Header.Get(ch.SignatureHeader)))
+			missing.Header.Del(ch.SignatureHeader)
+		}
 		cases := map[string]*http.Request{"forged signature": forged, "missing signature": missing}
 		if ch.SignsBody {
 			tb := bytes.Replace(body, []byte("forged"), []byte("Forged"), 1)
@@ -386,6 +393,19 @@ func flip(sig string) string {
 		repl = '1'
 	}
 	return sig[:len(sig)-1] + string(repl)
+}
+
+// setQuery sets the query parameter name of r to value, or removes it when
+// value is empty.
+func setQuery(r *http.Request, name, value string) {
+	q := r.URL.Query()
+	if value == "" {
+		q.Del(name)
+	} else {
+		q.Set(name, value)
+	}
+	r.URL.RawQuery = q.Encode()
+	r.RequestURI = r.URL.RequestURI()
 }
 
 func withBody(r *http.Request, body []byte) *http.Request {
