@@ -98,6 +98,10 @@ FUZZ_TARGETS = \
 	./host/provider/metawhatsapp:FuzzDecodeNotification \
 	./host/provider/twilio:FuzzDecodeWebhook \
 	./host/provider/graph/messaging:FuzzDecodeNotification \
+	./host/provider/gateway:FuzzDecodeMedia \
+	./host/provider/evolution:FuzzDecodeWebhook \
+	./host/provider/evolution:FuzzDecodeJWT \
+	./host/provider/wppconnect:FuzzDecodeWebhook \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \

@@ -11,6 +11,7 @@ import (
 	_ "github.com/botrun/botrun/durability/postgres"
 	_ "github.com/botrun/botrun/durability/redis"
 	_ "github.com/botrun/botrun/durability/sqlite"
+	_ "github.com/botrun/botrun/host/provider/evolution"
 	_ "github.com/botrun/botrun/host/provider/httpchan"
 	_ "github.com/botrun/botrun/host/provider/instagram"
 	_ "github.com/botrun/botrun/host/provider/messenger"
@@ -18,4 +19,5 @@ import (
 	_ "github.com/botrun/botrun/host/provider/telegram"
 	_ "github.com/botrun/botrun/host/provider/twilio"
 	_ "github.com/botrun/botrun/host/provider/webchat"
+	_ "github.com/botrun/botrun/host/provider/wppconnect"
 )

@@ -284,6 +284,20 @@ func TestSendErrors(t *testing.T) {
 	if err != nil || ref != last.ID || last.Kind != "document" || last.FileName != "report.pdf" || last.Text != "Q3\n\nthe report" {
 		t.Fatalf("a document: %q, %v; the fake got %+v", ref, err, last)
 	}
+	// An inbound media sent back (the echo bot): its bytes from Evolution,
+	// sent again as base64.
+	api.Lock()
+	api.Media["3EB0IN"] = photo
+	api.Unlock()
+	if _, err := p.Send(ctx, provider.Outbound{Chat: userJID, Text: "echo", Media: &provider.Media{Type: "image", Ref: "3EB0IN"}}); err != nil {
+		t.Fatal(err)
+	}
+	api.Lock()
+	last = api.Sent[len(api.Sent)-1]
+	api.Unlock()
+	if last.Media != base64.StdEncoding.EncodeToString(photo) || last.MIME != "image/jpeg" || last.Text != "echo" {
+		t.Fatalf("an inbound media went as %+v", last)
+	}
 	if _, ok := any(p).(provider.Typist); ok {
 		t.Error("Evolution's sendPresence blocks for the whole typing time: no Typist")
 	}

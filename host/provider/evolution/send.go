@@ -2,6 +2,7 @@ package evolution
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,8 +14,9 @@ import (
 )
 
 // Send implements provider.Provider: a text by sendText, a media by
-// sendMedia with the text as its caption; the chat (a number or a JID) is
-// the number. Returns the message's key.id.
+// sendMedia with the text as its caption (by its URL, or an inbound media
+// fetched from Evolution and sent again as base64); the chat (a number or a
+// JID) is the number. Returns the message's key.id.
 func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
 	out, err := p.Prepare(msg)
 	if err != nil {
@@ -30,6 +32,13 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 			map[string]any{"number": msg.Chat, "text": out.Text}, &ans)
 	} else {
 		body := map[string]any{"number": msg.Chat, "mediatype": m.Type, "media": out.URL}
+		if out.Ref != "" { // an inbound media, sent again as base64
+			b, mime, err := p.Resend(ctx, p.load, out.Ref)
+			if err != nil {
+				return "", err
+			}
+			body["media"], body["mimetype"] = base64.StdEncoding.EncodeToString(b), mime
+		}
 		if out.Text != "" {
 			body["caption"] = out.Text
 		}
@@ -58,8 +67,14 @@ func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) (
 	if !gateway.ValidID(m.Ref) {
 		return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, p.Errorf("%q is not a message id", m.Ref))
 	}
+	b, _, err := p.load(ctx, m.Ref, max)
+	return b, err
+}
+
+// load is a gateway.Loader: the media of the message id.
+func (p *Provider) load(ctx context.Context, id string, max int64) ([]byte, string, error) {
 	return p.LoadBase64(ctx, http.MethodPost, gateway.Path("chat", "getBase64FromMediaMessage", p.cfg.Instance),
-		map[string]any{"message": map[string]any{"key": map[string]any{"id": m.Ref}}, "convertToMp4": false}, max)
+		map[string]any{"message": map[string]any{"key": map[string]any{"id": id}}, "convertToMp4": false}, max)
 }
 
 // apiError is Evolution's error body: {"status","error","response":{"message"}},

@@ -59,13 +59,13 @@ func (c *Channel) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error
 const answerSlack = 64 << 10
 
 // LoadBase64 asks the API path for a media's bytes (in: the request's JSON
-// body, or nil) and decodes the answer's base64, at most max bytes. A
-// reference the gateway refuses (400, 403, 404, 410) is unavailable for
-// good; other failures are worth a retry.
-func (c *Channel) LoadBase64(ctx context.Context, method, path string, in any, max int64) ([]byte, error) {
+// body, or nil) and decodes the answer's base64, at most max bytes; mime is
+// the answer's mimetype. A reference the gateway refuses (400, 403, 404,
+// 410) is unavailable for good; other failures are worth a retry.
+func (c *Channel) LoadBase64(ctx context.Context, method, path string, in any, max int64) (b []byte, mime string, err error) {
 	req, err := c.request(ctx, method, path, in)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, c.Errorf("%w", err))
+		return nil, "", fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, c.Errorf("%w", err))
 	}
 	limit := max
 	if limit < 1<<40 {
@@ -73,47 +73,51 @@ func (c *Channel) LoadBase64(ctx context.Context, method, path string, in any, m
 	}
 	body, err := provider.Download(c.client, req, limit, func(err error) string { return err.Error() })
 	if err != nil {
-		return nil, c.Errorf("%w", err)
+		return nil, "", c.Errorf("%w", err)
 	}
-	b, err := DecodeMedia(body, max)
+	b, mime, err = DecodeMedia(body, max)
 	if err != nil {
-		return nil, c.Errorf("%w", err)
+		return nil, "", c.Errorf("%w", err)
 	}
-	return b, nil
+	return b, mime, nil
 }
 
 // errUnreadable is a media answer botrun cannot read: worth a retry (the
 // gateway may have answered an error page).
 var errUnreadable = errors.New("the gateway's media answer is not JSON with a base64")
 
-// DecodeMedia decodes a gateway's media answer, {"base64": "…", …} (a data:
-// URI is accepted too), into at most max bytes: untrusted bytes. An empty
-// base64 is unavailable media; more than max bytes is provider.ErrMediaTooLarge.
-func DecodeMedia(body []byte, max int64) ([]byte, error) {
+// DecodeMedia decodes a gateway's media answer, {"base64": "…", "mimetype":
+// "…", …} (a data: URI is accepted too), into at most max bytes and their
+// MIME type: untrusted bytes. An empty base64 is unavailable media; more
+// than max bytes is provider.ErrMediaTooLarge.
+func DecodeMedia(body []byte, max int64) (b []byte, mime string, err error) {
 	var a struct {
-		Base64 *string `json:"base64"`
+		Base64   *string `json:"base64"`
+		Mimetype string  `json:"mimetype"`
 	}
 	if err := json.Unmarshal(body, &a); err != nil || a.Base64 == nil {
-		return nil, errUnreadable
+		return nil, "", errUnreadable
 	}
-	s := *a.Base64
+	s, mime := *a.Base64, a.Mimetype
 	if rest, ok := strings.CutPrefix(s, "data:"); ok {
-		if _, data, ok := strings.Cut(rest, ";base64,"); ok {
+		if typ, data, ok := strings.Cut(rest, ";base64,"); ok {
 			s = data
+			if mime == "" {
+				mime = typ
+			}
 		}
 	}
 	if s == "" {
-		return nil, fmt.Errorf("%w: the gateway answered no bytes", provider.ErrMediaUnavailable)
+		return nil, "", fmt.Errorf("%w: the gateway answered no bytes", provider.ErrMediaUnavailable)
 	}
 	if int64(base64.StdEncoding.DecodedLen(len(s)))-2 > max {
-		return nil, fmt.Errorf("%w (%d bytes)", provider.ErrMediaTooLarge, max)
+		return nil, "", fmt.Errorf("%w (%d bytes)", provider.ErrMediaTooLarge, max)
 	}
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, errUnreadable
+	if b, err = base64.StdEncoding.DecodeString(s); err != nil {
+		return nil, "", errUnreadable
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%w (%d bytes)", provider.ErrMediaTooLarge, max)
+		return nil, "", fmt.Errorf("%w (%d bytes)", provider.ErrMediaTooLarge, max)
 	}
-	return b, nil
+	return b, mime, nil
 }

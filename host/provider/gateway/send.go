@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -18,8 +20,35 @@ type Outgoing struct {
 	Text string
 	// Media is the attachment, nil for a text.
 	Media *provider.Media
-	// URL is the media's public http(s) URL, which the gateway fetches.
-	URL string
+	// URL is the media's public http(s) URL, which the gateway fetches; or
+	// Ref, when URL is empty, the id of an inbound message whose media goes
+	// out again (Resend).
+	URL, Ref string
+}
+
+// MaxResend is the largest inbound media a send takes back from the gateway
+// to send again: WhatsApp's limit for images, videos and audio.
+const MaxResend = 16 << 20
+
+// Loader loads the bytes of the media of the message id, at most max, and
+// their MIME type.
+type Loader func(ctx context.Context, id string, max int64) (b []byte, mime string, err error)
+
+// Resend loads the media of the inbound message id with load, for a send
+// that carries it again. A media the gateway no longer has fails the send
+// for good (unsupported content), and so does one over MaxResend (payload
+// too large); other failures are worth a retry.
+func (c *Channel) Resend(ctx context.Context, load Loader, id string) ([]byte, string, error) {
+	b, mime, err := load(ctx, id, MaxResend)
+	switch {
+	case errors.Is(err, provider.ErrMediaTooLarge):
+		return nil, "", fmt.Errorf("%w: %w", provider.ErrPayloadTooLarge, err)
+	case provider.MediaGone(err):
+		return nil, "", fmt.Errorf("%w: the media of message %q cannot be had to send again: %w", provider.ErrUnsupportedContent, id, err)
+	case err != nil:
+		return nil, "", err
+	}
+	return b, mime, nil
 }
 
 // Unsupported is a send refused before any request.
@@ -42,7 +71,7 @@ func FileName(u string) string {
 // request: no buttons or lists (WhatsApp shows those only to the Business
 // Platform, not to a WhatsApp Web account), a text that is not empty and
 // fits TextLimit, media of type image, video, audio or document by a public
-// URL (the gateway downloads it; an inbound media's id cannot be sent), no
+// URL (the gateway downloads it) or by an inbound message's id (Resend), no
 // caption under an audio.
 func (c *Channel) Prepare(msg provider.Outbound) (Outgoing, error) {
 	if len(msg.Buttons) > 0 || msg.List != nil {
@@ -60,7 +89,10 @@ func (c *Channel) Prepare(msg provider.Outbound) (Outgoing, error) {
 			out.URL = m.Ref
 		}
 		if !strings.HasPrefix(out.URL, "https://") && !strings.HasPrefix(out.URL, "http://") {
-			return Outgoing{}, c.Unsupported("the gateway sends media by a public URL, and %q is not one", out.URL)
+			if !ValidID(out.URL) {
+				return Outgoing{}, c.Unsupported("the gateway sends media by a public URL or an inbound message's id, and %q is neither", out.URL)
+			}
+			out.URL, out.Ref = "", out.URL
 		}
 		if m.Type == "audio" && out.Text != "" {
 			return Outgoing{}, c.Unsupported("WhatsApp shows no caption under an audio: send the text on its own")
