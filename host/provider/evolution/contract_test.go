@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/evolution/evolutiontest"
+	"github.com/botrun/botrun/host/provider/gateway/gatewaytest"
 	"github.com/botrun/botrun/host/provider/providertest"
 )
 
@@ -48,7 +48,6 @@ func contract() providertest.Channel {
 	api := evolutiontest.New(apiKey, instance, user)
 	api.Media["contract-image"] = photo
 	other := evolutiontest.New(apiKey, "another-instance", user)
-	out := func(o provider.Outbound) func() provider.Outbound { return func() provider.Outbound { return o } }
 	return providertest.Channel{
 		Type: "evolution",
 		Fake: api,
@@ -77,21 +76,8 @@ func contract() providertest.Channel {
 		MediaOut:  provider.Media{Type: "image", URL: "https://example.com/cat.jpg", MIME: "image/jpeg"},
 		GoneMedia: func(string) provider.Media { return provider.Media{Type: "image", Ref: "3EB0GONE"} },
 		Texts:     api.Texts,
-		Failures: []providertest.Failure{
-			{Name: "429", Arrange: func() provider.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return provider.Outbound{Chat: user, Text: "x"}
-			}, RetryAfter: 4 * time.Second},
-			{Name: "400 not on WhatsApp", Arrange: out(provider.Outbound{Chat: "5511000000000", Text: "x"}), Is: provider.ErrRecipientUnreachable},
-			{Name: "400 not a group of the instance", Arrange: out(provider.Outbound{Chat: "120363000000000000@g.us", Text: "x"}), Is: provider.ErrRecipientUnreachable},
-			{Name: "empty text", Arrange: out(provider.Outbound{Chat: user, Text: " "}), Is: provider.ErrUnsupportedContent},
-			{Name: "buttons", Arrange: out(provider.Outbound{Chat: user, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}), Is: provider.ErrUnsupportedContent},
-			{Name: "an inbound media the gateway no longer has", Arrange: out(provider.Outbound{Chat: user, Media: &provider.Media{Type: "image", Ref: "3EB0GONE"}}), Is: provider.ErrUnsupportedContent},
-			{Name: "media neither a URL nor an id", Arrange: out(provider.Outbound{Chat: user, Media: &provider.Media{Type: "image", Ref: "../x"}}), Is: provider.ErrUnsupportedContent},
-			{Name: "audio with a caption", Arrange: out(provider.Outbound{Chat: user, Text: "hear this", Media: &provider.Media{Type: "audio", URL: "https://example.com/a.ogg"}}), Is: provider.ErrUnsupportedContent},
-		},
+		Failures: gatewaytest.Failures(api.Account, gatewaytest.Chats{Chat: user, Unknown: "5511000000000",
+			Group: "120363000000000000@g.us", Gone: "3EB0GONE"}, 4*time.Second),
 		Secrets: []string{apiKey, jwtKey},
 	}
 }

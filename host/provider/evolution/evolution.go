@@ -99,13 +99,14 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	if cfg.Instance == "" || cfg.APIKey == "" {
 		return nil, fmt.Errorf("evolution %s: instance and api_key are required", cfg.ID)
 	}
+	p := &Provider{cfg: cfg, now: time.Now}
 	ch, err := gateway.New(gateway.Spec{Type: "evolution", ID: cfg.ID, APIURL: cfg.APIURL, Owner: cfg.Instance,
-		Auth: func(h http.Header) { h.Set("apikey", cfg.APIKey) }, MapError: mapError}, env)
+		Auth: func(h http.Header) { h.Set("apikey", cfg.APIKey) }, MapError: mapError, Media: p.media, Decode: p.decode}, env)
 	if err != nil {
 		return nil, err
 	}
-	cfg.ID = ch.ID()
-	return &Provider{Channel: ch, cfg: cfg, now: time.Now}, nil
+	p.Channel, p.cfg.ID = ch, ch.ID()
+	return p, nil
 }
 
 // Routes implements provider.Router: the webhook, with and without the
@@ -119,29 +120,23 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 	if p.cfg.JWTKey != "" && !p.checkJWT(w, r) {
 		return
 	}
-	body, ok := provider.ReadWebhook(w, r, MaxBody)
-	if !ok {
-		return
-	}
+	p.Serve(w, r)
+}
+
+// decode is the gateway's Spec.Decode: without jwt_key, the body's apikey
+// authenticates it.
+func (p *Provider) decode(body []byte) (gateway.Event, error) {
 	wh, err := DecodeWebhook(body)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return gateway.Event{}, err
 	}
-	if p.cfg.JWTKey == "" && !p.checkAPIKey(w, wh.APIKey) {
-		return
-	}
-	if wh.Instance != p.cfg.Instance {
-		p.Log().Warn("evolution: an event of another instance ignored", "provider", p.cfg.ID, "instance", wh.Instance)
-		w.WriteHeader(http.StatusOK)
-		return
+	if p.cfg.JWTKey == "" {
+		if err := p.checkAPIKey(wh.APIKey); err != nil {
+			return gateway.Event{}, err
+		}
 	}
 	msgs, err := wh.Messages()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	p.Admit(w, r, msgs)
+	return gateway.Event{Owner: wh.Instance, Messages: msgs}, err
 }
 
 // checkJWT checks the Authorization header's JWT: missing is 401, bad 403.
@@ -165,16 +160,14 @@ func (p *Provider) checkJWT(w http.ResponseWriter, r *http.Request) bool {
 
 // checkAPIKey checks the body's apikey against api_key (no jwt_key):
 // missing is 401, different 403.
-func (p *Provider) checkAPIKey(w http.ResponseWriter, got *string) bool {
+func (p *Provider) checkAPIKey(got *string) error {
 	if got == nil || *got == "" {
-		http.Error(w, "the body has no apikey: set jwt_key, or let Evolution send the instance's apikey (AUTHENTICATION_EXPOSE_IN_FETCH_INSTANCES=true) with api_key that instance's token", http.StatusUnauthorized)
-		return false
+		return &gateway.Refusal{Status: http.StatusUnauthorized, Reason: "the body has no apikey: set jwt_key, or let Evolution send the instance's apikey (AUTHENTICATION_EXPOSE_IN_FETCH_INSTANCES=true) with api_key that instance's token"}
 	}
 	if subtle.ConstantTimeCompare([]byte(*got), []byte(p.cfg.APIKey)) != 1 {
-		http.Error(w, "the body's apikey is not api_key (without jwt_key, api_key must be the instance's token)", http.StatusForbidden)
-		return false
+		return &gateway.Refusal{Status: http.StatusForbidden, Reason: "the body's apikey is not api_key (without jwt_key, api_key must be the instance's token)"}
 	}
-	return true
+	return nil
 }
 
 // ErrBadWebhook is wrapped by every DecodeWebhook and Messages error.

@@ -16,17 +16,9 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/evolution/evolutiontest"
+	"github.com/botrun/botrun/host/provider/gateway/gatewaytest"
 	"github.com/botrun/botrun/host/provider/providertest"
 )
-
-// serve answers req with p's routes.
-func serve(p *Provider, req *http.Request) int {
-	mux := http.NewServeMux()
-	p.Routes(mux)
-	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, req)
-	return rec.Code
-}
 
 // TestAPIKeyWebhooks: without jwt_key, a webhook is taken only with the
 // body's apikey equal to api_key (the instance's token).
@@ -45,7 +37,7 @@ func TestAPIKeyWebhooks(t *testing.T) {
 		{"a JWT is no apikey", post(api.Event("messages.upsert", "", data), jwtKey), 401},
 		{"the instance's token", post(api.Upsert(data), ""), 200},
 	} {
-		if code := serve(p, c.req); code != c.want {
+		if code := gatewaytest.Serve(p, c.req); code != c.want {
 			t.Errorf("%s: HTTP %d, want %d", c.name, code, c.want)
 		}
 	}
@@ -68,7 +60,7 @@ func TestRetriesReuseTheirToken(t *testing.T) {
 		p.now = func() time.Time { return signed.Add(at) }
 		req := post(body, "")
 		req.Header.Set(SignatureHeader, "Bearer "+token)
-		if code := serve(p, req); code != 200 {
+		if code := gatewaytest.Serve(p, req); code != 200 {
 			t.Fatalf("attempt %d, %s after signing: HTTP %d", attempt+1, at, code)
 		}
 		at += min(5*time.Second<<attempt, 300*time.Second)*6/5 + 30*time.Second // the longest wait, jitter and timeout
@@ -85,7 +77,7 @@ func TestRetriesReuseTheirToken(t *testing.T) {
 	p.now = func() time.Time { return signed.Add(600*time.Second + ExpiryLeeway + time.Second) }
 	req := post(body, "")
 	req.Header.Set(SignatureHeader, "Bearer "+token)
-	if code := serve(p, req); code != 403 {
+	if code := gatewaytest.Serve(p, req); code != 403 {
 		t.Fatalf("a token past its leeway: HTTP %d, want 403", code)
 	}
 }
@@ -146,7 +138,7 @@ func TestInlineBase64NeverJournaled(t *testing.T) {
 	if !strings.Contains(string(body), b64) {
 		t.Fatal("the webhook carries no inline base64 to strip")
 	}
-	if code := serve(p, post(body, jwtKey)); code != 200 {
+	if code := gatewaytest.Serve(p, post(body, jwtKey)); code != 200 {
 		t.Fatalf("HTTP %d", code)
 	}
 	got := rec.Take()
@@ -194,7 +186,7 @@ func TestWebhookByEvents(t *testing.T) {
 	p := newProvider(t, "http://127.0.0.1:9", rec, jwtKey)
 	req := post(evolutiontest.New(apiKey, instance).Upsert(evolutiontest.Text("3EB0BYEV", user, "hola")), jwtKey)
 	req.URL.Path = "/webhooks/evo/messages-upsert"
-	if code := serve(p, req); code != 200 || len(rec.Take()) != 1 {
+	if code := gatewaytest.Serve(p, req); code != 200 || len(rec.Take()) != 1 {
 		t.Fatalf("HTTP %d", code)
 	}
 }
@@ -278,9 +270,7 @@ func TestSendErrors(t *testing.T) {
 	providertest.Refused(t, err, "buttons and lists", api.Requests.Load()-before)
 
 	ref, err := p.Send(ctx, provider.Outbound{Chat: user, Text: "the report", Media: &provider.Media{Type: "document", URL: "https://example.com/files/report.pdf?sig=1", Caption: "Q3"}})
-	api.Lock()
-	last := api.Sent[len(api.Sent)-1]
-	api.Unlock()
+	last := api.Last()
 	if err != nil || ref != last.ID || last.Kind != "document" || last.FileName != "report.pdf" || last.Text != "Q3\n\nthe report" {
 		t.Fatalf("a document: %q, %v; the fake got %+v", ref, err, last)
 	}
@@ -292,9 +282,7 @@ func TestSendErrors(t *testing.T) {
 	if _, err := p.Send(ctx, provider.Outbound{Chat: userJID, Text: "echo", Media: &provider.Media{Type: "image", Ref: "3EB0IN"}}); err != nil {
 		t.Fatal(err)
 	}
-	api.Lock()
-	last = api.Sent[len(api.Sent)-1]
-	api.Unlock()
+	last = api.Last()
 	if last.Media != base64.StdEncoding.EncodeToString(photo) || last.MIME != "image/jpeg" || last.Text != "echo" {
 		t.Fatalf("an inbound media went as %+v", last)
 	}

@@ -33,7 +33,7 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	} else {
 		body := map[string]any{"number": msg.Chat, "mediatype": m.Type, "media": out.URL}
 		if out.Ref != "" { // an inbound media, sent again as base64
-			b, mime, err := p.Resend(ctx, p.load, out.Ref)
+			b, mime, err := p.Resend(ctx, out.Ref)
 			if err != nil {
 				return "", err
 			}
@@ -59,22 +59,13 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	return ans.Key.ID, nil
 }
 
-// LoadMedia implements provider.MediaLoader: the bytes of the message
-// m.Ref (its key.id) from POST /chat/getBase64FromMediaMessage/{instance}.
-// Evolution finds the message in its own store (DATABASE_SAVE_DATA_NEW_MESSAGE):
-// one it no longer has answers 400, and the media is unavailable.
-func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) ([]byte, error) {
-	if !gateway.ValidID(m.Ref) {
-		return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, p.Errorf("%q is not a message id", m.Ref))
-	}
-	b, _, err := p.load(ctx, m.Ref, max)
-	return b, err
-}
-
-// load is a gateway.Loader: the media of the message id.
-func (p *Provider) load(ctx context.Context, id string, max int64) ([]byte, string, error) {
-	return p.LoadBase64(ctx, http.MethodPost, gateway.Path("chat", "getBase64FromMediaMessage", p.cfg.Instance),
-		map[string]any{"message": map[string]any{"key": map[string]any{"id": id}}, "convertToMp4": false}, max)
+// media is the gateway's Spec.Media: POST
+// /chat/getBase64FromMediaMessage/{instance} with the message's key.id.
+// Evolution finds the message in its own store
+// (DATABASE_SAVE_DATA_NEW_MESSAGE).
+func (p *Provider) media(id string) (method, path string, body any) {
+	return http.MethodPost, gateway.Path("chat", "getBase64FromMediaMessage", p.cfg.Instance),
+		map[string]any{"message": map[string]any{"key": map[string]any{"id": id}}, "convertToMp4": false}
 }
 
 // apiError is Evolution's error body: {"status","error","response":{"message"}},

@@ -5,15 +5,18 @@
 // Evolution instance, a WPPConnect session), reference an inbound media by
 // its message's id and answer its bytes later as base64 in JSON, and cannot
 // show buttons or lists. Package gateway holds those: the API client, the
-// durable media references ({"owner","id"}), the base64 download, the checks
-// of a send, the timestamps, and the chats botrun answers. Each channel keeps
-// its own webhook, wire format and error table.
+// webhook once authenticated (read, decode, the instance's events only,
+// admit), the durable media references ({"owner","id"}) and their base64
+// download, an inbound media sent again, the checks of a send, the
+// timestamps, and the chats botrun answers. Each channel keeps its own
+// credentials, wire format and error table.
 package gateway
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,7 +56,30 @@ type Spec struct {
 	Auth func(h http.Header)
 	// MapError maps an answer that is not 2xx onto the taxonomy.
 	MapError func(status int, h http.Header, body []byte) error
+	// Media is the request that answers the media of the message id as
+	// {"base64","mimetype"}: its method, API path and JSON body (nil: none).
+	Media func(id string) (method, path string, body any)
+	// Decode parses a webhook body (untrusted bytes) once its request is
+	// authenticated: an error is answered 400, or a Refusal's status.
+	Decode func(body []byte) (Event, error)
 }
+
+// Event is what a channel decoded of a webhook.
+type Event struct {
+	// Owner is the instance or session the event is of.
+	Owner string
+	// Messages are what botrun admits of it.
+	Messages []provider.Message
+}
+
+// Refusal is a Decode error answered with its own status: a credential the
+// body carries, missing (401) or wrong (403).
+type Refusal struct {
+	Status int
+	Reason string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
 
 // Channel is the half of a gateway provider the gateways share.
 type Channel struct {
@@ -87,12 +113,30 @@ func (c *Channel) ID() string { return c.spec.ID }
 // TextLimit implements provider.TextLimiter.
 func (c *Channel) TextLimit() int { return TextLimit }
 
-// Log is the channel's logger.
-func (c *Channel) Log() *slog.Logger { return c.log }
-
-// Admit admits a webhook's messages and answers it (provider.AdmitWebhook).
-func (c *Channel) Admit(w http.ResponseWriter, r *http.Request, msgs []provider.Message) {
-	provider.AdmitWebhook(w, r, c.admit, c.spec.ID, msgs)
+// Serve answers a webhook whose credential (in a header or the URL) the
+// channel checked: the body is read (at most MaxBody) and decoded
+// (Spec.Decode), an event of another instance or session is acknowledged
+// and ignored, and the messages are admitted (provider.AdmitWebhook).
+func (c *Channel) Serve(w http.ResponseWriter, r *http.Request) {
+	body, ok := provider.ReadWebhook(w, r, MaxBody)
+	if !ok {
+		return
+	}
+	ev, err := c.spec.Decode(body)
+	var refusal *Refusal
+	switch {
+	case errors.As(err, &refusal):
+		http.Error(w, refusal.Reason, refusal.Status)
+		return
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case ev.Owner != c.spec.Owner:
+		c.log.Warn(c.spec.Type+": an event of another instance or session ignored", "provider", c.spec.ID, "of", ev.Owner)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	provider.AdmitWebhook(w, r, c.admit, c.spec.ID, ev.Messages)
 }
 
 // Path is an API path of escaped segments: Path("message", "sendText",

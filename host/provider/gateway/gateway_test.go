@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,30 +48,34 @@ func TestDecodeMedia(t *testing.T) {
 // TestResend: an inbound media sent again fails for good when the gateway
 // no longer has it or it is too large, and is retried on other failures.
 func TestResend(t *testing.T) {
-	c, err := New(Spec{Type: "gw", ID: "g", APIURL: "http://127.0.0.1:9", Owner: "o", Auth: func(http.Header) {}}, provider.Env{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/media/gone":
+			http.Error(w, `{"status":"error","message":"Message not found"}`, http.StatusBadRequest)
+		case "/media/big":
+			fmt.Fprintf(w, `{"base64":"%s"}`, strings.Repeat("A", (MaxResend+3)/3*4+4))
+		case "/media/ok":
+			fmt.Fprint(w, `{"base64":"eA==","mimetype":"image/png"}`)
+		default:
+			http.Error(w, "down", http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	c, err := New(Spec{Type: "gw", ID: "g", APIURL: srv.URL, Owner: "o", Auth: func(http.Header) {},
+		Media: func(id string) (string, string, any) { return http.MethodGet, Path("media", id), nil }}, provider.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, x := range []struct {
-		load error
-		want func(error) bool
-	}{
-		{fmt.Errorf("%w (16 MB)", provider.ErrMediaTooLarge), func(err error) bool { return errors.Is(err, provider.ErrPayloadTooLarge) }},
-		{fmt.Errorf("%w: HTTP 400", provider.ErrMediaUnavailable), func(err error) bool { return errors.Is(err, provider.ErrUnsupportedContent) }},
-		{errors.New("HTTP 500"), func(err error) bool { return err != nil && !provider.Permanent(err) }},
+	for id, want := range map[string]func(error) bool{
+		"big":  func(err error) bool { return errors.Is(err, provider.ErrPayloadTooLarge) },
+		"gone": func(err error) bool { return errors.Is(err, provider.ErrUnsupportedContent) },
+		"down": func(err error) bool { return err != nil && !provider.Permanent(err) },
 	} {
-		_, _, err := c.Resend(context.Background(), func(context.Context, string, int64) ([]byte, string, error) { return nil, "", x.load }, "3EB0")
-		if !x.want(err) {
-			t.Errorf("load %v: %v", x.load, err)
+		if _, _, err := c.Resend(context.Background(), id); !want(err) {
+			t.Errorf("%s: %v", id, err)
 		}
 	}
-	b, mime, err := c.Resend(context.Background(), func(_ context.Context, id string, max int64) ([]byte, string, error) {
-		if id != "3EB0" || max != MaxResend {
-			t.Errorf("loaded %q, at most %d", id, max)
-		}
-		return []byte("x"), "image/png", nil
-	}, "3EB0")
-	if string(b) != "x" || mime != "image/png" || err != nil {
+	if b, mime, err := c.Resend(context.Background(), "ok"); string(b) != "x" || mime != "image/png" || err != nil {
 		t.Errorf("%q %q %v", b, mime, err)
 	}
 }

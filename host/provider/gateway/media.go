@@ -54,6 +54,24 @@ func (c *Channel) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error
 	return provider.Media{Ref: d.ID}, nil
 }
 
+// LoadMedia implements provider.MediaLoader: the bytes of the message m.Ref
+// (its id), asked of the gateway (Spec.Media). A message the gateway no
+// longer has answers 400: the media is unavailable.
+func (c *Channel) LoadMedia(ctx context.Context, m provider.Media, max int64) ([]byte, error) {
+	if !ValidID(m.Ref) {
+		return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, c.Errorf("%q is not a message id", m.Ref))
+	}
+	b, _, err := c.load(ctx, m.Ref, max)
+	return b, err
+}
+
+// load is the media of the message id, at most max bytes, and its MIME
+// type.
+func (c *Channel) load(ctx context.Context, id string, max int64) ([]byte, string, error) {
+	method, path, in := c.spec.Media(id)
+	return c.LoadBase64(ctx, method, path, in, max)
+}
+
 // answerSlack is what a media answer may hold beside the base64 (mimetype,
 // file name, caption).
 const answerSlack = 64 << 10

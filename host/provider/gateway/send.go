@@ -30,16 +30,12 @@ type Outgoing struct {
 // to send again: WhatsApp's limit for images, videos and audio.
 const MaxResend = 16 << 20
 
-// Loader loads the bytes of the media of the message id, at most max, and
-// their MIME type.
-type Loader func(ctx context.Context, id string, max int64) (b []byte, mime string, err error)
-
-// Resend loads the media of the inbound message id with load, for a send
-// that carries it again. A media the gateway no longer has fails the send
-// for good (unsupported content), and so does one over MaxResend (payload
-// too large); other failures are worth a retry.
-func (c *Channel) Resend(ctx context.Context, load Loader, id string) ([]byte, string, error) {
-	b, mime, err := load(ctx, id, MaxResend)
+// Resend loads the media of the inbound message id, for a send that
+// carries it again: its bytes and MIME type. A media the gateway no longer
+// has fails the send for good (unsupported content), and so does one over
+// MaxResend (payload too large); other failures are worth a retry.
+func (c *Channel) Resend(ctx context.Context, id string) ([]byte, string, error) {
+	b, mime, err := c.load(ctx, id, MaxResend)
 	switch {
 	case errors.Is(err, provider.ErrMediaTooLarge):
 		return nil, "", fmt.Errorf("%w: %w", provider.ErrPayloadTooLarge, err)

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/gateway/gatewaytest"
 	"github.com/botrun/botrun/host/provider/providertest"
 	"github.com/botrun/botrun/host/provider/wppconnect/wppconnecttest"
 )
@@ -44,7 +44,6 @@ func contract() providertest.Channel {
 	api.Groups["120363012345678901"] = true
 	api.Media[wppconnecttest.MessageID(user, "contract-image")] = photo
 	other := wppconnecttest.New("another-session", apiToken)
-	out := func(o provider.Outbound) func() provider.Outbound { return func() provider.Outbound { return o } }
 	location := wppconnecttest.Text("3EB0LOC", user, "")
 	location["type"], location["lat"], location["lng"] = "location", -22.9, -43.2
 	status := wppconnecttest.Text("3EB0STATUS", user, "a status")
@@ -81,21 +80,8 @@ func contract() providertest.Channel {
 			return provider.Media{Type: "image", Ref: wppconnecttest.MessageID(user, "GONE")}
 		},
 		Texts: api.Texts,
-		Failures: []providertest.Failure{
-			{Name: "429", Arrange: func() provider.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return provider.Outbound{Chat: userJID, Text: "x"}
-			}, RetryAfter: 6 * time.Second},
-			{Name: "400 number without WhatsApp", Arrange: out(provider.Outbound{Chat: "5511000000000@c.us", Text: "x"}), Is: provider.ErrRecipientUnreachable},
-			{Name: "400 not a group of the session", Arrange: out(provider.Outbound{Chat: "120363000000000000@g.us", Text: "x"}), Is: provider.ErrRecipientUnreachable},
-			{Name: "empty text", Arrange: out(provider.Outbound{Chat: userJID}), Is: provider.ErrUnsupportedContent},
-			{Name: "buttons", Arrange: out(provider.Outbound{Chat: userJID, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}), Is: provider.ErrUnsupportedContent},
-			{Name: "an inbound media the gateway no longer has", Arrange: out(provider.Outbound{Chat: userJID, Media: &provider.Media{Type: "image", Ref: wppconnecttest.MessageID(user, "GONE")}}), Is: provider.ErrUnsupportedContent},
-			{Name: "media neither a URL nor an id", Arrange: out(provider.Outbound{Chat: userJID, Media: &provider.Media{Type: "image", Ref: "../x"}}), Is: provider.ErrUnsupportedContent},
-			{Name: "audio with a caption", Arrange: out(provider.Outbound{Chat: userJID, Text: "hear this", Media: &provider.Media{Type: "audio", URL: "https://example.com/a.ogg"}}), Is: provider.ErrUnsupportedContent},
-		},
+		Failures: gatewaytest.Failures(api.Account, gatewaytest.Chats{Chat: userJID, Unknown: "5511000000000@c.us",
+			Group: "120363000000000000@g.us", Gone: wppconnecttest.MessageID(user, "GONE")}, 6*time.Second),
 		Secrets: []string{apiToken, hookToken},
 	}
 }

@@ -43,7 +43,7 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		}
 		body["path"], body["filename"] = out.URL, gateway.FileName(out.URL)
 		if out.Ref != "" { // an inbound media, sent again as a data: URI
-			b, mime, err := p.Resend(ctx, p.load, out.Ref)
+			b, mime, err := p.Resend(ctx, out.Ref)
 			if err != nil {
 				return "", err
 			}
@@ -82,20 +82,10 @@ func (p *Provider) Typing(ctx context.Context, chat, _ string) error {
 	return p.Call(ctx, http.MethodPost, gateway.Path("api", p.cfg.Session, "typing"), body, &ans)
 }
 
-// LoadMedia implements provider.MediaLoader: the bytes of the message m.Ref
-// from GET /api/{session}/get-media-by-message/{messageId}. A message the
-// session no longer has answers 400, and the media is unavailable.
-func (p *Provider) LoadMedia(ctx context.Context, m provider.Media, max int64) ([]byte, error) {
-	if !gateway.ValidID(m.Ref) {
-		return nil, fmt.Errorf("%w: %w", provider.ErrMediaUnavailable, p.Errorf("%q is not a message id", m.Ref))
-	}
-	b, _, err := p.load(ctx, m.Ref, max)
-	return b, err
-}
-
-// load is a gateway.Loader: the media of the message id.
-func (p *Provider) load(ctx context.Context, id string, max int64) ([]byte, string, error) {
-	return p.LoadBase64(ctx, http.MethodGet, gateway.Path("api", p.cfg.Session, "get-media-by-message", id), nil, max)
+// media is the gateway's Spec.Media: GET
+// /api/{session}/get-media-by-message/{messageId}.
+func (p *Provider) media(id string) (method, path string, body any) {
+	return http.MethodGet, gateway.Path("api", p.cfg.Session, "get-media-by-message", id), nil
 }
 
 // mapError maps a WPPConnect error answer onto the taxonomy. Its bodies vary

@@ -98,45 +98,35 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	if cfg.Session == "" || cfg.Token == "" || cfg.WebhookToken == "" {
 		return nil, fmt.Errorf("wppconnect %s: session, token and webhook_token are required", cfg.ID)
 	}
+	p := &Provider{cfg: cfg}
 	ch, err := gateway.New(gateway.Spec{Type: "wppconnect", ID: cfg.ID, APIURL: cfg.APIURL, Owner: cfg.Session,
-		Auth: func(h http.Header) { h.Set("Authorization", "Bearer "+cfg.Token) }, MapError: mapError}, env)
+		Auth: func(h http.Header) { h.Set("Authorization", "Bearer "+cfg.Token) }, MapError: mapError, Media: p.media, Decode: decode}, env)
 	if err != nil {
 		return nil, err
 	}
-	cfg.ID = ch.ID()
-	return &Provider{Channel: ch, cfg: cfg}, nil
+	p.Channel, p.cfg.ID = ch, ch.ID()
+	return p, nil
 }
 
 // Routes implements provider.Router: the webhook.
 func (p *Provider) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /webhooks/"+p.cfg.ID, p.webhook)
+	mux.HandleFunc("POST /webhooks/"+p.cfg.ID, func(w http.ResponseWriter, r *http.Request) {
+		if provider.CheckQueryToken(w, r, p.cfg.WebhookToken) {
+			p.Serve(w, r)
+		}
+	})
 }
 
-func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
-	if !provider.CheckQueryToken(w, r, p.cfg.WebhookToken) {
-		return
-	}
-	body, ok := provider.ReadWebhook(w, r, MaxBody)
-	if !ok {
-		return
-	}
+// decode is the gateway's Spec.Decode.
+func decode(body []byte) (gateway.Event, error) {
 	wh, err := DecodeWebhook(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if wh.Session != p.cfg.Session {
-		p.Log().Warn("wppconnect: an event of another session ignored", "provider", p.cfg.ID, "session", wh.Session)
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	var msgs []provider.Message
-	if wh.Message != nil {
+	ev := gateway.Event{Owner: wh.Session}
+	if err == nil && wh.Message != nil {
 		if msg, ok := wh.Message.Inbound(); ok {
-			msgs = append(msgs, msg)
+			ev.Messages = []provider.Message{msg}
 		}
 	}
-	p.Admit(w, r, msgs)
+	return ev, err
 }
 
 // ErrBadWebhook is wrapped by every DecodeWebhook error.

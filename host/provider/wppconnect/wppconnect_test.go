@@ -13,17 +13,10 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/gateway/gatewaytest"
 	"github.com/botrun/botrun/host/provider/providertest"
 	"github.com/botrun/botrun/host/provider/wppconnect/wppconnecttest"
 )
-
-func serve(p *Provider, req *http.Request) int {
-	mux := http.NewServeMux()
-	p.Routes(mux)
-	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, req)
-	return rec.Code
-}
 
 // TestWebhookToken: the token rides in the URL's query; missing is 401,
 // wrong (or in a header only) 403 or 401, and nothing is admitted.
@@ -44,7 +37,7 @@ func TestWebhookToken(t *testing.T) {
 		"a prefix":    {prefix, 403},
 		"the token":   {post(body), 200},
 	} {
-		if code := serve(p, c.req); code != c.want {
+		if code := gatewaytest.Serve(p, c.req); code != c.want {
 			t.Errorf("%s: HTTP %d, want %d", name, code, c.want)
 		}
 	}
@@ -61,7 +54,7 @@ func TestMediaBodyNeverJournaled(t *testing.T) {
 	p := newProvider(t, "http://127.0.0.1:9", rec)
 	file := []byte("the whole file, as autoDownload puts it in the body")
 	body := wppconnecttest.New(session, apiToken).Event("onmessage", wppconnecttest.Image("3EB0IMG", user, "look", file))
-	if code := serve(p, post(body)); code != 200 {
+	if code := gatewaytest.Serve(p, post(body)); code != 200 {
 		t.Fatalf("HTTP %d", code)
 	}
 	got := rec.Take()
@@ -140,10 +133,8 @@ func TestSends(t *testing.T) {
 	if _, err := p.Send(ctx, provider.Outbound{Chat: userJID, Media: &provider.Media{Type: "document", URL: "https://example.com/r/report.pdf", Caption: "Q3"}}); err != nil {
 		t.Fatal(err)
 	}
-	api.Lock()
-	last := api.Sent[len(api.Sent)-1]
-	api.Unlock()
-	if last.Action != "send-file" || last.Filename != "report.pdf" || last.Text != "Q3" || last.Path != "https://example.com/r/report.pdf" {
+	last := api.Last()
+	if last.Endpoint != "send-file" || last.FileName != "report.pdf" || last.Text != "Q3" || last.Media != "https://example.com/r/report.pdf" {
 		t.Fatalf("a document went as %+v", last)
 	}
 	// An inbound media sent back (the echo bot): its bytes from WPPConnect,
@@ -155,10 +146,8 @@ func TestSends(t *testing.T) {
 	if _, err := p.Send(ctx, provider.Outbound{Chat: userJID, Text: "echo", Media: &provider.Media{Type: "image", Ref: in}}); err != nil {
 		t.Fatal(err)
 	}
-	api.Lock()
-	last = api.Sent[len(api.Sent)-1]
-	api.Unlock()
-	if last.Action != "send-image" || last.Path != "" || last.Base64 != "data:image/jpeg;base64,"+base64.StdEncoding.EncodeToString([]byte("jpeg bytes")) || last.Text != "echo" {
+	last = api.Last()
+	if last.Endpoint != "send-image" || last.Media != "data:image/jpeg;base64,"+base64.StdEncoding.EncodeToString([]byte("jpeg bytes")) || last.Text != "echo" {
 		t.Fatalf("an inbound media went as %+v", last)
 	}
 	if err := p.Typing(ctx, userJID, ""); err != nil {

@@ -17,70 +17,28 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/botrun/botrun/host/provider/gateway/gatewaytest"
 )
 
-// Sent is an accepted send.
-type Sent struct {
-	// Kind is "text" or the media's mediatype.
-	Kind                                string
-	Number, Text, Media, MIME, FileName string
-	ID                                  string
-}
-
-// API is the fake server with one instance.
+// API is the fake server with one instance, and the WhatsApp account it
+// is connected to (Disconnected: sends fail as Baileys' do when the socket
+// is closed).
 type API struct {
+	*gatewaytest.Account
 	key, instance string
-	// Requests counts every request.
-	Requests atomic.Int32
-
-	mu sync.Mutex
-	// Numbers are the phone numbers (digits) on WhatsApp; Groups the group
-	// JIDs the instance is in.
-	Numbers map[string]bool
-	Groups  map[string]bool
-	// Limited sends answer 429; Disconnected makes sends fail as Baileys
-	// does when the socket is closed.
-	Limited      int
-	Disconnected bool
-	// Media are the bytes of media messages, by key.id.
-	Media map[string][]byte
-	// Sent are the accepted sends.
-	Sent []Sent
-	next int
 }
 
 // New returns a fake whose instance is named instance and whose apikey
 // (the instance's token) is apiKey, with numbers on WhatsApp.
 func New(apiKey, instance string, numbers ...string) *API {
-	f := &API{key: apiKey, instance: instance, Numbers: map[string]bool{}, Groups: map[string]bool{}, Media: map[string][]byte{}}
-	for _, n := range numbers {
-		f.Numbers[n] = true
-	}
-	return f
+	return &API{Account: gatewaytest.NewAccount(numbers...), key: apiKey, instance: instance}
 }
-
-// Lock guards the exported fields while the fake serves.
-func (f *API) Lock() { f.mu.Lock() }
-
-// Unlock releases Lock.
-func (f *API) Unlock() { f.mu.Unlock() }
 
 // Texts returns the texts and captions accepted for chat (a number or a
 // JID), in order.
-func (f *API) Texts(chat string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, s := range f.Sent {
-		if number(s.Number) == number(chat) {
-			out = append(out, s.Text)
-		}
-	}
-	return out
-}
+func (f *API) Texts(chat string) []string { return f.TextsTo(number(chat)) }
 
 // number is a chat as the server resolves it: a group's JID, or a phone's
 // digits.
@@ -149,13 +107,13 @@ func str(body map[string]any, key string) string {
 
 func (f *API) send(w http.ResponseWriter, body map[string]any, kind, textKey string) {
 	to, text := str(body, "number"), str(body, textKey)
-	s := Sent{Kind: kind, Number: to, Text: text}
+	s := gatewaytest.Sent{Endpoint: "sendText", To: number(to), Text: text}
 	if kind == "media" {
-		s.Kind, s.Media, s.MIME, s.FileName = str(body, "mediatype"), str(body, "media"), str(body, "mimetype"), str(body, "fileName")
+		s.Endpoint, s.Kind, s.Media, s.MIME, s.FileName = "sendMedia", str(body, "mediatype"), str(body, "media"), str(body, "mimetype"), str(body, "fileName")
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	switch n := number(to); {
+	f.Lock()
+	defer f.Unlock()
+	switch {
 	case to == "":
 		fail(w, http.StatusBadRequest, []string{`instance requires property "number"`})
 		return
@@ -176,14 +134,12 @@ func (f *API) send(w http.ResponseWriter, body map[string]any, kind, textKey str
 	case f.Disconnected:
 		fail(w, http.StatusBadRequest, []string{"Error: Connection Closed"})
 		return
-	case strings.HasSuffix(to, "@g.us") && !f.Groups[to], !strings.HasSuffix(to, "@g.us") && !f.Numbers[n]:
-		fail(w, http.StatusBadRequest, []any{map[string]any{"jid": n + "@s.whatsapp.net", "exists": false, "number": n}})
+	case strings.HasSuffix(s.To, "@g.us") && !f.Groups[strings.TrimSuffix(s.To, "@g.us")], !strings.HasSuffix(s.To, "@g.us") && !f.Numbers[s.To]:
+		fail(w, http.StatusBadRequest, []any{map[string]any{"jid": s.To + "@s.whatsapp.net", "exists": false, "number": s.To}})
 		return
 	}
-	f.next++
-	s.ID = fmt.Sprintf("BAE5%012X", f.next)
-	f.Sent = append(f.Sent, s)
-	jid := number(to)
+	s = f.Record(s, func(n int) string { return fmt.Sprintf("BAE5%012X", n) })
+	jid := s.To
 	if !strings.Contains(jid, "@") {
 		jid += "@s.whatsapp.net"
 	}
@@ -201,9 +157,9 @@ func (f *API) base64(w http.ResponseWriter, body map[string]any) {
 	msg, _ := body["message"].(map[string]any)
 	key, _ := msg["key"].(map[string]any)
 	id, _ := key["id"].(string)
-	f.mu.Lock()
+	f.Lock()
 	b, ok := f.Media[id]
-	f.mu.Unlock()
+	f.Unlock()
 	if !ok {
 		fail(w, http.StatusBadRequest, []string{"Message not found"})
 		return

@@ -15,72 +15,28 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
+
+	"github.com/botrun/botrun/host/provider/gateway/gatewaytest"
 )
 
-// Sent is an accepted send.
-type Sent struct {
-	// Action is send-message, send-image or send-file.
-	Action string
-	// JID is the recipient as the server resolved it.
-	JID                  string
-	Text, Path, Filename string
-	// Base64 is a file sent as a data: URI instead of a path.
-	Base64 string
-	ID     string
-}
-
-// API is the fake server with one session.
+// API is the fake server with one session, and the WhatsApp account it is
+// connected to (Disconnected: a session to scan the QR code of).
 type API struct {
+	*gatewaytest.Account
 	session, token string
-	// Requests counts every request.
-	Requests atomic.Int32
-
-	mu sync.Mutex
-	// Numbers are the phone numbers (digits) on WhatsApp; Groups the
-	// groups' ids (digits) the session is in.
-	Numbers map[string]bool
-	Groups  map[string]bool
-	// Disconnected is a session not connected to WhatsApp; Limited sends
-	// answer 429.
-	Disconnected bool
-	Limited      int
-	// Media are the bytes of media messages, by message id.
-	Media map[string][]byte
-	// Sent are the accepted sends; Typing the JIDs shown typing.
-	Sent   []Sent
+	// Typing are the JIDs shown typing (under Lock).
 	Typing []string
-	next   int
 }
 
 // New returns a fake with one session and its token, and numbers on
 // WhatsApp.
 func New(session, token string, numbers ...string) *API {
-	f := &API{session: session, token: token, Numbers: map[string]bool{}, Groups: map[string]bool{}, Media: map[string][]byte{}}
-	for _, n := range numbers {
-		f.Numbers[n] = true
-	}
-	return f
+	return &API{Account: gatewaytest.NewAccount(numbers...), session: session, token: token}
 }
-
-// Lock guards the exported fields while the fake serves.
-func (f *API) Lock() { f.mu.Lock() }
-
-// Unlock releases Lock.
-func (f *API) Unlock() { f.mu.Unlock() }
 
 // Texts returns the texts and captions accepted for chat, in order.
 func (f *API) Texts(chat string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, s := range f.Sent {
-		if s.JID == resolve(chat, strings.HasSuffix(chat, "@g.us"), strings.HasSuffix(chat, "@lid")) {
-			out = append(out, s.Text)
-		}
-	}
-	return out
+	return f.TextsTo(resolve(chat, strings.HasSuffix(chat, "@g.us"), strings.HasSuffix(chat, "@lid")))
 }
 
 var nonWord = regexp.MustCompile(`[^\w ]`)
@@ -129,8 +85,8 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusNotFound, map[string]any{"message": "Cannot " + r.Method + " " + r.URL.Path})
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	jids, ok := f.check(w, body)
 	if !ok {
 		return
@@ -183,14 +139,17 @@ func (f *API) check(w http.ResponseWriter, body map[string]any) ([]string, bool)
 
 func (f *API) send(w http.ResponseWriter, action string, jids []string, body map[string]any) {
 	str := func(k string) string { s, _ := body[k].(string); return s }
-	s := Sent{Action: action, Text: str("message"), Path: str("path"), Filename: str("filename"), Base64: str("base64")}
+	s := gatewaytest.Sent{Endpoint: action, Text: str("message")}
 	if action != "send-message" {
-		s.Text = str("caption")
-		if s.Path == "" && s.Base64 == "" {
+		s.Kind, s.Text, s.Media, s.FileName = strings.TrimPrefix(action, "send-"), str("caption"), str("path"), str("filename")
+		if s.Media == "" {
+			s.Media = str("base64")
+		}
+		switch {
+		case s.Media == "":
 			reply(w, http.StatusUnauthorized, map[string]any{"message": "Sending the file is mandatory"})
 			return
-		}
-		if s.Path != "" && !strings.HasPrefix(s.Path, "http://") && !strings.HasPrefix(s.Path, "https://") || s.Path == "" && !dataURI(s.Base64) {
+		case !strings.HasPrefix(s.Media, "http://") && !strings.HasPrefix(s.Media, "https://") && !dataURI(s.Media):
 			// wa-js: a path it cannot fetch, or not a data: URI ("Invalid base64!").
 			reply(w, http.StatusInternalServerError, map[string]any{"status": "Error", "message": "Error sending the message.", "error": map[string]any{"erro": true, "text": "Invalid base64!"}})
 			return
@@ -212,9 +171,8 @@ func (f *API) send(w http.ResponseWriter, action string, jids []string, body map
 	}
 	var results []any
 	for _, jid := range jids {
-		f.next++
-		s.JID, s.ID = jid, fmt.Sprintf("true_%s_3EB0%016X", jid, f.next)
-		f.Sent = append(f.Sent, s)
+		s.To = jid
+		s := f.Record(s, func(n int) string { return fmt.Sprintf("true_%s_3EB0%016X", jid, n) })
 		results = append(results, map[string]any{"id": s.ID, "ack": 0, "from": "5511888888888@c.us", "to": jid, "sendMsgResult": map[string]any{}})
 	}
 	reply(w, http.StatusCreated, map[string]any{"status": "success", "response": results, "mapper": "return"})
@@ -228,10 +186,10 @@ func dataURI(s string) bool {
 }
 
 func (f *API) media(w http.ResponseWriter, id string) {
-	f.mu.Lock()
+	f.Lock()
 	b, ok := f.Media[id]
 	down := f.Disconnected
-	f.mu.Unlock()
+	f.Unlock()
 	switch {
 	case down:
 		reply(w, http.StatusInternalServerError, map[string]any{"status": "error", "message": "The session is not active"})
