@@ -107,6 +107,10 @@ FUZZ_TARGETS = \
 	./host/provider/email:FuzzDecodeMessage \
 	./host/provider/whatsappweb:FuzzDecodeMessage \
 	./host/provider/whatsappweb:FuzzDecodeMediaRef \
+	./host/provider/gateway:FuzzDecodeMedia \
+	./host/provider/evolution:FuzzDecodeWebhook \
+	./host/provider/evolution:FuzzDecodeJWT \
+	./host/provider/wppconnect:FuzzDecodeWebhook \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \

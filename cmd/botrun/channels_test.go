@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/host/provider/evolution"
+	"github.com/botrun/botrun/host/provider/evolution/evolutiontest"
 	"github.com/botrun/botrun/host/provider/gohighlevel"
 	"github.com/botrun/botrun/host/provider/gohighlevel/gohighleveltest"
 	"github.com/botrun/botrun/host/provider/graph"
@@ -29,6 +31,8 @@ import (
 	"github.com/botrun/botrun/host/provider/tiktok/tiktoktest"
 	"github.com/botrun/botrun/host/provider/twilio"
 	"github.com/botrun/botrun/host/provider/twilio/twiliotest"
+	"github.com/botrun/botrun/host/provider/wppconnect"
+	"github.com/botrun/botrun/host/provider/wppconnect/wppconnecttest"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -76,7 +80,11 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case g.reached <- struct{}{}:
 		default:
 		}
-		<-r.Context().Done() // the process dies with the request open
+		// The process dies with the request open. The body is read first:
+		// the server notices a closed connection only once it has (a POST
+		// download, Evolution's).
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
 		return
 	}
 	g.next.ServeHTTP(w, r)
@@ -221,6 +229,65 @@ func twilioCase() channelCase {
 	}
 }
 
+func evolutionCase() channelCase {
+	const key, jwtKey, instance, user = "e2e-instance-token", "e2e-evolution-jwt-key", "e2e", "5511999999999"
+	api := evolutiontest.New(key, instance, user)
+	api.Media["e2e-img"] = photo
+	post := func(base string, body []byte) *http.Request {
+		r, _ := http.NewRequest("POST", base+"/webhooks/evo", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(evolution.SignatureHeader, "Bearer "+evolutiontest.JWT(jwtKey, time.Now()))
+		return r
+	}
+	return channelCase{
+		name: "evolution", provider: "evo", chat: user + "@s.whatsapp.net",
+		fake: api,
+		toml: func(url string) string {
+			return fmt.Sprintf("id = \"evo\"\ntype = \"evolution\"\napi_url = %q\napi_key = %q\ninstance = %q\njwt_key = %q\n", url, key, instance, jwtKey)
+		},
+		text: func(base, msgID, text string) *http.Request {
+			return post(base, api.Upsert(evolutiontest.Text(msgID, user, text)))
+		},
+		image: func(base, _, msgID string) *http.Request {
+			// The inline base64 of webhook_base64 is ignored: the bytes
+			// are asked of getBase64FromMediaMessage after the restart.
+			return post(base, api.Upsert(evolutiontest.Image("e2e-img", user, "", photo)))
+		},
+		signatureHeader: evolution.SignatureHeader,
+		download:        func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/chat/getBase64FromMediaMessage/") },
+		replies:         func() []string { return api.Texts(user) },
+	}
+}
+
+func wppconnectCase() channelCase {
+	const token, hook, session, user = "e2e-session-token", "e2e-wpp-webhook-token", "e2e", "5511999999999"
+	api := wppconnecttest.New(session, token, user)
+	api.Media[wppconnecttest.MessageID(user, "e2e-img")] = photo
+	post := func(base string, body []byte) *http.Request {
+		r, _ := http.NewRequest("POST", base+"/webhooks/wpp?"+wppconnect.TokenParameter+"="+hook, bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	}
+	return channelCase{
+		name: "wppconnect", provider: "wpp", chat: user + "@c.us",
+		fake: api,
+		toml: func(url string) string {
+			return fmt.Sprintf("id = \"wpp\"\ntype = \"wppconnect\"\napi_url = %q\ntoken = %q\nsession = %q\nwebhook_token = %q\n", url, token, session, hook)
+		},
+		text: func(base, msgID, text string) *http.Request {
+			return post(base, api.Event("onmessage", wppconnecttest.Text(msgID, user, text)))
+		},
+		image: func(base, _, msgID string) *http.Request {
+			return post(base, api.Event("onmessage", wppconnecttest.Image("e2e-img", user, "", []byte("a thumbnail"))))
+		},
+		forge: func(r *http.Request) {
+			r.URL.RawQuery = wppconnect.TokenParameter + "=" + hook + "0"
+		},
+		download: func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/get-media-by-message/") },
+		replies:  func() []string { return api.Texts(user) },
+	}
+}
+
 // platformCase is a Messenger Platform channel (Messenger, Instagram), its
 // webhooks of object for the page or account owner signed with secret, and
 // its fake api with user; toml is its entry.
@@ -357,7 +424,7 @@ func tiktokCase() channelCase {
 func TestChannelsEndToEnd(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/echo")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase(), tiktokCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase(), tiktokCase(), evolutionCase(), wppconnectCase()} {
 		t.Run(c.name, func(t *testing.T) { endToEnd(t, bin, module, c) })
 	}
 }
@@ -517,7 +584,7 @@ func waitReply(t *testing.T, c channelCase, r *replica, want string) {
 func TestSendHooksOnChannels(t *testing.T) {
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/signature")
-	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase(), tiktokCase()} {
+	for _, c := range []channelCase{telegramCase(), metaCase(), twilioCase(), messengerCase(), instagramCase(), discordCase(), gupshupCase(), gohighlevelCase(), tiktokCase(), evolutionCase(), wppconnectCase()} {
 		t.Run(c.name, func(t *testing.T) {
 			api := httptest.NewServer(c.fake)
 			defer api.Close()

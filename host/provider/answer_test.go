@@ -2,7 +2,6 @@ package provider
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -34,19 +33,5 @@ func TestHeaderRetryAfter(t *testing.T) {
 	h.Set("Retry-After", "Wed, 21 Oct 2026 07:28:00 GMT")
 	if got := HeaderRetryAfter(h, 2*time.Second); got != 2*time.Second {
 		t.Fatalf("a date: %s", got)
-	}
-}
-
-func TestCheckQueryToken(t *testing.T) {
-	for url, want := range map[string]int{"/w": 401, "/w?token=": 401, "/w?token=nope": 403, "/w?token=s3cret-token": 200} {
-		rec := httptest.NewRecorder()
-		ok := CheckQueryToken(rec, httptest.NewRequest("POST", url, nil), "s3cret-token")
-		if code := map[bool]int{true: 200, false: rec.Code}[ok]; code != want {
-			t.Errorf("%s: %d, want %d", url, code, want)
-		}
-	}
-	rec := httptest.NewRecorder()
-	if CheckQueryToken(rec, httptest.NewRequest("POST", "/w?token=x", nil), "") || rec.Code != 403 {
-		t.Fatalf("an empty want let a request in (HTTP %d)", rec.Code)
 	}
 }

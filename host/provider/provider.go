@@ -206,7 +206,8 @@ func HostOnly(u *url.URL) func(error) string {
 	}
 }
 
-// Download performs req and returns its body, at most max bytes. 404, 410,
+// Download performs req and returns its body, at most max bytes, from a 200
+// or a 201 answer (a gateway's POST that answers the bytes). 404, 410,
 // 400 and 403 answers wrap ErrMediaUnavailable (the file is gone or refused),
 // and so does a refused redirect or address (with ErrRedirectRefused or
 // ErrAddressRefused); other failures are worth a retry. redact cleans
@@ -228,7 +229,7 @@ func Download(client *http.Client, req *http.Request, max int64, redact func(err
 	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusGone,
 		resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusForbidden:
 		return nil, fmt.Errorf("%w: the channel answered HTTP %d to the download", ErrMediaUnavailable, resp.StatusCode)
-	case resp.StatusCode != http.StatusOK:
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated:
 		return nil, fmt.Errorf("downloading media: HTTP %d", resp.StatusCode)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))

@@ -13,6 +13,7 @@ import (
 	_ "github.com/botrun/botrun/durability/sqlite"
 	_ "github.com/botrun/botrun/host/provider/discord"
 	_ "github.com/botrun/botrun/host/provider/email"
+	_ "github.com/botrun/botrun/host/provider/evolution"
 	_ "github.com/botrun/botrun/host/provider/gohighlevel"
 	_ "github.com/botrun/botrun/host/provider/gupshup"
 	_ "github.com/botrun/botrun/host/provider/httpchan"
@@ -24,4 +25,5 @@ import (
 	_ "github.com/botrun/botrun/host/provider/twilio"
 	_ "github.com/botrun/botrun/host/provider/webchat"
 	_ "github.com/botrun/botrun/host/provider/whatsappweb"
+	_ "github.com/botrun/botrun/host/provider/wppconnect"
 )

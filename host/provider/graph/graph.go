@@ -68,11 +68,9 @@ func ReadSigned(w http.ResponseWriter, r *http.Request, max int64, appSecret str
 	return body, true
 }
 
-// Admit admits a webhook's messages in order for the provider id and
-// answers it: 200 when every one is journaled (or refused for good,
-// provider.ErrInvalidMessage), else 503 with Retry-After at the first the
-// host did not take. Meta redelivers the whole body; what was admitted
-// comes back as duplicates.
+// Admit admits a webhook's messages and answers it (provider.AdmitAndAnswer):
+// Meta redelivers the whole body; what was admitted comes back as
+// duplicates.
 func Admit(w http.ResponseWriter, r *http.Request, admitter provider.Admitter, id string, msgs []provider.Message) {
 	provider.AdmitAndAnswer(w, r, admitter, id, msgs...)
 }

@@ -403,14 +403,17 @@ func flip(sig string) string {
 	return sig[:len(sig)-1] + string(repl)
 }
 
-// setQuery sets (or, with "", deletes) the query parameter key of r's URL.
-func setQuery(r *http.Request, key, value string) {
+// setQuery sets the query parameter name of r to value, or removes it when
+// value is empty.
+func setQuery(r *http.Request, name, value string) {
 	q := r.URL.Query()
-	q.Del(key)
-	if value != "" {
-		q.Set(key, value)
+	if value == "" {
+		q.Del(name)
+	} else {
+		q.Set(name, value)
 	}
 	r.URL.RawQuery = q.Encode()
+	r.RequestURI = r.URL.RequestURI()
 }
 
 func withBody(r *http.Request, body []byte) *http.Request {
