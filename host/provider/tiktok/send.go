@@ -97,6 +97,11 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 			return ref, err
 		}
 		if _, err := p.send(ctx, msg.Chat, "TEXT", map[string]any{"text": map[string]string{"body": text}}); err != nil {
+			if provider.Permanent(err) {
+				// The image went out: a retry would send it again.
+				p.log.Warn("tiktok: the text after an image was refused; the image was sent", "provider", p.cfg.ID, "err", err)
+				return ref, nil
+			}
 			return "", err
 		}
 		return ref, nil
@@ -154,7 +159,9 @@ func (p *Provider) send(ctx context.Context, chat, typ string, fields map[string
 		return "", fmt.Errorf("tiktok %s: %w", p.cfg.ID, err)
 	}
 	if out.Message.MessageID == "" {
-		return "", fmt.Errorf("tiktok %s: code 0 without data.message.message_id", p.cfg.ID)
+		// TikTok took the message (code 0): sending it again would send it
+		// twice, so it counts as sent, without a ref.
+		p.log.Warn("tiktok: a send accepted without data.message.message_id", "provider", p.cfg.ID)
 	}
 	return out.Message.MessageID, nil
 }

@@ -258,9 +258,11 @@ type Event struct {
 type Content struct {
 	ConversationID string `json:"conversation_id"`
 	MessageID      string `json:"message_id"`
-	Timestamp      int64  `json:"timestamp"` // milliseconds
-	Type           string `json:"type"`
-	Text           *struct {
+	// Timestamp is informational (milliseconds): a number or a string of
+	// digits; anything else is ignored, never a reason to refuse a message.
+	Timestamp json.RawMessage `json:"timestamp"`
+	Type      string          `json:"type"`
+	Text      *struct {
 		Body string `json:"body"`
 	} `json:"text"`
 	Image *struct {
@@ -327,8 +329,8 @@ func DecodeWebhook(b []byte) (ev Event, c *Content, err error) {
 // the types botrun does not read (share_post, …) and for empty messages.
 func (c Content) Inbound() (provider.Message, bool) {
 	out := provider.Message{ID: c.MessageID, Chat: c.ConversationID, From: c.From.ID}
-	if c.Timestamp > 0 {
-		out.ReceivedAt = time.UnixMilli(c.Timestamp)
+	if ms, err := strconv.ParseInt(strings.Trim(string(c.Timestamp), `"`), 10, 64); err == nil && ms > 0 {
+		out.ReceivedAt = time.UnixMilli(ms)
 	}
 	switch c.Type {
 	case "text":

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -183,6 +185,17 @@ func TestStrictContent(t *testing.T) {
 	if got := rec.Take(); len(got) != 1 || got[0].ID != "m1" || got[0].Chat != "c1" || got[0].From != "u1" || got[0].Text != "hi" {
 		t.Fatalf("admitted %+v", got)
 	}
+	// The timestamp is informational: a number, a string of digits or
+	// something else, the message is admitted.
+	for i, ts := range []string{`1764412800000`, `\"1764412800000\"`, `{}`} {
+		c := `{\"conversation_id\":\"c1\",\"message_id\":\"t` + fmt.Sprint(i) + `\",\"timestamp\":` + ts + `,\"type\":\"text\",\"text\":{\"body\":\"hi\"},\"from_user\":{\"id\":\"u1\"}}`
+		if got := serve(p, signed(t, []byte(`{"event":"im_receive_msg","content":"`+c+`"}`))); got != 200 {
+			t.Errorf("timestamp %s: HTTP %d, want 200", ts, got)
+		}
+	}
+	if got := rec.Take(); len(got) != 3 || !got[0].ReceivedAt.Equal(time.UnixMilli(1764412800000)) || !got[1].ReceivedAt.Equal(time.UnixMilli(1764412800000)) {
+		t.Fatalf("admitted %+v", got)
+	}
 }
 
 // TestSticker: a sticker is journaled by its URL on a TikTok host (or
@@ -287,11 +300,11 @@ func TestImageWithText(t *testing.T) {
 		t.Fatalf("send: %q, %v", ref, err)
 	}
 	api.Lock()
-	defer api.Unlock()
-	if len(api.Sent) != 2 || api.Sent[0]["message_type"] != "IMAGE" || api.Sent[1]["message_type"] != "TEXT" {
-		t.Fatalf("sent %v", api.Sent)
-	}
+	sent := slices.Clone(api.Sent)
 	api.Unlock()
+	if len(sent) != 2 || sent[0]["message_type"] != "IMAGE" || sent[1]["message_type"] != "TEXT" {
+		t.Fatalf("sent %v", sent)
+	}
 	back := Coords{ConversationID: conv, MessageID: "m1", MediaID: "upload-1", Type: "image"}.Ref()
 	if _, err := newProvider(t, srv.URL, nil).Send(context.Background(), provider.Outbound{Chat: conv,
 		Media: &provider.Media{Type: "image", Ref: back}}); err != nil {
