@@ -191,6 +191,31 @@ func TestRestartMidMailboxLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// A first start must not take the mail read before it, even when nothing is
+// unread: the next wake-up starts after what was in the mailbox.
+func TestFirstStartSkipsReadMail(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	j := &counting{Journal: providertest.NewJournal()}
+	for i := range 2 {
+		if _, err := s.AppendSeen(emailtest.Mail("alice@example.org", fmt.Sprintf("old%d@example.org", i), "s", "old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv := newKv(t)
+	run(t, open(t, config(s), kv, j))
+	// The first drain saves the cursor; the new message arrives after it.
+	waitFor(t, "the cursor saved", func() bool {
+		b, _, err := kv.Get(context.Background(), "/bot/default/email/mail/cursor")
+		return err == nil && b != nil
+	})
+	s.Append(emailtest.Mail("alice@example.org", "new@example.org", "s", "new"))
+	waitFor(t, "the new one admitted", func() bool { return len(j.Admitted()) >= 1 })
+	waitFor(t, "the new one seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
+	if got := j.Admitted(); len(got) != 1 || got[0].ID != "new@example.org" || j.calls.Load() != 1 {
+		t.Fatalf("admitted %+v in %d calls; want only new@example.org", got, j.calls.Load())
+	}
+}
+
 func TestAMessageIsSeenOnlyOnceJournaled(t *testing.T) {
 	s := servers(t, emailtest.Options{NoIdle: true})
 	j := &counting{Journal: providertest.NewJournal()}

@@ -83,7 +83,7 @@ func (p *Provider) session(ctx context.Context) error {
 	idle := c.Caps().Has(imap.CapIdle)
 	p.env.Log().Info("email: the mailbox is open", "provider", p.ID(), "mailbox", p.cfg.Mailbox, "idle", idle)
 	for {
-		if err := p.drain(ctx, c, sel.UIDValidity); err != nil {
+		if err := p.drain(ctx, c, sel); err != nil {
 			return err
 		}
 		if !idle {
@@ -124,18 +124,23 @@ func (p *Provider) signal() {
 	}
 }
 
-// drain journals every message after the cursor, in UID order.
-func (p *Provider) drain(ctx context.Context, c *imapclient.Client, uidValidity uint32) error {
+// drain journals every message after the cursor, in UID order. Without a
+// cursor (a first start) it takes the unread messages and then sets the
+// cursor to at least the last UID the SELECT reported, so that mail read
+// before botrun started is never taken.
+func (p *Provider) drain(ctx context.Context, c *imapclient.Client, sel *imap.SelectData) error {
+	uidValidity := sel.UIDValidity
 	cur, known, err := p.store.cursor(ctx)
 	if err != nil {
 		return fmt.Errorf("email: reading the cursor: %w", err)
 	}
 	criteria := &imap.SearchCriteria{}
+	fresh := false // the cursor is set only once every unread message is journaled
 	switch {
 	case !known:
 		// The first start: what nobody has read yet.
 		criteria.NotFlag = []imap.Flag{imap.FlagSeen}
-		cur = cursor{UIDValidity: uidValidity}
+		cur, fresh = cursor{UIDValidity: uidValidity}, true
 	case cur.UIDValidity != uidValidity:
 		// The server renumbered the mailbox: rescan it all; the inbox
 		// deduplicates on Message-ID.
@@ -146,6 +151,12 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, uidValidity 
 		var set imap.UIDSet
 		set.AddRange(imap.UID(cur.UID+1), 0)
 		criteria.UID = []imap.UIDSet{set}
+	}
+	var floor uint32 // the last UID at the SELECT, for a fresh cursor
+	if fresh {
+		if floor, err = lastUID(c, sel); err != nil {
+			return err
+		}
 	}
 	data, err := c.UIDSearch(criteria, nil).Wait()
 	if err != nil {
@@ -161,8 +172,14 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, uidValidity 
 			return err
 		}
 		cur.UID = uint32(uid)
-		if err := p.store.setCursor(ctx, cur); err != nil {
-			return fmt.Errorf("email: saving the cursor: %w", err)
+		// A fresh cursor is saved only at the end: saved here, it would
+		// make the next search "UID n:*" take the read mail above n. Until
+		// then a restart searches the unread ones again, and \Seen keeps
+		// the journaled ones out.
+		if !fresh {
+			if err := p.store.setCursor(ctx, cur); err != nil {
+				return fmt.Errorf("email: saving the cursor: %w", err)
+			}
 		}
 		// \Seen only now that the message is journaled.
 		if err := c.Store(imap.UIDSetNum(uid), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true,
@@ -170,10 +187,31 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, uidValidity 
 			return fmt.Errorf("email: marking UID %d \\Seen: %w", uid, err)
 		}
 	}
-	if !known {
-		return p.store.setCursor(ctx, cur)
+	if fresh {
+		cur.UID = max(cur.UID, floor)
+		if err := p.store.setCursor(ctx, cur); err != nil {
+			return fmt.Errorf("email: saving the cursor: %w", err)
+		}
 	}
 	return nil
+}
+
+// lastUID returns the highest UID the mailbox had at the SELECT: UIDNEXT-1,
+// or, from a server that did not report UIDNEXT, the highest UID a search
+// finds (0 in an empty mailbox).
+func lastUID(c *imapclient.Client, sel *imap.SelectData) (uint32, error) {
+	if sel.UIDNext > 0 {
+		return uint32(sel.UIDNext) - 1, nil
+	}
+	data, err := c.UIDSearch(&imap.SearchCriteria{}, nil).Wait()
+	if err != nil {
+		return 0, fmt.Errorf("email: UID SEARCH for the last UID: %w", err)
+	}
+	var last uint32
+	for _, u := range data.AllUIDs() {
+		last = max(last, uint32(u))
+	}
+	return last, nil
 }
 
 // fetchRaw returns the source of the message with uid, at most

@@ -159,6 +159,16 @@ func (s *Server) Append(raw []byte) (uint32, error) {
 	return uint32(d.UID), nil
 }
 
+// AppendSeen delivers a message to INBOX already flagged \Seen (read
+// before botrun looked) and returns its UID.
+func (s *Server) AppendSeen(raw []byte) (uint32, error) {
+	d, err := s.user.Append("INBOX", literal{bytes.NewReader(raw)}, &imap.AppendOptions{Flags: []imap.Flag{imap.FlagSeen}})
+	if err != nil {
+		return 0, err
+	}
+	return uint32(d.UID), nil
+}
+
 // Renumber deletes and recreates INBOX: a new UIDVALIDITY, and no messages.
 func (s *Server) Renumber() error {
 	if err := s.user.Delete("INBOX"); err != nil {
