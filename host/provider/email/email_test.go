@@ -280,8 +280,28 @@ func TestAttachmentRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := s.Sent()
-	if text, atts := sent[len(sent)-1].Text(); strings.TrimSpace(text) != "Your photo" || len(atts) != 1 || atts[0] != len(png) {
+	// The caption (the filename it arrived under) heads the text.
+	if text, atts := sent[len(sent)-1].Text(); strings.ReplaceAll(strings.TrimSpace(text), "\r\n", "\n") != "cat.png\n\nYour photo" || len(atts) != 1 || atts[0] != len(png) {
 		t.Errorf("the reply has %q and attachments of %v bytes; want the text and %d bytes", text, atts, len(png))
+	}
+	// Media alone: the caption is the text.
+	captioned := m.Media[0]
+	captioned.Caption = "A cat"
+	if _, err := p2.Send(context.Background(), provider.Outbound{Chat: m.Chat, Media: &captioned, Key: "att-caption"}); err != nil {
+		t.Fatalf("a media-only send with a caption: %v", err)
+	}
+	sent = s.Sent()
+	if text, atts := sent[len(sent)-1].Text(); strings.TrimSpace(text) != "A cat" || len(atts) != 1 || atts[0] != len(png) {
+		t.Errorf("the media-only reply has %q and attachments of %v bytes; want the caption and %d bytes", text, atts, len(png))
+	}
+	captioned.Caption = ""
+	if _, err := p2.Send(context.Background(), provider.Outbound{Chat: m.Chat, Media: &captioned, Key: "att-bare"}); err != nil {
+		t.Fatalf("a media-only send without a caption: %v", err)
+	}
+	if sent = s.Sent(); len(sent) != 3 {
+		t.Errorf("%d sent, want 3", len(sent))
+	} else if _, atts := sent[2].Text(); len(atts) != 1 {
+		t.Errorf("the bare media reply has attachments %v", atts)
 	}
 	tampered := m.Media[0]
 	i := strings.Index(tampered.Ref, `"sha256":"`) + len(`"sha256":"`)
