@@ -251,6 +251,37 @@ func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
 	}
 }
 
+// A renumbered mailbox is rescanned for unread mail only: a message
+// journaled long ago (\Seen, and past the inbox's dedupe retention, here a
+// fresh journal) is not answered again.
+func TestUIDValidityChangeRescansOnlyUnread(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	kv := newKv(t)
+	j := &counting{Journal: providertest.NewJournal()}
+	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one"))
+	stop := run(t, open(t, config(s), kv, j))
+	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
+	waitFor(t, "seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 })
+	stop()
+	if err := s.Renumber(); err != nil {
+		t.Fatal(err)
+	}
+	s.AppendSeen(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one")) // renumbered, still \Seen
+	s.AppendSeen(emailtest.Mail("alice@example.org", "read@example.org", "s", "read elsewhere"))
+	s.Append(emailtest.Mail("alice@example.org", "v2@example.org", "s", "two"))
+	later := &counting{Journal: providertest.NewJournal()} // remembers nothing
+	run(t, open(t, config(s), kv, later))
+	waitFor(t, "the new one admitted", func() bool { return len(later.Admitted()) >= 1 })
+	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
+	// One more after the rescan: the cursor moved past the read ones.
+	s.Append(emailtest.Mail("alice@example.org", "v3@example.org", "s", "three"))
+	waitFor(t, "the next one admitted", func() bool { return len(later.Admitted()) >= 2 })
+	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 4 })
+	if got := later.Admitted(); len(got) != 2 || got[0].ID != "v2@example.org" || got[1].ID != "v3@example.org" || later.calls.Load() != 2 {
+		t.Fatalf("admitted %+v in %d calls; want v2 and v3 only", got, later.calls.Load())
+	}
+}
+
 func TestAttachmentRoundTrip(t *testing.T) {
 	s := servers(t, emailtest.Options{})
 	j := &counting{Journal: providertest.NewJournal()}

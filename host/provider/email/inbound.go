@@ -125,9 +125,10 @@ func (p *Provider) signal() {
 }
 
 // drain journals every message after the cursor, in UID order. Without a
-// cursor (a first start) it takes the unread messages and then sets the
-// cursor to at least the last UID the SELECT reported, so that mail read
-// before botrun started is never taken.
+// cursor (a first start), or with one of another UIDVALIDITY (a renumbered
+// mailbox), it takes the unread messages and then sets the cursor to at
+// least the last UID the SELECT reported, so that mail read before is never
+// taken.
 func (p *Provider) drain(ctx context.Context, c *imapclient.Client, sel *imap.SelectData) error {
 	uidValidity := sel.UIDValidity
 	cur, known, err := p.store.cursor(ctx)
@@ -142,11 +143,15 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, sel *imap.Se
 		criteria.NotFlag = []imap.Flag{imap.FlagSeen}
 		cur, fresh = cursor{UIDValidity: uidValidity}, true
 	case cur.UIDValidity != uidValidity:
-		// The server renumbered the mailbox: rescan it all; the inbox
-		// deduplicates on Message-ID.
-		p.env.Log().Warn("email: the mailbox's UIDVALIDITY changed: rescanning it", "provider", p.ID(),
+		// The server renumbered the mailbox: rescan it for what is unread
+		// (botrun sets \Seen on what it journals), as a first start does;
+		// the inbox deduplicates on Message-ID what was journaled but not
+		// yet marked. Mail journaled long ago, past the inbox's dedupe
+		// retention, is thus not answered again.
+		p.env.Log().Warn("email: the mailbox's UIDVALIDITY changed: rescanning its unread messages", "provider", p.ID(),
 			"was", cur.UIDValidity, "now", uidValidity)
-		cur = cursor{UIDValidity: uidValidity}
+		criteria.NotFlag = []imap.Flag{imap.FlagSeen}
+		cur, fresh = cursor{UIDValidity: uidValidity}, true
 	default:
 		var set imap.UIDSet
 		set.AddRange(imap.UID(cur.UID+1), 0)
