@@ -191,6 +191,81 @@ func TestRestartMidMailboxLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// stopping stops the run from inside Admit: the call numbered at (from 1)
+// cancels the context and fails, as a shutdown mid-mailbox does.
+type stopping struct {
+	*counting
+	at     int32
+	cancel context.CancelFunc
+}
+
+func (s *stopping) Admit(ctx context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	if s.counting.calls.Load()+1 == s.at {
+		s.counting.calls.Add(1)
+		s.cancel()
+		return provider.Admission{}, ctx.Err()
+	}
+	return s.counting.Admit(ctx, prov, m)
+}
+
+// A restart in the middle of the mailbox (the third of five admissions
+// interrupted) resumes where the first run stopped: five admitted in all,
+// each once.
+func TestRestartInsideTheMailbox(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first bool // no cursor yet (a first start), else one saved
+	}{{"first start", true}, {"resumed", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := servers(t, emailtest.Options{})
+			kv := newKv(t)
+			j := &counting{Journal: providertest.NewJournal()}
+			if !tc.first {
+				// A cursor saved on an empty mailbox.
+				stop := run(t, open(t, config(s), kv, j))
+				waitFor(t, "the cursor saved", func() bool {
+					b, _, err := kv.Get(context.Background(), "/bot/default/email/mail/cursor")
+					return err == nil && b != nil
+				})
+				stop()
+			}
+			for i := range 5 {
+				s.Append(emailtest.Mail("alice@example.org", fmt.Sprintf("r%d@example.org", i), "s", "text"))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				open(t, config(s), kv, &stopping{counting: j, at: 3, cancel: cancel}).Run(ctx)
+			}()
+			select {
+			case <-done:
+			case <-time.After(within):
+				t.Fatal("the run did not stop when Admit cancelled it")
+			}
+			if n := len(j.Admitted()); n != 2 {
+				t.Fatalf("%d admitted before the stop, want 2", n)
+			}
+			if seen, _ := s.Seen(); len(seen) != 2 {
+				t.Fatalf("seen before the restart: %v", seen)
+			}
+			run(t, open(t, config(s), kv, j))
+			waitFor(t, "five admitted", func() bool { return len(j.Admitted()) == 5 })
+			waitFor(t, "five seen", func() bool { seen, _ := s.Seen(); return len(seen) == 5 })
+			// Two admitted, the interrupted third, then the three left.
+			if n := j.calls.Load(); n != 6 {
+				t.Errorf("Admit was called %d times; want 6 (one interrupted)", n)
+			}
+			for i, m := range j.Admitted() {
+				if m.ID != fmt.Sprintf("r%d@example.org", i) {
+					t.Errorf("message %d is %s", i, m.ID)
+				}
+			}
+		})
+	}
+}
+
 // A first start must not take the mail read before it, even when nothing is
 // unread: the next wake-up starts after what was in the mailbox.
 func TestFirstStartSkipsReadMail(t *testing.T) {
