@@ -16,8 +16,10 @@ import (
 )
 
 // dialIMAP connects and logs in; onExists (may be nil) is called, without
-// blocking, when the selected mailbox grows.
-func (p *Provider) dialIMAP(ctx context.Context, onExists func()) (*imapclient.Client, error) {
+// blocking, when the selected mailbox grows. The client closes when ctx
+// ends; release closes it and lets go of ctx, and must be called once the
+// client is done with.
+func (p *Provider) dialIMAP(ctx context.Context, onExists func()) (c *imapclient.Client, release func(), err error) {
 	opts := &imapclient.Options{TLSConfig: p.imap.tls, Dialer: &net.Dialer{Timeout: p.cfg.Timeout}}
 	if onExists != nil {
 		opts.UnilateralDataHandler = &imapclient.UnilateralDataHandler{Mailbox: func(d *imapclient.UnilateralDataMailbox) {
@@ -26,23 +28,24 @@ func (p *Provider) dialIMAP(ctx context.Context, onExists func()) (*imapclient.C
 			}
 		}}
 	}
-	var c *imapclient.Client
-	var err error
 	if p.imap.implicit {
 		c, err = imapclient.DialTLS(p.imap.addr, opts)
 	} else {
 		c, err = imapclient.DialStartTLS(p.imap.addr, opts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("email: connecting to the IMAP server %s: %w", p.imap.addr, err)
+		return nil, nil, fmt.Errorf("email: connecting to the IMAP server %s: %w", p.imap.addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
-	if err := c.Login(p.cfg.Username, p.cfg.Password).Wait(); err != nil {
+	release = func() {
 		stop()
 		c.Close()
-		return nil, fmt.Errorf("email: logging in to the IMAP server %s as %q: %w", p.imap.addr, p.cfg.Username, err)
 	}
-	return c, nil
+	if err := c.Login(p.cfg.Username, p.cfg.Password).Wait(); err != nil {
+		release()
+		return nil, nil, fmt.Errorf("email: logging in to the IMAP server %s as %q: %w", p.imap.addr, p.cfg.Username, err)
+	}
+	return c, release, nil
 }
 
 // Run implements provider.Runner: one IMAP session after another, with a
@@ -71,11 +74,11 @@ func (p *Provider) Run(ctx context.Context) {
 // session logs in, selects the mailbox and journals what arrives, waiting
 // in IDLE (or polling) in between.
 func (p *Provider) session(ctx context.Context) error {
-	c, err := p.dialIMAP(ctx, p.signal)
+	c, release, err := p.dialIMAP(ctx, p.signal)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer release()
 	sel, err := c.Select(p.cfg.Mailbox, nil).Wait()
 	if err != nil {
 		return fmt.Errorf("email: selecting %q: %w", p.cfg.Mailbox, err)
