@@ -353,6 +353,18 @@ func (ss *session) Select(mailbox string, options *imap.SelectOptions) (*imap.Se
 	return ss.SessionIMAP4rev2.Select(mailbox, options)
 }
 
+// Idle first sends what is pending: imapserver's tracker delivers in IDLE
+// only what arrives after it starts, so a message appended between the
+// client's last command and its IDLE would not be announced until the next
+// one (real servers announce it; the channel would sleep until its IDLE
+// refresh).
+func (ss *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
+	if err := ss.SessionIMAP4rev2.Poll(w, true); err != nil {
+		return err
+	}
+	return ss.SessionIMAP4rev2.Idle(w, stop)
+}
+
 func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *imap.FetchOptions) error {
 	ss.s.mu.Lock()
 	held, reached, release := ss.s.held, ss.s.reached, ss.s.release
