@@ -191,6 +191,106 @@ func TestRestartMidMailboxLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// stopping stops the run from inside Admit: the call numbered at (from 1)
+// cancels the context and fails, as a shutdown mid-mailbox does.
+type stopping struct {
+	*counting
+	at     int32
+	cancel context.CancelFunc
+}
+
+func (s *stopping) Admit(ctx context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	if s.counting.calls.Load()+1 == s.at {
+		s.counting.calls.Add(1)
+		s.cancel()
+		return provider.Admission{}, ctx.Err()
+	}
+	return s.counting.Admit(ctx, prov, m)
+}
+
+// A restart in the middle of the mailbox (the third of five admissions
+// interrupted) resumes where the first run stopped: five admitted in all,
+// each once.
+func TestRestartInsideTheMailbox(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first bool // no cursor yet (a first start), else one saved
+	}{{"first start", true}, {"resumed", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := servers(t, emailtest.Options{})
+			kv := newKv(t)
+			j := &counting{Journal: providertest.NewJournal()}
+			if !tc.first {
+				// A cursor saved on an empty mailbox.
+				stop := run(t, open(t, config(s), kv, j))
+				waitFor(t, "the cursor saved", func() bool {
+					b, _, err := kv.Get(context.Background(), "/bot/default/email/mail/cursor")
+					return err == nil && b != nil
+				})
+				stop()
+			}
+			for i := range 5 {
+				s.Append(emailtest.Mail("alice@example.org", fmt.Sprintf("r%d@example.org", i), "s", "text"))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				open(t, config(s), kv, &stopping{counting: j, at: 3, cancel: cancel}).Run(ctx)
+			}()
+			select {
+			case <-done:
+			case <-time.After(within):
+				t.Fatal("the run did not stop when Admit cancelled it")
+			}
+			if n := len(j.Admitted()); n != 2 {
+				t.Fatalf("%d admitted before the stop, want 2", n)
+			}
+			if seen, _ := s.Seen(); len(seen) != 2 {
+				t.Fatalf("seen before the restart: %v", seen)
+			}
+			run(t, open(t, config(s), kv, j))
+			waitFor(t, "five admitted", func() bool { return len(j.Admitted()) == 5 })
+			waitFor(t, "five seen", func() bool { seen, _ := s.Seen(); return len(seen) == 5 })
+			// Two admitted, the interrupted third, then the three left.
+			if n := j.calls.Load(); n != 6 {
+				t.Errorf("Admit was called %d times; want 6 (one interrupted)", n)
+			}
+			for i, m := range j.Admitted() {
+				if m.ID != fmt.Sprintf("r%d@example.org", i) {
+					t.Errorf("message %d is %s", i, m.ID)
+				}
+			}
+		})
+	}
+}
+
+// A first start must not take the mail read before it, even when nothing is
+// unread: the next wake-up starts after what was in the mailbox.
+func TestFirstStartSkipsReadMail(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	j := &counting{Journal: providertest.NewJournal()}
+	for i := range 2 {
+		if _, err := s.AppendSeen(emailtest.Mail("alice@example.org", fmt.Sprintf("old%d@example.org", i), "s", "old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv := newKv(t)
+	run(t, open(t, config(s), kv, j))
+	// The first drain saves the cursor; the new message arrives after it.
+	waitFor(t, "the cursor saved", func() bool {
+		b, _, err := kv.Get(context.Background(), "/bot/default/email/mail/cursor")
+		return err == nil && b != nil
+	})
+	s.Append(emailtest.Mail("alice@example.org", "new@example.org", "s", "new"))
+	waitFor(t, "the new one admitted", func() bool { return len(j.Admitted()) >= 1 })
+	waitFor(t, "the new one seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
+	if got := j.Admitted(); len(got) != 1 || got[0].ID != "new@example.org" || j.calls.Load() != 1 {
+		t.Fatalf("admitted %+v in %d calls; want only new@example.org", got, j.calls.Load())
+	}
+}
+
 func TestAMessageIsSeenOnlyOnceJournaled(t *testing.T) {
 	s := servers(t, emailtest.Options{NoIdle: true})
 	j := &counting{Journal: providertest.NewJournal()}
@@ -226,6 +326,37 @@ func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
 	}
 }
 
+// A renumbered mailbox is rescanned for unread mail only: a message
+// journaled long ago (\Seen, and past the inbox's dedupe retention, here a
+// fresh journal) is not answered again.
+func TestUIDValidityChangeRescansOnlyUnread(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	kv := newKv(t)
+	j := &counting{Journal: providertest.NewJournal()}
+	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one"))
+	stop := run(t, open(t, config(s), kv, j))
+	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
+	waitFor(t, "seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 })
+	stop()
+	if err := s.Renumber(); err != nil {
+		t.Fatal(err)
+	}
+	s.AppendSeen(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one")) // renumbered, still \Seen
+	s.AppendSeen(emailtest.Mail("alice@example.org", "read@example.org", "s", "read elsewhere"))
+	s.Append(emailtest.Mail("alice@example.org", "v2@example.org", "s", "two"))
+	later := &counting{Journal: providertest.NewJournal()} // remembers nothing
+	run(t, open(t, config(s), kv, later))
+	waitFor(t, "the new one admitted", func() bool { return len(later.Admitted()) >= 1 })
+	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
+	// One more after the rescan: the cursor moved past the read ones.
+	s.Append(emailtest.Mail("alice@example.org", "v3@example.org", "s", "three"))
+	waitFor(t, "the next one admitted", func() bool { return len(later.Admitted()) >= 2 })
+	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 4 })
+	if got := later.Admitted(); len(got) != 2 || got[0].ID != "v2@example.org" || got[1].ID != "v3@example.org" || later.calls.Load() != 2 {
+		t.Fatalf("admitted %+v in %d calls; want v2 and v3 only", got, later.calls.Load())
+	}
+}
+
 func TestAttachmentRoundTrip(t *testing.T) {
 	s := servers(t, emailtest.Options{})
 	j := &counting{Journal: providertest.NewJournal()}
@@ -255,8 +386,28 @@ func TestAttachmentRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := s.Sent()
-	if text, atts := sent[len(sent)-1].Text(); strings.TrimSpace(text) != "Your photo" || len(atts) != 1 || atts[0] != len(png) {
+	// The caption (the filename it arrived under) heads the text.
+	if text, atts := sent[len(sent)-1].Text(); strings.ReplaceAll(strings.TrimSpace(text), "\r\n", "\n") != "cat.png\n\nYour photo" || len(atts) != 1 || atts[0] != len(png) {
 		t.Errorf("the reply has %q and attachments of %v bytes; want the text and %d bytes", text, atts, len(png))
+	}
+	// Media alone: the caption is the text.
+	captioned := m.Media[0]
+	captioned.Caption = "A cat"
+	if _, err := p2.Send(context.Background(), provider.Outbound{Chat: m.Chat, Media: &captioned, Key: "att-caption"}); err != nil {
+		t.Fatalf("a media-only send with a caption: %v", err)
+	}
+	sent = s.Sent()
+	if text, atts := sent[len(sent)-1].Text(); strings.TrimSpace(text) != "A cat" || len(atts) != 1 || atts[0] != len(png) {
+		t.Errorf("the media-only reply has %q and attachments of %v bytes; want the caption and %d bytes", text, atts, len(png))
+	}
+	captioned.Caption = ""
+	if _, err := p2.Send(context.Background(), provider.Outbound{Chat: m.Chat, Media: &captioned, Key: "att-bare"}); err != nil {
+		t.Fatalf("a media-only send without a caption: %v", err)
+	}
+	if sent = s.Sent(); len(sent) != 3 {
+		t.Errorf("%d sent, want 3", len(sent))
+	} else if _, atts := sent[2].Text(); len(atts) != 1 {
+		t.Errorf("the bare media reply has attachments %v", atts)
 	}
 	tampered := m.Media[0]
 	i := strings.Index(tampered.Ref, `"sha256":"`) + len(`"sha256":"`)

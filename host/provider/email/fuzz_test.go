@@ -32,6 +32,9 @@ func TestHTMLToTextAndTrimming(t *testing.T) {
 	cases := map[string]string{
 		"<html><head><title>T</title><style>p{}</style></head><body><p>Hello &amp; welcome</p><div>line<br>two</div><blockquote>old</blockquote></body></html>": "Hello & welcome\n\nline\ntwo",
 		"<p>unclosed <b>bold": "unclosed bold",
+		"<html><head><title>T</title><body><p>Hello there</p>":                  "Hello there",
+		"<head><title>T</title><p>No body tag":                                  "No body tag",
+		"<head><script>x</script><body><blockquote>old<p>q</p></blockquote>new": "new",
 	}
 	for in, want := range cases {
 		if got := htmlToText(in); got != want {

@@ -16,8 +16,10 @@ import (
 )
 
 // dialIMAP connects and logs in; onExists (may be nil) is called, without
-// blocking, when the selected mailbox grows.
-func (p *Provider) dialIMAP(ctx context.Context, onExists func()) (*imapclient.Client, error) {
+// blocking, when the selected mailbox grows. The client closes when ctx
+// ends; release closes it and lets go of ctx, and must be called once the
+// client is done with.
+func (p *Provider) dialIMAP(ctx context.Context, onExists func()) (c *imapclient.Client, release func(), err error) {
 	opts := &imapclient.Options{TLSConfig: p.imap.tls, Dialer: &net.Dialer{Timeout: p.cfg.Timeout}}
 	if onExists != nil {
 		opts.UnilateralDataHandler = &imapclient.UnilateralDataHandler{Mailbox: func(d *imapclient.UnilateralDataMailbox) {
@@ -26,23 +28,24 @@ func (p *Provider) dialIMAP(ctx context.Context, onExists func()) (*imapclient.C
 			}
 		}}
 	}
-	var c *imapclient.Client
-	var err error
 	if p.imap.implicit {
 		c, err = imapclient.DialTLS(p.imap.addr, opts)
 	} else {
 		c, err = imapclient.DialStartTLS(p.imap.addr, opts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("email: connecting to the IMAP server %s: %w", p.imap.addr, err)
+		return nil, nil, fmt.Errorf("email: connecting to the IMAP server %s: %w", p.imap.addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
-	if err := c.Login(p.cfg.Username, p.cfg.Password).Wait(); err != nil {
+	release = func() {
 		stop()
 		c.Close()
-		return nil, fmt.Errorf("email: logging in to the IMAP server %s as %q: %w", p.imap.addr, p.cfg.Username, err)
 	}
-	return c, nil
+	if err := c.Login(p.cfg.Username, p.cfg.Password).Wait(); err != nil {
+		release()
+		return nil, nil, fmt.Errorf("email: logging in to the IMAP server %s as %q: %w", p.imap.addr, p.cfg.Username, err)
+	}
+	return c, release, nil
 }
 
 // Run implements provider.Runner: one IMAP session after another, with a
@@ -71,11 +74,11 @@ func (p *Provider) Run(ctx context.Context) {
 // session logs in, selects the mailbox and journals what arrives, waiting
 // in IDLE (or polling) in between.
 func (p *Provider) session(ctx context.Context) error {
-	c, err := p.dialIMAP(ctx, p.signal)
+	c, release, err := p.dialIMAP(ctx, p.signal)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer release()
 	sel, err := c.Select(p.cfg.Mailbox, nil).Wait()
 	if err != nil {
 		return fmt.Errorf("email: selecting %q: %w", p.cfg.Mailbox, err)
@@ -83,7 +86,7 @@ func (p *Provider) session(ctx context.Context) error {
 	idle := c.Caps().Has(imap.CapIdle)
 	p.env.Log().Info("email: the mailbox is open", "provider", p.ID(), "mailbox", p.cfg.Mailbox, "idle", idle)
 	for {
-		if err := p.drain(ctx, c, sel.UIDValidity); err != nil {
+		if err := p.drain(ctx, c, sel); err != nil {
 			return err
 		}
 		if !idle {
@@ -124,28 +127,44 @@ func (p *Provider) signal() {
 	}
 }
 
-// drain journals every message after the cursor, in UID order.
-func (p *Provider) drain(ctx context.Context, c *imapclient.Client, uidValidity uint32) error {
+// drain journals every message after the cursor, in UID order. Without a
+// cursor (a first start), or with one of another UIDVALIDITY (a renumbered
+// mailbox), it takes the unread messages and then sets the cursor to at
+// least the last UID the SELECT reported, so that mail read before is never
+// taken.
+func (p *Provider) drain(ctx context.Context, c *imapclient.Client, sel *imap.SelectData) error {
+	uidValidity := sel.UIDValidity
 	cur, known, err := p.store.cursor(ctx)
 	if err != nil {
 		return fmt.Errorf("email: reading the cursor: %w", err)
 	}
 	criteria := &imap.SearchCriteria{}
+	fresh := false // the cursor is set only once every unread message is journaled
 	switch {
 	case !known:
 		// The first start: what nobody has read yet.
 		criteria.NotFlag = []imap.Flag{imap.FlagSeen}
-		cur = cursor{UIDValidity: uidValidity}
+		cur, fresh = cursor{UIDValidity: uidValidity}, true
 	case cur.UIDValidity != uidValidity:
-		// The server renumbered the mailbox: rescan it all; the inbox
-		// deduplicates on Message-ID.
-		p.env.Log().Warn("email: the mailbox's UIDVALIDITY changed: rescanning it", "provider", p.ID(),
+		// The server renumbered the mailbox: rescan it for what is unread
+		// (botrun sets \Seen on what it journals), as a first start does;
+		// the inbox deduplicates on Message-ID what was journaled but not
+		// yet marked. Mail journaled long ago, past the inbox's dedupe
+		// retention, is thus not answered again.
+		p.env.Log().Warn("email: the mailbox's UIDVALIDITY changed: rescanning its unread messages", "provider", p.ID(),
 			"was", cur.UIDValidity, "now", uidValidity)
-		cur = cursor{UIDValidity: uidValidity}
+		criteria.NotFlag = []imap.Flag{imap.FlagSeen}
+		cur, fresh = cursor{UIDValidity: uidValidity}, true
 	default:
 		var set imap.UIDSet
 		set.AddRange(imap.UID(cur.UID+1), 0)
 		criteria.UID = []imap.UIDSet{set}
+	}
+	var floor uint32 // the last UID at the SELECT, for a fresh cursor
+	if fresh {
+		if floor, err = lastUID(c, sel); err != nil {
+			return err
+		}
 	}
 	data, err := c.UIDSearch(criteria, nil).Wait()
 	if err != nil {
@@ -161,8 +180,14 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, uidValidity 
 			return err
 		}
 		cur.UID = uint32(uid)
-		if err := p.store.setCursor(ctx, cur); err != nil {
-			return fmt.Errorf("email: saving the cursor: %w", err)
+		// A fresh cursor is saved only at the end: saved here, it would
+		// make the next search "UID n:*" take the read mail above n. Until
+		// then a restart searches the unread ones again, and \Seen keeps
+		// the journaled ones out.
+		if !fresh {
+			if err := p.store.setCursor(ctx, cur); err != nil {
+				return fmt.Errorf("email: saving the cursor: %w", err)
+			}
 		}
 		// \Seen only now that the message is journaled.
 		if err := c.Store(imap.UIDSetNum(uid), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true,
@@ -170,10 +195,31 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, uidValidity 
 			return fmt.Errorf("email: marking UID %d \\Seen: %w", uid, err)
 		}
 	}
-	if !known {
-		return p.store.setCursor(ctx, cur)
+	if fresh {
+		cur.UID = max(cur.UID, floor)
+		if err := p.store.setCursor(ctx, cur); err != nil {
+			return fmt.Errorf("email: saving the cursor: %w", err)
+		}
 	}
 	return nil
+}
+
+// lastUID returns the highest UID the mailbox had at the SELECT: UIDNEXT-1,
+// or, from a server that did not report UIDNEXT, the highest UID a search
+// finds (0 in an empty mailbox).
+func lastUID(c *imapclient.Client, sel *imap.SelectData) (uint32, error) {
+	if sel.UIDNext > 0 {
+		return uint32(sel.UIDNext) - 1, nil
+	}
+	data, err := c.UIDSearch(&imap.SearchCriteria{}, nil).Wait()
+	if err != nil {
+		return 0, fmt.Errorf("email: UID SEARCH for the last UID: %w", err)
+	}
+	var last uint32
+	for _, u := range data.AllUIDs() {
+		last = max(last, uint32(u))
+	}
+	return last, nil
 }
 
 // fetchRaw returns the source of the message with uid, at most

@@ -64,11 +64,11 @@ func (p *Provider) loadPart(ctx context.Context, s string, max int64) (part, err
 	defer p.loadMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	c, err := p.dialIMAP(ctx, nil)
+	c, release, err := p.dialIMAP(ctx, nil)
 	if err != nil {
 		return part{}, err
 	}
-	defer c.Close()
+	defer release()
 	sel, err := c.Select(p.cfg.Mailbox, &imap.SelectOptions{ReadOnly: true}).Wait()
 	if err != nil {
 		return part{}, fmt.Errorf("email: selecting %q: %w", p.cfg.Mailbox, err)

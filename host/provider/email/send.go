@@ -26,15 +26,20 @@ import (
 // Send implements provider.Provider: one SMTP submission with AUTH, a reply
 // in the chat's thread (In-Reply-To, References, "Re: " subject). The
 // Message-ID is botrun's, derived from Outbound.Key, and is the returned
-// id.
+// id. A send with media takes its caption as (the start of) the text, and
+// needs no text.
 func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
+	text := msg.Text
+	if msg.Media != nil {
+		text = provider.CaptionText(msg.Media.Caption, msg.Text)
+	}
 	switch {
 	case len(msg.Buttons) > 0 || msg.List != nil:
 		return "", fmt.Errorf("%w: email has no buttons or lists", provider.ErrUnsupportedContent)
 	case msg.Media != nil && msg.Media.Ref == "":
 		return "", fmt.Errorf("%w: the email channel attaches only attachments it received", provider.ErrUnsupportedContent)
-	case strings.TrimSpace(msg.Text) == "":
-		return "", fmt.Errorf("%w: an email needs text", provider.ErrUnsupportedContent)
+	case msg.Media == nil && strings.TrimSpace(text) == "":
+		return "", fmt.Errorf("%w: an email needs text or an attachment", provider.ErrUnsupportedContent)
 	}
 	var attach *part
 	if msg.Media != nil {
@@ -59,7 +64,7 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		t = thread{To: a.Address, Subject: "Message from " + p.from}
 	}
 	id := p.messageID(msg.Key)
-	raw, err := p.compose(t, id, msg.Text, attach)
+	raw, err := p.compose(t, id, text, attach)
 	if err != nil {
 		return "", err
 	}

@@ -159,6 +159,16 @@ func (s *Server) Append(raw []byte) (uint32, error) {
 	return uint32(d.UID), nil
 }
 
+// AppendSeen delivers a message to INBOX already flagged \Seen (read
+// before botrun looked) and returns its UID.
+func (s *Server) AppendSeen(raw []byte) (uint32, error) {
+	d, err := s.user.Append("INBOX", literal{bytes.NewReader(raw)}, &imap.AppendOptions{Flags: []imap.Flag{imap.FlagSeen}})
+	if err != nil {
+		return 0, err
+	}
+	return uint32(d.UID), nil
+}
+
 // Renumber deletes and recreates INBOX: a new UIDVALIDITY, and no messages.
 func (s *Server) Renumber() error {
 	if err := s.user.Delete("INBOX"); err != nil {
@@ -341,6 +351,18 @@ type session struct {
 func (ss *session) Select(mailbox string, options *imap.SelectOptions) (*imap.SelectData, error) {
 	ss.readOnly = options != nil && options.ReadOnly
 	return ss.SessionIMAP4rev2.Select(mailbox, options)
+}
+
+// Idle first sends what is pending: imapserver's tracker delivers in IDLE
+// only what arrives after it starts, so a message appended between the
+// client's last command and its IDLE would not be announced until the next
+// one (real servers announce it; the channel would sleep until its IDLE
+// refresh).
+func (ss *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
+	if err := ss.SessionIMAP4rev2.Poll(w, true); err != nil {
+		return err
+	}
+	return ss.SessionIMAP4rev2.Idle(w, stop)
 }
 
 func (ss *session) Fetch(w *imapserver.FetchWriter, numSet imap.NumSet, options *imap.FetchOptions) error {
