@@ -38,7 +38,7 @@ func TestEmailEndToEnd(t *testing.T) {
 	}
 	c := channelCase{name: "email", provider: "mail", chat: user,
 		toml: func(string) string {
-			return fmt.Sprintf("id = \"mail\"\ntype = \"email\"\nimap_url = \"imaps://%s\"\nsmtp_url = \"smtps://%s\"\nusername = %q\npassword = %q\nfrom = %q\ntls_insecure = true\n",
+			return fmt.Sprintf("id = \"mail\"\ntype = \"email\"\nimap_url = \"imaps://%s\"\nsmtp_url = \"smtps://%s\"\nusername = %q\npassword = %q\nfrom = %q\ntls_insecure = true\npoll = \"1s\"\n",
 				s.IMAPAddr, s.SMTPAddr, emailtest.Username, emailtest.Password, emailtest.Username)
 		},
 		replies: func() []string {

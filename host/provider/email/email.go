@@ -58,7 +58,8 @@ type Config struct {
 	// Mailbox is the mailbox read (default INBOX).
 	Mailbox string `toml:"mailbox"`
 	// Poll is how often the mailbox is searched when the server has no
-	// IDLE (a Go duration, default 1m).
+	// IDLE, and with IDLE the longest one IDLE lasts, so a notification the
+	// server missed waits one poll at most (a Go duration, default 1m).
 	Poll string `toml:"poll"`
 	// TLSInsecure skips certificate verification: tests only, refused
 	// unless both hosts are loopback.

@@ -104,7 +104,10 @@ func (p *Provider) session(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-p.updates:
-		case <-time.After(p.cfg.IdleRefresh):
+		case <-time.After(min(p.cfg.IdleRefresh, p.poll)):
+			// Renewed at least every poll: a server that did not announce
+			// a message appended just before IDLE began (between the
+			// search and IDLE) delays it by one poll at most.
 		case <-c.Closed():
 		}
 		if err := cmd.Close(); err != nil {
