@@ -40,6 +40,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/unit"
 )
@@ -280,11 +281,15 @@ type Outbound struct {
 	Chat  string          `json:"chat"`
 	Text  string          `json:"text,omitempty"`
 	Media *provider.Media `json:"media,omitempty"`
+	// Buttons and List are the send's choices, as the guest gave them
+	// (abi/SPEC.md): the gateway shows them, never botrun silently drops them.
+	Buttons []abi.Button `json:"buttons,omitempty"`
+	List    *abi.List    `json:"list,omitempty"`
 }
 
 // Send implements provider.Provider.
 func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, error) {
-	body, err := json.Marshal(Outbound{Chat: msg.Chat, Text: msg.Text, Media: msg.Media})
+	body, err := json.Marshal(Outbound{Chat: msg.Chat, Text: msg.Text, Media: msg.Media, Buttons: msg.Buttons, List: msg.List})
 	if err != nil {
 		return "", err
 	}

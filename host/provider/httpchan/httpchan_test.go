@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/provider"
 )
 
@@ -157,6 +158,12 @@ func TestSendMapsErrors(t *testing.T) {
 	}
 	if k := gotHeader.Get(IdempotencyKeyHeader); k != "" {
 		t.Fatalf("a send without a key carried Idempotency-Key %q", k)
+	}
+	// Choices travel to the gateway, never dropped.
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "c1", Text: "pick", Buttons: []abi.Button{{ID: "y", Title: "Yes"}},
+		List: &abi.List{Button: "Open", Sections: []abi.ListSection{{Rows: []abi.ListRow{{ID: "r", Title: "R"}}}}}}); err != nil ||
+		gotBody != `{"chat":"c1","text":"pick","buttons":[{"id":"y","title":"Yes"}],"list":{"button":"Open","sections":[{"rows":[{"id":"r","title":"R"}]}]}}` {
+		t.Fatalf("a send with choices: %v, body %s", err, gotBody)
 	}
 	// The key travels on every attempt, the same each time.
 	for range 2 {
