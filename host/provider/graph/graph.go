@@ -121,7 +121,7 @@ func (c Codes) MapError(status int, header http.Header, body []byte) error {
 		err := fmt.Errorf("HTTP %d", status)
 		switch {
 		case status == http.StatusTooManyRequests:
-			return &provider.RateLimitedError{RetryAfter: RetryAfter(header, time.Second), Err: err}
+			return &provider.RateLimitedError{RetryAfter: provider.HeaderRetryAfter(header, time.Second), Err: err}
 		case status == http.StatusUnauthorized, status == http.StatusForbidden:
 			return &provider.PermanentError{Err: err}
 		}
@@ -135,7 +135,7 @@ func (c Codes) MapError(status int, header http.Header, body []byte) error {
 		cause = fmt.Errorf("%w (%s)", cause, e.ErrorData.Details)
 	}
 	if wait, ok := c.RateLimits[e.Code]; ok {
-		return &provider.RateLimitedError{RetryAfter: RetryAfter(header, wait), Err: cause}
+		return &provider.RateLimitedError{RetryAfter: provider.HeaderRetryAfter(header, wait), Err: cause}
 	}
 	if c.Classify == nil {
 		return cause
@@ -148,9 +148,4 @@ func (c Codes) MapError(status int, header http.Header, body []byte) error {
 	default:
 		return fmt.Errorf("%w: %w", class, cause)
 	}
-}
-
-// RetryAfter is the Retry-After header in whole seconds, or def.
-func RetryAfter(h http.Header, def time.Duration) time.Duration {
-	return provider.HeaderRetryAfter(h, def)
 }
