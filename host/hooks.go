@@ -155,16 +155,25 @@ type afterRecord struct {
 	Parts []string     `json:"parts"`
 }
 
-// journalAfter puts the after_send record of s (see afterSendProvider).
-func (o *sender) journalAfter(ctx context.Context, s sendSpec, parts []string) error {
+// afterPut is the after_send record of s, whose parts are journaled under
+// parts (see afterSendProvider).
+func afterPut(s sendSpec, parts []string) (durability.OutboxPut, error) {
 	body, err := json.Marshal(afterRecord{Hook: hookOf(s), Parts: parts})
 	if err != nil {
-		return fmt.Errorf("after_send of %s: %w", s.key, err)
+		return durability.OutboxPut{}, fmt.Errorf("after_send of %s: %w", s.key, err)
 	}
 	payload, _ := json.Marshal(outMsg{Text: string(body)})
-	_, _, err = o.outbox.Put(ctx, durability.OutboxPut{Key: afterSendKey(s.key), Provider: afterSendProvider, Chat: s.chat,
-		Payload: payload, Inbound: s.inbound, NotBefore: s.at}, nowMs(), nil)
+	return durability.OutboxPut{Key: afterSendKey(s.key), Provider: afterSendProvider, Chat: s.chat,
+		Payload: payload, Inbound: s.inbound, NotBefore: s.at}, nil
+}
+
+// journalAfter puts the after_send record of s and wakes the sweeper.
+func (o *sender) journalAfter(ctx context.Context, s sendSpec, parts []string) error {
+	put, err := afterPut(s, parts)
 	if err != nil {
+		return err
+	}
+	if _, _, err = o.outbox.Put(ctx, put, nowMs(), nil); err != nil {
 		return fmt.Errorf("outbox journal: after_send of %s: %w", s.key, err)
 	}
 	o.wake.notify()

@@ -276,12 +276,13 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := sendSpec{provider: "web", chat: "c1", msg: outMsg{Text: "hi"}, key: "k1", inbound: "web:m0"}
-	if err := b.sender.journalAfter(ctx, s, []string{"k1"}); err != nil {
+	// The crashed incarnation had claimed the hook's record: it is put in
+	// flight at once (no sweep can take it first), its lease expired.
+	put, err := afterPut(s, []string{"k1"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The crashed incarnation had claimed the hook's record: in flight, its
-	// lease expired.
-	if _, err := b.outbox.Begin(ctx, afterSendKey("k1"), l); err != nil {
+	if _, _, err := b.outbox.Put(ctx, put, l.Now, &l); err != nil {
 		t.Fatal(err)
 	}
 	b.wakeSweeper()
