@@ -17,6 +17,10 @@ type Driver struct {
 	// Shared is true for a backend several processes use at once (a
 	// database server): each process then needs its own instance id.
 	Shared bool
+	// Coordination is true for a shared backend whose Backend implements
+	// Coordinator and that replicas on several hosts can share: it accepts
+	// [durability] coordination = true.
+	Coordination bool
 	// Options returns a new options value filled with the backend's
 	// defaults. Its toml-tagged fields are the backend's own keys in the
 	// [durability] table, decoded over those defaults.

@@ -26,6 +26,9 @@ type kvInbox struct {
 	t     *table[InboxRecord]
 	out   *table[OutboxRecord]
 	state *kvState
+	// chats keeps each chat's unfinished records in order (nil unless
+	// opened for coordination).
+	chats *chatIndex
 }
 
 func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64, lease *Lease) (PutStatus, InboxRecord, error) {
@@ -34,7 +37,7 @@ func (j *kvInbox) Put(ctx context.Context, p InboxPut, now int64, lease *Lease) 
 	if lease != nil {
 		claimInbox(&rec, *lease)
 	}
-	err := j.t.put(ctx, p.ID, 0, &rec, nil)
+	err := j.t.put(ctx, p.ID, 0, &rec, j.chatAdd(&rec))
 	if !errors.Is(err, ErrConflict) {
 		return Created, rec, err
 	}
@@ -97,7 +100,7 @@ func (j *kvInbox) Complete(ctx context.Context, id string, token int64, effects 
 		rec.Error = ""
 		rec.LeaseUntil = 0
 		rec.UpdatedAt, rec.CompletedAt = now, now
-		return j.state.writes(effects), nil
+		return append(j.state.writes(effects), j.chatRemove(rec)...), nil
 	})
 	return err
 }
@@ -144,7 +147,7 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 		if err != nil {
 			return err
 		}
-		writes = append(append([]Write{w}, writes...), j.state.writes(effects)...)
+		writes = append(append(append([]Write{w}, writes...), j.state.writes(effects)...), j.chatRemove(&rec)...)
 		err = j.t.kv.Commit(ctx, writes)
 		if errors.Is(err, ErrConflict) {
 			j.t.forget(id)
@@ -177,9 +180,9 @@ func (j *kvInbox) Fail(ctx context.Context, id string, token int64, errMsg strin
 		}
 		if o.Dead {
 			rec.State, rec.CompletedAt, rec.RetryAt = InboxDead, o.Now, 0
-		} else {
-			rec.State, rec.RetryAt = InboxFailed, o.RetryAt
+			return j.chatRemove(rec), nil // a dead letter does not hold its chat up
 		}
+		rec.State, rec.RetryAt = InboxFailed, o.RetryAt
 		return nil, nil
 	})
 	return err
@@ -233,9 +236,13 @@ func (j *kvInbox) Replay(ctx context.Context, id string, now int64) error {
 		if rec.State != InboxDone && rec.State != InboxDead && rec.State != InboxFailed {
 			return nil, fmt.Errorf("%w: inbox %s is %s (replay takes done, failed or dead)", ErrInvalidState, id, rec.State)
 		}
+		add := rec.State.Terminal() // a failed record is in its chat's order already
 		rec.State = InboxPending
 		rec.Attempts, rec.RetryAt, rec.CompletedAt, rec.LeaseUntil = 0, 0, 0, 0
 		rec.UpdatedAt = now
+		if add {
+			return j.chatAdd(rec), nil
+		}
 		return nil, nil
 	})
 	return err

@@ -69,8 +69,11 @@ type Bot struct {
 	ownBackend bool
 	// kv is the backend's Kv, which channels keep their own data in (nil
 	// when the backend has none).
-	kv     durability.Kv
-	inbox  durability.InboxJournal
+	kv    durability.Kv
+	inbox durability.InboxJournal
+	// coord serializes chats' turns across replicas (nil without
+	// [durability] coordination).
+	coord  *coordination
 	outbox durability.OutboxJournal
 	state  durability.StateStore
 
@@ -165,13 +168,30 @@ func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) erro
 		}
 		b.backend, b.ownBackend = backend, true
 	}
-	j, err := b.backend.Open(ctx, Scope(b.cfg))
+	scope := Scope(b.cfg)
+	open := b.backend.Open
+	coordinated := b.cfg.Durability.Coordination
+	if coordinated {
+		c, ok := b.backend.(durability.Coordinator)
+		if !ok {
+			return fmt.Errorf("durability.coordination: the %s backend cannot coordinate replicas (postgres and redis can)", b.cfg.Durability.Backend)
+		}
+		open = c.OpenCoordinated
+	}
+	j, err := open(ctx, scope)
 	if err != nil {
 		return fmt.Errorf("durability: open %s backend: %w", b.cfg.Durability.Backend, err)
 	}
 	b.inbox, b.outbox, b.state = j.Inbox, j.Outbox, j.State
 	if kvb, ok := b.backend.(interface{ Kv() durability.Kv }); ok {
 		b.kv = kvb.Kv()
+	}
+	if coordinated {
+		order, ok := j.Inbox.(durability.ChatOrder)
+		if !ok || b.kv == nil {
+			return fmt.Errorf("durability.coordination: the %s backend opened journals without a chat order or a Kv", b.cfg.Durability.Backend)
+		}
+		b.coord = newCoordination(order, b.kv, scope.ID(), b.policy.instanceID, b.boot, b.policy.inboxLease)
 	}
 	return nil
 }

@@ -106,6 +106,20 @@ func (b *Bot) takeTurn(j job) {
 		}
 		rec = &r
 	}
+	if b.coord != nil {
+		b.coordinatedTurn(j, rec)
+		return
+	}
+	b.runRecord(j, rec)
+}
+
+// runRecord runs a claimed record's turn: the handler with a heartbeat, then
+// the completion with the buffered state writes (the conversation's
+// checkpoint and the record's confirmation are one write), or a retry or the
+// dead-letter queue. A completion that fails releases the record to be
+// reprocessed at once.
+func (b *Bot) runRecord(j job, rec *durability.InboxRecord) {
+	ctx := b.baseCtx
 	hb, ok := b.turnLease(ctx, rec)
 	if !ok {
 		return
@@ -148,12 +162,29 @@ func (b *Bot) takeTurn(j job) {
 			b.metrics.staleLeases.Add(1)
 			b.log.Warn("completion refused: the lease was lost to another owner", "id", rec.ID)
 		} else if err != nil {
-			b.log.Error("completion failed; the record will be reclaimed and its sends answered from the outbox", "id", rec.ID, "err", err)
+			b.log.Error("completion failed; the record is released to run again, its sends answered from the outbox", "id", rec.ID, "err", err)
+			b.releaseUncompleted(ctx, rec, err)
 		}
 		return
 	}
 	t.flushMark(ctx)
 	b.failInbound(ctx, rec, hb, err, rec.Attempts >= b.policy.maxAttempts)
+}
+
+// releaseUncompleted gives back a record whose completion failed, due now:
+// its state writes did not land, so it runs again (charged: a completion
+// that always fails ends in the dead-letter queue). If the release fails
+// too, the record is reclaimed when its lease expires.
+func (b *Bot) releaseUncompleted(ctx context.Context, rec *durability.InboxRecord, cause error) {
+	now := nowMs()
+	dead := rec.Attempts >= b.policy.maxAttempts
+	err := b.inbox.Fail(ctx, rec.ID, rec.Token, fmt.Sprintf("completion failed: %v", cause), durability.FailOptions{Now: now, RetryAt: now, Dead: dead})
+	if err != nil && !errors.Is(err, durability.ErrStaleLease) && ctx.Err() == nil {
+		b.log.Warn("releasing the record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
+	}
+	if err == nil && !dead {
+		b.wakeSweeper()
+	}
 }
 
 // complete lands the inbox completion with the buffered state writes, and the

@@ -7,7 +7,7 @@ import (
 )
 
 func init() {
-	durability.Register(durability.Driver{Name: "redis", Shared: true, Options: func() durability.DriverOptions {
+	durability.Register(durability.Driver{Name: "redis", Shared: true, Coordination: true, Options: func() durability.DriverOptions {
 		return &driverOptions{Prefix: "botrun"}
 	}})
 }

@@ -121,6 +121,10 @@ type Durability struct {
 	InstanceID string `toml:"instance_id"`
 	// FailOpen dispatches an event even when the journal cannot record it.
 	FailOpen bool `toml:"fail_open"`
+	// Coordination serializes each chat's turns across the replicas that
+	// share the backend, so no sticky routing is needed (postgres and
+	// redis only).
+	Coordination bool `toml:"coordination"`
 	// Poll is the sweeper period (default 1s).
 	Poll Duration `toml:"poll"`
 	// Retention is how long done and sent records are kept (default 7d; 0 keeps

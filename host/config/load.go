@@ -124,6 +124,16 @@ func (p *parser) durability(md toml.MetaData, prim toml.Primitive, d *Durability
 			Msg: fmt.Sprintf("unknown backend %q (want one of %s)", d.Backend, strings.Join(durability.Drivers(), ", "))}
 	}
 	d.Options, d.Shared = drv.Options(), drv.Shared
+	if d.Coordination && !drv.Coordination {
+		var can []string
+		for _, name := range durability.Drivers() {
+			if c, _ := durability.LookupDriver(name); c.Coordination {
+				can = append(can, name)
+			}
+		}
+		return &Error{File: p.file, Line: p.line("durability.coordination"), Key: "durability.coordination",
+			Msg: fmt.Sprintf("backend %q cannot coordinate replicas: coordination needs a backend that replicas on several hosts share (%s); switch the backend, or remove coordination and route each chat to one replica", d.Backend, strings.Join(can, ", "))}
+	}
 	if defined {
 		if err := md.PrimitiveDecode(prim, d.Options); err != nil {
 			return p.decodeError(err)
