@@ -124,6 +124,15 @@ type OutboxJournal interface {
 	Purge(ctx context.Context, before int64) (int, error)
 }
 
+// ExpiredClaimer is implemented by an OutboxJournal that can claim one send
+// left in flight under an expired lease, as ClaimDue would (Ambiguous, no
+// attempt charged): a replay that meets its own send so left settles it at
+// once, before the chat's next turn, instead of leaving it to a sweep.
+// ErrNotClaimable when the record is not sending under an expired lease.
+type ExpiredClaimer interface {
+	ClaimExpired(ctx context.Context, key string, lease Lease) (ClaimedSend, error)
+}
+
 // InboxPut is a new inbound record.
 type InboxPut struct {
 	ID       string

@@ -218,3 +218,18 @@ func (j *kvOutbox) Purge(ctx context.Context, before int64) (int, error) {
 		return r.State == OutboxSent && r.CompletedAt < before
 	})
 }
+
+// ClaimExpired implements ExpiredClaimer.
+func (j *kvOutbox) ClaimExpired(ctx context.Context, key string, lease Lease) (ClaimedSend, error) {
+	rec, err := j.t.update(ctx, key, func(rec *OutboxRecord) ([]Write, error) {
+		if rec.State != OutboxSending || rec.LeaseUntil > lease.Now {
+			return nil, fmt.Errorf("%w: outbox %s is %s (lease until %d)", ErrNotClaimable, key, rec.State, rec.LeaseUntil)
+		}
+		outboxClaims.begin(rec, lease)
+		return nil, nil
+	})
+	if err != nil {
+		return ClaimedSend{}, err
+	}
+	return ClaimedSend{Record: rec, Ambiguous: true}, nil
+}

@@ -150,11 +150,20 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.alerts.out = make(chan Alert, 1024)
 	}
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
-		leases: b.leases, alerts: b.alerts, wake: b.wake}
+		leases: b.leases, alerts: b.alerts, wake: b.wake, settleInFlight: b.coord != nil, boot: b.boot.UnixMilli()}
 	if h, ok := b.guest.(SendHooks); ok {
 		b.sender.hooks = h
 	}
 	b.dispatch = newDispatcher(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
+	if b.coord != nil {
+		b.sender.runQueued = func(providerID, chat, key string) bool {
+			j, ok := b.dispatch.takeSend(chatKey(providerID, chat), key)
+			if ok {
+				b.handle(b.baseCtx, j)
+			}
+			return ok
+		}
+	}
 	b.dispatch.setOnLow(b.sweepBatch()/4, b.queueLow)
 	return b, nil
 }

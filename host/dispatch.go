@@ -148,6 +148,25 @@ func (d *dispatcher) submit(j job) bool {
 	return d.enqueue(j)
 }
 
+// takeSend removes the queued job delivering the send key from its chat's
+// queue and returns it, so the chat's running turn can deliver it first.
+func (d *dispatcher) takeSend(chatKey, key string) (job, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q, ok := d.chats[chatKey]
+	if !ok {
+		return job{}, false
+	}
+	for i, j := range q.jobs {
+		if j.send != nil && j.id == key {
+			q.jobs = append(q.jobs[:i:i], q.jobs[i+1:]...)
+			d.pending--
+			return j, true
+		}
+	}
+	return job{}, false
+}
+
 func (d *dispatcher) enqueue(j job) bool {
 	if d.stopped {
 		return false

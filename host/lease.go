@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,19 @@ type heartbeat struct {
 	once   sync.Once
 	done   chan struct{}
 	exited chan struct{}
+	// until is the lease's expiry as of its last extension (Unix ms).
+	until atomic.Int64
+}
+
+// held reports an error once the lease has expired by this process's clock
+// (its extensions stopped: the process was frozen, or the backend did not
+// answer), so work that must not outlive the lease stops before acting,
+// even before the heartbeat learns of the loss.
+func (h *heartbeat) held() error {
+	if u := h.until.Load(); u != 0 && time.Now().UnixMilli() >= u {
+		return fmt.Errorf("%w: the lease expired at %s by this process's clock", durability.ErrStaleLease, time.UnixMilli(u).Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // leases hands out this instance's leases and keeps them alive with
@@ -62,7 +76,11 @@ func (l *leases) heartbeatAfter(lease, first time.Duration, extend func(ctx cont
 				return
 			case <-t.C:
 				t.Reset(max(lease/3, time.Millisecond))
-				err := extend(ctx, time.Now().Add(lease).UnixMilli())
+				until := time.Now().Add(lease).UnixMilli()
+				err := extend(ctx, until)
+				if err == nil {
+					h.until.Store(until)
+				}
 				if errors.Is(err, durability.ErrStaleLease) {
 					h.lost.Store(true)
 					l.metrics.staleLeases.Add(1)
@@ -118,7 +136,9 @@ func (b *Bot) turnLease(ctx context.Context, rec *durability.InboxRecord) (*hear
 		rec.LeaseUntil, first = until, lease/3
 	}
 	id, token := rec.ID, rec.Token
-	return b.leases.heartbeatAfter(lease, first, func(ctx context.Context, until int64) error {
+	hb := b.leases.heartbeatAfter(lease, first, func(ctx context.Context, until int64) error {
 		return b.inbox.Extend(ctx, id, token, until)
-	}), true
+	})
+	hb.until.Store(rec.LeaseUntil)
+	return hb, true
 }

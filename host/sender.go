@@ -35,6 +35,16 @@ type sender struct {
 	wake signal
 	// hooks run the module's botrun_after_send (nil: a guest without hooks).
 	hooks SendHooks
+	// settleInFlight makes a turn that meets its send in flight elsewhere
+	// settle it before going on (coordination: the chat's next turn must
+	// not overtake it).
+	settleInFlight bool
+	// runQueued delivers the send key now if this process's sweeper
+	// claimed it and it waits in its chat's queue; false when it is not
+	// there.
+	runQueued func(provider, chat, key string) bool
+	// boot is when this process started (Unix milliseconds).
+	boot int64
 }
 
 // outMsg is the journaled content of a send.
@@ -198,6 +208,70 @@ func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec,
 	return abi.SendResult{Status: abi.SendBypassed, Key: s.key, Ref: ref}
 }
 
+// settleElsewhere waits for a send another owner has in flight to settle:
+// a live owner's until its lease ends; one whose lease expired (it died or
+// froze mid-send) is claimed ambiguous here and settled as a sweep would
+// (the channel closes the window, or on_ambiguous decides). A send this
+// process's sweeper claimed waits behind this turn in the chat's queue: it
+// is delivered now. It returns the record as it stands then.
+func (o *sender) settleElsewhere(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, error) {
+	claimer, ok := o.outbox.(durability.ExpiredClaimer)
+	wait := 5 * time.Millisecond
+	// A sweep queues what it claimed at once: a claim of this process's
+	// not queued within queuedBy is not a sweep's.
+	queuedBy := time.Now().Add(2 * time.Second)
+	for rec.State == durability.OutboxSending && ok {
+		switch {
+		case rec.Owner == o.leases.owner && rec.LeasedAt < o.boot:
+			// This instance's earlier boot: the sweeper's reclaim takes it.
+			return rec, nil
+		case rec.Owner == o.leases.owner:
+			// This process's sweeper claimed it: deliver it now, ahead of
+			// the turn that waits for it in the queue (or, if the sweeper
+			// has not queued it yet, wait for that).
+			if o.runQueued == nil || time.Now().After(queuedBy) {
+				return rec, nil // not the sweeper's (this turn's own key, sent twice)
+			}
+			if !o.runQueued(rec.Provider, rec.Chat, rec.Key) {
+				if !sleepCtx(ctx, wait) {
+					return rec, ctx.Err()
+				}
+				wait = min(2*wait, 100*time.Millisecond)
+			}
+		case rec.LeaseUntil <= nowMs():
+			c, err := claimer.ClaimExpired(ctx, rec.Key, o.outboxLease())
+			if err == nil {
+				o.deliverClaimed(ctx, c)
+			} else if !errors.Is(err, durability.ErrNotClaimable) {
+				return rec, err
+			}
+		default:
+			if !sleepCtx(ctx, wait) {
+				return rec, ctx.Err()
+			}
+			wait = min(2*wait, 100*time.Millisecond)
+		}
+		r, err := o.outbox.Get(ctx, rec.Key)
+		if err != nil {
+			return rec, err
+		}
+		rec = r
+	}
+	return rec, nil
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // existing answers a send whose key is already journaled. It returns ok=false
 // when the record still needs delivering (pending or failed).
 func (o *sender) existing(rec durability.OutboxRecord) (abi.SendResult, bool) {
@@ -258,19 +332,36 @@ func (o *sender) sendPart(ctx context.Context, prov provider.Provider, s sendSpe
 			p.key = key
 			return o.sendPart(ctx, prov, s, p, hold)
 		}
-		if res, done := o.existing(rec); done {
-			return res, nil, nil
-		}
-		if rec.Shown(nowMs()) == durability.OutboxScheduled {
-			// Held until its time: the sweeper sends it then, not this send.
-			return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil, nil
-		}
-		rec, err = o.outbox.Begin(ctx, rec.Key, o.outboxLease())
-		if errors.Is(err, durability.ErrNotClaimable) {
-			return abi.SendResult{Status: abi.SendDeferred, Key: p.key}, nil, nil
-		}
-		if err != nil {
-			return abi.SendResult{}, nil, fmt.Errorf("outbox journal: %w", err)
+		for tries := 1; ; tries++ {
+			if rec.State == durability.OutboxSending && o.settleInFlight {
+				if rec, err = o.settleElsewhere(ctx, rec); err != nil {
+					return abi.SendResult{}, nil, fmt.Errorf("outbox journal: %w", err)
+				}
+			}
+			if res, done := o.existing(rec); done {
+				return res, nil, nil
+			}
+			if rec.Shown(nowMs()) == durability.OutboxScheduled {
+				// Held until its time: the sweeper sends it then, not this send.
+				return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil, nil
+			}
+			began, err := o.outbox.Begin(ctx, rec.Key, o.outboxLease())
+			if errors.Is(err, durability.ErrNotClaimable) && o.settleInFlight && tries < 5 {
+				// A sweep claimed it just now (settling it woke one):
+				// settle that claim in turn.
+				if rec, err = o.outbox.Get(ctx, rec.Key); err != nil {
+					return abi.SendResult{}, nil, fmt.Errorf("outbox journal: %w", err)
+				}
+				continue
+			}
+			if errors.Is(err, durability.ErrNotClaimable) {
+				return abi.SendResult{Status: abi.SendDeferred, Key: p.key}, nil, nil
+			}
+			if err != nil {
+				return abi.SendResult{}, nil, fmt.Errorf("outbox journal: %w", err)
+			}
+			rec = began
+			break
 		}
 	} else {
 		o.metrics.outboxJournaled.Add(1)

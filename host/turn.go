@@ -64,6 +64,10 @@ type turn struct {
 	postedBytes int
 	// hooks run the module's send hooks (nil: a guest without them).
 	hooks SendHooks
+	// held, when set, refuses sends once the record's lease expired by
+	// this process's clock (coordination: a replica frozen past its lease
+	// and thawed must not act on what it read before).
+	held func() error
 }
 
 // maxPostedBytes bounds the content of an event's posted sends held in
@@ -90,7 +94,7 @@ func (b *Bot) newTurn(ev abi.Event) *turn {
 func (b *Bot) takeTurn(j job) {
 	ctx := b.baseCtx
 	if j.unjournaled {
-		t, _ := b.run(ctx, *j.event, nil)
+		t, _ := b.run(ctx, *j.event, nil, nil)
 		t.flushMark(ctx) // no completion to carry the last send's MarkSent
 		return
 	}
@@ -149,7 +153,11 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord) {
 		b.replaysOnNewModule.Add(1)
 		b.log.Warn("replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.guest.Digest()))
 	}
-	t, err := b.run(hb.ctx, ev, reasons)
+	var held func() error
+	if b.coord != nil {
+		held = hb.held
+	}
+	t, err := b.run(hb.ctx, ev, reasons, held)
 	hb.stop()
 	if hb.lost.Load() {
 		t.flushMark(ctx)
@@ -211,8 +219,9 @@ func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn
 
 // run calls the handler for ev and reports its outcome. mediaReasons say which
 // of its media are unavailable, and why.
-func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string) (*turn, error) {
+func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held func() error) (*turn, error) {
 	t := b.newTurn(ev)
+	t.held = held
 	t.mediaReasons = mediaReasons
 	ran, err := b.guest.Handle(ctx, ev, t)
 	t.module = ran
@@ -275,6 +284,9 @@ var ErrSendCap = errors.New("the handler sent more than bot.max_sends")
 // spec builds the send of req by the idempotency key rules: explicit, else
 // derived from the event and the send's position.
 func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
+	if err := t.fence(); err != nil {
+		return sendSpec{}, err
+	}
 	t.n++
 	if max := t.maxSends; t.n > max {
 		return sendSpec{}, fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", t.event.ID, ErrSendCap, max)
@@ -342,6 +354,9 @@ func (t *turn) flushPosted(ctx context.Context) error {
 // send makes one send of the turn (through the send hooks): inline, unless
 // an earlier send of the turn to its provider was deferred.
 func (t *turn) send(ctx context.Context, s sendSpec) (abi.SendResult, error) {
+	if err := t.fence(); err != nil {
+		return abi.SendResult{}, err
+	}
 	return t.hookedSend(ctx, s, func(s sendSpec) (abi.SendResult, error) { return t.sendNow(ctx, s) })
 }
 
@@ -388,6 +403,9 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 		return abi.BroadcastResult{}, err
 	}
 	t.flushMark(ctx)
+	if err := t.fence(); err != nil {
+		return abi.BroadcastResult{}, err
+	}
 	t.n++
 	if t.n > t.maxSends {
 		return abi.BroadcastResult{}, fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", t.event.ID, ErrSendCap, t.maxSends)
@@ -431,10 +449,21 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 	return res, err
 }
 
+// fence refuses the turn's next action once its lease is gone (see held).
+func (t *turn) fence() error {
+	if t.held == nil {
+		return nil
+	}
+	return t.held()
+}
+
 // channelOp counts an edit or a typing call: an event makes at most
 // bot.max_sends of them (they wait on the channel, so a loop of them would
 // hold the worker and flood the channel); past it they are refused.
 func (t *turn) channelOp() error {
+	if err := t.fence(); err != nil {
+		return err
+	}
 	if t.ops++; t.ops > t.maxSends {
 		return fmt.Errorf("event %s: more than bot.max_sends (%d) edits and typing calls", t.event.ID, t.maxSends)
 	}

@@ -42,6 +42,8 @@ type gateway struct {
 	keys   map[string]string
 	// repeats counts the sends it answered from keys.
 	repeats int
+	// chats lists each chat's delivered texts in the order they arrived.
+	chats map[string][]string
 }
 
 func (g *gateway) sends() int {
@@ -79,6 +81,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.texts[out.Chat+"|"+out.Text]++
+	if g.chats == nil {
+		g.chats = map[string][]string{}
+	}
+	g.chats[out.Chat] = append(g.chats[out.Chat], out.Text)
 	g.n++
 	answer := fmt.Sprintf(`{"id":"%d"}`, g.n)
 	if g.keys == nil {
