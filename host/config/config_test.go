@@ -87,7 +87,9 @@ func TestSessionDefaults(t *testing.T) {
 	t.Parallel()
 	src := "[bot]\nmodule = \"b.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n" +
 		"[[providers]]\nid = \"wa\"\ntype = \"whatsapp-web\"\n" +
-		"[[providers]]\nid = \"gw\"\ntype = \"http\"\nurl = \"https://gw.example/send\"\nsecret = \"0123456789abcdef\"\nsession = \"leader\"\nsession_lease = \"5s\"\n"
+		"[[providers]]\nid = \"gw\"\ntype = \"http\"\nurl = \"https://gw.example/send\"\nsecret = \"0123456789abcdef\"\nsession = \"leader\"\nsession_lease = \"5s\"\n" +
+		// WPPConnect's session key is its session's name.
+		"[[providers]]\nid = \"wpp\"\ntype = \"wppconnect\"\napi_url = \"https://wpp.example\"\ntoken = \"t\"\nsession = \"botrun\"\nwebhook_token = \"0123456789abcdef\"\n"
 	cfg, err := Parse("bot.toml", src, env(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +97,7 @@ func TestSessionDefaults(t *testing.T) {
 	for i, want := range []struct {
 		session string
 		lease   time.Duration
-	}{{"leader", 30 * time.Second}, {"leader", 5 * time.Second}} {
+	}{{"leader", 30 * time.Second}, {"leader", 5 * time.Second}, {"every", 30 * time.Second}} {
 		if p := cfg.Providers[i]; p.Session != want.session || p.SessionLease.D() != want.lease {
 			t.Errorf("providers[%d]: session %q, lease %s; want %q, %s", i, p.Session, p.SessionLease.D(), want.session, want.lease)
 		}

@@ -137,9 +137,9 @@ type parser struct {
 	lines map[string]int
 	errs  Errors
 	// providerIndex is each decoded provider's position in the file, and
-	// leaderOnly whether its type is provider.Type.LeaderOnly.
+	// types its channel type.
 	providerIndex []int
-	leaderOnly    []bool
+	types         []provider.Type
 }
 
 // add records a problem at key, placed at the key's line (or its table's).
@@ -193,7 +193,7 @@ func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Provide
 	if err := md.PrimitiveDecode(prim, prov.Settings); err != nil {
 		return Provider{}, p.decodeError(err)
 	}
-	p.leaderOnly = append(p.leaderOnly, t.LeaderOnly)
+	p.types = append(p.types, t)
 	return prov, nil
 }
 
@@ -345,7 +345,7 @@ func (p *parser) validate(c *Config) {
 			p.add(key+"."+k, format, args...)
 		})
 		if !sessionChecked {
-			p.session(key, &c.Providers[n], p.leaderOnly[n])
+			p.session(key, &c.Providers[n], p.types[n])
 		}
 	}
 }
@@ -353,16 +353,17 @@ func (p *parser) validate(c *Config) {
 // session checks an entry's session and session_lease, and fills their
 // defaults. A channel's own Check may have refused session already (a
 // value the key held in an older version): that one problem is reported.
-func (p *parser) session(key string, prov *Provider, leaderOnly bool) {
-	switch prov.Session {
-	case "":
+func (p *parser) session(key string, prov *Provider, t provider.Type) {
+	switch {
+	case t.OwnSessionKey:
+		prov.Session = provider.SessionEvery // the key is the channel's own
+	case prov.Session == "" && t.LeaderOnly:
+		prov.Session = provider.SessionLeader
+	case prov.Session == "":
 		prov.Session = provider.SessionEvery
-		if leaderOnly {
-			prov.Session = provider.SessionLeader
-		}
-	case provider.SessionLeader:
-	case provider.SessionEvery:
-		if leaderOnly {
+	case prov.Session == provider.SessionLeader:
+	case prov.Session == provider.SessionEvery:
+		if t.LeaderOnly {
 			p.add(key+".session", "%q: a %s channel's transport runs in one process at a time: leave session out, or set it to %q (only the replica elected leader runs it)", prov.Session, prov.Type, provider.SessionLeader)
 		}
 	default:

@@ -19,12 +19,18 @@ type Type struct {
 	Name string
 	// Config returns a new entry filled with the type's defaults. Its
 	// toml-tagged fields are the entry's keys, decoded over those defaults;
-	// id, type, session and session_lease are decoded by the host.
+	// id, type, session and session_lease are decoded by the host (a
+	// type may decode session too: see LeaderOnly and OwnSessionKey).
 	Config func() Config
 	// LeaderOnly is set for a channel whose transport one process at a
 	// time may hold (a WhatsApp Web device): its entries' session is
 	// "leader" unless set, and "every" is refused.
 	LeaderOnly bool
+	// OwnSessionKey is set for a channel whose entries' session key is a
+	// setting of its own (WPPConnect's session name, older than the
+	// host's key): the host reads no session mode from them and runs the
+	// channel on every replica.
+	OwnSessionKey bool
 }
 
 // Config is one decoded [[providers]] entry of a registered type.

@@ -1,8 +1,8 @@
 // Package kvlease holds a named lease in a durability.Kv: at most one holder
 // at a time among the processes that share the Kv, each hold with a fencing
-// token greater than every earlier hold's. A channel whose connection only
-// one process may own (a WhatsApp Web session) runs it under a lease; a
-// second process waits until the lease is released or expires.
+// token greater than every earlier hold's. The host elects the leader of a
+// channel's session (session = "leader", a WhatsApp Web device) with one
+// (Lead): a second process waits until the lease is released or expires.
 //
 // The record is {"owner","token","until"} (until in Unix milliseconds, by the
 // holder's clock), changed only by compare-and-set on the key's version. A
