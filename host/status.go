@@ -84,20 +84,21 @@ var leaseKinds = []struct {
 }{
 	{"inbox", func(ctx context.Context, src statusSource) ([]heldLease, error) {
 		recs, err := src.journals.Inbox.List(ctx, durability.ListFilter{State: string(durability.InboxProcessing)})
-		out := make([]heldLease, len(recs))
-		for i, r := range recs {
-			out[i] = heldLease{r.Owner, r.LeaseUntil}
-		}
-		return out, err
+		return leasesOf(recs, err, func(r durability.InboxRecord) heldLease { return heldLease{r.Owner, r.LeaseUntil} })
 	}},
 	{"outbox", func(ctx context.Context, src statusSource) ([]heldLease, error) {
 		recs, err := src.journals.Outbox.List(ctx, durability.ListFilter{State: string(durability.OutboxSending)})
-		out := make([]heldLease, len(recs))
-		for i, r := range recs {
-			out[i] = heldLease{r.Owner, r.LeaseUntil}
-		}
-		return out, err
+		return leasesOf(recs, err, func(r durability.OutboxRecord) heldLease { return heldLease{r.Owner, r.LeaseUntil} })
 	}},
+}
+
+// leasesOf is the lease of each of recs (listed with err).
+func leasesOf[R any](recs []R, err error, lease func(R) heldLease) ([]heldLease, error) {
+	out := make([]heldLease, len(recs))
+	for i, r := range recs {
+		out[i] = lease(r)
+	}
+	return out, err
 }
 
 // LeaseKinds names the kinds of leased records a Status counts, in order.

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -30,17 +29,6 @@ const leaderLease = 1500 * time.Millisecond
 
 const leaderAdminToken = "leader-test-admin-token"
 
-// buildBotrunWithTestChannels builds botrun with the test channels
-// (leadertest's "leader-test").
-func buildBotrunWithTestChannels(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "botrun")
-	if out, err := exec.Command("go", "build", "-tags", "botrun_testchannels", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestLeaderFailover runs three botrun replicas on one shared backend with
 // a channel whose session only the leader may hold (session = "leader",
 // the fake "leader-test" channel): only the leader connects, admits and
@@ -54,7 +42,7 @@ func TestLeaderFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the leader failover test takes a while")
 	}
-	bin := buildBotrunWithTestChannels(t)
+	bin := buildBotrun(t, "botrun_testchannels") // with leadertest's "leader-test"
 	module := wasmbuild.Go(t, "../../examples/echo")
 	t.Run("postgres", func(t *testing.T) {
 		leaderFailover(t, bin, module, fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"lt%d_\"", testserver.Postgres(t), os.Getpid()))
@@ -70,35 +58,17 @@ func leaderFailover(t *testing.T, bin, module, backend string) {
 	srv := httptest.NewServer(net)
 	defer srv.Close()
 	mk := func(name string) *replica {
-		r := &replica{name: name, addr: freePort(t), cfg: filepath.Join(dir, name+".toml")}
-		os.WriteFile(r.cfg, []byte(fmt.Sprintf(`
-[bot]
-module = %q
-workers = 8
-data_dir = %q
-[http]
-listen = %q
+		return newReplica(t, dir, name, module, backend, fmt.Sprintf(`# Few retries: a send charged for a standby's refusals would soon be dead.
+retries = 2
 [admin]
 token = %q
-[durability]
-%s
-instance_id = %q
-poll = "100ms"
-[durability.inbox]
-lease = "1500ms"
-max_attempts = 20
-[durability.outbox]
-lease = "1500ms"
-# Few retries: a send charged for a standby's refusals would soon be dead.
-retries = 2
 [[providers]]
 id = "sess"
 type = "leader-test"
 url = %q
 session = "leader"
 session_lease = %q
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, leaderAdminToken, backend, name, srv.URL, leaderLease)), 0o600)
-		return r
+`, leaderAdminToken, srv.URL, leaderLease))
 	}
 	replicas := []*replica{mk("replica-a"), mk("replica-b"), mk("replica-c")}
 	byPID := map[int]*replica{}
