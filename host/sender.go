@@ -203,12 +203,12 @@ func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendRe
 
 // bypass sends a payload over max_payload_bytes without the outbox.
 func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec, size int) abi.SendResult {
-	o.metrics.outboxBypassed.Add(1)
 	if refused := o.leaders.refuse(s.provider); refused != nil {
 		// Nothing journals it for the leader: it cannot go from here.
 		o.metrics.providerNotLeader.Add(1)
 		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: fmt.Sprintf("payload over durability.outbox.max_payload_bytes (%d bytes), which is sent without the outbox: %v", size, refused)}
 	}
+	o.metrics.outboxBypassed.Add(1)
 	o.log.Warn("payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
 	ref, err := prov.Send(ctx, toOutbound(s.chat, s.msg, s.key))
 	if err != nil {
