@@ -32,10 +32,18 @@ const queueFullRetry = time.Second
 // journal cannot record it, the message is not dispatched and the error tells
 // the channel to redeliver, unless durability.fail_open is set. If [bot]
 // max_queue messages already wait for a worker, it journals nothing and its
-// error wraps ErrQueueFull.
+// error wraps ErrQueueFull. On a channel whose session is "leader", a
+// replica that does not lead it journals nothing: its error wraps
+// provider.ErrNotLeader.
 func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message) (provider.Admission, error) {
 	if b.isStopping() {
 		return provider.Admission{}, ErrStopping
+	}
+	if refused := b.leaders.refuse(providerID); refused != nil {
+		// Only the session's leader holds the transport: a message
+		// reaching another replica is left for the channel to redeliver.
+		b.metrics.providerNotLeader.Add(1)
+		return provider.Admission{}, refused
 	}
 	if msg.ID == "" {
 		msg.ID = randomID()

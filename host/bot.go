@@ -79,7 +79,10 @@ type Bot struct {
 
 	dispatch *dispatcher
 	sender   *sender
-	metrics  counters
+	// leaders are this replica's elections of the providers whose session
+	// is "leader".
+	leaders leaders
+	metrics counters
 	// replaysOnNewModule counts records run again under another module.
 	replaysOnNewModule atomic.Int64
 	mediaRefs          bool
@@ -140,6 +143,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.close()
 		return nil, err
 	}
+	if err := b.buildLeaders(); err != nil {
+		b.close()
+		return nil, err
+	}
 	if a := cfg.Alerts; a.URL != "" {
 		sink, err := newAlertSink(a.URL, a.Secret)
 		if err != nil {
@@ -150,7 +157,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.alerts.out = make(chan Alert, 1024)
 	}
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
-		leases: b.leases, alerts: b.alerts, wake: b.wake, settleInFlight: b.coord != nil, boot: b.boot.UnixMilli()}
+		leases: b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
+		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli()}
 	if h, ok := b.guest.(SendHooks); ok {
 		b.sender.hooks = h
 	}
@@ -324,6 +332,7 @@ func (b *Bot) Start() {
 				b.runners.Go(func() { r.Run(b.baseCtx) })
 			}
 		}
+		b.startSessions()
 		if b.reload != nil {
 			if err := b.reload.watch(b.baseCtx); err != nil {
 				b.log.Error("hot reload is off", "err", err)
@@ -413,7 +422,8 @@ func (b *Bot) Stop(ctx context.Context) error {
 		"inbound_replayed", m.InboundReplayed, "inbound_dead", m.InboundDead, "outbox_journaled", m.OutboxJournaled,
 		"outbox_deduped", m.OutboxDeduped, "outbox_retried", m.OutboxRetried, "outbox_deferred", m.OutboxDeferred,
 		"outbox_dead", m.OutboxDead, "outbox_ambiguous", m.OutboxAmbiguous, "outbox_bypassed", m.OutboxBypassed,
-		"stale_leases", m.StaleLeases, "outbox_diverged", m.OutboxDiverged, "outbox_ambiguous_resolved", m.OutboxAmbiguousResolved)
+		"stale_leases", m.StaleLeases, "outbox_diverged", m.OutboxDiverged, "outbox_ambiguous_resolved", m.OutboxAmbiguousResolved,
+		"provider_not_leader", m.ProviderNotLeader)
 	return nil
 }
 

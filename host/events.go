@@ -111,6 +111,12 @@ type Metrics struct {
 	// channel settled (transactional, reconciled or idempotent): neither
 	// lost nor doubled, and not counted in OutboxAmbiguous.
 	OutboxAmbiguousResolved int64 `json:"outbox_ambiguous_resolved"`
+	// ProviderNotLeader counts sends and admissions this replica refused
+	// on a channel whose session another replica leads (session =
+	// "leader"): each send was handed back to the outbox without being
+	// charged an attempt, for the leader to deliver; each message was left
+	// for the channel to redeliver.
+	ProviderNotLeader int64 `json:"provider_not_leader"`
 	// ModulesLoaded and ModulesRefused count the modules hot reload put
 	// live and refused since start.
 	ModulesLoaded  int64 `json:"modules_loaded"`
@@ -126,6 +132,7 @@ type counters struct {
 	outboxDead, outboxAmbiguous, outboxBypassed, staleLeases, diverged atomic.Int64
 	outboxAmbiguousResolved                                            atomic.Int64
 	inboundRefused                                                     atomic.Int64
+	providerNotLeader                                                  atomic.Int64
 }
 
 // Metrics returns the counters.
@@ -140,6 +147,7 @@ func (b *Bot) Metrics() Metrics {
 		OutboxBypassed: c.outboxBypassed.Load(), StaleLeases: c.staleLeases.Load(),
 		OutboxDiverged: c.diverged.Load(), InboundRefused: c.inboundRefused.Load(),
 		ReplaysOnNewModule: b.replaysOnNewModule.Load(), OutboxAmbiguousResolved: c.outboxAmbiguousResolved.Load(),
+		ProviderNotLeader: c.providerNotLeader.Load(),
 	}
 	if b.reload != nil {
 		m.ModulesLoaded, m.ModulesRefused = b.reload.reloads.Load(), b.reload.failures.Load()

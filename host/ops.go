@@ -126,8 +126,8 @@ func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string,
 		return abi.SendResult{}, fmt.Errorf("send: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	res, err := Enqueue(ctx, b.outbox, providerID, chat, text, key, at)
-	if err == nil {
-		b.wakeSweeper()
+	if err == nil && b.leaders.refuse(providerID) == nil {
+		b.wakeSweeper() // (a standby leaves it to the leader's next sweep)
 	}
 	return res, err
 }

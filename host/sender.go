@@ -45,6 +45,9 @@ type sender struct {
 	runQueued func(provider, chat, key string) bool
 	// boot is when this process started (Unix milliseconds).
 	boot int64
+	// leaders refuse the sends of a channel whose session another replica
+	// leads: this replica never calls its transport.
+	leaders leaders
 }
 
 // outMsg is the journaled content of a send.
@@ -165,6 +168,17 @@ func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendRe
 	if len(whole) > o.policy.maxPayload {
 		return o.bypass(ctx, prov, s, len(whole)), nil, nil
 	}
+	if refused := o.leaders.refuse(s.provider); refused != nil {
+		// Journaled for the leader's sweeper; this replica never calls
+		// the channel.
+		res, err := o.enqueue(ctx, s)
+		if err == nil && res.Status == abi.SendDeferred {
+			o.metrics.outboxDeferred.Add(1)
+			o.metrics.providerNotLeader.Add(1)
+			res.Error = refused.Error()
+		}
+		return res, nil, err
+	}
 	var res abi.SendResult
 	var held *pendingMark
 	blocked := false
@@ -199,6 +213,11 @@ func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendRe
 
 // bypass sends a payload over max_payload_bytes without the outbox.
 func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec, size int) abi.SendResult {
+	if refused := o.leaders.refuse(s.provider); refused != nil {
+		// Nothing journals it for the leader: it cannot go from here.
+		o.metrics.providerNotLeader.Add(1)
+		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: fmt.Sprintf("payload over durability.outbox.max_payload_bytes (%d bytes), which is sent without the outbox: %v", size, refused)}
+	}
 	o.metrics.outboxBypassed.Add(1)
 	o.log.Warn("payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
 	ref, err := prov.Send(ctx, toOutbound(s.chat, s.msg, s.key))
@@ -394,7 +413,10 @@ func (o *sender) journal(ctx context.Context, s sendSpec, p part) (abi.SendResul
 	if rec.RetryAt > rec.CreatedAt {
 		return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil
 	}
-	o.wake.notify()
+	if o.leaders.refuse(s.provider) == nil {
+		// (A standby leaves it to the leader's next sweep.)
+		o.wake.notify()
+	}
 	return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 }
 
@@ -478,6 +500,9 @@ func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref 
 	hb = o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
+	if err := o.leaders.refuse(rec.Provider); err != nil {
+		return "", hb, false, err
+	}
 	var m outMsg
 	if err := json.Unmarshal(rec.Payload, &m); err != nil {
 		return "", hb, false, &permanentError{fmt.Errorf("journaled content is unreadable: %w", err)}
@@ -551,6 +576,10 @@ func (o *sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, re
 // sweeper does not take the send over and reorder the chat; the margin only
 // delays the retry if the process dies meanwhile.
 func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord, sendErr error, inlineUntil time.Time) (wait time.Duration, dead, inline bool) {
+	if errors.Is(sendErr, provider.ErrNotLeader) {
+		o.handBack(ctx, rec, sendErr)
+		return 0, false, false
+	}
 	now := time.Now()
 	if provider.Permanent(sendErr) || rec.Attempts >= 1+o.policy.retries {
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
@@ -570,6 +599,19 @@ func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 	o.noteFailWrite(rec.Key, err)
 	o.log.Warn("send failed; will retry", "key", rec.Key, "attempt", rec.Attempts, "wait", wait, "inline", inline, "err", sendErr)
 	return wait, false, inline
+}
+
+// handBack returns a send this replica claimed but may not deliver (the
+// channel's session is another replica's: ProviderNotLeader) to the outbox:
+// due again shortly, for the leader's sweeper, and not charged as an
+// attempt, so it never goes to the dead-letter queue for it.
+func (o *sender) handBack(ctx context.Context, rec durability.OutboxRecord, refused error) {
+	o.metrics.providerNotLeader.Add(1)
+	now := time.Now()
+	err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, refused.Error(),
+		durability.FailOptions{Now: now.UnixMilli(), RetryAt: now.Add(o.policy.notLeaderWait()).UnixMilli(), Refund: true})
+	o.noteFailWrite(rec.Key, err)
+	o.log.Debug("send handed back to the session's leader", "key", rec.Key, "err", refused)
 }
 
 func (o *sender) noteFailWrite(key string, err error) bool {
@@ -614,6 +656,10 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		if to == durability.OutboxPending {
 			o.wake.notify()
 		}
+		return
+	}
+	if refused := o.leaders.refuse(rec.Provider); refused != nil {
+		o.handBack(ctx, rec, refused)
 		return
 	}
 	if rec.PreviousPart != "" {
@@ -663,6 +709,11 @@ func (o *sender) settleAmbiguous(ctx context.Context, prov provider.Provider, re
 	switch p := prov.(type) {
 	case provider.Transactional:
 	case provider.Reconciler:
+		if o.leaders.refuse(rec.Provider) != nil {
+			// Only the leader may ask the channel: the send stays in
+			// flight until its lease expires and a claim asks again.
+			return true
+		}
 		var m outMsg
 		if json.Unmarshal(rec.Payload, &m) != nil {
 			return false

@@ -55,6 +55,34 @@ func (r *replica) start(t *testing.T, bin string) {
 	}
 }
 
+// newReplica writes the bot.toml of replica name in dir: the module, the
+// shared backend, a 100 ms poll and 1.5 s leases, then rest (keys of
+// [durability.outbox] first, then whole sections: the providers).
+func newReplica(t *testing.T, dir, name, module, backend, rest string) *replica {
+	r := &replica{name: name, addr: freePort(t), cfg: filepath.Join(dir, name+".toml")}
+	src := fmt.Sprintf(`
+[bot]
+module = %q
+workers = 8
+data_dir = %q
+[http]
+listen = %q
+[durability]
+%s
+instance_id = %q
+poll = "100ms"
+[durability.inbox]
+lease = "1500ms"
+max_attempts = 20
+[durability.outbox]
+lease = "1500ms"
+%s`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, backend, name, rest)
+	if err := os.WriteFile(r.cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // post delivers a message to a replica; false when it is down or refused.
 func post(addr, chat, text string) bool {
 	body, _ := json.Marshal(httpchan.Inbound{ID: text, Chat: chat, From: "u", Text: text})
@@ -94,30 +122,7 @@ func failover(t *testing.T, bin, module, name, backend string) {
 	gwSrv := httptest.NewServer(gw)
 	defer gwSrv.Close()
 	mk := func(name string) *replica {
-		r := &replica{name: name, addr: freePort(t), cfg: filepath.Join(dir, name+".toml")}
-		os.WriteFile(r.cfg, []byte(fmt.Sprintf(`
-[bot]
-module = %q
-workers = 8
-data_dir = %q
-[http]
-listen = %q
-[durability]
-%s
-instance_id = %q
-poll = "100ms"
-[durability.inbox]
-lease = "1500ms"
-max_attempts = 20
-[durability.outbox]
-lease = "1500ms"
-[[providers]]
-id = "gw"
-type = "http"
-url = %q
-secret = %q
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, backend, name, gwSrv.URL, killSecret)), 0o644)
-		return r
+		return newReplica(t, dir, name, module, backend, fmt.Sprintf("[[providers]]\nid = \"gw\"\ntype = \"http\"\nurl = %q\nsecret = %q\n", gwSrv.URL, killSecret))
 	}
 	a, b := mk("replica-a"), mk("replica-b")
 	a.start(t, bin)

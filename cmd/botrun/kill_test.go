@@ -103,10 +103,12 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func buildBotrun(t *testing.T) string {
+// buildBotrun builds botrun, with the build tags given (botrun_testchannels
+// adds the test channels).
+func buildBotrun(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "botrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin

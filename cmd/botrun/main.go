@@ -42,6 +42,7 @@ Usage:
   botrun new --lang L DIR   scaffold a bot in go, rust, c or assemblyscript
   botrun inbox list         list inbound records      (-c bot.toml, --state, --chat, --json)
   botrun outbox list        list sends                (-c bot.toml, --state, --chat, --json)
+  botrun status             the sessions' leaders and each replica's leases (-c bot.toml, --json)
   botrun replay ID          process an inbound record again
   botrun retry KEY          send a dead, failed or unknown send again
   botrun discard KEY        forget a send (cancels a scheduled one)
@@ -77,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdInbox(args[1:], stdout, stderr)
 	case "outbox":
 		return cmdOutbox(args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(args[1:], stdout, stderr)
 	case "replay":
 		return cmdReplay(args[1:], stdout, stderr)
 	case "retry":

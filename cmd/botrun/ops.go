@@ -31,27 +31,38 @@ func opsFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, *string) 
 // the running bot. SQLite may be shared with a live bot; a file journal held by
 // a live bot refuses; the memory backend has nothing outside its process.
 func openJournals(path string, stderr io.Writer) (durability.Journals, func(), bool) {
+	_, j, _, done, ok := openBackend(path, stderr)
+	return j, done, ok
+}
+
+// openBackend is openJournals that also returns the config and the
+// backend's Kv (nil when it keeps none).
+func openBackend(path string, stderr io.Writer) (*config.Config, durability.Journals, durability.Kv, func(), bool) {
+	fail := func(err error) (*config.Config, durability.Journals, durability.Kv, func(), bool) {
+		fmt.Fprintln(stderr, err)
+		return nil, durability.Journals{}, nil, nil, false
+	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return durability.Journals{}, nil, false
+		return fail(err)
 	}
 	if cfg.Durability.Backend == "memory" {
-		fmt.Fprintf(stderr, "%s: durability.backend is memory: its journals live only inside the running bot (configure sqlite or file to inspect them from here)\n", path)
-		return durability.Journals{}, nil, false
+		return fail(fmt.Errorf("%s: durability.backend is memory: its journals live only inside the running bot (configure sqlite or file to inspect them from here)", path))
 	}
 	b, err := host.OpenBackend(context.Background(), cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return durability.Journals{}, nil, false
+		return fail(err)
 	}
 	j, err := b.Open(context.Background(), host.Scope(cfg))
 	if err != nil {
 		b.Close()
-		fmt.Fprintln(stderr, err)
-		return durability.Journals{}, nil, false
+		return fail(err)
 	}
-	return j, func() { b.Close() }, true
+	var kv durability.Kv
+	if kvb, ok := b.(interface{ Kv() durability.Kv }); ok {
+		kv = kvb.Kv()
+	}
+	return cfg, j, kv, func() { b.Close() }, true
 }
 
 func ms(t int64) string {
@@ -437,4 +448,100 @@ func cmdLog(args []string, stdout, stderr io.Writer) int {
 	}
 	tw.Flush()
 	return 0
+}
+
+// cmdStatus shows who holds what among the bot's replicas: botrun status.
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := opsFlags("status", "Usage: botrun status [-c bot.toml] [--json]\n\n"+
+		"Shows, from the bot's backend, the leader of each provider whose session is \"leader\" (the\n"+
+		"replica's instance id, the fencing token of its hold and when the hold expires unless renewed),\n"+
+		"and for each replica (lease owner) the sessions it leads and the records it holds leased: how\n"+
+		"many, how many past their lease (a replica that died or froze; another takes them over) and\n"+
+		"the earliest expiry. A replica that leads nothing and holds no lease is not listed. On a\n"+
+		"running bot with [admin] token, GET /admin/status answers the same as JSON.", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, stop := parse(fs, args, 0); stop {
+		return code
+	}
+	cfg, j, kv, done, ok := openBackend(*cfgPath, stderr)
+	if !ok {
+		return 1
+	}
+	defer done()
+	st, err := host.ReadStatus(context.Background(), cfg, j, kv)
+	if err != nil {
+		fmt.Fprintf(stderr, "botrun status: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		return printJSON(stdout, st)
+	}
+	printStatus(stdout, st)
+	return 0
+}
+
+// printStatus writes st as two tables: sessions, then replicas.
+func printStatus(w io.Writer, st host.Status) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(st.Sessions) == 0 {
+		fmt.Fprintln(tw, "no provider has a leader-only session (session = \"leader\")")
+	} else {
+		fmt.Fprintln(tw, "SESSION\tLEADER\tTOKEN\tUNTIL")
+		for _, s := range st.Sessions {
+			leader, until := s.Leader, ms(s.Until)+" ("+relative(s.Until, st.At)+")"
+			switch {
+			case s.Leader == "":
+				leader, until = "none", "-"
+			case s.Expired:
+				leader += " (expired: taken over within a lease)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Provider, leader, s.Token, until)
+		}
+	}
+	fmt.Fprintln(tw)
+	kinds := host.LeaseKinds()
+	if len(st.Replicas) == 0 {
+		fmt.Fprintln(tw, "no replica holds a lease")
+		tw.Flush()
+		return
+	}
+	header := "REPLICA\tLEADS"
+	for _, k := range kinds {
+		header += "\t" + strings.ToUpper(k) + " LEASED"
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range st.Replicas {
+		leads := strings.Join(r.Leads, ",")
+		if leads == "" {
+			leads = "-"
+		}
+		row := r.Owner + "\t" + leads
+		for _, k := range kinds {
+			row += "\t" + heldCell(r.Held[k], st.At)
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+}
+
+// heldCell is one kind of leases a replica holds: "0", or the count, the
+// expired ones and the earliest expiry.
+func heldCell(h host.HeldLeases, now int64) string {
+	if h.Count == 0 {
+		return "0"
+	}
+	s := fmt.Sprintf("%d, earliest %s", h.Count, relative(h.Earliest, now))
+	if h.Expired > 0 {
+		s += fmt.Sprintf(" (%d expired)", h.Expired)
+	}
+	return s
+}
+
+// relative says when t is from now: "in 41s", "3.2s ago".
+func relative(t, now int64) string {
+	d := time.Duration(t-now) * time.Millisecond
+	if d >= 0 {
+		return "in " + d.Round(100*time.Millisecond).String()
+	}
+	return (-d).Round(100*time.Millisecond).String() + " ago"
 }

@@ -35,8 +35,8 @@ func cmdWhatsApp(args []string, stdout, stderr io.Writer) int {
 		"Links a new device to the WhatsApp account for the whatsapp-web provider ID: shows a QR code to\n"+
 		"scan with the phone (WhatsApp > Settings > Linked devices > Link a device), or with pair_phone a\n"+
 		"code to type there, and exits once the phone linked it. The device keys go where the provider's\n"+
-		"session says (by default the bot's own SQLite or PostgreSQL backend). A running bot connects\n"+
-		"with the new device by itself.", stderr)
+		"store says (by default the bot's own SQLite or PostgreSQL backend). A running bot's leader\n"+
+		"connects with the new device by itself.", stderr)
 	id := fs.String("provider", "", "the id of a whatsapp-web [[providers]] entry")
 	png := fs.String("png", "", "also write each QR code to this PNG file")
 	if code, stop := parse(fs, args[1:], 0); stop {

@@ -1,6 +1,6 @@
 // Package admin is the operator's HTTP surface of a running bot, under /admin/
 // on [http] listen, or on its own [admin] listen: Prometheus metrics, the inbox and outbox with
-// their dead-letter queues, replay, retry and discard, and Go's profiles. Every request needs
+// their dead-letter queues, replay, retry and discard, the replicas' status, and Go's profiles. Every request needs
 // "Authorization: Bearer <[admin] token>"; without a configured token the
 // surface is off.
 package admin
@@ -34,6 +34,7 @@ type Bot interface {
 	SendLater(ctx context.Context, provider, chat, text, key string, at int64) (abi.SendResult, error)
 	BroadcastLater(ctx context.Context, provider string, req abi.BroadcastRequest) (abi.BroadcastResult, error)
 	MessageLog(ctx context.Context, chat string, limit int) ([]host.LogEntry, error)
+	Status(ctx context.Context) (host.Status, error)
 }
 
 // Attach puts the admin surface on bot. With ln nil it is mounted under
@@ -66,6 +67,7 @@ func Routes(mux *http.ServeMux, bot Bot, token string) {
 	mux.HandleFunc("GET /admin/metrics", a.auth(a.metrics))
 	mux.HandleFunc("GET /admin/inbox", a.auth(a.listInbox))
 	mux.HandleFunc("GET /admin/outbox", a.auth(a.listOutbox))
+	mux.HandleFunc("GET /admin/status", a.auth(a.status))
 	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op(bot.ReplayInbound)))
 	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op(bot.RetrySend)))
 	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op(bot.Discard)))
@@ -123,6 +125,7 @@ func (a *api) counters() [][3]any {
 		{"outbox_bypassed", "Sends over max_payload_bytes sent without the outbox.", m.OutboxBypassed},
 		{"stale_leases", "Completions refused because the lease had passed to another owner.", m.StaleLeases},
 		{"outbox_diverged", "Replayed sends whose content differed under the same key.", m.OutboxDiverged},
+		{"provider_not_leader", "Sends and admissions refused on a channel whose session another replica leads (ProviderNotLeader): the sends handed back to the leader, not charged as attempts.", m.ProviderNotLeader},
 		{"module_reloads", "Modules swapped in by hot reload.", live},
 		{"module_reloads_refused", "Changed modules refused by hot reload.", refused},
 		{"replays_on_new_module", "Replays run by another module than the first run.", replays},
@@ -167,6 +170,18 @@ func list[T any](w http.ResponseWriter, r *http.Request, fn func(context.Context
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(recs)
+}
+
+// status answers GET /admin/status: the leader of each session and the
+// leases each replica holds (host.Status).
+func (a *api) status(w http.ResponseWriter, r *http.Request) {
+	st, err := a.bot.Status(r.Context())
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(st)
 }
 
 func (a *api) listInbox(w http.ResponseWriter, r *http.Request)  { list(w, r, a.bot.ListInbox) }

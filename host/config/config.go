@@ -184,6 +184,15 @@ type Provider struct {
 	ID string `toml:"id"`
 	// Type selects the channel (provider.Types lists the registered ones).
 	Type string `toml:"type"`
+	// Session says which replicas run the channel's transport:
+	// provider.SessionEvery (the default) or provider.SessionLeader, only
+	// the replica elected leader through the backend (the default of a
+	// LeaderOnly type).
+	Session string `toml:"session"`
+	// SessionLease is the leader's lease with session = "leader" (default
+	// 30s, at least 20ms): another replica takes the session within about
+	// one lease of the leader's death.
+	SessionLease Duration `toml:"session_lease"`
 	// Settings are the channel's own keys.
 	Settings provider.Config `toml:"-" botrun:"inline"`
 }

@@ -68,6 +68,8 @@ func TestMinimalDefaults(t *testing.T) {
 		{"durability.outbox.max_payload_bytes", int64(d.Outbox.MaxPayloadBytes), int64(1 << 20)},
 		{"durability.outbox.lease", d.Outbox.Lease.D(), 60 * time.Second},
 		{"providers", len(cfg.Providers), 1},
+		{"providers[0].session", cfg.Providers[0].Session, "every"},
+		{"providers[0].session_lease", cfg.Providers[0].SessionLease.D(), 30 * time.Second},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -76,6 +78,29 @@ func TestMinimalDefaults(t *testing.T) {
 	}
 	if w, ok := cfg.Providers[0].Settings.(*webchat.Config); !ok || cfg.Providers[0].ID != "web" || cfg.Providers[0].Type != "webchat" || w.ID != "web" {
 		t.Errorf("provider = %#v", cfg.Providers[0])
+	}
+}
+
+// TestSessionDefaults: a leader-only channel type leads by default; any
+// entry may ask for a leader.
+func TestSessionDefaults(t *testing.T) {
+	t.Parallel()
+	src := "[bot]\nmodule = \"b.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n" +
+		"[[providers]]\nid = \"wa\"\ntype = \"whatsapp-web\"\n" +
+		"[[providers]]\nid = \"gw\"\ntype = \"http\"\nurl = \"https://gw.example/send\"\nsecret = \"0123456789abcdef\"\nsession = \"leader\"\nsession_lease = \"5s\"\n" +
+		// WPPConnect's session key is its session's name.
+		"[[providers]]\nid = \"wpp\"\ntype = \"wppconnect\"\napi_url = \"https://wpp.example\"\ntoken = \"t\"\nsession = \"botrun\"\nwebhook_token = \"0123456789abcdef\"\n"
+	cfg, err := Parse("bot.toml", src, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		session string
+		lease   time.Duration
+	}{{"leader", 30 * time.Second}, {"leader", 5 * time.Second}, {"every", 30 * time.Second}} {
+		if p := cfg.Providers[i]; p.Session != want.session || p.SessionLease.D() != want.lease {
+			t.Errorf("providers[%d]: session %q, lease %s; want %q, %s", i, p.Session, p.SessionLease.D(), want.session, want.lease)
+		}
 	}
 }
 

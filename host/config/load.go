@@ -146,8 +146,10 @@ type parser struct {
 	file  string
 	lines map[string]int
 	errs  Errors
-	// providerIndex is each decoded provider's position in the file.
+	// providerIndex is each decoded provider's position in the file, and
+	// types its channel type.
 	providerIndex []int
+	types         []provider.Type
 }
 
 // add records a problem at key, placed at the key's line (or its table's).
@@ -201,6 +203,7 @@ func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Provide
 	if err := md.PrimitiveDecode(prim, prov.Settings); err != nil {
 		return Provider{}, p.decodeError(err)
 	}
+	p.types = append(p.types, t)
 	return prov, nil
 }
 
@@ -346,9 +349,43 @@ func (p *parser) validate(c *Config) {
 		}
 		seen[prov.ID] = true
 		in := provider.Setting{ID: prov.ID, Listen: c.HTTP.Listen, Retention: c.Durability.Retention.D(), Dir: filepath.Dir(p.file)}
+		sessionChecked := false
 		prov.Settings.Check(in, func(k, format string, args ...any) {
+			sessionChecked = sessionChecked || k == "session"
 			p.add(key+"."+k, format, args...)
 		})
+		if !sessionChecked {
+			p.session(key, &c.Providers[n], p.types[n])
+		}
+	}
+}
+
+// session checks an entry's session and session_lease, and fills their
+// defaults. A channel's own Check may have refused session already (a
+// value the key held in an older version): that one problem is reported.
+func (p *parser) session(key string, prov *Provider, t provider.Type) {
+	switch {
+	case t.OwnSessionKey:
+		prov.Session = provider.SessionEvery // the key is the channel's own
+	case prov.Session == "" && t.LeaderOnly:
+		prov.Session = provider.SessionLeader
+	case prov.Session == "":
+		prov.Session = provider.SessionEvery
+	case prov.Session == provider.SessionLeader:
+	case prov.Session == provider.SessionEvery:
+		if t.LeaderOnly {
+			p.add(key+".session", "%q: a %s channel's transport runs in one process at a time: leave session out, or set it to %q (only the replica elected leader runs it)", prov.Session, prov.Type, provider.SessionLeader)
+		}
+	default:
+		p.add(key+".session", "unknown session %q (want %q: every replica runs the channel's transport, or %q: only the replica elected leader through the backend does)", prov.Session, provider.SessionEvery, provider.SessionLeader)
+	}
+	switch l := prov.SessionLease.D(); {
+	case l == 0:
+		prov.SessionLease = Duration(30 * time.Second)
+	case prov.Session == provider.SessionEvery:
+		p.add(key+".session_lease", "set while session is %q: the lease elects a leader only with session = %q", provider.SessionEvery, provider.SessionLeader)
+	case l < 20*time.Millisecond:
+		p.add(key+".session_lease", "%s is below the 20ms minimum", l)
 	}
 }
 

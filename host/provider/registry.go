@@ -19,8 +19,18 @@ type Type struct {
 	Name string
 	// Config returns a new entry filled with the type's defaults. Its
 	// toml-tagged fields are the entry's keys, decoded over those defaults;
-	// id and type are decoded by the host.
+	// id, type, session and session_lease are decoded by the host (a
+	// type may decode session too: see LeaderOnly and OwnSessionKey).
 	Config func() Config
+	// LeaderOnly is set for a channel whose transport one process at a
+	// time may hold (a WhatsApp Web device): its entries' session is
+	// "leader" unless set, and "every" is refused.
+	LeaderOnly bool
+	// OwnSessionKey is set for a channel whose entries' session key is a
+	// setting of its own (WPPConnect's session name, older than the
+	// host's key): the host reads no session mode from them and runs the
+	// channel on every replica.
+	OwnSessionKey bool
 }
 
 // Config is one decoded [[providers]] entry of a registered type.
@@ -79,7 +89,8 @@ func (e Env) RaiseAlert(name, detail string) {
 
 // Runner is implemented by a channel with work of its own, such as polling
 // for updates or purging what it stores: the host calls Run once when the bot
-// starts, and cancels ctx when it stops.
+// starts, on every replica, and cancels ctx when it stops. Work that only
+// the leader may do is a SessionRunner's.
 type Runner interface {
 	Run(ctx context.Context)
 }

@@ -1,8 +1,8 @@
 // Package kvlease holds a named lease in a durability.Kv: at most one holder
 // at a time among the processes that share the Kv, each hold with a fencing
-// token greater than every earlier hold's. A channel whose connection only
-// one process may own (a WhatsApp Web session) runs it under a lease; a
-// second process waits until the lease is released or expires.
+// token greater than every earlier hold's. The host elects the leader of a
+// channel's session (session = "leader", a WhatsApp Web device) with one
+// (Lead): a second process waits until the lease is released or expires.
 //
 // The record is {"owner","token","until"} (until in Unix milliseconds, by the
 // holder's clock), changed only by compare-and-set on the key's version. A
@@ -34,11 +34,19 @@ import (
 // expired before it could be renewed.
 var ErrLost = errors.New("lease lost")
 
-// record is the lease as the Kv keeps it.
-type record struct {
+// Record is a lease as the Kv keeps it: its holder (empty once released),
+// the fencing token of the last hold, and when the hold expires (Unix
+// milliseconds, by the holder's clock).
+type Record struct {
 	Owner string `json:"owner"`
 	Token int64  `json:"token"`
 	Until int64  `json:"until"`
+}
+
+// Read returns the lease at key in kv; ok is false when it was never taken.
+func Read(ctx context.Context, kv durability.Kv, key string) (r Record, ok bool, err error) {
+	r, v, err := New(kv, key, "-", 0).read(ctx)
+	return r, v != 0, err
 }
 
 // Lease is one process's handle on a named lease. Its methods are safe for
@@ -75,20 +83,20 @@ func Owner() string {
 // Name is the owner this handle holds the lease as.
 func (l *Lease) Name() string { return l.owner }
 
-func (l *Lease) read(ctx context.Context) (record, int64, error) {
+func (l *Lease) read(ctx context.Context) (Record, int64, error) {
 	b, v, err := l.kv.Get(ctx, l.key)
 	if err != nil || v == 0 {
-		return record{}, v, err
+		return Record{}, v, err
 	}
-	var r record
+	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
-		return record{}, v, fmt.Errorf("lease %s: unreadable record: %w", l.key, err)
+		return Record{}, v, fmt.Errorf("lease %s: unreadable record: %w", l.key, err)
 	}
 	return r, v, nil
 }
 
 // write replaces the record at version v with r.
-func (l *Lease) write(ctx context.Context, v int64, r record) error {
+func (l *Lease) write(ctx context.Context, v int64, r Record) error {
 	b, _ := json.Marshal(r)
 	return l.kv.Commit(ctx, []durability.Write{{Key: l.key, Version: v, Next: v + 1, Value: b}})
 }
@@ -111,7 +119,7 @@ func (l *Lease) TryAcquire(ctx context.Context) (ok bool, holder string, err err
 	if !mine {
 		token++ // a new hold: its token is greater than every earlier one
 	}
-	next := record{Owner: l.owner, Token: token, Until: now.Add(l.ttl).UnixMilli()}
+	next := Record{Owner: l.owner, Token: token, Until: now.Add(l.ttl).UnixMilli()}
 	if err := l.write(ctx, v, next); err != nil {
 		if errors.Is(err, durability.ErrConflict) {
 			return false, "another process (it took the lease just now)", nil
@@ -162,7 +170,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	wctx, cancel := context.WithDeadline(ctx, valid)
 	defer cancel()
 	now := time.Now()
-	err := l.write(wctx, v, record{Owner: l.owner, Token: token, Until: now.Add(l.ttl).UnixMilli()})
+	err := l.write(wctx, v, Record{Owner: l.owner, Token: token, Until: now.Add(l.ttl).UnixMilli()})
 	if errors.Is(err, durability.ErrConflict) {
 		l.drop()
 		return ErrLost
@@ -192,7 +200,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return nil
 	}
 	l.drop()
-	err := l.write(ctx, v, record{Token: token})
+	err := l.write(ctx, v, Record{Token: token})
 	if errors.Is(err, durability.ErrConflict) {
 		return nil // another holder has it already
 	}
@@ -212,6 +220,30 @@ func (l *Lease) validUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.valid
+}
+
+// Lead holds the lease whenever it can and runs session while it holds it,
+// until ctx ends: session's context ends when the hold is lost (see Hold),
+// and the hold is released once session returned. A session that returns
+// while the hold stands gives it up: Lead waits half a lease before it
+// stands again, so another process can take it. waiting and lost are
+// Hold's.
+func (l *Lease) Lead(ctx context.Context, waiting func(holder string), lost func(error), session func(held context.Context)) {
+	for ctx.Err() == nil {
+		held, release, err := l.Hold(ctx, waiting, lost)
+		if err != nil {
+			return // ctx ended
+		}
+		session(held)
+		early := held.Err() == nil
+		release()
+		if early {
+			select {
+			case <-ctx.Done():
+			case <-time.After(l.ttl / 2):
+			}
+		}
+	}
 }
 
 // Hold acquires the lease (see Acquire) and renews it every third of its

@@ -2,7 +2,6 @@ package kvlease
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"sync/atomic"
@@ -210,9 +209,8 @@ func TestHoldEndsBeforeTheRecordExpires(t *testing.T) {
 			}
 			select {
 			case at := <-ended:
-				b, _, _ := kv.Get(ctx, "k") // the last successful write
-				var r record
-				if err := json.Unmarshal(b, &r); err != nil {
+				r, _, err := Read(ctx, kv, "k") // the last successful write
+				if err != nil {
 					t.Fatal(err)
 				}
 				if at.UnixMilli() >= r.Until {
@@ -226,5 +224,72 @@ func TestHoldEndsBeforeTheRecordExpires(t *testing.T) {
 				t.Fatal("a still counts itself the holder")
 			}
 		})
+	}
+}
+
+// TestLeadRunsOneSessionAtATime: two processes lead in turn; a session
+// runs only while its process holds the lease, one at a time, with a
+// greater token each time, and a session that returns early gives the
+// lease up to the other.
+func TestLeadRunsOneSessionAtATime(t *testing.T) {
+	kv := memory.NewKv()
+	const ttl = 3 * time.Second
+	var running atomic.Int32
+	var overlaps atomic.Int32
+	type run struct {
+		who   string
+		token int64
+	}
+	runs := make(chan run, 16)
+	lead := func(ctx context.Context, l *Lease, stopEarly *atomic.Bool) {
+		l.Lead(ctx, nil, nil, func(held context.Context) {
+			if running.Add(1) > 1 {
+				overlaps.Add(1)
+			}
+			defer running.Add(-1)
+			_, token := l.Held()
+			runs <- run{l.Name(), token}
+			for held.Err() == nil && !stopEarly.Load() {
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	ctxA, stopA := context.WithCancel(context.Background())
+	ctxB, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	a, b := New(kv, "k", "a", ttl), New(kv, "k", "b", ttl)
+	var earlyA, earlyB atomic.Bool
+	doneA := make(chan struct{})
+	go func() { defer close(doneA); lead(ctxA, a, &earlyA) }()
+	first := <-runs
+	if first.who != "a" || first.token != 1 {
+		t.Fatalf("first session %+v, want a with token 1", first)
+	}
+	doneB := make(chan struct{})
+	go func() { defer close(doneB); lead(ctxB, b, &earlyB) }()
+	// a's sessions end by themselves: a gives the lease up each time, and
+	// b takes it.
+	earlyA.Store(true)
+	for last, ledByB := first.token, false; !ledByB; {
+		select {
+		case r := <-runs:
+			if r.token <= last {
+				t.Fatalf("session %+v after token %d", r, last)
+			}
+			last, ledByB = r.token, r.who == "b"
+		case <-time.After(30 * time.Second):
+			t.Fatal("b never led after a gave the lease up")
+		}
+	}
+	// a's process stops; b's session runs until b's does.
+	stopA()
+	<-doneA
+	stopB()
+	<-doneB
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d sessions ran beside another", n)
+	}
+	if r, _, _ := Read(context.Background(), kv, "k"); r.Owner != "" {
+		t.Fatalf("the lease is still held by %q after both stopped", r.Owner)
 	}
 }

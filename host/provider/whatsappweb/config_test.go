@@ -25,7 +25,7 @@ func TestRegisteredWithTaggedKeys(t *testing.T) {
 		}
 		keys[tag] = true
 	}
-	for _, k := range []string{"id", "session", "pair_phone", "groups", "durable_view_once"} {
+	for _, k := range []string{"id", "store", "session", "pair_phone", "groups", "durable_view_once"} {
 		if !keys[k] {
 			t.Errorf("no key %q", k)
 		}
@@ -39,10 +39,12 @@ func TestCheck(t *testing.T) {
 		says string
 	}{
 		{whatsappweb.Config{}, "", ""},
-		{whatsappweb.Config{Session: "postgres://bot:secret@db/bot"}, "", ""},
-		{whatsappweb.Config{Session: "leader"}, "session", "reserved"},
-		{whatsappweb.Config{Session: "mysql://bot:secret@db/bot"}, "session", "postgres://"},
-		{whatsappweb.Config{Session: "wa.db?mode=memory"}, "session", "may not contain"},
+		{whatsappweb.Config{Store: "postgres://bot:secret@db/bot"}, "", ""},
+		{whatsappweb.Config{Session: "leader"}, "", ""},
+		{whatsappweb.Config{Session: "data/wa.db"}, "session", `write store = "data/wa.db"`},
+		{whatsappweb.Config{Session: "postgres://bot:secret@db/bot"}, "session", "key store now"},
+		{whatsappweb.Config{Store: "mysql://bot:secret@db/bot"}, "store", "postgres://"},
+		{whatsappweb.Config{Store: "wa.db?mode=memory"}, "store", "may not contain"},
 		{whatsappweb.Config{PairPhone: "+1 (555) 000-1111"}, "", ""},
 		{whatsappweb.Config{PairPhone: "0555 0001111"}, "pair_phone", "international format"},
 		{whatsappweb.Config{PairPhone: "call me"}, "pair_phone", "international format"},

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/kvlease"
 	"github.com/botrun/botrun/host/provider/providertest"
 	"github.com/botrun/botrun/host/provider/whatsappweb"
 	"github.com/botrun/botrun/host/provider/whatsappweb/whatsappwebtest"
@@ -79,6 +81,10 @@ type bot struct {
 	logs   *logBuffer
 	alerts *alerts
 	stop   func()
+	// lease elects the session's holder among bots on one Kv, as the host
+	// does (nil without a Kv); waitedFor is the last holder it waited for.
+	lease     *kvlease.Lease
+	waitedFor atomic.Value
 }
 
 // newBot opens a provider "wa" whose session is the SQLite backend's own
@@ -95,11 +101,7 @@ func newBot(t *testing.T, net *whatsappwebtest.Network, kv durability.Kv, tweak 
 	}
 	b := &bot{t: t, net: net, kv: kv, admit: providertest.NewJournal(), logs: &logBuffer{}, alerts: &alerts{}}
 	b.cfg = whatsappweb.Config{ID: "wa",
-		NewClient: func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
-		// Renewed every 3 s and held 6.75 s after the last renewal: a stall
-		// of over 3 s on a loaded machine keeps it; nothing waits for one
-		// to expire.
-		Lease:        9 * time.Second,
+		NewClient:    func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
 		UnpairedPoll: 20 * time.Millisecond, MediaRetryWait: 5 * time.Second, RedeliverAfter: 10 * time.Millisecond}
 	if tweak != nil {
 		tweak(&b.cfg)
@@ -114,6 +116,12 @@ func newBot(t *testing.T, net *whatsappwebtest.Network, kv durability.Kv, tweak 
 		t.Fatal(err)
 	}
 	b.p = p
+	if b.env.Kv != nil {
+		// Renewed every 3 s and held 6.75 s after the last renewal: a stall
+		// of over 3 s on a loaded machine keeps it; nothing waits for one
+		// to expire.
+		b.lease = kvlease.New(b.env.Kv, b.env.SessionKey(), "", 9*time.Second)
+	}
 	return b
 }
 
@@ -132,13 +140,21 @@ func (b *bot) pair() string {
 	return out.String()
 }
 
-// run starts the provider's Run; stop ends it and waits.
+// run runs the provider's session as the host runs a leader-only one:
+// whenever this bot holds the session's lease (always without a Kv); stop
+// ends it and waits.
 func (b *bot) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.p.Run(ctx)
+		if b.lease == nil {
+			b.p.RunSession(ctx, provider.Always)
+			return
+		}
+		b.lease.Lead(ctx, func(holder string) { b.waitedFor.Store(holder) }, nil, func(held context.Context) {
+			b.p.RunSession(held, b.lease)
+		})
 	}()
 	b.stop = func() {
 		cancel()

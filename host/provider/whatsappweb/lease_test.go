@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/kvlease"
 	"github.com/botrun/botrun/host/provider/providertest"
 )
 
@@ -26,10 +28,13 @@ type untouchedClient struct{ Client }
 // neither journals an inbound message nor sends.
 func TestNothingIsAdmittedOrSentWithoutTheLease(t *testing.T) {
 	j := providertest.NewJournal()
-	p, err := Open(Config{ID: "wa", Session: filepath.Join(t.TempDir(), "s.db")}, provider.Env{ID: "wa", Kv: memory.NewKv(), Admitter: j})
+	kv := memory.NewKv()
+	p, err := Open(Config{ID: "wa", Store: filepath.Join(t.TempDir(), "s.db")}, provider.Env{ID: "wa", Kv: kv, Admitter: j})
 	if err != nil {
 		t.Fatal(err)
 	}
+	lease := kvlease.New(kv, "session", "me", time.Minute)
+	p.fence = lease // as RunSession records it
 	p.setClient(untouchedClient{})
 	ctx := context.Background()
 
@@ -53,7 +58,7 @@ func TestNothingIsAdmittedOrSentWithoutTheLease(t *testing.T) {
 	}
 
 	// Holding it, the same message is journaled.
-	if ok, _, err := p.lease.TryAcquire(ctx); !ok || err != nil {
+	if ok, _, err := lease.TryAcquire(ctx); !ok || err != nil {
 		t.Fatalf("taking the lease: %v %v", ok, err)
 	}
 	if !h.message(e) || len(j.Admitted()) != 1 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/store"
@@ -14,6 +15,7 @@ import (
 	"rsc.io/qr"
 
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/kvlease"
 )
 
 func init() {
@@ -30,6 +32,9 @@ type PairOptions struct {
 	PNG string
 }
 
+// pairLease is the length of the lease a pairing holds.
+const pairLease = 30 * time.Second
+
 // ErrPairing is wrapped by every Pair error that pairing again may mend.
 var ErrPairing = errors.New("pairing did not complete")
 
@@ -37,8 +42,9 @@ var ErrPairing = errors.New("pairing did not complete")
 // pair`: it shows each QR code on opts.Out (or, with pair_phone, a code to
 // type on the phone) until the phone links the device, records the device
 // as the provider's and returns. A session paired already is left as it is.
-// Pairing holds the session's lease, so a bot running with the session
-// connects once it is paired, and no two pairings run at once.
+// No two pairings of a session run at once (they hold a lease). A running
+// bot's leader, which looks for a device every UnpairedPoll, connects with
+// the new one once it is recorded, after the pairing's connection ended.
 func Pair(ctx context.Context, cfg Config, env provider.Env, opts PairOptions) error {
 	p, err := Open(cfg, env)
 	if err != nil {
@@ -56,9 +62,10 @@ func Pair(ctx context.Context, cfg Config, env provider.Env, opts PairOptions) e
 		fmt.Fprintf(out, "whatsapp-web %s: already paired as %s. To link another account, unlink this device on the phone (Settings > Linked devices) first.\n", p.cfg.ID, dev.ID.String())
 		return nil
 	}
-	if p.lease != nil {
-		held, release, err := p.lease.Hold(ctx, func(holder string) {
-			fmt.Fprintf(out, "whatsapp-web %s: session held by %s; waiting\n", p.cfg.ID, holder)
+	if env.Kv != nil {
+		lease := kvlease.New(env.Kv, p.key("pair"), "", pairLease)
+		held, release, err := lease.Hold(ctx, func(holder string) {
+			fmt.Fprintf(out, "whatsapp-web %s: another pairing (%s) is under way; waiting\n", p.cfg.ID, holder)
 		}, nil)
 		if err != nil {
 			return err
@@ -114,6 +121,9 @@ func Pair(ctx context.Context, cfg Config, env provider.Env, opts PairOptions) e
 			if dev.ID == nil {
 				return fmt.Errorf("%w: WhatsApp reported success without a device id", ErrPairing)
 			}
+			// The session's leader connects the device once it is
+			// recorded: this connection ends first.
+			cli.Disconnect()
 			if err := st.paired(ctx, dev); err != nil {
 				return fmt.Errorf("whatsapp-web %s: linked as %s, but recording it failed: %w", p.cfg.ID, dev.ID.String(), err)
 			}

@@ -36,7 +36,7 @@ func (p *Provider) openStore(ctx context.Context) (*sessionStore, error) {
 	var db *sql.DB
 	var dialect string
 	var err error
-	switch s := p.cfg.Session; {
+	switch s := p.cfg.Store; {
 	case s == "":
 		sdb, ok := p.env.Kv.(durability.SQLDatabase)
 		if !ok {
@@ -117,13 +117,18 @@ type ending struct {
 	wait   time.Duration
 }
 
-// Run implements provider.Runner: one session after another until ctx ends.
-// A session waits for the lease, loads the paired device, connects and
+// RunSession implements provider.SessionRunner: one connection after
+// another until ctx ends, which the host ends when this process stops
+// leading the session. A connection loads the paired device, connects and
 // stays connected (whatsmeow reconnects by itself) until it is logged out,
-// replaced, banned, loses the lease, or ctx ends. An unpaired session is
-// logged once and looked at again every UnpairedPoll; the bot's other
-// channels never wait on it.
-func (p *Provider) Run(ctx context.Context) {
+// replaced, banned, or ctx ends. An unpaired session is logged once and
+// looked at again every UnpairedPoll; the bot's other channels never wait
+// on it. fence is checked right before each message is journaled and each
+// send.
+func (p *Provider) RunSession(ctx context.Context, fence provider.Fence) {
+	p.mu.Lock()
+	p.fence = fence
+	p.mu.Unlock()
 	var st *sessionStore
 	defer func() {
 		if st != nil {
@@ -178,24 +183,11 @@ func (p *Provider) Run(ctx context.Context) {
 	}
 }
 
-// session runs one connection of the paired device under the lease.
+// session runs one connection of the paired device until ctx ends.
 func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
-	sctx, token := ctx, int64(0)
-	if p.lease != nil {
-		held, release, err := p.lease.Hold(ctx, func(holder string) {
-			p.log.Info(fmt.Sprintf("whatsapp-web %s: session held by %s; waiting", p.cfg.ID, holder), "provider", p.cfg.ID)
-		}, func(err error) {
-			p.log.Error("whatsapp-web: the session lease was lost; disconnecting", "provider", p.cfg.ID, "err", err)
-		})
-		if err != nil {
-			return ending{reason: "stopped"}
-		}
-		defer release()
-		sctx = held
-		_, token = p.lease.Held()
-	}
-	// The device may have been unlinked while this process waited.
-	dev, err := st.device(sctx)
+	_, token := p.fenceHeld()
+	// The device may have been unlinked since the last look.
+	dev, err := st.device(ctx)
 	if err != nil || dev == nil {
 		return ending{reason: "not paired"}
 	}
@@ -210,11 +202,11 @@ func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
 		}
 	}
 	redeliver := make(chan struct{}, 1)
-	h := &handler{p: p, ctx: sctx, log: log, end: end, redeliver: redeliver}
+	h := &handler{p: p, ctx: ctx, log: log, end: end, redeliver: redeliver}
 	id := cli.AddEventHandlerWithSuccessStatus(h.handle)
 	defer cli.RemoveEventHandler(id)
 	log.Info("whatsapp-web: connecting")
-	if err := cli.ConnectContext(sctx); err != nil {
+	if err := cli.ConnectContext(ctx); err != nil {
 		log.Error("whatsapp-web: connecting failed", "err", err)
 		return ending{reason: "connect failed", wait: time.Second}
 	}
@@ -226,14 +218,11 @@ func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
 	}()
 	for {
 		select {
-		case <-sctx.Done():
-			if ctx.Err() != nil {
-				return ending{reason: "stopped"}
-			}
-			return ending{reason: "lease lost"}
+		case <-ctx.Done():
+			return ending{reason: "stopped"}
 		case e := <-ended:
 			if e.reason == "logged out" {
-				if err := st.forget(context.WithoutCancel(sctx), jid); err != nil {
+				if err := st.forget(context.WithoutCancel(ctx), jid); err != nil {
 					log.Warn("whatsapp-web: forgetting the logged-out device failed", "err", err)
 				}
 			}
@@ -241,12 +230,12 @@ func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
 		case <-redeliver:
 			// A message the journal refused was not acknowledged: WhatsApp
 			// delivers what is unacknowledged again on a new connection.
-			if !sleep(sctx, p.cfg.RedeliverAfter) {
+			if !sleep(ctx, p.cfg.RedeliverAfter) {
 				continue
 			}
 			log.Info("whatsapp-web: reconnecting so WhatsApp delivers the unjournaled message again")
 			cli.Disconnect()
-			if err := cli.ConnectContext(sctx); err != nil {
+			if err := cli.ConnectContext(ctx); err != nil {
 				log.Error("whatsapp-web: reconnecting failed", "err", err)
 				return ending{reason: "connect failed", wait: time.Second}
 			}

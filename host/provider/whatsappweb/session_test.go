@@ -119,7 +119,7 @@ func TestSessionStateChangesAreLogged(t *testing.T) {
 	c.Drop()
 	c.Emit(&events.KeepAliveTimeout{ErrorCount: 2})
 	c.Emit(&events.KeepAliveRestored{})
-	mustContain(t, "the log", b.logs.String(), "connection lost; reconnecting", "keepalive timed out", "keepalive restored", "lease_token=2") // the pairing held token 1
+	mustContain(t, "the log", b.logs.String(), "connection lost; reconnecting", "keepalive timed out", "keepalive restored", "lease_token=1")
 	if strings.Count(b.logs.String(), "whatsapp-web: connected") != 2 {
 		t.Fatalf("the reconnection is not logged:\n%s", b.logs.String())
 	}
@@ -166,7 +166,7 @@ func TestLoggedOutIsAnAlertNotACrashLoop(t *testing.T) {
 }
 
 func TestAnotherConnectionReplacingTheSessionIsAnAlert(t *testing.T) {
-	b, c := connectedBot(t, func(c *whatsappweb.Config) { c.Lease = time.Minute })
+	b, c := connectedBot(t, nil)
 	// The same keys connected elsewhere (outside botrun's lease).
 	other := b.net.NewClient(c.Device(), nil)
 	if err := other.ConnectContext(context.Background()); err != nil {
@@ -189,9 +189,7 @@ func TestASecondReplicaWaitsForTheSession(t *testing.T) {
 	clients := len(net.Clients())
 	second := newBot(t, net, first.kv, nil)
 	second.run()
-	waitFor(t, "the second replica to wait", func() bool {
-		return strings.Contains(second.logs.String(), "whatsapp-web wa: session held by "+first.p.LeaseOwner()+"; waiting")
-	})
+	waitFor(t, "the second replica to wait", func() bool { return second.waitedFor.Load() == first.lease.Name() })
 	if second.p.Connected() || len(net.Clients()) != clients {
 		t.Fatalf("the waiting replica connected (%d clients)", len(net.Clients())-clients)
 	}
@@ -202,7 +200,7 @@ func TestASecondReplicaWaitsForTheSession(t *testing.T) {
 	if c2 == c1 {
 		t.Fatal("the second replica did not connect a client of its own")
 	}
-	mustContain(t, "the second's log", second.logs.String(), "lease_token=3") // pairing 1, first 2
+	mustContain(t, "the second's log", second.logs.String(), "lease_token=2") // the first held 1
 	for _, l := range []string{first.logs.String(), second.logs.String()} {
 		if strings.Contains(l, "took this session over") {
 			t.Fatalf("two connections of one session:\n%s", l)
@@ -219,18 +217,18 @@ func TestAReplicaThatLosesTheLeaseDisconnects(t *testing.T) {
 	// Someone overwrites the lease (a replica whose clock ran ahead): this
 	// one stops renewing and disconnects.
 	ctx := context.Background()
-	key := "/bot/default/whatsapp-web/wa/lease"
+	key := "/bot/default/session/wa"
 	_, v, _ := b.kv.Get(ctx, key)
 	b.kv.Commit(ctx, []durability.Write{{Key: key, Version: v, Next: v + 1, Value: []byte(`{"owner":"elsewhere","token":7,"until":99999999999999}`)}})
 	waitFor(t, "the disconnection", func() bool { return !b.p.Connected() && net.Online(device()) == nil })
-	mustContain(t, "the log", b.logs.String(), "session lease was lost; disconnecting")
-	waitFor(t, "the wait for the lease", func() bool { return strings.Contains(b.logs.String(), "session held by elsewhere; waiting") })
+	mustContain(t, "the log", b.logs.String(), "whatsapp-web: disconnected")
+	waitFor(t, "the wait for the lease", func() bool { return b.waitedFor.Load() == "elsewhere" })
 }
 
 func TestSessionInPostgres(t *testing.T) {
 	url := testserver.Postgres(t)
 	net := whatsappwebtest.NewNetwork(account)
-	b := newBot(t, net, memory.NewKv(), func(c *whatsappweb.Config) { c.Session = url })
+	b := newBot(t, net, memory.NewKv(), func(c *whatsappweb.Config) { c.Store = url })
 	db, err := postgres.OpenDB(url)
 	if err != nil {
 		t.Fatal(err)
@@ -250,14 +248,14 @@ func TestSessionInPostgres(t *testing.T) {
 
 func TestSessionInAFileOfItsOwn(t *testing.T) {
 	dir := t.TempDir()
-	cfg := whatsappweb.Config{Session: "wa.db"}
+	cfg := whatsappweb.Config{Store: "wa.db"}
 	cfg.Check(provider.Setting{ID: "wa", Dir: dir}, func(k, f string, a ...any) { t.Fatalf("%s: %s", k, f) })
-	if cfg.Session != filepath.Join(dir, "wa.db") {
-		t.Fatalf("session %q is not resolved against the config's directory", cfg.Session)
+	if cfg.Store != filepath.Join(dir, "wa.db") {
+		t.Fatalf("store %q is not resolved against the config's directory", cfg.Store)
 	}
 	net := whatsappwebtest.NewNetwork(account)
 	// No Kv: a single process, the file's only device.
-	b := newBot(t, net, noKv{}, func(c *whatsappweb.Config) { c.Session = cfg.Session })
+	b := newBot(t, net, noKv{}, func(c *whatsappweb.Config) { c.Store = cfg.Store })
 	b.pair()
 	b.run()
 	b.online()
@@ -265,7 +263,7 @@ func TestSessionInAFileOfItsOwn(t *testing.T) {
 
 func TestOpenNeedsSQLForTheDefaultSession(t *testing.T) {
 	_, err := whatsappweb.Open(whatsappweb.Config{ID: "wa"}, provider.Env{Kv: memory.NewKv()})
-	if err == nil || !strings.Contains(err.Error(), "set session to a SQLite file path") {
+	if err == nil || !strings.Contains(err.Error(), "set store to a SQLite file path") {
 		t.Fatalf("the memory backend as the session: %v", err)
 	}
 }

@@ -3,15 +3,16 @@
 // go.mau.fi/whatsmeow. botrun writes no protocol code of its own.
 //
 // The device's keys live in whatsmeow's tables (whatsmeow_*) in the bot's
-// own SQLite file or PostgreSQL database, or where session names. The device
+// own SQLite file or PostgreSQL database, or where store names. The device
 // is linked once with `botrun whatsapp pair` (a QR code, or a pairing code
 // for pair_phone); an unpaired session is logged with that command and the
-// bot runs its other channels. One process at a time holds a session: on a
-// backend with a Kv the session runs under a lease with a fencing token
-// (kvlease), and another process waits for it. The lease is checked right
-// before each message is journaled and each send; whatsmeow's own writes to
-// the device store (keys, sessions, contacts) are not fenced by it, so for
-// them the lease is advisory.
+// bot runs its other channels. One process at a time holds a session: the
+// type is provider.Type.LeaderOnly, so the host runs the session
+// (provider.SessionRunner) only on the replica it elected leader, under a
+// lease with a fencing token, and another replica takes it over when the
+// leader stops. The fence is checked right before each message is journaled
+// and each send; whatsmeow's own writes to the device store (keys, sessions,
+// contacts) are not fenced by it, so for them the lease is advisory.
 //
 // Inbound messages are journaled inside whatsmeow's event handler, which
 // acknowledges a message to WhatsApp only after the handler returned
@@ -44,7 +45,6 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/provider/kvlease"
 )
 
 // Type is the channel's type name in bot.toml.
@@ -66,16 +66,20 @@ const (
 )
 
 func init() {
-	provider.Register(provider.Type{Name: Type, Config: func() provider.Config { return &Config{} }})
+	provider.Register(provider.Type{Name: Type, Config: func() provider.Config { return &Config{} }, LeaderOnly: true})
 }
 
 // Config is a [[providers]] entry of type "whatsapp-web".
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`
-	// Session is where the device keys live: empty for the bot's own
+	// Store is where the device keys live: empty for the bot's own
 	// backend (SQLite or PostgreSQL, in whatsmeow's own tables), a
 	// PostgreSQL URL, or a SQLite file's path (relative to the config file).
+	Store string `toml:"store"`
+	// Session is the entry's session mode, which the host reads ("leader",
+	// the default; "every" is refused). The channel only refuses here a
+	// device store's location, which this key named before store did.
 	Session string `toml:"session"`
 	// PairPhone is the account's phone number in international format: the
 	// pairing command then shows a code to type on the phone instead of a
@@ -92,8 +96,6 @@ type Config struct {
 	// NewClient builds the network client (default NewWhatsmeow; tests
 	// pass a fake).
 	NewClient NewClientFunc `toml:"-"`
-	// Lease is the session lease's length (default 30 s).
-	Lease time.Duration `toml:"-"`
 	// UnpairedPoll is how often an unpaired session is looked at again, so
 	// a device paired meanwhile connects without a restart (default 30 s).
 	UnpairedPoll time.Duration `toml:"-"`
@@ -110,17 +112,24 @@ type Config struct {
 
 // Check implements provider.Config.
 func (c *Config) Check(in provider.Setting, problem provider.Problem) {
-	switch s := c.Session; {
+	switch s := c.Session; s {
+	case "", provider.SessionLeader, provider.SessionEvery:
+		// The host's: it refuses "every" for this type.
+	default:
+		if strings.Contains(s, "://") {
+			s = redactURL(s)
+		}
+		problem("session", "%q: the device keys' location is the key store now (session says which replicas run the channel, %q by default): write store = %q", s, provider.SessionLeader, s)
+	}
+	switch s := c.Store; {
 	case s == "":
-	case s == "leader":
-		problem("session", "\"leader\" is reserved for sessions handed between replicas, which botrun does not do yet: leave session empty (the bot's backend), or name a SQLite file or a PostgreSQL URL")
 	case isPostgresURL(s):
 	case strings.Contains(s, "://"):
-		problem("session", "%q: want a SQLite file path or a postgres:// URL (empty: the bot's own backend)", redactURL(s))
+		problem("store", "%q: want a SQLite file path or a postgres:// URL (empty: the bot's own backend)", redactURL(s))
 	case strings.ContainsAny(s, "?#"):
-		problem("session", "the SQLite path %q may not contain '?' or '#'", s)
+		problem("store", "the SQLite path %q may not contain '?' or '#'", s)
 	case !filepath.IsAbs(s) && in.Dir != "":
-		c.Session = filepath.Join(in.Dir, s)
+		c.Store = filepath.Join(in.Dir, s)
 	}
 	if c.PairPhone != "" {
 		if _, err := pairPhoneDigits(c.PairPhone); err != nil {
@@ -172,11 +181,12 @@ type Provider struct {
 	// scope makes the message ids derived from send keys differ between
 	// bots sharing an account.
 	scope string
-	lease *kvlease.Lease // nil without a Kv: a single process
 	http  *http.Client
 
-	mu  sync.Mutex
-	cli Client // the connected session's client, nil between sessions
+	mu sync.Mutex
+	// fence is the hold on the session RunSession was given (nil before).
+	fence provider.Fence
+	cli   Client // the connected session's client, nil between sessions
 	// onWhatsApp caches recipients checked with IsOnWhatsApp (and chats
 	// seen inbound): chat → the JID to send to.
 	onWhatsApp map[string]types.JID
@@ -197,21 +207,19 @@ type unreadMessage struct {
 	sender types.JID
 }
 
-// Open returns the channel cfg describes. It connects nothing: Run does.
+// Open returns the channel cfg describes. It connects nothing: RunSession
+// does.
 func Open(cfg Config, env provider.Env) (*Provider, error) {
 	if cfg.ID == "" {
 		cfg.ID = env.ID
 	}
-	if cfg.Session == "" {
+	if cfg.Store == "" {
 		if _, ok := env.Kv.(durability.SQLDatabase); !ok {
-			return nil, fmt.Errorf("whatsapp-web %s: session: this durability backend keeps no SQL tables for the device keys: use the sqlite or postgres backend, or set session to a SQLite file path or a postgres:// URL", cfg.ID)
+			return nil, fmt.Errorf("whatsapp-web %s: store: this durability backend keeps no SQL tables for the device keys: use the sqlite or postgres backend, or set store to a SQLite file path or a postgres:// URL", cfg.ID)
 		}
 	}
 	if cfg.NewClient == nil {
 		cfg.NewClient = NewWhatsmeow
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = 30 * time.Second
 	}
 	if cfg.UnpairedPoll <= 0 {
 		cfg.UnpairedPoll = 30 * time.Second
@@ -227,9 +235,6 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 		retries: map[types.MessageID]chan mediaRetryAnswer{}, rehosted: map[types.MessageID]string{}}
 	if p.http == nil {
 		p.http = mediaFetcher()
-	}
-	if env.Kv != nil {
-		p.lease = kvlease.New(env.Kv, p.key("lease"), "", cfg.Lease)
 	}
 	return p, nil
 }
@@ -254,15 +259,6 @@ func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements provider.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
-
-// LeaseOwner is the name this process holds the session's lease by ("" on a
-// backend without a Kv).
-func (p *Provider) LeaseOwner() string {
-	if p.lease == nil {
-		return ""
-	}
-	return p.lease.Name()
-}
 
 // Connected reports whether a session of this process is connected and
 // logged in.
@@ -292,19 +288,28 @@ func (p *Provider) errNotConnected() error {
 }
 
 // errHeldElsewhere is wrapped by a send refused because this process no
-// longer holds the session's lease (another may hold it now). Retried.
+// longer holds the session (another may hold it now). Retried.
 var errHeldElsewhere = errors.New("the session is held elsewhere (this process no longer holds its lease)")
 
-// leaseHeld checks, right before a message is journaled or sent, that this
-// process still holds the session's lease (by its own clock): a process
-// that lost it (frozen past its lease, then thawed) neither admits nor
-// sends while its session winds down. whatsmeow's own writes to the device
-// store are not fenced by it.
-func (p *Provider) leaseHeld() error {
-	if p.lease == nil {
-		return nil
+// fenceHeld reports whether this process holds the session now, and the
+// hold's fencing token.
+func (p *Provider) fenceHeld() (bool, int64) {
+	p.mu.Lock()
+	f := p.fence
+	p.mu.Unlock()
+	if f == nil {
+		return false, 0
 	}
-	if ok, _ := p.lease.Held(); !ok {
+	return f.Held()
+}
+
+// leaseHeld checks, right before a message is journaled or sent, that this
+// process still holds the session (by its own clock): a process that lost
+// it (frozen past its lease, then thawed) neither admits nor sends while
+// its session winds down. whatsmeow's own writes to the device store are
+// not fenced by it.
+func (p *Provider) leaseHeld() error {
+	if ok, _ := p.fenceHeld(); !ok {
 		return fmt.Errorf("whatsapp-web %s: %w", p.cfg.ID, errHeldElsewhere)
 	}
 	return nil
@@ -327,7 +332,7 @@ func (p *Provider) String() string { return Type + " " + p.cfg.ID }
 
 var _ interface {
 	provider.Provider
-	provider.Runner
+	provider.SessionRunner
 	provider.TextLimiter
 	provider.MediaRefCodec
 	provider.MediaLoader

@@ -42,7 +42,9 @@ const MaxBody = gateway.MaxBody
 const TokenParameter = "token"
 
 func init() {
-	provider.Register(provider.Type{Name: "wppconnect", Config: func() provider.Config { return &Config{} }})
+	// session is the WPPConnect session's name: the gateway holds the
+	// WhatsApp session, and every replica may call it.
+	provider.Register(provider.Type{Name: "wppconnect", Config: func() provider.Config { return &Config{} }, OwnSessionKey: true})
 }
 
 // Config is a [[providers]] entry of type "wppconnect".

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/admin"
+	"github.com/botrun/botrun/host/provider/leadertest"
+	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/wasmbuild"
+)
+
+// leaderLease is the session's lease in the failover test: a replica takes
+// a dead leader's session over about this long after its last renewal.
+const leaderLease = 1500 * time.Millisecond
+
+const leaderAdminToken = "leader-test-admin-token"
+
+// TestLeaderFailover runs three botrun replicas on one shared backend with
+// a channel whose session only the leader may hold (session = "leader",
+// the fake "leader-test" channel): only the leader connects, admits and
+// sends; sends journaled on a standby (an operator's, through its admin
+// API, and the replies of handlers it runs) are handed to the leader and
+// delivered once, none dead, none charged as attempts for the standby's
+// refusals. The leader is SIGKILLed while messages flow: another replica
+// takes the session over within about one lease, and everything is
+// delivered.
+func TestLeaderFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the leader failover test takes a while")
+	}
+	bin := buildBotrun(t, "botrun_testchannels") // with leadertest's "leader-test"
+	module := wasmbuild.Go(t, "../../examples/echo")
+	t.Run("postgres", func(t *testing.T) {
+		leaderFailover(t, bin, module, fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"lt%d_\"", testserver.Postgres(t), os.Getpid()))
+	})
+	t.Run("redis", func(t *testing.T) {
+		leaderFailover(t, bin, module, fmt.Sprintf("backend = \"redis\"\nurl = %q\nprefix = \"lt%d\"", testserver.Redis(t), os.Getpid()))
+	})
+}
+
+func leaderFailover(t *testing.T, bin, module, backend string) {
+	dir := t.TempDir()
+	net := leadertest.NewNetwork()
+	srv := httptest.NewServer(net)
+	defer srv.Close()
+	mk := func(name string) *replica {
+		return newReplica(t, dir, name, module, backend, fmt.Sprintf(`# Few retries: a send charged for a standby's refusals would soon be dead.
+retries = 2
+[admin]
+token = %q
+[[providers]]
+id = "sess"
+type = "leader-test"
+url = %q
+session = "leader"
+session_lease = %q
+`, leaderAdminToken, srv.URL, leaderLease))
+	}
+	replicas := []*replica{mk("replica-a"), mk("replica-b"), mk("replica-c")}
+	byPID := map[int]*replica{}
+	for _, r := range replicas {
+		r.start(t, bin)
+		defer r.cmd.Process.Kill()
+		byPID[r.cmd.Process.Pid] = r
+	}
+	// leader waits until a replica other than not holds the session.
+	leader := func(not *replica) (*replica, int64) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			if pid, token := net.Holder(); pid != 0 && byPID[pid] != nil && byPID[pid] != not {
+				return byPID[pid], token
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no replica holds the session; sessions %+v", net.Sessions())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	first, firstToken := leader(nil)
+	var standby *replica
+	for _, r := range replicas {
+		if r != first {
+			standby = r
+			break
+		}
+	}
+	statusLeader(t, bin, standby.cfg, first.name, firstToken)
+
+	// Each message's reply key is "sess:<id>:1"; an operator's send's key
+	// is its own.
+	var keys []string
+	exact := map[string]bool{} // keys no kill touched: one call each
+	push := func(batch string, n int, untouched bool) {
+		for i := range n {
+			id := fmt.Sprintf("%s-%d", batch, i)
+			net.Push(leadertest.Message{ID: id, Chat: fmt.Sprintf("chat-%d", i%4), Text: id})
+			keys = append(keys, "sess:"+id+":1")
+			exact["sess:"+id+":1"] = untouched
+		}
+	}
+	sendOn := func(r *replica, batch string, n int, untouched bool) {
+		for i := range n {
+			key := fmt.Sprintf("op-%s-%d", batch, i)
+			adminSend(t, r, key, fmt.Sprintf("chat-%d", i%4), key)
+			keys = append(keys, key)
+			exact[key] = untouched
+		}
+	}
+	waitDelivered := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			missing := 0
+			for _, k := range keys {
+				if _, ok := net.Delivered(k); !ok {
+					missing++
+				}
+			}
+			if missing == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d of %d sends never delivered; sessions %+v", what, missing, len(keys), net.Sessions())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// 1. Messages through the leader's session, and an operator's sends
+	// journaled on a standby.
+	push("m1", 12, true)
+	sendOn(standby, "s1", 12, true)
+	waitDelivered("before the kill")
+
+	// 2. More of both; the leader is SIGKILLed while they flow.
+	before := len(keys)
+	push("m2", 16, false)
+	sendOn(standby, "s2", 8, false)
+	deadline := time.Now().Add(time.Minute)
+	for delivered := 0; delivered < 4; {
+		delivered = 0
+		for _, k := range keys[before:] {
+			if _, ok := net.Delivered(k); ok {
+				delivered++
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing of the second batch was delivered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	killed := time.Now()
+	first.cmd.Wait()
+	second, secondToken := leader(first)
+	takeover := time.Since(killed)
+	if secondToken <= firstToken {
+		t.Errorf("the new leader's token %d is not greater than the dead one's %d", secondToken, firstToken)
+	}
+	var last *replica // the standby after the failover
+	for _, r := range replicas {
+		if r != first && r != second {
+			last = r
+		}
+	}
+
+	// 3. After the failover: the new leader admits and sends, and the
+	// remaining standby hands its operator's sends to it.
+	push("m3", 8, true)
+	sendOn(last, "s3", 8, true)
+	waitDelivered("after the failover")
+	waitSettled(t, bin, second.cfg, 12+16+8, 2*time.Minute)
+	statusLeader(t, bin, last.cfg, second.name, secondToken)
+
+	for _, r := range []*replica{second, last} {
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		r.cmd.Wait()
+	}
+	outbox := list[durability.OutboxRecord](t, bin, second.cfg, "outbox")
+	byKey := map[string]durability.OutboxRecord{}
+	for _, r := range outbox {
+		byKey[r.Key] = r
+		if r.State != durability.OutboxSent {
+			t.Errorf("send %s is %s (%s), want sent", r.Key, r.State, r.Error)
+		}
+	}
+	texts := net.Texts()
+	for _, k := range keys {
+		rec, ok := byKey[k]
+		pid, delivered := net.Delivered(k)
+		calls := net.Calls(k)
+		switch {
+		case !ok:
+			t.Errorf("%s was never journaled", k)
+		case !delivered:
+			t.Errorf("%s was never delivered", k)
+		case byPID[pid] == nil:
+			t.Errorf("%s delivered by an unknown process %d", k, pid)
+		case exact[k] && (calls != 1 || rec.Attempts != 1):
+			// A kill could not touch it: one call, and the refusals of
+			// the standbys are not attempts.
+			t.Errorf("%s: %d calls and %d attempts, want one of each", k, calls, rec.Attempts)
+		case rec.Attempts > calls+1:
+			t.Errorf("%s: %d attempts for %d calls: a refusal was charged", k, rec.Attempts, calls)
+		}
+		if want := k; strings.HasPrefix(k, "sess:") {
+			want = "echo: " + strings.TrimSuffix(strings.TrimPrefix(k, "sess:"), ":1")
+			if texts[k] != want {
+				t.Errorf("%s delivered %q, want %q", k, texts[k], want)
+			}
+		} else if texts[k] != want {
+			t.Errorf("%s delivered %q", k, texts[k])
+		}
+	}
+	if s := net.Strays(); len(s) != 0 {
+		t.Errorf("a process without the session called the channel: %v", s)
+	}
+	if n := net.Overlaps(); n != 0 {
+		t.Errorf("%d sessions connected while another was", n)
+	}
+	refused := 0
+	for _, r := range []*replica{second, last} {
+		if m := regexp.MustCompile(`provider_not_leader=(\d+)`).FindStringSubmatch(r.stderr.String()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			refused += n
+		}
+	}
+	if refused == 0 {
+		t.Error("no standby counted a ProviderNotLeader refusal")
+	}
+	fmt.Printf("leader failover: lease %s, the session taken over %s after the SIGKILL (%s → %s); %d sends, %d refused on standbys, sessions %d\n",
+		leaderLease, takeover.Round(10*time.Millisecond), first.name, second.name, len(keys), refused, len(net.Sessions()))
+}
+
+// adminSend journals a send on replica r through its admin API.
+func adminSend(t *testing.T, r *replica, key, chat, text string) {
+	t.Helper()
+	body, _ := json.Marshal(admin.SendBody{Provider: "sess", Chat: chat, Text: text, Key: key})
+	req, _ := http.NewRequest("POST", "http://"+r.addr+"/admin/send", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+leaderAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST /admin/send to %s: %v", r.name, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /admin/send to %s: HTTP %d", r.name, resp.StatusCode)
+	}
+}
+
+// statusLeader checks that botrun status names leader, with token, as the
+// session's leader, in JSON and in its table.
+func statusLeader(t *testing.T, bin, cfg, leader string, token int64) {
+	t.Helper()
+	var st host.Status
+	out, err := exec.Command(bin, "status", "-c", cfg, "--json").Output()
+	if err != nil || json.Unmarshal(out, &st) != nil {
+		t.Fatalf("botrun status --json: %v\n%s", err, out)
+	}
+	if len(st.Sessions) != 1 || st.Sessions[0].Provider != "sess" || st.Sessions[0].Leader != leader || st.Sessions[0].Token != token {
+		t.Fatalf("botrun status: sessions %+v, want sess led by %s with token %d", st.Sessions, leader, token)
+	}
+	led := false
+	for _, r := range st.Replicas {
+		led = led || r.Owner == leader && len(r.Leads) == 1 && r.Leads[0] == "sess"
+	}
+	if !led {
+		t.Fatalf("botrun status: replicas %+v, want %s leading sess", st.Replicas, leader)
+	}
+	table, err := exec.Command(bin, "status", "-c", cfg).Output()
+	if err != nil || !regexp.MustCompile(`(?m)^sess\s+`+regexp.QuoteMeta(leader)+`\s+`+strconv.FormatInt(token, 10)+`\s`).Match(table) {
+		t.Fatalf("botrun status: %v\n%s", err, table)
+	}
+}

@@ -1,0 +1,174 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/kvlease"
+)
+
+// Status is who holds what among a bot's replicas, as its backend records
+// it: the leader of each provider whose session is "leader", and the
+// records each replica holds leased. A replica shows by what it holds: one
+// that leads nothing and holds no lease is not listed.
+type Status struct {
+	// At is when it was read (Unix ms).
+	At int64 `json:"at"`
+	// Sessions are the providers whose session is "leader", in config
+	// order.
+	Sessions []SessionStatus `json:"sessions"`
+	// Replicas are the lease owners, by name.
+	Replicas []ReplicaStatus `json:"replicas"`
+}
+
+// SessionStatus is the leader of one provider's session.
+type SessionStatus struct {
+	Provider string `json:"provider"`
+	// Leader is the replica (durability.instance_id) holding the session,
+	// or "" when none does (never elected, or given up on a clean stop).
+	Leader string `json:"leader,omitempty"`
+	// Token is the fencing token of the last hold.
+	Token int64 `json:"token"`
+	// Until is when the hold expires unless renewed (Unix ms, by the
+	// leader's clock).
+	Until int64 `json:"until,omitempty"`
+	// Expired is set when Until passed: the leader stopped renewing (it
+	// died or froze), and another replica takes the session over.
+	Expired bool `json:"expired,omitempty"`
+}
+
+// ReplicaStatus is what one replica (a lease owner) holds.
+type ReplicaStatus struct {
+	Owner string `json:"owner"`
+	// Leads are the providers whose session it leads.
+	Leads []string `json:"leads,omitempty"`
+	// Held are the records it holds leased, by kind (see leaseKinds).
+	Held map[string]HeldLeases `json:"held,omitempty"`
+}
+
+// HeldLeases counts the records of one kind a replica holds leased.
+type HeldLeases struct {
+	Count int `json:"count"`
+	// Expired of them are past their lease: their owner stopped (died or
+	// froze) and another replica takes them over.
+	Expired int `json:"expired,omitempty"`
+	// Earliest is the earliest lease expiry among them (Unix ms).
+	Earliest int64 `json:"earliest_until"`
+}
+
+// heldLease is one leased record: its owner and lease expiry.
+type heldLease struct {
+	owner string
+	until int64
+}
+
+// statusSource is what a status is read from.
+type statusSource struct {
+	journals durability.Journals
+	kv       durability.Kv
+	scope    string
+}
+
+// leaseKinds are the kinds of leased records a status counts, in the order
+// they are shown. Another kind of lease (per-chat turns, "turn", kept in the
+// Kv under "<scope>/turn/<chat>") is one more entry here.
+var leaseKinds = []struct {
+	name string
+	list func(ctx context.Context, src statusSource) ([]heldLease, error)
+}{
+	{"inbox", func(ctx context.Context, src statusSource) ([]heldLease, error) {
+		recs, err := src.journals.Inbox.List(ctx, durability.ListFilter{State: string(durability.InboxProcessing)})
+		return leasesOf(recs, err, func(r durability.InboxRecord) heldLease { return heldLease{r.Owner, r.LeaseUntil} })
+	}},
+	{"outbox", func(ctx context.Context, src statusSource) ([]heldLease, error) {
+		recs, err := src.journals.Outbox.List(ctx, durability.ListFilter{State: string(durability.OutboxSending)})
+		return leasesOf(recs, err, func(r durability.OutboxRecord) heldLease { return heldLease{r.Owner, r.LeaseUntil} })
+	}},
+}
+
+// leasesOf is the lease of each of recs (listed with err).
+func leasesOf[R any](recs []R, err error, lease func(R) heldLease) ([]heldLease, error) {
+	out := make([]heldLease, len(recs))
+	for i, r := range recs {
+		out[i] = lease(r)
+	}
+	return out, err
+}
+
+// LeaseKinds names the kinds of leased records a Status counts, in order.
+func LeaseKinds() []string {
+	names := make([]string, len(leaseKinds))
+	for i, k := range leaseKinds {
+		names[i] = k.name
+	}
+	return names
+}
+
+// ReadStatus reads the status of the bot cfg describes from its journals
+// and its backend's Kv (nil: the sessions show no leader), from the running
+// bot or from another process.
+func ReadStatus(ctx context.Context, cfg *config.Config, j durability.Journals, kv durability.Kv) (Status, error) {
+	src := statusSource{journals: j, kv: kv, scope: Scope(cfg).ID() + "/"}
+	now := time.Now().UnixMilli()
+	st := Status{At: now, Sessions: []SessionStatus{}, Replicas: []ReplicaStatus{}}
+	replicas := map[string]*ReplicaStatus{}
+	replica := func(owner string) *ReplicaStatus {
+		r := replicas[owner]
+		if r == nil {
+			r = &ReplicaStatus{Owner: owner, Held: map[string]HeldLeases{}}
+			replicas[owner] = r
+		}
+		return r
+	}
+	for _, p := range sessionProviders(cfg) {
+		s := SessionStatus{Provider: p.ID}
+		if kv != nil {
+			key := provider.Env{ID: p.ID, KeyPrefix: src.scope}.SessionKey()
+			rec, _, err := kvlease.Read(ctx, kv, key)
+			if err != nil {
+				return Status{}, fmt.Errorf("status: the leader of %s: %w", p.ID, err)
+			}
+			s.Leader, s.Token, s.Until = rec.Owner, rec.Token, rec.Until
+			s.Expired = rec.Owner != "" && rec.Until <= now
+		}
+		if s.Leader != "" && !s.Expired {
+			r := replica(s.Leader)
+			r.Leads = append(r.Leads, p.ID)
+		}
+		st.Sessions = append(st.Sessions, s)
+	}
+	for _, kind := range leaseKinds {
+		leases, err := kind.list(ctx, src)
+		if err != nil {
+			return Status{}, fmt.Errorf("status: the %s leases: %w", kind.name, err)
+		}
+		for _, l := range leases {
+			r := replica(l.owner)
+			h := r.Held[kind.name]
+			h.Count++
+			if l.until <= now {
+				h.Expired++
+			}
+			if h.Earliest == 0 || l.until < h.Earliest {
+				h.Earliest = l.until
+			}
+			r.Held[kind.name] = h
+		}
+	}
+	for _, r := range replicas {
+		st.Replicas = append(st.Replicas, *r)
+	}
+	slices.SortFunc(st.Replicas, func(a, b ReplicaStatus) int { return strings.Compare(a.Owner, b.Owner) })
+	return st, nil
+}
+
+// Status reads the status of this bot's replicas from its backend.
+func (b *Bot) Status(ctx context.Context) (Status, error) {
+	return ReadStatus(ctx, b.cfg, durability.Journals{Inbox: b.inbox, Outbox: b.outbox, State: b.state}, b.kv)
+}
