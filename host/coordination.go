@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -29,7 +30,8 @@ type coordination struct {
 }
 
 // turnRecord is a chat turn as the Kv keeps it: its holder, fencing token
-// and expiry (Unix milliseconds, by the holder's clock).
+// (greater than the last holder's while the turn passes from holder to
+// holder) and expiry (Unix milliseconds, by the holder's clock).
 type turnRecord struct {
 	Owner string `json:"owner"`
 	Token int64  `json:"token"`
@@ -84,13 +86,19 @@ func (c *coordination) acquire(ctx context.Context, providerID, chat string) (t 
 	return t, "", nil
 }
 
-// write replaces the turn at the version this handle knows with r.
+// write replaces the turn at the version this handle knows with r. The
+// turns are a group ordered by expiry, which botrun status lists. A version
+// is past every earlier one of the key, also across a release's delete, so
+// a holder frozen past its turn can never match a later holder's version.
 func (t *chatTurn) write(ctx context.Context, r turnRecord) error {
 	b, _ := json.Marshal(r)
-	if err := t.c.kv.Commit(ctx, []durability.Write{{Key: t.key, Version: t.version, Next: t.version + 1, Value: b}}); err != nil {
+	next := max(t.version+1, time.Now().UnixNano())
+	until := r.Until
+	w := durability.Write{Key: t.key, Version: t.version, Next: next, Value: b, Group: t.c.prefix, Order: &until}
+	if err := t.c.kv.Commit(ctx, []durability.Write{w}); err != nil {
 		return err
 	}
-	t.version++
+	t.version = next
 	t.rec = r
 	return nil
 }
@@ -107,10 +115,10 @@ func (t *chatTurn) extend(ctx context.Context, until int64) error {
 	return err
 }
 
-// release gives the turn up; its record keeps the token, so the next
-// holder's is greater.
+// release gives the turn up: the key is deleted (a chat's turn costs no
+// storage between messages), so the next holder's token starts again.
 func (t *chatTurn) release(ctx context.Context) error {
-	err := t.write(ctx, turnRecord{Token: t.rec.Token})
+	err := t.c.kv.Commit(ctx, []durability.Write{{Key: t.key, Version: t.version, Delete: true, Group: t.c.prefix}})
 	if errors.Is(err, durability.ErrConflict) {
 		return nil // taken by another already
 	}
@@ -208,4 +216,30 @@ func (b *Bot) keepLease(ctx context.Context, rec *durability.InboxRecord) bool {
 		b.log.Warn("coordination: extending a waiting record's lease failed", "id", rec.ID, "err", err)
 		return true
 	}
+}
+
+// statusTurnLimit bounds the chat turns a status reads.
+const statusTurnLimit = 10000
+
+// heldTurns lists the chat turns held under group, each by its replica's
+// instance id.
+func heldTurns(ctx context.Context, kv durability.Kv, group string) ([]heldLease, error) {
+	entries, err := kv.Range(ctx, group, durability.IndexOrder, durability.IndexEntry{Score: math.MinInt64}, math.MaxInt64, statusTurnLimit)
+	if err != nil {
+		return nil, err
+	}
+	var out []heldLease
+	for _, e := range entries {
+		b, v, err := kv.Get(ctx, e.Key)
+		if err != nil {
+			return nil, err
+		}
+		var r turnRecord
+		if v == 0 || json.Unmarshal(b, &r) != nil || r.Owner == "" {
+			continue
+		}
+		owner, _, _ := strings.Cut(r.Owner, "#")
+		out = append(out, heldLease{owner, r.Until})
+	}
+	return out, nil
 }

@@ -76,8 +76,8 @@ type statusSource struct {
 }
 
 // leaseKinds are the kinds of leased records a status counts, in the order
-// they are shown. Another kind of lease (per-chat turns, "turn", kept in the
-// Kv under "<scope>/turn/<chat>") is one more entry here.
+// they are shown: inbound records, sends in flight, and chat turns
+// ([durability] coordination).
 var leaseKinds = []struct {
 	name string
 	list func(ctx context.Context, src statusSource) ([]heldLease, error)
@@ -89,6 +89,12 @@ var leaseKinds = []struct {
 	{"outbox", func(ctx context.Context, src statusSource) ([]heldLease, error) {
 		recs, err := src.journals.Outbox.List(ctx, durability.ListFilter{State: string(durability.OutboxSending)})
 		return leasesOf(recs, err, func(r durability.OutboxRecord) heldLease { return heldLease{r.Owner, r.LeaseUntil} })
+	}},
+	{"turn", func(ctx context.Context, src statusSource) ([]heldLease, error) {
+		if src.kv == nil {
+			return nil, nil
+		}
+		return heldTurns(ctx, src.kv, src.scope+"turn/")
 	}},
 }
 
