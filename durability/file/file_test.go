@@ -97,9 +97,7 @@ func TestAppendLogReplayAndCompaction(t *testing.T) {
 	// Simulate a crash: drop the store without Close (the lock stays, from
 	// this process, so release it by hand as a restart would find it stale).
 	s.log.Close()
-	releaseLock(s.lock, path+".lock")
-	abs, _ := filepath.Abs(path)
-	open.Delete(abs)
+	s.releaseLock()
 	s2, err := OpenStore(path, nil) // no append_log: a leftover log is still replayed
 	if err != nil {
 		t.Fatal(err)
