@@ -56,12 +56,12 @@ type SharedStore struct {
 	gc    *groupcommit.Committer[*sharedOp]
 
 	// Owned by the group committer's writer.
-	kv      *memory.Kv
-	seq     int64 // last sequence applied
-	logOff  int64 // bytes of the log applied or skipped
-	lines   int   // lines in those bytes
-	log     *journalfile.Log
-	reload  bool // kv is ahead of or apart from the file: read it again
+	kv     *memory.Kv
+	seq    int64 // last sequence applied
+	logOff int64 // bytes of the log applied or skipped
+	lines  int   // lines in those bytes
+	log    *journalfile.Log
+	reload bool // kv is ahead of or apart from the file: read it again
 
 	closeOnce sync.Once
 	closeErr  error
