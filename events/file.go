@@ -53,6 +53,9 @@ func OpenFile(path string, o *FileOptions) (*FileEventJournal, error) {
 // Path is the journal's file.
 func (j *FileEventJournal) Path() string { return j.store.Path() }
 
+// Locked reports whether the journal was opened with Lock.
+func (j *FileEventJournal) Locked() bool { return j.store.Locked() }
+
 // SharedOptions tune a SharedFileEventJournal; the zero value (or nil) is a
 // snapshot rewritten whole on every write, fsynced, with a 30 s stale lock.
 type SharedOptions struct {

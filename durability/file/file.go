@@ -373,6 +373,10 @@ func (s *Store) Close() error {
 // Path is the snapshot file.
 func (s *Store) Path() string { return s.path }
 
+// Locked reports whether the store holds its lock file (it was opened
+// without NoLock).
+func (s *Store) Locked() bool { return s.lock != nil }
+
 // LockHolder returns the pid in the lock file of the journal at path, or 0
 // when no live process holds it.
 func LockHolder(path string) int { return journalfile.LockHolder(path) }
