@@ -19,7 +19,7 @@ import (
 // clock is a test clock in Unix milliseconds.
 type clock struct{ ms atomic.Int64 }
 
-func (c *clock) now() time.Time       { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) now() time.Time        { return time.UnixMilli(c.ms.Load()) }
 func (c *clock) at(ms int64) time.Time { return time.UnixMilli(ms) }
 
 // journals open a fresh journal of each kind at path with clock c.

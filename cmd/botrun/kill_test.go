@@ -145,7 +145,9 @@ func TestSIGKILL(t *testing.T) {
 	}
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/echo")
-	t.Run("http/sqlite", func(t *testing.T) { sigkill(t, bin, module, killRun{channel: "http", backend: "sqlite", messages: 400, replicas: 1}) })
+	t.Run("http/sqlite", func(t *testing.T) {
+		sigkill(t, bin, module, killRun{channel: "http", backend: "sqlite", messages: 400, replicas: 1})
+	})
 	var repeats, closedRuns atomic.Int64
 	// The runs wait on kills and restarts more than they compute: two at a
 	// time (go test's -parallel is the core count).
