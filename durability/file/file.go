@@ -105,18 +105,24 @@ func Open(_ context.Context, opts Options) (*Backend, error) {
 // (or this one) holds, or a shared journal uses.
 var ErrLocked = journalfile.ErrLocked
 
-// OpenStore opens the Kv alone.
-func OpenStore(path string, opts *Options) (*Store, error) {
-	o := Options{}
-	if opts != nil {
-		o = *opts
-	}
+// withDefaults returns o with the compaction defaults filled in.
+func (o Options) withDefaults() Options {
 	if o.CompactEvery <= 0 {
 		o.CompactEvery = 1000
 	}
 	if o.CompactBytes <= 0 {
 		o.CompactBytes = 4 << 20
 	}
+	return o
+}
+
+// OpenStore opens the Kv alone.
+func OpenStore(path string, opts *Options) (*Store, error) {
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o = o.withDefaults()
 	s := &Store{path: path, opts: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.load(); err != nil {
 		return nil, err

@@ -82,12 +82,7 @@ func OpenSharedStore(path string, opts *SharedOptions) (*SharedStore, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.CompactEvery <= 0 {
-		o.CompactEvery = 1000
-	}
-	if o.CompactBytes <= 0 {
-		o.CompactBytes = 4 << 20
-	}
+	o.Options = o.withDefaults()
 	if err := os.MkdirAll(filepath.Dir(path), journalfile.DirMode); err != nil {
 		return nil, fmt.Errorf("shared journal %s: %w", path, err)
 	}
