@@ -138,7 +138,8 @@ func startBotrun(t *testing.T, bin, cfgPath, addr string) *exec.Cmd {
 // gateway's answer and the record leaves a send ambiguous (skip: it may be
 // lost). On webchat (delivery and record commit together) and on the HTTP
 // channel with a gateway that deduplicates on Idempotency-Key (dedupes =
-// true), nothing is lost, doubled or ambiguous.
+// true), nothing is lost, doubled or ambiguous. Two processes sharing one
+// events journal (shared = true) are SIGKILLed in turn, with the same audit.
 func TestSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the SIGKILL test takes a while")
