@@ -292,10 +292,16 @@ func (s *SharedStore) tail() error {
 		}
 		s.seq = e.Seq
 	}
-	if int64(keep) < int64(len(b)) {
+	if keep < len(b) {
+		if from > 0 {
+			// Read from the start before cutting anything: what looks
+			// torn from here may be a whole line of a log emptied and
+			// written again since.
+			return errLogMoved
+		}
 		// A torn last line: its writer died holding the mutex, which we
 		// hold now. Cut it so the next line starts clean.
-		if err := os.Truncate(logPath, from+int64(keep)); err != nil {
+		if err := os.Truncate(logPath, int64(keep)); err != nil {
 			return fmt.Errorf("shared journal %s: trimming a truncated last line: %w", logPath, err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/memory"
 )
 
 func TestSharedConformance(t *testing.T) {
@@ -264,4 +265,41 @@ func sharedChild(t *testing.T, spec string) {
 		w.Flush()
 		i++
 	}
+}
+
+// TestSharedLogRewrittenUnderTheReader: a log emptied and written again
+// since a store last read it (its offset now falls inside a line) is read
+// again from its start, never cut there.
+func TestSharedLogRewrittenUnderTheReader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bot.journal")
+	first := `{"seq":1,"w":[{"k":"a","v":"MQ=="}]}` + "\n"
+	writeLog(t, path, first)
+	s, err := OpenSharedStore(path, &SharedOptions{Options: Options{AppendLog: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Another writer folds entry 1 into a snapshot and appends a longer
+	// entry 2 to the emptied log.
+	enc, _ := encodeSnapshot(memoryState(t, map[string]string{"a": "1"}), 1)
+	os.WriteFile(path, enc, 0o600)
+	second := `{"seq":2,"w":[{"k":"b","v":"MjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIyMjIy"}]}` + "\n"
+	writeLog(t, path, second)
+	v, _, err := s.Get(context.Background(), "b")
+	if err != nil || !strings.HasPrefix(string(v), "222") {
+		t.Fatalf("entry 2: %q %v", v, err)
+	}
+	if b, _ := os.ReadFile(path + ".log"); string(b) != second {
+		t.Fatalf("the log was cut: %q", b)
+	}
+}
+
+func memoryState(t *testing.T, kv map[string]string) memory.State {
+	m := memory.NewKv()
+	for k, v := range kv {
+		if err := m.Commit(context.Background(), []durability.Write{{Key: k, Version: durability.AnyVersion, Value: []byte(v)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m.Export()
 }
