@@ -14,6 +14,11 @@
 // lines is corruption: Open refuses it with a *CorruptError (code
 // APPEND_LOG_CORRUPT, file, line and byte) and leaves the file as it is.
 //
+// SharedStore keeps the same format for a few processes of one host at once
+// (the events package's SharedFileEventJournal): every operation runs under a
+// cross-process mutex instead of the lock. The format's rules (the log, its
+// corruption, the lock and the mutex) are internal/journalfile's.
+//
 // The journal holds users' messages: the files it creates (snapshot, log, lock)
 // are readable by their owner only (0600), and the directories it creates
 // 0700, whatever the process umask.
