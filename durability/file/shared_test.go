@@ -303,3 +303,9 @@ func memoryState(t *testing.T, kv map[string]string) memory.State {
 	}
 	return m.Export()
 }
+
+func TestSharedAckedWritesSurviveSIGKILL(t *testing.T) {
+	durabilitytest.AckedWritesSurviveKill(t, "TestSharedAckedWritesSurviveSIGKILL", func(path string) (durability.Kv, error) {
+		return OpenSharedStore(path, &SharedOptions{Options: Options{AppendLog: true, CompactEvery: 100}})
+	})
+}
