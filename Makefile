@@ -114,7 +114,9 @@ FUZZ_TARGETS = \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \
-	./durability/file:FuzzDecodeSnapshot
+	./durability/file:FuzzDecodeSnapshot \
+	./events:FuzzDecodeRecord \
+	./durability/events:FuzzInboundEvent
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -4,9 +4,9 @@
 // records and states they hold, leases and fencing tokens, scopes, and the small
 // Kv interface from which KvDurability builds both journals for any store.
 //
-// Every backend (memory, file, sqlite, postgres, redis) implements Backend and
-// passes durabilitytest.Run unchanged. Times are Unix milliseconds passed in by
-// the caller, so the contract is testable without a clock.
+// Every backend (memory, file, events, sqlite, postgres, redis) implements
+// Backend and passes durabilitytest.Run unchanged. Times are Unix milliseconds
+// passed in by the caller, so the contract is testable without a clock.
 //
 // durability imports only the standard library; it never imports host or abi.
 package durability

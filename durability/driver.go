@@ -37,6 +37,13 @@ type DriverOptions interface {
 	Open(ctx context.Context) (Backend, error)
 }
 
+// Sharing is implemented by DriverOptions whose keys say whether several
+// processes use the backend at once (the events backend's shared = true); it
+// overrides Driver.Shared.
+type Sharing interface {
+	Shared() bool
+}
+
 // Problem reports what is wrong with one key and how to fix it.
 type Problem func(key, format string, args ...any)
 

@@ -14,11 +14,13 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
+	eventsdurability "github.com/botrun/botrun/durability/events"
 	"github.com/botrun/botrun/durability/file"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/events"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/internal/testserver"
 )
@@ -222,6 +224,36 @@ var backends = map[string]func(t *testing.T) durability.Backend{
 		t.Cleanup(func() { b.Close() })
 		return b
 	},
+	"events": func(t *testing.T) durability.Backend {
+		j, err := events.OpenFile(filepath.Join(t.TempDir(), "events.json"), &events.FileOptions{Lock: true, AppendLog: true})
+		return eventsBackend(t, j, err, nil)
+	},
+	"events-shared": func(t *testing.T) durability.Backend {
+		j, err := events.OpenShared(filepath.Join(t.TempDir(), "events.json"), &events.SharedOptions{AppendLog: true})
+		return eventsBackend(t, j, err, nil)
+	},
+	"events-pg-outbox": func(t *testing.T) durability.Backend {
+		j, err := events.OpenFile(filepath.Join(t.TempDir(), "events.json"), &events.FileOptions{Lock: true, AppendLog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outbox, err := postgres.OpenStore(context.Background(), postgres.Options{URL: testserver.Postgres(t), TablePrefix: processPrefix + "ev_"})
+		return eventsBackend(t, j, err, outbox)
+	},
+}
+
+// eventsBackend is the events backend over j (opened with err) and outbox,
+// closed at the test's end.
+func eventsBackend(t *testing.T, j eventsdurability.Journal, err error, outbox durability.Kv) durability.Backend {
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eventsdurability.New(j, outbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 // TestCrashMatrix crashes at every crash point, before and after it, under both

@@ -146,34 +146,58 @@ func startBotrun(t *testing.T, bin, cfgPath, addr string) *exec.Cmd {
 // gateway's answer and the record leaves a send ambiguous (skip: it may be
 // lost). On webchat (delivery and record commit together) and on the HTTP
 // channel with a gateway that deduplicates on Idempotency-Key (dedupes =
-// true), nothing is lost, doubled or ambiguous.
+// true), nothing is lost, doubled or ambiguous. Two processes sharing one
+// events journal (shared = true) are SIGKILLed in turn, with the same audit.
 func TestSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the SIGKILL test takes a while")
 	}
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/echo")
-	t.Run("http/sqlite", func(t *testing.T) { sigkill(t, bin, module, "http", "sqlite", 400) })
-	var repeats atomic.Int64
+	t.Run("http/sqlite", func(t *testing.T) {
+		sigkill(t, bin, module, killRun{channel: "http", backend: "sqlite", messages: 400, replicas: 1})
+	})
+	var repeats, closedRuns atomic.Int64
 	// The runs wait on kills and restarts more than they compute: two at a
 	// time (go test's -parallel is the core count).
 	t.Run("closed", func(t *testing.T) {
 		for _, channel := range []string{"webchat", "http-dedupe"} {
-			for _, backend := range []string{"sqlite", "file", "postgres", "redis"} {
+			for _, backend := range []string{"sqlite", "file", "events", "postgres", "redis"} {
 				t.Run(channel+"/"+backend, func(t *testing.T) {
 					t.Parallel()
-					o := sigkill(t, bin, module, channel, backend, 200)
+					o := sigkill(t, bin, module, killRun{channel: channel, backend: backend, messages: 200, replicas: 1})
 					if o.lost+o.duplicated+o.ambiguous > 0 {
 						t.Errorf("%s on %s: lost %d, duplicated %d, ambiguous %d; the channel closes the window: want 0, 0, 0", channel, backend, o.lost, o.duplicated, o.ambiguous)
 					}
 					repeats.Add(int64(o.repeats))
+					closedRuns.Add(1)
 				})
 			}
 		}
 	})
+	// Two processes on one shared events journal, SIGKILLed in turn: the
+	// window is open on http without dedupe (only the sends counted
+	// ambiguous may be lost), closed on webchat.
+	t.Run("shared", func(t *testing.T) {
+		for _, channel := range []string{"http", "webchat"} {
+			t.Run(channel+"/events-shared", func(t *testing.T) {
+				t.Parallel()
+				// Paced over the kills, with slow gateway sends: kills
+				// land in sends of both processes.
+				o := sigkill(t, bin, module, killRun{channel: channel, backend: "events-shared", messages: 200, replicas: 2,
+					pace: 600 * time.Millisecond, delay: 150 * time.Millisecond})
+				if channel == "http" && o.takenOver == 0 {
+					t.Error("no record was taken over after a kill: the run did not exercise a crash")
+				}
+				if channel == "webchat" && o.lost+o.duplicated+o.ambiguous > 0 {
+					t.Errorf("webchat on a shared events journal: lost %d, duplicated %d, ambiguous %d; want 0, 0, 0", o.lost, o.duplicated, o.ambiguous)
+				}
+			})
+		}
+	})
 	// The kills left sends in flight that botrun sent again under their
 	// key: the gateway's deduplication, not luck, kept them single.
-	if repeats.Load() == 0 {
+	if closedRuns.Load() > 0 && repeats.Load() == 0 {
 		t.Error("no send reached the deduplicating gateway twice: the runs did not exercise the ambiguous window")
 	}
 }
@@ -185,6 +209,10 @@ func backendKeys(t *testing.T, backend, dir string) string {
 		return fmt.Sprintf("backend = \"sqlite\"\npath = %q", filepath.Join(dir, "bot.db"))
 	case "file":
 		return fmt.Sprintf("backend = \"file\"\npath = %q", filepath.Join(dir, "bot.journal"))
+	case "events":
+		return fmt.Sprintf("backend = \"events\"\npath = %q", filepath.Join(dir, "events.json"))
+	case "events-shared":
+		return fmt.Sprintf("backend = \"events\"\npath = %q\nshared = true", filepath.Join(dir, "events.json"))
 	case "postgres":
 		return fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"kill%d_%d_\"", testserver.Postgres(t), os.Getpid(), runs.Add(1))
 	case "redis":
@@ -196,18 +224,44 @@ func backendKeys(t *testing.T, backend, dir string) string {
 
 var runs atomic.Int64
 
-func sigkill(t *testing.T, bin, module, channel, backend string, messages int) outcome {
+// killReplica is one botrun process of a SIGKILL run.
+type killReplica struct {
+	addr, cfg string
+	cmd       *exec.Cmd
+}
+
+// killRun is one SIGKILL run: messages over channel, through replicas
+// botrun processes on backend.
+type killRun struct {
+	channel, backend   string
+	messages, replicas int
+	// pace is the longest pause between a traffic worker's messages
+	// (default 5ms), delay the gateway's time per send.
+	pace, delay time.Duration
+}
+
+// sigkill drives the run's messages through its botrun processes on one
+// backend, each chat routed to one of them (to another while it is down),
+// SIGKILLs them in turn at seeded random moments and restarts them, then
+// audits the journal against the channel.
+func sigkill(t *testing.T, bin, module string, run killRun) outcome {
+	channel, backend, messages, replicas := run.channel, run.backend, run.messages, run.replicas
+	if run.pace == 0 {
+		run.pace = 5 * time.Millisecond
+	}
 	dir := t.TempDir()
-	gw := &gateway{texts: map[string]int{}, dedupe: channel == "http-dedupe"}
+	gw := &gateway{texts: map[string]int{}, dedupe: channel == "http-dedupe", delay: run.delay}
 	gwSrv := httptest.NewServer(gw)
 	defer gwSrv.Close()
-	addr := freePort(t)
 	entry := fmt.Sprintf("id = \"gw\"\ntype = \"http\"\nurl = %q\nsecret = %q\ndedupes = %v", gwSrv.URL, killSecret, gw.dedupe)
 	if channel == "webchat" {
 		entry = "id = \"web\"\ntype = \"webchat\"\nrate_limit = 0"
 	}
-	cfgPath := filepath.Join(dir, "bot.toml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+	keys := backendKeys(t, backend, dir)
+	reps := make([]*killReplica, replicas)
+	for i := range reps {
+		r := &killReplica{addr: freePort(t), cfg: filepath.Join(dir, fmt.Sprintf("bot%d.toml", i))}
+		os.WriteFile(r.cfg, []byte(fmt.Sprintf(`
 [bot]
 module = %q
 workers = 8
@@ -216,7 +270,7 @@ data_dir = %q
 listen = %q
 [durability]
 %s
-instance_id = "kill-test"
+instance_id = "kill-test-%d"
 poll = "50ms"
 [durability.inbox]
 lease = "3s"
@@ -228,7 +282,9 @@ on_ambiguous = "skip"
 token = %q
 [[providers]]
 %s
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, backendKeys(t, backend, dir), killAdminToken, entry)), 0o644)
+`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, keys, i, killAdminToken, entry)), 0o644)
+		reps[i] = r
+	}
 
 	const chats, kills = 40, 20
 	rng := rand.New(rand.NewPCG(20261129, uint64(len(channel+backend))))
@@ -245,20 +301,23 @@ token = %q
 					return
 				}
 				text := fmt.Sprintf("msg-%d", i)
-				chat := fmt.Sprintf("chat-%d", (int(i)+w)%chats)
-				for {
+				c := (int(i) + w) % chats
+				chat := fmt.Sprintf("chat-%d", c)
+				for try := c; ; try++ {
 					select {
 					case <-stopTraffic:
 						return
 					default:
 					}
-					if deliver(client, addr, channel, text, chat) {
+					// The chat's replica first, then the next: the channel
+					// redelivers, as a load balancer would.
+					if deliver(client, reps[try%replicas].addr, channel, text, chat) {
 						admitted.Store(text, chat)
 						break
 					}
-					time.Sleep(20 * time.Millisecond) // the channel redelivers
+					time.Sleep(20 * time.Millisecond)
 				}
-				time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+				time.Sleep(rand.N(run.pace))
 			}
 		})
 	}
@@ -271,27 +330,32 @@ token = %q
 		wg.Wait()
 	}()
 
-	start := func() *exec.Cmd { return startBotrun(t, bin, cfgPath, addr) }
-	for range kills {
-		cmd := start()
-		time.Sleep(time.Duration(50+rng.IntN(350)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+	for _, r := range reps {
+		r.cmd = startBotrun(t, bin, r.cfg, r.addr)
 	}
-	// The last run lets everything through, then stops gracefully.
-	cmd := start()
+	for k := range kills {
+		r := reps[k%replicas]
+		time.Sleep(time.Duration(50+rng.IntN(350)) * time.Millisecond)
+		r.cmd.Process.Signal(syscall.SIGKILL)
+		r.cmd.Wait()
+		// The last restart lets everything through, then stops gracefully.
+		r.cmd = startBotrun(t, bin, r.cfg, r.addr)
+	}
 	wg.Wait()
 	// Generous: on a loaded machine the sends the kills left in flight wait
 	// out their leases and backoffs before the last run settles them.
+	first := reps[0]
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		n := 0
 		admitted.Range(func(_, _ any) bool { n++; return true })
-		if n == messages && settled(addr) {
+		if n == messages && settled(first.addr) {
 			break
 		}
 		if time.Now().After(deadline) {
-			cmd.Process.Kill()
+			for _, r := range reps {
+				r.cmd.Process.Kill()
+			}
 			t.Fatalf("not settled after the last restart (%d of %d admitted)", n, messages)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -300,22 +364,24 @@ token = %q
 	admitted.Range(func(k, v any) bool { all[k.(string)] = v.(string); return true })
 	delivered := gw.delivered
 	if channel == "webchat" {
-		delivered = transcript(t, addr, all)
+		delivered = transcript(t, first.addr, all)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	for _, r := range reps {
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		r.cmd.Wait()
+	}
 
-	o := audit(t, bin, cfgPath, channel, delivered, all)
+	o := audit(t, bin, first.cfg, channel, delivered, all)
 	gw.mu.Lock()
 	o.repeats = gw.repeats
 	gw.mu.Unlock()
 	if gw.bad > 0 {
 		t.Errorf("the gateway saw %d sends with a bad signature", gw.bad)
 	}
-	t.Logf("%s/%s: kills %d, messages %d, handled %d, lost %d, duplicated %d, ambiguous %d, repeated keys %d",
-		channel, backend, kills, messages, o.handled, o.lost, o.duplicated, o.ambiguous, o.repeats)
-	fmt.Printf("SIGKILL %s/%s: kills %d, messages %d, lost %d, duplicated %d, ambiguous %d, repeated keys %d\n",
-		channel, backend, kills, messages, o.lost, o.duplicated, o.ambiguous, o.repeats)
+	t.Logf("%s/%s: replicas %d, kills %d, messages %d, handled %d (%d more than once), lost %d, duplicated %d, ambiguous %d, repeated keys %d",
+		channel, backend, replicas, kills, messages, o.handled, o.takenOver, o.lost, o.duplicated, o.ambiguous, o.repeats)
+	fmt.Printf("SIGKILL %s/%s (%d replicas): kills %d, messages %d, lost %d, duplicated %d, ambiguous %d, repeated keys %d\n",
+		channel, backend, replicas, kills, messages, o.lost, o.duplicated, o.ambiguous, o.repeats)
 	return o
 }
 

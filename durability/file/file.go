@@ -14,6 +14,11 @@
 // lines is corruption: Open refuses it with a *CorruptError (code
 // APPEND_LOG_CORRUPT, file, line and byte) and leaves the file as it is.
 //
+// SharedStore keeps the same format for a few processes of one host at once
+// (the events package's SharedFileEventJournal): every operation runs under a
+// cross-process mutex instead of the lock. The format's rules (the log, its
+// corruption, the lock and the mutex) are internal/journalfile's.
+//
 // The journal holds users' messages: the files it creates (snapshot, log, lock)
 // are readable by their owner only (0600), and the directories it creates
 // 0700, whatever the process umask.
@@ -29,13 +34,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/internal/journalfile"
 )
 
 // Options tune the file journal. The zero value is a snapshot rewritten on
@@ -54,6 +58,10 @@ type Options struct {
 	// NoFsync skips fsync: renames stay atomic but may sit in the page cache
 	// if the machine loses power.
 	NoFsync bool
+	// NoLock opens the file without its lock file, for an application that
+	// guarantees a single writer itself. The durability backend always
+	// locks.
+	NoLock bool
 }
 
 // Store is a durability.Kv kept in memory and persisted to the file.
@@ -61,7 +69,7 @@ type Store struct {
 	path string
 	opts Options
 	kv   *memory.Kv
-	lock *os.File
+	lock *journalfile.Lock
 
 	mu      sync.Mutex // orders apply + log line
 	seq     int64      // last sequence applied in memory
@@ -69,16 +77,13 @@ type Store struct {
 	waiters []chan error
 	kick    chan struct{}
 
-	flushMu   sync.Mutex // held by the flusher while writing
-	log       *os.File
-	logLines  int
-	logBytes  int64
-	snapSeq   int64
-	closed    bool
-	stop      chan struct{}
-	done      chan struct{}
-	flushErr  error
-	openPaths *sync.Map
+	flushMu  sync.Mutex // held by the flusher while writing
+	log      *journalfile.Log
+	snapSeq  int64
+	closed   bool
+	stop     chan struct{}
+	done     chan struct{}
+	flushErr error
 }
 
 // Backend is the journals over a Store.
@@ -91,14 +96,6 @@ type Backend struct {
 // released.
 func (b *Backend) Close() error { return b.Store.Close() }
 
-var open sync.Map // absolute path -> true, for the same-process check
-
-// Modes of the files and directories the journal creates: the owner's only.
-const (
-	fileMode os.FileMode = 0o600
-	dirMode  os.FileMode = 0o700
-)
-
 // Open opens the journal at opts.Path (creating it if absent), replaying a leftover
 // log.
 func Open(_ context.Context, opts Options) (*Backend, error) {
@@ -110,8 +107,19 @@ func Open(_ context.Context, opts Options) (*Backend, error) {
 }
 
 // ErrLocked is wrapped by the error of opening a journal another live process
-// (or this one) holds.
-var ErrLocked = errors.New("file journal is locked")
+// (or this one) holds, or a shared journal uses.
+var ErrLocked = journalfile.ErrLocked
+
+// withDefaults returns o with the compaction defaults filled in.
+func (o Options) withDefaults() Options {
+	if o.CompactEvery <= 0 {
+		o.CompactEvery = 1000
+	}
+	if o.CompactBytes <= 0 {
+		o.CompactBytes = 4 << 20
+	}
+	return o
+}
 
 // OpenStore opens the Kv alone.
 func OpenStore(path string, opts *Options) (*Store, error) {
@@ -119,22 +127,9 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.CompactEvery <= 0 {
-		o.CompactEvery = 1000
-	}
-	if o.CompactBytes <= 0 {
-		o.CompactBytes = 4 << 20
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
-	}
-	if _, loaded := open.LoadOrStore(abs, true); loaded {
-		return nil, fmt.Errorf("%w: %s is already open in this process (close it first)", ErrLocked, path)
-	}
-	s := &Store{path: path, opts: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), openPaths: &open}
+	o = o.withDefaults()
+	s := &Store{path: path, opts: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.load(); err != nil {
-		open.Delete(abs)
 		return nil, err
 	}
 	go s.flusher()
@@ -142,63 +137,77 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 }
 
 func (s *Store) load() error {
-	if err := os.MkdirAll(filepath.Dir(s.path), dirMode); err != nil {
+	if err := os.MkdirAll(filepath.Dir(s.path), journalfile.DirMode); err != nil {
 		return fmt.Errorf("file journal %s: %w", s.path, err)
 	}
-	lock, err := acquireLock(s.path + ".lock")
+	if !s.opts.NoLock {
+		lock, err := journalfile.TakeLock(s.path)
+		if err != nil {
+			return fmt.Errorf("file journal: %w", err)
+		}
+		s.lock = lock
+	}
+	kv, seq, log, err := loadFiles(s.path, !s.opts.NoFsync)
 	if err != nil {
+		s.releaseLock()
 		return err
 	}
-	s.lock = lock
-	fail := func(err error) error {
-		releaseLock(lock, s.path+".lock")
-		return err
-	}
+	s.kv, s.seq, s.snapSeq, s.log = kv, seq.now, seq.snapshot, log
+	return nil
+}
+
+// seqs are a loaded journal's sequence numbers: of its snapshot and of its
+// last entry.
+type seqs struct{ snapshot, now int64 }
+
+// loadFiles reads the journal at path: its snapshot, then the entries of its
+// log the snapshot does not hold; a torn last line is trimmed. It returns the
+// log open for appending.
+func loadFiles(path string, fsync bool) (*memory.Kv, seqs, *journalfile.Log, error) {
+	var sq seqs
 	state := memory.State{}
-	if b, err := os.ReadFile(s.path); err == nil {
+	if b, err := os.ReadFile(path); err == nil {
 		snap, err := DecodeSnapshot(b)
 		if err != nil {
-			return fail(fmt.Errorf("file journal %s: snapshot is unreadable: %w (restore it from a backup or move it aside)", s.path, err))
+			return nil, sq, nil, fmt.Errorf("file journal %s: snapshot is unreadable: %w (restore it from a backup or move it aside)", path, err)
 		}
-		state, s.snapSeq = snap.KV, snap.Seq
+		state, sq.snapshot = snap.KV, snap.Seq
 	} else if !os.IsNotExist(err) {
-		return fail(fmt.Errorf("file journal %s: %w", s.path, err))
+		return nil, sq, nil, fmt.Errorf("file journal %s: %w", path, err)
 	}
-	s.kv = memory.Import(state)
-	s.seq = s.snapSeq
-	logPath := s.path + ".log"
+	kv := memory.Import(state)
+	sq.now = sq.snapshot
+	logPath := path + ".log"
 	b, err := os.ReadFile(logPath)
 	if err != nil && !os.IsNotExist(err) {
-		return fail(fmt.Errorf("file journal %s: %w", logPath, err))
+		return nil, sq, nil, fmt.Errorf("file journal %s: %w", logPath, err)
 	}
 	entries, keep, err := DecodeLog(logPath, b)
 	if err != nil {
-		return fail(err)
+		return nil, sq, nil, fmt.Errorf("file journal: %w", err)
 	}
+	lines := 0
 	for _, e := range entries {
-		if e.Seq <= s.seq {
+		lines++
+		if e.Seq <= sq.now {
 			continue // already in the snapshot (a crash between snapshot and truncate)
 		}
-		if err := s.kv.Commit(context.Background(), e.writes()); err != nil {
-			return fail(fmt.Errorf("file journal %s: replaying entry %d: %w", logPath, e.Seq, err))
+		if err := kv.Commit(context.Background(), e.writes()); err != nil {
+			return nil, sq, nil, fmt.Errorf("file journal %s: replaying entry %d: %w", logPath, e.Seq, err)
 		}
-		s.seq = e.Seq
+		sq.now = e.Seq
 	}
-	s.log, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY, fileMode)
+	log, err := journalfile.OpenLog(logPath, int64(keep), lines, fsync)
 	if err != nil {
-		return fail(fmt.Errorf("file journal %s: %w", logPath, err))
+		return nil, sq, nil, fmt.Errorf("file journal %s: %w", logPath, err)
 	}
-	if keep < len(b) {
-		// A truncated last line: trim it.
-		if err := s.log.Truncate(int64(keep)); err != nil {
-			return fail(fmt.Errorf("file journal %s: trimming a truncated last line: %w", logPath, err))
-		}
+	return kv, sq, log, nil
+}
+
+func (s *Store) releaseLock() {
+	if s.lock != nil {
+		s.lock.Release()
 	}
-	if _, err := s.log.Seek(int64(keep), 0); err != nil {
-		return fail(err)
-	}
-	s.logLines, s.logBytes = len(entries), int64(keep)
-	return nil
 }
 
 // Get implements durability.Kv.
@@ -294,8 +303,8 @@ func (s *Store) flush() {
 	}
 	var err error
 	if s.opts.AppendLog {
-		err = s.appendLog(buf, len(waiters))
-		if err == nil && (s.logLines >= s.opts.CompactEvery || s.logBytes >= s.opts.CompactBytes) {
+		err = s.log.Append(buf, len(waiters))
+		if err == nil && s.log.Full(s.opts.CompactEvery, s.opts.CompactBytes) {
 			err = s.compact()
 		}
 	} else {
@@ -312,20 +321,6 @@ func (s *Store) flush() {
 	}
 }
 
-func (s *Store) appendLog(buf []byte, lines int) error {
-	if _, err := s.log.Write(buf); err != nil {
-		return err
-	}
-	if !s.opts.NoFsync {
-		if err := s.log.Sync(); err != nil {
-			return err
-		}
-	}
-	s.logLines += lines
-	s.logBytes += int64(len(buf))
-	return nil
-}
-
 // compact folds the log into the snapshot: it snapshots everything applied
 // so far (with its sequence), then truncates the log. A crash in between is
 // harmless: replay skips the entries the snapshot holds.
@@ -337,51 +332,20 @@ func (s *Store) compact() error {
 	if err := s.writeSnapshot(state, seq); err != nil {
 		return err
 	}
-	if err := s.log.Truncate(0); err != nil {
-		return err
-	}
-	if _, err := s.log.Seek(0, 0); err != nil {
-		return err
-	}
 	// Lines queued meanwhile are in the snapshot already; their waiters are
 	// answered by the next flush.
-	s.logLines, s.logBytes = 0, 0
-	return nil
+	return s.log.Reset()
 }
 
 func (s *Store) writeSnapshot(state memory.State, seq int64) error {
-	b, err := json.Marshal(snapshot{Format: snapshotFormat, Seq: seq, KV: state})
+	b, err := encodeSnapshot(state, seq)
 	if err != nil {
 		return err
 	}
-	tmp := s.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fileMode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if !s.opts.NoFsync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
+	if err := journalfile.WriteSnapshot(s.path, s.path+".tmp", b, !s.opts.NoFsync); err != nil {
 		return err
 	}
 	s.snapSeq = seq
-	if !s.opts.NoFsync {
-		if d, err := os.Open(filepath.Dir(s.path)); err == nil {
-			d.Sync()
-			d.Close()
-		}
-	}
 	return nil
 }
 
@@ -405,14 +369,12 @@ func (s *Store) Close() error {
 		state, seq := s.kv.Export(), s.seq
 		s.mu.Unlock()
 		if err = s.writeSnapshot(state, seq); err == nil {
-			err = s.log.Truncate(0)
+			err = s.log.Reset()
 		}
 	}
 	err = errors.Join(err, s.log.Close())
 	s.kv.Close()
-	releaseLock(s.lock, s.path+".lock")
-	abs, _ := filepath.Abs(s.path)
-	s.openPaths.Delete(abs)
+	s.releaseLock()
 	if err != nil {
 		return fmt.Errorf("file journal %s: close: %w", s.path, err)
 	}
@@ -422,51 +384,10 @@ func (s *Store) Close() error {
 // Path is the snapshot file.
 func (s *Store) Path() string { return s.path }
 
-// acquireLock creates the lock file with our pid; a lock left by a dead
-// process is broken, one held by a live process refuses.
-func acquireLock(path string) (*os.File, error) {
-	for range 3 {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, fileMode)
-		if err == nil {
-			fmt.Fprintf(f, "%d\n", os.Getpid())
-			return f, nil
-		}
-		if !os.IsExist(err) {
-			return nil, fmt.Errorf("file journal lock %s: %w", path, err)
-		}
-		b, _ := os.ReadFile(path)
-		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
-		if perr == nil && pid > 0 && processAlive(pid) {
-			return nil, fmt.Errorf("%w: %s is held by live process %d (the file journal allows one process: stop that botrun first)", ErrLocked, path, pid)
-		}
-		os.Remove(path) // stale: its process is gone
-	}
-	return nil, fmt.Errorf("%w: could not take %s", ErrLocked, path)
-}
-
-func processAlive(pid int) bool {
-	if pid == os.Getpid() {
-		return true
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-func releaseLock(f *os.File, path string) {
-	f.Close()
-	os.Remove(path)
-}
+// Locked reports whether the store holds its lock file (it was opened
+// without NoLock).
+func (s *Store) Locked() bool { return s.lock != nil }
 
 // LockHolder returns the pid in the lock file of the journal at path, or 0
 // when no live process holds it.
-func LockHolder(path string) int {
-	b, err := os.ReadFile(path + ".lock")
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || !processAlive(pid) {
-		return 0
-	}
-	return pid
-}
+func LockHolder(path string) int { return journalfile.LockHolder(path) }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/internal/journalfile"
 )
 
 const snapshotFormat = "botrun-file-journal/1"
@@ -44,6 +46,30 @@ func DecodeSnapshot(b []byte) (Snapshot, error) {
 	return Snapshot{Seq: s.Seq, KV: s.KV}, nil
 }
 
+// encodeSnapshot encodes a snapshot file. Its bytes start with
+// {"format":"botrun-file-journal/1","seq":<seq>, which snapshotSeq reads.
+func encodeSnapshot(state memory.State, seq int64) ([]byte, error) {
+	return json.Marshal(snapshot{Format: snapshotFormat, Seq: seq, KV: state})
+}
+
+// snapshotHeader is how encodeSnapshot's output starts, up to the sequence.
+const snapshotHeader = `{"format":"` + snapshotFormat + `","seq":`
+
+// snapshotSeq reads the sequence number from the first bytes of a snapshot
+// file; ok is false when they are not encodeSnapshot's header.
+func snapshotSeq(head []byte) (seq int64, ok bool) {
+	rest, found := bytes.CutPrefix(head, []byte(snapshotHeader))
+	if !found {
+		return 0, false
+	}
+	end := bytes.IndexByte(rest, ',')
+	if end <= 0 {
+		return 0, false
+	}
+	seq, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	return seq, err == nil
+}
+
 // entry is one log line: a commit's writes and index ops.
 type entry struct {
 	Seq    int64      `json:"seq"`
@@ -77,77 +103,31 @@ func (e entry) writes() []durability.Write {
 }
 
 // CodeAppendLogCorrupt is the code of a log with a bad line before its end.
-const CodeAppendLogCorrupt = "APPEND_LOG_CORRUPT"
+const CodeAppendLogCorrupt = journalfile.CodeAppendLogCorrupt
 
 // CorruptError is a log that cannot be replayed: a bad line followed by more
 // lines. Cutting there would silently drop every later entry, so Open refuses.
-type CorruptError struct {
-	Code string
-	File string
-	Line int
-	Byte int
-	Err  error
-}
-
-func (e *CorruptError) Error() string {
-	return fmt.Sprintf("file journal %s: %s at line %d (byte %d): %v (restore it from a backup or move it aside)", e.File, e.Code, e.Line, e.Byte, e.Err)
-}
-
-// Unwrap returns the parse error.
-func (e *CorruptError) Unwrap() error { return e.Err }
+type CorruptError = journalfile.CorruptError
 
 // DecodeLog parses a log's bytes. It returns the entries and how many bytes
 // hold them: a truncated or unreadable last line is left out (keep is where
 // the file should be cut). A bad line with more lines after it is a
 // *CorruptError. Sequence numbers must increase.
 func DecodeLog(name string, b []byte) (entries []entry, keep int, err error) {
-	off, line := 0, 0
-	for off < len(b) {
-		line++
-		end := bytes.IndexByte(b[off:], '\n')
-		last := end < 0
-		if last {
-			end = len(b) - off
-		}
-		raw := b[off : off+end]
-		var e entry
-		perr := decodeEntry(raw)
-		if perr == nil {
-			perr = json.Unmarshal(raw, &e)
-		}
-		if perr == nil && len(entries) > 0 && e.Seq <= entries[len(entries)-1].Seq {
-			perr = fmt.Errorf("sequence %d after %d", e.Seq, entries[len(entries)-1].Seq)
-		}
-		if perr != nil || last {
-			rest := bytes.TrimSpace(b[min(off+end+1, len(b)):])
-			if perr != nil && len(rest) > 0 {
-				return nil, 0, &CorruptError{Code: CodeAppendLogCorrupt, File: name, Line: line, Byte: off, Err: perr}
-			}
-			// The last line: complete lines end in '\n'; one without it, or
-			// one that does not parse, was cut by a crash.
-			if perr != nil || last {
-				return entries, off, nil
-			}
-		}
-		entries = append(entries, e)
-		off += end + 1
-	}
-	return entries, off, nil
+	return journalfile.Scan(name, b, decodeEntry)
 }
 
-// decodeEntry checks a line is one JSON object with only the known fields.
-func decodeEntry(raw []byte) error {
+// decodeEntry reads one log line: one JSON object with only the known
+// fields.
+func decodeEntry(raw []byte) (entry, int64, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var e entry
 	if err := dec.Decode(&e); err != nil {
-		return err
+		return e, 0, err
 	}
 	if dec.More() {
-		return errors.New("more than one JSON value on the line")
+		return e, 0, errors.New("more than one JSON value on the line")
 	}
-	if e.Seq <= 0 {
-		return fmt.Errorf("sequence %d is not positive", e.Seq)
-	}
-	return nil
+	return e, e.Seq, nil
 }

@@ -110,12 +110,13 @@ type Alerts struct {
 // Durability is the [durability] section: the seed's durability options.
 type Durability struct {
 	// Backend names a registered backend (durability.Drivers: memory, file,
-	// sqlite, postgres and redis in cmd/botrun); default memory.
+	// events, sqlite, postgres and redis in cmd/botrun); default memory.
 	Backend string `toml:"backend"`
 	// Options are the backend's own keys of this table (path, url, …), as
 	// its driver decoded and checked them.
 	Options durability.DriverOptions `toml:"-" botrun:"inline"`
-	// Shared is true when the backend serves several processes at once.
+	// Shared is true when the backend serves several processes at once (its
+	// driver's Shared, or its keys' through durability.Sharing).
 	Shared bool `toml:"-"`
 	// InstanceID owns leases (default <hostname>/<bot id>/<connection>).
 	InstanceID string `toml:"instance_id"`

@@ -13,6 +13,7 @@ import (
 
 	// The built-in channels and backends, as cmd/botrun registers them.
 	_ "github.com/botrun/botrun/cmd/botrun/builtin"
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/metawhatsapp"
 	"github.com/botrun/botrun/host/provider/twilio"
@@ -172,9 +173,10 @@ func TestBadFiles(t *testing.T) {
 			if !errors.As(err, &errs) {
 				t.Fatalf("err = %v, want config.Errors", err)
 			}
-			// The registered channel types change as channels are added:
-			// the golden files name them as a placeholder.
+			// The registered channel types and backends change as they are
+			// added: the golden files name them as placeholders.
 			got := strings.ReplaceAll(err.Error()+"\n", strings.Join(provider.Types(), ", "), "<registered types>")
+			got = strings.ReplaceAll(got, strings.Join(durability.Drivers(), ", "), "<registered backends>")
 			golden := strings.TrimSuffix(f, ".toml") + ".golden"
 			if *update {
 				os.WriteFile(golden, []byte(got), 0o644)
@@ -265,6 +267,40 @@ func TestAlertsSection(t *testing.T) {
 			t.Errorf("%q: %v", src, err)
 		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
 			t.Errorf("%q: err %v, want %q", src, err, want)
+		}
+	}
+}
+
+// TestEventsBackend: the events backend's keys, its shared flag (which
+// gives the default instance id a per-boot suffix) and its problems.
+func TestEventsBackend(t *testing.T) {
+	t.Parallel()
+	base := "[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n[durability]\nbackend = \"events\"\n"
+	for shared, suffixed := range map[string]bool{"": false, "shared = false\n": false, "shared = true\n": true} {
+		cfg, err := Parse("/srv/bot.toml", base+"path = \"data/events.json\"\n"+shared, env(nil))
+		if err != nil {
+			t.Fatalf("%q: %v", shared, err)
+		}
+		d := cfg.Durability
+		if d.Shared != suffixed || strings.HasSuffix(d.InstanceID, "/"+bootID) != suffixed {
+			t.Errorf("%q: shared %v, instance id %q", shared, d.Shared, d.InstanceID)
+		}
+		if p := reflect.ValueOf(d.Options).Elem().FieldByName("Path").String(); p != "/srv/data/events.json" {
+			t.Errorf("path = %s", p)
+		}
+	}
+	for keys, want := range map[string]string{
+		"": `bot.toml:6: durability.path: missing: the events backend needs the events journal's file`,
+		"path = \"e.json\"\nstale_lock = \"10ms\"":         `durability.stale_lock: 10ms is below 1s`,
+		"path = \"e.json\"\nheartbeat = \"40s\"":           `durability.heartbeat: 40s must be below stale_lock (30s)`,
+		"path = \"e.json\"\noutbox_backend = \"redis\"":    `durability.outbox_backend: unknown value "redis" (want postgres`,
+		"path = \"e.json\"\noutbox_backend = \"postgres\"": `durability.outbox_url: missing: outbox_backend = "postgres" needs a connection URL`,
+		"path = \"e.json\"\noutbox_url = \"postgres://x\"": `durability.outbox_url: set without outbox_backend`,
+		"path = \"e.json\"\ncompact_every = 0":             `durability.compact_every: 0 must be at least 1`,
+	} {
+		_, err := Parse("bot.toml", base+keys, env(nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %s", keys, err, want)
 		}
 	}
 }

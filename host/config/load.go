@@ -139,6 +139,9 @@ func (p *parser) durability(md toml.MetaData, prim toml.Primitive, d *Durability
 			return p.decodeError(err)
 		}
 	}
+	if s, ok := d.Options.(durability.Sharing); ok {
+		d.Shared = s.Shared()
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@
 package builtin
 
 import (
+	_ "github.com/botrun/botrun/durability/events"
 	_ "github.com/botrun/botrun/durability/file"
 	_ "github.com/botrun/botrun/durability/memory"
 	_ "github.com/botrun/botrun/durability/postgres"

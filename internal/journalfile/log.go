@@ -1,0 +1,162 @@
+package journalfile
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// CodeAppendLogCorrupt is the code of a log with a bad line before its end.
+const CodeAppendLogCorrupt = "APPEND_LOG_CORRUPT"
+
+// CorruptError is a log that cannot be replayed: a bad line followed by more
+// lines. Cutting there would silently drop every later entry, so the journal
+// refuses to open (or to write) and leaves the file as it is.
+type CorruptError struct {
+	Code string
+	File string
+	Line int
+	Byte int
+	Err  error
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%s: %s at line %d (byte %d): %v (restore it from a backup or move it aside)", e.File, e.Code, e.Line, e.Byte, e.Err)
+}
+
+// Unwrap returns the parse error.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Scan parses a log's bytes, one entry per line, with parse, which returns
+// the entry and its sequence number. It returns the entries and how many
+// bytes hold them: a truncated or unreadable last line (a crash mid-write) is
+// left out, and keep is where the file should be cut. A bad line with more
+// lines after it is a *CorruptError naming the file (name), line and byte.
+// Sequence numbers must increase. Bytes read from a file are untrusted: parse
+// must refuse what it does not know.
+func Scan[E any](name string, b []byte, parse func(line []byte) (E, int64, error)) (entries []E, keep int, err error) {
+	off, line := 0, 0
+	var last int64
+	for off < len(b) {
+		line++
+		end := bytes.IndexByte(b[off:], '\n')
+		final := end < 0
+		if final {
+			end = len(b) - off
+		}
+		e, seq, perr := parse(b[off : off+end])
+		if perr == nil && seq <= 0 {
+			perr = fmt.Errorf("sequence %d is not positive", seq)
+		}
+		if perr == nil && len(entries) > 0 && seq <= last {
+			perr = fmt.Errorf("sequence %d after %d", seq, last)
+		}
+		if perr != nil || final {
+			rest := bytes.TrimSpace(b[min(off+end+1, len(b)):])
+			if perr != nil && len(rest) > 0 {
+				return nil, 0, &CorruptError{Code: CodeAppendLogCorrupt, File: name, Line: line, Byte: off, Err: perr}
+			}
+			// The last line: complete lines end in '\n'; one without it, or
+			// one that does not parse, was cut by a crash.
+			return entries, off, nil
+		}
+		entries = append(entries, e)
+		last = seq
+		off += end + 1
+	}
+	return entries, off, nil
+}
+
+// Log is an append log open for writing. Every write goes to the end of the
+// file (O_APPEND), also after another process truncated it.
+type Log struct {
+	f     *os.File
+	fsync bool
+	// Lines and Bytes measure the log since it was last emptied.
+	Lines int
+	Bytes int64
+}
+
+// OpenLog opens (creating) the log at path for appending, cut to keep bytes
+// if it is longer (a torn last line), counting lines entries in it.
+func OpenLog(path string, keep int64, lines int, fsync bool) (*Log, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, FileMode)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err == nil && st.Size() > keep {
+		if err := f.Truncate(keep); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("trimming a truncated last line of %s: %w", path, err)
+		}
+	}
+	return &Log{f: f, fsync: fsync, Lines: lines, Bytes: keep}, nil
+}
+
+// Append writes buf, which holds lines complete lines, and syncs it unless
+// the log was opened without fsync.
+func (l *Log) Append(buf []byte, lines int) error {
+	if _, err := l.f.Write(buf); err != nil {
+		return err
+	}
+	if l.fsync {
+		if err := l.f.Sync(); err != nil {
+			return err
+		}
+	}
+	l.Lines += lines
+	l.Bytes += int64(len(buf))
+	return nil
+}
+
+// Full reports whether the log reached every lines or limit bytes: time to
+// fold it into the snapshot.
+func (l *Log) Full(every int, limit int64) bool {
+	return l.Lines >= every || l.Bytes >= limit
+}
+
+// Reset empties the log (its entries are in a snapshot now).
+func (l *Log) Reset() error {
+	if err := l.f.Truncate(0); err != nil {
+		return err
+	}
+	l.Lines, l.Bytes = 0, 0
+	return nil
+}
+
+// Close closes the file.
+func (l *Log) Close() error { return l.f.Close() }
+
+// WriteSnapshot replaces the file at path with b atomically: it writes tmp,
+// syncs it (with fsync), and renames it over path. With fsync the directory
+// is synced too, so the rename survives a power loss.
+func WriteSnapshot(path, tmp string, b []byte, fsync bool) error {
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, FileMode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if fsync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if fsync {
+		if d, err := os.Open(filepath.Dir(path)); err == nil {
+			d.Sync()
+			d.Close()
+		}
+	}
+	return nil
+}
