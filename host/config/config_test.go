@@ -304,3 +304,26 @@ func TestEventsBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestCoordinationBackends: coordination is accepted on the backends that
+// replicas on several hosts share, and refused on the others with the way
+// out.
+func TestCoordinationBackends(t *testing.T) {
+	t.Parallel()
+	for backend, ok := range map[string]bool{
+		"postgres": true, "redis": true, "sqlite": false, "file": false, "memory": false, "events": false,
+	} {
+		key := map[string]string{"postgres": "url = \"postgres://h/db\"", "redis": "url = \"redis://h/0\"", "memory": "fail_open = false"}[backend]
+		if key == "" {
+			key = "path = \"x.db\""
+		}
+		src := fmt.Sprintf("[bot]\nmodule = \"b.wasm\"\n[durability]\nbackend = %q\n%s\ncoordination = true\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", backend, key)
+		cfg, err := Parse("bot.toml", src, env(nil))
+		switch {
+		case ok && (err != nil || !cfg.Durability.Coordination):
+			t.Errorf("%s: coordination refused: %v", backend, err)
+		case !ok && (err == nil || !strings.Contains(err.Error(), "bot.toml:6: durability.coordination:") || !strings.Contains(err.Error(), "postgres, redis")):
+			t.Errorf("%s: err %v, want durability.coordination refused at line 6 naming postgres and redis", backend, err)
+		}
+	}
+}
