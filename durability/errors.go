@@ -20,4 +20,7 @@ var (
 	ErrConflict = errors.New("durability: version conflict")
 	// ErrClosed: the backend was closed.
 	ErrClosed = errors.New("durability: backend closed")
+	// ErrNoCoordination: the backend cannot coordinate replicas
+	// (Coordinator.OpenCoordinated).
+	ErrNoCoordination = errors.New("the backend cannot coordinate replicas")
 )

@@ -18,6 +18,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/botrun/botrun/durability"
 	evj "github.com/botrun/botrun/events"
@@ -78,3 +79,10 @@ func (b *Backend) Open(ctx context.Context, scope durability.Scope) (durability.
 
 // inboxOnly hides the journal's optional interfaces.
 type inboxOnly struct{ durability.InboxJournal }
+
+// OpenCoordinated refuses: the events journal serves processes on one host,
+// and its inbox cannot keep the per-chat order coordination needs beside an
+// outbox in another store.
+func (b *Backend) OpenCoordinated(context.Context, durability.Scope) (durability.Journals, error) {
+	return durability.Journals{}, fmt.Errorf("events durability: %w: use backend = \"postgres\" or \"redis\" for replicas without sticky routing", durability.ErrNoCoordination)
+}
