@@ -404,8 +404,16 @@ func (b *Bot) Stop(ctx context.Context) error {
 	if started {
 		<-b.sweepDone
 	}
-	if dropped > 0 {
-		b.log.Info("queued events left journaled for the next start", "count", dropped)
+	if len(dropped) > 0 {
+		b.log.Info("queued events left journaled for the next start", "count", len(dropped))
+	}
+	if b.coord != nil {
+		// Another replica runs them now, not once their leases expire.
+		for _, j := range dropped {
+			if j.claimed != nil {
+				b.park(ctx, j.claimed, nowMs())
+			}
+		}
 	}
 	if err != nil {
 		b.log.Warn("handlers still running at the end of the grace period; their records will be reclaimed")

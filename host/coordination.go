@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/botrun/botrun/durability"
@@ -44,6 +45,19 @@ type chatTurn struct {
 	key     string
 	version int64
 	rec     turnRecord
+	// until is rec.Until, read by held from the turn's worker while the
+	// heartbeat writes.
+	until atomic.Int64
+}
+
+// held reports an error once the turn has expired by this process's clock:
+// another replica may hold it now, so the record running under it makes no
+// more sends and does not complete.
+func (t *chatTurn) held() error {
+	if u := t.until.Load(); time.Now().UnixMilli() >= u {
+		return fmt.Errorf("%w: the chat's turn %s expired at %s by this process's clock", durability.ErrStaleLease, t.key, time.UnixMilli(u).Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 func newCoordination(order durability.ChatOrder, kv durability.Kv, scope, instance string, boot time.Time, ttl time.Duration) *coordination {
@@ -87,9 +101,11 @@ func (c *coordination) acquire(ctx context.Context, providerID, chat string) (t 
 }
 
 // write replaces the turn at the version this handle knows with r. The
-// turns are a group ordered by expiry, which botrun status lists. A version
-// is past every earlier one of the key, also across a release's delete, so
-// a holder frozen past its turn can never match a later holder's version.
+// turns are a group ordered by expiry, which botrun status lists. The next
+// version is past the current one and, by this host's clock, past any
+// version written before a release's delete (clocks of different hosts
+// may disagree: what fences a late writer's effects is the record's token,
+// not the turn's).
 func (t *chatTurn) write(ctx context.Context, r turnRecord) error {
 	b, _ := json.Marshal(r)
 	next := max(t.version+1, time.Now().UnixNano())
@@ -100,6 +116,7 @@ func (t *chatTurn) write(ctx context.Context, r turnRecord) error {
 	}
 	t.version = next
 	t.rec = r
+	t.until.Store(r.Until)
 	return nil
 }
 
@@ -125,97 +142,123 @@ func (t *chatTurn) release(ctx context.Context) error {
 	return err
 }
 
-// coordinatedTurn runs a claimed record under its chat's turn. Holding the
-// turn, it runs the chat's older unfinished records first (claiming them,
-// or taking over this process's own), then rec. While another replica holds
-// the turn, or holds an older record of the chat, it waits, keeping rec's
-// lease, and tries again.
+// waitingForTurn is the error of a record parked because its chat's turn
+// was held elsewhere: the holder runs it next, without its backoff.
+const waitingForTurn = "waiting for the chat's turn (coordination)"
+
+// coordinatedTurn runs a claimed record under its chat's turn. The holder of
+// a chat's turn runs the chat's unfinished records oldest first, this one
+// among them. No worker ever waits for a turn: a record whose chat's turn
+// another replica holds is parked (released, due again in one poll, its
+// attempt refunded) for that holder, or the next sweep, to run.
 func (b *Bot) coordinatedTurn(j job, rec *durability.InboxRecord) {
 	ctx := b.baseCtx
 	cur, err := b.inbox.Get(ctx, rec.ID)
 	if err == nil && (cur.State.Terminal() || cur.Token != rec.Token) {
 		return // finished or claimed again since this job was queued
 	}
-	wait := 5 * time.Millisecond
-	for {
-		if b.isStopping() {
-			return // the lease expires and the record is reclaimed
-		}
-		t, holder, err := b.coord.acquire(ctx, rec.Provider, rec.Chat)
-		switch {
-		case err != nil:
-			b.log.Warn("coordination: the chat's turn could not be read; trying again", "id", rec.ID, "err", err)
-		case t != nil:
-			ran := b.runChat(j, rec, t)
-			if err := t.release(ctx); err != nil && ctx.Err() == nil {
-				b.log.Warn("coordination: releasing the chat's turn failed; it expires by itself", "chat", rec.Chat, "err", err)
-			}
-			if ran {
-				return
-			}
-		default:
-			_ = holder // a live replica runs the chat now
-		}
-		if !b.keepLease(ctx, rec) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(wait*3/2, 100*time.Millisecond)
+	if b.isStopping() {
+		b.park(ctx, rec, nowMs())
+		return
+	}
+	t, _, err := b.coord.acquire(ctx, rec.Provider, rec.Chat)
+	if err != nil {
+		b.log.Warn("coordination: the chat's turn could not be taken; the record runs again shortly", "id", rec.ID, "err", err)
+	}
+	if t == nil {
+		b.park(ctx, rec, nowMs()+b.policy.poll.Milliseconds())
+		return
+	}
+	b.runChat(j, rec, t)
+	if err := t.release(ctx); err != nil && ctx.Err() == nil {
+		b.log.Warn("coordination: releasing the chat's turn failed; it expires by itself", "chat", rec.Chat, "err", err)
 	}
 }
 
-// runChat runs, under the held turn t, the chat's unfinished records older
-// than rec, then rec. It reports false when an older record is held by a
-// live owner elsewhere: the caller releases the turn and waits.
-func (b *Bot) runChat(j job, rec *durability.InboxRecord, t *chatTurn) bool {
+// park releases a claimed record that cannot run now, due at due, with its
+// attempt refunded.
+func (b *Bot) park(ctx context.Context, rec *durability.InboxRecord, due int64) {
+	err := b.inbox.Fail(ctx, rec.ID, rec.Token, waitingForTurn, durability.FailOptions{Now: nowMs(), RetryAt: due, Refund: true})
+	if err != nil && !errors.Is(err, durability.ErrStaleLease) && ctx.Err() == nil {
+		b.log.Warn("coordination: releasing a waiting record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
+	}
+}
+
+// runChat runs, under the held turn t, the chat's unfinished records in
+// order: the older ones, rec, and the newer ones that are free to claim
+// (parked or not started), until the chat has none, or its oldest is held
+// by a live replica or waits for its retry. rec, if it cannot run before
+// that, is parked behind it.
+func (b *Bot) runChat(j job, rec *durability.InboxRecord, t *chatTurn) {
 	ctx := b.baseCtx
 	hb := b.leases.heartbeat(b.coord.ttl, t.extend)
 	defer hb.release()
-	for {
+	pending := true // rec has not run yet
+	ran := map[string]bool{}
+	for hb.ctx.Err() == nil {
 		oldest, ok, err := b.coord.order.OldestUnfinished(ctx, rec.Provider, rec.Chat)
 		if err != nil {
-			b.log.Warn("coordination: reading the chat's order failed; trying again", "id", rec.ID, "err", err)
-			return false
+			b.log.Warn("coordination: reading the chat's order failed", "id", rec.ID, "err", err)
+			break
 		}
-		if !ok || oldest.ID == rec.ID {
-			b.runRecord(j, rec)
-			return true
+		if !ok && pending {
+			// Not in the chat's order (admitted before coordination was
+			// on): it runs in its place in this process's queue.
+			b.runRecord(j, rec, t.held)
+			return
 		}
-		older := oldest
-		mine := older.State == durability.InboxProcessing && older.Owner == b.policy.instanceID &&
-			older.LeasedAt >= b.boot.UnixMilli() && older.LeaseUntil > nowMs()
-		if !mine {
-			older, err = b.inbox.Claim(ctx, oldest.ID, b.leases.lease(b.policy.inboxLease))
-			if err != nil {
-				return false // a live replica holds it; it runs it under this turn next
+		if !ok || ran[oldest.ID] {
+			break // done, or a record that just ran failed: its retry waits
+		}
+		next, blocked := b.takeNext(ctx, rec, oldest, pending)
+		if blocked != 0 {
+			if pending {
+				b.park(ctx, rec, blocked)
+				pending = false
 			}
+			break
 		}
-		b.runRecord(job{chatKey: j.chatKey, id: older.ID}, &older)
+		if next == nil {
+			break
+		}
+		ran[next.ID] = true
+		nj := job{chatKey: j.chatKey, id: next.ID}
+		if next.ID == rec.ID {
+			nj, pending = j, false
+		}
+		b.runRecord(nj, next, t.held)
+	}
+	if pending {
+		b.park(ctx, rec, nowMs()+b.policy.poll.Milliseconds())
 	}
 }
 
-// keepLease extends the lease of a record waiting for its chat's turn once a
-// third of it is gone; false when another owner claimed it meanwhile.
-func (b *Bot) keepLease(ctx context.Context, rec *durability.InboxRecord) bool {
-	lease := b.policy.inboxLease
-	if time.Until(time.UnixMilli(rec.LeaseUntil)) > 2*lease/3 {
-		return true
+// takeNext decides what the turn's holder does with the chat's oldest
+// unfinished record: run it (this job's own record, one of this process's
+// claims, or one it claims now), or stop, blocked until the returned time
+// (a live replica holds it, or it waits for its retry).
+func (b *Bot) takeNext(ctx context.Context, rec *durability.InboxRecord, oldest durability.InboxRecord, pending bool) (*durability.InboxRecord, int64) {
+	now := nowMs()
+	poll := now + b.policy.poll.Milliseconds()
+	switch {
+	case oldest.ID == rec.ID && pending:
+		if oldest.State != durability.InboxProcessing || oldest.Token != rec.Token {
+			return nil, 0 // claimed again elsewhere: no longer this job's
+		}
+		return rec, 0
+	case oldest.State == durability.InboxProcessing && oldest.LeaseUntil > now:
+		if oldest.Owner == b.policy.instanceID && oldest.LeasedAt >= b.boot.UnixMilli() {
+			return &oldest, 0 // this process's claim, queued: run it here
+		}
+		return nil, poll // a live replica holds it; it parks it when it finds the turn taken
+	case oldest.State == durability.InboxFailed && oldest.RetryAt > now && oldest.Error != waitingForTurn:
+		return nil, oldest.RetryAt // the chat waits for its retry
 	}
-	until := time.Now().Add(lease).UnixMilli()
-	switch err := b.inbox.Extend(ctx, rec.ID, rec.Token, until); {
-	case err == nil:
-		rec.LeaseUntil = until
-		return true
-	case errors.Is(err, durability.ErrStaleLease), errors.Is(err, durability.ErrNotFound):
-		return false // another owner runs it (or it finished)
-	default:
-		b.log.Warn("coordination: extending a waiting record's lease failed", "id", rec.ID, "err", err)
-		return true
+	c, err := b.inbox.Claim(ctx, oldest.ID, b.leases.lease(b.policy.inboxLease))
+	if err != nil {
+		return nil, poll
 	}
+	return &c, 0
 }
 
 // statusTurnLimit bounds the chat turns a status reads.

@@ -146,3 +146,44 @@ func TestCoordinationOlderRecordFirst(t *testing.T) {
 		t.Errorf("the old record was not taken over: owner %q, attempts %d", r.Owner, r.Attempts)
 	}
 }
+
+// TestCoordinationConcurrentAdmissions: messages of one chat admitted at the
+// same moment on different replicas have no order between them, but their
+// turns still run one at a time: each reply extends the one before by one
+// message, and every message is answered exactly once.
+func TestCoordinationConcurrentAdmissions(t *testing.T) {
+	ch := newChannel()
+	bots := coordinatedReplicas(t, 3, memory.New(), ch)
+	const chats, messages = 8, 6
+	var wg sync.WaitGroup
+	for c := range chats {
+		for m := range messages {
+			wg.Go(func() {
+				b := bots[rand.IntN(len(bots))]
+				if _, err := b.admit(t, fmt.Sprint("chat-", c), fmt.Sprintf("c%d-m%d", c, m), fmt.Sprint("m", m)); err != nil {
+					t.Errorf("admit: %v", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if !bots[0].quiet(chats*messages, 2*time.Minute) {
+		t.Fatal("the replicas did not settle")
+	}
+	for c := range chats {
+		got := ch.chatTexts(fmt.Sprint("chat-", c))
+		if len(got) != messages {
+			t.Errorf("chat-%d: %d replies, want %d: %q", c, len(got), messages, got)
+			continue
+		}
+		seen := map[string]bool{}
+		for i, r := range got {
+			parts := strings.Split(r, ",")
+			if len(parts) != i+1 || i > 0 && !strings.HasPrefix(r, got[i-1]+",") || seen[parts[i]] {
+				t.Errorf("chat-%d: reply %d %q does not extend %q by one new message: two turns of the chat ran at once", c, i, r, got[max(i-1, 0)])
+				break
+			}
+			seen[parts[i]] = true
+		}
+	}
+}

@@ -78,6 +78,8 @@ type job struct {
 type chatQueue struct {
 	key  string
 	jobs []job
+	// running is set while a worker runs one of its jobs.
+	running bool
 }
 
 func newDispatcher(workers, limit int, run func(context.Context, job)) *dispatcher {
@@ -150,11 +152,13 @@ func (d *dispatcher) submit(j job) bool {
 
 // takeSend removes the queued job delivering the send key from its chat's
 // queue and returns it, so the chat's running turn can deliver it first.
+// Only a running chat's queue is taken from (the caller's own): a waiting
+// queue stays as the ready list holds it.
 func (d *dispatcher) takeSend(chatKey, key string) (job, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q, ok := d.chats[chatKey]
-	if !ok {
+	if !ok || !q.running {
 		return job{}, false
 	}
 	for i, j := range q.jobs {
@@ -199,6 +203,7 @@ func (d *dispatcher) work() {
 		q.jobs = q.jobs[1:]
 		d.pending--
 		d.running++
+		q.running = true
 		low := d.onLow != nil && d.pending == d.lowWater
 		d.mu.Unlock()
 		if low {
@@ -206,6 +211,7 @@ func (d *dispatcher) work() {
 		}
 		d.run(context.Background(), j)
 		d.mu.Lock()
+		q.running = false
 		d.running--
 		if len(q.jobs) > 0 {
 			d.ready = append(d.ready, q)
@@ -218,12 +224,12 @@ func (d *dispatcher) work() {
 
 // stop refuses new jobs, drops queued ones (their claims' leases expire and
 // the records are reclaimed), and waits for running jobs to finish or ctx to
-// end. It reports how many queued jobs were dropped.
-func (d *dispatcher) stop(ctx context.Context) (dropped int, err error) {
+// end. It returns the queued jobs it dropped.
+func (d *dispatcher) stop(ctx context.Context) (dropped []job, err error) {
 	d.mu.Lock()
 	d.stopped = true
 	for _, q := range d.chats {
-		dropped += len(q.jobs)
+		dropped = append(dropped, q.jobs...)
 		q.jobs = nil
 	}
 	d.pending = 0

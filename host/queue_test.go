@@ -278,3 +278,38 @@ func TestDispatcherRefreshesQueuedClaim(t *testing.T) {
 		t.Fatalf("ran %s with token %d, want b with the new claim's token 2", j.id, j.claimed.Token)
 	}
 }
+
+// TestTakeSendOnlyFromTheRunningQueue: a turn may take a queued send out of
+// its own chat's queue, never out of another chat's waiting queue (which
+// would leave the ready list an empty queue to run).
+func TestTakeSendOnlyFromTheRunningQueue(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var took, tookOther bool
+	var d *dispatcher
+	d = newDispatcher(1, 100, func(_ context.Context, j job) {
+		if j.id != "turn" {
+			return
+		}
+		close(started)
+		<-release
+		_, took = d.takeSend("a", "send-a")
+		_, tookOther = d.takeSend("b", "send-b")
+	})
+	send := &durability.ClaimedSend{}
+	d.submit(job{chatKey: "a", id: "turn"})
+	<-started
+	d.submit(job{chatKey: "a", id: "send-a", send: send})
+	d.submit(job{chatKey: "b", id: "send-b", send: send})
+	close(release)
+	deadline := time.Now().Add(time.Minute)
+	for !d.idle() {
+		if time.Now().After(deadline) {
+			t.Fatal("the dispatcher did not drain")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !took || tookOther {
+		t.Fatalf("took own chat's send %v (want true), another chat's %v (want false)", took, tookOther)
+	}
+	d.stop(context.Background())
+}

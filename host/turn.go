@@ -114,7 +114,7 @@ func (b *Bot) takeTurn(j job) {
 		b.coordinatedTurn(j, rec)
 		return
 	}
-	b.runRecord(j, rec)
+	b.runRecord(j, rec, nil)
 }
 
 // runRecord runs a claimed record's turn: the handler with a heartbeat, then
@@ -122,7 +122,10 @@ func (b *Bot) takeTurn(j job) {
 // checkpoint and the record's confirmation are one write), or a retry or the
 // dead-letter queue. A completion that fails releases the record to be
 // reprocessed at once.
-func (b *Bot) runRecord(j job, rec *durability.InboxRecord) {
+// turn, when set, is the chat turn it runs under (coordination): once it is
+// lost by this process's clock the record makes no more sends and does not
+// complete.
+func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	ctx := b.baseCtx
 	hb, ok := b.turnLease(ctx, rec)
 	if !ok {
@@ -155,7 +158,12 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord) {
 	}
 	var held func() error
 	if b.coord != nil {
-		held = hb.held
+		held = func() error {
+			if err := hb.held(); err != nil || turn == nil {
+				return err
+			}
+			return turn()
+		}
 	}
 	t, err := b.run(hb.ctx, ev, reasons, held)
 	hb.stop()
@@ -164,6 +172,14 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord) {
 		return // counted as a stale lease; the new owner finishes it
 	}
 	var he *wasm.HandlerError
+	if held != nil && (err == nil || errors.As(err, &he)) {
+		if lost := held(); lost != nil {
+			t.flushMark(ctx)
+			b.metrics.staleLeases.Add(1)
+			b.log.Warn("not completed: the lease or the chat's turn expired while the handler ran; the record runs again", "id", rec.ID, "err", lost)
+			return
+		}
+	}
 	if err == nil || errors.As(err, &he) {
 		err := b.complete(ctx, rec, t)
 		if errors.Is(err, durability.ErrStaleLease) {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -184,6 +186,22 @@ dedupes = true
 			bad++
 			t.Errorf("chat-%d got\n  %q\nwant\n  %q\nits records in the replicas' logs:\n%s\nin the journals:\n%s", i, got, want, logLines(lb.replicas, fmt.Sprintf("gw:m%d-", i)), records(inbox, outbox, fmt.Sprint("chat-", i)))
 		}
+	}
+	// A send the gateway answered from its keys is one a replica sent again:
+	// an ambiguous send settled by resending (counted), or a frozen
+	// replica's call that was already on the wire when it stopped (counted
+	// among its stale leases). Nothing else may repeat a key.
+	counted := 0
+	for _, r := range []*replica{b, c} {
+		for _, name := range []string{"outbox_ambiguous_resolved", "stale_leases"} {
+			if m := regexp.MustCompile(name + `=(\d+)`).FindStringSubmatch(r.stderr.String()); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				counted += n
+			}
+		}
+	}
+	if gw.repeats > counted {
+		t.Errorf("the gateway answered %d repeated keys, more than the %d resends and stale leases the replicas counted", gw.repeats, counted)
 	}
 	if gw.bad > 0 {
 		t.Errorf("the gateway refused %d sends with a bad signature", gw.bad)
