@@ -44,7 +44,7 @@ func TestOption_Backend_DefaultMemoryAndUnknownRefused(t *testing.T) {
 	if _, err := parseConfig(t, "[durability]\nbackend = \"redis\""); err == nil || !strings.Contains(err.Error(), "durability.url: missing") {
 		t.Fatalf("redis without a url: err = %v", err)
 	}
-	if _, err := parseConfig(t, "[durability]\nbackend = \"mysql\""); err == nil || !strings.Contains(err.Error(), `unknown backend "mysql" (want one of file, memory, postgres, redis, sqlite)`) {
+	if _, err := parseConfig(t, "[durability]\nbackend = \"mysql\""); err == nil || !strings.Contains(err.Error(), `unknown backend "mysql" (want one of `+strings.Join(durability.Drivers(), ", ")+`)`) {
 		t.Fatalf("unknown backend: err = %v", err)
 	}
 	cfg.Durability.Options = nil // a program that registers no backend of that name
@@ -635,7 +635,7 @@ func TestMetrics_TheSeedsCountersAndOurs(t *testing.T) {
 	json.Unmarshal(b, &m)
 	want := []string{"inbound_journaled", "inbound_duplicates", "inbound_replayed", "inbound_dead", "outbox_journaled",
 		"outbox_deduped", "outbox_retried", "outbox_deferred", "outbox_dead", "outbox_ambiguous", "outbox_bypassed",
-		"stale_leases", "outbox_diverged", "inbound_refused", "modules_loaded", "modules_refused", "replays_on_new_module", "outbox_ambiguous_resolved"}
+		"stale_leases", "outbox_diverged", "inbound_refused", "modules_loaded", "modules_refused", "replays_on_new_module", "outbox_ambiguous_resolved", "provider_not_leader"}
 	if len(m) != len(want) {
 		t.Fatalf("%d counters: %v", len(m), m)
 	}
