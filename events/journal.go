@@ -30,6 +30,7 @@ type Journal interface {
 	// Claim leases due events of one channel to a worker, in due order:
 	// pending events whose time has come, failed events due again and
 	// claimed events whose lease expired, each under a fresh fencing token.
+	// A reserved channel (the bot's, "botrun:…") is refused with ErrReserved.
 	Claim(ctx context.Context, o ClaimOptions) ([]EventRecord, error)
 	// Extend extends a claimed event's lease to lease from now.
 	Extend(ctx context.Context, id string, token int64, lease time.Duration) error
@@ -39,7 +40,8 @@ type Journal interface {
 	// Fail marks a claimed event failed (due again at RetryAt) or dead.
 	Fail(ctx context.Context, id string, token int64, errMsg string, o FailOptions) error
 	// Purge deletes done events completed before before; it returns how
-	// many. Dead events stay until replayed.
+	// many. Dead events stay until replayed, and so do reserved channels'
+	// events (the bot purges its own by its retention).
 	Purge(ctx context.Context, before time.Time) (int, error)
 	// Close lets the operations already called finish and refuses later
 	// ones with ErrClosed.
@@ -276,6 +278,9 @@ func (j *KvJournal) Claim(ctx context.Context, o ClaimOptions) ([]EventRecord, e
 	if o.Limit <= 0 {
 		o.Limit = 10
 	}
+	if strings.HasPrefix(o.Channel, Reserved) {
+		return nil, fmt.Errorf("%w: a worker cannot claim channel %q (the bot's own records)", ErrReserved, o.Channel)
+	}
 	now := j.nowMs()
 	var out []EventRecord
 	err := j.scan(ctx, durability.IndexDue, durability.IndexEntry{Score: math.MinInt64}, now, func(r EventRecord, _ int64) (bool, error) {
@@ -371,7 +376,8 @@ func (j *KvJournal) Purge(ctx context.Context, before time.Time) (int, error) {
 	}
 	var victims []victim
 	err := j.scan(ctx, durability.IndexOrder, durability.IndexEntry{Score: math.MinInt64}, limit, func(r EventRecord, v int64) (bool, error) {
-		if r.State == Done && r.CompletedAt < limit {
+		// The bot purges its own records by its durability.retention.
+		if r.State == Done && r.CompletedAt < limit && !strings.HasPrefix(r.Channel, Reserved) {
 			victims = append(victims, victim{r.ID, v})
 		}
 		return true, nil

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
@@ -137,9 +138,16 @@ func TestInboundRecordsAreEvents(t *testing.T) {
 			if e := evs[1]; e.Type != TypeInteraction || e.State != evj.Pending {
 				t.Fatalf("interaction event: %+v", e)
 			}
-			// A worker never takes them.
+			// A worker never takes them, nor purges them (the bot's
+			// retention does).
 			if got, err := j.Claim(ctx, evj.ClaimOptions{Owner: "worker"}); err != nil || len(got) != 0 {
 				t.Fatalf("a claim without a channel took %+v, %v", got, err)
+			}
+			if got, err := j.Claim(ctx, evj.ClaimOptions{Owner: "worker", Channel: Channel}); !errors.Is(err, evj.ErrReserved) || len(got) != 0 {
+				t.Fatalf("a claim of %s took %+v, %v (want ErrReserved)", Channel, got, err)
+			}
+			if n, err := j.Purge(ctx, time.Now().Add(time.Hour)); err != nil || n != 0 {
+				t.Fatalf("the journal's purge deleted %d of the bot's records (%v)", n, err)
 			}
 			// Replayed through the events API: the bot's sweep claims it.
 			if err := j.Replay(ctx, id1); err != nil {
