@@ -187,3 +187,45 @@ func TestCoordinationConcurrentAdmissions(t *testing.T) {
 		}
 	}
 }
+
+// TestCoordinationStatusShowsTurns: botrun status counts the chat turns each
+// replica holds, and a released turn is gone.
+func TestCoordinationStatusShowsTurns(t *testing.T) {
+	b := coordinatedReplicas(t, 1, memory.New(), newChannel())[0]
+	ctx := context.Background()
+	turns := func() int {
+		t.Helper()
+		st, err := b.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range st.Replicas {
+			if r.Owner == "replica-0" {
+				n += r.Held["turn"].Count
+			} else if r.Held["turn"].Count > 0 {
+				t.Fatalf("turns held by %q", r.Owner)
+			}
+		}
+		return n
+	}
+	t1, _, err := b.coord.acquire(ctx, "web", "a")
+	if err != nil || t1 == nil {
+		t.Fatal(err)
+	}
+	t2, _, err := b.coord.acquire(ctx, "web", "b/c")
+	if err != nil || t2 == nil {
+		t.Fatal(err)
+	}
+	if n := turns(); n != 2 {
+		t.Fatalf("status shows %d turns held, want 2", n)
+	}
+	if again, holder, _ := b.coord.acquire(ctx, "web", "a"); again != nil || holder == "" {
+		t.Fatal("a held turn was taken again")
+	}
+	t1.release(ctx)
+	t2.release(ctx)
+	if n := turns(); n != 0 {
+		t.Fatalf("status shows %d turns after release, want 0", n)
+	}
+}
