@@ -36,6 +36,7 @@ const queueFullRetry = time.Second
 // replica that does not lead it journals nothing: its error wraps
 // provider.ErrNotLeader.
 func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message) (provider.Admission, error) {
+	start := time.Now()
 	if b.isStopping() {
 		return provider.Admission{}, ErrStopping
 	}
@@ -113,6 +114,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		return provider.Admission{ID: id, Duplicate: true}, nil
 	}
 	b.metrics.inboundJournaled.Add(1)
+	b.obs.admission.Observe(time.Since(start).Seconds())
 	// Stopping: the lease expires and the record is reclaimed.
 	reserved = false
 	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media})

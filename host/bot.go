@@ -83,6 +83,8 @@ type Bot struct {
 	// is "leader".
 	leaders leaders
 	metrics counters
+	// obs are the Prometheus metrics (Gatherer).
+	obs *instruments
 	// replaysOnNewModule counts records run again under another module.
 	replaysOnNewModule atomic.Int64
 	mediaRefs          bool
@@ -156,8 +158,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.providers[alertsProvider] = sink
 		b.alerts.out = make(chan Alert, 1024)
 	}
+	b.obs = newInstruments(b)
+	ids := make([]string, 0, len(b.providers))
+	for id := range b.providers {
+		ids = append(ids, id)
+	}
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
-		leases: b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
+		sendTime: b.obs.sendObservers(ids),
+		leases:   b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
 		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli()}
 	if h, ok := b.guest.(SendHooks); ok {
 		b.sender.hooks = h
@@ -464,6 +472,9 @@ func canceled() context.Context {
 }
 
 func (b *Bot) close() {
+	if b.obs != nil {
+		b.obs.close()
+	}
 	if b.engine != nil {
 		b.engine.Close(context.Background())
 	}

@@ -127,11 +127,13 @@ func (b *Bot) takeTurn(j job) {
 // complete.
 func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	ctx := b.baseCtx
+	start := time.Now()
 	hb, ok := b.turnLease(ctx, rec)
 	if !ok {
 		return
 	}
 	defer hb.release()
+	defer func() { b.obs.turn.Observe(time.Since(start).Seconds()) }()
 	if rec.Attempts > b.policy.maxAttempts {
 		b.failInbound(ctx, rec, hb, fmt.Errorf("claimed %d times without finishing (durability.inbox.max_attempts = %d): the process died each time", rec.Attempts-1, b.policy.maxAttempts), true)
 		return
@@ -239,7 +241,9 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held
 	t := b.newTurn(ev)
 	t.held = held
 	t.mediaReasons = mediaReasons
+	start := time.Now()
 	ran, err := b.guest.Handle(ctx, ev, t)
+	b.obs.guest.Observe(time.Since(start).Seconds())
 	t.module = ran
 	var he *wasm.HandlerError
 	var fault *wasm.FaultError
