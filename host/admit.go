@@ -60,6 +60,9 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		}
 	}
 	id := providerID + ":" + msg.ID
+	ctx, span := b.tr.start(ctx, spanAdmit)
+	defer span.End()
+	idAttr(span, id, providerID)
 	at := msg.ReceivedAt
 	if at.IsZero() {
 		at = time.Now()
@@ -97,7 +100,10 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	// The record is created already claimed: this process handles it next,
 	// and a crash leaves it to be reclaimed (one write instead of two).
 	lease := b.leases.lease(b.policy.inboxLease)
-	st, rec, err := b.inbox.Put(ctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
+	jctx, jspan := b.tr.start(ctx, spanJournal)
+	st, rec, err := b.inbox.Put(jctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
+	fail(jspan, err)
+	jspan.End()
 	if err != nil {
 		if !b.policy.failOpen {
 			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)
@@ -117,7 +123,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	b.obs.admission.Observe(time.Since(start).Seconds())
 	// Stopping: the lease expires and the record is reclaimed.
 	reserved = false
-	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media})
+	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media, trace: span.SpanContext()})
 	return provider.Admission{ID: id}, nil
 }
 

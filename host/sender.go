@@ -28,6 +28,7 @@ type sender struct {
 	providers map[string]provider.Provider
 	policy    *policy
 	metrics   *counters
+	tr        tracing
 	// sendTime observes each channel send's latency, by provider.
 	sendTime map[string]prometheus.Observer
 	log      *slog.Logger
@@ -446,6 +447,9 @@ func (o *sender) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error
 // deliverInline calls the provider for a begun record and retries inline with
 // backoff until outbox.inline_max, then leaves it failed for the sweeper.
 func (o *sender) deliverInline(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord, hold bool) (abi.SendResult, *pendingMark, error) {
+	_, span := o.tr.start(ctx, spanSend)
+	defer span.End()
+	idAttr(span, rec.Key, rec.Provider)
 	inlineUntil := time.Now().Add(o.policy.inlineMax)
 	deferred := func(sendErr error) (abi.SendResult, *pendingMark, error) {
 		o.metrics.outboxDeferred.Add(1)
