@@ -137,3 +137,21 @@ func TestTracingOff(t *testing.T) {
 		t.Fatalf("an off span allocates %v times", n)
 	}
 }
+
+// TestTracingConfigured builds the OTLP/HTTP exporter [tracing]
+// otlp_endpoint names, sampled by sample_ratio.
+func TestTracingConfigured(t *testing.T) {
+	cfg := testConfig(t, "[tracing]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"\nsample_ratio = 0.5\n").Tracing
+	tr, err := newTracing(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.tracer == nil || tr.shutdown == nil {
+		t.Fatalf("[tracing] otlp_endpoint set, but no tracer or exporter")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tr.shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with no span to export: %v", err)
+	}
+}
