@@ -1,12 +1,10 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,24 +17,6 @@ import (
 	"github.com/botrun/botrun/host/wasm"
 )
 
-// lockedBuffer is a log sink safe for the bot's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestTracingOneTracePerMessage checks a message makes one trace whose
 // spans nest admission → journal, admission → turn → guest → each send, and
 // turn → completion, and that the turn's log lines carry its trace id.
@@ -44,7 +24,7 @@ func TestTracingOneTracePerMessage(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer tp.Shutdown(context.Background())
-	var logs lockedBuffer
+	var logs syncBuffer
 	// The handler sends twice, then fails: its error is logged by the turn.
 	guest := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
 		for _, text := range []string{"one", "two"} {

@@ -256,33 +256,18 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-func TestTracingSection(t *testing.T) {
+// TestAlertsAndTracingSections checks the [alerts] and [tracing] keys.
+func TestAlertsAndTracingSections(t *testing.T) {
 	t.Parallel()
 	base := "[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"
 	for src, want := range map[string]string{
-		"": "",
+		"[alerts]\nurl = \"https://ops.example/a\"\nsecret = \"0123456789abcdef\"\n":                      "",
+		"[alerts]\nurl = \"https://ops.example/a\"\n":                                                     "alerts.secret: missing or shorter than 16 characters",
+		"[alerts]\nsecret = \"0123456789abcdef\"\n":                                                       "alerts.url: missing",
+		"[alerts]\nurl = \"http://ops.example/a\"\nsecret = \"0123456789abcdef\"\n":                       "is plain http to another machine",
 		"[tracing]\notlp_endpoint = \"https://otel.internal:4318/v1/traces\"\nservice_name = \"bot-a\"\n": "",
 		"[tracing]\notlp_endpoint = \"otel:4318\"\n":                                                      "tracing.otlp_endpoint: \"otel:4318\": want the collector's OTLP/HTTP URL",
 		"[tracing]\nsample_ratio = 1.5\n":                                                                 "tracing.sample_ratio: 1.5: want a share between 0 and 1",
-	} {
-		_, err := Parse("bot.toml", base+src, env(nil))
-		if want == "" && err != nil {
-			t.Errorf("%q: %v", src, err)
-		}
-		if want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
-			t.Errorf("%q: err %v, want %q", src, err, want)
-		}
-	}
-}
-
-func TestAlertsSection(t *testing.T) {
-	t.Parallel()
-	base := "[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"
-	for src, want := range map[string]string{
-		"[alerts]\nurl = \"https://ops.example/a\"\nsecret = \"0123456789abcdef\"\n": "",
-		"[alerts]\nurl = \"https://ops.example/a\"\n":                                "alerts.secret: missing or shorter than 16 characters",
-		"[alerts]\nsecret = \"0123456789abcdef\"\n":                                  "alerts.url: missing",
-		"[alerts]\nurl = \"http://ops.example/a\"\nsecret = \"0123456789abcdef\"\n":  "is plain http to another machine",
 	} {
 		_, err := Parse("bot.toml", base+src, env(nil))
 		switch {
