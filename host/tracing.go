@@ -79,7 +79,7 @@ func (tr tracing) startUnder(ctx context.Context, parent trace.SpanContext, name
 	return tr.tracer.Start(trace.ContextWithSpanContext(ctx, parent), name)
 }
 
-// logger is log with the span's trace id, when it is traced.
+// logWithTrace is log with the span's trace id, when it is traced.
 func logWithTrace(log *slog.Logger, span trace.Span) *slog.Logger {
 	if sc := span.SpanContext(); sc.IsValid() {
 		return log.With("trace_id", sc.TraceID().String())

@@ -219,7 +219,7 @@ func (b *Bot) releaseUncompleted(ctx context.Context, rec *durability.InboxRecor
 	dead := rec.Attempts >= b.policy.maxAttempts
 	err := b.inbox.Fail(ctx, rec.ID, rec.Token, fmt.Sprintf("completion failed: %v", cause), durability.FailOptions{Now: now, RetryAt: now, Dead: dead})
 	if err != nil && !errors.Is(err, durability.ErrStaleLease) && ctx.Err() == nil {
-		b.log.Warn("releasing the record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
+		logWithTrace(b.log, trace.SpanFromContext(ctx)).Warn("releasing the record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
 	}
 	if err == nil && !dead {
 		b.wakeSweeper()
@@ -299,12 +299,12 @@ func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *
 	case errors.Is(err, durability.ErrStaleLease):
 		b.metrics.staleLeases.Add(1)
 	case err != nil:
-		b.log.Error("recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
+		logWithTrace(b.log, trace.SpanFromContext(ctx)).Error("recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
 	case dead:
 		b.metrics.inboundDead.Add(1)
 		b.alerts.emit(Alert{Name: AlertDead, Kind: "inbox", ID: rec.ID, Chat: rec.Chat, Error: cause.Error()})
 	default:
-		b.log.Info("event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
+		logWithTrace(b.log, trace.SpanFromContext(ctx)).Info("event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
 	}
 }
 
