@@ -36,6 +36,7 @@ const queueFullRetry = time.Second
 // replica that does not lead it journals nothing: its error wraps
 // provider.ErrNotLeader.
 func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message) (provider.Admission, error) {
+	start := time.Now()
 	if b.isStopping() {
 		return provider.Admission{}, ErrStopping
 	}
@@ -59,6 +60,9 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		}
 	}
 	id := providerID + ":" + msg.ID
+	ctx, span := b.tr.start(ctx, spanAdmit)
+	defer span.End()
+	idAttr(span, id, providerID)
 	at := msg.ReceivedAt
 	if at.IsZero() {
 		at = time.Now()
@@ -96,7 +100,10 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	// The record is created already claimed: this process handles it next,
 	// and a crash leaves it to be reclaimed (one write instead of two).
 	lease := b.leases.lease(b.policy.inboxLease)
-	st, rec, err := b.inbox.Put(ctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
+	jctx, jspan := b.tr.start(ctx, spanJournal)
+	st, rec, err := b.inbox.Put(jctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
+	fail(jspan, err)
+	jspan.End()
 	if err != nil {
 		if !b.policy.failOpen {
 			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)
@@ -113,9 +120,10 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		return provider.Admission{ID: id, Duplicate: true}, nil
 	}
 	b.metrics.inboundJournaled.Add(1)
+	b.obs.admission.Observe(time.Since(start).Seconds())
 	// Stopping: the lease expires and the record is reclaimed.
 	reserved = false
-	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media})
+	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media, trace: span.SpanContext()})
 	return provider.Admission{ID: id}, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/config"
@@ -42,6 +44,10 @@ type Options struct {
 	Guest Guest
 	// Providers replace the config's providers.
 	Providers []provider.Provider
+	// TracerProvider, when set, receives the bot's traces instead of the
+	// exporter [tracing] otlp_endpoint configures (tests pass one with an
+	// in-memory exporter).
+	TracerProvider trace.TracerProvider
 }
 
 // Bot is one running bot: its guest, providers, journals, dispatcher,
@@ -83,6 +89,10 @@ type Bot struct {
 	// is "leader".
 	leaders leaders
 	metrics counters
+	// obs are the Prometheus metrics (Gatherer).
+	obs *instruments
+	// tr traces each inbound message ([tracing]); off by default.
+	tr tracing
 	// replaysOnNewModule counts records run again under another module.
 	replaysOnNewModule atomic.Int64
 	mediaRefs          bool
@@ -126,6 +136,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	if b.log == nil {
 		b.log = slog.Default()
 	}
+	tr, err := newTracing(cfg.Tracing, opts.TracerProvider)
+	if err != nil {
+		return nil, err
+	}
+	b.tr = tr
 	b.baseCtx, b.abandon = context.WithCancel(context.Background())
 	b.leases = &leases{owner: b.policy.instanceID, base: b.baseCtx, metrics: &b.metrics, log: b.log}
 	b.alerts = &alerts{log: b.log}
@@ -156,7 +171,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.providers[alertsProvider] = sink
 		b.alerts.out = make(chan Alert, 1024)
 	}
+	b.obs = newInstruments(b)
+	ids := make([]string, 0, len(b.providers))
+	for id := range b.providers {
+		ids = append(ids, id)
+	}
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
+		sendTime: b.obs.sendObservers(ids), tr: b.tr,
 		leases: b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
 		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli()}
 	if h, ok := b.guest.(SendHooks); ok {
@@ -425,6 +446,11 @@ func (b *Bot) Stop(ctx context.Context) error {
 		b.log.Warn("a channel's background work did not stop within the grace period")
 	}
 	b.close()
+	if b.tr.shutdown != nil {
+		if err := b.tr.shutdown(ctx); err != nil {
+			b.log.Warn("tracing: the last spans were not exported", "err", err)
+		}
+	}
 	m := b.Metrics()
 	b.log.Info("durability metrics", "inbound_journaled", m.InboundJournaled, "inbound_duplicates", m.InboundDuplicates, "inbound_refused", m.InboundRefused,
 		"inbound_replayed", m.InboundReplayed, "inbound_dead", m.InboundDead, "outbox_journaled", m.OutboxJournaled,
@@ -464,6 +490,9 @@ func canceled() context.Context {
 }
 
 func (b *Bot) close() {
+	if b.obs != nil {
+		b.obs.close()
+	}
 	if b.engine != nil {
 		b.engine.Close(context.Background())
 	}

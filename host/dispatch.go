@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 )
@@ -73,6 +75,8 @@ type job struct {
 	// live are the channel's own media references, for the first run in the
 	// process that admitted the message; replays use the journaled ones.
 	live []abi.Media
+	// trace is the admission's span, the parent of the turn's.
+	trace trace.SpanContext
 }
 
 type chatQueue struct {

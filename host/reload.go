@@ -90,6 +90,15 @@ func (r *reloader) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (stri
 	return l.mod.Digest(), l.mod.Handle(ctx, ev, env)
 }
 
+// Instances reports the current module's handler instances (see
+// wasm.Module.Instances).
+func (r *reloader) Instances() (busy, idle int) {
+	r.mu.Lock()
+	mod := r.cur.mod
+	r.mu.Unlock()
+	return mod.Instances()
+}
+
 // Digest implements Guest.
 func (r *reloader) Digest() string {
 	r.mu.Lock()

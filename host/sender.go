@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider"
@@ -26,7 +28,10 @@ type sender struct {
 	providers map[string]provider.Provider
 	policy    *policy
 	metrics   *counters
-	log       *slog.Logger
+	tr        tracing
+	// sendTime observes each channel send's latency, by provider.
+	sendTime map[string]prometheus.Observer
+	log      *slog.Logger
 	// leases take and extend the sends' leases.
 	leases *leases
 	// alerts tell the operator of a dead or ambiguous send.
@@ -220,7 +225,9 @@ func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec,
 	}
 	o.metrics.outboxBypassed.Add(1)
 	o.log.Warn("payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
+	start := time.Now()
 	ref, err := prov.Send(ctx, toOutbound(s.chat, s.msg, s.key))
+	o.observeSend(s.provider, start)
 	if err != nil {
 		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: err.Error()}
 	}
@@ -440,6 +447,9 @@ func (o *sender) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error
 // deliverInline calls the provider for a begun record and retries inline with
 // backoff until outbox.inline_max, then leaves it failed for the sweeper.
 func (o *sender) deliverInline(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord, hold bool) (abi.SendResult, *pendingMark, error) {
+	_, span := o.tr.start(ctx, spanSend)
+	defer span.End()
+	idAttr(span, rec.Key, rec.Provider)
 	inlineUntil := time.Now().Add(o.policy.inlineMax)
 	deferred := func(sendErr error) (abi.SendResult, *pendingMark, error) {
 		o.metrics.outboxDeferred.Add(1)
@@ -528,8 +538,17 @@ func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref 
 			}
 		}
 	}
+	start := time.Now()
 	ref, err = prov.Send(hb.ctx, msg)
+	o.observeSend(rec.Provider, start)
 	return ref, hb, false, err
+}
+
+// observeSend records a send to providerID that started at start.
+func (o *sender) observeSend(providerID string, start time.Time) {
+	if h := o.sendTime[providerID]; h != nil {
+		h.Observe(time.Since(start).Seconds())
+	}
 }
 
 type permanentError struct{ error }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider"
@@ -127,11 +129,17 @@ func (b *Bot) takeTurn(j job) {
 // complete.
 func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	ctx := b.baseCtx
+	start := time.Now()
+	ctx, span := b.tr.startUnder(ctx, j.trace, spanTurn)
+	defer span.End()
+	idAttr(span, rec.ID, rec.Provider)
+	log := logWithTrace(b.log, span)
 	hb, ok := b.turnLease(ctx, rec)
 	if !ok {
 		return
 	}
 	defer hb.release()
+	defer func() { b.obs.turn.Observe(time.Since(start).Seconds()) }()
 	if rec.Attempts > b.policy.maxAttempts {
 		b.failInbound(ctx, rec, hb, fmt.Errorf("claimed %d times without finishing (durability.inbox.max_attempts = %d): the process died each time", rec.Attempts-1, b.policy.maxAttempts), true)
 		return
@@ -154,7 +162,7 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 		// A replay under another module than the one that ran it: its sends
 		// may differ; on_diverged settles derived keys.
 		b.replaysOnNewModule.Add(1)
-		b.log.Warn("replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.guest.Digest()))
+		log.Warn("replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.guest.Digest()))
 	}
 	var held func() error
 	if b.coord != nil {
@@ -165,7 +173,11 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 			return turn()
 		}
 	}
-	t, err := b.run(hb.ctx, ev, reasons, held)
+	runCtx := hb.ctx
+	if span.IsRecording() {
+		runCtx = trace.ContextWithSpan(runCtx, span)
+	}
+	t, err := b.run(runCtx, ev, reasons, held)
 	hb.stop()
 	if hb.lost.Load() {
 		t.flushMark(ctx)
@@ -176,17 +188,20 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 		if lost := held(); lost != nil {
 			t.flushMark(ctx)
 			b.metrics.staleLeases.Add(1)
-			b.log.Warn("not completed: the lease or the chat's turn expired while the handler ran; the record runs again", "id", rec.ID, "err", lost)
+			log.Warn("not completed: the lease or the chat's turn expired while the handler ran; the record runs again", "id", rec.ID, "err", lost)
 			return
 		}
 	}
 	if err == nil || errors.As(err, &he) {
-		err := b.complete(ctx, rec, t)
+		cctx, cspan := b.tr.start(ctx, spanComplete)
+		err := b.complete(cctx, rec, t)
+		fail(cspan, err)
+		cspan.End()
 		if errors.Is(err, durability.ErrStaleLease) {
 			b.metrics.staleLeases.Add(1)
-			b.log.Warn("completion refused: the lease was lost to another owner", "id", rec.ID)
+			log.Warn("completion refused: the lease was lost to another owner", "id", rec.ID)
 		} else if err != nil {
-			b.log.Error("completion failed; the record is released to run again, its sends answered from the outbox", "id", rec.ID, "err", err)
+			log.Error("completion failed; the record is released to run again, its sends answered from the outbox", "id", rec.ID, "err", err)
 			b.releaseUncompleted(ctx, rec, err)
 		}
 		return
@@ -204,7 +219,7 @@ func (b *Bot) releaseUncompleted(ctx context.Context, rec *durability.InboxRecor
 	dead := rec.Attempts >= b.policy.maxAttempts
 	err := b.inbox.Fail(ctx, rec.ID, rec.Token, fmt.Sprintf("completion failed: %v", cause), durability.FailOptions{Now: now, RetryAt: now, Dead: dead})
 	if err != nil && !errors.Is(err, durability.ErrStaleLease) && ctx.Err() == nil {
-		b.log.Warn("releasing the record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
+		logWithTrace(b.log, trace.SpanFromContext(ctx)).Warn("releasing the record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
 	}
 	if err == nil && !dead {
 		b.wakeSweeper()
@@ -239,7 +254,13 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held
 	t := b.newTurn(ev)
 	t.held = held
 	t.mediaReasons = mediaReasons
-	ran, err := b.guest.Handle(ctx, ev, t)
+	log := logWithTrace(b.log, trace.SpanFromContext(ctx))
+	gctx, gspan := b.tr.start(ctx, spanGuest)
+	start := time.Now()
+	ran, err := b.guest.Handle(gctx, ev, t)
+	b.obs.guest.Observe(time.Since(start).Seconds())
+	fail(gspan, err)
+	gspan.End()
 	t.module = ran
 	var he *wasm.HandlerError
 	var fault *wasm.FaultError
@@ -255,12 +276,12 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held
 	switch {
 	case err == nil:
 	case errors.As(err, &he):
-		b.log.Error("handler returned an error; the message is confirmed, not retried (its sends already happened)", "event", ev.ID, "err", he.Message)
+		log.Error("handler returned an error; the message is confirmed, not retried (its sends already happened)", "event", ev.ID, "err", he.Message)
 		b.alerts.emit(Alert{Name: AlertHandlerError, ID: ev.ID, Chat: ev.Chat, Error: he.Message})
 	case errors.As(err, &fault):
-		b.log.Error("event failed: guest fault; the instance was discarded", "event", ev.ID, "attempt", ev.Attempt, "kind", fault.Kind, "err", fault.Err)
+		log.Error("event failed: guest fault; the instance was discarded", "event", ev.ID, "attempt", ev.Attempt, "kind", fault.Kind, "err", fault.Err)
 	default:
-		b.log.Error("event failed", "event", ev.ID, "attempt", ev.Attempt, "err", err)
+		log.Error("event failed", "event", ev.ID, "attempt", ev.Attempt, "err", err)
 	}
 	return t, err
 }
@@ -278,12 +299,12 @@ func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *
 	case errors.Is(err, durability.ErrStaleLease):
 		b.metrics.staleLeases.Add(1)
 	case err != nil:
-		b.log.Error("recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
+		logWithTrace(b.log, trace.SpanFromContext(ctx)).Error("recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
 	case dead:
 		b.metrics.inboundDead.Add(1)
 		b.alerts.emit(Alert{Name: AlertDead, Kind: "inbox", ID: rec.ID, Chat: rec.Chat, Error: cause.Error()})
 	default:
-		b.log.Info("event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
+		logWithTrace(b.log, trace.SpanFromContext(ctx)).Info("event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
 	}
 }
 

@@ -227,7 +227,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		logger.Info("admin API on its own address", "listen", adminLn.Addr().String())
 	}
-	admin.Attach(bot, cfg.Admin.Token, adminLn)
+	admin.AttachWith(bot, admin.Options{Token: cfg.Admin.Token, MetricsPublic: cfg.Admin.MetricsPublic}, adminLn)
 	if cfg.Admin.Token == "" {
 		logger.Info("admin API off: set [admin] token to turn it on")
 	}

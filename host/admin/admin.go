@@ -1,5 +1,6 @@
 // Package admin is the operator's HTTP surface of a running bot, under /admin/
-// on [http] listen, or on its own [admin] listen: Prometheus metrics, the inbox and outbox with
+// on [http] listen, or on its own [admin] listen: Prometheus metrics (public
+// with [admin] metrics_public), the inbox and outbox with
 // their dead-letter queues, replay, retry and discard, the replicas' status, and Go's profiles. Every request needs
 // "Authorization: Bearer <[admin] token>"; without a configured token the
 // surface is off.
@@ -19,6 +20,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
 )
@@ -26,6 +30,8 @@ import (
 // Bot is what the admin surface operates; *host.Bot implements it.
 type Bot interface {
 	Metrics() host.Metrics
+	// Gatherer is the bot's Prometheus registry, served at /admin/metrics.
+	Gatherer() prometheus.Gatherer
 	ListInbox(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error)
 	ListOutbox(ctx context.Context, f durability.ListFilter) ([]durability.OutboxRecord, error)
 	ReplayInbound(ctx context.Context, id string) error
@@ -37,19 +43,34 @@ type Bot interface {
 	Status(ctx context.Context) (host.Status, error)
 }
 
+// Options are the admin surface's settings ([admin] in bot.toml).
+type Options struct {
+	// Token is the bearer token every request needs; empty turns the
+	// surface off.
+	Token string
+	// MetricsPublic serves GET /admin/metrics without the token (with or
+	// without one configured).
+	MetricsPublic bool
+}
+
 // Attach puts the admin surface on bot. With ln nil it is mounted under
 // /admin/ on the bot's public listener. Otherwise it is served alone on ln
 // ([admin] listen), with /healthz, by the bot's Run, and the public listener
 // answers /admin/ with a plain 404 that does not point at it. Call it before
 // Run.
 func Attach(bot *host.Bot, token string, ln net.Listener) {
+	AttachWith(bot, Options{Token: token}, ln)
+}
+
+// AttachWith is Attach with all of the surface's options.
+func AttachWith(bot *host.Bot, opts Options, ln net.Listener) {
 	if ln == nil {
-		bot.Mount(func(mux *http.ServeMux) { Routes(mux, bot, token) })
+		bot.Mount(func(mux *http.ServeMux) { RoutesWith(mux, bot, opts) })
 		return
 	}
 	bot.Mount(func(mux *http.ServeMux) { mux.Handle("/admin/", http.NotFoundHandler()) })
 	mux := http.NewServeMux()
-	Routes(mux, bot, token)
+	RoutesWith(mux, bot, opts)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	bot.AddListener(ln, mux)
 }
@@ -57,6 +78,16 @@ func Attach(bot *host.Bot, token string, ln net.Listener) {
 // Routes mounts the admin surface on mux. An empty token turns it off: every
 // /admin/ request then answers 404 saying how to turn it on.
 func Routes(mux *http.ServeMux, bot Bot, token string) {
+	RoutesWith(mux, bot, Options{Token: token})
+}
+
+// RoutesWith is Routes with all of the surface's options.
+func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
+	token := opts.Token
+	metrics := promhttp.HandlerFor(bot.Gatherer(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	if opts.MetricsPublic {
+		mux.Handle("GET /admin/metrics", metrics)
+	}
 	if token == "" {
 		mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "botrun: the admin API is off; set [admin] token in bot.toml (use ${ENV})", http.StatusNotFound)
@@ -64,7 +95,9 @@ func Routes(mux *http.ServeMux, bot Bot, token string) {
 		return
 	}
 	a := &api{bot: bot, token: []byte(token)}
-	mux.HandleFunc("GET /admin/metrics", a.auth(a.metrics))
+	if !opts.MetricsPublic {
+		mux.HandleFunc("GET /admin/metrics", a.auth(metrics.ServeHTTP))
+	}
 	mux.HandleFunc("GET /admin/inbox", a.auth(a.listInbox))
 	mux.HandleFunc("GET /admin/outbox", a.auth(a.listOutbox))
 	mux.HandleFunc("GET /admin/status", a.auth(a.status))
@@ -102,41 +135,6 @@ func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		next(w, r)
-	}
-}
-
-// counters are the exported metrics: name, help, value.
-func (a *api) counters() [][3]any {
-	m := a.bot.Metrics()
-	live, refused, replays := m.ModulesLoaded, m.ModulesRefused, m.ReplaysOnNewModule
-	return [][3]any{
-		{"inbound_journaled", "Inbound messages journaled before any handler ran.", m.InboundJournaled},
-		{"inbound_duplicates", "Redelivered inbound messages recognised by their channel id.", m.InboundDuplicates},
-		{"inbound_refused", "Inbound messages refused unjournaled (503) because bot.max_queue messages waited for a worker.", m.InboundRefused},
-		{"inbound_replayed", "Inbound records run again (after a crash, a retry or an operator's replay).", m.InboundReplayed},
-		{"inbound_dead", "Inbound records moved to the dead-letter queue.", m.InboundDead},
-		{"outbox_journaled", "Sends journaled before the channel was called.", m.OutboxJournaled},
-		{"outbox_deduped", "Sends answered from the outbox instead of sent again.", m.OutboxDeduped},
-		{"outbox_retried", "Send attempts retried after a failure.", m.OutboxRetried},
-		{"outbox_deferred", "Sends left to the sweeper.", m.OutboxDeferred},
-		{"outbox_dead", "Sends moved to the dead-letter queue.", m.OutboxDead},
-		{"outbox_ambiguous", "Sends whose outcome a crash left unknown.", m.OutboxAmbiguous},
-		{"outbox_ambiguous_resolved", "Sends a crash left in flight that their channel settled (transactional, reconciled or idempotent): neither lost nor doubled.", m.OutboxAmbiguousResolved},
-		{"outbox_bypassed", "Sends over max_payload_bytes sent without the outbox.", m.OutboxBypassed},
-		{"stale_leases", "Completions refused because the lease had passed to another owner.", m.StaleLeases},
-		{"outbox_diverged", "Replayed sends whose content differed under the same key.", m.OutboxDiverged},
-		{"provider_not_leader", "Sends and admissions refused on a channel whose session another replica leads (ProviderNotLeader): the sends handed back to the leader, not charged as attempts.", m.ProviderNotLeader},
-		{"module_reloads", "Modules swapped in by hot reload.", live},
-		{"module_reloads_refused", "Changed modules refused by hot reload.", refused},
-		{"replays_on_new_module", "Replays run by another module than the first run.", replays},
-	}
-}
-
-// metrics answers in the Prometheus text exposition format.
-func (a *api) metrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	for _, c := range a.counters() {
-		fmt.Fprintf(w, "# HELP botrun_%s_total %s\n# TYPE botrun_%s_total counter\nbotrun_%s_total %d\n", c[0], c[1], c[0], c[0], c[2])
 	}
 }
 

@@ -26,6 +26,8 @@ type Config struct {
 	Admin Admin `toml:"admin"`
 	// Alerts is the [alerts] section.
 	Alerts Alerts `toml:"alerts"`
+	// Tracing is the [tracing] section.
+	Tracing Tracing `toml:"tracing"`
 	// Providers are the [[providers]] entries.
 	Providers []Provider `toml:"-"`
 }
@@ -87,6 +89,19 @@ type HTTP struct {
 	Listen string `toml:"listen"`
 }
 
+// Tracing is the [tracing] section: OpenTelemetry traces of each inbound
+// message (admission, journal, turn, sends, completion), exported over
+// OTLP/HTTP. Off without an endpoint.
+type Tracing struct {
+	// OTLPEndpoint is the collector's OTLP/HTTP traces URL, e.g.
+	// http://127.0.0.1:4318/v1/traces; empty turns tracing off.
+	OTLPEndpoint string `toml:"otlp_endpoint"`
+	// ServiceName is the traces' service.name (default "botrun").
+	ServiceName string `toml:"service_name"`
+	// SampleRatio is the share of messages traced, 0..1 (default 1).
+	SampleRatio *float64 `toml:"sample_ratio"`
+}
+
 // Admin is the [admin] section: the operator's HTTP API under /admin/.
 type Admin struct {
 	// Token is the bearer token every admin request needs (use ${ENV});
@@ -95,6 +110,10 @@ type Admin struct {
 	// Listen, when set, serves the admin API on its own address (host:port)
 	// instead of under /admin/ on [http] listen, which then answers 404 there.
 	Listen string `toml:"listen"`
+	// MetricsPublic serves GET /admin/metrics without the token, for a
+	// Prometheus scraper on a private network; the rest of the API keeps
+	// needing it.
+	MetricsPublic bool `toml:"metrics_public"`
 }
 
 // Alerts is the [alerts] section: where operator alerts (dead letters,
@@ -207,6 +226,13 @@ var bootID = func() string {
 
 // defaults fills every unset value; dir is the config file's directory.
 func (c *Config) defaults(dir string) {
+	if c.Tracing.ServiceName == "" {
+		c.Tracing.ServiceName = "botrun"
+	}
+	if c.Tracing.SampleRatio == nil {
+		one := 1.0
+		c.Tracing.SampleRatio = &one
+	}
 	b := &c.Bot
 	if b.ID == "" {
 		b.ID = "bot"

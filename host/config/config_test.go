@@ -138,6 +138,10 @@ func TestFullFile(t *testing.T) {
 		{"providers", len(cfg.Providers), 4},
 		{"admin.token", cfg.Admin.Token, "an-admin-token-of-24-chars"},
 		{"admin.listen", cfg.Admin.Listen, "127.0.0.1:9091"},
+		{"admin.metrics_public", cfg.Admin.MetricsPublic, true},
+		{"tracing.otlp_endpoint", cfg.Tracing.OTLPEndpoint, "http://127.0.0.1:4318/v1/traces"},
+		{"tracing.service_name default", cfg.Tracing.ServiceName, "botrun"},
+		{"tracing.sample_ratio", *cfg.Tracing.SampleRatio, 0.25},
 		{"webchat allow_public", cfg.Providers[0].Settings.(*webchat.Config).AllowPublic, true},
 		{"webchat rate_limit", cfg.Providers[0].Settings.(*webchat.Config).RateLimit, 5.0},
 		{"webchat burst", cfg.Providers[0].Settings.(*webchat.Config).Burst, 10},
@@ -252,14 +256,18 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-func TestAlertsSection(t *testing.T) {
+// TestAlertsAndTracingSections checks the [alerts] and [tracing] keys.
+func TestAlertsAndTracingSections(t *testing.T) {
 	t.Parallel()
 	base := "[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"
 	for src, want := range map[string]string{
-		"[alerts]\nurl = \"https://ops.example/a\"\nsecret = \"0123456789abcdef\"\n": "",
-		"[alerts]\nurl = \"https://ops.example/a\"\n":                                "alerts.secret: missing or shorter than 16 characters",
-		"[alerts]\nsecret = \"0123456789abcdef\"\n":                                  "alerts.url: missing",
-		"[alerts]\nurl = \"http://ops.example/a\"\nsecret = \"0123456789abcdef\"\n":  "is plain http to another machine",
+		"[alerts]\nurl = \"https://ops.example/a\"\nsecret = \"0123456789abcdef\"\n":                      "",
+		"[alerts]\nurl = \"https://ops.example/a\"\n":                                                     "alerts.secret: missing or shorter than 16 characters",
+		"[alerts]\nsecret = \"0123456789abcdef\"\n":                                                       "alerts.url: missing",
+		"[alerts]\nurl = \"http://ops.example/a\"\nsecret = \"0123456789abcdef\"\n":                       "is plain http to another machine",
+		"[tracing]\notlp_endpoint = \"https://otel.internal:4318/v1/traces\"\nservice_name = \"bot-a\"\n": "",
+		"[tracing]\notlp_endpoint = \"otel:4318\"\n":                                                      "tracing.otlp_endpoint: \"otel:4318\": want the collector's OTLP/HTTP URL",
+		"[tracing]\nsample_ratio = 1.5\n":                                                                 "tracing.sample_ratio: 1.5: want a share between 0 and 1",
 	} {
 		_, err := Parse("bot.toml", base+src, env(nil))
 		switch {

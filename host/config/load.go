@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -328,6 +329,14 @@ func (p *parser) validate(c *Config) {
 		p.add("admin.token", "shorter than 16 characters: use a long random token (e.g. openssl rand -hex 24) from ${ENV}")
 	}
 	p.validateAdminListen(c)
+	if t := c.Tracing; t.OTLPEndpoint != "" {
+		if u, err := url.Parse(t.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("tracing.otlp_endpoint", "%q: want the collector's OTLP/HTTP URL, e.g. http://127.0.0.1:4318/v1/traces", t.OTLPEndpoint)
+		}
+	}
+	if r := *c.Tracing.SampleRatio; r < 0 || r > 1 {
+		p.add("tracing.sample_ratio", "%v: want a share between 0 and 1", r)
+	}
 	if a := c.Alerts; a.URL != "" || a.Secret != "" {
 		provider.CheckAPIURL(a.URL, func(_, format string, args ...any) { p.add("alerts.url", format, args...) })
 		if a.URL == "" {

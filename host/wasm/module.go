@@ -423,3 +423,11 @@ func (r *eventRand) reseed(id string) {
 func (r *eventRand) Read(p []byte) (int, error) {
 	return r.src.Read(p)
 }
+
+// Instances reports the module's handler instances: busy running an event,
+// and idle (instantiated, waiting in the pool).
+func (m *Module) Instances() (busy, idle int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.events.slots), len(m.events.idle)
+}

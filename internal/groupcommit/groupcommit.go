@@ -8,10 +8,68 @@ package groupcommit
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // ErrClosed is returned by Submit after Close.
 var ErrClosed = errors.New("groupcommit: closed")
+
+// Observer is told of every batch a committer ran: its size and how long
+// run took (the commit's latency).
+type Observer func(size int, took time.Duration)
+
+// observers are the Observers of every committer in the process.
+var observers atomic.Pointer[[]*Observer]
+
+// Observe tells o of every batch any committer of this process runs, until
+// the returned function is called. An observer must be cheap: it runs on
+// the writer goroutine after each commit.
+func Observe(o Observer) (stop func()) {
+	p := &o
+	update(func(list []*Observer) []*Observer { return append(list, p) })
+	return func() {
+		update(func(list []*Observer) []*Observer {
+			out := make([]*Observer, 0, len(list))
+			for _, q := range list {
+				if q != p {
+					out = append(out, q)
+				}
+			}
+			return out
+		})
+	}
+}
+
+// update replaces the observer list by f's copy of it.
+func update(f func([]*Observer) []*Observer) {
+	for {
+		old := observers.Load()
+		var list []*Observer
+		if old != nil {
+			list = *old
+		}
+		next := f(append([]*Observer(nil), list...))
+		if observers.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// commit runs one batch and tells the observers.
+func (c *Committer[R]) commit(batch []R) {
+	obs := observers.Load()
+	if obs == nil || len(*obs) == 0 {
+		c.run(batch)
+		return
+	}
+	start := time.Now()
+	c.run(batch)
+	took := time.Since(start)
+	for _, o := range *obs {
+		(*o)(len(batch), took)
+	}
+}
 
 // Committer batches requests of type R for one writer.
 type Committer[R any] struct {
@@ -54,7 +112,7 @@ func (c *Committer[R]) writer(maxBatch int) {
 			for {
 				select {
 				case r := <-c.reqs:
-					c.run([]R{r})
+					c.commit([]R{r})
 				default:
 					return
 				}
@@ -69,7 +127,7 @@ func (c *Committer[R]) writer(maxBatch int) {
 				break drain
 			}
 		}
-		c.run(batch)
+		c.commit(batch)
 	}
 }
 

@@ -1,0 +1,223 @@
+package host
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/internal/groupcommit"
+)
+
+// depthCap bounds the records one queue-depth gauge counts per scrape: a
+// deeper queue shows as depthCap.
+const depthCap = 10000
+
+// depthTTL is how long a scrape reuses the queue depths read by the last.
+const depthTTL = 10 * time.Second
+
+// instruments are the bot's Prometheus metrics, on a registry of its own
+// (not the process's default one): the counters, latency histograms, queue
+// depth and instance gauges, and Go's runtime and process metrics.
+type instruments struct {
+	reg *prometheus.Registry
+	// admission is webhook to journaled; turn is a claimed record's whole
+	// turn (handler, sends, completion); guest is the handler's own run.
+	admission, turn, guest prometheus.Histogram
+	sendVec                *prometheus.HistogramVec
+	// commit and batch are the group commit's latency and batch size.
+	commit, batch prometheus.Histogram
+	stopCommit    func()
+}
+
+// counterDefs are the counters, exported as botrun_<name>_total.
+var counterDefs = []struct {
+	name, help string
+	value      func(Metrics) int64
+}{
+	{"inbound_journaled", "Inbound messages journaled before any handler ran.", func(m Metrics) int64 { return m.InboundJournaled }},
+	{"inbound_duplicates", "Redelivered inbound messages recognised by their channel id.", func(m Metrics) int64 { return m.InboundDuplicates }},
+	{"inbound_refused", "Inbound messages refused unjournaled (503) because bot.max_queue messages waited for a worker.", func(m Metrics) int64 { return m.InboundRefused }},
+	{"inbound_replayed", "Inbound records run again (after a crash, a retry or an operator's replay).", func(m Metrics) int64 { return m.InboundReplayed }},
+	{"inbound_dead", "Inbound records moved to the dead-letter queue.", func(m Metrics) int64 { return m.InboundDead }},
+	{"outbox_journaled", "Sends journaled before the channel was called.", func(m Metrics) int64 { return m.OutboxJournaled }},
+	{"outbox_deduped", "Sends answered from the outbox instead of sent again.", func(m Metrics) int64 { return m.OutboxDeduped }},
+	{"outbox_retried", "Send attempts retried after a failure.", func(m Metrics) int64 { return m.OutboxRetried }},
+	{"outbox_deferred", "Sends left to the sweeper.", func(m Metrics) int64 { return m.OutboxDeferred }},
+	{"outbox_dead", "Sends moved to the dead-letter queue.", func(m Metrics) int64 { return m.OutboxDead }},
+	{"outbox_ambiguous", "Sends whose outcome a crash left unknown.", func(m Metrics) int64 { return m.OutboxAmbiguous }},
+	{"outbox_ambiguous_resolved", "Sends a crash left in flight that their channel settled (transactional, reconciled or idempotent): neither lost nor doubled.", func(m Metrics) int64 { return m.OutboxAmbiguousResolved }},
+	{"outbox_bypassed", "Sends over max_payload_bytes sent without the outbox.", func(m Metrics) int64 { return m.OutboxBypassed }},
+	{"stale_leases", "Completions refused because the lease had passed to another owner.", func(m Metrics) int64 { return m.StaleLeases }},
+	{"outbox_diverged", "Replayed sends whose content differed under the same key.", func(m Metrics) int64 { return m.OutboxDiverged }},
+	{"provider_not_leader", "Sends and admissions refused on a channel whose session another replica leads (ProviderNotLeader): the sends handed back to the leader, not charged as attempts.", func(m Metrics) int64 { return m.ProviderNotLeader }},
+	{"module_reloads", "Modules swapped in by hot reload.", func(m Metrics) int64 { return m.ModulesLoaded }},
+	{"module_reloads_refused", "Changed modules refused by hot reload.", func(m Metrics) int64 { return m.ModulesRefused }},
+	{"replays_on_new_module", "Replays run by another module than the first run.", func(m Metrics) int64 { return m.ReplaysOnNewModule }},
+}
+
+// newInstruments builds b's metrics and starts observing the process's
+// group commits (close stops it).
+func newInstruments(b *Bot) *instruments {
+	seconds := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "botrun_" + name, Help: help, Buckets: buckets})
+	}
+	ms := func(start float64, n int) []float64 { return prometheus.ExponentialBuckets(start, 2, n) }
+	in := &instruments{
+		reg:       prometheus.NewRegistry(),
+		admission: seconds("admission_seconds", "Admission: from the channel handing a message over to its inbox record journaled.", ms(0.0005, 14)),
+		turn:      seconds("turn_seconds", "A claimed inbound record's turn: its handler, sends and completion.", ms(0.001, 16)),
+		guest:     seconds("guest_seconds", "The guest's handler run for one event (its host calls included).", ms(0.001, 16)),
+		commit:    seconds("journal_commit_seconds", "One group commit of the journal (a batch of writes in one transaction); process-wide.", ms(0.0001, 15)),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "botrun_journal_commit_batch_size",
+			Help: "Writes per group commit of the journal; process-wide.", Buckets: ms(1, 10)}),
+		sendVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "botrun_send_seconds",
+			Help: "One call of a channel's send (an attempt), by provider.", Buckets: ms(0.001, 15)}, []string{"provider"}),
+	}
+	in.reg.MustRegister(in.admission, in.turn, in.guest, in.commit, in.batch, in.sendVec,
+		counterCollector{b}, &depthCollector{b: b}, instanceCollector{b},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	in.stopCommit = groupcommit.Observe(func(size int, took time.Duration) {
+		in.batch.Observe(float64(size))
+		in.commit.Observe(took.Seconds())
+	})
+	return in
+}
+
+// sendObservers are the send latency histograms of each of providers,
+// curried once so that a send observes without a label lookup.
+func (in *instruments) sendObservers(providers []string) map[string]prometheus.Observer {
+	out := make(map[string]prometheus.Observer, len(providers))
+	for _, p := range providers {
+		out[p] = in.sendVec.WithLabelValues(p)
+	}
+	return out
+}
+
+func (in *instruments) close() { in.stopCommit() }
+
+// Gatherer is the bot's Prometheus registry, for /admin/metrics.
+func (b *Bot) Gatherer() prometheus.Gatherer { return b.obs.reg }
+
+// counterCollector exports the counters of Metrics.
+type counterCollector struct{ b *Bot }
+
+var counterDescs = func() []*prometheus.Desc {
+	out := make([]*prometheus.Desc, len(counterDefs))
+	for i, c := range counterDefs {
+		out[i] = prometheus.NewDesc("botrun_"+c.name+"_total", c.help, nil, nil)
+	}
+	return out
+}()
+
+func (c counterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range counterDescs {
+		ch <- d
+	}
+}
+
+func (c counterCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.b.Metrics()
+	for i, def := range counterDefs {
+		ch <- prometheus.MustNewConstMetric(counterDescs[i], prometheus.CounterValue, float64(def.value(m)))
+	}
+}
+
+var (
+	inboxDepth = prometheus.NewDesc("botrun_inbox_records",
+		"Inbox records by state: queued (pending or failed, due for a run), leased (processing), dead; counted up to 10000, read at most every 10 s.", []string{"state"}, nil)
+	outboxDepth = prometheus.NewDesc("botrun_outbox_records",
+		"Outbox records by state: pending (due), deferred (failed, due for a retry), scheduled (held until later), dead, unknown (ambiguous, skipped); counted up to 10000, read at most every 10 s.", []string{"state"}, nil)
+)
+
+// depthCollector exports the queue depths, read from the journals at
+// scrape time and reused for depthTTL, each list capped at depthCap.
+type depthCollector struct {
+	b *Bot
+
+	mu     sync.Mutex
+	at     time.Time
+	inbox  map[string]int
+	outbox map[string]int
+}
+
+func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inboxDepth; ch <- outboxDepth }
+
+func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inbox == nil || time.Since(d.at) > depthTTL {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		inbox, outbox, err := d.read(ctx)
+		cancel()
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(inboxDepth, err)
+			return
+		}
+		d.inbox, d.outbox, d.at = inbox, outbox, time.Now()
+	}
+	for _, s := range []string{"queued", "leased", "dead"} {
+		ch <- prometheus.MustNewConstMetric(inboxDepth, prometheus.GaugeValue, float64(d.inbox[s]), s)
+	}
+	for _, s := range []string{"pending", "deferred", "scheduled", "dead", "unknown"} {
+		ch <- prometheus.MustNewConstMetric(outboxDepth, prometheus.GaugeValue, float64(d.outbox[s]), s)
+	}
+}
+
+// read counts the records of each shown state.
+func (d *depthCollector) read(ctx context.Context) (inbox, outbox map[string]int, err error) {
+	inbox, outbox = map[string]int{}, map[string]int{}
+	count := func(state string) int {
+		if err != nil {
+			return 0
+		}
+		var recs []durability.InboxRecord
+		recs, err = d.b.inbox.List(ctx, durability.ListFilter{State: state, Limit: depthCap})
+		return len(recs)
+	}
+	inbox["queued"] = min(count(string(durability.InboxPending))+count(string(durability.InboxFailed)), depthCap)
+	inbox["leased"] = count(string(durability.InboxProcessing))
+	inbox["dead"] = count(string(durability.InboxDead))
+	now := nowMs()
+	for shown, stored := range map[string]durability.OutboxState{"pending": durability.OutboxPending,
+		"deferred": durability.OutboxFailed, "dead": durability.OutboxDead, "unknown": durability.OutboxUnknown} {
+		if err != nil {
+			break
+		}
+		var recs []durability.OutboxRecord
+		recs, err = d.b.outbox.List(ctx, durability.ListFilter{State: string(stored), Limit: depthCap})
+		if stored != durability.OutboxPending {
+			outbox[shown] = len(recs)
+			continue
+		}
+		for _, r := range recs {
+			outbox[string(r.Shown(now))]++
+		}
+	}
+	return inbox, outbox, err
+}
+
+var instancesDesc = prometheus.NewDesc("botrun_guest_instances",
+	"The guest module's handler instances: busy running an event, idle in the pool.", []string{"state"}, nil)
+
+// instanceCollector exports the guest's instance pool (none for a guest
+// without one).
+type instanceCollector struct{ b *Bot }
+
+// instancePool is a Guest that reports its instances.
+type instancePool interface{ Instances() (busy, idle int) }
+
+func (c instanceCollector) Describe(ch chan<- *prometheus.Desc) { ch <- instancesDesc }
+
+func (c instanceCollector) Collect(ch chan<- prometheus.Metric) {
+	p, ok := c.b.guest.(instancePool)
+	if !ok {
+		return
+	}
+	busy, idle := p.Instances()
+	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(busy), "busy")
+	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(idle), "idle")
+}

@@ -1,0 +1,142 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+// TestTracingOneTracePerMessage checks a message makes one trace whose
+// spans nest admission → journal, admission → turn → guest → each send, and
+// turn → completion, and that the turn's log lines carry its trace id.
+func TestTracingOneTracePerMessage(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	var logs syncBuffer
+	// The handler sends twice, then fails: its error is logged by the turn.
+	guest := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		for _, text := range []string{"one", "two"} {
+			if _, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text}); err != nil {
+				return err
+			}
+		}
+		return &wasm.HandlerError{Message: "done on purpose"}
+	})
+	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		Backend: memory.New(), Guest: guest, Providers: []provider.Provider{newChannel()}, TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start()
+	defer b.Stop(context.Background())
+	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", From: "u", Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string][]tracetest.SpanStub{}
+	deadline := time.Now().Add(2 * time.Minute)
+	// The turn's span ends last on the worker; the admission's when Admit
+	// returns, which may be later still.
+	for len(byName[spanTurn]) == 0 || len(byName[spanAdmit]) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no turn span after 2 minutes; spans: %v", byName)
+		}
+		time.Sleep(10 * time.Millisecond)
+		byName = map[string][]tracetest.SpanStub{}
+		for _, s := range exp.GetSpans() {
+			byName[s.Name] = append(byName[s.Name], s)
+		}
+	}
+	want := map[string]int{spanAdmit: 1, spanJournal: 1, spanTurn: 1, spanGuest: 1, spanSend: 2, spanComplete: 1}
+	for name, n := range want {
+		if len(byName[name]) != n {
+			t.Fatalf("%d %s spans, want %d (spans: %v)", len(byName[name]), name, n, byName)
+		}
+	}
+	if n := len(exp.GetSpans()); n != 7 {
+		t.Errorf("%d spans, want 7: %v", n, byName)
+	}
+	root := byName[spanAdmit][0]
+	traceID := root.SpanContext.TraceID()
+	if root.Parent.IsValid() {
+		t.Errorf("the admission span has a parent: %v", root.Parent)
+	}
+	parentOf := map[string]string{spanJournal: spanAdmit, spanTurn: spanAdmit, spanGuest: spanTurn, spanSend: spanGuest, spanComplete: spanTurn}
+	for name, parent := range parentOf {
+		for _, s := range byName[name] {
+			if s.SpanContext.TraceID() != traceID {
+				t.Errorf("%s is in trace %s, want %s", name, s.SpanContext.TraceID(), traceID)
+			}
+			if s.Parent.SpanID() != byName[parent][0].SpanContext.SpanID() {
+				t.Errorf("%s's parent is %s, want the %s span", name, s.Parent.SpanID(), parent)
+			}
+		}
+	}
+	var found bool
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec["msg"].(string), "handler returned an error") {
+			found = true
+			if rec["trace_id"] != traceID.String() {
+				t.Errorf("the turn's log line has trace_id %v, want %s: %s", rec["trace_id"], traceID, line)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no log line of the turn:\n%s", logs.String())
+	}
+}
+
+// TestTracingOff checks that without [tracing] the bot has no tracer: its
+// spans are no-ops and its logs carry no trace id.
+func TestTracingOff(t *testing.T) {
+	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: memory.New(),
+		Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Providers: []provider.Provider{newChannel()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop(context.Background())
+	if b.tr.tracer != nil || b.tr.shutdown != nil {
+		t.Fatalf("tracing is on without [tracing] otlp_endpoint")
+	}
+	ctx, span := b.tr.start(context.Background(), spanAdmit)
+	if span.IsRecording() || span.SpanContext().IsValid() || ctx != context.Background() {
+		t.Fatalf("an off tracer made a span: %v", span.SpanContext())
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		_, s := b.tr.start(ctx, spanTurn)
+		idAttr(s, "id", "web")
+		s.End()
+	}); n != 0 {
+		t.Fatalf("an off span allocates %v times", n)
+	}
+}
+
+// TestTracingConfigured builds the OTLP/HTTP exporter [tracing]
+// otlp_endpoint names, sampled by sample_ratio.
+func TestTracingConfigured(t *testing.T) {
+	cfg := testConfig(t, "[tracing]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"\nsample_ratio = 0.5\n").Tracing
+	tr, err := newTracing(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.tracer == nil || tr.shutdown == nil {
+		t.Fatalf("[tracing] otlp_endpoint set, but no tracer or exporter")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tr.shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with no span to export: %v", err)
+	}
+}
