@@ -14,6 +14,7 @@ import (
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/testserver"
 )
 
@@ -23,7 +24,12 @@ func uniquePrefix(p string) string {
 	return fmt.Sprintf("%s%d_%d_", p, os.Getpid(), prefixes.Add(1))
 }
 
-func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }
+// TestMain stops the servers and the browser the tests started.
+func TestMain(m *testing.M) {
+	code := testserver.Run(m)
+	browsertest.Stop()
+	os.Exit(code)
+}
 
 // TestTranscriptSeqPerChat: each chat counts its own seq, so concurrent
 // replies to many chats never conflict, and one chat's entries keep the order
