@@ -19,8 +19,12 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// Timeout bounds one test's use of its tab: generous, for a loaded machine.
-const Timeout = 3 * time.Minute
+// Timeout bounds one test's use of its tab, and Wait one wait for a
+// condition: generous, for a loaded machine.
+const (
+	Timeout = 5 * time.Minute
+	Wait    = 2 * time.Minute
+)
 
 var (
 	once    sync.Once
@@ -103,20 +107,25 @@ func WaitText(sel, text string) chromedp.Action[chromedp.Void] {
 	x, _ := json.Marshal(text)
 	return chromedp.Poll[chromedp.Void](fmt.Sprintf(
 		`Array.from(document.querySelectorAll(%s)).some((e) => e.textContent.includes(%s))`, s, x),
-		chromedp.WithPollingTimeout(0), chromedp.WithPollingInterval(50*time.Millisecond))
+		chromedp.WithPollingTimeout(Wait), chromedp.WithPollingInterval(50*time.Millisecond))
 }
 
 // WaitCount waits until at least n elements match the CSS selector sel.
 func WaitCount(sel string, n int) chromedp.Action[chromedp.Void] {
 	s, _ := json.Marshal(sel)
 	return chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelectorAll(%s).length >= %d`, s, n),
-		chromedp.WithPollingTimeout(0), chromedp.WithPollingInterval(50*time.Millisecond))
+		chromedp.WithPollingTimeout(Wait), chromedp.WithPollingInterval(50*time.Millisecond))
 }
 
-// Do runs steps in ctx's tab and fails t, naming what, on an error.
+// Do runs steps in ctx's tab and fails t, naming what, on an error, with
+// the text the page showed.
 func Do(t testing.TB, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		page, perr := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+		if perr != nil {
+			page = "(unreadable: " + perr.Error() + ")"
+		}
+		t.Fatalf("%s: %v\nthe page showed:\n%s", what, err, page)
 	}
 }
