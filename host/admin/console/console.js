@@ -244,10 +244,17 @@ function decodePayload(b64) {
 
 let shown = null;
 
-async function showRecord(kind, id) {
+// showRecord shows one record and keeps it, and its chat's transcript,
+// fresh while it is on screen.
+function showRecord(kind, id) {
   $("back").href = "#" + kind;
   $("record-title").textContent = (kind === "inbox" ? "Inbound " : "Send ") + id;
   $("action-result").textContent = "";
+  renderRecord(kind, id);
+  timers.push(setInterval(() => renderRecord(kind, id), 2000));
+}
+
+async function renderRecord(kind, id) {
   let r;
   try { r = await findRecord(kind, id); } catch (err) { failed(err, "action-result"); return; }
   if (!r) {
@@ -271,7 +278,6 @@ async function showRecord(kind, id) {
   $("retry").hidden = !(kind === "outbox" && ["dead", "failed", "unknown"].includes(r.state));
   $("discard").hidden = kind !== "outbox";
   transcript(r.chat);
-  timers.push(setInterval(() => transcript(r.chat), 2000));
 }
 
 async function transcript(chat) {
@@ -289,11 +295,9 @@ async function act(what, path) {
   try {
     await api("/admin/" + kind + "/" + encodeURIComponent(id) + "/" + path, { method: "POST" });
   } catch (err) { failed(err, "action-result"); return; }
-  for (const t of timers) clearInterval(t);
-  timers = [];
   if (path === "discard") { location.hash = "#outbox"; return; }
-  await showRecord(kind, id);
   $("action-result").textContent = what + ": done.";
+  renderRecord(kind, id);
 }
 $("replay").addEventListener("click", () => act("Replay", "replay"));
 $("retry").addEventListener("click", () => act("Retry", "retry"));
