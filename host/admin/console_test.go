@@ -1,25 +1,29 @@
 package admin
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/browsertest"
 )
@@ -40,27 +44,10 @@ func (f *flaky) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string,
 }
 func (f *flaky) Digest() string { return "flaky0123456789abcdef" }
 
-// logBuffer is a log destination safe for the bot's goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startConsole runs a bot with a real webchat "web", the guest g (one
 // attempt per event, so a failure is dead at once) and the admin surface.
-func startConsole(t *testing.T, g host.Guest) (string, *logBuffer) {
+// It returns the console's base URL and the path of the bot's log.
+func startConsole(t *testing.T, g host.Guest) (string, string) {
 	t.Helper()
 	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"),
 		"[bot]\nmodule = \"unused.wasm\"\n[durability]\npoll = \"20ms\"\n[durability.inbox]\nmax_attempts = 1\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
@@ -68,8 +55,13 @@ func startConsole(t *testing.T, g host.Guest) (string, *logBuffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
-	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), Guest: g})
+	logs := filepath.Join(t.TempDir(), "bot.log")
+	f, err := os.OpenFile(logs, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.NewTextHandler(f, nil)), Guest: g})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +144,99 @@ func TestConsoleInBrowser(t *testing.T) {
 		browsertest.WaitText("#transcript .msg.out", "echo: hello"),
 		browsertest.WaitText("#fields", "done"),
 		browsertest.WaitText("#fields", "flaky0123456789abcdef"))
-	if l := logs.String(); !strings.Contains(l, "action=replay") || !strings.Contains(l, "remote=127.0.0.1:") {
-		t.Fatalf("the replay is not logged with the operator's address:\n%s", l)
+	if l, err := os.ReadFile(logs); err != nil || !bytes.Contains(l, []byte("action=replay remote=127.0.0.1:")) {
+		t.Fatalf("the replay is not logged with the operator's address (%v):\n%s", err, l)
 	}
+}
+
+// TestConsoleAPI: the console's files are served without the token and hold
+// no data; the overview, paging, the bulk retry of a chat's dead sends and
+// the live tail (whose ?token= is checked like the header) answer the
+// console.
+func TestConsoleAPI(t *testing.T) {
+	b, ch, srv := setup(t, token)
+	for _, path := range []string{"/admin/", "/admin/console/console.js", "/admin/console/console.css"} {
+		if code, body := call(t, "GET", srv.URL+path, ""); code != 200 || body == "" {
+			t.Fatalf("GET %s: HTTP %d", path, code)
+		}
+	}
+	for _, ep := range []string{"/admin/overview", "/admin/events", "/admin/events?token=wrong-token-0123456789", "/admin/events?token=" + token + "x"} {
+		if code, _ := call(t, "GET", srv.URL+ep, ""); code != http.StatusUnauthorized {
+			t.Fatalf("GET %s: HTTP %d, want 401", ep, code)
+		}
+	}
+	if code, _ := call(t, "POST", srv.URL+"/admin/outbox/retry-dead?chat=c1", ""); code != http.StatusUnauthorized {
+		t.Fatalf("retry-dead without the token: HTTP %d, want 401", code)
+	}
+
+	// The live tail, opened before the dead sends.
+	resp, err := http.Get(srv.URL + "/admin/events?token=" + token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- data
+			}
+		}
+		close(events)
+	}()
+
+	for i := range 3 {
+		if _, err := b.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint("m", i), Chat: "c1", Text: "hola"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seen := 0; seen < 3; {
+		data, ok := <-events
+		if !ok {
+			t.Fatal("the live tail ended before the three dead sends")
+		}
+		var ev TailEvent
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("tail event %q: %v", data, err)
+		}
+		if ev.Name == host.AlertDead && ev.Kind == "outbox" && ev.Chat == "c1" && ev.Seq > 0 {
+			seen++
+		}
+	}
+
+	var o Overview
+	_, body := call(t, "GET", srv.URL+"/admin/overview", token)
+	if err := json.Unmarshal([]byte(body), &o); err != nil || o.Outbox["dead"] != 3 || o.Counters.OutboxDead != 3 || o.Inbox["dead"] != 0 || o.Module != "echo" {
+		t.Fatalf("overview %s (err %v)", body, err)
+	}
+
+	var page []durability.OutboxRecord
+	keys := map[string]bool{}
+	for offset := 0; offset < 3; offset++ {
+		_, body := call(t, "GET", fmt.Sprintf("%s/admin/outbox?state=dead&limit=1&offset=%d", srv.URL, offset), token)
+		if err := json.Unmarshal([]byte(body), &page); err != nil || len(page) != 1 {
+			t.Fatalf("page at offset %d: %s", offset, body)
+		}
+		keys[page[0].Key] = true
+	}
+	if _, body := call(t, "GET", srv.URL+"/admin/outbox?state=dead&limit=1&offset=3", token); len(keys) != 3 || body != "[]\n" {
+		t.Fatalf("pages: %d distinct keys, past the end %q", len(keys), body)
+	}
+	if code, _ := call(t, "GET", srv.URL+"/admin/outbox?offset=-1", token); code != 400 {
+		t.Fatalf("offset=-1: HTTP %d, want 400", code)
+	}
+
+	ch.mu.Lock()
+	ch.blocked = false
+	ch.mu.Unlock()
+	code, body := postBody(t, srv.URL+"/admin/outbox/retry-dead?chat=c1", "")
+	var res RetryDeadResult
+	if code != 200 || json.Unmarshal([]byte(body), &res) != nil || len(res.Retried) != 3 || len(res.Failed) != 0 {
+		t.Fatalf("retry-dead: HTTP %d %s", code, body)
+	}
+	waitFor(t, "the three retried sends", func() bool { return ch.count() == 3 })
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
-	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/testserver"
 )
 
@@ -24,12 +23,7 @@ func uniquePrefix(p string) string {
 	return fmt.Sprintf("%s%d_%d_", p, os.Getpid(), prefixes.Add(1))
 }
 
-// TestMain stops the servers and the browser the tests started.
-func TestMain(m *testing.M) {
-	code := testserver.Run(m)
-	browsertest.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }
 
 // TestTranscriptSeqPerChat: each chat counts its own seq, so concurrent
 // replies to many chats never conflict, and one chat's entries keep the order

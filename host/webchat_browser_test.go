@@ -1,53 +1,14 @@
-package webchat_test
+package host
 
 import (
 	"context"
-	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/botrun/botrun/host"
-	"github.com/botrun/botrun/host/config"
-	_ "github.com/botrun/botrun/host/provider/webchat"
 	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
-
-// startButtons runs examples/buttons behind a webchat "web" on loopback and
-// returns its base URL.
-func startButtons(t *testing.T) string {
-	t.Helper()
-	module := wasmbuild.Go(t, "../../../examples/buttons")
-	dir := t.TempDir()
-	src := "[bot]\nmodule = \"" + module + "\"\ndata_dir = \"" + filepath.Join(dir, "data") + "\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"
-	cfg, err := config.Parse(filepath.Join(dir, "bot.toml"), src, os.LookupEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bot, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- bot.Run(ctx, ln, 5*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
 
 // send types text into the chat page and presses its Send button.
 func send(t *testing.T, ctx context.Context, text string) {
@@ -58,11 +19,12 @@ func send(t *testing.T, ctx context.Context, text string) {
 		chromedp.Click(chromedp.CSS("#f button")))
 }
 
-// TestPageInBrowser drives the chat page in Chromium: a message typed and
-// sent gets the bot's reply, a reply's buttons render and a press reaches
-// the bot as an interaction, and a reload keeps the history.
-func TestPageInBrowser(t *testing.T) {
-	base := startButtons(t)
+// TestChatPageInBrowser drives the webchat's page in Chromium against
+// examples/buttons: a message typed and sent gets the bot's reply, a reply's
+// buttons render and a press reaches the bot as an interaction, and a reload
+// keeps the history.
+func TestChatPageInBrowser(t *testing.T) {
+	base, _ := startBot(t, wasmbuild.Go(t, "../examples/buttons"), "")
 	ctx := browsertest.Tab(t)
 	browsertest.Do(t, ctx, "opening the chat page", chromedp.Navigate(base+"/webchat/web/"))
 
