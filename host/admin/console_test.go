@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -239,4 +241,38 @@ func TestConsoleAPI(t *testing.T) {
 		t.Fatalf("retry-dead: HTTP %d %s", code, body)
 	}
 	waitFor(t, "the three retried sends", func() bool { return ch.count() == 3 })
+}
+
+// TestLiveTailEndsOnStop: an open live tail does not hold a graceful stop
+// past its grace.
+func TestLiveTailEndsOnStop(t *testing.T) {
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"),
+		"[bot]\nmodule = \"unused.wasm\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler), Guest: echo{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Attach(b, token, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, ln, 5*time.Second) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/admin/events?token=" + token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("events: HTTP %d", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run with a live tail open: %v", err)
+	}
 }
