@@ -114,6 +114,9 @@ type Bot struct {
 	stopping  bool
 	stopped   chan struct{}
 	sweepDone chan struct{}
+	// draining is closed when the bot begins to stop (Draining).
+	draining  chan struct{}
+	drainOnce sync.Once
 	abandon   context.CancelFunc
 	baseCtx   context.Context
 }
@@ -132,6 +135,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		wake:      make(signal, 1),
 		stopped:   make(chan struct{}),
 		sweepDone: make(chan struct{}),
+		draining:  make(chan struct{}),
 	}
 	if b.log == nil {
 		b.log = slog.Default()
@@ -393,6 +397,7 @@ func (b *Bot) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	case serveErr = <-errc:
 	}
 	b.log.Info("stopping: finishing events in flight", "grace", grace)
+	b.drainOnce.Do(func() { close(b.draining) })
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	var httpErr error
@@ -419,6 +424,7 @@ func (b *Bot) Stop(ctx context.Context) error {
 	b.stopping = true
 	started := b.started
 	b.mu.Unlock()
+	b.drainOnce.Do(func() { close(b.draining) })
 	defer close(b.stopped)
 	b.wakeSweeper()
 	dropped, err := b.dispatch.stop(ctx)

@@ -22,6 +22,7 @@ import (
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/events"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/testserver"
 )
 
@@ -367,4 +368,9 @@ func uniquePrefix(p string) string {
 	return fmt.Sprintf("%s%d_%d_", p, os.Getpid(), prefixes.Add(1))
 }
 
-func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }
+// TestMain stops the servers and the browser the tests started.
+func TestMain(m *testing.M) {
+	code := testserver.Run(m)
+	browsertest.Stop()
+	os.Exit(code)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/botrun/botrun/abi"
+	"log/slog"
 	"time"
 
 	"github.com/botrun/botrun/durability"
@@ -209,3 +210,16 @@ func (b *Bot) BroadcastLater(ctx context.Context, providerID string, req abi.Bro
 	}
 	return res, err
 }
+
+// ModuleDigest is the sha256 digest of the module that runs the bot's turns
+// now (after a hot reload, the new one).
+func (b *Bot) ModuleDigest() string { return b.guest.Digest() }
+
+// Logger is the bot's logger, for the surfaces mounted on it (the admin
+// API's log of operator actions).
+func (b *Bot) Logger() *slog.Logger { return b.log }
+
+// Draining is closed when the bot begins to stop, before its HTTP servers
+// shut down: a long-lived response (the console's live tail) ends on it, so
+// the graceful stop does not wait for it.
+func (b *Bot) Draining() <-chan struct{} { return b.draining }

@@ -1,9 +1,12 @@
 // Package admin is the operator's HTTP surface of a running bot, under /admin/
-// on [http] listen, or on its own [admin] listen: Prometheus metrics (public
-// with [admin] metrics_public), the inbox and outbox with
-// their dead-letter queues, replay, retry and discard, the replicas' status, and Go's profiles. Every request needs
-// "Authorization: Bearer <[admin] token>"; without a configured token the
-// surface is off.
+// on [http] listen, or on its own [admin] listen: the console (a page at
+// /admin/), Prometheus metrics (public
+// with [admin] metrics_public), the inbox and outbox with their dead-letter
+// queues, replay, retry and discard, a live tail of alerts, the replicas'
+// status, and Go's profiles. Every request but the console's static files
+// needs "Authorization: Bearer <[admin] token>" (the live tail also takes
+// ?token=, as a browser's EventSource cannot set a header); without a
+// configured token the surface is off.
 package admin
 
 import (
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"github.com/botrun/botrun/abi"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -41,6 +45,10 @@ type Bot interface {
 	BroadcastLater(ctx context.Context, provider string, req abi.BroadcastRequest) (abi.BroadcastResult, error)
 	MessageLog(ctx context.Context, chat string, limit int) ([]host.LogEntry, error)
 	Status(ctx context.Context) (host.Status, error)
+	ModuleDigest() string
+	Logger() *slog.Logger
+	OnAlert(fn func(host.Alert))
+	Draining() <-chan struct{}
 }
 
 // Options are the admin surface's settings ([admin] in bot.toml).
@@ -94,16 +102,18 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 		})
 		return
 	}
-	a := &api{bot: bot, token: []byte(token)}
+	a := &api{bot: bot, token: []byte(token), tail: newTail()}
+	bot.OnAlert(a.tail.publish)
+	consoleRoutes(mux, a)
 	if !opts.MetricsPublic {
 		mux.HandleFunc("GET /admin/metrics", a.auth(metrics.ServeHTTP))
 	}
 	mux.HandleFunc("GET /admin/inbox", a.auth(a.listInbox))
 	mux.HandleFunc("GET /admin/outbox", a.auth(a.listOutbox))
 	mux.HandleFunc("GET /admin/status", a.auth(a.status))
-	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op(bot.ReplayInbound)))
-	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op(bot.RetrySend)))
-	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op(bot.Discard)))
+	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op("replay", bot.ReplayInbound)))
+	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op("retry", bot.RetrySend)))
+	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op("discard", bot.Discard)))
 	mux.HandleFunc("POST /admin/send", a.auth(a.send))
 	mux.HandleFunc("GET /admin/log", a.auth(a.messageLog))
 	mux.HandleFunc("POST /admin/broadcast", a.auth(a.broadcast))
@@ -123,6 +133,7 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 type api struct {
 	bot   Bot
 	token []byte
+	tail  *tail
 }
 
 // auth refuses a request without the bearer token, in constant time.
@@ -138,22 +149,32 @@ func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// filter reads ?state=&chat=&limit= (limit defaults to 100, at most 10,000).
-func filter(r *http.Request) (durability.ListFilter, error) {
+// filter reads ?state=&chat=&limit=&offset= (limit defaults to 100; limit
+// plus offset at most 10,000). The journals list from the start, so a page at
+// offset reads offset+limit records and answers the last limit.
+func filter(r *http.Request) (f durability.ListFilter, offset int, err error) {
 	q := r.URL.Query()
-	f := durability.ListFilter{State: q.Get("state"), Chat: q.Get("chat"), Limit: 100}
+	f = durability.ListFilter{State: q.Get("state"), Chat: q.Get("chat"), Limit: 100}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 10000 {
-			return f, fmt.Errorf("limit %q: want 1..10000", s)
+			return f, 0, fmt.Errorf("limit %q: want 1..10000", s)
 		}
 		f.Limit = n
 	}
-	return f, nil
+	if s := q.Get("offset"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n+f.Limit > 10000 {
+			return f, 0, fmt.Errorf("offset %q: want 0..%d (offset+limit at most 10000)", s, 10000-f.Limit)
+		}
+		offset = n
+	}
+	f.Limit += offset
+	return f, offset, nil
 }
 
 func list[T any](w http.ResponseWriter, r *http.Request, fn func(context.Context, durability.ListFilter) ([]T, error)) {
-	f, err := filter(r)
+	f, offset, err := filter(r)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
 		return
@@ -163,7 +184,8 @@ func list[T any](w http.ResponseWriter, r *http.Request, fn func(context.Context
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	if recs == nil {
+	recs = recs[min(offset, len(recs)):]
+	if len(recs) == 0 {
 		recs = []T{}
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -282,10 +304,13 @@ func sendStatus(err error) int {
 	return http.StatusServiceUnavailable
 }
 
-// op runs one operation on the record named in the path.
-func (a *api) op(fn func(context.Context, string) error) http.HandlerFunc {
+// op runs the operation name on the record named in the path, and logs it
+// with the operator's address.
+func (a *api) op(name string, fn func(context.Context, string) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		err := fn(r.Context(), r.PathValue("id"))
+		id := r.PathValue("id")
+		err := fn(r.Context(), id)
+		a.logAction(r, name, err, "id", id)
 		switch {
 		case err == nil:
 			w.WriteHeader(http.StatusNoContent)

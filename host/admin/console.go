@@ -1,0 +1,266 @@
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host"
+)
+
+// The console: plain HTML, CSS and JavaScript, committed and built into the
+// binary. It holds no data: every figure it shows comes from the token-protected
+// API below.
+//
+//go:embed console
+var consoleFiles embed.FS
+
+// depthCap bounds the records the overview counts per state: past it the
+// console shows "1000+".
+const depthCap = 1000
+
+// tailSize is how many recent alerts the live tail keeps for a client that
+// connects or reconnects.
+const tailSize = 100
+
+// streamFor is how long one live-tail response lasts before the browser
+// reconnects (with Last-Event-ID, so it misses nothing the tail still
+// keeps): well within the server's write timeout.
+const streamFor = 25 * time.Second
+
+func consoleRoutes(mux *http.ServeMux, a *api) {
+	files, err := fs.Sub(consoleFiles, "console")
+	if err != nil {
+		panic(err) // the embedded directory is part of the binary
+	}
+	static := http.StripPrefix("/admin/console/", http.FileServerFS(files))
+	mux.HandleFunc("GET /admin/{$}", func(w http.ResponseWriter, r *http.Request) {
+		consoleHeaders(w)
+		http.ServeFileFS(w, r, files, "index.html")
+	})
+	mux.HandleFunc("GET /admin/console/", func(w http.ResponseWriter, r *http.Request) {
+		consoleHeaders(w)
+		static.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("GET /admin/overview", a.auth(a.overview))
+	mux.HandleFunc("GET /admin/events", a.events)
+	mux.HandleFunc("POST /admin/outbox/retry-dead", a.auth(a.retryDead))
+}
+
+// consoleHeaders keep the console's page to its own files and API.
+func consoleHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+}
+
+// Overview is the body of GET /admin/overview: what the console's first
+// page shows.
+type Overview struct {
+	// At is when it was read (Unix ms).
+	At int64 `json:"at"`
+	// Module is the sha256 digest of the module running now.
+	Module string `json:"module"`
+	// Counters are the bot's counters since it started (host.Metrics).
+	Counters host.Metrics `json:"counters"`
+	// Inbox and Outbox count the records in each state, up to DepthCap
+	// (a count equal to DepthCap means at least that many).
+	Inbox    map[string]int `json:"inbox"`
+	Outbox   map[string]int `json:"outbox"`
+	DepthCap int            `json:"depth_cap"`
+}
+
+// overview answers GET /admin/overview.
+func (a *api) overview(w http.ResponseWriter, r *http.Request) {
+	o := Overview{At: time.Now().UnixMilli(), Module: a.bot.ModuleDigest(), Counters: a.bot.Metrics(),
+		Inbox: map[string]int{}, Outbox: map[string]int{}, DepthCap: depthCap}
+	for _, s := range []durability.InboxState{durability.InboxPending, durability.InboxProcessing, durability.InboxFailed, durability.InboxDead} {
+		n, err := count(r.Context(), a.bot.ListInbox, string(s))
+		if err != nil {
+			http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		o.Inbox[string(s)] = n
+	}
+	for _, s := range []durability.OutboxState{durability.OutboxPending, durability.OutboxScheduled, durability.OutboxSending, durability.OutboxFailed, durability.OutboxDead, durability.OutboxUnknown} {
+		n, err := count(r.Context(), a.bot.ListOutbox, string(s))
+		if err != nil {
+			http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		o.Outbox[string(s)] = n
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(o)
+}
+
+// count counts the records in state, up to depthCap.
+func count[T any](ctx context.Context, fn func(context.Context, durability.ListFilter) ([]T, error), state string) (int, error) {
+	recs, err := fn(ctx, durability.ListFilter{State: state, Limit: depthCap})
+	return len(recs), err
+}
+
+// RetryDeadResult is the body of POST /admin/outbox/retry-dead?chat=C's answer.
+type RetryDeadResult struct {
+	// Retried are the keys of the dead sends put back to be sent.
+	Retried []string `json:"retried"`
+	// Failed maps the keys that could not be retried to why.
+	Failed map[string]string `json:"failed,omitempty"`
+}
+
+// retryDead retries every dead send of one chat (at most 10,000).
+func (a *api) retryDead(w http.ResponseWriter, r *http.Request) {
+	chat := r.URL.Query().Get("chat")
+	if chat == "" {
+		http.Error(w, "botrun admin: chat is required (POST /admin/outbox/retry-dead?chat=<chat id>)", http.StatusBadRequest)
+		return
+	}
+	dead, err := a.bot.ListOutbox(r.Context(), durability.ListFilter{State: string(durability.OutboxDead), Chat: chat, Limit: 10000})
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	res := RetryDeadResult{Retried: []string{}}
+	for _, rec := range dead {
+		if err := a.bot.RetrySend(r.Context(), rec.Key); err != nil {
+			if res.Failed == nil {
+				res.Failed = map[string]string{}
+			}
+			res.Failed[rec.Key] = err.Error()
+			continue
+		}
+		res.Retried = append(res.Retried, rec.Key)
+	}
+	var err2 error
+	if len(res.Failed) > 0 {
+		err2 = fmt.Errorf("%d of %d dead sends not retried", len(res.Failed), len(dead))
+	}
+	a.logAction(r, "retry-dead", err2, "chat", chat, "retried", len(res.Retried))
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(res)
+}
+
+// logAction writes an operator's action to the bot's log with the address
+// it came from.
+func (a *api) logAction(r *http.Request, action string, err error, args ...any) {
+	args = append([]any{"action", action, "remote", r.RemoteAddr}, args...)
+	if err != nil {
+		a.bot.Logger().Warn("admin: operator action failed", append(args, "err", err)...)
+		return
+	}
+	a.bot.Logger().Info("admin: operator action", args...)
+}
+
+// TailEvent is one alert of the live tail, numbered in the order the bot
+// raised them (the SSE event id).
+type TailEvent struct {
+	Seq int64 `json:"seq"`
+	At  int64 `json:"at"`
+	host.Alert
+}
+
+// tail keeps the recent alerts and wakes the live-tail streams. publish runs
+// on the bot's goroutines and never waits.
+type tail struct {
+	mu     sync.Mutex
+	seq    int64
+	recent []TailEvent
+	subs   map[chan struct{}]struct{}
+}
+
+func newTail() *tail { return &tail{subs: map[chan struct{}]struct{}{}} }
+
+func (t *tail) publish(al host.Alert) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.seq++
+	t.recent = append(t.recent, TailEvent{Seq: t.seq, At: time.Now().UnixMilli(), Alert: al})
+	if len(t.recent) > tailSize {
+		t.recent = t.recent[len(t.recent)-tailSize:]
+	}
+	for ch := range t.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (t *tail) subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	t.mu.Lock()
+	t.subs[ch] = struct{}{}
+	t.mu.Unlock()
+	return ch, func() {
+		t.mu.Lock()
+		delete(t.subs, ch)
+		t.mu.Unlock()
+	}
+}
+
+// since returns the kept alerts numbered after seq.
+func (t *tail) since(seq int64) []TailEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []TailEvent
+	for _, ev := range t.recent {
+		if ev.Seq > seq {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// events answers GET /admin/events: the live tail as server-sent events
+// ("alert", data a TailEvent), starting with the kept alerts after the
+// Last-Event-ID (all of them on a first connection). The token comes in
+// the Authorization header or, as an EventSource cannot set one, in
+// ?token= (this endpoint only).
+func (a *api) events(w http.ResponseWriter, r *http.Request) {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		got = r.URL.Query().Get("token")
+	}
+	if subtle.ConstantTimeCompare([]byte(got), a.token) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="botrun admin"`)
+		http.Error(w, "botrun admin: missing or wrong bearer token", http.StatusUnauthorized)
+		return
+	}
+	last, _ := strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64)
+	wake, unsubscribe := a.tail.subscribe()
+	defer unsubscribe()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	rc := http.NewResponseController(w)
+	fmt.Fprint(w, "retry: 1000\n\n")
+	end := time.NewTimer(streamFor)
+	defer end.Stop()
+	for {
+		for _, ev := range a.tail.since(last) {
+			data, _ := json.Marshal(ev)
+			fmt.Fprintf(w, "id: %d\nevent: alert\ndata: %s\n\n", ev.Seq, data)
+			last = ev.Seq
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		select {
+		case <-wake:
+		case <-end.C:
+			return
+		case <-r.Context().Done():
+			return
+		case <-a.bot.Draining():
+			return
+		}
+	}
+}

@@ -1,0 +1,340 @@
+// The botrun console: a page over the token-protected admin API. It draws
+// only with textContent, never HTML from the API: payloads and errors are
+// whatever users and channels sent.
+"use strict";
+const tokenKey = "botrun-admin-token";
+let token = sessionStorage.getItem(tokenKey) || "";
+const $ = (id) => document.getElementById(id);
+const pageSize = 50;
+const view = { kind: "inbox", state: "dead", chat: "", offset: 0, rows: [] };
+const states = {
+  inbox: ["", "pending", "processing", "failed", "dead", "done"],
+  outbox: ["", "pending", "scheduled", "sending", "failed", "dead", "unknown", "sent"],
+};
+let timers = [];
+let source = null;
+let lastCounters = null;
+
+class Unauthorized extends Error {}
+
+// api calls the admin API with the token; a 401 signs out.
+async function api(path, opts = {}) {
+  const r = await fetch(path, { ...opts, headers: { Authorization: "Bearer " + token } });
+  if (r.status === 401) throw new Unauthorized("the admin token was refused");
+  if (!r.ok) throw new Error((await r.text()).trim() || "HTTP " + r.status);
+  if (r.status === 204) return null;
+  return r.json();
+}
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function when(ms) { return ms ? new Date(ms).toLocaleString() : ""; }
+
+// --- sign in and out ---
+
+async function signIn(t) {
+  token = t;
+  try {
+    await api("/admin/overview");
+  } catch (err) {
+    token = "";
+    sessionStorage.removeItem(tokenKey);
+    $("login-error").textContent = err instanceof Unauthorized ? "Wrong token: the bot refused it." : "Cannot reach the admin API: " + err.message;
+    return false;
+  }
+  sessionStorage.setItem(tokenKey, t);
+  $("login-error").textContent = "";
+  $("login-view").hidden = true;
+  $("app").hidden = false;
+  $("logout").hidden = false;
+  startTail();
+  route();
+  return true;
+}
+
+function signOut(why) {
+  token = "";
+  sessionStorage.removeItem(tokenKey);
+  for (const t of timers) clearInterval(t);
+  timers = [];
+  if (source) source.close();
+  source = null;
+  $("app").hidden = true;
+  $("logout").hidden = true;
+  $("module").textContent = "";
+  $("login-view").hidden = false;
+  $("login-error").textContent = why || "";
+  $("token").value = "";
+  $("token").focus();
+}
+
+// failed shows err where the view reports errors, or signs out on a 401.
+function failed(err, where) {
+  if (err instanceof Unauthorized) { signOut("The token was refused: sign in again."); return; }
+  $(where).textContent = err.message;
+}
+
+$("login-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  signIn($("token").value.trim());
+});
+$("logout").addEventListener("click", () => signOut(""));
+
+// --- routing: #overview, #inbox, #outbox, #inbox/<id>, #outbox/<key> ---
+
+function route() {
+  if (!token) return;
+  for (const t of timers) clearInterval(t);
+  timers = [];
+  const [kind, ...rest] = (location.hash.slice(1) || "overview").split("/");
+  const id = decodeURIComponent(rest.join("/"));
+  for (const n of ["overview", "inbox", "outbox"]) {
+    if (n === kind) $("nav-" + n).setAttribute("aria-current", "page");
+    else $("nav-" + n).removeAttribute("aria-current");
+  }
+  $("overview-view").hidden = kind !== "inbox" && kind !== "outbox" ? false : true;
+  $("list-view").hidden = !((kind === "inbox" || kind === "outbox") && !id);
+  $("record-view").hidden = !((kind === "inbox" || kind === "outbox") && id);
+  if (kind === "inbox" || kind === "outbox") {
+    if (id) showRecord(kind, id);
+    else showList(kind);
+  } else {
+    overview();
+    timers.push(setInterval(overview, 5000));
+  }
+}
+window.addEventListener("hashchange", route);
+
+// --- overview ---
+
+const alarming = new Set(["inbound_dead", "outbox_dead", "outbox_ambiguous", "outbox_diverged", "inbound_refused", "module_reloads_refused", "stale_leases"]);
+
+async function overview() {
+  let o;
+  try { o = await api("/admin/overview"); } catch (err) { failed(err, "counters"); return; }
+  $("module").textContent = "module " + o.module.slice(0, 12);
+  $("module").title = "module sha256 " + o.module;
+  const depths = $("depths");
+  depths.replaceChildren();
+  for (const [box, counts] of [["inbox", o.inbox], ["outbox", o.outbox]]) {
+    for (const [state, n] of Object.entries(counts)) {
+      const s = el("a", null, "stat" + ((state === "dead" || state === "unknown") && n > 0 ? " alarm" : ""));
+      s.href = "#" + box;
+      s.style.textDecoration = "none";
+      s.style.color = "inherit";
+      s.addEventListener("click", () => { view.state = state; view.chat = ""; view.offset = 0; });
+      s.append(el("div", n >= o.depth_cap ? o.depth_cap + "+" : n, "n"), el("div", box + " " + state, "l"));
+      depths.append(s);
+    }
+  }
+  const counters = $("counters");
+  counters.replaceChildren();
+  for (const [name, n] of Object.entries(o.counters)) {
+    const s = el("div", null, "stat" + (alarming.has(name) && n > 0 ? " alarm" : ""));
+    let rate = "";
+    if (lastCounters && o.at > lastCounters.at) {
+      rate = " · " + (((n - (lastCounters.counters[name] || 0)) * 60000) / (o.at - lastCounters.at)).toFixed(1) + "/min";
+    }
+    s.append(el("div", n, "n"), el("div", name.replaceAll("_", " ") + rate, "l"));
+    counters.append(s);
+  }
+  lastCounters = o;
+}
+
+// --- inbox and outbox tables ---
+
+function showList(kind) {
+  if (view.kind !== kind) { view.kind = kind; view.offset = 0; view.state = "dead"; }
+  $("list-title").textContent = kind === "inbox" ? "Inbox" : "Outbox";
+  const sel = $("state");
+  sel.replaceChildren();
+  for (const s of states[kind]) {
+    const o = el("option", s || "any state");
+    o.value = s;
+    sel.append(o);
+  }
+  sel.value = view.state;
+  $("chat").value = view.chat;
+  loadList();
+}
+
+async function loadList() {
+  const q = new URLSearchParams({ limit: pageSize, offset: view.offset });
+  if (view.state) q.set("state", view.state);
+  if (view.chat) q.set("chat", view.chat);
+  $("list-error").textContent = "";
+  $("retry-chat").hidden = !(view.kind === "outbox" && view.chat);
+  let rows;
+  try { rows = await api("/admin/" + view.kind + "?" + q); } catch (err) { failed(err, "list-error"); return; }
+  view.rows = rows;
+  const inbox = view.kind === "inbox";
+  const head = el("tr");
+  for (const h of [inbox ? "id" : "key", "state", "chat", "attempts", "updated", "error"]) head.append(el("th", h));
+  $("list").tHead.replaceChildren(head);
+  const body = $("list").tBodies[0];
+  body.replaceChildren();
+  for (const r of rows) {
+    const id = inbox ? r.id : r.key;
+    const tr = el("tr");
+    const a = el("a", id);
+    a.href = "#" + view.kind + "/" + encodeURIComponent(id);
+    a.className = "record-link";
+    const td = el("td");
+    td.append(a);
+    tr.append(td, el("td", r.state, "state-" + r.state), el("td", r.chat), el("td", r.attempts), el("td", when(r.updated_at)), el("td", r.error, "err"));
+    body.append(tr);
+  }
+  if (!rows.length) {
+    const tr = el("tr");
+    const td = el("td", "No records.", "muted");
+    td.colSpan = 6;
+    tr.append(td);
+    body.append(tr);
+  }
+  $("page-info").textContent = rows.length ? "records " + (view.offset + 1) + "–" + (view.offset + rows.length) : "";
+  $("prev").disabled = view.offset === 0;
+  $("next").disabled = rows.length < pageSize;
+}
+
+$("filter").addEventListener("submit", (e) => {
+  e.preventDefault();
+  view.state = $("state").value;
+  view.chat = $("chat").value.trim();
+  view.offset = 0;
+  loadList();
+});
+$("prev").addEventListener("click", () => { view.offset = Math.max(0, view.offset - pageSize); loadList(); });
+$("next").addEventListener("click", () => { view.offset += pageSize; loadList(); });
+$("retry-chat").addEventListener("click", async () => {
+  const chat = view.chat;
+  if (!(await confirmAction("Retry every dead send of chat " + chat + "?"))) return;
+  try {
+    const res = await api("/admin/outbox/retry-dead?chat=" + encodeURIComponent(chat), { method: "POST" });
+    const failedKeys = Object.keys(res.failed || {});
+    $("list-error").textContent = "Retried " + res.retried.length + " sends" + (failedKeys.length ? "; not retried: " + failedKeys.join(", ") : ".");
+  } catch (err) { failed(err, "list-error"); return; }
+  loadList();
+});
+
+// --- one record ---
+
+// findRecord reads the record from its chat's list (the API has no
+// single-record read).
+async function findRecord(kind, id) {
+  const cached = view.rows.find((r) => (kind === "inbox" ? r.id : r.key) === id);
+  const chat = cached ? cached.chat : "";
+  const q = new URLSearchParams({ limit: 10000 });
+  if (chat) q.set("chat", chat);
+  const rows = await api("/admin/" + kind + "?" + q);
+  return rows.find((r) => (kind === "inbox" ? r.id : r.key) === id);
+}
+
+function decodePayload(b64) {
+  if (!b64) return "";
+  try {
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
+    try { return JSON.stringify(JSON.parse(text), null, 2); } catch (e) { return text; }
+  } catch (e) { return "(binary) " + b64; }
+}
+
+let shown = null;
+
+// showRecord shows one record and keeps it, and its chat's transcript,
+// fresh while it is on screen.
+function showRecord(kind, id) {
+  $("back").href = "#" + kind;
+  $("record-title").textContent = (kind === "inbox" ? "Inbound " : "Send ") + id;
+  $("action-result").textContent = "";
+  renderRecord(kind, id);
+  timers.push(setInterval(() => renderRecord(kind, id), 2000));
+}
+
+async function renderRecord(kind, id) {
+  let r;
+  try { r = await findRecord(kind, id); } catch (err) { failed(err, "action-result"); return; }
+  if (!r) {
+    $("action-result").textContent = "No such record (discarded, or purged by the retention).";
+    $("fields").replaceChildren();
+    $("payload").textContent = "";
+    return;
+  }
+  shown = { kind, id, rec: r };
+  const fields = $("fields");
+  fields.replaceChildren();
+  const rows = kind === "inbox"
+    ? [["state", r.state], ["chat", r.chat], ["provider", r.provider], ["attempts", r.attempts], ["error", r.error], ["lease owner", r.owner], ["lease until", when(r.lease_until)], ["fencing token", r.token], ["module", r.module], ["retry at", when(r.retry_at)], ["duplicates", r.duplicates], ["created", when(r.created_at)], ["updated", when(r.updated_at)], ["completed", when(r.completed_at)]]
+    : [["state", r.state], ["chat", r.chat], ["provider", r.provider], ["attempts", r.attempts], ["error", r.error], ["lease owner", r.owner], ["lease until", when(r.lease_until)], ["fencing token", r.token], ["inbound", r.inbound], ["ref", r.ref], ["retry at", when(r.retry_at)], ["created", when(r.created_at)], ["updated", when(r.updated_at)], ["completed", when(r.completed_at)]];
+  for (const [k, v] of rows) {
+    if (v === undefined || v === "" || v === null) continue;
+    fields.append(el("dt", k), el("dd", v, k === "state" ? "state-" + v : k === "error" ? "error" : ""));
+  }
+  $("payload").textContent = decodePayload(r.payload);
+  $("replay").hidden = !(kind === "inbox" && ["done", "failed", "dead"].includes(r.state));
+  $("retry").hidden = !(kind === "outbox" && ["dead", "failed", "unknown"].includes(r.state));
+  $("discard").hidden = kind !== "outbox";
+  transcript(r.chat);
+}
+
+async function transcript(chat) {
+  let log;
+  try { log = await api("/admin/log?chat=" + encodeURIComponent(chat) + "&limit=50"); } catch (err) { failed(err, "action-result"); return; }
+  const box = $("transcript");
+  box.replaceChildren();
+  for (const m of log) box.append(el("div", m.text || "(media)", "msg " + m.direction));
+  if (!log.length) box.append(el("p", "Nothing delivered in this chat yet.", "muted"));
+}
+
+async function act(what, path) {
+  const { kind, id, rec } = shown;
+  if (!(await confirmAction(what + " " + (kind === "inbox" ? "inbound " : "send ") + id + " (chat " + rec.chat + ")?"))) return;
+  try {
+    await api("/admin/" + kind + "/" + encodeURIComponent(id) + "/" + path, { method: "POST" });
+  } catch (err) { failed(err, "action-result"); return; }
+  if (path === "discard") { location.hash = "#outbox"; return; }
+  $("action-result").textContent = what + ": done.";
+  renderRecord(kind, id);
+}
+$("replay").addEventListener("click", () => act("Replay", "replay"));
+$("retry").addEventListener("click", () => act("Retry", "retry"));
+$("discard").addEventListener("click", () => act("Discard", "discard"));
+
+// confirmAction asks in a modal dialog; Escape or Cancel says no.
+function confirmAction(text) {
+  const d = $("confirm");
+  $("confirm-text").textContent = text;
+  d.returnValue = "";
+  d.showModal();
+  $("confirm-no").focus();
+  return new Promise((ok) => d.addEventListener("close", () => ok(d.returnValue === "yes"), { once: true }));
+}
+
+// --- live tail ---
+
+function startTail() {
+  if (source) source.close();
+  source = new EventSource("/admin/events?token=" + encodeURIComponent(token));
+  source.addEventListener("open", () => { $("tail-status").textContent = "live"; });
+  source.addEventListener("error", () => { $("tail-status").textContent = "reconnecting…"; });
+  source.addEventListener("alert", (e) => {
+    const a = JSON.parse(e.data);
+    const li = el("li");
+    li.append(el("b", a.name + (a.kind ? " (" + a.kind + ")" : "")));
+    const what = a.id || a.key;
+    const kind = a.kind || (a.key ? "outbox" : "");
+    if (what && kind) {
+      const link = el("a", what);
+      link.href = "#" + kind + "/" + encodeURIComponent(what);
+      li.append(link);
+    } else if (what) li.append(el("span", what));
+    li.append(el("div", [new Date(a.at).toLocaleTimeString(), a.chat && "chat " + a.chat, a.provider, a.error].filter(Boolean).join(" · "), "muted"));
+    $("tail").prepend(li);
+    while ($("tail").children.length > 100) $("tail").lastChild.remove();
+  });
+}
+
+if (token) signIn(token);

@@ -1,0 +1,278 @@
+package admin
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/browsertest"
+)
+
+var screenshot = flag.String("screenshot", "", "write the console's screenshot (PNG) to this file (docs/console.png)")
+
+func TestMain(m *testing.M) { os.Exit(browsertest.Run(m)) }
+
+// flaky fails every event while broken, and echoes otherwise.
+type flaky struct{ broken atomic.Bool }
+
+func (f *flaky) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, error) {
+	if f.broken.Load() {
+		return f.Digest(), errors.New("flaky: the handler is broken")
+	}
+	_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
+	return f.Digest(), err
+}
+func (f *flaky) Digest() string { return "flaky0123456789abcdef" }
+
+// startConsole runs a bot with a real webchat "web", the guest g (one
+// attempt per event, so a failure is dead at once) and the admin surface.
+// It returns the console's base URL and the path of the bot's log.
+func startConsole(t *testing.T, g host.Guest) (string, string) {
+	t.Helper()
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"),
+		"[bot]\nmodule = \"unused.wasm\"\n[durability]\npoll = \"20ms\"\n[durability.inbox]\nmax_attempts = 1\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join(t.TempDir(), "bot.log")
+	f, err := os.OpenFile(logs, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.NewTextHandler(f, nil)), Guest: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Mount(func(mux *http.ServeMux) { Routes(mux, b, token) })
+	b.Start()
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		b.Stop(context.Background())
+	})
+	return srv.URL, logs
+}
+
+// TestConsoleInBrowser drives the console in Chromium: a wrong token is
+// refused and shows nothing; a dead inbound record shows up in the live tail
+// and the inbox; replaying it from its page, behind the confirmation, makes
+// the bot's reply appear in the chat's transcript; the action is logged with
+// the operator's address.
+func TestConsoleInBrowser(t *testing.T) {
+	g := &flaky{}
+	g.broken.Store(true)
+	base, logs := startConsole(t, g)
+	ctx := browsertest.Tab(t)
+
+	browsertest.Do(t, ctx, "signing in with a wrong token",
+		chromedp.Navigate(base+"/admin/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "wrong-token-0123456789"),
+		chromedp.Click(chromedp.CSS("#login-btn")),
+		browsertest.WaitText("#login-error", "Wrong token"))
+	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("app").hidden && document.querySelectorAll("#counters .stat").length === 0`))
+	if err != nil || !hidden {
+		t.Fatalf("after a wrong token the console shows (hidden %v, err %v)", hidden, err)
+	}
+
+	browsertest.Do(t, ctx, "signing in with the token",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("token").value = ""`),
+		chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("#login-btn")),
+		browsertest.WaitCount("#counters .stat", 1),
+		browsertest.WaitText("#tail-status", "live"))
+
+	resp, err := http.Post(base+"/webchat/web/messages", "application/json", strings.NewReader(`{"chat":"c1","from":"u1","text":"hello","id":"m1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST to the webchat: HTTP %d", resp.StatusCode)
+	}
+	browsertest.Do(t, ctx, "waiting for the dead letter in the live tail",
+		browsertest.WaitText("#tail li", "durability:dead"),
+		browsertest.WaitText("#tail li", "web:m1"))
+
+	browsertest.Do(t, ctx, "opening the inbox's dead letters",
+		chromedp.Click(chromedp.CSS("#nav-inbox")),
+		browsertest.WaitText("#list a.record-link", "web:m1"),
+		browsertest.WaitText("#list td.err", "flaky: the handler is broken"))
+	if *screenshot != "" {
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		if err := os.WriteFile(*screenshot, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	g.broken.Store(false)
+	browsertest.Do(t, ctx, "opening the dead record",
+		chromedp.Click(chromedp.CSS("#list a.record-link")),
+		browsertest.WaitText("#fields", "flaky: the handler is broken"),
+		browsertest.WaitText("#payload", "hello"),
+		chromedp.WaitVisible(chromedp.CSS("#replay")))
+	browsertest.Do(t, ctx, "replaying it behind the confirmation",
+		chromedp.Click(chromedp.CSS("#replay")),
+		chromedp.WaitVisible(chromedp.CSS("#confirm-yes")),
+		chromedp.Click(chromedp.CSS("#confirm-yes")),
+		browsertest.WaitText("#transcript .msg.out", "echo: hello"),
+		browsertest.WaitText("#fields", "done"),
+		browsertest.WaitText("#fields", "flaky0123456789abcdef"))
+	if l, err := os.ReadFile(logs); err != nil || !bytes.Contains(l, []byte("action=replay remote=127.0.0.1:")) {
+		t.Fatalf("the replay is not logged with the operator's address (%v):\n%s", err, l)
+	}
+}
+
+// TestConsoleAPI: the console's files are served without the token and hold
+// no data; the overview, paging, the bulk retry of a chat's dead sends and
+// the live tail (whose ?token= is checked like the header) answer the
+// console.
+func TestConsoleAPI(t *testing.T) {
+	b, ch, srv := setup(t, token)
+	for _, path := range []string{"/admin/", "/admin/console/console.js", "/admin/console/console.css"} {
+		if code, body := call(t, "GET", srv.URL+path, ""); code != 200 || body == "" {
+			t.Fatalf("GET %s: HTTP %d", path, code)
+		}
+	}
+	for _, ep := range []string{"/admin/overview", "/admin/events", "/admin/events?token=wrong-token-0123456789", "/admin/events?token=" + token + "x"} {
+		if code, _ := call(t, "GET", srv.URL+ep, ""); code != http.StatusUnauthorized {
+			t.Fatalf("GET %s: HTTP %d, want 401", ep, code)
+		}
+	}
+	if code, _ := call(t, "POST", srv.URL+"/admin/outbox/retry-dead?chat=c1", ""); code != http.StatusUnauthorized {
+		t.Fatalf("retry-dead without the token: HTTP %d, want 401", code)
+	}
+
+	// The live tail, opened before the dead sends.
+	resp, err := http.Get(srv.URL + "/admin/events?token=" + token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	events := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- data
+			}
+		}
+		close(events)
+	}()
+
+	for i := range 3 {
+		if _, err := b.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint("m", i), Chat: "c1", Text: "hola"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seen := 0; seen < 3; {
+		data, ok := <-events
+		if !ok {
+			t.Fatal("the live tail ended before the three dead sends")
+		}
+		var ev TailEvent
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("tail event %q: %v", data, err)
+		}
+		if ev.Name == host.AlertDead && ev.Kind == "outbox" && ev.Chat == "c1" && ev.Seq > 0 {
+			seen++
+		}
+	}
+
+	var o Overview
+	_, body := call(t, "GET", srv.URL+"/admin/overview", token)
+	if err := json.Unmarshal([]byte(body), &o); err != nil || o.Outbox["dead"] != 3 || o.Counters.OutboxDead != 3 || o.Inbox["dead"] != 0 || o.Module != "echo" {
+		t.Fatalf("overview %s (err %v)", body, err)
+	}
+
+	var page []durability.OutboxRecord
+	keys := map[string]bool{}
+	for offset := 0; offset < 3; offset++ {
+		_, body := call(t, "GET", fmt.Sprintf("%s/admin/outbox?state=dead&limit=1&offset=%d", srv.URL, offset), token)
+		if err := json.Unmarshal([]byte(body), &page); err != nil || len(page) != 1 {
+			t.Fatalf("page at offset %d: %s", offset, body)
+		}
+		keys[page[0].Key] = true
+	}
+	if _, body := call(t, "GET", srv.URL+"/admin/outbox?state=dead&limit=1&offset=3", token); len(keys) != 3 || body != "[]\n" {
+		t.Fatalf("pages: %d distinct keys, past the end %q", len(keys), body)
+	}
+	if code, _ := call(t, "GET", srv.URL+"/admin/outbox?offset=-1", token); code != 400 {
+		t.Fatalf("offset=-1: HTTP %d, want 400", code)
+	}
+
+	ch.mu.Lock()
+	ch.blocked = false
+	ch.mu.Unlock()
+	code, body := postBody(t, srv.URL+"/admin/outbox/retry-dead?chat=c1", "")
+	var res RetryDeadResult
+	if code != 200 || json.Unmarshal([]byte(body), &res) != nil || len(res.Retried) != 3 || len(res.Failed) != 0 {
+		t.Fatalf("retry-dead: HTTP %d %s", code, body)
+	}
+	waitFor(t, "the three retried sends", func() bool { return ch.count() == 3 })
+}
+
+// TestLiveTailEndsOnStop: an open live tail does not hold a graceful stop
+// past its grace.
+func TestLiveTailEndsOnStop(t *testing.T) {
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"),
+		"[bot]\nmodule = \"unused.wasm\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler), Guest: echo{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Attach(b, token, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, ln, 5*time.Second) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/admin/events?token=" + token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("events: HTTP %d", resp.StatusCode)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run with a live tail open: %v", err)
+	}
+}
