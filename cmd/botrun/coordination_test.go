@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -95,31 +94,8 @@ func coordination(t *testing.T, bin, module, backend string) {
 	defer gwSrv.Close()
 	lb := &balancer{down: map[string]bool{}}
 	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
-		r := &replica{name: name, addr: freePort(t), cfg: filepath.Join(dir, name+".toml")}
-		os.WriteFile(r.cfg, []byte(fmt.Sprintf(`
-[bot]
-module = %q
-workers = 8
-data_dir = %q
-[http]
-listen = %q
-[durability]
-%s
-instance_id = %q
-coordination = true
-poll = "100ms"
-[durability.inbox]
-lease = "1500ms"
-max_attempts = 20
-[durability.outbox]
-lease = "1500ms"
-[[providers]]
-id = "gw"
-type = "http"
-url = %q
-secret = %q
-dedupes = true
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, backend, name, gwSrv.URL, killSecret)), 0o644)
+		r := newReplica(t, dir, name, module, backend+"\ncoordination = true",
+			fmt.Sprintf("[[providers]]\nid = \"gw\"\ntype = \"http\"\nurl = %q\nsecret = %q\ndedupes = true\n", gwSrv.URL, killSecret))
 		r.start(t, bin)
 		defer r.cmd.Process.Kill()
 		lb.replicas = append(lb.replicas, r)
