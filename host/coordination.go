@@ -153,10 +153,6 @@ const waitingForTurn = "waiting for the chat's turn (coordination)"
 // attempt refunded) for that holder, or the next sweep, to run.
 func (b *Bot) coordinatedTurn(j job, rec *durability.InboxRecord) {
 	ctx := b.baseCtx
-	cur, err := b.inbox.Get(ctx, rec.ID)
-	if err == nil && (cur.State.Terminal() || cur.Token != rec.Token) {
-		return // finished or claimed again since this job was queued
-	}
 	if b.isStopping() {
 		b.park(ctx, rec, nowMs())
 		return
@@ -202,9 +198,12 @@ func (b *Bot) runChat(j job, rec *durability.InboxRecord, t *chatTurn) {
 			break
 		}
 		if !ok && pending {
-			// Not in the chat's order (admitted before coordination was
-			// on): it runs in its place in this process's queue.
-			b.runRecord(j, rec, t.held)
+			// Not in the chat's order: finished or claimed again since
+			// this job was queued (nothing to do), or admitted before
+			// coordination was on (it runs in its place in this queue).
+			if cur, err := b.inbox.Get(ctx, rec.ID); err == nil && !cur.State.Terminal() && cur.Token == rec.Token {
+				b.runRecord(j, rec, t.held)
+			}
 			return
 		}
 		if !ok || ran[oldest.ID] {
