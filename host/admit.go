@@ -120,7 +120,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 		return provider.Admission{ID: id, Duplicate: true}, nil
 	}
 	b.metrics.inboundJournaled.Add(1)
-	b.obs.admission.Observe(time.Since(start).Seconds())
+	b.obs.admitted(time.Since(start))
 	// Stopping: the lease expires and the record is reclaimed.
 	reserved = false
 	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media, trace: span.SpanContext()})

@@ -91,6 +91,8 @@ type Bot struct {
 	metrics counters
 	// obs are the Prometheus metrics (Gatherer).
 	obs *instruments
+	// modules is the module's history: its load and hot reloads.
+	modules moduleHistory
 	// tr traces each inbound message ([tracing]); off by default.
 	tr tracing
 	// replaysOnNewModule counts records run again under another module.
@@ -285,6 +287,7 @@ func (b *Bot) loadModule(ctx context.Context) error {
 		b.reload = newReloader(engine, b.cfg.Bot.Module, mod, b)
 		b.guest = b.reload
 	}
+	b.modules.add("loaded", nil, mod.Digest(), nil)
 	b.log.Info("module loaded", "module", b.cfg.Bot.Module, "sha256", mod.Digest()[:12], "hot_reload", b.cfg.Bot.HotReload)
 	return nil
 }

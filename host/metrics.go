@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -31,6 +32,20 @@ type instruments struct {
 	// commit and batch are the group commit's latency and batch size.
 	commit, batch prometheus.Histogram
 	stopCommit    func()
+	// recent is the last hour a minute at a time, for the console.
+	recent *lastHour
+}
+
+// admitted observes an admission that took d.
+func (in *instruments) admitted(d time.Duration) {
+	in.admission.Observe(d.Seconds())
+	in.recent.admitted(time.Now())
+}
+
+// turned observes a turn that took d.
+func (in *instruments) turned(d time.Duration) {
+	in.turn.Observe(d.Seconds())
+	in.recent.turned(time.Now(), d.Seconds())
 }
 
 // counterDefs are the counters, exported as botrun_<name>_total.
@@ -66,10 +81,12 @@ func newInstruments(b *Bot) *instruments {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "botrun_" + name, Help: help, Buckets: buckets})
 	}
 	ms := func(start float64, n int) []float64 { return prometheus.ExponentialBuckets(start, 2, n) }
+	turnBuckets := ms(0.001, 16)
 	in := &instruments{
+		recent:    newLastHour(turnBuckets),
 		reg:       prometheus.NewRegistry(),
 		admission: seconds("admission_seconds", "Admission: from the channel handing a message over to its inbox record journaled.", ms(0.0005, 14)),
-		turn:      seconds("turn_seconds", "A claimed inbound record's turn: its handler, sends and completion.", ms(0.001, 16)),
+		turn:      seconds("turn_seconds", "A claimed inbound record's turn: its handler, sends and completion.", turnBuckets),
 		guest:     seconds("guest_seconds", "The guest's handler run for one event (its host calls included).", ms(0.001, 16)),
 		commit:    seconds("journal_commit_seconds", "One group commit of the journal (a batch of writes in one transaction); process-wide.", ms(0.0001, 15)),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "botrun_journal_commit_batch_size",
@@ -159,26 +176,42 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		d.inbox, d.outbox, d.at = inbox, outbox, time.Now()
 	}
-	for _, s := range []string{"queued", "leased", "dead"} {
+	for _, s := range InboxQueues {
 		ch <- prometheus.MustNewConstMetric(inboxDepth, prometheus.GaugeValue, float64(d.inbox[s]), s)
 	}
-	for _, s := range []string{"pending", "deferred", "scheduled", "dead", "unknown"} {
+	for _, s := range OutboxQueues {
 		ch <- prometheus.MustNewConstMetric(outboxDepth, prometheus.GaugeValue, float64(d.outbox[s]), s)
 	}
 }
 
 // read counts the records of each shown state.
 func (d *depthCollector) read(ctx context.Context) (inbox, outbox map[string]int, err error) {
+	return d.b.QueueDepths(ctx, depthCap)
+}
+
+// InboxQueues and OutboxQueues are the queue states QueueDepths counts, in
+// the order an operator reads them.
+var (
+	InboxQueues  = []string{"queued", "leased", "dead"}
+	OutboxQueues = []string{"pending", "deferred", "scheduled", "dead", "unknown"}
+)
+
+// QueueDepths counts the journals' records in each queue state, each up to
+// limit (a count equal to limit means at least that many). Inbox:
+// queued (pending or failed, due for a run), leased (processing), dead.
+// Outbox: pending (due), deferred (failed, due for a retry), scheduled
+// (held until later), dead, unknown (ambiguous, skipped).
+func (b *Bot) QueueDepths(ctx context.Context, limit int) (inbox, outbox map[string]int, err error) {
 	inbox, outbox = map[string]int{}, map[string]int{}
 	count := func(state string) int {
 		if err != nil {
 			return 0
 		}
 		var recs []durability.InboxRecord
-		recs, err = d.b.inbox.List(ctx, durability.ListFilter{State: state, Limit: depthCap})
+		recs, err = b.inbox.List(ctx, durability.ListFilter{State: state, Limit: limit})
 		return len(recs)
 	}
-	inbox["queued"] = min(count(string(durability.InboxPending))+count(string(durability.InboxFailed)), depthCap)
+	inbox["queued"] = min(count(string(durability.InboxPending))+count(string(durability.InboxFailed)), limit)
 	inbox["leased"] = count(string(durability.InboxProcessing))
 	inbox["dead"] = count(string(durability.InboxDead))
 	now := nowMs()
@@ -188,7 +221,7 @@ func (d *depthCollector) read(ctx context.Context) (inbox, outbox map[string]int
 			break
 		}
 		var recs []durability.OutboxRecord
-		recs, err = d.b.outbox.List(ctx, durability.ListFilter{State: string(stored), Limit: depthCap})
+		recs, err = b.outbox.List(ctx, durability.ListFilter{State: string(stored), Limit: limit})
 		if stored != durability.OutboxPending {
 			outbox[shown] = len(recs)
 			continue
@@ -197,7 +230,10 @@ func (d *depthCollector) read(ctx context.Context) (inbox, outbox map[string]int
 			outbox[string(r.Shown(now))]++
 		}
 	}
-	return inbox, outbox, err
+	if err != nil {
+		return nil, nil, fmt.Errorf("counting the queues: %w", err)
+	}
+	return inbox, outbox, nil
 }
 
 var instancesDesc = prometheus.NewDesc("botrun_guest_instances",

@@ -35,6 +35,8 @@ type reloader struct {
 	logErr func(msg string, args ...any)
 	// refused, when set, alerts the operator of a refused module.
 	refused func(err error)
+	// history, when set, keeps the module's changes.
+	history *moduleHistory
 
 	mu  sync.Mutex
 	cur *loaded
@@ -51,15 +53,19 @@ type loaded struct {
 
 func newReloader(engine *wasm.Engine, path string, mod *wasm.Module, b *Bot) *reloader {
 	r := &reloader{engine: engine, path: path, cur: &loaded{mod: mod},
-		log: b.log.Info, logErr: b.log.Error}
+		log: b.log.Info, logErr: b.log.Error, history: &b.modules}
 	if b.alerts != nil {
 		r.refused = func(err error) { b.alerts.emit(Alert{Name: AlertModuleRefused, ID: path, Error: err.Error()}) }
 	}
 	return r
 }
 
-// refuse reports a refused module to the operator's alerts.
-func (r *reloader) refuse(err error) {
+// refuse reports a refused module (its bytes, nil when unread) to the
+// operator's alerts and the module history.
+func (r *reloader) refuse(module []byte, err error) {
+	if r.history != nil {
+		r.history.add("refused", module, "", err)
+	}
 	if r.refused != nil {
 		r.refused(err)
 	}
@@ -174,15 +180,18 @@ func (r *reloader) watch(ctx context.Context) error {
 				if err != nil {
 					r.failures.Add(1)
 					r.logErr("hot reload: module refused; the old one keeps serving", "module", r.path, "err", err)
-					r.refuse(err)
+					r.refuse(nil, err)
 					continue
 				}
 				swapped, err := r.swap(ctx, b)
 				switch {
 				case err != nil:
 					r.logErr("hot reload: module refused; the old one keeps serving", "module", r.path, "err", err)
-					r.refuse(err)
+					r.refuse(b, err)
 				case swapped:
+					if r.history != nil {
+						r.history.add("reloaded", nil, r.Digest(), nil)
+					}
 					r.log("hot reload: new module live", "module", r.path, "sha256", r.Digest()[:12])
 				}
 			}

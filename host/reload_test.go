@@ -82,13 +82,19 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 	replaceFile(t, module, []byte("not wasm at all"))
 	deadline = time.Now().Add(15 * time.Second)
 	for {
-		if bot.Metrics().ModulesRefused == 1 {
+		// The history's entry follows the counter.
+		if bot.Metrics().ModulesRefused == 1 && len(bot.ModuleHistory()) == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the broken module was not refused")
+			t.Fatalf("the broken module was not refused (history %+v)", bot.ModuleHistory())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	hist := bot.ModuleHistory()
+	if len(hist) != 3 || hist[0].Event != "loaded" || hist[1].Event != "reloaded" || hist[1].Digest != bot.guest.Digest() ||
+		hist[2].Event != "refused" || hist[2].Error == "" || hist[0].Digest == hist[1].Digest {
+		t.Fatalf("module history: %+v", hist)
 	}
 	if got := ask("c3"); !strings.HasPrefix(got, "now ") {
 		t.Fatalf("after a refused reload the old module must keep serving: %q", got)

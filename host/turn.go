@@ -139,7 +139,7 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 		return
 	}
 	defer hb.release()
-	defer func() { b.obs.turn.Observe(time.Since(start).Seconds()) }()
+	defer func() { b.obs.turned(time.Since(start)) }()
 	if rec.Attempts > b.policy.maxAttempts {
 		b.failInbound(ctx, rec, hb, fmt.Errorf("claimed %d times without finishing (durability.inbox.max_attempts = %d): the process died each time", rec.Attempts-1, b.policy.maxAttempts), true)
 		return

@@ -46,6 +46,12 @@ type Bot interface {
 	MessageLog(ctx context.Context, chat string, limit int) ([]host.LogEntry, error)
 	Status(ctx context.Context) (host.Status, error)
 	ModuleDigest() string
+	// QueueDepths counts the records in each queue, up to limit.
+	QueueDepths(ctx context.Context, limit int) (inbox, outbox map[string]int, err error)
+	// LastHour and ModuleHistory feed the console's charts and module
+	// history.
+	LastHour() []host.Minute
+	ModuleHistory() []host.ModuleChange
 	Logger() *slog.Logger
 	OnAlert(fn func(host.Alert))
 	Draining() <-chan struct{}

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
@@ -72,41 +71,46 @@ type Overview struct {
 	Module string `json:"module"`
 	// Counters are the bot's counters since it started (host.Metrics).
 	Counters host.Metrics `json:"counters"`
-	// Inbox and Outbox count the records in each state, up to DepthCap
-	// (a count equal to DepthCap means at least that many).
-	Inbox    map[string]int `json:"inbox"`
-	Outbox   map[string]int `json:"outbox"`
-	DepthCap int            `json:"depth_cap"`
+	// Inbox and Outbox are the queue depths (Bot.QueueDepths), in order,
+	// each up to DepthCap (a count equal to DepthCap means at least that
+	// many).
+	Inbox    []Depth `json:"inbox"`
+	Outbox   []Depth `json:"outbox"`
+	DepthCap int     `json:"depth_cap"`
+	// LastHour is the activity of each minute of the last hour, oldest
+	// first: inbound journaled, turns ended, turn p50/p99.
+	LastHour []host.Minute `json:"last_hour"`
+	// Modules is the module's history: its load and each hot reload that
+	// went live or was refused, oldest first.
+	Modules []host.ModuleChange `json:"modules"`
 }
 
 // overview answers GET /admin/overview.
 func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 	o := Overview{At: time.Now().UnixMilli(), Module: a.bot.ModuleDigest(), Counters: a.bot.Metrics(),
-		Inbox: map[string]int{}, Outbox: map[string]int{}, DepthCap: depthCap}
-	for _, s := range []durability.InboxState{durability.InboxPending, durability.InboxProcessing, durability.InboxFailed, durability.InboxDead} {
-		n, err := count(r.Context(), a.bot.ListInbox, string(s))
-		if err != nil {
-			http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		o.Inbox[string(s)] = n
+		DepthCap: depthCap,
+		LastHour: a.bot.LastHour(), Modules: a.bot.ModuleHistory()}
+	inbox, outbox, err := a.bot.QueueDepths(r.Context(), depthCap)
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+		return
 	}
-	for _, s := range []durability.OutboxState{durability.OutboxPending, durability.OutboxScheduled, durability.OutboxSending, durability.OutboxFailed, durability.OutboxDead, durability.OutboxUnknown} {
-		n, err := count(r.Context(), a.bot.ListOutbox, string(s))
-		if err != nil {
-			http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		o.Outbox[string(s)] = n
+	for _, q := range host.InboxQueues {
+		o.Inbox = append(o.Inbox, Depth{q, inbox[q]})
+	}
+	for _, q := range host.OutboxQueues {
+		o.Outbox = append(o.Outbox, Depth{q, outbox[q]})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(o)
 }
 
-// count counts the records in state, up to depthCap.
-func count[T any](ctx context.Context, fn func(context.Context, durability.ListFilter) ([]T, error), state string) (int, error) {
-	recs, err := fn(ctx, durability.ListFilter{State: state, Limit: depthCap})
-	return len(recs), err
+// Depth is one queue's depth in the overview.
+type Depth struct {
+	// Queue is the queue's state: host.InboxQueues or host.OutboxQueues.
+	Queue string `json:"queue"`
+	// Records counts its records, up to the overview's DepthCap.
+	Records int `json:"records"`
 }
 
 // RetryDeadResult is the body of POST /admin/outbox/retry-dead?chat=C's answer.

@@ -28,6 +28,7 @@ import (
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/browsertest"
+	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
 var screenshot = flag.String("screenshot", "", "write the console's screenshot (PNG) to this file (docs/console.png)")
@@ -51,8 +52,15 @@ func (f *flaky) Digest() string { return "flaky0123456789abcdef" }
 // It returns the console's base URL and the path of the bot's log.
 func startConsole(t *testing.T, g host.Guest) (string, string) {
 	t.Helper()
-	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"),
-		"[bot]\nmodule = \"unused.wasm\"\n[durability]\npoll = \"20ms\"\n[durability.inbox]\nmax_attempts = 1\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
+	return startConsoleIn(t, t.TempDir(), "[bot]\nmodule = \"unused.wasm\"\n", g)
+}
+
+// startConsoleIn is startConsole with the [bot] table bot, for a bot.toml
+// in dir.
+func startConsoleIn(t *testing.T, dir, bot string, g host.Guest) (string, string) {
+	t.Helper()
+	cfg, err := config.Parse(filepath.Join(dir, "bot.toml"),
+		bot+"[durability]\npoll = \"20ms\"\n[durability.inbox]\nmax_attempts = 1\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
 		func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -119,11 +127,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		browsertest.WaitText("#tail li", "durability:dead"),
 		browsertest.WaitText("#tail li", "web:m1"))
 
-	browsertest.Do(t, ctx, "opening the inbox's dead letters",
-		chromedp.Click(chromedp.CSS("#nav-inbox")),
-		browsertest.WaitText("#list a.record-link", "web:m1"),
-		browsertest.WaitText("#list td.err", "flaky: the handler is broken"))
+	// The overview (refreshed every 5 s) charts the message and its turn.
+	browsertest.Do(t, ctx, "waiting for the last hour's charts",
+		browsertest.WaitText("#throughput-summary", "last hour: 1 inbound, 1 turns"),
+		browsertest.WaitText("#latency-summary", "worst minute's p99"),
+		browsertest.WaitCount("#chart-throughput polyline.in", 1),
+		browsertest.WaitCount("#chart-latency polyline.p99", 1),
+		browsertest.WaitText("#modules", "No module history"),
+		browsertest.WaitText("#depths .stat", "inbox dead"))
 	if *screenshot != "" {
+		browsertest.Do(t, ctx, "sizing the page for the screenshot", chromedp.EmulateViewport(1200, 1150))
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 		if err != nil {
 			t.Fatalf("screenshot: %v", err)
@@ -132,6 +145,11 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	browsertest.Do(t, ctx, "opening the inbox's dead letters",
+		chromedp.Click(chromedp.CSS("#nav-inbox")),
+		browsertest.WaitText("#list a.record-link", "web:m1"),
+		browsertest.WaitText("#list td.err", "flaky: the handler is broken"))
 
 	g.broken.Store(false)
 	browsertest.Do(t, ctx, "opening the dead record",
@@ -148,6 +166,45 @@ func TestConsoleInBrowser(t *testing.T) {
 		browsertest.WaitText("#fields", "flaky0123456789abcdef"))
 	if l, err := os.ReadFile(logs); err != nil || !bytes.Contains(l, []byte("action=replay remote=127.0.0.1:")) {
 		t.Fatalf("the replay is not logged with the operator's address (%v):\n%s", err, l)
+	}
+}
+
+// TestConsoleModuleHistoryInBrowser: the overview lists the module's load
+// and a hot reload the bot refused, which also reaches the live tail.
+func TestConsoleModuleHistoryInBrowser(t *testing.T) {
+	dir := t.TempDir()
+	echo, err := os.ReadFile(wasmbuild.Go(t, "../../examples/echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := filepath.Join(dir, "bot.wasm")
+	if err := os.WriteFile(module, echo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := startConsoleIn(t, dir, fmt.Sprintf("[bot]\nmodule = \"bot.wasm\"\nhot_reload = true\ndata_dir = %q\n", filepath.Join(dir, "data")), nil)
+	ctx := browsertest.Tab(t)
+	browsertest.Do(t, ctx, "signing in",
+		chromedp.Navigate(base+"/admin/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("#login-btn")),
+		browsertest.WaitText("#modules li.loaded", "loaded"),
+		browsertest.WaitText("#tail-status", "live"))
+
+	tmp := module + ".tmp"
+	if err := os.WriteFile(tmp, []byte("not a wasm module"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, module); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Do(t, ctx, "waiting for the refused reload",
+		browsertest.WaitText("#modules li.refused", "refused"),
+		browsertest.WaitText("#modules li.refused .error", "wasm"),
+		browsertest.WaitText("#tail li", "module"))
+	first, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#modules li").className`))
+	if err != nil || first != "refused" {
+		t.Fatalf("the newest entry first: got %q (%v)", first, err)
 	}
 }
 
@@ -212,7 +269,7 @@ func TestConsoleAPI(t *testing.T) {
 
 	var o Overview
 	_, body := call(t, "GET", srv.URL+"/admin/overview", token)
-	if err := json.Unmarshal([]byte(body), &o); err != nil || o.Outbox["dead"] != 3 || o.Counters.OutboxDead != 3 || o.Inbox["dead"] != 0 || o.Module != "echo" {
+	if err := json.Unmarshal([]byte(body), &o); err != nil || depth(o.Outbox, "dead") != 3 || o.Counters.OutboxDead != 3 || depth(o.Inbox, "dead") != 0 || len(o.LastHour) != 60 || o.Module != "echo" {
 		t.Fatalf("overview %s (err %v)", body, err)
 	}
 
@@ -275,4 +332,14 @@ func TestLiveTailEndsOnStop(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run with a live tail open: %v", err)
 	}
+}
+
+// depth is queue's records in depths, or -1 when it is missing.
+func depth(depths []Depth, queue string) int {
+	for _, d := range depths {
+		if d.Queue == queue {
+			return d.Records
+		}
+	}
+	return -1
 }

@@ -112,6 +112,13 @@ window.addEventListener("hashchange", route);
 
 // --- overview ---
 
+// listState is the journal state a queue's records are listed under
+// (queued inbox records are pending or failed; scheduled sends are pending).
+const listState = {
+  inbox: { queued: "pending", leased: "processing", dead: "dead" },
+  outbox: { pending: "pending", deferred: "failed", scheduled: "pending", dead: "dead", unknown: "unknown" },
+};
+
 const alarming = new Set(["inbound_dead", "outbox_dead", "outbox_ambiguous", "outbox_diverged", "inbound_refused", "module_reloads_refused", "stale_leases"]);
 
 async function overview() {
@@ -121,14 +128,15 @@ async function overview() {
   $("module").title = "module sha256 " + o.module;
   const depths = $("depths");
   depths.replaceChildren();
-  for (const [box, counts] of [["inbox", o.inbox], ["outbox", o.outbox]]) {
-    for (const [state, n] of Object.entries(counts)) {
-      const s = el("a", null, "stat" + ((state === "dead" || state === "unknown") && n > 0 ? " alarm" : ""));
+  for (const [box, queues] of [["inbox", o.inbox], ["outbox", o.outbox]]) {
+    for (const { queue, records: n } of queues) {
+      const s = el("a", null, "stat" + ((queue === "dead" || queue === "unknown") && n > 0 ? " alarm" : ""));
       s.href = "#" + box;
       s.style.textDecoration = "none";
       s.style.color = "inherit";
-      s.addEventListener("click", () => { view.state = state; view.chat = ""; view.offset = 0; });
-      s.append(el("div", n >= o.depth_cap ? o.depth_cap + "+" : n, "n"), el("div", box + " " + state, "l"));
+      s.title = "list the " + box + "'s " + listState[box][queue] + " records";
+      s.addEventListener("click", () => { view.kind = box; view.state = listState[box][queue]; view.chat = ""; view.offset = 0; });
+      s.append(el("div", n >= o.depth_cap ? o.depth_cap + "+" : n, "n"), el("div", box + " " + queue, "l"));
       depths.append(s);
     }
   }
@@ -144,6 +152,82 @@ async function overview() {
     counters.append(s);
   }
   lastCounters = o;
+  charts(o.last_hour || []);
+  modules(o.modules || []);
+}
+
+// --- the last hour's charts: inline SVG drawn with DOM calls ---
+
+const svgNS = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs) {
+  const e = document.createElementNS(svgNS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+}
+
+// niceMax rounds the series' top up to 1, 2 or 5 times a power of ten.
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+// lineChart draws series (class name -> values, one per minute) into the
+// SVG with id, on a shared scale from 0, and writes the scale's top with
+// label into the element id-top.
+function lineChart(id, series, label) {
+  const w = 600, h = 140, top = 14, bottom = h - 4;
+  const box = $(id);
+  const all = Object.values(series).flat();
+  const max = niceMax(Math.max(0, ...all));
+  box.replaceChildren(
+    svg("line", { x1: 0, x2: w, y1: top, y2: top, class: "grid-line" }),
+    svg("line", { x1: 0, x2: w, y1: bottom, y2: bottom, class: "grid-line" }));
+  $(id + "-top").textContent = label(max);
+  for (const [cls, values] of Object.entries(series)) {
+    const n = values.length;
+    const pts = values.map((v, i) => {
+      const x = n > 1 ? (i * w) / (n - 1) : 0;
+      const y = bottom - ((bottom - top) * v) / max;
+      return x.toFixed(1) + "," + y.toFixed(1);
+    });
+    box.append(svg("polyline", { points: pts.join(" "), class: cls }));
+  }
+}
+
+function seconds(s) {
+  if (s >= 1) return s.toFixed(s >= 10 ? 0 : 1) + " s";
+  return (s * 1000).toFixed(s >= 0.01 ? 0 : 1) + " ms";
+}
+
+function charts(hour) {
+  const inbound = hour.map((m) => m.inbound), turns = hour.map((m) => m.turns);
+  lineChart("chart-throughput", { in: inbound, turns }, (v) => v + "/min");
+  lineChart("chart-latency", { p50: hour.map((m) => m.turn_p50), p99: hour.map((m) => m.turn_p99) }, seconds);
+  const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+  const last = hour[hour.length - 1] || { inbound: 0, turns: 0 };
+  const t = "last hour: " + sum(inbound) + " inbound, " + sum(turns) + " turns; this minute: " + last.inbound + " inbound, " + last.turns + " turns";
+  $("throughput-summary").textContent = t;
+  $("chart-throughput").setAttribute("aria-label", "Throughput, " + t);
+  const busy = hour.filter((m) => m.turns > 0);
+  const worst = busy.length ? Math.max(...busy.map((m) => m.turn_p99)) : 0;
+  const l = busy.length ? "worst minute's p99 " + seconds(worst) + "; latest p50 " + seconds(busy[busy.length - 1].turn_p50) + ", p99 " + seconds(busy[busy.length - 1].turn_p99) : "no turns in the last hour";
+  $("latency-summary").textContent = l;
+  $("chart-latency").setAttribute("aria-label", "Turn latency, " + l);
+}
+
+function modules(changes) {
+  const list = $("modules");
+  list.replaceChildren();
+  for (const c of changes.slice().reverse()) {
+    const li = el("li", null, c.event);
+    li.append(el("b", c.event + " "), el("code", c.digest ? c.digest.slice(0, 12) : "(unread)"), el("span", " · " + when(c.at), "muted"));
+    if (c.error) li.append(el("div", c.error, "error"));
+    list.append(li);
+  }
+  if (!changes.length) list.append(el("li", "No module history (the bot runs a native guest).", "muted"));
 }
 
 // --- inbox and outbox tables ---
