@@ -104,6 +104,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	st, rec, err := b.inbox.Put(jctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
 	fail(jspan, err)
 	jspan.End()
+	fail(span, err)
 	if err != nil {
 		if !b.policy.failOpen {
 			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)

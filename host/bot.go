@@ -93,6 +93,8 @@ type Bot struct {
 	obs *instruments
 	// modules is the module's history: its load and hot reloads.
 	modules moduleHistory
+	// depths is the last reading of the queue depths (QueueDepths).
+	depths depthCache
 	// tr traces each inbound message ([tracing]); off by default.
 	tr tracing
 	// replaysOnNewModule counts records run again under another module.
@@ -146,6 +148,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tr.tracer != nil {
+		b.log = slog.New(traceHandler{Handler: b.log.Handler()})
+	}
+	built := false
+	defer func() {
+		if !built && tr.shutdown != nil {
+			tr.shutdown(context.Background()) // the exporter New built
+		}
+	}()
 	b.tr = tr
 	b.baseCtx, b.abandon = context.WithCancel(context.Background())
 	b.leases = &leases{owner: b.policy.instanceID, base: b.baseCtx, metrics: &b.metrics, log: b.log}
@@ -200,6 +211,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		}
 	}
 	b.dispatch.setOnLow(b.sweepBatch()/4, b.queueLow)
+	built = true
 	return b, nil
 }
 

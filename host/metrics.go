@@ -3,7 +3,9 @@ package host
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,12 +15,16 @@ import (
 	"github.com/botrun/botrun/internal/groupcommit"
 )
 
-// depthCap bounds the records one queue-depth gauge counts per scrape: a
-// deeper queue shows as depthCap.
-const depthCap = 10000
+// DepthCap is the most records QueueDepths counts in one state: a deeper
+// queue shows as DepthCap.
+const DepthCap = 10000
 
-// depthTTL is how long a scrape reuses the queue depths read by the last.
-const depthTTL = 10 * time.Second
+// depthTTL is how long QueueDepths reuses a reading; depthFresh how long at
+// least when the counters moved since (a record changed queue).
+const (
+	depthTTL   = 10 * time.Second
+	depthFresh = time.Second
+)
 
 // instruments are the bot's Prometheus metrics, on a registry of its own
 // (not the process's default one): the counters, latency histograms, queue
@@ -34,6 +40,8 @@ type instruments struct {
 	stopCommit    func()
 	// recent is the last hour a minute at a time, for the console.
 	recent *lastHour
+	// turns counts the turns ended.
+	turns atomic.Int64
 }
 
 // admitted observes an admission that took d.
@@ -46,6 +54,18 @@ func (in *instruments) admitted(d time.Duration) {
 func (in *instruments) turned(d time.Duration) {
 	in.turn.Observe(d.Seconds())
 	in.recent.turned(time.Now(), d.Seconds())
+	in.turns.Add(1)
+}
+
+// moves changes whenever a record may have changed queue: the sum of the
+// counters and of the turns ended.
+func (b *Bot) moves() int64 {
+	m := b.Metrics()
+	n := b.obs.turns.Load()
+	for _, c := range counterDefs {
+		n += c.value(m)
+	}
+	return n
 }
 
 // counterDefs are the counters, exported as botrun_<name>_total.
@@ -150,43 +170,33 @@ var (
 		"Outbox records by state: pending (due), deferred (failed, due for a retry), scheduled (held until later), dead, unknown (ambiguous, skipped); counted up to 10000, read at most every 10 s.", []string{"state"}, nil)
 )
 
-// depthCollector exports the queue depths, read from the journals at
-// scrape time and reused for depthTTL, each list capped at depthCap.
-type depthCollector struct {
-	b *Bot
-
-	mu     sync.Mutex
-	at     time.Time
-	inbox  map[string]int
-	outbox map[string]int
-}
+// depthCollector exports the queue depths (Bot.QueueDepths).
+type depthCollector struct{ b *Bot }
 
 func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inboxDepth; ch <- outboxDepth }
 
 func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.inbox == nil || time.Since(d.at) > depthTTL {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		inbox, outbox, err := d.read(ctx)
-		cancel()
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(inboxDepth, err)
-			return
-		}
-		d.inbox, d.outbox, d.at = inbox, outbox, time.Now()
+	inbox, outbox, err := d.b.QueueDepths(context.Background())
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(inboxDepth, err)
+		return
 	}
 	for _, s := range InboxQueues {
-		ch <- prometheus.MustNewConstMetric(inboxDepth, prometheus.GaugeValue, float64(d.inbox[s]), s)
+		ch <- prometheus.MustNewConstMetric(inboxDepth, prometheus.GaugeValue, float64(inbox[s]), s)
 	}
 	for _, s := range OutboxQueues {
-		ch <- prometheus.MustNewConstMetric(outboxDepth, prometheus.GaugeValue, float64(d.outbox[s]), s)
+		ch <- prometheus.MustNewConstMetric(outboxDepth, prometheus.GaugeValue, float64(outbox[s]), s)
 	}
 }
 
-// read counts the records of each shown state.
-func (d *depthCollector) read(ctx context.Context) (inbox, outbox map[string]int, err error) {
-	return d.b.QueueDepths(ctx, depthCap)
+// depthCache keeps the last reading of the queue depths, or its failure,
+// for depthTTL: scrapes, consoles and their retries share one reading.
+type depthCache struct {
+	mu            sync.Mutex
+	at            time.Time
+	moves         int64 // the counters' sum at the reading
+	inbox, outbox map[string]int
+	err           error
 }
 
 // InboxQueues and OutboxQueues are the queue states QueueDepths counts, in
@@ -196,12 +206,33 @@ var (
 	OutboxQueues = []string{"pending", "deferred", "scheduled", "dead", "unknown"}
 )
 
-// QueueDepths counts the journals' records in each queue state, each up to
-// limit (a count equal to limit means at least that many). Inbox:
-// queued (pending or failed, due for a run), leased (processing), dead.
-// Outbox: pending (due), deferred (failed, due for a retry), scheduled
+// QueueDepths is the number of records in each queue state, each counted up
+// to 10,000 (DepthCap; a count equal to it means at least that many), read
+// from the journals at most every 10 s, or every second while the counters
+// move (a failed read is kept as long).
+// Inbox: queued (pending or failed, due for a run), leased (processing),
+// dead. Outbox: pending (due), deferred (failed, due for a retry), scheduled
 // (held until later), dead, unknown (ambiguous, skipped).
-func (b *Bot) QueueDepths(ctx context.Context, limit int) (inbox, outbox map[string]int, err error) {
+func (b *Bot) QueueDepths(ctx context.Context) (inbox, outbox map[string]int, err error) {
+	d := &b.depths
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	moves := b.moves()
+	if age := time.Since(d.at); d.at.IsZero() || age > depthTTL || (moves != d.moves && age > depthFresh) {
+		d.moves = moves
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		d.inbox, d.outbox, d.err = b.readDepths(rctx, DepthCap)
+		cancel()
+		d.at = time.Now()
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	return maps.Clone(d.inbox), maps.Clone(d.outbox), nil
+}
+
+// readDepths counts the records of each queue state up to limit.
+func (b *Bot) readDepths(ctx context.Context, limit int) (inbox, outbox map[string]int, err error) {
 	inbox, outbox = map[string]int{}, map[string]int{}
 	count := func(state string) int {
 		if err != nil {

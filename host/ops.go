@@ -23,6 +23,22 @@ func (b *Bot) ListOutbox(ctx context.Context, f durability.ListFilter) ([]durabi
 	return durability.ListShown(ctx, b.outbox, f, time.Now().UnixMilli())
 }
 
+// InboxRecord reads one inbound record (durability.ErrNotFound when there
+// is none).
+func (b *Bot) InboxRecord(ctx context.Context, id string) (durability.InboxRecord, error) {
+	return b.inbox.Get(ctx, id)
+}
+
+// OutboxRecord reads one send by its key (durability.ErrNotFound when there
+// is none); a pending send held until later shows as "scheduled".
+func (b *Bot) OutboxRecord(ctx context.Context, key string) (durability.OutboxRecord, error) {
+	rec, err := b.outbox.Get(ctx, key)
+	if err == nil {
+		rec.State = rec.Shown(nowMs())
+	}
+	return rec, err
+}
+
 // ReplayInbound processes a done, failed or dead inbound record again, with a
 // fresh attempt budget. Its sends are answered from the outbox where their keys
 // are journaled.

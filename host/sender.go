@@ -224,7 +224,7 @@ func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec,
 		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: fmt.Sprintf("payload over durability.outbox.max_payload_bytes (%d bytes), which is sent without the outbox: %v", size, refused)}
 	}
 	o.metrics.outboxBypassed.Add(1)
-	o.log.Warn("payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
+	o.log.WarnContext(ctx, "payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
 	start := time.Now()
 	ref, err := prov.Send(ctx, toOutbound(s.chat, s.msg, s.key))
 	o.observeSend(s.provider, start)
@@ -582,9 +582,9 @@ func (o *sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, re
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
 		o.metrics.staleLeases.Add(1)
-		o.log.Warn("sent, but the lease was lost to another owner", "key", rec.Key)
+		o.log.WarnContext(ctx, "sent, but the lease was lost to another owner", "key", rec.Key)
 	case err != nil:
-		o.log.Error("sent, but recording it failed: the send is ambiguous until its lease expires", "key", rec.Key, "err", err)
+		o.log.ErrorContext(ctx, "sent, but recording it failed: the send is ambiguous until its lease expires", "key", rec.Key, "err", err)
 	}
 }
 
@@ -616,7 +616,7 @@ func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 	}
 	err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), RetryAt: retryAt.UnixMilli()})
 	o.noteFailWrite(rec.Key, err)
-	o.log.Warn("send failed; will retry", "key", rec.Key, "attempt", rec.Attempts, "wait", wait, "inline", inline, "err", sendErr)
+	o.log.WarnContext(ctx, "send failed; will retry", "key", rec.Key, "attempt", rec.Attempts, "wait", wait, "inline", inline, "err", sendErr)
 	return wait, false, inline
 }
 
@@ -630,7 +630,7 @@ func (o *sender) handBack(ctx context.Context, rec durability.OutboxRecord, refu
 	err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, refused.Error(),
 		durability.FailOptions{Now: now.UnixMilli(), RetryAt: now.Add(o.policy.notLeaderWait()).UnixMilli(), Refund: true})
 	o.noteFailWrite(rec.Key, err)
-	o.log.Debug("send handed back to the session's leader", "key", rec.Key, "err", refused)
+	o.log.DebugContext(ctx, "send handed back to the session's leader", "key", rec.Key, "err", refused)
 }
 
 func (o *sender) noteFailWrite(key string, err error) bool {
@@ -740,7 +740,7 @@ func (o *sender) settleAmbiguous(ctx context.Context, prov provider.Provider, re
 		msg := toOutbound(rec.Chat, m, rec.Key)
 		var err error
 		if delivered, err = p.Reconcile(ctx, msg); err != nil {
-			o.log.Warn("reconciling an ambiguous send failed; it is asked again when its lease expires", "key", rec.Key, "err", err)
+			o.log.WarnContext(ctx, "reconciling an ambiguous send failed; it is asked again when its lease expires", "key", rec.Key, "err", err)
 			return true
 		}
 	case provider.Idempotent:
@@ -755,14 +755,14 @@ func (o *sender) settleAmbiguous(ctx context.Context, prov provider.Provider, re
 		err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, "", now)
 		if o.noteFailWrite(rec.Key, err) {
 			o.metrics.outboxAmbiguousResolved.Add(1)
-			o.log.Info("ambiguous send settled: the channel has it", "key", rec.Key)
+			o.log.InfoContext(ctx, "ambiguous send settled: the channel has it", "key", rec.Key)
 		}
 		return true
 	}
 	err := o.outbox.ResolveAmbiguous(ctx, rec.Key, rec.Token, durability.OutboxPending, now)
 	if o.noteFailWrite(rec.Key, err) {
 		o.metrics.outboxAmbiguousResolved.Add(1)
-		o.log.Info("ambiguous send settled: sent again, the channel takes it once", "key", rec.Key)
+		o.log.InfoContext(ctx, "ambiguous send settled: sent again, the channel takes it once", "key", rec.Key)
 		o.wake.notify()
 	}
 	return true
@@ -783,10 +783,10 @@ func (o *sender) stillHeld(ctx context.Context, rec *durability.OutboxRecord) bo
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
 		o.metrics.staleLeases.Add(1)
-		o.log.Warn("send's lease lost while queued: another owner claimed it; skipping it here", "key", rec.Key)
+		o.log.WarnContext(ctx, "send's lease lost while queued: another owner claimed it; skipping it here", "key", rec.Key)
 		return false
 	case err != nil:
-		o.log.Error("extending a queued send's lease failed; it is reclaimed when its lease expires", "key", rec.Key, "err", err)
+		o.log.ErrorContext(ctx, "extending a queued send's lease failed; it is reclaimed when its lease expires", "key", rec.Key, "err", err)
 		return false
 	}
 	rec.LeaseUntil = until
@@ -810,7 +810,7 @@ func (o *sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord
 	ps := o.parts(s)
 	for _, p := range ps[1:] {
 		if _, err := o.journal(ctx, s, p); err != nil {
-			o.log.Error("splitting a journaled send failed", "key", rec.Key, "err", err)
+			o.log.ErrorContext(ctx, "splitting a journaled send failed", "key", rec.Key, "err", err)
 			return rec, false
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -79,6 +80,37 @@ func (tr tracing) startUnder(ctx context.Context, parent trace.SpanContext, name
 	return tr.tracer.Start(trace.ContextWithSpanContext(ctx, parent), name)
 }
 
+// traceHandler adds the trace id of the span in a record's context (a
+// turn's sends, the guest's own log lines, logged with their context) as
+// trace_id; a logger that already carries one (logWithTrace) keeps it.
+type traceHandler struct {
+	slog.Handler
+	// carries is true once the logger's attributes hold a trace_id.
+	carries bool
+}
+
+func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !h.carries {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			r = r.Clone()
+			r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	carries := h.carries
+	for _, a := range attrs {
+		carries = carries || a.Key == "trace_id"
+	}
+	return traceHandler{Handler: h.Handler.WithAttrs(attrs), carries: carries}
+}
+
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{Handler: h.Handler.WithGroup(name), carries: h.carries}
+}
+
 // logWithTrace is log with the span's trace id, when it is traced.
 func logWithTrace(log *slog.Logger, span trace.Span) *slog.Logger {
 	if sc := span.SpanContext(); sc.IsValid() {
@@ -98,5 +130,6 @@ func idAttr(span trace.Span, id, providerID string) {
 func fail(span trace.Span, err error) {
 	if err != nil && span.IsRecording() {
 		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 	}
 }

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -34,8 +35,16 @@ func TestTracingOneTracePerMessage(t *testing.T) {
 		}
 		return &wasm.HandlerError{Message: "done on purpose"}
 	})
+	// The channel fails the first send once: the sender logs the retry.
+	ch := newChannel()
+	ch.fail = func(call int, _ provider.Outbound) error {
+		if call == 1 {
+			return errors.New("busy, try again")
+		}
+		return nil
+	}
 	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-		Backend: memory.New(), Guest: guest, Providers: []provider.Provider{newChannel()}, TracerProvider: tp})
+		Backend: memory.New(), Guest: guest, Providers: []provider.Provider{ch}, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,18 +92,21 @@ func TestTracingOneTracePerMessage(t *testing.T) {
 			}
 		}
 	}
-	var found bool
-	for line := range strings.Lines(logs.String()) {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec["msg"].(string), "handler returned an error") {
-			found = true
-			if rec["trace_id"] != traceID.String() {
-				t.Errorf("the turn's log line has trace_id %v, want %s: %s", rec["trace_id"], traceID, line)
+	// The turn's own line and the sender's, each with the trace id once.
+	for _, msg := range []string{"handler returned an error", "send failed; will retry"} {
+		var found bool
+		for line := range strings.Lines(logs.String()) {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec["msg"].(string), msg) {
+				found = true
+				if rec["trace_id"] != traceID.String() || strings.Count(line, `"trace_id"`) != 1 {
+					t.Errorf("the turn's log line has trace_id %v, want %s once: %s", rec["trace_id"], traceID, line)
+				}
 			}
 		}
-	}
-	if !found {
-		t.Errorf("no log line of the turn:\n%s", logs.String())
+		if !found {
+			t.Errorf("no log line %q of the turn:\n%s", msg, logs.String())
+		}
 	}
 }
 

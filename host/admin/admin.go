@@ -38,6 +38,8 @@ type Bot interface {
 	Gatherer() prometheus.Gatherer
 	ListInbox(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error)
 	ListOutbox(ctx context.Context, f durability.ListFilter) ([]durability.OutboxRecord, error)
+	InboxRecord(ctx context.Context, id string) (durability.InboxRecord, error)
+	OutboxRecord(ctx context.Context, key string) (durability.OutboxRecord, error)
 	ReplayInbound(ctx context.Context, id string) error
 	RetrySend(ctx context.Context, key string) error
 	Discard(ctx context.Context, key string) error
@@ -46,8 +48,8 @@ type Bot interface {
 	MessageLog(ctx context.Context, chat string, limit int) ([]host.LogEntry, error)
 	Status(ctx context.Context) (host.Status, error)
 	ModuleDigest() string
-	// QueueDepths counts the records in each queue, up to limit.
-	QueueDepths(ctx context.Context, limit int) (inbox, outbox map[string]int, err error)
+	// QueueDepths counts the records in each queue (host.Bot.QueueDepths).
+	QueueDepths(ctx context.Context) (inbox, outbox map[string]int, err error)
 	// LastHour and ModuleHistory feed the console's charts and module
 	// history.
 	LastHour() []host.Minute
@@ -117,6 +119,8 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 	mux.HandleFunc("GET /admin/inbox", a.auth(a.listInbox))
 	mux.HandleFunc("GET /admin/outbox", a.auth(a.listOutbox))
 	mux.HandleFunc("GET /admin/status", a.auth(a.status))
+	mux.HandleFunc("GET /admin/inbox/{id}", a.auth(record(bot.InboxRecord)))
+	mux.HandleFunc("GET /admin/outbox/{id}", a.auth(record(bot.OutboxRecord)))
 	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op("replay", bot.ReplayInbound)))
 	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op("retry", bot.RetrySend)))
 	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op("discard", bot.Discard)))
@@ -177,6 +181,23 @@ func filter(r *http.Request) (f durability.ListFilter, offset int, err error) {
 	}
 	f.Limit += offset
 	return f, offset, nil
+}
+
+// record answers GET /admin/inbox/{id} and /admin/outbox/{key}: one record.
+func record[T any](get func(context.Context, string) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rec, err := get(r.Context(), r.PathValue("id"))
+		switch {
+		case errors.Is(err, durability.ErrNotFound):
+			http.Error(w, "botrun admin: no record "+strconv.Quote(r.PathValue("id"))+" (discarded, or purged by the retention)", http.StatusNotFound)
+			return
+		case err != nil:
+			http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(rec)
+	}
 }
 
 func list[T any](w http.ResponseWriter, r *http.Request, fn func(context.Context, durability.ListFilter) ([]T, error)) {
@@ -263,6 +284,7 @@ func (a *api) send(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := a.bot.SendLater(r.Context(), body.Provider, body.Chat, body.Text, body.Key, body.At)
+	a.logAction(r, "send", err, "provider", body.Provider, "chat", body.Chat, "key", res.Key)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), sendStatus(err))
 		return
@@ -292,6 +314,7 @@ func (a *api) broadcast(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := a.bot.BroadcastLater(r.Context(), body.Provider, body.BroadcastRequest)
+	a.logAction(r, "broadcast", err, "provider", body.Provider, "chats", len(body.Chats), "key_prefix", body.KeyPrefix)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), sendStatus(err))
 		return

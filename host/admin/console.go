@@ -23,10 +23,6 @@ import (
 //go:embed console
 var consoleFiles embed.FS
 
-// depthCap bounds the records the overview counts per state: past it the
-// console shows "1000+".
-const depthCap = 1000
-
 // tailSize is how many recent alerts the live tail keeps for a client that
 // connects or reconnects.
 const tailSize = 100
@@ -88,9 +84,9 @@ type Overview struct {
 // overview answers GET /admin/overview.
 func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 	o := Overview{At: time.Now().UnixMilli(), Module: a.bot.ModuleDigest(), Counters: a.bot.Metrics(),
-		DepthCap: depthCap,
+		DepthCap: host.DepthCap,
 		LastHour: a.bot.LastHour(), Modules: a.bot.ModuleHistory()}
-	inbox, outbox, err := a.bot.QueueDepths(r.Context(), depthCap)
+	inbox, outbox, err := a.bot.QueueDepths(r.Context())
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -175,13 +171,35 @@ type TailEvent struct {
 // tail keeps the recent alerts and wakes the live-tail streams. publish runs
 // on the bot's goroutines and never waits.
 type tail struct {
+	// boot names this process's numbering in the SSE event ids
+	// ("<boot>.<seq>"): a browser reconnecting to a restarted bot, whose
+	// numbers start again at 1, gets every kept alert instead of the ones
+	// past its old number.
+	boot string
+
 	mu     sync.Mutex
 	seq    int64
 	recent []TailEvent
 	subs   map[chan struct{}]struct{}
 }
 
-func newTail() *tail { return &tail{subs: map[chan struct{}]struct{}{}} }
+func newTail() *tail {
+	return &tail{boot: strconv.FormatInt(time.Now().UnixNano(), 36), subs: map[chan struct{}]struct{}{}}
+}
+
+// lastSeen is the number of the last alert a reconnecting browser saw
+// (its Last-Event-ID), 0 when it saw none of this process's.
+func (t *tail) lastSeen(id string) int64 {
+	boot, seq, ok := strings.Cut(id, ".")
+	if !ok || boot != t.boot {
+		return 0
+	}
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
 
 func (t *tail) publish(al host.Alert) {
 	t.mu.Lock()
@@ -225,8 +243,9 @@ func (t *tail) since(seq int64) []TailEvent {
 }
 
 // events answers GET /admin/events: the live tail as server-sent events
-// ("alert", data a TailEvent), starting with the kept alerts after the
-// Last-Event-ID (all of them on a first connection). The token comes in
+// ("alert", data a TailEvent, id "<boot>.<seq>"), starting with the kept
+// alerts after the Last-Event-ID (all of them on a first connection or
+// after a restart). The token comes in
 // the Authorization header or, as an EventSource cannot set one, in
 // ?token= (this endpoint only).
 func (a *api) events(w http.ResponseWriter, r *http.Request) {
@@ -239,7 +258,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: missing or wrong bearer token", http.StatusUnauthorized)
 		return
 	}
-	last, _ := strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64)
+	last := a.tail.lastSeen(r.Header.Get("Last-Event-ID"))
 	wake, unsubscribe := a.tail.subscribe()
 	defer unsubscribe()
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -251,7 +270,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		for _, ev := range a.tail.since(last) {
 			data, _ := json.Marshal(ev)
-			fmt.Fprintf(w, "id: %d\nevent: alert\ndata: %s\n\n", ev.Seq, data)
+			fmt.Fprintf(w, "id: %s.%d\nevent: alert\ndata: %s\n\n", a.tail.boot, ev.Seq, data)
 			last = ev.Seq
 		}
 		if err := rc.Flush(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,7 +135,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		browsertest.WaitCount("#chart-throughput polyline.in", 1),
 		browsertest.WaitCount("#chart-latency polyline.p99", 1),
 		browsertest.WaitText("#modules", "No module history"),
-		browsertest.WaitText("#depths .stat", "inbox dead"))
+		browsertest.WaitText("#depths .stat", "1inbox dead"))
 	if *screenshot != "" {
 		browsertest.Do(t, ctx, "sizing the page for the screenshot", chromedp.EmulateViewport(1200, 1150))
 		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
@@ -229,48 +230,51 @@ func TestConsoleAPI(t *testing.T) {
 	}
 
 	// The live tail, opened before the dead sends.
-	resp, err := http.Get(srv.URL + "/admin/events?token=" + token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("events: HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	events := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				events <- data
-			}
-		}
-		close(events)
-	}()
-
+	events := tailEvents(t, srv.URL+"/admin/events?token="+token)
 	for i := range 3 {
 		if _, err := b.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint("m", i), Chat: "c1", Text: "hola"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for seen := 0; seen < 3; {
-		data, ok := <-events
-		if !ok {
-			t.Fatal("the live tail ended before the three dead sends")
-		}
-		var ev TailEvent
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			t.Fatalf("tail event %q: %v", data, err)
-		}
+		ev := <-events
 		if ev.Name == host.AlertDead && ev.Kind == "outbox" && ev.Chat == "c1" && ev.Seq > 0 {
 			seen++
 		}
 	}
+	// A browser back from a restarted bot (another process's event ids)
+	// gets every kept alert again.
+	for _, old := range []string{"57", "0ld-b00t.57"} {
+		req, _ := http.NewRequest("GET", srv.URL+"/admin/events?token="+token, nil)
+		req.Header.Set("Last-Event-ID", old)
+		if got := readTail(t, req, 3); len(got) != 3 {
+			t.Fatalf("after another process's Last-Event-ID %q: %d alerts, want 3", old, len(got))
+		}
+	}
 
+	// The queue depths are read at most every second while records move.
 	var o Overview
-	_, body := call(t, "GET", srv.URL+"/admin/overview", token)
-	if err := json.Unmarshal([]byte(body), &o); err != nil || depth(o.Outbox, "dead") != 3 || o.Counters.OutboxDead != 3 || depth(o.Inbox, "dead") != 0 || len(o.LastHour) != 60 || o.Module != "echo" {
-		t.Fatalf("overview %s (err %v)", body, err)
+	var body string
+	waitFor(t, "the overview's three dead sends", func() bool {
+		_, body = call(t, "GET", srv.URL+"/admin/overview", token)
+		return json.Unmarshal([]byte(body), &o) == nil && depth(o.Outbox, "dead") == 3
+	})
+	if o.Counters.OutboxDead != 3 || depth(o.Inbox, "dead") != 0 || len(o.LastHour) != 60 || o.Module != "echo" {
+		t.Fatalf("overview %s", body)
+	}
+
+	var one durability.OutboxRecord
+	code, body := call(t, "GET", srv.URL+"/admin/outbox/"+url.PathEscape("web:m0:1"), token)
+	if code != 200 || json.Unmarshal([]byte(body), &one) != nil || one.Key != "web:m0:1" || one.State != durability.OutboxDead {
+		t.Fatalf("GET one send: HTTP %d %s", code, body)
+	}
+	var in durability.InboxRecord
+	code, body = call(t, "GET", srv.URL+"/admin/inbox/web:m0", token)
+	if code != 200 || json.Unmarshal([]byte(body), &in) != nil || in.ID != "web:m0" || in.State != durability.InboxDone {
+		t.Fatalf("GET one inbound record: HTTP %d %s", code, body)
+	}
+	if code, body := call(t, "GET", srv.URL+"/admin/inbox/web:nope", token); code != 404 || !strings.Contains(body, "no record") {
+		t.Fatalf("GET a missing record: HTTP %d %s", code, body)
 	}
 
 	var page []durability.OutboxRecord
@@ -292,7 +296,7 @@ func TestConsoleAPI(t *testing.T) {
 	ch.mu.Lock()
 	ch.blocked = false
 	ch.mu.Unlock()
-	code, body := postBody(t, srv.URL+"/admin/outbox/retry-dead?chat=c1", "")
+	code, body = postBody(t, srv.URL+"/admin/outbox/retry-dead?chat=c1", "")
 	var res RetryDeadResult
 	if code != 200 || json.Unmarshal([]byte(body), &res) != nil || len(res.Retried) != 3 || len(res.Failed) != 0 {
 		t.Fatalf("retry-dead: HTTP %d %s", code, body)
@@ -342,4 +346,69 @@ func depth(depths []Depth, queue string) int {
 		}
 	}
 	return -1
+}
+
+// tailEvents follows the live tail at u, reconnecting with the last event's
+// id as a browser does, until the test ends.
+func tailEvents(t *testing.T, u string) <-chan TailEvent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan TailEvent, 100)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		last := ""
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+			if last != "" {
+				req.Header.Set("Last-Event-ID", last)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue
+			}
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+					last = id
+				}
+				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+					var ev TailEvent
+					if err := json.Unmarshal([]byte(data), &ev); err != nil {
+						t.Errorf("tail event %q: %v", data, err)
+						continue
+					}
+					select {
+					case out <- ev:
+					case <-ctx.Done():
+					}
+				}
+			}
+			resp.Body.Close()
+		}
+	}()
+	return out
+}
+
+// readTail reads n alerts from one live-tail response to req.
+func readTail(t *testing.T, req *http.Request, n int) []TailEvent {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []TailEvent
+	sc := bufio.NewScanner(resp.Body)
+	for len(got) < n && sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var ev TailEvent
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatalf("tail event %q: %v", data, err)
+			}
+			got = append(got, ev)
+		}
+	}
+	return got
 }

@@ -19,7 +19,8 @@ import (
 )
 
 // flowed admits one message and waits until its turn is counted: the send
-// went dead (the channel refuses it) and the turn finished.
+// went dead (the channel refuses it), the turn finished and the queue
+// depths (read at most every second while records move) show the dead send.
 func flowed(t *testing.T, b *host.Bot, srv *httptest.Server) string {
 	t.Helper()
 	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Text: "hola"}); err != nil {
@@ -27,7 +28,8 @@ func flowed(t *testing.T, b *host.Bot, srv *httptest.Server) string {
 	}
 	var body string
 	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(body, "botrun_turn_seconds_count 1\n") || !strings.Contains(body, "botrun_outbox_dead_total 1\n") {
+	for !strings.Contains(body, "botrun_turn_seconds_count 1\n") || !strings.Contains(body, "botrun_outbox_dead_total 1\n") ||
+		!strings.Contains(body, `botrun_outbox_records{state="dead"} 1`+"\n") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the turn is not counted after 2 minutes:\n%s", body)
 		}

@@ -13,7 +13,10 @@ const states = {
 };
 let timers = [];
 let source = null;
-let lastCounters = null;
+// samples are the overviews of the last five minutes, for the counters' rates.
+let samples = [];
+// gen numbers the views: an answer for an older view is dropped.
+let gen = 0;
 
 class Unauthorized extends Error {}
 
@@ -43,7 +46,7 @@ async function signIn(t) {
     await api("/admin/overview");
   } catch (err) {
     token = "";
-    sessionStorage.removeItem(tokenKey);
+    if (err instanceof Unauthorized) sessionStorage.removeItem(tokenKey);
     $("login-error").textContent = err instanceof Unauthorized ? "Wrong token: the bot refused it." : "Cannot reach the admin API: " + err.message;
     return false;
   }
@@ -64,6 +67,8 @@ function signOut(why) {
   timers = [];
   if (source) source.close();
   source = null;
+  samples = [];
+  $("tail").replaceChildren();
   $("app").hidden = true;
   $("logout").hidden = true;
   $("module").textContent = "";
@@ -91,6 +96,8 @@ function route() {
   if (!token) return;
   for (const t of timers) clearInterval(t);
   timers = [];
+  gen++;
+  shown = null;
   const [kind, ...rest] = (location.hash.slice(1) || "overview").split("/");
   const id = decodeURIComponent(rest.join("/"));
   for (const n of ["overview", "inbox", "outbox"]) {
@@ -113,17 +120,19 @@ window.addEventListener("hashchange", route);
 // --- overview ---
 
 // listState is the journal state a queue's records are listed under
-// (queued inbox records are pending or failed; scheduled sends are pending).
+// (queued inbox records are pending or failed: the list shows the pending).
 const listState = {
   inbox: { queued: "pending", leased: "processing", dead: "dead" },
-  outbox: { pending: "pending", deferred: "failed", scheduled: "pending", dead: "dead", unknown: "unknown" },
+  outbox: { pending: "pending", deferred: "failed", scheduled: "scheduled", dead: "dead", unknown: "unknown" },
 };
 
-const alarming = new Set(["inbound_dead", "outbox_dead", "outbox_ambiguous", "outbox_diverged", "inbound_refused", "module_reloads_refused", "stale_leases"]);
+const alarming = new Set(["inbound_dead", "outbox_dead", "outbox_ambiguous", "outbox_diverged", "inbound_refused", "modules_refused", "stale_leases"]);
 
 async function overview() {
+  const g = gen;
   let o;
   try { o = await api("/admin/overview"); } catch (err) { failed(err, "counters"); return; }
+  if (g !== gen) return;
   $("module").textContent = "module " + o.module.slice(0, 12);
   $("module").title = "module sha256 " + o.module;
   const depths = $("depths");
@@ -140,18 +149,21 @@ async function overview() {
       depths.append(s);
     }
   }
+  // Rates over the last five minutes of samples, once they span 30 s.
+  samples = samples.filter((x) => o.at - x.at <= 300000 && x.at < o.at);
+  const first = samples[0];
+  samples.push(o);
   const counters = $("counters");
   counters.replaceChildren();
   for (const [name, n] of Object.entries(o.counters)) {
     const s = el("div", null, "stat" + (alarming.has(name) && n > 0 ? " alarm" : ""));
     let rate = "";
-    if (lastCounters && o.at > lastCounters.at) {
-      rate = " · " + (((n - (lastCounters.counters[name] || 0)) * 60000) / (o.at - lastCounters.at)).toFixed(1) + "/min";
+    if (first && o.at - first.at >= 30000) {
+      rate = " · " + (((n - (first.counters[name] || 0)) * 60000) / (o.at - first.at)).toFixed(1) + "/min";
     }
     s.append(el("div", n, "n"), el("div", name.replaceAll("_", " ") + rate, "l"));
     counters.append(s);
   }
-  lastCounters = o;
   charts(o.last_hour || []);
   modules(o.modules || []);
 }
@@ -253,8 +265,10 @@ async function loadList() {
   if (view.chat) q.set("chat", view.chat);
   $("list-error").textContent = "";
   $("retry-chat").hidden = !(view.kind === "outbox" && view.chat);
+  const g = gen;
   let rows;
   try { rows = await api("/admin/" + view.kind + "?" + q); } catch (err) { failed(err, "list-error"); return; }
+  if (g !== gen) return;
   view.rows = rows;
   const inbox = view.kind === "inbox";
   const head = el("tr");
@@ -287,13 +301,14 @@ async function loadList() {
 
 $("filter").addEventListener("submit", (e) => {
   e.preventDefault();
+  gen++;
   view.state = $("state").value;
   view.chat = $("chat").value.trim();
   view.offset = 0;
   loadList();
 });
-$("prev").addEventListener("click", () => { view.offset = Math.max(0, view.offset - pageSize); loadList(); });
-$("next").addEventListener("click", () => { view.offset += pageSize; loadList(); });
+$("prev").addEventListener("click", () => { gen++; view.offset = Math.max(0, view.offset - pageSize); loadList(); });
+$("next").addEventListener("click", () => { gen++; view.offset += pageSize; loadList(); });
 $("retry-chat").addEventListener("click", async () => {
   const chat = view.chat;
   if (!(await confirmAction("Retry every dead send of chat " + chat + "?"))) return;
@@ -307,15 +322,13 @@ $("retry-chat").addEventListener("click", async () => {
 
 // --- one record ---
 
-// findRecord reads the record from its chat's list (the API has no
-// single-record read).
+// findRecord reads one record; null when there is none.
 async function findRecord(kind, id) {
-  const cached = view.rows.find((r) => (kind === "inbox" ? r.id : r.key) === id);
-  const chat = cached ? cached.chat : "";
-  const q = new URLSearchParams({ limit: 10000 });
-  if (chat) q.set("chat", chat);
-  const rows = await api("/admin/" + kind + "?" + q);
-  return rows.find((r) => (kind === "inbox" ? r.id : r.key) === id);
+  const r = await fetch("/admin/" + kind + "/" + encodeURIComponent(id), { headers: { Authorization: "Bearer " + token } });
+  if (r.status === 401) throw new Unauthorized("the admin token was refused");
+  if (r.status === 404) return null;
+  if (!r.ok) throw new Error((await r.text()).trim() || "HTTP " + r.status);
+  return r.json();
 }
 
 function decodePayload(b64) {
@@ -326,6 +339,7 @@ function decodePayload(b64) {
   } catch (e) { return "(binary) " + b64; }
 }
 
+// shown is the record on screen, which the action buttons act on.
 let shown = null;
 
 // showRecord shows one record and keeps it, and its chat's transcript,
@@ -334,14 +348,22 @@ function showRecord(kind, id) {
   $("back").href = "#" + kind;
   $("record-title").textContent = (kind === "inbox" ? "Inbound " : "Send ") + id;
   $("action-result").textContent = "";
+  for (const b of ["replay", "retry", "discard"]) $(b).hidden = true;
+  $("fields").replaceChildren();
+  $("payload").textContent = "";
+  $("transcript").replaceChildren();
   renderRecord(kind, id);
   timers.push(setInterval(() => renderRecord(kind, id), 2000));
 }
 
 async function renderRecord(kind, id) {
+  const g = gen;
   let r;
   try { r = await findRecord(kind, id); } catch (err) { failed(err, "action-result"); return; }
+  if (g !== gen) return;
   if (!r) {
+    shown = null;
+    for (const b of ["replay", "retry", "discard"]) $(b).hidden = true;
     $("action-result").textContent = "No such record (discarded, or purged by the retention).";
     $("fields").replaceChildren();
     $("payload").textContent = "";
@@ -365,8 +387,10 @@ async function renderRecord(kind, id) {
 }
 
 async function transcript(chat) {
+  const g = gen;
   let log;
   try { log = await api("/admin/log?chat=" + encodeURIComponent(chat) + "&limit=50"); } catch (err) { failed(err, "action-result"); return; }
+  if (g !== gen) return;
   const box = $("transcript");
   box.replaceChildren();
   for (const m of log) box.append(el("div", m.text || "(media)", "msg " + m.direction));
@@ -374,6 +398,7 @@ async function transcript(chat) {
 }
 
 async function act(what, path) {
+  if (!shown) return;
   const { kind, id, rec } = shown;
   if (!(await confirmAction(what + " " + (kind === "inbox" ? "inbound " : "send ") + id + " (chat " + rec.chat + ")?"))) return;
   try {
