@@ -39,6 +39,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/internal/groupcommit"
 	"github.com/botrun/botrun/internal/journalfile"
 )
 
@@ -301,6 +302,7 @@ func (s *Store) flush() {
 	if len(waiters) == 0 {
 		return
 	}
+	start := time.Now()
 	var err error
 	if s.opts.AppendLog {
 		err = s.log.Append(buf, len(waiters))
@@ -310,6 +312,7 @@ func (s *Store) flush() {
 	} else {
 		err = s.writeSnapshot(state, seq)
 	}
+	groupcommit.Report(len(waiters), time.Since(start))
 	if err != nil {
 		err = fmt.Errorf("file journal %s: %w", s.path, err)
 		s.mu.Lock()

@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/internal/groupcommit"
 )
 
 func TestConformance(t *testing.T) {
@@ -183,6 +186,30 @@ func TestSnapshotModeRewritesAtomically(t *testing.T) {
 		t.Fatal("temp file left behind")
 	}
 	s.Close()
+}
+
+// TestCommitsAreObserved: the file journal's own group commits reach the
+// process's commit observers (botrun_journal_commit_*), in both modes.
+func TestCommitsAreObserved(t *testing.T) {
+	for _, appendLog := range []bool{false, true} {
+		var writes atomic.Int64
+		stop := groupcommit.Observe(func(size int, took time.Duration) {
+			if took > 0 {
+				writes.Add(int64(size))
+			}
+		})
+		s, err := OpenStore(filepath.Join(t.TempDir(), "bot.journal"), &Options{AppendLog: appendLog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, "a", "1")
+		put(t, s, "b", "2")
+		s.Close()
+		stop()
+		if n := writes.Load(); n < 2 {
+			t.Errorf("append_log %v: %d commits observed, want 2", appendLog, n)
+		}
+	}
 }
 
 func FuzzDecodeLog(f *testing.F) {

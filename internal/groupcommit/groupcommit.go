@@ -65,9 +65,18 @@ func (c *Committer[R]) commit(batch []R) {
 	}
 	start := time.Now()
 	c.run(batch)
-	took := time.Since(start)
+	Report(len(batch), time.Since(start))
+}
+
+// Report tells the observers of a batch of size writes committed in took by
+// a writer that batches on its own (the file journal).
+func Report(size int, took time.Duration) {
+	obs := observers.Load()
+	if obs == nil {
+		return
+	}
 	for _, o := range *obs {
-		(*o)(len(batch), took)
+		(*o)(size, took)
 	}
 }
 
