@@ -47,7 +47,14 @@ func TestChatPageInBrowser(t *testing.T) {
 		browsertest.WaitText(".msg.me", "hello"),
 		browsertest.WaitText(".choices button", "No"))
 	// The reloaded page shows each message once: the history and the
-	// transcript's long poll do not both draw it.
+	// transcript's long poll do not both draw it. A new exchange after the
+	// reload passes through the long poll, so anything it would have drawn
+	// twice is on the page by its reply.
+	send(t, ctx, "after the reload")
+	browsertest.Do(t, ctx, "waiting for the reply after the reload",
+		browsertest.WaitText(".msg.me", "after the reload"),
+		chromedp.Poll[chromedp.Void](`Array.from(document.querySelectorAll(".msg.bot")).filter((e) => e.textContent.startsWith("usage:")).length >= 2`,
+			chromedp.WithPollingTimeout(browsertest.Wait)))
 	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](
 		`Array.from(document.querySelectorAll(".msg.bot")).filter((e) => e.textContent === "you chose yes").length`))
 	if err != nil || n != 1 {
