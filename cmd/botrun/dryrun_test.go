@@ -61,8 +61,10 @@ var dryRunTraffic = []struct{ id, chat, text string }{
 // nothing is sent or written.
 func TestReplayDryRun(t *testing.T) {
 	flow := wasmbuild.Go(t, "../../examples/flow")
-	hola := wasmbuild.Go(t, "testdata/guests/hola")
-	trap := wasmbuild.Go(t, "testdata/guests/trap")
+	hola := flowVariant(t, "hola", func(src string) string { return strings.ReplaceAll(src, `"echo: "`, `"hola: "`) })
+	trap := flowVariant(t, "trap", func(src string) string {
+		return strings.Replace(src, "bot.Handle(func(ctx *bot.Context) error {", "bot.Handle(func(ctx *bot.Context) error {\n\t\tif ctx.Event.Text == \"boom\" {\n\t\t\tpanic(\"boom\")\n\t\t}", 1)
+	})
 	backends := map[string]func(t *testing.T) string{
 		"sqlite": func(t *testing.T) string {
 			return fmt.Sprintf("backend = \"sqlite\"\npath = %q", filepath.Join(t.TempDir(), "bot.db"))
@@ -172,6 +174,34 @@ func TestReplayDryRunUsage(t *testing.T) {
 	}
 }
 
+// flowVariant builds examples/flow changed by edit, as module name: the
+// candidates of the dry-run tests.
+func flowVariant(t *testing.T, name string, edit func(string) string) string {
+	t.Helper()
+	src, err := os.ReadFile("../../examples/flow/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := edit(string(src))
+	if changed == string(src) {
+		t.Fatalf("%s: the edit changed nothing in examples/flow", name)
+	}
+	sdk, err := filepath.Abs("../../guest-sdk/go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	os.MkdirAll(dir, 0o700)
+	mod := fmt.Sprintf("module botrun.test/%s\n\ngo 1.26\n\nrequire github.com/botrun/botrun/guest-sdk/go v0.0.0\n\nreplace github.com/botrun/botrun/guest-sdk/go => %s\n", name, sdk)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return wasmbuild.Go(t, dir)
+}
+
 // liveBot starts the bot of cfgPath with a counting channel, tells it
 // dryRunTraffic one message at a time, and stops it at the end of the test.
 func liveBot(t *testing.T, cfgPath string) *countingChannel {
@@ -230,7 +260,7 @@ func legacyRecord(t *testing.T, cfgPath string) {
 	if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:old1", Provider: "web", Chat: "c9", Payload: payload}, now, &l); err != nil {
 		t.Fatal(err)
 	}
-	msg, _ := json.Marshal(dryrun.Message{Text: "echo: old"})
+	msg, _ := json.Marshal(host.OutboxMessage{Text: "echo: old"})
 	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "web:old1:1", Provider: "web", Chat: "c9", Payload: msg, Inbound: "web:old1"}, now, &l); err != nil {
 		t.Fatal(err)
 	}

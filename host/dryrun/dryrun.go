@@ -70,21 +70,13 @@ type Options struct {
 	Progress func(done, total int)
 }
 
-// Message is a send's content.
-type Message struct {
-	Text    string       `json:"text,omitempty"`
-	Media   *abi.Media   `json:"media,omitempty"`
-	Buttons []abi.Button `json:"buttons,omitempty"`
-	List    *abi.List    `json:"list,omitempty"`
-}
-
 // Send is one send: journaled by the original run, or the candidate's.
 type Send struct {
 	Key string `json:"key"`
 	// Derived is true for a key the host derived ("<inbound id>:<n>").
 	Derived bool   `json:"derived,omitempty"`
 	Chat    string `json:"chat"`
-	Message
+	host.OutboxMessage
 }
 
 // Op is an edit or a typing call the candidate made (not journaled, so not
@@ -278,7 +270,7 @@ func outboxByInbound(ctx context.Context, out durability.OutboxJournal) (map[str
 		if r.Inbound == "" {
 			continue
 		}
-		var m Message
+		var m host.OutboxMessage
 		if err := json.Unmarshal(r.Payload, &m); err != nil {
 			m.Text = fmt.Sprintf("(unreadable payload: %v)", err)
 		}

@@ -77,7 +77,7 @@ func TestOutboxByInboundJoinsParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	put := func(key, prev, inbound, text string, at int64) {
-		p, _ := json.Marshal(Message{Text: text})
+		p, _ := json.Marshal(host.OutboxMessage{Text: text})
 		if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: key, Chat: "c1", Payload: p, PreviousPart: prev, Inbound: inbound}, at, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func journalEcho(ctx context.Context, j durability.Journals, i int) error {
 	if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: chat, Payload: payload}, now, &l); err != nil {
 		return err
 	}
-	msg, _ := json.Marshal(Message{Text: fmt.Sprint("echo: message ", i)})
+	msg, _ := json.Marshal(host.OutboxMessage{Text: fmt.Sprint("echo: message ", i)})
 	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: id + ":1", Provider: "web", Chat: chat, Payload: msg, Inbound: id}, now, &l); err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func (e *env) record(req abi.SendRequest, status abi.SendStatus) (abi.SendResult
 		return abi.SendResult{}, err
 	}
 	e.sends = append(e.sends, Send{Key: key, Derived: derived, Chat: req.Chat,
-		Message: Message{Text: req.Text, Media: req.Media, Buttons: req.Buttons, List: req.List}})
+		OutboxMessage: host.OutboxMessage{Text: req.Text, Media: req.Media, Buttons: req.Buttons, List: req.List}})
 	res := abi.SendResult{Status: status, Key: key}
 	if status == abi.SendSent {
 		res.Ref = "dry-run:" + key
@@ -104,7 +104,7 @@ func (e *env) Broadcast(_ context.Context, req abi.BroadcastRequest) (abi.Broadc
 			continue
 		}
 		seen[chat] = true
-		e.sends = append(e.sends, Send{Key: req.KeyPrefix + ":" + chat, Chat: chat, Message: Message{Text: req.Text, Media: req.Media}})
+		e.sends = append(e.sends, Send{Key: req.KeyPrefix + ":" + chat, Chat: chat, OutboxMessage: host.OutboxMessage{Text: req.Text, Media: req.Media}})
 		res.Journaled++
 	}
 	return res, nil
