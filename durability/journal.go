@@ -50,6 +50,11 @@ type ListFilter struct {
 	Chat string
 	// Limit caps the result (0: no cap).
 	Limit int
+	// Since keeps the records created at or after it (Unix ms; 0: all).
+	// One List reads a bounded number of records, oldest first: a reader
+	// of a whole journal pages with Since set to the last record's
+	// CreatedAt.
+	Since int64
 }
 
 // OutboxPut is a new outbound record.

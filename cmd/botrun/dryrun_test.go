@@ -65,6 +65,11 @@ func TestReplayDryRun(t *testing.T) {
 	trap := flowVariant(t, "trap", func(src string) string {
 		return strings.Replace(src, "bot.Handle(func(ctx *bot.Context) error {", "bot.Handle(func(ctx *bot.Context) error {\n\t\tif ctx.Event.Text == \"boom\" {\n\t\t\tpanic(\"boom\")\n\t\t}", 1)
 	})
+	// A candidate that reads a key the original turns did not read.
+	peek := flowVariant(t, "peek", func(src string) string {
+		return strings.Replace(src, `		_, err := ctx.Reply("echo: " + ctx.Event.Text)`, `		ctx.StateGet("never-read")
+		_, err := ctx.Reply("echo: " + ctx.Event.Text)`, 1)
+	})
 	backends := map[string]func(t *testing.T) string{
 		"sqlite": func(t *testing.T) string {
 			return fmt.Sprintf("backend = \"sqlite\"\npath = %q", filepath.Join(t.TempDir(), "bot.db"))
@@ -123,6 +128,13 @@ func TestReplayDryRun(t *testing.T) {
 			if got := outcomes(t, cfgPath, trap, dryrun.Fault); !slices.Equal(got, []string{"web:m6"}) {
 				t.Fatalf("trap faulted on %v, want web:m6", got)
 			}
+			// A key the original did not read: not guessed.
+			code, out, errs = runCLI("replay", "--dry-run", "-c", cfgPath, "--module", peek)
+			if code != 0 || !strings.Contains(out, "5 identical, 0 changed") || !strings.Contains(out, "cannot replay 4 records (inputs not recorded 1, unknown input 3)") ||
+				!strings.Contains(out, `web:m3: unknown input: the candidate read state key "never-read"`) {
+				t.Fatalf("peek: exit %d\n%s%s", code, out, errs)
+			}
+
 			// Filters: one chat's records; another channel's (none).
 			if code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", hola, "--chat", "c1", "--since", "1h", "--provider", "web"); code != 1 || !strings.Contains(out, "replayed 4 records") || !strings.Contains(out, "3 identical, 1 changed") {
 				t.Fatalf("--chat c1: exit %d\n%s%s", code, out, errs)

@@ -384,6 +384,18 @@ func runInbox(t *testing.T, nb NewBackend) {
 		if got := check(j.Inbox.List(ctx, durability.ListFilter{State: "dead"}))(t); len(got) != 0 {
 			t.Fatalf("list dead = %v", ids(got))
 		}
+		putIn(t, j, "web:4", "c1", 200)
+		if got := check(j.Inbox.List(ctx, durability.ListFilter{Since: 200}))(t); !slices.Equal(ids(got), []string{"web:2", "web:4", "web:3"}) {
+			t.Fatalf("list since 200 = %v, want the records created at 200 on", ids(got))
+		}
+		if got := check(j.Inbox.List(ctx, durability.ListFilter{Since: 201, Chat: "c2"}))(t); !slices.Equal(ids(got), []string{"web:3"}) {
+			t.Fatalf("list since 201 in c2 = %v", ids(got))
+		}
+		putOut(t, j, "web:1:1", "c1", 100, nil)
+		putOut(t, j, "web:3:1", "c2", 300, nil)
+		if got := check(j.Outbox.List(ctx, durability.ListFilter{Since: 101}))(t); len(got) != 1 || got[0].Key != "web:3:1" {
+			t.Fatalf("outbox list since 101 = %+v", got)
+		}
 	})
 
 	t.Run("replay re-queues done and dead records", func(t *testing.T) {

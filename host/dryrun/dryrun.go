@@ -143,7 +143,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the inbox journal: %w", err)
 	}
-	sent, err := outboxByInbound(ctx, o.Journals.Outbox)
+	// A record's sends are journaled after it (by the clock of the replica
+	// that ran it: a margin for clocks that disagree).
+	since := int64(0)
+	if len(recs) > 0 {
+		since = max(recs[0].CreatedAt-clockMargin.Milliseconds(), 0)
+	}
+	sent, err := outboxByInbound(ctx, o.Journals.Outbox, since)
 	if err != nil {
 		return nil, fmt.Errorf("reading the outbox journal: %w", err)
 	}
@@ -208,6 +214,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, ctx.Err()
 }
 
+// clockMargin is how far behind a replica's clock may be when its sends are
+// read by their creation time.
+const clockMargin = 10 * time.Minute
+
 // randomSecret reads the bot's random secret, so the guest reads the random
 // bytes its original turn read; a bot that has none yet gets zeros.
 func randomSecret(ctx context.Context, st durability.StateStore) ([]byte, error) {
@@ -223,17 +233,18 @@ func randomSecret(ctx context.Context, st durability.StateStore) ([]byte, error)
 
 // selectRecords lists the inbox records f selects, in admission order.
 func selectRecords(ctx context.Context, in durability.InboxJournal, f Filter) ([]durability.InboxRecord, error) {
-	all, err := in.List(ctx, durability.ListFilter{Chat: f.Chat})
-	if err != nil {
-		return nil, err
-	}
 	since := int64(0)
 	if !f.Since.IsZero() {
 		since = f.Since.UnixMilli()
 	}
+	all, err := listAll(ctx, in.List, durability.ListFilter{Chat: f.Chat, Since: since},
+		func(r durability.InboxRecord) (string, int64) { return r.ID, r.CreatedAt })
+	if err != nil {
+		return nil, err
+	}
 	out := all[:0]
 	for _, r := range all {
-		if r.CreatedAt >= since && (f.Provider == "" || r.Provider == f.Provider) {
+		if f.Provider == "" || r.Provider == f.Provider {
 			out = append(out, r)
 		}
 	}
@@ -241,10 +252,37 @@ func selectRecords(ctx context.Context, in durability.InboxJournal, f Filter) ([
 	return out, nil
 }
 
+// listAll reads every record f selects, page by page: one List reads a
+// bounded number of records, so the next page starts at the last one's
+// creation time, until a page brings nothing new.
+func listAll[R any](ctx context.Context, list func(context.Context, durability.ListFilter) ([]R, error), f durability.ListFilter, key func(R) (string, int64)) ([]R, error) {
+	var out []R
+	seen := map[string]bool{}
+	for {
+		page, err := list(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		fresh := 0
+		for _, r := range page {
+			if id, _ := key(r); !seen[id] {
+				seen[id] = true
+				out = append(out, r)
+				fresh++
+			}
+		}
+		if fresh == 0 {
+			return out, nil
+		}
+		_, f.Since = key(page[len(page)-1])
+	}
+}
+
 // outboxByInbound lists the outbox once and groups its sends by the inbound
 // record that made them, the parts of a split text joined into one send.
-func outboxByInbound(ctx context.Context, out durability.OutboxJournal) (map[string][]Send, error) {
-	recs, err := out.List(ctx, durability.ListFilter{})
+func outboxByInbound(ctx context.Context, out durability.OutboxJournal, since int64) (map[string][]Send, error) {
+	recs, err := listAll(ctx, out.List, durability.ListFilter{Since: since},
+		func(r durability.OutboxRecord) (string, int64) { return r.Key, r.CreatedAt })
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func TestOutboxByInboundJoinsParts(t *testing.T) {
 	put("web:1:2", "", "web:1", "bye", 3)
 	put("web:2:1", "", "web:2", "other", 4)
 	put("cron", "", "", "not a turn's", 5)
-	got, err := outboxByInbound(ctx, j.Outbox)
+	got, err := outboxByInbound(ctx, j.Outbox, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
