@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -46,17 +45,7 @@ func dryRunTraffic(t *testing.T, base string) {
 // upload posts module to POST /admin/replay/dry-run with tok.
 func upload(t *testing.T, base, tok string, module []byte) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/admin/replay/dry-run?name=candidate.wasm", bytes.NewReader(module))
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return callWith(t, "POST", base+"/admin/replay/dry-run?name=candidate.wasm", tok, bytes.NewReader(module))
 }
 
 // TestDryRunAPI: POST /admin/replay/dry-run needs the token, refuses an
