@@ -290,11 +290,11 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held
 }
 
 // failInbound settles a failed attempt: a retry after inbox.backoff, or dead.
-// inputs are the attempt's recorded inputs (nil: its handler did not run).
-func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *heartbeat, cause error, dead bool, inputs []byte) {
+// recorded are the attempt's recorded inputs (nil: its handler did not run).
+func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *heartbeat, cause error, dead bool, recorded []byte) {
 	hb.stop()
 	now := time.Now()
-	opts := durability.FailOptions{Now: now.UnixMilli(), Dead: dead, Inputs: inputs}
+	opts := durability.FailOptions{Now: now.UnixMilli(), Dead: dead, Inputs: recorded}
 	if !dead {
 		opts.RetryAt = now.Add(b.policy.inboxBackoff.wait(rec.Attempts)).UnixMilli()
 	}

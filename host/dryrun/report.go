@@ -188,10 +188,15 @@ func (r *Report) WriteText(w io.Writer) {
 			io.WriteString(w, res.Diff)
 		}
 	}
+	if r.ModuleError != "" {
+		fmt.Fprintf(w, "the candidate does not load: %s\n", oneLine(r.ModuleError))
+	}
 	s := r.Summary()
 	digest := r.Digest
 	if len(digest) > 12 {
 		digest = digest[:12]
+	} else if digest == "" {
+		digest = "-"
 	}
 	fmt.Fprintf(w, "replayed %d records with %s (sha256 %s) in %s: %d identical, %d changed",
 		s.Replayed, r.Module, digest, r.Elapsed.Round(time.Millisecond), s.Identical, s.Changed)
