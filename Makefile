@@ -8,7 +8,7 @@ GUEST_ENV = GOOS=wasip1 GOARCH=wasm GOWORK=off CGO_ENABLED=0
 # Go 1.27).
 FUZZTIME ?= 20000x
 
-.PHONY: all build examples available-examples run test soak fuzz bench bench-peers vet clean
+.PHONY: all build examples available-examples run test soak fuzz bench bench-peers bench-dryrun vet clean
 
 all: build examples
 
@@ -147,6 +147,12 @@ bench: examples
 	$(GO) test -run='^$$' -bench='^BenchmarkReloadLatency$$' -benchtime=5x ./host/
 	$(GO) test -run='^$$' -bench=. -benchtime=20000x ./host/wasm/
 	$(GO) test -run='^$$' -bench='^BenchmarkWebhook$$' ./host/provider/telegram/ ./host/provider/metawhatsapp/ ./host/provider/twilio/ ./host/provider/discord/
+	$(MAKE) bench-dryrun
+
+# botrun replay --dry-run's engine: 10,000 journaled records (SQLite, read
+# only) through the C echo guest; the README quotes it.
+bench-dryrun:
+	$(GO) test -run='^$$' -bench='^BenchmarkDryRun10k$$' -benchtime=1x ./host/dryrun/
 
 clean:
 	rm -rf bin data examples/*/*.wasm guest-sdk/rust/libbotrun.rlib

@@ -37,6 +37,14 @@ type DriverOptions interface {
 	Open(ctx context.Context) (Backend, error)
 }
 
+// ReadOnlyOpener is implemented by DriverOptions that can open the backend
+// for reading only, beside a live bot in another process, taking no lock and
+// writing nothing (SQLite's mode=ro). A backend without it is a server that
+// many clients share anyway: a reader opens it as usual and only reads.
+type ReadOnlyOpener interface {
+	OpenReadOnly(ctx context.Context) (Backend, error)
+}
+
 // Sharing is implemented by DriverOptions whose keys say whether several
 // processes use the backend at once (the events backend's shared = true); it
 // overrides Driver.Shared.

@@ -50,6 +50,11 @@ type ListFilter struct {
 	Chat string
 	// Limit caps the result (0: no cap).
 	Limit int
+	// Since keeps the records created at or after it (Unix ms; 0: all).
+	// One List reads a bounded number of records, oldest first: a reader
+	// of a whole journal pages with Since set to the last record's
+	// CreatedAt.
+	Since int64
 }
 
 // OutboxPut is a new outbound record.
@@ -76,6 +81,9 @@ type FailOptions struct {
 	// Refund gives back the attempt the claim charged: the claim made no
 	// provider call (a part waiting behind an earlier part).
 	Refund bool
+	// Inputs are the failing attempt's recorded inputs (inbox only; see
+	// Completion.Inputs): the record keeps them, or none when nil.
+	Inputs []byte
 }
 
 // ClaimedSend is a record ClaimDue leased.
@@ -160,9 +168,10 @@ type InboxJournal interface {
 	Claim(ctx context.Context, id string, lease Lease) (InboxRecord, error)
 	// Extend extends the lease of a processing record.
 	Extend(ctx context.Context, id string, token int64, until int64) error
-	// Complete moves processing → done and applies the buffered state writes in
-	// the same atomic write. module is the digest of the module that ran it.
-	Complete(ctx context.Context, id string, token int64, effects []StateWrite, module string, now int64) error
+	// Complete moves processing → done and applies the completion's state
+	// writes in the same atomic write; the record keeps its Module and
+	// Inputs.
+	Complete(ctx context.Context, id string, token int64, c Completion) error
 	// Fail moves processing → failed (due at RetryAt) or dead.
 	Fail(ctx context.Context, id string, token int64, errMsg string, opts FailOptions) error
 	// ClaimDue leases pending records created before PendingBefore, failed
@@ -194,7 +203,20 @@ type SentMark struct {
 // of two per message). If any mark or the completion is stale, nothing lands
 // and the error wraps ErrStaleLease: the caller settles them one by one.
 type CompleteSender interface {
-	CompleteWithSent(ctx context.Context, id string, token int64, effects []StateWrite, module string, now int64, sent []SentMark) error
+	CompleteWithSent(ctx context.Context, id string, token int64, c Completion, sent []SentMark) error
+}
+
+// Completion is what an inbound record's completion lands, in one write.
+type Completion struct {
+	// Effects are the turn's buffered state writes.
+	Effects []StateWrite
+	// Module is the digest of the module that ran the record.
+	Module string
+	// Inputs are the turn's recorded inputs (the answers the guest read
+	// from the host), opaque to the journal; stored on the record.
+	Inputs []byte
+	// Now is the completion time (Unix ms).
+	Now int64
 }
 
 // Deliver is a delivery made of writes to the backend's own store (the

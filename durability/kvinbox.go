@@ -90,24 +90,26 @@ func (j *kvInbox) Extend(ctx context.Context, id string, token, until int64) err
 	return err
 }
 
-func (j *kvInbox) Complete(ctx context.Context, id string, token int64, effects []StateWrite, module string, now int64) error {
+// completed is the inbox's completion transition.
+func completed(rec *InboxRecord, c Completion) {
+	rec.State, rec.Module, rec.Inputs, rec.Error, rec.LeaseUntil = InboxDone, c.Module, c.Inputs, "", 0
+	rec.UpdatedAt, rec.CompletedAt = c.Now, c.Now
+}
+
+func (j *kvInbox) Complete(ctx context.Context, id string, token int64, c Completion) error {
 	_, err := j.t.update(ctx, id, func(rec *InboxRecord) ([]Write, error) {
 		if err := leased(string(rec.State), string(InboxProcessing), token, rec.Token, "inbox", id); err != nil {
 			return nil, err
 		}
-		rec.State = InboxDone
-		rec.Module = module
-		rec.Error = ""
-		rec.LeaseUntil = 0
-		rec.UpdatedAt, rec.CompletedAt = now, now
-		return append(j.state.writes(effects), j.chatRemove(rec)...), nil
+		completed(rec, c)
+		return append(j.state.writes(c.Effects), j.chatRemove(rec)...), nil
 	})
 	return err
 }
 
 // CompleteWithSent implements CompleteSender: the inbox record, the sent
 // outbox records and the state writes land in one Kv commit.
-func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, effects []StateWrite, module string, now int64, sent []SentMark) error {
+func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, c Completion, sent []SentMark) error {
 	for {
 		rec, v, err := j.t.current(ctx, id)
 		if err != nil {
@@ -116,8 +118,7 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 		if err := leased(string(rec.State), string(InboxProcessing), token, rec.Token, "inbox", id); err != nil {
 			return err
 		}
-		rec.State, rec.Module, rec.Error, rec.LeaseUntil = InboxDone, module, "", 0
-		rec.UpdatedAt, rec.CompletedAt = now, now
+		completed(&rec, c)
 		var writes []Write
 		type outWrite struct {
 			key string
@@ -147,7 +148,7 @@ func (j *kvInbox) CompleteWithSent(ctx context.Context, id string, token int64, 
 		if err != nil {
 			return err
 		}
-		writes = append(append(append([]Write{w}, writes...), j.state.writes(effects)...), j.chatRemove(&rec)...)
+		writes = append(append(append([]Write{w}, writes...), j.state.writes(c.Effects)...), j.chatRemove(&rec)...)
 		err = j.t.kv.Commit(ctx, writes)
 		if errors.Is(err, ErrConflict) {
 			j.t.forget(id)
@@ -173,6 +174,7 @@ func (j *kvInbox) Fail(ctx context.Context, id string, token int64, errMsg strin
 			return nil, err
 		}
 		rec.Error = errMsg
+		rec.Inputs = o.Inputs
 		rec.LeaseUntil = 0
 		rec.UpdatedAt = o.Now
 		if o.Refund && rec.Attempts > 0 {
@@ -226,7 +228,7 @@ func (j *kvInbox) Get(ctx context.Context, id string) (InboxRecord, error) {
 }
 
 func (j *kvInbox) List(ctx context.Context, f ListFilter) ([]InboxRecord, error) {
-	return j.t.list(ctx, f.Limit, func(r *InboxRecord) bool {
+	return j.t.list(ctx, f.Since, f.Limit, func(r *InboxRecord) bool {
 		return (f.State == "" || string(r.State) == f.State) && (f.Chat == "" || r.Chat == f.Chat)
 	})
 }

@@ -184,7 +184,7 @@ func (j *kvOutbox) Get(ctx context.Context, key string) (OutboxRecord, error) {
 }
 
 func (j *kvOutbox) List(ctx context.Context, f ListFilter) ([]OutboxRecord, error) {
-	return j.t.list(ctx, f.Limit, func(r *OutboxRecord) bool {
+	return j.t.list(ctx, f.Since, f.Limit, func(r *OutboxRecord) bool {
 		return (f.State == "" || string(r.State) == f.State) && (f.Chat == "" || r.Chat == f.Chat)
 	})
 }

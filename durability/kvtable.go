@@ -165,7 +165,12 @@ func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Wri
 // scan reads records from index ix with score <= max, calling keep for
 // each until it returns false or the budget is spent.
 func (t *table[T]) scan(ctx context.Context, ix Index, max int64, keep func(id string, rec T, version int64) bool) error {
-	cursor := IndexEntry{Score: math.MinInt64}
+	return t.scanFrom(ctx, ix, math.MinInt64, max, keep)
+}
+
+// scanFrom is scan from score from (inclusive).
+func (t *table[T]) scanFrom(ctx context.Context, ix Index, from, max int64, keep func(id string, rec T, version int64) bool) error {
+	cursor := IndexEntry{Score: from} // the keys at from: every key is after ""
 	for read := 0; read < scanBudget; {
 		entries, err := t.kv.Range(ctx, t.group, ix, cursor, max, scanPage)
 		if err != nil {
@@ -193,10 +198,15 @@ func (t *table[T]) scan(ctx context.Context, ix Index, max int64, keep func(id s
 	return nil
 }
 
-// list returns records matching match from the created index, oldest first.
-func (t *table[T]) list(ctx context.Context, limit int, match func(*T) bool) ([]T, error) {
+// list returns records matching match from the created index, oldest first,
+// from those created at since on.
+func (t *table[T]) list(ctx context.Context, since int64, limit int, match func(*T) bool) ([]T, error) {
 	var out []T
-	err := t.scan(ctx, IndexOrder, math.MaxInt64, func(_ string, rec T, _ int64) bool {
+	from := int64(math.MinInt64)
+	if since > 0 {
+		from = since
+	}
+	err := t.scanFrom(ctx, IndexOrder, from, math.MaxInt64, func(_ string, rec T, _ int64) bool {
 		if match(&rec) {
 			out = append(out, rec)
 		}

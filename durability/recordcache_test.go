@@ -40,7 +40,7 @@ func TestRecordCacheBoundedInBytes(t *testing.T) {
 	}
 	// The oldest (evicted) and the newest (cached) records complete alike.
 	for _, id := range []string{"m0", fmt.Sprint("m", n-1)} {
-		if err := j.Inbox.Complete(ctx, id, 1, nil, "mod", 2); err != nil {
+		if err := j.Inbox.Complete(ctx, id, 1, durability.Completion{Module: "mod", Now: 2}); err != nil {
 			t.Fatalf("complete %s: %v", id, err)
 		}
 		if rec, err := j.Inbox.Get(ctx, id); err != nil || rec.State != durability.InboxDone || len(rec.Payload) != size {

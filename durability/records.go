@@ -106,7 +106,12 @@ type InboxRecord struct {
 	Duplicates int    `json:"duplicates"`
 	Error      string `json:"error,omitempty"`
 	// Module is the digest of the module that last ran the record.
-	Module      string `json:"module,omitempty"`
+	Module string `json:"module,omitempty"`
+	// Inputs are the recorded inputs of the record's last completed or
+	// failed attempt (Completion.Inputs), opaque to the journal; empty for
+	// a record that never finished an attempt, or finished it before inputs
+	// were recorded.
+	Inputs      []byte `json:"inputs,omitempty"`
 	CreatedAt   int64  `json:"created_at"`
 	UpdatedAt   int64  `json:"updated_at"`
 	CompletedAt int64  `json:"completed_at,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/inputs"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -113,6 +114,7 @@ func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
 		return nil, wasm.ErrNoMedia
 	}
 	if index < len(t.mediaReasons) && t.mediaReasons[index] != "" {
+		t.inputs.MediaUnavailable(index, t.mediaReasons[index], "", "")
 		return nil, &abi.MediaUnavailableError{Reason: t.mediaReasons[index]}
 	}
 	if r, ok := t.media[index]; ok {
@@ -120,6 +122,7 @@ func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
 	}
 	loader, ok := t.providers[t.event.Provider].(provider.MediaLoader)
 	if !ok {
+		t.inputs.MediaUnavailable(index, "", "", inputs.ErrUnsupported)
 		return nil, fmt.Errorf("provider %q cannot download media: %w", t.event.Provider, wasm.ErrUnsupported)
 	}
 	m := t.event.Media[index]
@@ -128,10 +131,13 @@ func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
 	switch {
 	case err == nil:
 		r.b = b
+		t.inputs.Media(index, b)
 	case errors.Is(err, provider.ErrMediaTooLarge):
 		r.err = fmt.Errorf("media %d of %s: %w", index, t.event.ID, wasm.ErrMediaTooLarge)
+		t.inputs.MediaUnavailable(index, "", "", inputs.ErrTooLarge)
 	case provider.MediaGone(err):
 		r.err = &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: err.Error()}
+		t.inputs.MediaUnavailable(index, abi.MediaRehydrateFailed, err.Error(), "")
 	default:
 		// Transient: not kept, so a retry in this event downloads again.
 		return nil, fmt.Errorf("downloading media %d of %s: %w", index, t.event.ID, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/config"
 )
 
 // ListInbox lists inbound records (state "dead" is the inbound DLQ).
@@ -239,3 +240,10 @@ func (b *Bot) Logger() *slog.Logger { return b.log }
 // shut down: a long-lived response (the console's live tail) ends on it, so
 // the graceful stop does not wait for it.
 func (b *Bot) Draining() <-chan struct{} { return b.draining }
+
+// DryRunSource returns the bot's journals and config: what a dry run of a
+// candidate module reads (host/dryrun, from the console). It only reads
+// them.
+func (b *Bot) DryRunSource() (durability.Journals, *config.Config) {
+	return durability.Journals{Inbox: b.inbox, Outbox: b.outbox, State: b.state}, b.cfg
+}

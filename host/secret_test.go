@@ -80,7 +80,7 @@ func TestGuestRandomSeededBySecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok, err := j.State.Get(context.Background(), randomSecretKey)
+	v, ok, err := j.State.Get(context.Background(), RandomSecretKey)
 	if err != nil || !ok || len(v) != randomSecretSize {
 		t.Fatalf("secret in the backend = %x %v %v, want %d random bytes", v, ok, err, randomSecretSize)
 	}

@@ -55,13 +55,17 @@ type sender struct {
 	leaders leaders
 }
 
-// outMsg is the journaled content of a send.
-type outMsg struct {
+// OutboxMessage is the journaled content of a send: the JSON of an outbox
+// record's Payload (a dry run reads it back).
+type OutboxMessage struct {
 	Text    string       `json:"text,omitempty"`
 	Media   *abi.Media   `json:"media,omitempty"`
 	Buttons []abi.Button `json:"buttons,omitempty"`
 	List    *abi.List    `json:"list,omitempty"`
 }
+
+// outMsg is OutboxMessage, as the host's code names it.
+type outMsg = OutboxMessage
 
 // sendSpec is one send as the handler asked for it.
 type sendSpec struct {

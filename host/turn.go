@@ -14,6 +14,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/inputs"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -57,6 +58,9 @@ type turn struct {
 	// media holds this event's media_load results by index, so a guest
 	// loading the same media twice downloads it once.
 	media map[int]mediaLoad
+	// inputs records what the guest read from the store and the channel;
+	// it lands with the completion.
+	inputs inputs.Recorder
 	// module is the digest of the code that ran the handler.
 	module string
 	// posted are the sends the guest posted, made in order when the
@@ -141,7 +145,7 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	defer hb.release()
 	defer func() { b.obs.turned(time.Since(start)) }()
 	if rec.Attempts > b.policy.maxAttempts {
-		b.failInbound(ctx, rec, hb, fmt.Errorf("claimed %d times without finishing (durability.inbox.max_attempts = %d): the process died each time", rec.Attempts-1, b.policy.maxAttempts), true)
+		b.failInbound(ctx, rec, hb, fmt.Errorf("claimed %d times without finishing (durability.inbox.max_attempts = %d): the process died each time", rec.Attempts-1, b.policy.maxAttempts), true, nil)
 		return
 	}
 	if rec.Attempts > 1 {
@@ -149,7 +153,7 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	}
 	var jr journaled
 	if err := json.Unmarshal(rec.Payload, &jr); err != nil {
-		b.failInbound(ctx, rec, hb, fmt.Errorf("journaled event is unreadable: %w", err), true)
+		b.failInbound(ctx, rec, hb, fmt.Errorf("journaled event is unreadable: %w", err), true, nil)
 		return
 	}
 	var reasons []string
@@ -207,7 +211,7 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 		return
 	}
 	t.flushMark(ctx)
-	b.failInbound(ctx, rec, hb, err, rec.Attempts >= b.policy.maxAttempts)
+	b.failInbound(ctx, rec, hb, err, rec.Attempts >= b.policy.maxAttempts, t.inputs.Bytes())
 }
 
 // releaseUncompleted gives back a record whose completion failed, due now:
@@ -229,12 +233,11 @@ func (b *Bot) releaseUncompleted(ctx context.Context, rec *durability.InboxRecor
 // complete lands the inbox completion with the buffered state writes, and the
 // last send's deferred MarkSent in the same write where the journal can.
 func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn) error {
-	now := nowMs()
-	digest := t.module
+	c := durability.Completion{Effects: t.effects(), Module: t.module, Inputs: t.inputs.Bytes(), Now: nowMs()}
 	if m := t.mark; m != nil {
 		if cs, ok := b.inbox.(durability.CompleteSender); ok {
 			m.hb.stop()
-			err := cs.CompleteWithSent(ctx, rec.ID, rec.Token, t.effects(), digest, now,
+			err := cs.CompleteWithSent(ctx, rec.ID, rec.Token, c,
 				[]durability.SentMark{{Key: m.rec.Key, Token: m.rec.Token, Ref: m.ref, Now: m.at}})
 			if err == nil {
 				t.mark = nil
@@ -245,7 +248,7 @@ func (b *Bot) complete(ctx context.Context, rec *durability.InboxRecord, t *turn
 		}
 		t.flushMark(ctx)
 	}
-	return b.inbox.Complete(ctx, rec.ID, rec.Token, t.effects(), digest, now)
+	return b.inbox.Complete(ctx, rec.ID, rec.Token, c)
 }
 
 // run calls the handler for ev and reports its outcome. mediaReasons say which
@@ -287,10 +290,11 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held
 }
 
 // failInbound settles a failed attempt: a retry after inbox.backoff, or dead.
-func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *heartbeat, cause error, dead bool) {
+// recorded are the attempt's recorded inputs (nil: its handler did not run).
+func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *heartbeat, cause error, dead bool, recorded []byte) {
 	hb.stop()
 	now := time.Now()
-	opts := durability.FailOptions{Now: now.UnixMilli(), Dead: dead}
+	opts := durability.FailOptions{Now: now.UnixMilli(), Dead: dead, Inputs: recorded}
 	if !dead {
 		opts.RetryAt = now.Add(b.policy.inboxBackoff.wait(rec.Attempts)).UnixMilli()
 	}
@@ -576,6 +580,7 @@ func (t *turn) StateGet(ctx context.Context, key string) ([]byte, bool, error) {
 		if ok {
 			t.stored[k] = len(rest) + len(v)
 		}
+		t.inputs.State(key, v, ok)
 	}
 	return v, ok, err
 }

@@ -44,6 +44,8 @@ Usage:
   botrun outbox list        list sends                (-c bot.toml, --state, --chat, --json)
   botrun status             the sessions' leaders and each replica's leases (-c bot.toml, --json)
   botrun replay ID          process an inbound record again
+  botrun replay --dry-run --module NEW.wasm
+                            diff what NEW would send against the journal (--since, --chat, --provider, --json)
   botrun retry KEY          send a dead, failed or unknown send again
   botrun discard KEY        forget a send (cancels a scheduled one)
   botrun log --chat C       a chat's delivered messages, in and out (-c bot.toml, --limit, --json)

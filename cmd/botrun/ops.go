@@ -38,31 +38,50 @@ func openJournals(path string, stderr io.Writer) (durability.Journals, func(), b
 // openBackend is openJournals that also returns the config and the
 // backend's Kv (nil when it keeps none).
 func openBackend(path string, stderr io.Writer) (*config.Config, durability.Journals, durability.Kv, func(), bool) {
-	fail := func(err error) (*config.Config, durability.Journals, durability.Kv, func(), bool) {
+	cfg, j, b, err := openScope(path, false)
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, durability.Journals{}, nil, nil, false
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return fail(err)
-	}
-	if cfg.Durability.Backend == "memory" {
-		return fail(fmt.Errorf("%s: durability.backend is memory: its journals live only inside the running bot (configure sqlite or file to inspect them from here)", path))
-	}
-	b, err := host.OpenBackend(context.Background(), cfg)
-	if err != nil {
-		return fail(err)
-	}
-	j, err := b.Open(context.Background(), host.Scope(cfg))
-	if err != nil {
-		b.Close()
-		return fail(err)
 	}
 	var kv durability.Kv
 	if kvb, ok := b.(interface{ Kv() durability.Kv }); ok {
 		kv = kvb.Kv()
 	}
 	return cfg, j, kv, func() { b.Close() }, true
+}
+
+// openScope opens the backend of the bot a config describes, from outside
+// it, and its scope's journals; readOnly opens it for reading only where the
+// backend can (SQLite: no lock, no write), as any client of a server
+// otherwise.
+func openScope(path string, readOnly bool) (*config.Config, durability.Journals, durability.Backend, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, durability.Journals{}, nil, err
+	}
+	if cfg.Durability.Backend == "memory" {
+		return nil, durability.Journals{}, nil, fmt.Errorf("%s: durability.backend is memory: its journals live only inside the running bot (configure sqlite or file to inspect them from here)", path)
+	}
+	var b durability.Backend
+	if ro, ok := cfg.Durability.Options.(durability.ReadOnlyOpener); ok && readOnly {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		b, err = ro.OpenReadOnly(ctx)
+		if err != nil {
+			err = fmt.Errorf("durability: open %s backend read-only: %w", cfg.Durability.Backend, err)
+		}
+	} else {
+		b, err = host.OpenBackend(context.Background(), cfg)
+	}
+	if err != nil {
+		return nil, durability.Journals{}, nil, err
+	}
+	j, err := b.Open(context.Background(), host.Scope(cfg))
+	if err != nil {
+		b.Close()
+		return nil, durability.Journals{}, nil, err
+	}
+	return cfg, j, b, nil
 }
 
 func ms(t int64) string {
@@ -185,7 +204,12 @@ func cmdOne(name, what, synopsis string, act func(j durability.Journals, arg str
 }
 
 func cmdReplay(args []string, stdout, stderr io.Writer) int {
-	return cmdOne("replay", "inbox record", "Usage: botrun replay [-c bot.toml] ID\n\nProcesses a done, failed or dead inbound record again with a fresh attempt budget;\nits sends are answered from the outbox where already sent.",
+	for _, a := range args {
+		if a == "--dry-run" || a == "-dry-run" || a == "--dry-run=true" || a == "-dry-run=true" {
+			return cmdReplayDryRun(args, stdout, stderr)
+		}
+	}
+	return cmdOne("replay", "inbox record", "Usage: botrun replay [-c bot.toml] ID\n\nProcesses a done, failed or dead inbound record again with a fresh attempt budget;\nits sends are answered from the outbox where already sent.\n(botrun replay --dry-run --module NEW.wasm tests a new module against the journal instead.)",
 		func(j durability.Journals, id string) (string, error) {
 			if err := j.Inbox.Replay(context.Background(), id, time.Now().UnixMilli()); err != nil {
 				return "", err

@@ -47,7 +47,7 @@ func runChatOrder(t *testing.T, nb NewBackend) {
 	l := lease("i1", 200, 1200)
 	r1 := check(j.Inbox.Claim(ctx, "web:1", l))(t)
 	oldest("web:1") // processing is unfinished
-	noErr(t, j.Inbox.Complete(ctx, "web:1", r1.Token, nil, "", 300))
+	noErr(t, j.Inbox.Complete(ctx, "web:1", r1.Token, durability.Completion{Now: 300}))
 	oldest("web:2")
 	r2 := check(j.Inbox.Claim(ctx, "web:2", l))(t)
 	noErr(t, j.Inbox.Fail(ctx, "web:2", r2.Token, "boom", durability.FailOptions{Now: 300, RetryAt: 5000}))
@@ -60,12 +60,12 @@ func runChatOrder(t *testing.T, nb NewBackend) {
 	r3 := check(j.Inbox.Claim(ctx, "web:3", l))(t)
 	cs, ok := j.Inbox.(durability.CompleteSender)
 	if ok {
-		noErr(t, cs.CompleteWithSent(ctx, "web:3", r3.Token, nil, "", 500, nil))
+		noErr(t, cs.CompleteWithSent(ctx, "web:3", r3.Token, durability.Completion{Now: 500}, nil))
 	} else {
-		noErr(t, j.Inbox.Complete(ctx, "web:3", r3.Token, nil, "", 500))
+		noErr(t, j.Inbox.Complete(ctx, "web:3", r3.Token, durability.Completion{Now: 500}))
 	}
 	oldest("web:1")
 	r1 = check(j.Inbox.Claim(ctx, "web:1", l))(t)
-	noErr(t, j.Inbox.Complete(ctx, "web:1", r1.Token, nil, "", 600))
+	noErr(t, j.Inbox.Complete(ctx, "web:1", r1.Token, durability.Completion{Now: 600}))
 	oldest("")
 }

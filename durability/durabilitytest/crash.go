@@ -154,18 +154,18 @@ func (w *crashInbox) Extend(ctx context.Context, id string, token, until int64) 
 	return w.c.Call("inbox.extend", func() error { return w.j.Extend(ctx, id, token, until) })
 }
 
-func (w *crashInbox) Complete(ctx context.Context, id string, token int64, e []durability.StateWrite, module string, now int64) error {
-	return w.c.Call("inbox.complete", func() error { return w.j.Complete(ctx, id, token, e, module, now) })
+func (w *crashInbox) Complete(ctx context.Context, id string, token int64, c durability.Completion) error {
+	return w.c.Call("inbox.complete", func() error { return w.j.Complete(ctx, id, token, c) })
 }
 
 // CompleteWithSent runs as "inbox.complete" when the wrapped journal offers
 // it.
-func (w *crashInbox) CompleteWithSent(ctx context.Context, id string, token int64, e []durability.StateWrite, module string, now int64, sent []durability.SentMark) error {
+func (w *crashInbox) CompleteWithSent(ctx context.Context, id string, token int64, c durability.Completion, sent []durability.SentMark) error {
 	cs, ok := w.j.(durability.CompleteSender)
 	if !ok {
 		return errors.New("durabilitytest: the wrapped inbox cannot complete with sends")
 	}
-	return w.c.Call("inbox.complete", func() error { return cs.CompleteWithSent(ctx, id, token, e, module, now, sent) })
+	return w.c.Call("inbox.complete", func() error { return cs.CompleteWithSent(ctx, id, token, c, sent) })
 }
 
 func (w *crashInbox) Fail(ctx context.Context, id string, token int64, msg string, o durability.FailOptions) error {

@@ -127,7 +127,7 @@ func runInbox(t *testing.T, nb NewBackend) {
 		if st != durability.Exists || rec.Token != 1 || rec.Duplicates != 1 {
 			t.Fatalf("second put with lease: %v %+v", st, rec)
 		}
-		noErr(t, j.Inbox.Complete(ctx, "web:1", 1, nil, "", 300))
+		noErr(t, j.Inbox.Complete(ctx, "web:1", 1, durability.Completion{Now: 300}))
 	})
 
 	t.Run("complete with sends lands everything in one write", func(t *testing.T) {
@@ -140,8 +140,7 @@ func runInbox(t *testing.T, nb NewBackend) {
 		j.Inbox.Put(ctx, durability.InboxPut{ID: "web:1", Chat: "c1"}, 100, &l)
 		putOut(t, j, "web:1:1", "c1", 110, &l)
 		putOut(t, j, "web:1:2", "c1", 120, &l)
-		err := cs.CompleteWithSent(ctx, "web:1", 1, []durability.StateWrite{{Key: "k", Value: []byte("v")}}, "m", 130,
-			[]durability.SentMark{{Key: "web:1:1", Token: 1, Ref: "r1", Now: 125}, {Key: "web:1:2", Token: 1, Ref: "r2", Now: 126}})
+		err := cs.CompleteWithSent(ctx, "web:1", 1, durability.Completion{Effects: []durability.StateWrite{{Key: "k", Value: []byte("v")}}, Module: "m", Now: 130}, []durability.SentMark{{Key: "web:1:1", Token: 1, Ref: "r1", Now: 125}, {Key: "web:1:2", Token: 1, Ref: "r2", Now: 126}})
 		noErr(t, err)
 		if r := check(j.Inbox.Get(ctx, "web:1"))(t); r.State != durability.InboxDone {
 			t.Fatalf("inbox %+v", r)
@@ -155,7 +154,7 @@ func runInbox(t *testing.T, nb NewBackend) {
 		// A stale mark: nothing lands.
 		j.Inbox.Put(ctx, durability.InboxPut{ID: "web:2", Chat: "c1"}, 200, &l)
 		putOut(t, j, "web:2:1", "c1", 210, &l)
-		err = cs.CompleteWithSent(ctx, "web:2", 1, nil, "m", 230, []durability.SentMark{{Key: "web:2:1", Token: 9, Ref: "x", Now: 220}})
+		err = cs.CompleteWithSent(ctx, "web:2", 1, durability.Completion{Module: "m", Now: 230}, []durability.SentMark{{Key: "web:2:1", Token: 9, Ref: "x", Now: 220}})
 		wantErr(t, err, durability.ErrStaleLease, "stale mark")
 		if r := check(j.Inbox.Get(ctx, "web:2"))(t); r.State != durability.InboxProcessing {
 			t.Fatalf("a refused combined completion changed the inbox: %+v", r)
@@ -182,7 +181,7 @@ func runInbox(t *testing.T, nb NewBackend) {
 			t.Fatalf("second claim: %+v", rec)
 		}
 		// The first owner is fenced off everywhere.
-		wantErr(t, j.Inbox.Complete(ctx, "web:1", 1, nil, "", 1200), durability.ErrStaleLease, "late complete")
+		wantErr(t, j.Inbox.Complete(ctx, "web:1", 1, durability.Completion{Now: 1200}), durability.ErrStaleLease, "late complete")
 		wantErr(t, j.Inbox.Extend(ctx, "web:1", 1, 5000), durability.ErrStaleLease, "late extend")
 		wantErr(t, j.Inbox.Fail(ctx, "web:1", 1, "x", durability.FailOptions{Now: 1200, RetryAt: 1300}), durability.ErrStaleLease, "late fail")
 		if got := check(j.Inbox.Get(ctx, "web:1"))(t); got.State != durability.InboxProcessing || got.Token != 2 {
@@ -209,7 +208,7 @@ func runInbox(t *testing.T, nb NewBackend) {
 		putIn(t, j, "web:1", "c1", 100)
 		rec := check(j.Inbox.Claim(ctx, "web:1", lease("i1", 100, 1000)))(t)
 		effects := []durability.StateWrite{{Key: "chat/c1/step", Value: []byte("2")}, {Key: "chat/c1/name", Value: []byte("ana")}}
-		if err := j.Inbox.Complete(ctx, "web:1", rec.Token, effects, "digest1", 150); err != nil {
+		if err := j.Inbox.Complete(ctx, "web:1", rec.Token, durability.Completion{Effects: effects, Module: "digest1", Now: 150}); err != nil {
 			t.Fatal(err)
 		}
 		got := check(j.Inbox.Get(ctx, "web:1"))(t)
@@ -220,13 +219,13 @@ func runInbox(t *testing.T, nb NewBackend) {
 		if err != nil || !ok || string(v) != "2" {
 			t.Fatalf("state: %q %v %v", v, ok, err)
 		}
-		wantErr(t, j.Inbox.Complete(ctx, "web:1", rec.Token, nil, "", 160), durability.ErrStaleLease, "second complete")
+		wantErr(t, j.Inbox.Complete(ctx, "web:1", rec.Token, durability.Completion{Now: 160}), durability.ErrStaleLease, "second complete")
 		_, err = j.Inbox.Claim(ctx, "web:1", lease("i1", 200, 1000))
 		wantErr(t, err, durability.ErrNotClaimable, "claim of a done record")
 		// A later record deletes a key.
 		putIn(t, j, "web:2", "c1", 300)
 		rec = check(j.Inbox.Claim(ctx, "web:2", lease("i1", 300, 1000)))(t)
-		noErr(t, j.Inbox.Complete(ctx, "web:2", rec.Token, []durability.StateWrite{{Key: "chat/c1/step", Delete: true}}, "", 310))
+		noErr(t, j.Inbox.Complete(ctx, "web:2", rec.Token, durability.Completion{Effects: []durability.StateWrite{{Key: "chat/c1/step", Delete: true}}, Now: 310}))
 		if _, ok, _ := j.State.Get(ctx, "chat/c1/step"); ok {
 			t.Fatal("deleted state key still there")
 		}
@@ -238,12 +237,49 @@ func runInbox(t *testing.T, nb NewBackend) {
 		}
 	})
 
+	t.Run("inputs ride the completion and the failure, and go with purge", func(t *testing.T) {
+		j, _ := open(t, nb)
+		inputs := []byte(`{"v":1,"state":[{"k":"step","v":"Mg==","ok":true}]}`)
+		putIn(t, j, "web:1", "c1", 100)
+		rec := check(j.Inbox.Claim(ctx, "web:1", lease("i1", 100, 1000)))(t)
+		noErr(t, j.Inbox.Complete(ctx, "web:1", rec.Token, durability.Completion{Module: "m", Inputs: inputs, Now: 150}))
+		if got := check(j.Inbox.Get(ctx, "web:1"))(t); string(got.Inputs) != string(inputs) {
+			t.Fatalf("inputs after complete: %q, want %q", got.Inputs, inputs)
+		}
+		if cs, ok := j.Inbox.(durability.CompleteSender); ok {
+			l := lease("i1", 160, 1000)
+			j.Inbox.Put(ctx, durability.InboxPut{ID: "web:2", Chat: "c2"}, 160, &l)
+			putOut(t, j, "web:2:1", "c2", 165, &l)
+			noErr(t, cs.CompleteWithSent(ctx, "web:2", 1, durability.Completion{Inputs: []byte(`{"v":1}`), Now: 170}, []durability.SentMark{{Key: "web:2:1", Token: 1, Ref: "r", Now: 168}}))
+			if got := check(j.Inbox.Get(ctx, "web:2"))(t); string(got.Inputs) != `{"v":1}` {
+				t.Fatalf("inputs after complete with sends: %q", got.Inputs)
+			}
+		}
+		// The failing attempt's inputs stay with a dead record.
+		putIn(t, j, "web:3", "c3", 180)
+		rec = check(j.Inbox.Claim(ctx, "web:3", lease("i1", 180, 1000)))(t)
+		noErr(t, j.Inbox.Fail(ctx, "web:3", rec.Token, "trap", durability.FailOptions{Now: 190, Dead: true, Inputs: inputs}))
+		if got := check(j.Inbox.Get(ctx, "web:3"))(t); string(got.Inputs) != string(inputs) {
+			t.Fatalf("inputs after a dead failure: %q", got.Inputs)
+		}
+		if n := check(j.Inbox.Purge(ctx, 500))(t); n < 1 {
+			t.Fatalf("purge deleted %d records", n)
+		}
+		_, err := j.Inbox.Get(ctx, "web:1")
+		wantErr(t, err, durability.ErrNotFound, "purged record (and its inputs)")
+		for _, r := range check(j.Inbox.List(ctx, durability.ListFilter{}))(t) {
+			if r.State == durability.InboxDone {
+				t.Fatalf("a done record survived the purge: %+v", r)
+			}
+		}
+	})
+
 	t.Run("a failed completion commits no state", func(t *testing.T) {
 		j, _ := open(t, nb)
 		putIn(t, j, "web:1", "c1", 100)
 		check(j.Inbox.Claim(ctx, "web:1", lease("i1", 100, 200)))(t)
 		check(j.Inbox.Claim(ctx, "web:1", lease("i2", 300, 1000)))(t)
-		err := j.Inbox.Complete(ctx, "web:1", 1, []durability.StateWrite{{Key: "k", Value: []byte("v")}}, "", 310)
+		err := j.Inbox.Complete(ctx, "web:1", 1, durability.Completion{Effects: []durability.StateWrite{{Key: "k", Value: []byte("v")}}, Now: 310})
 		wantErr(t, err, durability.ErrStaleLease, "stale complete")
 		if _, ok, _ := j.State.Get(ctx, "k"); ok {
 			t.Fatal("a refused completion wrote state")
@@ -331,7 +367,7 @@ func runInbox(t *testing.T, nb NewBackend) {
 		putIn(t, j, "web:1", "c1", 100)
 		putIn(t, j, "web:2", "c1", 200)
 		rec := check(j.Inbox.Claim(ctx, "web:2", lease("i1", 200, 1000)))(t)
-		noErr(t, j.Inbox.Complete(ctx, "web:2", rec.Token, nil, "", 250))
+		noErr(t, j.Inbox.Complete(ctx, "web:2", rec.Token, durability.Completion{Now: 250}))
 		all := check(j.Inbox.List(ctx, durability.ListFilter{}))(t)
 		if !slices.Equal(ids(all), []string{"web:1", "web:2", "web:3"}) {
 			t.Fatalf("list all = %v", ids(all))
@@ -347,6 +383,18 @@ func runInbox(t *testing.T, nb NewBackend) {
 		}
 		if got := check(j.Inbox.List(ctx, durability.ListFilter{State: "dead"}))(t); len(got) != 0 {
 			t.Fatalf("list dead = %v", ids(got))
+		}
+		putIn(t, j, "web:4", "c1", 200)
+		if got := check(j.Inbox.List(ctx, durability.ListFilter{Since: 200}))(t); !slices.Equal(ids(got), []string{"web:2", "web:4", "web:3"}) {
+			t.Fatalf("list since 200 = %v, want the records created at 200 on", ids(got))
+		}
+		if got := check(j.Inbox.List(ctx, durability.ListFilter{Since: 201, Chat: "c2"}))(t); !slices.Equal(ids(got), []string{"web:3"}) {
+			t.Fatalf("list since 201 in c2 = %v", ids(got))
+		}
+		putOut(t, j, "web:1:1", "c1", 100, nil)
+		putOut(t, j, "web:3:1", "c2", 300, nil)
+		if got := check(j.Outbox.List(ctx, durability.ListFilter{Since: 101}))(t); len(got) != 1 || got[0].Key != "web:3:1" {
+			t.Fatalf("outbox list since 101 = %+v", got)
 		}
 	})
 
@@ -378,7 +426,7 @@ func runInbox(t *testing.T, nb NewBackend) {
 			if dead {
 				noErr(t, j.Inbox.Fail(ctx, id, rec.Token, "x", durability.FailOptions{Now: at, Dead: true}))
 			} else {
-				noErr(t, j.Inbox.Complete(ctx, id, rec.Token, nil, "", at))
+				noErr(t, j.Inbox.Complete(ctx, id, rec.Token, durability.Completion{Now: at}))
 			}
 		}
 		settle("web:done-old", 200, false)
@@ -702,7 +750,7 @@ func runScope(t *testing.T, nb NewBackend) {
 	putOut(t, ja, "reminder:1", "c1", 100, nil)
 	putOut(t, jb, "reminder:1", "c1", 100, nil) // explicit keys are per bot
 	rec := check(ja.Inbox.Claim(ctx, "web:1", lease("a", 100, 1000)))(t)
-	noErr(t, ja.Inbox.Complete(ctx, "web:1", rec.Token, []durability.StateWrite{{Key: "k", Value: []byte("a")}}, "", 110))
+	noErr(t, ja.Inbox.Complete(ctx, "web:1", rec.Token, durability.Completion{Effects: []durability.StateWrite{{Key: "k", Value: []byte("a")}}, Now: 110}))
 	if _, ok, _ := jb.State.Get(ctx, "k"); ok {
 		t.Fatal("state leaked across scopes")
 	}

@@ -121,7 +121,7 @@ func TestInboundRecordsAreEvents(t *testing.T) {
 			l := durability.Lease{Owner: "bot-1", Now: 100, Until: 60100}
 			js.Inbox.Put(ctx, durability.InboxPut{ID: "web:m1", Provider: "web", Chat: "c1", Payload: msg}, 100, &l)
 			js.Inbox.Put(ctx, durability.InboxPut{ID: "web:m2", Provider: "web", Chat: "c1", Payload: press}, 110, nil)
-			if err := js.Inbox.Complete(ctx, "web:m1", 1, []durability.StateWrite{{Key: "k", Value: []byte("v")}}, "mod", 150); err != nil {
+			if err := js.Inbox.Complete(ctx, "web:m1", 1, durability.Completion{Effects: []durability.StateWrite{{Key: "k", Value: []byte("v")}}, Module: "mod", Now: 150}); err != nil {
 				t.Fatal(err)
 			}
 			evs, err := j.List(ctx, evj.Filter{Channel: Channel})

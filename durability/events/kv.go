@@ -159,11 +159,13 @@ type inboxMeta struct {
 	Chat       string `json:"chat"`
 	Duplicates int    `json:"duplicates,omitempty"`
 	Module     string `json:"module,omitempty"`
+	// Inputs are the record's recorded turn inputs (InboxRecord.Inputs).
+	Inputs []byte `json:"inputs,omitempty"`
 }
 
 // toEvent is the event of scope's inbound record r.
 func toEvent(scope string, r durability.InboxRecord) evj.EventRecord {
-	meta, _ := json.Marshal(inboxMeta{Provider: r.Provider, Chat: r.Chat, Duplicates: r.Duplicates, Module: r.Module})
+	meta, _ := json.Marshal(inboxMeta{Provider: r.Provider, Chat: r.Chat, Duplicates: r.Duplicates, Module: r.Module, Inputs: r.Inputs})
 	return evj.EventRecord{
 		ID: eventPrefix(scope) + r.ID, Channel: Channel, Type: eventType(r.Payload), Time: r.CreatedAt,
 		Payload: r.Payload, Meta: meta, State: evj.State(r.State),
@@ -187,7 +189,7 @@ func toInbox(id string, e evj.EventRecord) (durability.InboxRecord, error) {
 	return durability.InboxRecord{
 		ID: id, Provider: m.Provider, Chat: m.Chat, Payload: e.Payload, State: durability.InboxState(e.State),
 		Attempts: e.Attempts, Token: e.Token, Owner: e.Owner, LeasedAt: e.LeasedAt, LeaseUntil: e.LeaseUntil,
-		RetryAt: e.RetryAt, Duplicates: m.Duplicates, Error: e.Error, Module: m.Module,
+		RetryAt: e.RetryAt, Duplicates: m.Duplicates, Error: e.Error, Module: m.Module, Inputs: m.Inputs,
 		CreatedAt: e.Time, UpdatedAt: e.UpdatedAt, CompletedAt: e.CompletedAt,
 	}, nil
 }

@@ -35,3 +35,9 @@ func (o *driverOptions) Check(dir string, problem durability.Problem) {
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
 	return durability.Opened(Open(ctx, Options{Path: o.Path, Synchronous: o.Synchronous}))
 }
+
+// OpenReadOnly implements durability.ReadOnlyOpener: the database of a live
+// bot, read from another process without a lock or a write.
+func (o *driverOptions) OpenReadOnly(ctx context.Context) (durability.Backend, error) {
+	return durability.Opened(Open(ctx, Options{Path: o.Path, Synchronous: o.Synchronous, ReadOnly: true}))
+}

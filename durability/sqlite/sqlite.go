@@ -38,7 +38,14 @@ type Options struct {
 	BusyTimeout time.Duration
 	// MaxBatch caps the commits one transaction carries (default 512).
 	MaxBatch int
+	// ReadOnly opens an existing database for reading only, beside a live
+	// bot in another process: no lock is taken, nothing is written (no
+	// migration, no checkpoint), and Commit fails.
+	ReadOnly bool
 }
+
+// errReadOnly refuses a commit to a store opened ReadOnly.
+var errReadOnly = errors.New("sqlite: the database is open read-only")
 
 // Store is a durability.Kv in a SQLite file.
 type Store struct {
@@ -55,6 +62,8 @@ type Store struct {
 
 	gc     *groupcommit.Committer[*commit]
 	closed atomic.Bool
+	// readOnly is Options.ReadOnly: no writer connection, no committer.
+	readOnly bool
 	// commits counts the batches committed since the last checkpoint;
 	// stopCheckpoints ends the checkpointer, which closes checkpointed.
 	commits         atomic.Int64
@@ -115,6 +124,9 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite: database path %q may not contain '?' or '#'", path)
 	}
+	if o.ReadOnly {
+		return openReadOnly(path, o)
+	}
 	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
@@ -136,6 +148,37 @@ func OpenStore(path string, opts *Options) (*Store, error) {
 	s.gc = groupcommit.New(o.MaxBatch, s.run)
 	s.stopCheckpoints, s.checkpointed = make(chan struct{}), make(chan struct{})
 	go s.checkpoints()
+	return s, nil
+}
+
+// openReadOnly opens an existing database with mode=ro: its readers take no
+// write lock and it runs no migration (a schema other than this build's is
+// refused) and no checkpointer.
+func openReadOnly(path string, o Options) (*Store, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w (is durability.path the bot's database?)", path, err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
+	q.Set("mode", "ro")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	s := &Store{path: path, db: db, readOnly: true}
+	var v int
+	if err := db.QueryRow(`SELECT version FROM botrun_schema`).Scan(&v); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite %s: reading the schema version: %w (has a bot ever run on it?)", path, err)
+	}
+	if v != SchemaVersion {
+		db.Close()
+		return nil, fmt.Errorf("sqlite %s: schema version %d, this botrun reads %d: use the bot's own botrun version", path, v, SchemaVersion)
+	}
+	if err := s.prepareReads(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -237,11 +280,8 @@ func (s *Store) init(ctx context.Context, busyTimeout time.Duration) error {
 		}
 		*dst, err = c.PrepareContext(ctx, q)
 	}
-	prep(s.db, &s.get, `SELECT value, version FROM durable WHERE key = ?`)
-	for ix, col := range []string{"due", "ord"} {
-		prep(s.db, &s.rng[ix], `SELECT key, `+col+` FROM durable
-			WHERE grp = ? AND `+col+` IS NOT NULL AND (`+col+` > ? OR (`+col+` = ? AND key > ?)) AND `+col+` <= ?
-			ORDER BY `+col+`, key LIMIT ?`)
+	if err := s.prepareReads(ctx); err != nil {
+		return err
 	}
 	prep(w, &s.wInsert, `INSERT INTO durable (key, version, value, grp, due, ord) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`)
 	prep(w, &s.wUpdate, `UPDATE durable SET version = ?, value = ?, grp = ?, due = ?, ord = ? WHERE key = ? AND version = ?`)
@@ -256,6 +296,26 @@ func (s *Store) init(ctx context.Context, busyTimeout time.Duration) error {
 	prep(w, &s.wSave, `SAVEPOINT c`)
 	prep(w, &s.wRollbackTo, `ROLLBACK TO c`)
 	prep(w, &s.wRelease, `RELEASE c`)
+	if err != nil {
+		return fmt.Errorf("sqlite %s: prepare: %w", s.path, err)
+	}
+	return nil
+}
+
+// prepareReads prepares the statements of Get and Range.
+func (s *Store) prepareReads(ctx context.Context) error {
+	var err error
+	prep := func(dst **sql.Stmt, q string) {
+		if err == nil {
+			*dst, err = s.db.PrepareContext(ctx, q)
+		}
+	}
+	prep(&s.get, `SELECT value, version FROM durable WHERE key = ?`)
+	for ix, col := range []string{"due", "ord"} {
+		prep(&s.rng[ix], `SELECT key, `+col+` FROM durable
+			WHERE grp = ? AND `+col+` IS NOT NULL AND (`+col+` > ? OR (`+col+` = ? AND key > ?)) AND `+col+` <= ?
+			ORDER BY `+col+`, key LIMIT ?`)
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite %s: prepare: %w", s.path, err)
 	}
@@ -309,6 +369,9 @@ func (s *Store) Range(ctx context.Context, group string, ix durability.Index, af
 // Commit implements durability.Kv. It returns once the commit is durable (or
 // refused): concurrent commits share one transaction.
 func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
+	if s.readOnly {
+		return errReadOnly
+	}
 	c := &commit{writes: writes, err: make(chan error, 1)}
 	if err := s.gc.Submit(c); err != nil {
 		return durability.ErrClosed
@@ -461,6 +524,9 @@ func (s *Store) checkpoints() {
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if s.readOnly {
+		return s.db.Close()
 	}
 	close(s.stopCheckpoints)
 	<-s.checkpointed

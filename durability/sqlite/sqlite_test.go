@@ -66,3 +66,51 @@ func TestCheckpointsBesideTheWriter(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestReadOnlyBesideAWriter: a read-only store opens and reads while another
+// connection holds the write lock (a normal open would wait for it to
+// migrate), never writes, and refuses a commit.
+func TestReadOnlyBesideAWriter(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "bot.db")
+	w, err := sqlite.OpenStore(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	one := int64(1)
+	if err := w.Commit(ctx, []durability.Write{{Key: "g/k", Version: durability.AnyVersion, Value: []byte("v"), Group: "g/", Order: &one}}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.OpenDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(ctx, "ROLLBACK")
+	r, err := sqlite.OpenStore(path, &sqlite.Options{ReadOnly: true, BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("read-only open beside a held write lock: %v", err)
+	}
+	defer r.Close()
+	if v, _, err := r.Get(ctx, "g/k"); err != nil || string(v) != "v" {
+		t.Fatalf("read-only get: %q %v", v, err)
+	}
+	if got, err := r.Range(ctx, "g/", durability.IndexOrder, durability.IndexEntry{Score: -1}, 10, 0); err != nil || len(got) != 1 {
+		t.Fatalf("read-only range: %v %v", got, err)
+	}
+	if err := r.Commit(ctx, []durability.Write{{Key: "x", Version: durability.AnyVersion, Value: []byte("y")}}); err == nil {
+		t.Fatal("a read-only store committed")
+	}
+	if _, err := sqlite.OpenStore(filepath.Join(t.TempDir(), "missing.db"), &sqlite.Options{ReadOnly: true}); err == nil {
+		t.Fatal("read-only open of a missing database created it")
+	}
+}

@@ -2,8 +2,9 @@
 // on [http] listen, or on its own [admin] listen: the console (a page at
 // /admin/), Prometheus metrics (public
 // with [admin] metrics_public), the inbox and outbox with their dead-letter
-// queues, replay, retry and discard, a live tail of alerts, the replicas'
-// status, and Go's profiles. Every request but the console's static files
+// queues, replay, retry and discard, dry runs of a candidate module against
+// the journal, a live tail of alerts, the replicas' status, and Go's
+// profiles. Every request but the console's static files
 // needs "Authorization: Bearer <[admin] token>" (the live tail also takes
 // ?token=, as a browser's EventSource cannot set a header); without a
 // configured token the surface is off.
@@ -127,6 +128,7 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 	mux.HandleFunc("POST /admin/send", a.auth(a.send))
 	mux.HandleFunc("GET /admin/log", a.auth(a.messageLog))
 	mux.HandleFunc("POST /admin/broadcast", a.auth(a.broadcast))
+	mux.HandleFunc("POST /admin/replay/dry-run", a.auth(a.dryRun))
 	// Go's profiles (CPU, heap, goroutines, blocking), for finding where a
 	// slow bot spends its time: curl -H "Authorization: Bearer $TOKEN"
 	// -o cpu.pprof http://…/admin/debug/pprof/profile?seconds=30, then

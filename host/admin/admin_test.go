@@ -84,7 +84,13 @@ func setup(t *testing.T, tok string) (*host.Bot, *channel, *httptest.Server) {
 
 func call(t *testing.T, method, url, tok string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
+	return callWith(t, method, url, tok, nil)
+}
+
+// callWith is call with a request body.
+func callWith(t *testing.T, method, url, tok string, body io.Reader) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, body)
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}

@@ -100,22 +100,55 @@ function route() {
   shown = null;
   const [kind, ...rest] = (location.hash.slice(1) || "overview").split("/");
   const id = decodeURIComponent(rest.join("/"));
-  for (const n of ["overview", "inbox", "outbox"]) {
+  for (const n of ["overview", "inbox", "outbox", "dryrun"]) {
     if (n === kind) $("nav-" + n).setAttribute("aria-current", "page");
     else $("nav-" + n).removeAttribute("aria-current");
   }
-  $("overview-view").hidden = kind !== "inbox" && kind !== "outbox" ? false : true;
+  $("overview-view").hidden = kind === "inbox" || kind === "outbox" || kind === "dryrun";
+  $("dryrun-view").hidden = kind !== "dryrun";
   $("list-view").hidden = !((kind === "inbox" || kind === "outbox") && !id);
   $("record-view").hidden = !((kind === "inbox" || kind === "outbox") && id);
   if (kind === "inbox" || kind === "outbox") {
     if (id) showRecord(kind, id);
     else showList(kind);
+  } else if (kind === "dryrun") {
+    // The form waits for a module.
   } else {
     overview();
     timers.push(setInterval(overview, 5000));
   }
 }
 window.addEventListener("hashchange", route);
+
+// --- dry run: POST /admin/replay/dry-run with the module as the body ---
+
+$("dryrun-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const file = $("dryrun-module").files[0];
+  if (!file) return;
+  const q = new URLSearchParams({ name: file.name });
+  if ($("dryrun-since").value.trim()) q.set("since", $("dryrun-since").value.trim());
+  if ($("dryrun-chat").value.trim()) q.set("chat", $("dryrun-chat").value.trim());
+  $("dryrun-btn").disabled = true;
+  $("dryrun-error").textContent = "";
+  $("dryrun-report").textContent = "";
+  $("dryrun-summary").textContent = "running " + file.name + "…";
+  try {
+    const r = await api("/admin/replay/dry-run?" + q, { method: "POST", body: file });
+    const s = r.summary;
+    const faults = Object.values(s.new_faults).reduce((a, b) => a + b, 0);
+    const cannot = Object.values(s.cannot_replay).reduce((a, b) => a + b, 0);
+    $("dryrun-summary").textContent = (r.failed ? "Changed: " : "No change: ") +
+      `${s.replayed} replayed, ${s.identical} identical, ${s.changed} changed, ${faults} new faults, ${cannot} cannot replay`;
+    $("dryrun-summary").className = r.failed ? "error" : "";
+    $("dryrun-report").textContent = r.text;
+  } catch (err) {
+    $("dryrun-summary").textContent = "";
+    failed(err, "dryrun-error");
+  } finally {
+    $("dryrun-btn").disabled = false;
+  }
+});
 
 // --- overview ---
 

@@ -1,0 +1,200 @@
+package dryrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/wasmbuild"
+)
+
+// TestEnvAnswersFromTheRecord: state reads come from the turn's own writes,
+// then the record; a key the original did not read is unknown, not guessed;
+// media outcomes are the recorded ones.
+func TestEnvAnswersFromTheRecord(t *testing.T) {
+	ctx := context.Background()
+	ev := abi.Event{ID: "web:1", Chat: "c1", Media: []abi.Media{{Type: "image"}, {Type: "image"}, {Type: "audio"}}}
+	rec := inputs.Record{V: 1, State: []inputs.StateRead{{Key: "step", Value: []byte("2"), Found: true}, {Key: "gone"}},
+		Media: []inputs.MediaLoad{{Index: 0, Len: 3, SHA256: "x"}, {Index: 1, Reason: abi.MediaNotDurable}}}
+	e := newEnv(ev, rec, 5, 5)
+	if v, ok, _ := e.StateGet(ctx, "step"); !ok || string(v) != "2" {
+		t.Fatalf("recorded key: %q %v", v, ok)
+	}
+	if _, ok, _ := e.StateGet(ctx, "gone"); ok {
+		t.Fatal("a key recorded absent is present")
+	}
+	e.StateSet(ctx, "step", []byte("3"))
+	if v, _, _ := e.StateGet(ctx, "step"); string(v) != "3" {
+		t.Fatalf("own write: %q", v)
+	}
+	if e.unknown != "" {
+		t.Fatalf("unknown after recorded reads: %s", e.unknown)
+	}
+	if b, err := e.LoadMedia(ctx, 0); err != nil || len(b) != 3 || !e.standIn {
+		t.Fatalf("media 0: %d bytes, %v", len(b), err)
+	}
+	var mu *abi.MediaUnavailableError
+	if _, err := e.LoadMedia(ctx, 1); !errors.As(err, &mu) || mu.Reason != abi.MediaNotDurable {
+		t.Fatalf("media 1: %v", err)
+	}
+	if _, err := e.LoadMedia(ctx, 7); !errors.Is(err, wasm.ErrNoMedia) {
+		t.Fatalf("media 7: %v", err)
+	}
+	e.StateGet(ctx, "other")
+	if e.unknown != `state key "other"` {
+		t.Fatalf("unknown read: %q", e.unknown)
+	}
+	for range 5 {
+		e.Send(ctx, abi.SendRequest{Chat: "c1", Text: "x"})
+	}
+	if _, err := e.Send(ctx, abi.SendRequest{Chat: "c1"}); !errors.Is(err, host.ErrSendCap) {
+		t.Fatalf("sixth send: %v", err)
+	}
+	if e.sends[0].Key != "web:1:1" || !e.sends[0].Derived {
+		t.Fatalf("first send %+v", e.sends[0])
+	}
+}
+
+// TestOutboxByInboundJoinsParts: a split text's parts are one send; sends
+// are grouped by their inbound record.
+func TestOutboxByInboundJoinsParts(t *testing.T) {
+	ctx := context.Background()
+	j, err := memory.New().Open(ctx, durability.Scope{Bot: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(key, prev, inbound, text string, at int64) {
+		p, _ := json.Marshal(host.OutboxMessage{Text: text})
+		if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: key, Chat: "c1", Payload: p, PreviousPart: prev, Inbound: inbound}, at, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("web:1:1", "", "web:1", "hello ", 1)
+	put("web:1:1#2", "web:1:1", "web:1", "world", 2)
+	put("web:1:2", "", "web:1", "bye", 3)
+	put("web:2:1", "", "web:2", "other", 4)
+	put("cron", "", "", "not a turn's", 5)
+	got, err := outboxByInbound(ctx, j.Outbox, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got["web:1"]; len(s) != 2 || s[0].Text != "hello world" || s[1].Text != "bye" || !s[0].Derived {
+		t.Fatalf("web:1: %+v", s)
+	}
+	if len(got) != 2 || len(got["web:2"]) != 1 {
+		t.Fatalf("grouped: %+v", got)
+	}
+}
+
+func TestDiffAndKeyOrder(t *testing.T) {
+	if d := diff([]string{"a", "b", "c"}, []string{"a", "x", "c"}); d != " a\n-b\n+x\n c\n" {
+		t.Fatalf("diff: %q", d)
+	}
+	if d := diff([]string{"a"}, []string{"a"}); d != "" {
+		t.Fatalf("equal diff: %q", d)
+	}
+	if !keyLess("web:1:2", "web:1:10") || keyLess("web:1:10", "web:1:2") {
+		t.Fatal("numeric suffixes")
+	}
+}
+
+// BenchmarkDryRun10k replays 10,000 journaled records (a SQLite journal,
+// opened read-only) through the C echo guest: the figure in the README.
+// make bench-dryrun runs it.
+func BenchmarkDryRun10k(b *testing.B) {
+	const n = 10_000
+	ctx := context.Background()
+	module := wasmbuild.C(b, "../../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c")
+	wasmBytes, err := os.ReadFile(module)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	path := filepath.Join(dir, "bot.db")
+	w, err := sqlite.Open(ctx, sqlite.Options{Path: path, Synchronous: "normal"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	scope := durability.Scope{Bot: "bench"}
+	j, err := w.Open(ctx, scope)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The journal of n echoed messages, written concurrently (group commit).
+	errs := make(chan error, 32)
+	for g := range 32 {
+		go func() {
+			var err error
+			for i := g; i < n && err == nil; i += 32 {
+				err = journalEcho(ctx, j, i)
+			}
+			errs <- err
+		}()
+	}
+	for range 32 {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	w.Close()
+	cfg := &config.Config{}
+	cfg.Bot.HandlerTimeout = config.Duration(10 * time.Second)
+	cfg.Bot.MaxMemory = 64 << 20
+	cfg.Bot.MaxSends, cfg.Bot.MaxBroadcast, cfg.Bot.DataDir = 100, 10000, dir
+	r, err := sqlite.Open(ctx, sqlite.Options{Path: path, ReadOnly: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	jr, err := r.Open(ctx, scope)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		rep, err := Run(ctx, Options{Journals: jr, Config: cfg, Module: wasmBytes, ModuleName: "c-echo.wasm"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := rep.Summary()
+		if s.Replayed != n || s.Identical != n {
+			b.Fatalf("summary %+v", s)
+		}
+		b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+		b.ReportMetric(time.Since(start).Seconds(), "s/10k")
+	}
+}
+
+// journalEcho journals message i as the echo bot ran it: done, its inputs
+// recorded, its echo sent.
+func journalEcho(ctx context.Context, j durability.Journals, i int) error {
+	id := fmt.Sprintf("web:%d", i)
+	chat := fmt.Sprintf("c%d", i%100)
+	now := time.Now().UnixMilli()
+	payload, _ := json.Marshal(abi.Event{ID: id, Provider: "web", Chat: chat, From: "u", Text: fmt.Sprint("message ", i), ReceivedAt: now})
+	l := durability.Lease{Owner: "bench", Now: now, Until: now + 60_000}
+	if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: chat, Payload: payload}, now, &l); err != nil {
+		return err
+	}
+	msg, _ := json.Marshal(host.OutboxMessage{Text: fmt.Sprint("echo: message ", i)})
+	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: id + ":1", Provider: "web", Chat: chat, Payload: msg, Inbound: id}, now, &l); err != nil {
+		return err
+	}
+	cs := j.Inbox.(durability.CompleteSender)
+	return cs.CompleteWithSent(ctx, id, 1, durability.Completion{Module: "c-echo", Inputs: []byte(`{"v":1}`), Now: now},
+		[]durability.SentMark{{Key: id + ":1", Token: 1, Ref: "r", Now: now}})
+}
