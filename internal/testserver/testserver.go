@@ -1,6 +1,7 @@
-// Package testserver gives tests a real PostgreSQL and Redis: the servers
-// named by BOTRUN_TEST_POSTGRES_URL and BOTRUN_TEST_REDIS_URL (what .ci/run
-// starts), or throwaway servers it starts itself from the machine's binaries.
+// Package testserver gives tests a real PostgreSQL, Redis and Redis Cluster:
+// the servers named by BOTRUN_TEST_POSTGRES_URL, BOTRUN_TEST_REDIS_URL and
+// BOTRUN_TEST_REDIS_CLUSTER (what .ci/run starts), or throwaway servers it
+// starts itself from the machine's binaries.
 // Without either, a test skips with a loud message; under CI=true a skip is a
 // failure, so a missing install step cannot pass unnoticed.
 package testserver
@@ -28,6 +29,10 @@ var (
 	redisErr error
 	pgOnce   sync.Once
 	redOnce  sync.Once
+
+	clusterSeeds []string
+	clusterErr   error
+	clusterOnce  sync.Once
 )
 
 // Run runs a package's tests and stops the servers this package started.
@@ -175,4 +180,118 @@ func startRedis() (string, error) {
 	})
 	mu.Unlock()
 	return fmt.Sprintf("redis://127.0.0.1:%d/0", port), nil
+}
+
+// RedisCluster returns the seed addresses (host:port) of a Redis Cluster of
+// three masters, each with a replica.
+func RedisCluster(t testing.TB) []string {
+	t.Helper()
+	if s := os.Getenv("BOTRUN_TEST_REDIS_CLUSTER"); s != "" {
+		return strings.Split(s, ",")
+	}
+	clusterOnce.Do(func() { clusterSeeds, clusterErr = startRedisCluster() })
+	if clusterErr != nil {
+		unavailable(t, "Redis Cluster", clusterErr)
+	}
+	return clusterSeeds
+}
+
+// startRedisCluster starts six cluster-enabled redis-servers with AOF, joins
+// them as three masters with a replica each and waits for cluster_state:ok
+// on every node.
+func startRedisCluster() ([]string, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("no redis-server (apt-get install redis-server)")
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return nil, fmt.Errorf("no redis-cli (apt-get install redis-tools)")
+	}
+	dir, err := os.MkdirTemp("", "botrun-redis-cluster-")
+	if err != nil {
+		return nil, err
+	}
+	var cmds []*exec.Cmd
+	stop := func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+		os.RemoveAll(dir)
+	}
+	var addrs []string
+	for i := range 6 {
+		port, err := freePort()
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		node := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.Mkdir(node, 0o700); err != nil {
+			stop()
+			return nil, err
+		}
+		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+			"--appendfsync", "everysec", "--dir", node, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
+			"--cluster-config-file", "nodes.conf")
+		if err := cmd.Start(); err != nil {
+			stop()
+			return nil, err
+		}
+		cmds = append(cmds, cmd)
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	for _, a := range addrs {
+		if err := waitFor(30*time.Second, func() bool {
+			out, _ := exec.Command(cli, "-u", "redis://"+a, "ping").Output()
+			return strings.TrimSpace(string(out)) == "PONG"
+		}); err != nil {
+			stop()
+			return nil, fmt.Errorf("redis-server %s did not answer: %w", a, err)
+		}
+	}
+	create := append([]string{"--cluster", "create"}, addrs...)
+	if out, err := exec.Command(cli, append(create, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput(); err != nil {
+		stop()
+		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	if err := WaitClusterOK(addrs, 60*time.Second); err != nil {
+		stop()
+		return nil, err
+	}
+	mu.Lock()
+	started = append(started, stop)
+	mu.Unlock()
+	return addrs, nil
+}
+
+// WaitClusterOK waits until every node of addrs reports cluster_state:ok and
+// agrees that three masters serve the slots.
+func WaitClusterOK(addrs []string, timeout time.Duration) error {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return fmt.Errorf("no redis-cli (apt-get install redis-tools)")
+	}
+	return waitFor(timeout, func() bool {
+		for _, a := range addrs {
+			out, err := exec.Command(cli, "-u", "redis://"+a, "cluster", "info").Output()
+			if err != nil || !strings.Contains(string(out), "cluster_state:ok") || !strings.Contains(string(out), "cluster_size:3") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitFor polls ok until it holds or timeout passes.
+func waitFor(timeout time.Duration, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready within %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
 }
