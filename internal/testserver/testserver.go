@@ -222,7 +222,14 @@ func startRedisCluster() ([]string, error) {
 	}
 	var addrs []string
 	for i := range 6 {
+		// The cluster bus gets a port of its own: the default, port +
+		// 10000, may be taken or out of range.
 		port, err := freePort()
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		bus, err := freePort()
 		if err != nil {
 			stop()
 			return nil, err
@@ -233,7 +240,7 @@ func startRedisCluster() ([]string, error) {
 			return nil, err
 		}
 		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-			"--appendfsync", "everysec", "--dir", node, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
+			"--appendfsync", "everysec", "--dir", node, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(bus), "--cluster-node-timeout", "2000",
 			"--cluster-config-file", "nodes.conf")
 		if err := cmd.Start(); err != nil {
 			stop()
