@@ -22,9 +22,10 @@ import (
 // middle of its traffic, cuts the connections of the master that owns the
 // bot's scope (CLIENT KILL: replies in flight are lost) and fails that master
 // over to its replica (CLUSTER FAILOVER). Every message is admitted and
-// handled, and every reply reaches the deduplicating gateway exactly once:
-// the commits refused while the slot moved were retried, those whose reply
-// was lost were recognised, none was lost or applied twice.
+// handled, every reply reaches the deduplicating gateway exactly once, and no
+// journal error reaches the bot: the commits refused while the slot moved
+// were retried, those whose reply was lost were recognised, none was lost or
+// applied twice.
 func TestRedisClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the failover test takes a while")
@@ -110,6 +111,13 @@ func TestRedisClusterFailover(t *testing.T) {
 		t.Errorf("lost %d, duplicated %d, ambiguous %d across a failover: want 0, 0, 0", o.lost, o.duplicated, o.ambiguous)
 	}
 	slices.Sort(latencies)
+	// The store retried what the failover refused: no journal error
+	// reached the bot.
+	for _, line := range strings.Split(r.stderr.String(), "\n") {
+		if strings.Contains(line, `err="redis:`) {
+			t.Errorf("a journal error reached the bot: %s", line)
+		}
+	}
 	fmt.Printf("redis cluster failover: messages %d (%d admitted before the failover, %d when it ended), failover took %s, admission p50 %s, max %s, lost %d, duplicated %d, ambiguous %d, repeated keys %d\n",
 		len(admitted), before, after, took.Round(time.Millisecond), latencies[len(latencies)/2].Round(time.Millisecond),
 		latencies[len(latencies)-1].Round(time.Millisecond), o.lost, o.duplicated, o.ambiguous, gw.repeats)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/durability/redis"
@@ -106,5 +108,41 @@ func TestURLOnClusterNode(t *testing.T) {
 	_, err := redis.Open(context.Background(), redis.Options{URL: "redis://" + testserver.RedisCluster(t)[0] + "/0"})
 	if err == nil || !strings.Contains(err.Error(), "durability.cluster") {
 		t.Fatalf("err = %v, want a refusal naming durability.cluster", err)
+	}
+}
+
+// TestScriptFlushed: a master that lost the commit script (a promoted
+// replica, a restarted server) gets the script itself; the commit lands.
+func TestScriptFlushed(t *testing.T) {
+	ctx := context.Background()
+	for name, open := range map[string]func(*testing.T) *redis.Backend{"single": open, "cluster": openCluster} {
+		t.Run(name, func(t *testing.T) {
+			b := open(t)
+			defer b.Close()
+			var flush func() error
+			if name == "single" {
+				opts, err := goredis.ParseURL(testserver.Redis(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := goredis.NewClient(opts)
+				defer c.Close()
+				flush = func() error { return c.ScriptFlush(ctx).Err() }
+			} else {
+				c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testserver.RedisCluster(t)})
+				defer c.Close()
+				flush = func() error {
+					return c.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error { return m.ScriptFlush(ctx).Err() })
+				}
+			}
+			if err := flush(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				if err := b.Commit(ctx, []durability.Write{{Key: "s/in/a", Version: durability.AnyVersion, Value: []byte("x")}}); err != nil {
+					t.Fatalf("commit %d after SCRIPT FLUSH: %v", i, err)
+				}
+			}
+		})
 	}
 }

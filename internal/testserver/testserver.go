@@ -189,11 +189,33 @@ func RedisCluster(t testing.TB) []string {
 	if s := os.Getenv("BOTRUN_TEST_REDIS_CLUSTER"); s != "" {
 		return strings.Split(s, ",")
 	}
-	clusterOnce.Do(func() { clusterSeeds, clusterErr = startRedisCluster() })
+	clusterOnce.Do(func() {
+		// A port picked free may be taken before a node binds it: try
+		// again on others.
+		for range 3 {
+			if clusterSeeds, clusterErr = startRedisCluster(); clusterErr == nil {
+				return
+			}
+		}
+	})
 	if clusterErr != nil {
 		unavailable(t, "Redis Cluster", clusterErr)
 	}
 	return clusterSeeds
+}
+
+// freePorts returns n distinct ports with nothing listening.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close() // held until all are picked: no port twice
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // startRedisCluster starts six cluster-enabled redis-servers with AOF, joins
@@ -208,54 +230,53 @@ func startRedisCluster() ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("no redis-cli (apt-get install redis-tools)")
 	}
+	// Each node's cluster bus gets a port of its own: the default, port +
+	// 10000, may be taken or out of range.
+	ports, err := freePorts(12)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "botrun-redis-cluster-")
 	if err != nil {
 		return nil, err
 	}
 	var cmds []*exec.Cmd
+	exited := make(chan error, 6)
 	stop := func() {
 		for _, c := range cmds {
 			c.Process.Kill()
-			c.Wait()
+		}
+		for range cmds {
+			<-exited
 		}
 		os.RemoveAll(dir)
 	}
 	var addrs []string
 	for i := range 6 {
-		// The cluster bus gets a port of its own: the default, port +
-		// 10000, may be taken or out of range.
-		port, err := freePort()
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		bus, err := freePort()
-		if err != nil {
-			stop()
-			return nil, err
-		}
 		node := filepath.Join(dir, fmt.Sprint(i))
 		if err := os.Mkdir(node, 0o700); err != nil {
 			stop()
 			return nil, err
 		}
-		cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-			"--appendfsync", "everysec", "--dir", node, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(bus), "--cluster-node-timeout", "2000",
-			"--cluster-config-file", "nodes.conf")
+		cmd := exec.Command(bin, "--port", fmt.Sprint(ports[2*i]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+			"--appendfsync", "everysec", "--dir", node, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(ports[2*i+1]),
+			"--cluster-node-timeout", "2000", "--cluster-config-file", "nodes.conf", "--logfile", "redis.log")
 		if err := cmd.Start(); err != nil {
 			stop()
 			return nil, err
 		}
 		cmds = append(cmds, cmd)
-		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", port))
+		go func() { exited <- cmd.Wait() }()
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
 	}
-	for _, a := range addrs {
+	for i, a := range addrs {
 		if err := waitFor(30*time.Second, func() bool {
 			out, _ := exec.Command(cli, "-u", "redis://"+a, "ping").Output()
 			return strings.TrimSpace(string(out)) == "PONG"
 		}); err != nil {
+			log, _ := os.ReadFile(filepath.Join(dir, fmt.Sprint(i), "redis.log"))
 			stop()
-			return nil, fmt.Errorf("redis-server %s did not answer: %w", a, err)
+			return nil, fmt.Errorf("redis-server %s did not answer: %w\n%s", a, err, log)
 		}
 	}
 	create := append([]string{"--cluster", "create"}, addrs...)
