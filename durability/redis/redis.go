@@ -66,7 +66,8 @@ type Options struct {
 	// single node), -1 never waits.
 	WaitReplicas int
 	// WaitTimeout bounds that wait (default 1s); a commit whose replicas did
-	// not answer in time still succeeds (and is counted in Unreplicated).
+	// not answer in time still succeeds (and is counted in Unreplicated),
+	// and the master's commits skip the wait for the next 5 s.
 	WaitTimeout time.Duration
 	// RetryFor is how long a transient refusal (failover, resharding,
 	// restart) is retried before the caller sees the error (default 30s).
@@ -86,6 +87,9 @@ type Store struct {
 	retryFor     time.Duration
 	unreplicated atomic.Int64
 	replayed     atomic.Int64
+	// lagging holds, per node (goredis.Cmdable), until when (unix ns) its
+	// commits skip WAIT: its replicas did not answer the last one.
+	lagging sync.Map
 
 	gc     *groupcommit.Committer[*commit]
 	closed atomic.Bool
@@ -430,14 +434,22 @@ func (s *Store) sendTo(ctx context.Context, node goredis.Cmdable, g []*commit) (
 				cmds[i] = p.EvalSha(ctx, s.commitSHA, c.keys, c.args...)
 			}
 		}
-		if s.waitReplicas > 0 {
+		if s.waitReplicas > 0 && !s.isLagging(node) {
 			wait = p.Do(ctx, "wait", s.waitReplicas, s.waitTimeout.Milliseconds())
 		}
 		return nil
 	})
-	if wait != nil {
+	switch {
+	case s.waitReplicas == 0:
+	case wait == nil:
+		s.unreplicated.Add(1)
+	default:
 		if n, err := wait.Int64(); err == nil && n < int64(s.waitReplicas) {
+			// A master without a live replica (its replica took over from
+			// a dead master, or died): stop waiting on it for a while
+			// rather than stall every commit for WaitTimeout.
 			s.unreplicated.Add(1)
+			s.lagging.Store(node, time.Now().Add(laggingFor).UnixNano())
 		}
 	}
 	for i, c := range g {
@@ -448,7 +460,9 @@ func (s *Store) sendTo(ctx context.Context, node goredis.Cmdable, g []*commit) (
 			c.eval = true
 			again, lastErr = append(again, c), err
 		case err != nil && transient(err):
-			if s.cluster != nil && (strings.HasPrefix(err.Error(), "MOVED") || strings.HasPrefix(err.Error(), "ASK")) {
+			if s.cluster != nil {
+				// The slot may have moved or its master died: read the
+				// cluster's slots again before the next try.
 				s.cluster.ReloadState(ctx)
 			}
 			again, lastErr = append(again, c), err
@@ -464,6 +478,16 @@ func (s *Store) sendTo(ctx context.Context, node goredis.Cmdable, g []*commit) (
 		}
 	}
 	return again, lastErr
+}
+
+// laggingFor is how long a master whose replicas missed a WAIT is not waited
+// on.
+const laggingFor = 5 * time.Second
+
+// isLagging reports whether node's replicas missed a recent WAIT.
+func (s *Store) isLagging(node goredis.Cmdable) bool {
+	until, ok := s.lagging.Load(node)
+	return ok && time.Now().UnixNano() < until.(int64)
 }
 
 // retry calls op until it succeeds, fails for good or RetryFor has passed.
@@ -507,8 +531,9 @@ func backoff(attempt int) time.Duration {
 	return min(10*time.Millisecond<<min(attempt, 7), time.Second)
 }
 
-// Unreplicated counts the group commits whose WAIT ended before the replicas
-// it asked for acknowledged them.
+// Unreplicated counts the group commits that returned without the replicas'
+// acknowledgement they asked for: their WAIT timed out, or it was skipped
+// because the master's replicas had missed one in the last 5 s.
 func (s *Store) Unreplicated() int64 { return s.unreplicated.Load() }
 
 // Replayed counts the commits sent again after a lost reply that the store

@@ -294,8 +294,9 @@ func startRedisCluster() ([]string, error) {
 	return addrs, nil
 }
 
-// WaitClusterOK waits until every node of addrs reports cluster_state:ok and
-// agrees that three masters serve the slots.
+// WaitClusterOK waits until every node of addrs reports cluster_state:ok,
+// agrees that three masters serve the slots, and every replica's link to its
+// master is up (a replica that never synced cannot take over).
 func WaitClusterOK(addrs []string, timeout time.Duration) error {
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -305,6 +306,10 @@ func WaitClusterOK(addrs []string, timeout time.Duration) error {
 		for _, a := range addrs {
 			out, err := exec.Command(cli, "-u", "redis://"+a, "cluster", "info").Output()
 			if err != nil || !strings.Contains(string(out), "cluster_state:ok") || !strings.Contains(string(out), "cluster_size:3") {
+				return false
+			}
+			out, err = exec.Command(cli, "-u", "redis://"+a, "info", "replication").Output()
+			if err != nil || strings.Contains(string(out), "role:slave") && !strings.Contains(string(out), "master_link_status:up") {
 				return false
 			}
 		}
