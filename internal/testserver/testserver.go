@@ -190,18 +190,58 @@ func RedisCluster(t testing.TB) []string {
 		return strings.Split(s, ",")
 	}
 	clusterOnce.Do(func() {
-		// A port picked free may be taken before a node binds it: try
-		// again on others.
-		for range 3 {
-			if clusterSeeds, clusterErr = startRedisCluster(); clusterErr == nil {
-				return
-			}
+		var c *Cluster
+		if c, clusterErr = startRedisCluster(); clusterErr == nil {
+			clusterSeeds = c.Addrs
+			mu.Lock()
+			started = append(started, c.stop)
+			mu.Unlock()
 		}
 	})
 	if clusterErr != nil {
 		unavailable(t, "Redis Cluster", clusterErr)
 	}
 	return clusterSeeds
+}
+
+// Cluster is a Redis Cluster started for one test, which may kill its nodes.
+type Cluster struct {
+	// Addrs are its six nodes (host:port).
+	Addrs []string
+	nodes map[string]*exec.Cmd
+	stop  func()
+}
+
+// StartRedisCluster starts a Redis Cluster of three masters, each with a
+// replica, for t alone; it is stopped when t ends.
+func StartRedisCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := startRedisCluster()
+	if err != nil {
+		unavailable(t, "Redis Cluster", err)
+	}
+	t.Cleanup(c.stop)
+	return c
+}
+
+// Kill SIGKILLs the node at addr.
+func (c *Cluster) Kill(addr string) error {
+	n, ok := c.nodes[addr]
+	if !ok {
+		return fmt.Errorf("no node %s in %v", addr, c.Addrs)
+	}
+	return n.Process.Kill()
+}
+
+// startRedisCluster starts a cluster; a port picked free may be taken before
+// a node binds it, so it tries again on others.
+func startRedisCluster() (c *Cluster, err error) {
+	for range 3 {
+		if c, err = startRedisClusterOnce(); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
 }
 
 // freePorts returns n distinct ports with nothing listening.
@@ -218,10 +258,10 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// startRedisCluster starts six cluster-enabled redis-servers with AOF, joins
-// them as three masters with a replica each and waits for cluster_state:ok
-// on every node.
-func startRedisCluster() ([]string, error) {
+// startRedisClusterOnce starts six cluster-enabled redis-servers with AOF,
+// joins them as three masters with a replica each and waits for
+// cluster_state:ok on every node.
+func startRedisClusterOnce() (*Cluster, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("no redis-server (apt-get install redis-server)")
@@ -241,6 +281,7 @@ func startRedisCluster() ([]string, error) {
 		return nil, err
 	}
 	var cmds []*exec.Cmd
+	nodes := map[string]*exec.Cmd{}
 	exited := make(chan error, 6)
 	stop := func() {
 		for _, c := range cmds {
@@ -268,6 +309,7 @@ func startRedisCluster() ([]string, error) {
 		cmds = append(cmds, cmd)
 		go func() { exited <- cmd.Wait() }()
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
+		nodes[addrs[i]] = cmd
 	}
 	for i, a := range addrs {
 		if err := waitFor(30*time.Second, func() bool {
@@ -288,10 +330,7 @@ func startRedisCluster() ([]string, error) {
 		stop()
 		return nil, err
 	}
-	mu.Lock()
-	started = append(started, stop)
-	mu.Unlock()
-	return addrs, nil
+	return &Cluster{Addrs: addrs, nodes: nodes, stop: stop}, nil
 }
 
 // WaitClusterOK waits until every node of addrs reports cluster_state:ok,
