@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -235,12 +236,12 @@ func TestClusterMasterKilled(t *testing.T) {
 }
 
 // BenchmarkClusterCommit measures a commit on the cluster without and with
-// the replica wait, one at a time and 64 at once.
+// the replica wait, from 1 and 64 committers per CPU.
 func BenchmarkClusterCommit(b *testing.B) {
 	seeds := testserver.RedisCluster(b)
 	for _, wait := range []int{-1, 1} {
 		for _, par := range []int{1, 64} {
-			b.Run(fmt.Sprintf("wait=%d/committers=%d", max(wait, 0), par), func(b *testing.B) {
+			b.Run(fmt.Sprintf("wait=%d/committers=%d", max(wait, 0), par*runtime.GOMAXPROCS(0)), func(b *testing.B) {
 				s, err := redis.Open(context.Background(), redis.Options{Cluster: seeds, WaitReplicas: wait,
 					Prefix: fmt.Sprintf("bench%d-%d", os.Getpid(), n.Add(1))})
 				if err != nil {
