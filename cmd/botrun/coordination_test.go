@@ -25,10 +25,9 @@ import (
 // TestCoordination (issue 19, item 4) runs three botrun replicas with
 // [durability] coordination on one PostgreSQL, Redis or Redis Cluster,
 // behind a round-robin balancer: every message of a chat may reach any
-// replica. Each chat runs
-// the flow example's signup twice, so every conversation spans replicas.
-// Mid-traffic one replica is SIGKILLed and another frozen (SIGSTOP) past its
-// leases, then thawed. Afterwards every chat got exactly its replies, once
+// replica. Each chat runs the flow example's signup twice, so every
+// conversation spans replicas. Mid-traffic one replica is SIGKILLed and
+// another frozen (SIGSTOP) past its leases, then thawed. Afterwards every chat got exactly its replies, once
 // each and in order (the gateway deduplicates on Idempotency-Key, so no send
 // is ambiguous).
 func TestCoordination(t *testing.T) {
