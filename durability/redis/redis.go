@@ -91,8 +91,9 @@ type Store struct {
 	// commits skip WAIT: its replicas did not answer the last one.
 	lagging sync.Map
 
-	gc     *groupcommit.Committer[*commit]
-	closed atomic.Bool
+	gc        *groupcommit.Committer[*commit]
+	resending sync.WaitGroup // commits being sent again
+	closed    atomic.Bool
 }
 
 type commit struct {
@@ -368,24 +369,31 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 	return <-c.err
 }
 
-// run sends a batch (one pipeline per master) and sends again, with
-// backoff, the commits refused for a transient reason, until RetryFor.
+// run sends a batch (one pipeline per master); the commits refused for a
+// transient reason are sent again by a goroutine of their own, so a master
+// failing over does not hold up the commits of the others.
 func (s *Store) run(batch []*commit) {
-	ctx := context.Background()
+	again, err := s.send(context.Background(), batch)
+	if len(again) > 0 {
+		s.resending.Add(1)
+		go s.resend(again, err)
+	}
+}
+
+// resend sends batch again with backoff until every commit got a definite
+// answer or RetryFor has passed.
+func (s *Store) resend(batch []*commit, lastErr error) {
+	defer s.resending.Done()
 	deadline := time.Now().Add(s.retryFor)
-	for attempt := 0; ; attempt++ {
-		again, lastErr := s.send(ctx, batch)
-		if len(again) == 0 {
-			return
-		}
+	for attempt := 0; len(batch) > 0; attempt++ {
 		if time.Now().After(deadline) {
-			for _, c := range again {
+			for _, c := range batch {
 				c.err <- fmt.Errorf("redis: commit: still refused after %s: %w", s.retryFor, lastErr)
 			}
 			return
 		}
 		time.Sleep(backoff(attempt))
-		batch = again
+		batch, lastErr = s.send(context.Background(), batch)
 	}
 }
 
@@ -540,12 +548,14 @@ func (s *Store) Unreplicated() int64 { return s.unreplicated.Load() }
 // had already applied (reported as successes).
 func (s *Store) Replayed() int64 { return s.replayed.Load() }
 
-// Close stops the writer after the queued commits and closes an owned client.
+// Close stops the writer after the queued commits and those being sent
+// again, and closes an owned client.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	s.gc.Close()
+	s.resending.Wait()
 	if s.ownClient {
 		return s.c.Close()
 	}
