@@ -340,6 +340,9 @@ func (s *Store) Range(ctx context.Context, group string, ix durability.Index, af
 // acknowledged it or the wait timed out; durability beyond that is Redis's
 // persistence.
 func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
+	if len(writes) == 0 {
+		return nil // nothing to apply, nothing to route
+	}
 	c := &commit{err: make(chan error, 1)}
 	for _, w := range writes {
 		h, dz, oz := s.keys(w.Key, w.Group)
