@@ -217,6 +217,14 @@ var backends = map[string]func(t *testing.T) durability.Backend{
 		t.Cleanup(func() { b.Close() })
 		return b
 	},
+	"redis-cluster": func(t *testing.T) durability.Backend {
+		b, err := redis.Open(context.Background(), redis.Options{Cluster: testserver.RedisCluster(t), Prefix: processPrefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	},
 	"file": func(t *testing.T) durability.Backend {
 		b, err := file.Open(context.Background(), file.Options{Path: filepath.Join(t.TempDir(), "bot.journal"), AppendLog: true})
 		if err != nil {
@@ -311,9 +319,9 @@ func TestCrashMatrixClosedWindow(t *testing.T) {
 // TestCrashMatrixRandom crashes at 1,000 seeded random writes on every backend.
 func TestCrashMatrixRandom(t *testing.T) {
 	for name, nb := range backends {
-		if name == "events-shared" || name == "events-pg-outbox" {
+		if name == "events-shared" || name == "events-pg-outbox" || name == "redis-cluster" {
 			if os.Getenv("BOTRUN_SOAK") == "" {
-				continue // the journal they share with "events" has its random run; their own runs are in make soak
+				continue // the store they share with "events" or "redis" has its random run; their own runs are in make soak
 			}
 		}
 		t.Run(name, func(t *testing.T) { crashRandom(t, nb) })

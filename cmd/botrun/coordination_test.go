@@ -23,11 +23,11 @@ import (
 )
 
 // TestCoordination (issue 19, item 4) runs three botrun replicas with
-// [durability] coordination on one PostgreSQL or Redis, behind a round-robin
-// balancer: every message of a chat may reach any replica. Each chat runs
-// the flow example's signup twice, so every conversation spans replicas.
-// Mid-traffic one replica is SIGKILLed and another frozen (SIGSTOP) past its
-// leases, then thawed. Afterwards every chat got exactly its replies, once
+// [durability] coordination on one PostgreSQL, Redis or Redis Cluster,
+// behind a round-robin balancer: every message of a chat may reach any
+// replica. Each chat runs the flow example's signup twice, so every
+// conversation spans replicas. Mid-traffic one replica is SIGKILLed and
+// another frozen (SIGSTOP) past its leases, then thawed. Afterwards every chat got exactly its replies, once
 // each and in order (the gateway deduplicates on Idempotency-Key, so no send
 // is ambiguous).
 func TestCoordination(t *testing.T) {
@@ -41,6 +41,9 @@ func TestCoordination(t *testing.T) {
 	})
 	t.Run("redis", func(t *testing.T) {
 		coordination(t, bin, module, fmt.Sprintf("backend = \"redis\"\nurl = %q\nprefix = \"co%d\"", testserver.Redis(t), os.Getpid()))
+	})
+	t.Run("redis-cluster", func(t *testing.T) {
+		coordination(t, bin, module, fmt.Sprintf("backend = \"redis\"\ncluster = %s\nprefix = \"co%d\"", tomlStrings(testserver.RedisCluster(t)), os.Getpid()))
 	})
 }
 

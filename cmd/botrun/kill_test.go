@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,7 +163,7 @@ func TestSIGKILL(t *testing.T) {
 	// time (go test's -parallel is the core count).
 	t.Run("closed", func(t *testing.T) {
 		for _, channel := range []string{"webchat", "http-dedupe"} {
-			for _, backend := range []string{"sqlite", "file", "events", "postgres", "redis"} {
+			for _, backend := range []string{"sqlite", "file", "events", "postgres", "redis", "redis-cluster"} {
 				t.Run(channel+"/"+backend, func(t *testing.T) {
 					t.Parallel()
 					o := sigkill(t, bin, module, killRun{channel: channel, backend: backend, messages: 200, replicas: 1})
@@ -217,12 +218,23 @@ func backendKeys(t *testing.T, backend, dir string) string {
 		return fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"kill%d_%d_\"", testserver.Postgres(t), os.Getpid(), runs.Add(1))
 	case "redis":
 		return fmt.Sprintf("backend = \"redis\"\nurl = %q\nprefix = \"kill%d_%d\"", testserver.Redis(t), os.Getpid(), runs.Add(1))
+	case "redis-cluster":
+		return fmt.Sprintf("backend = \"redis\"\ncluster = %s\nprefix = \"kill%d_%d\"", tomlStrings(testserver.RedisCluster(t)), os.Getpid(), runs.Add(1))
 	}
 	t.Fatalf("unknown backend %s", backend)
 	return ""
 }
 
 var runs atomic.Int64
+
+// tomlStrings is ss as a TOML array of strings.
+func tomlStrings(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
 
 // killReplica is one botrun process of a SIGKILL run.
 type killReplica struct {

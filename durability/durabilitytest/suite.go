@@ -484,10 +484,13 @@ func runOutbox(t *testing.T, nb NewBackend) {
 			t.Skip("the backend has no SentWriter outbox or no Kv")
 		}
 		kv := kvb.Kv()
+		// The channel's keys live in the scope, as webchat's transcript
+		// does (a cluster commits one scope's keys together).
+		dt := scopeA.ID() + "/dt/"
 		putOut(t, j, "k1", "c1", 100, nil)
 		rec := check(j.Outbox.Begin(ctx, "k1", lease("i1", 110, 1110)))(t)
-		noErr(t, kv.Commit(ctx, []durability.Write{{Key: "dt/seq", Version: durability.AnyVersion, Value: []byte("1")}}))
-		_, v, err := kv.Get(ctx, "dt/seq")
+		noErr(t, kv.Commit(ctx, []durability.Write{{Key: dt + "seq", Version: durability.AnyVersion, Value: []byte("1")}}))
+		_, v, err := kv.Get(ctx, dt+"seq")
 		noErr(t, err)
 		// A stale token: deliver never runs, nothing lands.
 		_, err = sw.MarkSentWith(ctx, "k1", rec.Token+1, 120, func(context.Context, bool) (string, []durability.Write, error) {
@@ -505,8 +508,8 @@ func runOutbox(t *testing.T, nb NewBackend) {
 				version = v
 			}
 			return fmt.Sprintf("ref-%d", len(calls)), []durability.Write{
-				{Key: "dt/seq", Version: version, Value: []byte("2")},
-				{Key: "dt/entry", Version: durability.AnyVersion, Value: []byte("hi")},
+				{Key: dt + "seq", Version: version, Value: []byte("2")},
+				{Key: dt + "entry", Version: durability.AnyVersion, Value: []byte("hi")},
 			}, nil
 		})
 		if err != nil || ref != "ref-2" || len(calls) != 2 || calls[0] || !calls[1] {
@@ -516,17 +519,17 @@ func runOutbox(t *testing.T, nb NewBackend) {
 		if got.State != durability.OutboxSent || got.Ref != "ref-2" || got.CompletedAt != 130 {
 			t.Fatalf("record after markSentWith: %+v", got)
 		}
-		for key, want := range map[string]string{"dt/seq": "2", "dt/entry": "hi"} {
+		for key, want := range map[string]string{dt + "seq": "2", dt + "entry": "hi"} {
 			if val, _, err := kv.Get(ctx, key); err != nil || string(val) != want {
 				t.Fatalf("%s = %q, %v; want %q", key, val, err, want)
 			}
 		}
 		// A sent record cannot be marked again: its writes never land.
 		_, err = sw.MarkSentWith(ctx, "k1", rec.Token, 140, func(context.Context, bool) (string, []durability.Write, error) {
-			return "ref-3", []durability.Write{{Key: "dt/again", Version: durability.AnyVersion, Value: []byte("x")}}, nil
+			return "ref-3", []durability.Write{{Key: dt + "again", Version: durability.AnyVersion, Value: []byte("x")}}, nil
 		})
 		wantErr(t, err, durability.ErrStaleLease, "markSentWith of a sent record")
-		if _, ver, _ := kv.Get(ctx, "dt/again"); ver != 0 {
+		if _, ver, _ := kv.Get(ctx, dt+"again"); ver != 0 {
 			t.Fatal("the writes of a refused markSentWith landed")
 		}
 	})

@@ -1,16 +1,32 @@
 // Package redis is the durability backend for several replicas on one Redis
-// (go-redis v9). A scope's inbox journal, conversation state and webchat
+// or one Redis Cluster (go-redis v9).
+//
+// On a single node a scope's inbox journal, conversation state and webchat
 // transcript live under {prefix}:{durable:inbox:<scope>}, its outbox under
-// {prefix}:{durable:outbox:<scope>}: the braces keep each in one cluster
-// slot. Records are fields of a hash (version and value in one field, so a
-// read is atomic); the two ordered indexes are sorted sets. Every commit is
-// one Lua script that checks every expected version and applies the writes
-// atomically; concurrent commits of one process are pipelined into one round
-// trip (group commit).
+// {prefix}:{durable:outbox:<scope>} (the layout stores have had since the
+// first release). On a cluster everything of a scope lives under one hash tag,
+// {prefix}:{durable:<scope>}, so that every commit (a completion writes inbox,
+// outbox and state together) touches one slot; keys outside a scope share
+// {prefix}:{durable:kv}. Records are fields of a hash (version and value in one
+// field, so a read is atomic); the two ordered indexes are sorted sets. Every
+// commit is one Lua script that checks every expected version and applies the
+// writes atomically; concurrent commits of one process are pipelined into one
+// round trip per master (group commit), optionally followed by WAIT.
+//
+// A commit whose reply was lost (a dropped connection, a failover) is sent
+// again; the script recognises a commit it already applied (every key holds
+// the commit's own new version and value) and reports success instead of a
+// conflict. Transient refusals (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING,
+// READONLY, MASTERDOWN, a refused connection) are retried with backoff for
+// Options.RetryFor; NOSCRIPT (a promoted replica has no script cache) sends
+// the script itself.
 //
 // Crash survival needs Redis persistence: appendonly yes. With appendfsync
 // everysec a power loss can lose the last second of writes; appendfsync
 // always loses nothing and costs an fsync per write on the server.
+// Replication is asynchronous: a failover can drop writes the old master
+// acknowledged but had not passed on, unless the commit waited for a
+// replica (Options.WaitReplicas).
 package redis
 
 import (
@@ -18,9 +34,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,31 +48,59 @@ import (
 	"github.com/botrun/botrun/internal/groupcommit"
 )
 
-// Options configure a Store: URL (the store opens and closes its client) or
-// Client (injected; the caller closes it).
+// Options configure a Store: URL or Cluster (the store opens and closes its
+// client), or Client (injected; the caller closes it; a *ClusterClient
+// selects the cluster layout).
 type Options struct {
-	URL    string
-	Client goredis.UniversalClient
+	URL string
+	// Cluster are a Redis Cluster's seed addresses ("host:port" or
+	// "redis://…" URLs); the first URL's credentials and TLS apply to all.
+	Cluster []string
+	Client  goredis.UniversalClient
 	// Prefix starts every key (default "botrun").
 	Prefix string
 	// MaxBatch caps the commits one pipeline carries (default 256).
 	MaxBatch int
+	// WaitReplicas is how many replicas each group commit waits for (Redis
+	// WAIT) before it returns: 0 is the default (1 on a cluster, none on a
+	// single node), -1 never waits.
+	WaitReplicas int
+	// WaitTimeout bounds that wait (default 1s); a commit whose replicas did
+	// not answer in time still succeeds (and is counted in Unreplicated),
+	// and the master's commits skip the wait for the next 5 s.
+	WaitTimeout time.Duration
+	// RetryFor is how long a transient refusal (failover, resharding,
+	// restart) is retried before the caller sees the error (default 30s).
+	RetryFor time.Duration
 }
 
 // Store is a durability.Kv in Redis.
 type Store struct {
 	c         goredis.UniversalClient
+	cluster   *goredis.ClusterClient // nil on a single node
 	ownClient bool
 	prefix    string
 	commitSHA string
 
-	gc     *groupcommit.Committer[*commit]
-	closed atomic.Bool
+	waitReplicas int
+	waitTimeout  time.Duration
+	retryFor     time.Duration
+	unreplicated atomic.Int64
+	replayed     atomic.Int64
+	// lagging holds, per node (goredis.Cmdable), until when (unix ns) its
+	// commits skip WAIT: its replicas did not answer the last one.
+	lagging sync.Map
+
+	gc        *groupcommit.Committer[*commit]
+	resending sync.WaitGroup // commits being sent again
+	closed    atomic.Bool
 }
 
 type commit struct {
 	keys []string
 	args []any
+	// eval sends the script itself: the master lacked it (NOSCRIPT).
+	eval bool
 	err  chan error
 }
 
@@ -78,16 +124,35 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 
 // commitScript: KEYS are (value hash, due zset, order zset) per write; ARGV
 // are (key, expected version, next version, value, delete, due, order) per
-// write. It returns 0, writing nothing, if any version does not match.
+// write. It returns 1 once applied, 2 if the store already holds exactly
+// what the commit writes (it was applied before and its reply was lost: a
+// versioned write's new version is this commit's own), and 0, writing
+// nothing, if any version does not match.
 const commitScript = `
 local n = #ARGV / 7
+local function applied()
+  local versioned = false
+  for i = 0, n - 1 do
+    local cur = redis.call('HGET', KEYS[i*3+1], ARGV[i*7+1])
+    if ARGV[i*7+5] == "1" then
+      if cur then return false end
+    else
+      if cur ~= ARGV[i*7+3] .. "\n" .. ARGV[i*7+4] then return false end
+      if ARGV[i*7+2] ~= "-1" then versioned = true end
+    end
+  end
+  return versioned
+end
 for i = 0, n - 1 do
   local ver = ARGV[i*7+2]
   if ver ~= "-1" then
     local cur = redis.call('HGET', KEYS[i*3+1], ARGV[i*7+1])
     local curVer = "0"
     if cur then curVer = string.sub(cur, 1, string.find(cur, "\n", 1, true) - 1) end
-    if curVer ~= ver then return 0 end
+    if curVer ~= ver then
+      if applied() then return 2 end
+      return 0
+    end
   end
 end
 for i = 0, n - 1 do
@@ -114,16 +179,26 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
 	}
-	s := &Store{c: o.Client, prefix: o.Prefix}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = time.Second
+	}
+	if o.RetryFor <= 0 {
+		o.RetryFor = 30 * time.Second
+	}
+	s := &Store{c: o.Client, prefix: o.Prefix, waitTimeout: o.WaitTimeout, retryFor: o.RetryFor}
 	if s.c == nil {
-		if o.URL == "" {
-			return nil, errors.New("redis: set durability.url (or inject a client)")
+		var err error
+		if s.c, err = dial(o); err != nil {
+			return nil, err
 		}
-		opts, err := goredis.ParseURL(o.URL)
-		if err != nil {
-			return nil, fmt.Errorf("redis: url: %w", err)
-		}
-		s.c, s.ownClient = goredis.NewClient(opts), true
+		s.ownClient = true
+	}
+	s.cluster, _ = s.c.(*goredis.ClusterClient)
+	switch {
+	case o.WaitReplicas > 0:
+		s.waitReplicas = o.WaitReplicas
+	case o.WaitReplicas == 0 && s.cluster != nil:
+		s.waitReplicas = 1
 	}
 	if err := s.load(ctx); err != nil {
 		if s.ownClient {
@@ -135,21 +210,38 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
+// load loads the commit script (on every master of a cluster) and, on a
+// single node, refuses a server that runs in cluster mode.
 func (s *Store) load(ctx context.Context) error {
-	sha, err := s.c.ScriptLoad(ctx, commitScript).Result()
-	if err != nil {
-		return fmt.Errorf("redis: %w", err)
+	if s.cluster == nil {
+		info, err := s.c.Info(ctx, "cluster").Result()
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		if strings.Contains(info, "cluster_enabled:1") {
+			return errors.New("redis: the server runs in cluster mode: list its nodes in durability.cluster instead of durability.url")
+		}
 	}
-	s.commitSHA = sha
-	return nil
+	return s.retry(ctx, func() error {
+		sha, err := s.c.ScriptLoad(ctx, commitScript).Result()
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		s.commitSHA = sha
+		return nil
+	})
 }
 
 // base maps a Kv key ("<scope>/<kind>/…") to the Redis key its scope and
-// journal live under.
+// journal live under: one hash tag per scope on a cluster, two (inbox and
+// outbox) on a single node.
 func (s *Store) base(key string) string {
 	scope, rest, ok := strings.Cut(key, "/")
 	if !ok {
 		return s.prefix + ":{durable:kv}"
+	}
+	if s.cluster != nil {
+		return s.prefix + ":{durable:" + scope + "}"
 	}
 	kind, _, _ := strings.Cut(rest, "/")
 	journal := "inbox" // the inbox, the state committed with it, the transcript
@@ -167,7 +259,11 @@ func (s *Store) keys(key, group string) (hash, due, ord string) {
 // Get implements durability.Kv.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
 	h, _, _ := s.keys(key, "")
-	b, err := s.c.HGet(ctx, h, key).Bytes()
+	var b []byte
+	err := s.retry(ctx, func() (err error) {
+		b, err = s.c.HGet(ctx, h, key).Bytes()
+		return err
+	})
 	if errors.Is(err, goredis.Nil) {
 		return nil, 0, nil
 	}
@@ -197,14 +293,25 @@ func (s *Store) Range(ctx context.Context, group string, ix durability.Index, af
 	if limit <= 0 {
 		limit = math.MaxInt32
 	}
+	zrange := func(a goredis.ZRangeArgs) ([]goredis.Z, error) {
+		var zs []goredis.Z
+		err := s.retry(ctx, func() (err error) {
+			zs, err = s.c.ZRangeArgsWithScores(ctx, a).Result()
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("redis: range: %w", err)
+		}
+		return zs, nil
+	}
 	maxS := strconv.FormatInt(max, 10)
 	var out []durability.IndexEntry
 	if after.Score != math.MinInt64 {
 		// Members tied with the cursor's score come after it by key.
-		ties, err := s.c.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{Key: z, ByScore: true,
-			Start: strconv.FormatInt(after.Score, 10), Stop: strconv.FormatInt(after.Score, 10)}).Result()
+		at := strconv.FormatInt(after.Score, 10)
+		ties, err := zrange(goredis.ZRangeArgs{Key: z, ByScore: true, Start: at, Stop: at})
 		if err != nil {
-			return nil, fmt.Errorf("redis: range: %w", err)
+			return nil, err
 		}
 		for _, t := range ties {
 			if m := t.Member.(string); m > after.Key && after.Score <= max && len(out) < limit {
@@ -217,10 +324,9 @@ func (s *Store) Range(ctx context.Context, group string, ix durability.Index, af
 		start = "(" + strconv.FormatInt(after.Score, 10)
 	}
 	if len(out) < limit {
-		rest, err := s.c.ZRangeArgsWithScores(ctx, goredis.ZRangeArgs{Key: z, ByScore: true, Start: start, Stop: maxS,
-			Count: int64(limit - len(out))}).Result()
+		rest, err := zrange(goredis.ZRangeArgs{Key: z, ByScore: true, Start: start, Stop: maxS, Count: int64(limit - len(out))})
 		if err != nil {
-			return nil, fmt.Errorf("redis: range: %w", err)
+			return nil, err
 		}
 		for _, r := range rest {
 			out = append(out, durability.IndexEntry{Key: r.Member.(string), Score: int64(r.Score)})
@@ -230,11 +336,19 @@ func (s *Store) Range(ctx context.Context, group string, ix durability.Index, af
 }
 
 // Commit implements durability.Kv. It returns once Redis has applied the
-// commit (or refused it); durability beyond that is Redis's persistence.
+// commit (or refused it) and, when the store waits for replicas, once they
+// acknowledged it or the wait timed out; durability beyond that is Redis's
+// persistence.
 func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
+	if len(writes) == 0 {
+		return nil // nothing to apply, nothing to route
+	}
 	c := &commit{err: make(chan error, 1)}
 	for _, w := range writes {
 		h, dz, oz := s.keys(w.Key, w.Group)
+		if s.cluster != nil && len(c.keys) > 0 && h != c.keys[0] {
+			return fmt.Errorf("redis: one commit writes %s and %s: on a cluster a commit must stay in one scope (one slot)", c.keys[0], h)
+		}
 		next := w.Next
 		if next <= 0 {
 			next = time.Now().UnixNano()
@@ -258,44 +372,193 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 	return <-c.err
 }
 
-// run pipelines a batch: one EVALSHA per commit, one round trip.
+// run sends a batch (one pipeline per master); the commits refused for a
+// transient reason are sent again by a goroutine of their own, so a master
+// failing over does not hold up the commits of the others.
 func (s *Store) run(batch []*commit) {
-	ctx := context.Background()
-	for attempt := 0; ; attempt++ {
-		cmds := make([]*goredis.Cmd, len(batch))
-		_, err := s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i, c := range batch {
-				cmds[i] = p.EvalSha(ctx, s.commitSHA, c.keys, c.args...)
-			}
-			return nil
-		})
-		if err != nil && attempt == 0 && strings.Contains(err.Error(), "NOSCRIPT") {
-			// The server restarted or was flushed: load the script again.
-			if s.load(ctx) == nil {
-				continue
-			}
-		}
-		for i, c := range batch {
-			n, cerr := cmds[i].Int()
-			switch {
-			case cerr != nil:
-				c.err <- fmt.Errorf("redis: commit: %w", cerr)
-			case n != 1:
-				c.err <- durability.ErrConflict
-			default:
-				c.err <- nil
-			}
-		}
-		return
+	again, err := s.send(context.Background(), batch)
+	if len(again) > 0 {
+		s.resending.Add(1)
+		go s.resend(again, err)
 	}
 }
 
-// Close stops the writer after the queued commits and closes an owned client.
+// resend sends batch again with backoff until every commit got a definite
+// answer or RetryFor has passed.
+func (s *Store) resend(batch []*commit, lastErr error) {
+	defer s.resending.Done()
+	deadline := time.Now().Add(s.retryFor)
+	for attempt := 0; len(batch) > 0; attempt++ {
+		if time.Now().After(deadline) {
+			for _, c := range batch {
+				c.err <- fmt.Errorf("redis: commit: still refused after %s: %w", s.retryFor, lastErr)
+			}
+			return
+		}
+		time.Sleep(backoff(attempt))
+		batch, lastErr = s.send(context.Background(), batch)
+	}
+}
+
+// send pipelines batch to the masters owning its slots, settles each commit
+// that got a definite answer and returns those to send again.
+func (s *Store) send(ctx context.Context, batch []*commit) (again []*commit, lastErr error) {
+	groups := map[goredis.Cmdable][]*commit{}
+	if s.cluster == nil {
+		groups[s.c] = batch
+	} else {
+		for _, c := range batch {
+			node, err := s.cluster.MasterForKey(ctx, c.keys[0])
+			if err != nil {
+				again, lastErr = append(again, c), err
+				continue
+			}
+			groups[node] = append(groups[node], c)
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for node, g := range groups {
+		wg.Go(func() {
+			retry, err := s.sendTo(ctx, node, g)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(retry) > 0 {
+				again, lastErr = append(again, retry...), err
+			}
+		})
+	}
+	wg.Wait()
+	return again, lastErr
+}
+
+// sendTo pipelines g to one node: a script call per commit, then WAIT when
+// the store waits for replicas.
+func (s *Store) sendTo(ctx context.Context, node goredis.Cmdable, g []*commit) (again []*commit, lastErr error) {
+	cmds := make([]*goredis.Cmd, len(g))
+	var wait *goredis.Cmd
+	node.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, c := range g {
+			if c.eval {
+				cmds[i] = p.Eval(ctx, commitScript, c.keys, c.args...)
+			} else {
+				cmds[i] = p.EvalSha(ctx, s.commitSHA, c.keys, c.args...)
+			}
+		}
+		if s.waitReplicas > 0 && !s.isLagging(node) {
+			wait = p.Do(ctx, "wait", s.waitReplicas, s.waitTimeout.Milliseconds())
+		}
+		return nil
+	})
+	switch {
+	case s.waitReplicas == 0:
+	case wait == nil:
+		s.unreplicated.Add(1)
+	default:
+		if n, err := wait.Int64(); err == nil && n < int64(s.waitReplicas) {
+			// A master without a live replica (its replica took over from
+			// a dead master, or died): stop waiting on it for a while
+			// rather than stall every commit for WaitTimeout.
+			s.unreplicated.Add(1)
+			s.lagging.Store(node, time.Now().Add(laggingFor).UnixNano())
+		}
+	}
+	for i, c := range g {
+		n, err := cmds[i].Int()
+		switch {
+		case err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT"):
+			// A promoted replica or a restarted server has no script cache.
+			c.eval = true
+			again, lastErr = append(again, c), err
+		case err != nil && transient(err):
+			if s.cluster != nil {
+				// The slot may have moved or its master died: read the
+				// cluster's slots again before the next try.
+				s.cluster.ReloadState(ctx)
+			}
+			again, lastErr = append(again, c), err
+		case err != nil:
+			c.err <- fmt.Errorf("redis: commit: %w", err)
+		case n == 0:
+			c.err <- durability.ErrConflict
+		default:
+			if n == 2 {
+				s.replayed.Add(1)
+			}
+			c.err <- nil
+		}
+	}
+	return again, lastErr
+}
+
+// laggingFor is how long a master whose replicas missed a WAIT is not waited
+// on.
+const laggingFor = 5 * time.Second
+
+// isLagging reports whether node's replicas missed a recent WAIT.
+func (s *Store) isLagging(node goredis.Cmdable) bool {
+	until, ok := s.lagging.Load(node)
+	return ok && time.Now().UnixNano() < until.(int64)
+}
+
+// retry calls op until it succeeds, fails for good or RetryFor has passed.
+func (s *Store) retry(ctx context.Context, op func() error) error {
+	deadline := time.Now().Add(s.retryFor)
+	for attempt := 0; ; attempt++ {
+		err := op()
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
+// transient reports whether err may pass by itself: a connection that failed
+// or was refused, or a server's refusal while a cluster fails over,
+// reshards or loads its data.
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, goredis.ErrClosed) {
+		return false
+	}
+	var nerr interface{ Timeout() bool }
+	if errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOWN"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset")
+}
+
+// backoff is the wait before retry attempt+1: 10ms doubling to 1s.
+func backoff(attempt int) time.Duration {
+	return min(10*time.Millisecond<<min(attempt, 7), time.Second)
+}
+
+// Unreplicated counts the group commits that returned without the replicas'
+// acknowledgement they asked for: their WAIT timed out, or it was skipped
+// because the master's replicas had missed one in the last 5 s.
+func (s *Store) Unreplicated() int64 { return s.unreplicated.Load() }
+
+// Replayed counts the commits sent again after a lost reply that the store
+// had already applied (reported as successes).
+func (s *Store) Replayed() int64 { return s.replayed.Load() }
+
+// Close stops the writer after the queued commits and those being sent
+// again, and closes an owned client.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
 	s.gc.Close()
+	s.resending.Wait()
 	if s.ownClient {
 		return s.c.Close()
 	}

@@ -313,6 +313,35 @@ func TestEventsBackend(t *testing.T) {
 	}
 }
 
+// TestRedisClusterKeys: the redis backend's cluster key (seed addresses or
+// redis:// URLs) and its problems, each naming the key and the way out.
+func TestRedisClusterKeys(t *testing.T) {
+	t.Parallel()
+	base := "[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n[durability]\nbackend = \"redis\"\n"
+	for _, keys := range []string{
+		"cluster = [\"10.0.0.1:6379\", \"10.0.0.2:6379\"]",
+		"cluster = [\"redis://:pw@10.0.0.1:6379\", \"rediss://10.0.0.2:6380\"]\nwait_replicas = 0\nwait_timeout = \"200ms\"",
+	} {
+		if _, err := Parse("bot.toml", base+keys, env(nil)); err != nil {
+			t.Errorf("%q: %v", keys, err)
+		}
+	}
+	for keys, want := range map[string]string{
+		"url = \"redis://h/0\"\ncluster = [\"h:6379\"]": `durability.cluster: set with url: use url for one Redis node or cluster for a Redis Cluster's seed nodes, not both`,
+		"cluster = []":                  `durability.cluster: empty: list at least one seed node`,
+		"cluster = [\"h\"]":             `durability.cluster: "h" is not host:port`,
+		"cluster = [\"h:port\"]":        `durability.cluster: "h:port": port "port" is not a number`,
+		"cluster = [\"redis://h:1/2\"]": `a cluster has only database 0: drop the /2`,
+		"":                              `durability.url: missing: the redis backend needs a connection URL, e.g. "redis://127.0.0.1:6379/0", or cluster = ["host:port", …]`,
+		"cluster = [\"h:1\"]\nwait_replicas = -1": `durability.wait_replicas: -1 is negative`,
+	} {
+		_, err := Parse("bot.toml", base+keys, env(nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %s", keys, err, want)
+		}
+	}
+}
+
 // TestCoordinationBackends: coordination is accepted on the backends that
 // replicas on several hosts share, and refused on the others with the way
 // out.

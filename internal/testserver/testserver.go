@@ -1,6 +1,7 @@
-// Package testserver gives tests a real PostgreSQL and Redis: the servers
-// named by BOTRUN_TEST_POSTGRES_URL and BOTRUN_TEST_REDIS_URL (what .ci/run
-// starts), or throwaway servers it starts itself from the machine's binaries.
+// Package testserver gives tests a real PostgreSQL, Redis and Redis Cluster:
+// the servers named by BOTRUN_TEST_POSTGRES_URL, BOTRUN_TEST_REDIS_URL and
+// BOTRUN_TEST_REDIS_CLUSTER (what .ci/run starts), or throwaway servers it
+// starts itself from the machine's binaries.
 // Without either, a test skips with a loud message; under CI=true a skip is a
 // failure, so a missing install step cannot pass unnoticed.
 package testserver
@@ -28,6 +29,10 @@ var (
 	redisErr error
 	pgOnce   sync.Once
 	redOnce  sync.Once
+
+	clusterSeeds []string
+	clusterErr   error
+	clusterOnce  sync.Once
 )
 
 // Run runs a package's tests and stops the servers this package started.
@@ -175,4 +180,190 @@ func startRedis() (string, error) {
 	})
 	mu.Unlock()
 	return fmt.Sprintf("redis://127.0.0.1:%d/0", port), nil
+}
+
+// RedisCluster returns the seed addresses (host:port) of a Redis Cluster of
+// three masters, each with a replica.
+func RedisCluster(t testing.TB) []string {
+	t.Helper()
+	if s := os.Getenv("BOTRUN_TEST_REDIS_CLUSTER"); s != "" {
+		return strings.Split(s, ",")
+	}
+	clusterOnce.Do(func() {
+		var c *Cluster
+		if c, clusterErr = startRedisCluster(); clusterErr == nil {
+			clusterSeeds = c.Addrs
+			mu.Lock()
+			started = append(started, c.stop)
+			mu.Unlock()
+		}
+	})
+	if clusterErr != nil {
+		unavailable(t, "Redis Cluster", clusterErr)
+	}
+	return clusterSeeds
+}
+
+// Cluster is a Redis Cluster started for one test, which may kill its nodes.
+type Cluster struct {
+	// Addrs are its six nodes (host:port).
+	Addrs []string
+	nodes map[string]*exec.Cmd
+	stop  func()
+}
+
+// StartRedisCluster starts a Redis Cluster of three masters, each with a
+// replica, for t alone; it is stopped when t ends.
+func StartRedisCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := startRedisCluster()
+	if err != nil {
+		unavailable(t, "Redis Cluster", err)
+	}
+	t.Cleanup(c.stop)
+	return c
+}
+
+// Kill SIGKILLs the node at addr.
+func (c *Cluster) Kill(addr string) error {
+	n, ok := c.nodes[addr]
+	if !ok {
+		return fmt.Errorf("no node %s in %v", addr, c.Addrs)
+	}
+	return n.Process.Kill()
+}
+
+// startRedisCluster starts a cluster; a port picked free may be taken before
+// a node binds it, so it tries again on others.
+func startRedisCluster() (c *Cluster, err error) {
+	for range 3 {
+		if c, err = startRedisClusterOnce(); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
+// freePorts returns n distinct ports with nothing listening.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close() // held until all are picked: no port twice
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// startRedisClusterOnce starts six cluster-enabled redis-servers with AOF,
+// joins them as three masters with a replica each and waits for
+// cluster_state:ok on every node.
+func startRedisClusterOnce() (*Cluster, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("no redis-server (apt-get install redis-server)")
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return nil, fmt.Errorf("no redis-cli (apt-get install redis-tools)")
+	}
+	// Each node's cluster bus gets a port of its own: the default, port +
+	// 10000, may be taken or out of range.
+	ports, err := freePorts(12)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "botrun-redis-cluster-")
+	if err != nil {
+		return nil, err
+	}
+	var cmds []*exec.Cmd
+	nodes := map[string]*exec.Cmd{}
+	exited := make(chan error, 6)
+	stop := func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+		}
+		for range cmds {
+			<-exited
+		}
+		os.RemoveAll(dir)
+	}
+	var addrs []string
+	for i := range 6 {
+		node := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.Mkdir(node, 0o700); err != nil {
+			stop()
+			return nil, err
+		}
+		cmd := exec.Command(bin, "--port", fmt.Sprint(ports[2*i]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+			"--appendfsync", "everysec", "--dir", node, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(ports[2*i+1]),
+			"--cluster-node-timeout", "2000", "--cluster-config-file", "nodes.conf", "--logfile", "redis.log")
+		if err := cmd.Start(); err != nil {
+			stop()
+			return nil, err
+		}
+		cmds = append(cmds, cmd)
+		go func() { exited <- cmd.Wait() }()
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
+		nodes[addrs[i]] = cmd
+	}
+	for i, a := range addrs {
+		if err := waitFor(30*time.Second, func() bool {
+			out, _ := exec.Command(cli, "-u", "redis://"+a, "ping").Output()
+			return strings.TrimSpace(string(out)) == "PONG"
+		}); err != nil {
+			log, _ := os.ReadFile(filepath.Join(dir, fmt.Sprint(i), "redis.log"))
+			stop()
+			return nil, fmt.Errorf("redis-server %s did not answer: %w\n%s", a, err, log)
+		}
+	}
+	create := append([]string{"--cluster", "create"}, addrs...)
+	if out, err := exec.Command(cli, append(create, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput(); err != nil {
+		stop()
+		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	if err := WaitClusterOK(addrs, 60*time.Second); err != nil {
+		stop()
+		return nil, err
+	}
+	return &Cluster{Addrs: addrs, nodes: nodes, stop: stop}, nil
+}
+
+// WaitClusterOK waits until every node of addrs reports cluster_state:ok,
+// agrees that three masters serve the slots, and every replica's link to its
+// master is up (a replica that never synced cannot take over).
+func WaitClusterOK(addrs []string, timeout time.Duration) error {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return fmt.Errorf("no redis-cli (apt-get install redis-tools)")
+	}
+	return waitFor(timeout, func() bool {
+		for _, a := range addrs {
+			out, err := exec.Command(cli, "-u", "redis://"+a, "cluster", "info").Output()
+			if err != nil || !strings.Contains(string(out), "cluster_state:ok") || !strings.Contains(string(out), "cluster_size:3") {
+				return false
+			}
+			out, err = exec.Command(cli, "-u", "redis://"+a, "info", "replication").Output()
+			if err != nil || strings.Contains(string(out), "role:slave") && !strings.Contains(string(out), "master_link_status:up") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitFor polls ok until it holds or timeout passes.
+func waitFor(timeout time.Duration, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready within %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
 }

@@ -44,6 +44,9 @@ func TestTranscriptSeqPerChat(t *testing.T) {
 		{"redis", func() (durability.Backend, error) {
 			return redis.Open(context.Background(), redis.Options{URL: testserver.Redis(t), Prefix: uniquePrefix("tr")})
 		}},
+		{"redis-cluster", func() (durability.Backend, error) {
+			return redis.Open(context.Background(), redis.Options{Cluster: testserver.RedisCluster(t), Prefix: uniquePrefix("tr")})
+		}},
 	} {
 		t.Run(bk.name, func(t *testing.T) {
 			backend, err := bk.open()
