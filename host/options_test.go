@@ -338,14 +338,18 @@ func TestOption_OutboxLease_MinimumAndHeartbeat(t *testing.T) {
 	if err := parseErr(t, "[durability.outbox]\nlease = \"19ms\"\n"); err == nil || !strings.Contains(err.Error(), "durability.outbox.lease: 19ms is below the 20ms minimum") {
 		t.Fatalf("err = %v", err)
 	}
-	// A slow provider call longer than the lease is never taken for abandoned.
-	cfg := testConfig(t, "[durability.outbox]\nlease = \"40ms\"\n")
+	// A slow provider call several times longer than the lease is never
+	// taken for abandoned. The lease leaves the heartbeat (a third of it)
+	// more than a second of slack: a loaded machine under -race stalls
+	// goroutines for tens of milliseconds, which a 40 ms lease did not
+	// survive.
+	cfg := testConfig(t, "[durability.outbox]\nlease = \"2s\"\n")
 	shared := memory.New()
 	ch := newChannel()
-	ch.fail = func(n int, _ provider.Outbound) error { time.Sleep(300 * time.Millisecond); return nil }
+	ch.fail = func(n int, _ provider.Outbound) error { time.Sleep(5 * time.Second); return nil }
 	a := newTestBot(t, cfg, shared, reply("r: "), ch)
 	defer a.stop(t)
-	cfgB := testConfig(t, "[durability.outbox]\nlease = \"40ms\"\n")
+	cfgB := testConfig(t, "[durability.outbox]\nlease = \"2s\"\n")
 	cfgB.Durability.InstanceID = "replica-b"
 	b := newTestBot(t, cfgB, shared, reply("r: "), ch)
 	defer b.stop(t)
