@@ -328,3 +328,20 @@ func outcomes(t *testing.T, cfgPath, module string, want dryrun.Outcome) []strin
 	slices.Sort(ids)
 	return ids
 }
+
+// TestReplayDryRunHooks: a module with send hooks (examples/signature: its
+// before_send signs each send, its after_send is journaled as a record of
+// the host's own) replays against itself with no change.
+func TestReplayDryRunHooks(t *testing.T) {
+	sig := wasmbuild.Go(t, "../../examples/signature")
+	cfgPath := filepath.Join(t.TempDir(), "bot.toml")
+	src := fmt.Sprintf("[bot]\nmodule = %q\n[durability]\nbackend = \"sqlite\"\npath = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", sig, filepath.Join(t.TempDir(), "bot.db"))
+	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	liveBot(t, cfgPath)
+	code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", sig)
+	if code != 0 || !strings.Contains(out, "8 identical, 0 changed, 0 new faults") {
+		t.Fatalf("signature against itself: exit %d\n%s%s", code, out, errs)
+	}
+}

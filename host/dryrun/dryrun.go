@@ -76,6 +76,8 @@ type Send struct {
 	// Derived is true for a key the host derived ("<inbound id>:<n>").
 	Derived bool   `json:"derived,omitempty"`
 	Chat    string `json:"chat"`
+	// At is an enqueued send's hold time (Unix ms), 0 for now.
+	At int64 `json:"at,omitempty"`
 	host.OutboxMessage
 }
 
@@ -305,8 +307,8 @@ func outboxByInbound(ctx context.Context, out durability.OutboxJournal, since in
 	var order []string
 	for i := range recs {
 		r := &recs[i]
-		if r.Inbound == "" {
-			continue
+		if r.Inbound == "" || host.InternalProvider(r.Provider) {
+			continue // not a turn's, or the host's own (an after_send hook's)
 		}
 		var m host.OutboxMessage
 		if err := json.Unmarshal(r.Payload, &m); err != nil {
@@ -372,6 +374,9 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 	}
 	ev.Attempt = max(rec.Attempts, 1)
 	e := newEnv(ev, in, cfg.Bot.MaxSends, cfg.Bot.MaxBroadcast)
+	if before, _ := mod.Hooks(); before {
+		e.hooks = mod
+	}
 	herr := mod.Handle(ctx, ev, e)
 	res.Would, res.Ops, res.MediaStandIn = e.sends, e.opsLog, e.standIn
 	if res.Would == nil {
