@@ -367,11 +367,19 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("inputs too large (over %d bytes): not recorded", inputs.MaxBytes)
 		return
 	}
-	var ev abi.Event
-	if err := json.Unmarshal(rec.Payload, &ev); err != nil {
+	var j journaledEvent
+	if err := json.Unmarshal(rec.Payload, &j); err != nil {
 		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("journaled event is unreadable: %v", err)
 		return
 	}
+	if len(j.DurableMedia) > 0 {
+		// The journal holds the channel's durable references, the event's
+		// own blanked: the live guest saw references its channel's codec
+		// rebuilt, which a dry run (no channel) cannot.
+		res.Outcome, res.Reason = CannotReplay, "media references: the event's media were journaled as the channel's durable references (durability.inbox.media_refs), which a dry run does not rebuild"
+		return
+	}
+	ev := j.Event
 	ev.Attempt = max(rec.Attempts, 1)
 	e := newEnv(ev, in, cfg.Bot.MaxSends, cfg.Bot.MaxBroadcast)
 	if before, _ := mod.Hooks(); before {
@@ -411,6 +419,14 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 		return
 	}
 	res.Outcome = Identical
+}
+
+// journaledEvent is the inbox payload as the host journals it: the event,
+// and the media references it replaced by the channel's durable ones (see
+// host/media.go).
+type journaledEvent struct {
+	abi.Event
+	DurableMedia []json.RawMessage `json:"durable_media,omitempty"`
 }
 
 // originalFault reports whether the record's last attempt faulted.

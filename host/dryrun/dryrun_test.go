@@ -198,3 +198,52 @@ func journalEcho(ctx context.Context, j durability.Journals, i int) error {
 	return cs.CompleteWithSent(ctx, id, 1, durability.Completion{Module: "c-echo", Inputs: []byte(`{"v":1}`), Now: now},
 		[]durability.SentMark{{Key: id + ":1", Token: 1, Ref: "r", Now: now}})
 }
+
+// dryRunConfig is the configuration of the dry runs of these tests.
+func dryRunConfig(t testing.TB) *config.Config {
+	cfg := &config.Config{}
+	cfg.Bot.HandlerTimeout = config.Duration(10 * time.Second)
+	cfg.Bot.MaxMemory = 64 << 20
+	cfg.Bot.MaxSends, cfg.Bot.MaxBroadcast, cfg.Bot.DataDir = 100, 10000, t.TempDir()
+	return cfg
+}
+
+// TestMediaReferencesCannotReplay: an event whose media the host journaled
+// as the channel's durable references (its own blanked) is not replayed
+// with references the live guest did not see.
+func TestMediaReferencesCannotReplay(t *testing.T) {
+	ctx := context.Background()
+	module, err := os.ReadFile(wasmbuild.C(t, "../../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := memory.New().Open(ctx, durability.Scope{Bot: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	for _, id := range []string{"web:1", "web:2"} {
+		payload := fmt.Sprintf(`{"id":%q,"provider":"web","chat":"c1","from":"u","text":"look","received_at":%d,"media":[{"type":"image"}]`, id, now)
+		if id == "web:1" {
+			payload += `,"durable_media":[{"provider":"web","stored":{"v":1,"data":"eA=="}}]`
+		}
+		payload += "}"
+		l := durability.Lease{Owner: "t", Now: now, Until: now + 60_000}
+		if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: "c1", Payload: []byte(payload)}, now, &l); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Inbox.Complete(ctx, id, 1, durability.Completion{Module: "m", Inputs: []byte(`{"v":1}`), Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Run(ctx, Options{Journals: j, Config: dryRunConfig(t), Module: module, ModuleName: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Results[0]; r.ID != "web:1" || r.Outcome != CannotReplay || reasonKind(r.Reason) != "media references" {
+		t.Fatalf("durable media: %+v", r)
+	}
+	if r := rep.Results[1]; r.Outcome == CannotReplay {
+		t.Fatalf("media without durable references: %+v", r)
+	}
+}
