@@ -239,14 +239,18 @@ func selectRecords(ctx context.Context, in durability.InboxJournal, f Filter) ([
 	if !f.Since.IsZero() {
 		since = f.Since.UnixMilli()
 	}
-	all, err := listAll(ctx, in.List, durability.ListFilter{Chat: f.Chat, Since: since},
+	// Chat and provider are filtered here, not by List: a filtered List
+	// reads a bounded number of index entries, so one of its pages can be
+	// empty while later records of the chat exist; an unfiltered page is
+	// empty only at the journal's end.
+	all, err := listAll(ctx, in.List, durability.ListFilter{Since: since},
 		func(r durability.InboxRecord) (string, int64) { return r.ID, r.CreatedAt })
 	if err != nil {
 		return nil, err
 	}
 	out := all[:0]
 	for _, r := range all {
-		if f.Provider == "" || r.Provider == f.Provider {
+		if (f.Provider == "" || r.Provider == f.Provider) && (f.Chat == "" || r.Chat == f.Chat) {
 			out = append(out, r)
 		}
 	}

@@ -247,3 +247,46 @@ func TestMediaReferencesCannotReplay(t *testing.T) {
 		t.Fatalf("media without durable references: %+v", r)
 	}
 }
+
+// budgetedInbox is an inbox whose chat-filtered List finds nothing, as a
+// real one's does when the chat's records are past its scan budget.
+type budgetedInbox struct{ durability.InboxJournal }
+
+func (b budgetedInbox) List(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error) {
+	if f.Chat != "" {
+		return nil, nil
+	}
+	return b.InboxJournal.List(ctx, f)
+}
+
+// TestSelectRecordsFiltersChatItself: the chat filter does not rely on a
+// filtered List (bounded by its scan budget): every record of the chat is
+// selected, in admission order.
+func TestSelectRecordsFiltersChatItself(t *testing.T) {
+	ctx := context.Background()
+	j, err := memory.New().Open(ctx, durability.Scope{Bot: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		chat := "other"
+		if i%10 == 9 {
+			chat = "c1"
+		}
+		id := fmt.Sprintf("web:%d", i)
+		if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: chat, Payload: []byte("{}")}, int64(1000+i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := selectRecords(ctx, budgetedInbox{j.Inbox}, Filter{Chat: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.ID)
+	}
+	if fmt.Sprint(ids) != "[web:9 web:19 web:29]" {
+		t.Fatalf("chat c1: %v", ids)
+	}
+}
