@@ -82,7 +82,8 @@ type FailOptions struct {
 	// provider call (a part waiting behind an earlier part).
 	Refund bool
 	// Inputs are the failing attempt's recorded inputs (inbox only; see
-	// Completion.Inputs): the record keeps them, or none when nil.
+	// Completion.Inputs): the record keeps them; nil (no attempt ran, as
+	// for a record dead past max_attempts) keeps the earlier attempt's.
 	Inputs []byte
 }
 

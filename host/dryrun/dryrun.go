@@ -79,6 +79,10 @@ type Send struct {
 	// At is an enqueued send's hold time (Unix ms), 0 for now.
 	At int64 `json:"at,omitempty"`
 	host.OutboxMessage
+	// atUnknown: the journal no longer holds the send's hold time (it was
+	// tried: the outbox keeps only its next retry time), so At is not
+	// compared.
+	atUnknown bool
 }
 
 // Op is an edit or a typing call the candidate made (not journaled, so not
@@ -322,6 +326,12 @@ func outboxByInbound(ctx context.Context, out durability.OutboxJournal, since in
 		s, ok := sends[k]
 		if !ok {
 			s = &Send{Key: k, Derived: derivedKey(r.Inbound, k), Chat: r.Chat}
+			switch {
+			case r.State != durability.OutboxPending || r.Attempts > 0:
+				s.atUnknown = true
+			case r.RetryAt > r.CreatedAt:
+				s.At = r.RetryAt // put with NotBefore: the hold time
+			}
 			sends[k] = s
 			order = append(order, k)
 		}
@@ -360,6 +370,12 @@ func derivedKey(inbound, key string) bool {
 func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *durability.InboxRecord, res *Result) {
 	if rec.State == durability.InboxPending || (rec.State == durability.InboxProcessing && len(rec.Inputs) == 0) {
 		res.Outcome, res.Reason = CannotReplay, "in flight without inputs (no attempt finished yet)"
+		return
+	}
+	if orig := originalFault(rec); orig == wasm.FaultHost || orig == wasm.FaultCanceled {
+		// The host's fault (a journal or channel error, a shutdown) cut the
+		// turn short: what it would have read and sent is not known.
+		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("original attempt failed on the host (%s): %s", orig, rec.Error)
 		return
 	}
 	in, err := inputs.Parse(rec.Inputs)
@@ -401,9 +417,12 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 	var fault *wasm.FaultError
 	if errors.As(herr, &fault) {
 		res.Fault, res.Reason = string(fault.Kind), fault.Error()
-		if originalFault(rec) {
-			res.Outcome = Identical // it faulted before too
-		} else {
+		switch orig := originalFault(rec); {
+		case orig == fault.Kind:
+			res.Outcome = Identical // it faulted so before too
+		case orig != "":
+			res.Outcome, res.Reason = Fault, fmt.Sprintf("%s (the original faulted with %s)", res.Reason, orig)
+		default:
 			res.Outcome = Fault
 		}
 		return
@@ -418,11 +437,29 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 	}
 	sortSends(res.Sent)
 	sortSends(res.Would)
+	compareAt(res.Sent, res.Would, ev.ReceivedAt)
 	if d := diff(lines(res.Sent), lines(res.Would)); d != "" {
 		res.Outcome, res.Diff = Changed, d
 		return
 	}
 	res.Outcome = Identical
+}
+
+// compareAt readies the hold times of sent and would for the diff: a hold
+// time at or before the event is "now" (the outbox holds such a send until
+// it is put), and one the journal no longer knows is not compared.
+func compareAt(sent, would []Send, receivedAt int64) {
+	unknown := map[string]bool{}
+	for i := range sent {
+		if sent[i].atUnknown {
+			unknown[sent[i].Key] = true
+		}
+	}
+	for i := range would {
+		if would[i].At <= receivedAt || unknown[would[i].Key] {
+			would[i].At = 0
+		}
+	}
 }
 
 // journaledEvent is the inbox payload as the host journals it: the event,
@@ -433,7 +470,19 @@ type journaledEvent struct {
 	DurableMedia []json.RawMessage `json:"durable_media,omitempty"`
 }
 
-// originalFault reports whether the record's last attempt faulted.
-func originalFault(rec *durability.InboxRecord) bool {
-	return rec.State != durability.InboxDone && strings.Contains(rec.Error, "guest fault (")
+// originalFault is the fault kind of the record's last attempt ("" when it
+// did not fault), read from its error ("… guest fault (<kind>): …").
+func originalFault(rec *durability.InboxRecord) wasm.FaultKind {
+	if rec.State == durability.InboxDone {
+		return ""
+	}
+	_, rest, ok := strings.Cut(rec.Error, "guest fault (")
+	if !ok {
+		return ""
+	}
+	kind, _, ok := strings.Cut(rest, ")")
+	if !ok {
+		return ""
+	}
+	return wasm.FaultKind(kind)
 }

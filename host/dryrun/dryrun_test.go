@@ -290,3 +290,61 @@ func TestSelectRecordsFiltersChatItself(t *testing.T) {
 		t.Fatalf("chat c1: %v", ids)
 	}
 }
+
+// TestOriginalFaultKind: the original fault's kind is read from the
+// record's error, so a new fault of another kind is not hidden by it.
+func TestOriginalFaultKind(t *testing.T) {
+	for _, tc := range []struct {
+		state durability.InboxState
+		err   string
+		want  wasm.FaultKind
+	}{
+		{durability.InboxDead, "attempt 3: guest fault (trap): wasm error: unreachable", wasm.FaultTrap},
+		{durability.InboxFailed, "guest fault (host-error): outbox journal: down", wasm.FaultHost},
+		{durability.InboxDead, "handler error: no", ""},
+		{durability.InboxDone, "guest fault (trap): x", ""},
+	} {
+		if got := originalFault(&durability.InboxRecord{State: tc.state, Error: tc.err}); got != tc.want {
+			t.Errorf("%s %q: %q, want %q", tc.state, tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestScheduledTimeCompared: a scheduled send's hold time is compared while
+// the journal knows it (not yet tried), not once it was tried.
+func TestScheduledTimeCompared(t *testing.T) {
+	ctx := context.Background()
+	j, err := memory.New().Open(ctx, durability.Scope{Bot: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := json.Marshal(host.OutboxMessage{Text: "later"})
+	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "web:1:1", Chat: "c1", Payload: p, Inbound: "web:1", NotBefore: 5000}, 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	l := durability.Lease{Owner: "t", Now: 100, Until: 60_000}
+	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "web:2:1", Chat: "c1", Payload: p, Inbound: "web:2"}, 100, &l); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Outbox.MarkSent(ctx, "web:2:1", 1, "r", 5001); err != nil {
+		t.Fatal(err)
+	}
+	got, err := outboxByInbound(ctx, j.Outbox, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent1, sent2 := got["web:1"], got["web:2"]
+	if len(sent1) != 1 || sent1[0].At != 5000 || len(sent2) != 1 || !sent2[0].atUnknown {
+		t.Fatalf("sent %+v %+v", sent1, sent2)
+	}
+	would := []Send{{Key: "web:1:1", Chat: "c1", At: 9000}}
+	compareAt(sent1, would, 50)
+	if diff(lines(sent1), lines(would)) == "" {
+		t.Fatal("another hold time is no change")
+	}
+	would = []Send{{Key: "web:2:1", Chat: "c1", At: 9000, OutboxMessage: host.OutboxMessage{Text: "later"}}}
+	compareAt(sent2, would, 50)
+	if d := diff(lines(sent2), lines(would)); d != "" {
+		t.Fatalf("an unknown hold time compared: %s", d)
+	}
+}
