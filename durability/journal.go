@@ -214,7 +214,8 @@ type Completion struct {
 	// Module is the digest of the module that ran the record.
 	Module string
 	// Inputs are the turn's recorded inputs (the answers the guest read
-	// from the host), opaque to the journal; stored on the record.
+	// from the host): a JSON document (or empty), stored on the record as
+	// JSON (InboxRecord.Inputs).
 	Inputs []byte
 	// Now is the completion time (Unix ms).
 	Now int64

@@ -345,3 +345,22 @@ func TestReplayDryRunHooks(t *testing.T) {
 		t.Fatalf("signature against itself: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestInputsJSONNotListed: a record's inputs are stored and read as JSON
+// (not base64), and the inbox list leaves them out.
+func TestInputsJSONNotListed(t *testing.T) {
+	flow := wasmbuild.Go(t, "../../examples/flow")
+	cfgPath := filepath.Join(t.TempDir(), "bot.toml")
+	src := fmt.Sprintf("[bot]\nmodule = %q\n[durability]\nbackend = \"sqlite\"\npath = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", flow, filepath.Join(t.TempDir(), "bot.db"))
+	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	liveBot(t, cfgPath)
+	if rec := snapshot(t, cfgPath); !strings.Contains(rec, `"inputs":{"v":1`) {
+		t.Fatalf("inputs are not JSON in %s", rec)
+	}
+	code, out, errs := runCLI("inbox", "list", "-c", cfgPath, "--json")
+	if code != 0 || !strings.Contains(out, `"web:m1"`) || strings.Contains(out, `"inputs"`) {
+		t.Fatalf("inbox list: exit %d\n%s%s", code, out, errs)
+	}
+}
