@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -63,6 +62,9 @@ type Options struct {
 	Module     []byte
 	ModuleName string
 	Filter     Filter
+	// MaxRecords, when positive, caps the records replayed: the newest
+	// ones are kept (Report.Capped counts those left out).
+	MaxRecords int
 	// Workers run records at once (default GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each record with the records
@@ -125,6 +127,11 @@ type Report struct {
 	// ModuleError says why the candidate did not load (every record then
 	// cannot be replayed, and the gate fails).
 	ModuleError string `json:"module_error,omitempty"`
+	// Capped counts the selected records left out by Options.MaxRecords.
+	Capped int `json:"capped,omitempty"`
+	// Selected counts the records selected to replay (after the cap);
+	// Results holds fewer when the run was stopped.
+	Selected int `json:"selected"`
 }
 
 // Failed reports whether the candidate changed or faulted on any record, or
@@ -149,6 +156,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the inbox journal: %w", err)
 	}
+	rep := &Report{Module: o.ModuleName}
+	if o.MaxRecords > 0 && len(recs) > o.MaxRecords {
+		rep.Capped, recs = len(recs)-o.MaxRecords, recs[len(recs)-o.MaxRecords:]
+	}
+	rep.Selected = len(recs)
 	// A record's sends are journaled after it (by the clock of the replica
 	// that ran it: a margin for clocks that disagree).
 	since := int64(0)
@@ -159,7 +171,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the outbox journal: %w", err)
 	}
-	rep := &Report{Module: o.ModuleName, Results: make([]Result, len(recs))}
+	rep.Results = make([]Result, len(recs))
 	start := time.Now()
 	defer func() { rep.Elapsed = time.Since(start) }()
 	for i, r := range recs {
@@ -182,14 +194,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		HandlerTimeout: o.Config.Bot.HandlerTimeout.D(),
 		MaxMemory:      int64(o.Config.Bot.MaxMemory),
 		RandomSecret:   secret,
-		CacheDir:       filepath.Join(o.Config.Bot.DataDir, "wasm-cache"),
-		Logger:         quietLogger,
+		// No compilation cache: the live bot's (data_dir/wasm-cache) is
+		// not the dry run's to write.
+		Logger: quietLogger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer engine.Close(ctx)
 	mod, err := engine.LoadBytes(ctx, o.ModuleName, o.Module)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("loading the candidate: %w", ctx.Err()) // stopped, not the module's fault
+	}
 	if err != nil {
 		rep.ModuleError = err.Error()
 		for i := range rep.Results {
@@ -210,6 +226,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					return
 				}
 				replay(ctx, mod, o.Config, &recs[i], &rep.Results[i])
+				if ctx.Err() != nil {
+					rep.Results[i].Outcome = "" // cut short: not done
+					return
+				}
 				if o.Progress != nil {
 					o.Progress(int(done.Add(1)), len(recs))
 				}
@@ -217,7 +237,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}()
 	}
 	wg.Wait()
-	return rep, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		// Stopped: the records done, in admission order.
+		done := rep.Results[:0]
+		for _, res := range rep.Results {
+			if res.Outcome != "" {
+				done = append(done, res)
+			}
+		}
+		rep.Results = done
+		return rep, err
+	}
+	return rep, nil
 }
 
 // clockMargin is how far behind a replica's clock may be when its sends are
