@@ -364,3 +364,19 @@ func TestInputsJSONNotListed(t *testing.T) {
 		t.Fatalf("inbox list: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestReplayDryRunFileBackendLocked: beside a live bot on the file backend
+// the dry run cannot open the journal, and says how to get one.
+func TestReplayDryRunFileBackendLocked(t *testing.T) {
+	flow := wasmbuild.Go(t, "../../examples/flow")
+	cfgPath := filepath.Join(t.TempDir(), "bot.toml")
+	src := fmt.Sprintf("[bot]\nmodule = %q\n[durability]\nbackend = \"file\"\npath = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", flow, filepath.Join(t.TempDir(), "journal"))
+	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	liveBot(t, cfgPath)
+	code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", flow)
+	if code != 2 || !strings.Contains(errs, "stop the bot, or copy its journal files") {
+		t.Fatalf("beside a live file-backend bot: exit %d\n%s%s", code, out, errs)
+	}
+}
