@@ -53,12 +53,7 @@ func upload(t *testing.T, base, tok string, module []byte) (int, string) {
 // records that did not replay identically: the same echo passes, a module
 // that traps on "panic" fails the gate with that record as a new fault.
 func TestDryRunAPI(t *testing.T) {
-	base, _ := startConsole(t, echo{})
-	dryRunTraffic(t, base)
-	echoWasm, err := os.ReadFile(wasmbuild.Go(t, "../../examples/echo"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, echoWasm := consoleWithTraffic(t)
 	faulty, err := os.ReadFile(wasmbuild.Go(t, "../wasm/testdata/guests/faulty"))
 	if err != nil {
 		t.Fatal(err)
@@ -117,12 +112,7 @@ func TestDryRunInBrowser(t *testing.T) {
 // TestDryRunAPILimits: a console dry run takes at most maxConsoleRecords
 // (the newest) and says so; one past its deadline stops and says so.
 func TestDryRunAPILimits(t *testing.T) {
-	base, _ := startConsole(t, echo{})
-	dryRunTraffic(t, base)
-	echoWasm, err := os.ReadFile(wasmbuild.Go(t, "../../examples/echo"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, echoWasm := consoleWithTraffic(t)
 	defer func(n int, d time.Duration) { maxConsoleRecords, dryRunDeadline = n, d }(maxConsoleRecords, dryRunDeadline)
 	maxConsoleRecords = 1
 	var capped DryRun
@@ -141,4 +131,17 @@ func TestDryRunAPILimits(t *testing.T) {
 	} else if code != http.StatusServiceUnavailable || !strings.Contains(body, "stopped (deadline)") {
 		t.Fatalf("past its deadline: HTTP %d %s", code, body)
 	}
+}
+
+// consoleWithTraffic starts a console on an echo bot told dryRunTraffic and
+// builds examples/echo: the console and the module its dry runs replay.
+func consoleWithTraffic(t *testing.T) (string, []byte) {
+	t.Helper()
+	base, _ := startConsole(t, echo{})
+	dryRunTraffic(t, base)
+	echoWasm, err := os.ReadFile(wasmbuild.Go(t, "../../examples/echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base, echoWasm
 }
