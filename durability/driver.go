@@ -39,8 +39,11 @@ type DriverOptions interface {
 
 // ReadOnlyOpener is implemented by DriverOptions that can open the backend
 // for reading only, beside a live bot in another process, taking no lock and
-// writing nothing (SQLite's mode=ro). A backend without it is a server that
-// many clients share anyway: a reader opens it as usual and only reads.
+// writing nothing: SQLite (mode=ro) and PostgreSQL (no schema creation or
+// migration). Other backends are opened as the bot opens them: Redis is a
+// server a reader only reads; the file backend (and a non-shared events
+// file) takes its lock, so it cannot be opened while the bot runs, and
+// folds its log into its snapshot when closed.
 type ReadOnlyOpener interface {
 	OpenReadOnly(ctx context.Context) (Backend, error)
 }

@@ -82,7 +82,8 @@ type FailOptions struct {
 	// provider call (a part waiting behind an earlier part).
 	Refund bool
 	// Inputs are the failing attempt's recorded inputs (inbox only; see
-	// Completion.Inputs): the record keeps them, or none when nil.
+	// Completion.Inputs): the record keeps them; nil (no attempt ran, as
+	// for a record dead past max_attempts) keeps the earlier attempt's.
 	Inputs []byte
 }
 
@@ -213,7 +214,8 @@ type Completion struct {
 	// Module is the digest of the module that ran the record.
 	Module string
 	// Inputs are the turn's recorded inputs (the answers the guest read
-	// from the host), opaque to the journal; stored on the record.
+	// from the host): a JSON document (or empty), stored on the record as
+	// JSON (InboxRecord.Inputs).
 	Inputs []byte
 	// Now is the completion time (Unix ms).
 	Now int64

@@ -174,7 +174,9 @@ func (j *kvInbox) Fail(ctx context.Context, id string, token int64, errMsg strin
 			return nil, err
 		}
 		rec.Error = errMsg
-		rec.Inputs = o.Inputs
+		if o.Inputs != nil {
+			rec.Inputs = o.Inputs
+		}
 		rec.LeaseUntil = 0
 		rec.UpdatedAt = o.Now
 		if o.Refund && rec.Attempts > 0 {

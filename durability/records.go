@@ -1,6 +1,9 @@
 package durability
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // InboxState is the state of an inbound record.
 type InboxState string
@@ -108,13 +111,14 @@ type InboxRecord struct {
 	// Module is the digest of the module that last ran the record.
 	Module string `json:"module,omitempty"`
 	// Inputs are the recorded inputs of the record's last completed or
-	// failed attempt (Completion.Inputs), opaque to the journal; empty for
+	// failed attempt (Completion.Inputs): JSON, stored and answered as
+	// such (not base64), otherwise opaque to the journal; empty for
 	// a record that never finished an attempt, or finished it before inputs
 	// were recorded.
-	Inputs      []byte `json:"inputs,omitempty"`
-	CreatedAt   int64  `json:"created_at"`
-	UpdatedAt   int64  `json:"updated_at"`
-	CompletedAt int64  `json:"completed_at,omitempty"`
+	Inputs      json.RawMessage `json:"inputs,omitempty"`
+	CreatedAt   int64           `json:"created_at"`
+	UpdatedAt   int64           `json:"updated_at"`
+	CompletedAt int64           `json:"completed_at,omitempty"`
 }
 
 // OutboxRecord is one journaled send.
@@ -145,4 +149,13 @@ type OutboxRecord struct {
 	CreatedAt   int64  `json:"created_at"`
 	UpdatedAt   int64  `json:"updated_at"`
 	CompletedAt int64  `json:"completed_at,omitempty"`
+}
+
+// WithoutInputs clears the recorded inputs of recs, for list answers: they
+// can be large and hold state values (a single record's read keeps them).
+func WithoutInputs(recs []InboxRecord) []InboxRecord {
+	for i := range recs {
+		recs[i].Inputs = nil
+	}
+	return recs
 }

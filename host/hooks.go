@@ -33,9 +33,9 @@ type SendHooks interface {
 // hook at least once after the send was delivered, whatever crashes.
 const afterSendProvider = "_after_send"
 
-// internalProvider reports whether id is one of the host's own channels
+// InternalProvider reports whether id is one of the host's own channels
 // (alerts, after_send), which no [[providers]] id can name.
-func internalProvider(id string) bool { return id != "" && id[0] == '_' }
+func InternalProvider(id string) bool { return id != "" && id[0] == '_' }
 
 func afterSendKey(key string) string { return key + abi.ReservedKeySuffix }
 

@@ -63,7 +63,7 @@ func ReadLog(ctx context.Context, j durability.Journals, chat string, limit int)
 			Text: jr.Text, Media: jr.Media, ID: id})
 	}
 	for _, r := range out {
-		if internalProvider(r.Provider) {
+		if InternalProvider(r.Provider) {
 			continue // an alert's or an after_send hook's record, not a message
 		}
 		var m outMsg

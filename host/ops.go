@@ -140,7 +140,7 @@ func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 
 // SendLater journals a send for this bot's sweeper (see Enqueue) and wakes it.
 func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
-	if _, ok := b.providers[providerID]; !ok || internalProvider(providerID) {
+	if _, ok := b.providers[providerID]; !ok || InternalProvider(providerID) {
 		return abi.SendResult{}, fmt.Errorf("send: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	res, err := Enqueue(ctx, b.outbox, providerID, chat, text, key, at)
@@ -214,7 +214,7 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 // BroadcastLater journals a broadcast for this bot's sweeper (see
 // Broadcast) and wakes it.
 func (b *Bot) BroadcastLater(ctx context.Context, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
-	if _, ok := b.providers[providerID]; !ok || internalProvider(providerID) {
+	if _, ok := b.providers[providerID]; !ok || InternalProvider(providerID) {
 		return abi.BroadcastResult{}, fmt.Errorf("broadcast: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	if max := b.cfg.Bot.MaxBroadcast; len(req.Chats) > max {

@@ -248,7 +248,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range log {
-		if internalProvider(e.Provider) {
+		if InternalProvider(e.Provider) {
 			t.Errorf("the message log shows a hook record: %+v", e)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/dryrun"
 	"github.com/botrun/botrun/unit"
 )
@@ -57,6 +59,9 @@ func cmdReplayDryRun(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg, j, b, err := openScope(*cfgPath, true)
 		if err != nil {
+			if c, cerr := config.Load(*cfgPath); cerr == nil && lockedBackend(c) {
+				err = fmt.Errorf("%w\n(the %s backend's journal is one process's: stop the bot, or copy its journal files and point a copy of %s at the copy)", err, c.Durability.Backend, *cfgPath)
+			}
 			return 2, err
 		}
 		defer b.Close()
@@ -131,4 +136,16 @@ func (p *progress) finish() {
 	if p.terminal && p.shown {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// lockedBackend reports whether cfg's backend is a file one process holds
+// (file, events unless shared): a dry run cannot open it beside the bot.
+func lockedBackend(cfg *config.Config) bool {
+	if _, ok := cfg.Durability.Options.(durability.ReadOnlyOpener); ok {
+		return false
+	}
+	if s, ok := cfg.Durability.Options.(durability.Sharing); ok {
+		return !s.Shared()
+	}
+	return cfg.Durability.Backend == "file"
 }

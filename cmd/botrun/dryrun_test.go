@@ -328,3 +328,53 @@ func outcomes(t *testing.T, cfgPath, module string, want dryrun.Outcome) []strin
 	slices.Sort(ids)
 	return ids
 }
+
+// TestReplayDryRunHooks: a module with send hooks (examples/signature: its
+// before_send signs each send, its after_send is journaled as a record of
+// the host's own) replays against itself with no change. Its records hold
+// their inputs as JSON (not base64), which the inbox list leaves out.
+func TestReplayDryRunHooks(t *testing.T) {
+	cfgPath, code, out, errs := dryRunItself(t, "../../examples/signature", "sqlite", "bot.db")
+	if code != 0 || !strings.Contains(out, "8 identical, 0 changed, 0 new faults") {
+		t.Fatalf("signature against itself: exit %d\n%s%s", code, out, errs)
+	}
+	if rec := snapshot(t, cfgPath); !strings.Contains(rec, `"inputs":{"v":1`) {
+		t.Fatalf("inputs are not JSON in %s", rec)
+	}
+	code, out, errs = runCLI("inbox", "list", "-c", cfgPath, "--json")
+	if code != 0 || !strings.Contains(out, `"web:m1"`) || strings.Contains(out, `"inputs"`) {
+		t.Fatalf("inbox list: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestReplayDryRunFileBackendLocked: beside a live bot on the file backend
+// the dry run cannot open the journal, and says how to get one.
+func TestReplayDryRunFileBackendLocked(t *testing.T) {
+	_, code, out, errs := dryRunItself(t, "../../examples/flow", "file", "journal")
+	if code != 2 || !strings.Contains(errs, "stop the bot, or copy its journal files") {
+		t.Fatalf("beside a live file-backend bot: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// webBot writes the bot.toml of a bot running module with one webchat
+// channel "web" on backend, its journal at file in a temporary directory.
+func webBot(t *testing.T, module, backend, file string) string {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "bot.toml")
+	src := fmt.Sprintf("[bot]\nmodule = %q\n[durability]\nbackend = %q\npath = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", module, backend, filepath.Join(t.TempDir(), file))
+	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath
+}
+
+// dryRunItself builds the module in dir, runs it live (webBot on backend,
+// liveBot) and, beside it, dry-runs it against itself.
+func dryRunItself(t *testing.T, dir, backend, file string) (cfgPath string, code int, out, errs string) {
+	t.Helper()
+	module := wasmbuild.Go(t, dir)
+	cfgPath = webBot(t, module, backend, file)
+	liveBot(t, cfgPath)
+	code, out, errs = runCLI("replay", "--dry-run", "-c", cfgPath, "--module", module)
+	return cfgPath, code, out, errs
+}

@@ -156,7 +156,8 @@ func cmdInbox(args []string, stdout, stderr io.Writer) int {
 		name: "inbox", doc: "Lists inbound records, oldest first. --state dead is the inbound dead-letter queue.",
 		states: states(durability.InboxStates),
 		list: func(j durability.Journals, f durability.ListFilter) ([]durability.InboxRecord, error) {
-			return j.Inbox.List(context.Background(), f)
+			recs, err := j.Inbox.List(context.Background(), f)
+			return durability.WithoutInputs(recs), err // large, and they hold state values
 		},
 		header: "ID\tSTATE\tATTEMPTS\tCHAT\tCREATED\tERROR",
 		row: func(r durability.InboxRecord) string {

@@ -255,12 +255,16 @@ func runInbox(t *testing.T, nb NewBackend) {
 				t.Fatalf("inputs after complete with sends: %q", got.Inputs)
 			}
 		}
-		// The failing attempt's inputs stay with a dead record.
+		// The failing attempt's inputs stay with a dead record; a failure
+		// without inputs (dead past max_attempts, no attempt run) keeps the
+		// earlier attempt's.
 		putIn(t, j, "web:3", "c3", 180)
 		rec = check(j.Inbox.Claim(ctx, "web:3", lease("i1", 180, 1000)))(t)
-		noErr(t, j.Inbox.Fail(ctx, "web:3", rec.Token, "trap", durability.FailOptions{Now: 190, Dead: true, Inputs: inputs}))
+		noErr(t, j.Inbox.Fail(ctx, "web:3", rec.Token, "trap", durability.FailOptions{Now: 190, RetryAt: 191, Inputs: inputs}))
+		rec = check(j.Inbox.Claim(ctx, "web:3", lease("i1", 192, 1000)))(t)
+		noErr(t, j.Inbox.Fail(ctx, "web:3", rec.Token, "too many attempts", durability.FailOptions{Now: 195, Dead: true}))
 		if got := check(j.Inbox.Get(ctx, "web:3"))(t); string(got.Inputs) != string(inputs) {
-			t.Fatalf("inputs after a dead failure: %q", got.Inputs)
+			t.Fatalf("inputs after a dead failure without inputs: %q", got.Inputs)
 		}
 		if n := check(j.Inbox.Purge(ctx, 500))(t); n < 1 {
 			t.Fatalf("purge deleted %d records", n)

@@ -160,7 +160,7 @@ type inboxMeta struct {
 	Duplicates int    `json:"duplicates,omitempty"`
 	Module     string `json:"module,omitempty"`
 	// Inputs are the record's recorded turn inputs (InboxRecord.Inputs).
-	Inputs []byte `json:"inputs,omitempty"`
+	Inputs json.RawMessage `json:"inputs,omitempty"`
 }
 
 // toEvent is the event of scope's inbound record r.

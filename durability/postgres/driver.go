@@ -32,3 +32,9 @@ func (o *driverOptions) Check(_ string, problem durability.Problem) {
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
 	return durability.Opened(Open(ctx, Options{URL: o.URL, TablePrefix: o.TablePrefix}))
 }
+
+// OpenReadOnly implements durability.ReadOnlyOpener: the schema must be in
+// place (it is not created or migrated).
+func (o *driverOptions) OpenReadOnly(ctx context.Context) (durability.Backend, error) {
+	return durability.Opened(Open(ctx, Options{URL: o.URL, TablePrefix: o.TablePrefix, ReadOnly: true}))
+}

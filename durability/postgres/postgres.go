@@ -46,6 +46,10 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBatch caps the commits one transaction carries (default 256).
 	MaxBatch int
+	// ReadOnly opens an existing schema without creating or changing it
+	// (no DDL): for readers beside a live bot, such as a dry run. A schema
+	// that is missing or of another version is an error.
+	ReadOnly bool
 }
 
 // Store is a durability.Kv in PostgreSQL.
@@ -114,7 +118,11 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 		}
 		s.ownPool = true
 	}
-	if err := s.migrate(ctx); err != nil {
+	setup := s.migrate
+	if o.ReadOnly {
+		setup = s.checkSchema
+	}
+	if err := setup(ctx); err != nil {
 		if s.ownPool {
 			s.pool.Close()
 		}
@@ -140,12 +148,33 @@ func OpenDB(url string) (*sql.DB, error) {
 	return sql.Open("pgx", url)
 }
 
-func (s *Store) migrate(ctx context.Context) error {
-	// The schema is versioned by the commit function's name: when this
-	// version's function exists, the schema is in place.
+// schemaInPlace reports whether this version's schema exists: it is
+// versioned by the commit function's name.
+func (s *Store) schemaInPlace(ctx context.Context) (bool, error) {
 	var exists bool
 	if err := s.pool.QueryRow(ctx, `SELECT to_regproc($1) IS NOT NULL AND to_regclass($2) IS NOT NULL`, s.fn, s.table).Scan(&exists); err != nil {
-		return fmt.Errorf("postgres: %w", err)
+		return false, fmt.Errorf("postgres: %w", err)
+	}
+	return exists, nil
+}
+
+// checkSchema is a read-only opening's migrate: it refuses a schema that is
+// not this version's rather than change it.
+func (s *Store) checkSchema(ctx context.Context) error {
+	exists, err := s.schemaInPlace(ctx)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("postgres: table %s with function %s is missing (no bot of this botrun version has run on this database, or its schema is older): opened read-only, nothing is created; run the bot with this botrun once, or check durability.url and table_prefix", s.table, s.fn)
+	}
+	return nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	exists, err := s.schemaInPlace(ctx)
+	if err != nil {
+		return err
 	}
 	if exists {
 		return nil

@@ -90,3 +90,33 @@ func TestIdleConnectionCutIsReplaced(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestReadOnlyCreatesNothing: a read-only opening refuses a missing schema
+// (creating nothing) and reads one in place.
+func TestReadOnlyCreatesNothing(t *testing.T) {
+	ctx := context.Background()
+	url := testserver.Postgres(t)
+	prefix := fmt.Sprintf("t%d_%d_", os.Getpid(), n.Add(1))
+	if _, err := postgres.Open(ctx, postgres.Options{URL: url, TablePrefix: prefix, ReadOnly: true}); err == nil || !strings.Contains(err.Error(), "is missing") {
+		t.Fatalf("read-only on no schema: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, prefix+"durable").Scan(&exists); err != nil || exists {
+		t.Fatalf("the read-only opening created the table (%v, %v)", exists, err)
+	}
+	w, err := postgres.Open(ctx, postgres.Options{URL: url, TablePrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := postgres.Open(ctx, postgres.Options{URL: url, TablePrefix: prefix, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only on the schema in place: %v", err)
+	}
+	r.Close()
+}

@@ -233,7 +233,15 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(st)
 }
 
-func (a *api) listInbox(w http.ResponseWriter, r *http.Request)  { list(w, r, a.bot.ListInbox) }
+// listInbox answers GET /admin/inbox without the records' inputs (GET
+// /admin/inbox/{id} has them).
+func (a *api) listInbox(w http.ResponseWriter, r *http.Request) {
+	list(w, r, func(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error) {
+		recs, err := a.bot.ListInbox(ctx, f)
+		return durability.WithoutInputs(recs), err
+	})
+}
+
 func (a *api) listOutbox(w http.ResponseWriter, r *http.Request) { list(w, r, a.bot.ListOutbox) }
 
 // messageLog answers GET /admin/log?chat=C[&limit=N]: the chat's delivered

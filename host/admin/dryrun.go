@@ -2,8 +2,10 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"runtime"
@@ -26,6 +28,18 @@ type dryRunSource interface {
 // maxDryRunModule caps the module a dry run accepts.
 const maxDryRunModule = 64 << 20
 
+// A console dry run answers within the server's write timeout (60 s) and
+// takes a bounded share of the journal: without ?since, the last day's
+// records; at most maxConsoleRecords of them (the newest). Variables for
+// tests.
+var (
+	dryRunDeadline    = 45 * time.Second
+	maxConsoleRecords = 10_000
+)
+
+// defaultDryRunSince is the records a console dry run takes without ?since.
+const defaultDryRunSince = 24 * time.Hour
+
 // maxDryRunResults bounds the records a dry run's answer lists (the changed,
 // faulted and unreplayable ones; the summary counts them all).
 const maxDryRunResults = 500
@@ -44,6 +58,14 @@ type DryRun struct {
 	// Results are the records that did not replay identically, up to 500.
 	Results   []dryrun.Result `json:"results"`
 	Truncated bool            `json:"truncated,omitempty"`
+	// Done counts the records replayed, of Selected; Stopped says why a
+	// run stopped before the end ("deadline", "draining").
+	Done     int    `json:"done"`
+	Selected int    `json:"selected"`
+	Stopped  string `json:"stopped,omitempty"`
+	// Limits say how the run's records were bounded (a default since, the
+	// cap on records), in words.
+	Limits []string `json:"limits,omitempty"`
 }
 
 // dryRuns lets one dry run run at a time: it takes half the cores from the
@@ -58,9 +80,19 @@ func (a *api) dryRun(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: this bot cannot run dry runs", http.StatusNotImplemented)
 		return
 	}
+	// One at a time, taken before the (up to 64 MiB) body is read.
+	if !dryRuns.TryLock() {
+		http.Error(w, "botrun admin: a dry run is running; try again when it is done", http.StatusConflict)
+		return
+	}
+	defer dryRuns.Unlock()
 	q := r.URL.Query()
 	f := dryrun.Filter{Chat: q.Get("chat"), Provider: q.Get("provider")}
-	if s := q.Get("since"); s != "" {
+	var limits []string
+	if s := q.Get("since"); s == "" {
+		f.Since = time.Now().Add(-defaultDryRunSince)
+		limits = append(limits, "records of the last 24h (set since for another window)")
+	} else {
 		d, err := unit.ParseDuration(s)
 		if err != nil || d <= 0 {
 			http.Error(w, "botrun admin: since "+s+": want a duration such as 24h or 7d", http.StatusBadRequest)
@@ -81,26 +113,60 @@ func (a *api) dryRun(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: no module: send the .wasm file as the request body", http.StatusBadRequest)
 		return
 	}
-	if !dryRuns.TryLock() {
-		http.Error(w, "botrun admin: a dry run is running; try again when it is done", http.StatusConflict)
-		return
-	}
-	defer dryRuns.Unlock()
 	j, cfg := src.DryRunSource()
 	name := strings.TrimSpace(q.Get("name"))
 	if name == "" {
 		name = "uploaded module"
 	}
-	rep, err := dryrun.Run(r.Context(), dryrun.Options{Journals: j, Config: cfg, Module: module, ModuleName: name,
-		Filter: f, Workers: max(1, runtime.GOMAXPROCS(0)/2)})
-	if err != nil {
-		http.Error(w, "botrun admin: dry run: "+err.Error(), http.StatusServiceUnavailable)
+	// The run stops at its deadline (to answer before the server's write
+	// timeout) or when the bot drains.
+	ctx, cancel := context.WithTimeout(r.Context(), dryRunDeadline)
+	defer cancel()
+	draining := make(chan bool, 1)
+	go func() {
+		select {
+		case <-a.bot.Draining():
+			draining <- true
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	rep, err := dryrun.Run(ctx, dryrun.Options{Journals: j, Config: cfg, Module: module, ModuleName: name,
+		Filter: f, Workers: max(1, runtime.GOMAXPROCS(0)/2), MaxRecords: maxConsoleRecords})
+	stopped := ""
+	if err != nil && ctx.Err() != nil {
+		stopped = "deadline"
+		select {
+		case <-draining:
+			stopped = "draining"
+		default:
+		}
+	}
+	if err != nil && (rep == nil || stopped == "") {
+		msg := "botrun admin: dry run: " + err.Error()
+		if stopped != "" {
+			msg = fmt.Sprintf("botrun admin: dry run stopped (%s) before any record was replayed: %v", stopped, err)
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
 		return
+	}
+	if rep.Capped > 0 {
+		limits = append(limits, fmt.Sprintf("the newest %d records of %d (botrun replay --dry-run replays them all)", rep.Selected, rep.Selected+rep.Capped))
 	}
 	a.bot.Logger().Info("admin: dry run", "module", name, "sha256", rep.Digest, "records", len(rep.Results), "failed", rep.Failed(), "remote", r.RemoteAddr)
 	var text bytes.Buffer
+	switch stopped {
+	case "deadline":
+		fmt.Fprintf(&text, "stopped at its deadline (%s) after %d of %d records: narrow it with since, chat or provider, or run botrun replay --dry-run\n", dryRunDeadline, len(rep.Results), rep.Selected)
+	case "draining":
+		fmt.Fprintf(&text, "stopped: the bot is draining, after %d of %d records\n", len(rep.Results), rep.Selected)
+	}
+	for _, l := range limits {
+		fmt.Fprintf(&text, "limit: %s\n", l)
+	}
 	rep.WriteText(&text)
-	out := DryRun{Summary: rep.Summary(), Digest: rep.Digest, ModuleError: rep.ModuleError, Failed: rep.Failed(), Text: text.String(), Results: []dryrun.Result{}}
+	out := DryRun{Summary: rep.Summary(), Digest: rep.Digest, ModuleError: rep.ModuleError, Failed: rep.Failed(), Text: text.String(), Results: []dryrun.Result{},
+		Done: len(rep.Results), Selected: rep.Selected, Stopped: stopped, Limits: limits}
 	for _, res := range rep.Results {
 		if res.Outcome == dryrun.Identical {
 			continue

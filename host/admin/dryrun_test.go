@@ -53,12 +53,7 @@ func upload(t *testing.T, base, tok string, module []byte) (int, string) {
 // records that did not replay identically: the same echo passes, a module
 // that traps on "panic" fails the gate with that record as a new fault.
 func TestDryRunAPI(t *testing.T) {
-	base, _ := startConsole(t, echo{})
-	dryRunTraffic(t, base)
-	echoWasm, err := os.ReadFile(wasmbuild.Go(t, "../../examples/echo"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, echoWasm := consoleWithTraffic(t)
 	faulty, err := os.ReadFile(wasmbuild.Go(t, "../wasm/testdata/guests/faulty"))
 	if err != nil {
 		t.Fatal(err)
@@ -112,4 +107,41 @@ func TestDryRunInBrowser(t *testing.T) {
 		browsertest.WaitText("#dryrun-summary", "Changed: 2 replayed, 1 identical, 0 changed, 1 new faults"),
 		browsertest.WaitText("#dryrun-report", "!new fault: guest fault (trap)"),
 		browsertest.WaitText("#dryrun-report", "web:m2"))
+}
+
+// TestDryRunAPILimits: a console dry run takes at most maxConsoleRecords
+// (the newest) and says so; one past its deadline stops and says so.
+func TestDryRunAPILimits(t *testing.T) {
+	base, echoWasm := consoleWithTraffic(t)
+	defer func(n int, d time.Duration) { maxConsoleRecords, dryRunDeadline = n, d }(maxConsoleRecords, dryRunDeadline)
+	maxConsoleRecords = 1
+	var capped DryRun
+	code, body := upload(t, base, token, echoWasm)
+	if err := json.Unmarshal([]byte(body), &capped); code != 200 || err != nil || capped.Done != 1 || capped.Selected != 1 ||
+		!strings.Contains(capped.Text, "limit: the newest 1 records of 2") || !strings.Contains(capped.Text, "limit: records of the last 24h") {
+		t.Fatalf("capped: HTTP %d %s", code, body)
+	}
+	dryRunDeadline = time.Nanosecond
+	code, body = upload(t, base, token, echoWasm)
+	var stopped DryRun
+	if code == 200 {
+		if err := json.Unmarshal([]byte(body), &stopped); err != nil || stopped.Stopped != "deadline" || !strings.Contains(stopped.Text, "stopped at its deadline") {
+			t.Fatalf("past its deadline: HTTP %d %s", code, body)
+		}
+	} else if code != http.StatusServiceUnavailable || !strings.Contains(body, "stopped (deadline)") {
+		t.Fatalf("past its deadline: HTTP %d %s", code, body)
+	}
+}
+
+// consoleWithTraffic starts a console on an echo bot told dryRunTraffic and
+// builds examples/echo: the console and the module its dry runs replay.
+func consoleWithTraffic(t *testing.T) (string, []byte) {
+	t.Helper()
+	base, _ := startConsole(t, echo{})
+	dryRunTraffic(t, base)
+	echoWasm, err := os.ReadFile(wasmbuild.Go(t, "../../examples/echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base, echoWasm
 }

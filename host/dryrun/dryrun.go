@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -63,6 +62,9 @@ type Options struct {
 	Module     []byte
 	ModuleName string
 	Filter     Filter
+	// MaxRecords, when positive, caps the records replayed: the newest
+	// ones are kept (Report.Capped counts those left out).
+	MaxRecords int
 	// Workers run records at once (default GOMAXPROCS).
 	Workers int
 	// Progress, when set, is called after each record with the records
@@ -76,7 +78,13 @@ type Send struct {
 	// Derived is true for a key the host derived ("<inbound id>:<n>").
 	Derived bool   `json:"derived,omitempty"`
 	Chat    string `json:"chat"`
+	// At is an enqueued send's hold time (Unix ms), 0 for now.
+	At int64 `json:"at,omitempty"`
 	host.OutboxMessage
+	// atUnknown: the journal no longer holds the send's hold time (it was
+	// tried: the outbox keeps only its next retry time), so At is not
+	// compared.
+	atUnknown bool
 }
 
 // Op is an edit or a typing call the candidate made (not journaled, so not
@@ -119,6 +127,11 @@ type Report struct {
 	// ModuleError says why the candidate did not load (every record then
 	// cannot be replayed, and the gate fails).
 	ModuleError string `json:"module_error,omitempty"`
+	// Capped counts the selected records left out by Options.MaxRecords.
+	Capped int `json:"capped,omitempty"`
+	// Selected counts the records selected to replay (after the cap);
+	// Results holds fewer when the run was stopped.
+	Selected int `json:"selected"`
 }
 
 // Failed reports whether the candidate changed or faulted on any record, or
@@ -143,6 +156,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the inbox journal: %w", err)
 	}
+	rep := &Report{Module: o.ModuleName}
+	if o.MaxRecords > 0 && len(recs) > o.MaxRecords {
+		rep.Capped, recs = len(recs)-o.MaxRecords, recs[len(recs)-o.MaxRecords:]
+	}
+	rep.Selected = len(recs)
 	// A record's sends are journaled after it (by the clock of the replica
 	// that ran it: a margin for clocks that disagree).
 	since := int64(0)
@@ -153,7 +171,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the outbox journal: %w", err)
 	}
-	rep := &Report{Module: o.ModuleName, Results: make([]Result, len(recs))}
+	rep.Results = make([]Result, len(recs))
 	start := time.Now()
 	defer func() { rep.Elapsed = time.Since(start) }()
 	for i, r := range recs {
@@ -176,14 +194,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		HandlerTimeout: o.Config.Bot.HandlerTimeout.D(),
 		MaxMemory:      int64(o.Config.Bot.MaxMemory),
 		RandomSecret:   secret,
-		CacheDir:       filepath.Join(o.Config.Bot.DataDir, "wasm-cache"),
-		Logger:         quietLogger,
+		// No compilation cache: the live bot's (data_dir/wasm-cache) is
+		// not the dry run's to write.
+		Logger: quietLogger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer engine.Close(ctx)
 	mod, err := engine.LoadBytes(ctx, o.ModuleName, o.Module)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("loading the candidate: %w", ctx.Err()) // stopped, not the module's fault
+	}
 	if err != nil {
 		rep.ModuleError = err.Error()
 		for i := range rep.Results {
@@ -204,6 +226,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					return
 				}
 				replay(ctx, mod, o.Config, &recs[i], &rep.Results[i])
+				if ctx.Err() != nil {
+					rep.Results[i].Outcome = "" // cut short: not done
+					return
+				}
 				if o.Progress != nil {
 					o.Progress(int(done.Add(1)), len(recs))
 				}
@@ -211,7 +237,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}()
 	}
 	wg.Wait()
-	return rep, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		// Stopped: the records done, in admission order.
+		done := rep.Results[:0]
+		for _, res := range rep.Results {
+			if res.Outcome != "" {
+				done = append(done, res)
+			}
+		}
+		rep.Results = done
+		return rep, err
+	}
+	return rep, nil
 }
 
 // clockMargin is how far behind a replica's clock may be when its sends are
@@ -237,14 +274,18 @@ func selectRecords(ctx context.Context, in durability.InboxJournal, f Filter) ([
 	if !f.Since.IsZero() {
 		since = f.Since.UnixMilli()
 	}
-	all, err := listAll(ctx, in.List, durability.ListFilter{Chat: f.Chat, Since: since},
+	// Chat and provider are filtered here, not by List: a filtered List
+	// reads a bounded number of index entries, so one of its pages can be
+	// empty while later records of the chat exist; an unfiltered page is
+	// empty only at the journal's end.
+	all, err := listAll(ctx, in.List, durability.ListFilter{Since: since},
 		func(r durability.InboxRecord) (string, int64) { return r.ID, r.CreatedAt })
 	if err != nil {
 		return nil, err
 	}
 	out := all[:0]
 	for _, r := range all {
-		if f.Provider == "" || r.Provider == f.Provider {
+		if (f.Provider == "" || r.Provider == f.Provider) && (f.Chat == "" || r.Chat == f.Chat) {
 			out = append(out, r)
 		}
 	}
@@ -305,8 +346,8 @@ func outboxByInbound(ctx context.Context, out durability.OutboxJournal, since in
 	var order []string
 	for i := range recs {
 		r := &recs[i]
-		if r.Inbound == "" {
-			continue
+		if r.Inbound == "" || host.InternalProvider(r.Provider) {
+			continue // not a turn's, or the host's own (an after_send hook's)
 		}
 		var m host.OutboxMessage
 		if err := json.Unmarshal(r.Payload, &m); err != nil {
@@ -316,6 +357,12 @@ func outboxByInbound(ctx context.Context, out durability.OutboxJournal, since in
 		s, ok := sends[k]
 		if !ok {
 			s = &Send{Key: k, Derived: derivedKey(r.Inbound, k), Chat: r.Chat}
+			switch {
+			case r.State != durability.OutboxPending || r.Attempts > 0:
+				s.atUnknown = true
+			case r.RetryAt > r.CreatedAt:
+				s.At = r.RetryAt // put with NotBefore: the hold time
+			}
 			sends[k] = s
 			order = append(order, k)
 		}
@@ -356,6 +403,12 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 		res.Outcome, res.Reason = CannotReplay, "in flight without inputs (no attempt finished yet)"
 		return
 	}
+	if orig := originalFault(rec); orig == wasm.FaultHost || orig == wasm.FaultCanceled {
+		// The host's fault (a journal or channel error, a shutdown) cut the
+		// turn short: what it would have read and sent is not known.
+		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("original attempt failed on the host (%s): %s", orig, rec.Error)
+		return
+	}
 	in, err := inputs.Parse(rec.Inputs)
 	if err != nil {
 		res.Outcome, res.Reason = CannotReplay, err.Error()
@@ -365,13 +418,24 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("inputs too large (over %d bytes): not recorded", inputs.MaxBytes)
 		return
 	}
-	var ev abi.Event
-	if err := json.Unmarshal(rec.Payload, &ev); err != nil {
+	var j journaledEvent
+	if err := json.Unmarshal(rec.Payload, &j); err != nil {
 		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("journaled event is unreadable: %v", err)
 		return
 	}
+	if len(j.DurableMedia) > 0 {
+		// The journal holds the channel's durable references, the event's
+		// own blanked: the live guest saw references its channel's codec
+		// rebuilt, which a dry run (no channel) cannot.
+		res.Outcome, res.Reason = CannotReplay, "media references: the event's media were journaled as the channel's durable references (durability.inbox.media_refs), which a dry run does not rebuild"
+		return
+	}
+	ev := j.Event
 	ev.Attempt = max(rec.Attempts, 1)
 	e := newEnv(ev, in, cfg.Bot.MaxSends, cfg.Bot.MaxBroadcast)
+	if before, _ := mod.Hooks(); before {
+		e.hooks = mod
+	}
 	herr := mod.Handle(ctx, ev, e)
 	res.Would, res.Ops, res.MediaStandIn = e.sends, e.opsLog, e.standIn
 	if res.Would == nil {
@@ -384,9 +448,12 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 	var fault *wasm.FaultError
 	if errors.As(herr, &fault) {
 		res.Fault, res.Reason = string(fault.Kind), fault.Error()
-		if originalFault(rec) {
-			res.Outcome = Identical // it faulted before too
-		} else {
+		switch orig := originalFault(rec); {
+		case orig == fault.Kind:
+			res.Outcome = Identical // it faulted so before too
+		case orig != "":
+			res.Outcome, res.Reason = Fault, fmt.Sprintf("%s (the original faulted with %s)", res.Reason, orig)
+		default:
 			res.Outcome = Fault
 		}
 		return
@@ -401,6 +468,7 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 	}
 	sortSends(res.Sent)
 	sortSends(res.Would)
+	compareAt(res.Sent, res.Would, ev.ReceivedAt)
 	if d := diff(lines(res.Sent), lines(res.Would)); d != "" {
 		res.Outcome, res.Diff = Changed, d
 		return
@@ -408,7 +476,44 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 	res.Outcome = Identical
 }
 
-// originalFault reports whether the record's last attempt faulted.
-func originalFault(rec *durability.InboxRecord) bool {
-	return rec.State != durability.InboxDone && strings.Contains(rec.Error, "guest fault (")
+// compareAt readies the hold times of sent and would for the diff: a hold
+// time at or before the event is "now" (the outbox holds such a send until
+// it is put), and one the journal no longer knows is not compared.
+func compareAt(sent, would []Send, receivedAt int64) {
+	unknown := map[string]bool{}
+	for i := range sent {
+		if sent[i].atUnknown {
+			unknown[sent[i].Key] = true
+		}
+	}
+	for i := range would {
+		if would[i].At <= receivedAt || unknown[would[i].Key] {
+			would[i].At = 0
+		}
+	}
+}
+
+// journaledEvent is the inbox payload as the host journals it: the event,
+// and the media references it replaced by the channel's durable ones (see
+// host/media.go).
+type journaledEvent struct {
+	abi.Event
+	DurableMedia []json.RawMessage `json:"durable_media,omitempty"`
+}
+
+// originalFault is the fault kind of the record's last attempt ("" when it
+// did not fault), read from its error ("… guest fault (<kind>): …").
+func originalFault(rec *durability.InboxRecord) wasm.FaultKind {
+	if rec.State == durability.InboxDone {
+		return ""
+	}
+	_, rest, ok := strings.Cut(rec.Error, "guest fault (")
+	if !ok {
+		return ""
+	}
+	kind, _, ok := strings.Cut(rest, ")")
+	if !ok {
+		return ""
+	}
+	return wasm.FaultKind(kind)
 }

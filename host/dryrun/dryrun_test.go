@@ -198,3 +198,153 @@ func journalEcho(ctx context.Context, j durability.Journals, i int) error {
 	return cs.CompleteWithSent(ctx, id, 1, durability.Completion{Module: "c-echo", Inputs: []byte(`{"v":1}`), Now: now},
 		[]durability.SentMark{{Key: id + ":1", Token: 1, Ref: "r", Now: now}})
 }
+
+// dryRunConfig is the configuration of the dry runs of these tests.
+func dryRunConfig(t testing.TB) *config.Config {
+	cfg := &config.Config{}
+	cfg.Bot.HandlerTimeout = config.Duration(10 * time.Second)
+	cfg.Bot.MaxMemory = 64 << 20
+	cfg.Bot.MaxSends, cfg.Bot.MaxBroadcast, cfg.Bot.DataDir = 100, 10000, t.TempDir()
+	return cfg
+}
+
+// TestMediaReferencesCannotReplay: an event whose media the host journaled
+// as the channel's durable references (its own blanked) is not replayed
+// with references the live guest did not see.
+func TestMediaReferencesCannotReplay(t *testing.T) {
+	ctx := context.Background()
+	module, err := os.ReadFile(wasmbuild.C(t, "../../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := memory.New().Open(ctx, durability.Scope{Bot: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	for _, id := range []string{"web:1", "web:2"} {
+		payload := fmt.Sprintf(`{"id":%q,"provider":"web","chat":"c1","from":"u","text":"look","received_at":%d,"media":[{"type":"image"}]`, id, now)
+		if id == "web:1" {
+			payload += `,"durable_media":[{"provider":"web","stored":{"v":1,"data":"eA=="}}]`
+		}
+		payload += "}"
+		l := durability.Lease{Owner: "t", Now: now, Until: now + 60_000}
+		if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: "c1", Payload: []byte(payload)}, now, &l); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Inbox.Complete(ctx, id, 1, durability.Completion{Module: "m", Inputs: []byte(`{"v":1}`), Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Run(ctx, Options{Journals: j, Config: dryRunConfig(t), Module: module, ModuleName: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Results[0]; r.ID != "web:1" || r.Outcome != CannotReplay || reasonKind(r.Reason) != "media references" {
+		t.Fatalf("durable media: %+v", r)
+	}
+	if r := rep.Results[1]; r.Outcome == CannotReplay {
+		t.Fatalf("media without durable references: %+v", r)
+	}
+}
+
+// budgetedInbox is an inbox whose chat-filtered List finds nothing, as a
+// real one's does when the chat's records are past its scan budget.
+type budgetedInbox struct{ durability.InboxJournal }
+
+func (b budgetedInbox) List(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error) {
+	if f.Chat != "" {
+		return nil, nil
+	}
+	return b.InboxJournal.List(ctx, f)
+}
+
+// TestSelectRecordsFiltersChatItself: the chat filter does not rely on a
+// filtered List (bounded by its scan budget): every record of the chat is
+// selected, in admission order.
+func TestSelectRecordsFiltersChatItself(t *testing.T) {
+	ctx := context.Background()
+	j, err := memory.New().Open(ctx, durability.Scope{Bot: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		chat := "other"
+		if i%10 == 9 {
+			chat = "c1"
+		}
+		id := fmt.Sprintf("web:%d", i)
+		if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: chat, Payload: []byte("{}")}, int64(1000+i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := selectRecords(ctx, budgetedInbox{j.Inbox}, Filter{Chat: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.ID)
+	}
+	if fmt.Sprint(ids) != "[web:9 web:19 web:29]" {
+		t.Fatalf("chat c1: %v", ids)
+	}
+}
+
+// TestOriginalFaultKind: the original fault's kind is read from the
+// record's error, so a new fault of another kind is not hidden by it.
+func TestOriginalFaultKind(t *testing.T) {
+	for _, tc := range []struct {
+		state durability.InboxState
+		err   string
+		want  wasm.FaultKind
+	}{
+		{durability.InboxDead, "attempt 3: guest fault (trap): wasm error: unreachable", wasm.FaultTrap},
+		{durability.InboxFailed, "guest fault (host-error): outbox journal: down", wasm.FaultHost},
+		{durability.InboxDead, "handler error: no", ""},
+		{durability.InboxDone, "guest fault (trap): x", ""},
+	} {
+		if got := originalFault(&durability.InboxRecord{State: tc.state, Error: tc.err}); got != tc.want {
+			t.Errorf("%s %q: %q, want %q", tc.state, tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestScheduledTimeCompared: a scheduled send's hold time is compared while
+// the journal knows it (not yet tried), not once it was tried.
+func TestScheduledTimeCompared(t *testing.T) {
+	ctx := context.Background()
+	j, err := memory.New().Open(ctx, durability.Scope{Bot: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := json.Marshal(host.OutboxMessage{Text: "later"})
+	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "web:1:1", Chat: "c1", Payload: p, Inbound: "web:1", NotBefore: 5000}, 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	l := durability.Lease{Owner: "t", Now: 100, Until: 60_000}
+	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "web:2:1", Chat: "c1", Payload: p, Inbound: "web:2"}, 100, &l); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Outbox.MarkSent(ctx, "web:2:1", 1, "r", 5001); err != nil {
+		t.Fatal(err)
+	}
+	got, err := outboxByInbound(ctx, j.Outbox, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent1, sent2 := got["web:1"], got["web:2"]
+	if len(sent1) != 1 || sent1[0].At != 5000 || len(sent2) != 1 || !sent2[0].atUnknown {
+		t.Fatalf("sent %+v %+v", sent1, sent2)
+	}
+	would := []Send{{Key: "web:1:1", Chat: "c1", At: 9000}}
+	compareAt(sent1, would, 50)
+	if diff(lines(sent1), lines(would)) == "" {
+		t.Fatal("another hold time is no change")
+	}
+	would = []Send{{Key: "web:2:1", Chat: "c1", At: 9000, OutboxMessage: host.OutboxMessage{Text: "later"}}}
+	compareAt(sent2, would, 50)
+	if d := diff(lines(sent2), lines(would)); d != "" {
+		t.Fatalf("an unknown hold time compared: %s", d)
+	}
+}

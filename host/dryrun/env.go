@@ -2,6 +2,7 @@ package dryrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/botrun/botrun/abi"
@@ -30,6 +31,14 @@ type env struct {
 	// (the recorded length, zeros): the original bytes are not kept.
 	standIn bool
 	opsLog  []Op
+	// hooks runs the candidate's botrun_before_send on each send, as the
+	// live host does (nil: no hooks).
+	hooks beforeSender
+}
+
+// beforeSender runs a module's botrun_before_send (*wasm.Module).
+type beforeSender interface {
+	BeforeSend(ctx context.Context, h abi.SendHook) (wasm.BeforeSend, error)
 }
 
 type stateValue struct {
@@ -54,13 +63,17 @@ func (e *env) key(req abi.SendRequest) (string, bool, error) {
 	return fmt.Sprintf("%s:%d", e.event.ID, e.n), true, nil
 }
 
-func (e *env) record(req abi.SendRequest, status abi.SendStatus) (abi.SendResult, error) {
+func (e *env) record(ctx context.Context, req abi.SendRequest, status abi.SendStatus) (abi.SendResult, error) {
 	key, derived, err := e.key(req)
 	if err != nil {
 		return abi.SendResult{}, err
 	}
-	e.sends = append(e.sends, Send{Key: key, Derived: derived, Chat: req.Chat,
-		OutboxMessage: host.OutboxMessage{Text: req.Text, Media: req.Media, Buttons: req.Buttons, List: req.List}})
+	s := Send{Key: key, Derived: derived, Chat: req.Chat, At: req.At,
+		OutboxMessage: host.OutboxMessage{Text: req.Text, Media: req.Media, Buttons: req.Buttons, List: req.List}}
+	if res, done, err := e.beforeSend(ctx, &s); done || err != nil {
+		return res, err
+	}
+	e.sends = append(e.sends, s)
 	res := abi.SendResult{Status: status, Key: key}
 	if status == abi.SendSent {
 		res.Ref = "dry-run:" + key
@@ -68,28 +81,56 @@ func (e *env) record(req abi.SendRequest, status abi.SendStatus) (abi.SendResult
 	return res, nil
 }
 
+// beforeSend runs the candidate's botrun_before_send on s as the live host
+// does (host/hooks.go): its clock at the event's received_at; a rewrite
+// replaces the send's chat and content; a cancel or the hook's own error
+// answers done (the send is not made); any other error is a fault, which
+// fails the turn.
+func (e *env) beforeSend(ctx context.Context, s *Send) (abi.SendResult, bool, error) {
+	if e.hooks == nil {
+		return abi.SendResult{}, false, nil
+	}
+	out, err := e.hooks.BeforeSend(ctx, abi.SendHook{Event: e.event.ID, Provider: e.event.Provider, Chat: s.Chat, Key: s.Key,
+		Text: s.Text, Media: s.Media, Buttons: s.Buttons, List: s.List, At: s.At, Time: e.event.ReceivedAt})
+	var he *wasm.HandlerError
+	switch {
+	case errors.As(err, &he):
+		return abi.SendResult{Status: abi.SendDead, Key: s.Key, Error: "botrun_before_send: " + he.Error()}, true, nil
+	case err != nil:
+		return abi.SendResult{}, false, fmt.Errorf("botrun_before_send of %s: %w", s.Key, err)
+	case out.Cancel:
+		return abi.SendResult{Status: abi.SendCancelled, Key: s.Key}, true, nil
+	case out.Rewrite != nil:
+		r := out.Rewrite
+		s.Chat, s.OutboxMessage = r.Chat, host.OutboxMessage{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
+	}
+	return abi.SendResult{}, false, nil
+}
+
 // Send implements wasm.Env: recorded, answered as sent.
-func (e *env) Send(_ context.Context, req abi.SendRequest) (abi.SendResult, error) {
-	return e.record(req, abi.SendSent)
+func (e *env) Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	req.At = 0
+	return e.record(ctx, req, abi.SendSent)
 }
 
 // Post implements wasm.Env: recorded, answered as queued.
-func (e *env) Post(_ context.Context, req abi.SendRequest) (abi.SendResult, error) {
-	return e.record(req, abi.SendQueued)
+func (e *env) Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
+	req.At = 0
+	return e.record(ctx, req, abi.SendQueued)
 }
 
 // Enqueue implements wasm.Env: recorded, answered as the sweeper's.
-func (e *env) Enqueue(_ context.Context, req abi.SendRequest) (abi.SendResult, error) {
+func (e *env) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error) {
 	status := abi.SendDeferred
 	if req.At > e.event.ReceivedAt {
 		status = abi.SendScheduled
 	}
-	return e.record(req, status)
+	return e.record(ctx, req, status)
 }
 
 // Broadcast implements wasm.Broadcaster: one send per chat, under
 // "<key_prefix>:<chat>", counted once against bot.max_sends.
-func (e *env) Broadcast(_ context.Context, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
+func (e *env) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
 	e.n++
 	if e.n > e.maxSends {
 		return abi.BroadcastResult{}, fmt.Errorf("event %s: %w (%d)", e.event.ID, host.ErrSendCap, e.maxSends)
@@ -104,7 +145,16 @@ func (e *env) Broadcast(_ context.Context, req abi.BroadcastRequest) (abi.Broadc
 			continue
 		}
 		seen[chat] = true
-		e.sends = append(e.sends, Send{Key: req.KeyPrefix + ":" + chat, Chat: chat, OutboxMessage: host.OutboxMessage{Text: req.Text, Media: req.Media}})
+		s := Send{Key: req.KeyPrefix + ":" + chat, Chat: chat, At: req.At, OutboxMessage: host.OutboxMessage{Text: req.Text, Media: req.Media}}
+		_, done, err := e.beforeSend(ctx, &s)
+		if err != nil {
+			return res, fmt.Errorf("broadcast: %w", err)
+		}
+		if done {
+			res.Cancelled++
+			continue
+		}
+		e.sends = append(e.sends, s)
 		res.Journaled++
 	}
 	return res, nil

@@ -41,6 +41,9 @@ func lines(sends []Send) []string {
 	for i, s := range sends {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s → %s: %q", s.Key, s.Chat, s.Text)
+		if s.At != 0 {
+			fmt.Fprintf(&b, " at=%s", time.UnixMilli(s.At).UTC().Format(time.RFC3339Nano))
+		}
 		if s.Media != nil {
 			m, _ := json.Marshal(s.Media)
 			fmt.Fprintf(&b, " media=%s", m)
