@@ -82,20 +82,33 @@ func (t *turn) beforeSend(ctx context.Context, s *sendSpec) (res abi.SendResult,
 	h := hookOf(*s)
 	h.Time = t.event.ReceivedAt
 	out, err := t.hooks.BeforeSend(ctx, h)
-	var he *wasm.HandlerError
-	switch {
-	case errors.As(err, &he):
-		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: "botrun_before_send: " + he.Error()}, true, nil
-	case err != nil:
-		return res, false, fmt.Errorf("botrun_before_send of %s: %w", s.key, err)
-	case out.Cancel:
-		return abi.SendResult{Status: abi.SendCancelled, Key: s.key}, true, nil
-	case out.Rewrite != nil:
+	if res, done, err := BeforeSendOutcome(s.key, out, err); done || err != nil {
+		return res, done, err
+	}
+	if out.Rewrite != nil {
 		for _, p := range t.sender.parts(*s) {
 			s.prehook = append(s.prehook, fingerprint(s.chat, p.payload))
 		}
 		r := out.Rewrite
 		s.chat, s.msg = r.Chat, outMsg{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
+	}
+	return res, false, nil
+}
+
+// BeforeSendOutcome settles a botrun_before_send call (out, err) on the send
+// keyed key: done, with the result the guest gets, when the hook cancelled
+// the send or failed with its own error (the send is dead, never
+// journaled); an error is a fault, which fails the event's attempt. Neither:
+// the send goes on, rewritten when out.Rewrite is set.
+func BeforeSendOutcome(key string, out wasm.BeforeSend, err error) (res abi.SendResult, done bool, fault error) {
+	var he *wasm.HandlerError
+	switch {
+	case errors.As(err, &he):
+		return abi.SendResult{Status: abi.SendDead, Key: key, Error: "botrun_before_send: " + he.Error()}, true, nil
+	case err != nil:
+		return res, false, fmt.Errorf("botrun_before_send of %s: %w", key, err)
+	case out.Cancel:
+		return abi.SendResult{Status: abi.SendCancelled, Key: key}, true, nil
 	}
 	return res, false, nil
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -16,6 +17,17 @@ import (
 type journaled struct {
 	abi.Event
 	DurableMedia []*durableMedia `json:"durable_media,omitempty"`
+}
+
+// ParseJournaled reads an inbox record's payload: the event as the guest saw
+// it, and whether its media were journaled as the channel's durable
+// references (their live references blanked; a channel's codec rebuilds them).
+func ParseJournaled(payload []byte) (ev abi.Event, durableMedia bool, err error) {
+	var jr journaled
+	if err := json.Unmarshal(payload, &jr); err != nil {
+		return abi.Event{}, false, fmt.Errorf("journaled event is unreadable: %w", err)
+	}
+	return jr.Event, len(jr.DurableMedia) > 0, nil
 }
 
 // durableMedia is one serialized media reference, or why there is none.

@@ -80,43 +80,25 @@ func (tr tracing) startUnder(ctx context.Context, parent trace.SpanContext, name
 	return tr.tracer.Start(trace.ContextWithSpanContext(ctx, parent), name)
 }
 
-// traceHandler adds the trace id of the span in a record's context (a
-// turn's sends, the guest's own log lines, logged with their context) as
-// trace_id; a logger that already carries one (logWithTrace) keeps it.
-type traceHandler struct {
-	slog.Handler
-	// carries is true once the logger's attributes hold a trace_id.
-	carries bool
-}
+// traceHandler adds the trace id of the span in a record's context (the
+// turn's lines, its sends', the guest's own, all logged with their context)
+// as trace_id.
+type traceHandler struct{ slog.Handler }
 
 func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
-	if !h.carries {
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-			r = r.Clone()
-			r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
-		}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone()
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
 func (h traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	carries := h.carries
-	for _, a := range attrs {
-		carries = carries || a.Key == "trace_id"
-	}
-	return traceHandler{Handler: h.Handler.WithAttrs(attrs), carries: carries}
+	return traceHandler{h.Handler.WithAttrs(attrs)}
 }
 
 func (h traceHandler) WithGroup(name string) slog.Handler {
-	return traceHandler{Handler: h.Handler.WithGroup(name), carries: h.carries}
-}
-
-// logWithTrace is log with the span's trace id, when it is traced.
-func logWithTrace(log *slog.Logger, span trace.Span) *slog.Logger {
-	if sc := span.SpanContext(); sc.IsValid() {
-		return log.With("trace_id", sc.TraceID().String())
-	}
-	return log
+	return traceHandler{h.Handler.WithGroup(name)}
 }
 
 // idAttr tags a recording span with the record's id and provider.

@@ -137,7 +137,6 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	ctx, span := b.tr.startUnder(ctx, j.trace, spanTurn)
 	defer span.End()
 	idAttr(span, rec.ID, rec.Provider)
-	log := logWithTrace(b.log, span)
 	hb, ok := b.turnLease(ctx, rec)
 	if !ok {
 		return
@@ -166,7 +165,7 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 		// A replay under another module than the one that ran it: its sends
 		// may differ; on_diverged settles derived keys.
 		b.replaysOnNewModule.Add(1)
-		log.Warn("replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.guest.Digest()))
+		b.log.WarnContext(ctx, "replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.guest.Digest()))
 	}
 	var held func() error
 	if b.coord != nil {
@@ -192,7 +191,7 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 		if lost := held(); lost != nil {
 			t.flushMark(ctx)
 			b.metrics.staleLeases.Add(1)
-			log.Warn("not completed: the lease or the chat's turn expired while the handler ran; the record runs again", "id", rec.ID, "err", lost)
+			b.log.WarnContext(ctx, "not completed: the lease or the chat's turn expired while the handler ran; the record runs again", "id", rec.ID, "err", lost)
 			return
 		}
 	}
@@ -203,9 +202,9 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 		cspan.End()
 		if errors.Is(err, durability.ErrStaleLease) {
 			b.metrics.staleLeases.Add(1)
-			log.Warn("completion refused: the lease was lost to another owner", "id", rec.ID)
+			b.log.WarnContext(ctx, "completion refused: the lease was lost to another owner", "id", rec.ID)
 		} else if err != nil {
-			log.Error("completion failed; the record is released to run again, its sends answered from the outbox", "id", rec.ID, "err", err)
+			b.log.ErrorContext(ctx, "completion failed; the record is released to run again, its sends answered from the outbox", "id", rec.ID, "err", err)
 			b.releaseUncompleted(ctx, rec, err)
 		}
 		return
@@ -223,7 +222,7 @@ func (b *Bot) releaseUncompleted(ctx context.Context, rec *durability.InboxRecor
 	dead := rec.Attempts >= b.policy.maxAttempts
 	err := b.inbox.Fail(ctx, rec.ID, rec.Token, fmt.Sprintf("completion failed: %v", cause), durability.FailOptions{Now: now, RetryAt: now, Dead: dead})
 	if err != nil && !errors.Is(err, durability.ErrStaleLease) && ctx.Err() == nil {
-		logWithTrace(b.log, trace.SpanFromContext(ctx)).Warn("releasing the record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
+		b.log.WarnContext(ctx, "releasing the record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
 	}
 	if err == nil && !dead {
 		b.wakeSweeper()
@@ -257,7 +256,6 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held
 	t := b.newTurn(ev)
 	t.held = held
 	t.mediaReasons = mediaReasons
-	log := logWithTrace(b.log, trace.SpanFromContext(ctx))
 	gctx, gspan := b.tr.start(ctx, spanGuest)
 	start := time.Now()
 	ran, err := b.guest.Handle(gctx, ev, t)
@@ -279,12 +277,12 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held
 	switch {
 	case err == nil:
 	case errors.As(err, &he):
-		log.Error("handler returned an error; the message is confirmed, not retried (its sends already happened)", "event", ev.ID, "err", he.Message)
+		b.log.ErrorContext(ctx, "handler returned an error; the message is confirmed, not retried (its sends already happened)", "event", ev.ID, "err", he.Message)
 		b.alerts.emit(Alert{Name: AlertHandlerError, ID: ev.ID, Chat: ev.Chat, Error: he.Message})
 	case errors.As(err, &fault):
-		log.Error("event failed: guest fault; the instance was discarded", "event", ev.ID, "attempt", ev.Attempt, "kind", fault.Kind, "err", fault.Err)
+		b.log.ErrorContext(ctx, "event failed: guest fault; the instance was discarded", "event", ev.ID, "attempt", ev.Attempt, "kind", fault.Kind, "err", fault.Err)
 	default:
-		log.Error("event failed", "event", ev.ID, "attempt", ev.Attempt, "err", err)
+		b.log.ErrorContext(ctx, "event failed", "event", ev.ID, "attempt", ev.Attempt, "err", err)
 	}
 	return t, err
 }
@@ -303,12 +301,12 @@ func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *
 	case errors.Is(err, durability.ErrStaleLease):
 		b.metrics.staleLeases.Add(1)
 	case err != nil:
-		logWithTrace(b.log, trace.SpanFromContext(ctx)).Error("recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
+		b.log.ErrorContext(ctx, "recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
 	case dead:
 		b.metrics.inboundDead.Add(1)
 		b.alerts.emit(Alert{Name: AlertDead, Kind: "inbox", ID: rec.ID, Chat: rec.Chat, Error: cause.Error()})
 	default:
-		logWithTrace(b.log, trace.SpanFromContext(ctx)).Info("event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
+		b.log.InfoContext(ctx, "event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
 	}
 }
 
@@ -322,6 +320,36 @@ func short(digest string) string {
 // ErrSendCap fails an event whose handler sends more than bot.max_sends.
 var ErrSendCap = errors.New("the handler sent more than bot.max_sends")
 
+// CheckSendCap refuses the n-th send (or broadcast) of event eventID, counted
+// from 1, past maxSends (ErrSendCap).
+func CheckSendCap(eventID string, n, maxSends int) error {
+	if n > maxSends {
+		return fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", eventID, ErrSendCap, maxSends)
+	}
+	return nil
+}
+
+// CheckBroadcast refuses a broadcast, the event's n-th send, past maxSends
+// or to more than maxBroadcast chats (wasm.ErrTooLarge).
+func CheckBroadcast(eventID string, n, maxSends, chats, maxBroadcast int) error {
+	if err := CheckSendCap(eventID, n, maxSends); err != nil {
+		return err
+	}
+	if chats > maxBroadcast {
+		return fmt.Errorf("event %s: a broadcast to %d chats is over bot.max_broadcast (%d): %w", eventID, chats, maxBroadcast, wasm.ErrTooLarge)
+	}
+	return nil
+}
+
+// SendKey is the idempotency key of event eventID's n-th send (counted from
+// 1): explicit when the guest named one, else derived, "<event id>:<n>".
+func SendKey(eventID string, n int, explicit string) (key string, derived bool) {
+	if explicit != "" {
+		return explicit, false
+	}
+	return fmt.Sprintf("%s:%d", eventID, n), true
+}
+
 // spec builds the send of req by the idempotency key rules: explicit, else
 // derived from the event and the send's position.
 func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
@@ -329,15 +357,11 @@ func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
 		return sendSpec{}, err
 	}
 	t.n++
-	if max := t.maxSends; t.n > max {
-		return sendSpec{}, fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", t.event.ID, ErrSendCap, max)
+	if err := CheckSendCap(t.event.ID, t.n, t.maxSends); err != nil {
+		return sendSpec{}, err
 	}
 	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media, Buttons: req.Buttons, List: req.List}, inbound: t.event.ID}
-	if req.IdempotencyKey != "" {
-		s.key = req.IdempotencyKey
-	} else {
-		s.key, s.derived = fmt.Sprintf("%s:%d", t.event.ID, t.n), true
-	}
+	s.key, s.derived = SendKey(t.event.ID, t.n, req.IdempotencyKey)
 	return s, nil
 }
 
@@ -448,11 +472,8 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 		return abi.BroadcastResult{}, err
 	}
 	t.n++
-	if t.n > t.maxSends {
-		return abi.BroadcastResult{}, fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", t.event.ID, ErrSendCap, t.maxSends)
-	}
-	if len(req.Chats) > t.maxBroadcast {
-		return abi.BroadcastResult{}, fmt.Errorf("event %s: a broadcast to %d chats is over bot.max_broadcast (%d): %w", t.event.ID, len(req.Chats), t.maxBroadcast, wasm.ErrTooLarge)
+	if err := CheckBroadcast(t.event.ID, t.n, t.maxSends, len(req.Chats), t.maxBroadcast); err != nil {
+		return abi.BroadcastResult{}, err
 	}
 	var hook *chatHook
 	hookFailed := false
@@ -574,13 +595,16 @@ func (t *turn) StateGet(ctx context.Context, key string) ([]byte, bool, error) {
 	if w, ok := t.writes[k]; ok {
 		return w.Value, !w.Delete, nil
 	}
+	_, again := t.stored[k]
 	v, ok, err := t.state.Get(ctx, k)
 	if err == nil {
 		t.stored[k] = 0
 		if ok {
 			t.stored[k] = len(rest) + len(v)
 		}
-		t.inputs.State(key, v, ok)
+		if !again {
+			t.inputs.State(key, v, ok) // a key's first store read only
+		}
 	}
 	return v, ok, err
 }

@@ -18,7 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/config"
@@ -418,19 +417,18 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("inputs too large (over %d bytes): not recorded", inputs.MaxBytes)
 		return
 	}
-	var j journaledEvent
-	if err := json.Unmarshal(rec.Payload, &j); err != nil {
-		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("journaled event is unreadable: %v", err)
+	ev, durable, err := host.ParseJournaled(rec.Payload)
+	if err != nil {
+		res.Outcome, res.Reason = CannotReplay, err.Error()
 		return
 	}
-	if len(j.DurableMedia) > 0 {
+	if durable {
 		// The journal holds the channel's durable references, the event's
 		// own blanked: the live guest saw references its channel's codec
 		// rebuilt, which a dry run (no channel) cannot.
 		res.Outcome, res.Reason = CannotReplay, "media references: the event's media were journaled as the channel's durable references (durability.inbox.media_refs), which a dry run does not rebuild"
 		return
 	}
-	ev := j.Event
 	ev.Attempt = max(rec.Attempts, 1)
 	e := newEnv(ev, in, cfg.Bot.MaxSends, cfg.Bot.MaxBroadcast)
 	if before, _ := mod.Hooks(); before {
@@ -493,27 +491,11 @@ func compareAt(sent, would []Send, receivedAt int64) {
 	}
 }
 
-// journaledEvent is the inbox payload as the host journals it: the event,
-// and the media references it replaced by the channel's durable ones (see
-// host/media.go).
-type journaledEvent struct {
-	abi.Event
-	DurableMedia []json.RawMessage `json:"durable_media,omitempty"`
-}
-
 // originalFault is the fault kind of the record's last attempt ("" when it
-// did not fault), read from its error ("… guest fault (<kind>): …").
+// did not fault), read from its error.
 func originalFault(rec *durability.InboxRecord) wasm.FaultKind {
 	if rec.State == durability.InboxDone {
 		return ""
 	}
-	_, rest, ok := strings.Cut(rec.Error, "guest fault (")
-	if !ok {
-		return ""
-	}
-	kind, _, ok := strings.Cut(rest, ")")
-	if !ok {
-		return ""
-	}
-	return wasm.FaultKind(kind)
+	return wasm.FaultKindOf(rec.Error)
 }

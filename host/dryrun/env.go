@@ -2,7 +2,6 @@ package dryrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/botrun/botrun/abi"
@@ -54,13 +53,11 @@ func newEnv(ev abi.Event, rec inputs.Record, maxSends, maxBroadcast int) *env {
 // and the send's position, as the host numbers them.
 func (e *env) key(req abi.SendRequest) (string, bool, error) {
 	e.n++
-	if e.n > e.maxSends {
-		return "", false, fmt.Errorf("event %s: %w (%d)", e.event.ID, host.ErrSendCap, e.maxSends)
+	if err := host.CheckSendCap(e.event.ID, e.n, e.maxSends); err != nil {
+		return "", false, err
 	}
-	if req.IdempotencyKey != "" {
-		return req.IdempotencyKey, false, nil
-	}
-	return fmt.Sprintf("%s:%d", e.event.ID, e.n), true, nil
+	key, derived := host.SendKey(e.event.ID, e.n, req.IdempotencyKey)
+	return key, derived, nil
 }
 
 func (e *env) record(ctx context.Context, req abi.SendRequest, status abi.SendStatus) (abi.SendResult, error) {
@@ -92,15 +89,10 @@ func (e *env) beforeSend(ctx context.Context, s *Send) (abi.SendResult, bool, er
 	}
 	out, err := e.hooks.BeforeSend(ctx, abi.SendHook{Event: e.event.ID, Provider: e.event.Provider, Chat: s.Chat, Key: s.Key,
 		Text: s.Text, Media: s.Media, Buttons: s.Buttons, List: s.List, At: s.At, Time: e.event.ReceivedAt})
-	var he *wasm.HandlerError
-	switch {
-	case errors.As(err, &he):
-		return abi.SendResult{Status: abi.SendDead, Key: s.Key, Error: "botrun_before_send: " + he.Error()}, true, nil
-	case err != nil:
-		return abi.SendResult{}, false, fmt.Errorf("botrun_before_send of %s: %w", s.Key, err)
-	case out.Cancel:
-		return abi.SendResult{Status: abi.SendCancelled, Key: s.Key}, true, nil
-	case out.Rewrite != nil:
+	if res, done, err := host.BeforeSendOutcome(s.Key, out, err); done || err != nil {
+		return res, done, err
+	}
+	if out.Rewrite != nil {
 		r := out.Rewrite
 		s.Chat, s.OutboxMessage = r.Chat, host.OutboxMessage{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
 	}
@@ -132,11 +124,8 @@ func (e *env) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult,
 // "<key_prefix>:<chat>", counted once against bot.max_sends.
 func (e *env) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
 	e.n++
-	if e.n > e.maxSends {
-		return abi.BroadcastResult{}, fmt.Errorf("event %s: %w (%d)", e.event.ID, host.ErrSendCap, e.maxSends)
-	}
-	if len(req.Chats) > e.maxBroadcast {
-		return abi.BroadcastResult{}, fmt.Errorf("event %s: a broadcast to %d chats is over bot.max_broadcast (%d): %w", e.event.ID, len(req.Chats), e.maxBroadcast, wasm.ErrTooLarge)
+	if err := host.CheckBroadcast(e.event.ID, e.n, e.maxSends, len(req.Chats), e.maxBroadcast); err != nil {
+		return abi.BroadcastResult{}, err
 	}
 	var res abi.BroadcastResult
 	seen := make(map[string]bool, len(req.Chats))

@@ -70,20 +70,16 @@ var empty = []byte(`{"v":1}`)
 // reads nothing allocates nothing.
 type Recorder struct {
 	rec  Record
-	seen map[string]bool
 	size int
 }
 
-// State records a state_get answer from the store, unless key was recorded
-// already.
+// State records a state_get answer from the store; the caller records each
+// key's first store read only (a later read answers the same, or the turn's
+// own write).
 func (r *Recorder) State(key string, value []byte, found bool) {
-	if r.rec.TooLarge || r.seen[key] {
+	if r.rec.TooLarge {
 		return
 	}
-	if r.seen == nil {
-		r.seen = map[string]bool{}
-	}
-	r.seen[key] = true
 	if !r.grow(len(key) + len(value) + 16) {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,6 +208,21 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string { return fmt.Sprintf("guest fault (%s): %v", e.Kind, e.Err) }
+
+// FaultKindOf reads the fault kind back from an error text that holds a
+// FaultError's ("… guest fault (<kind>): …", as journaled); "" when it holds
+// none.
+func FaultKindOf(msg string) FaultKind {
+	_, rest, ok := strings.Cut(msg, "guest fault (")
+	if !ok {
+		return ""
+	}
+	kind, _, ok := strings.Cut(rest, ")")
+	if !ok {
+		return ""
+	}
+	return FaultKind(kind)
+}
 
 // Unwrap returns the underlying error.
 func (e *FaultError) Unwrap() error { return e.Err }
