@@ -220,7 +220,9 @@ func (b *Bot) QueueDepths(ctx context.Context) (inbox, outbox map[string]int, er
 	moves := b.moves()
 	if age := time.Since(d.at); d.at.IsZero() || age > depthTTL || (moves != d.moves && age > depthFresh) {
 		d.moves = moves
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// Not the caller's context: the reading is shared, and one
+		// caller's cancelled request must not become everyone's error.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		d.inbox, d.outbox, d.err = b.readDepths(rctx, DepthCap)
 		cancel()
 		d.at = time.Now()

@@ -11,7 +11,6 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/dryrun"
-	"github.com/botrun/botrun/unit"
 )
 
 const dryRunUsage = `Usage: botrun replay --dry-run [-c bot.toml] --module NEW.wasm [--since 24h] [--chat C] [--provider P] [--json]
@@ -42,15 +41,10 @@ func cmdReplayDryRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "botrun replay --dry-run: --module NEW.wasm is required")
 		return 2
 	}
-	var filter dryrun.Filter
-	filter.Chat, filter.Provider = *chat, *prov
-	if *since != "" {
-		d, err := unit.ParseDuration(*since)
-		if err != nil || d <= 0 {
-			fmt.Fprintf(stderr, "botrun replay --dry-run: --since %q: want a duration such as 24h or 7d\n", *since)
-			return 2
-		}
-		filter.Since = time.Now().Add(-d)
+	filter, err := dryrun.NewFilter(*since, *chat, *prov)
+	if err != nil {
+		fmt.Fprintf(stderr, "botrun replay --dry-run: --%v\n", err)
+		return 2
 	}
 	code, err := func() (int, error) {
 		wasmBytes, err := os.ReadFile(*module)
@@ -59,8 +53,8 @@ func cmdReplayDryRun(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg, j, b, err := openScope(*cfgPath, true)
 		if err != nil {
-			if c, cerr := config.Load(*cfgPath); cerr == nil && lockedBackend(c) {
-				err = fmt.Errorf("%w\n(the %s backend's journal is one process's: stop the bot, or copy its journal files and point a copy of %s at the copy)", err, c.Durability.Backend, *cfgPath)
+			if cfg != nil && lockedBackend(cfg) {
+				err = fmt.Errorf("%w\n(the %s backend's journal is one process's: stop the bot, or copy its journal files and point a copy of %s at the copy)", err, cfg.Durability.Backend, *cfgPath)
 			}
 			return 2, err
 		}
@@ -144,8 +138,5 @@ func lockedBackend(cfg *config.Config) bool {
 	if _, ok := cfg.Durability.Options.(durability.ReadOnlyOpener); ok {
 		return false
 	}
-	if s, ok := cfg.Durability.Options.(durability.Sharing); ok {
-		return !s.Shared()
-	}
-	return cfg.Durability.Backend == "file"
+	return !cfg.Durability.Shared
 }

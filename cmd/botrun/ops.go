@@ -53,7 +53,7 @@ func openBackend(path string, stderr io.Writer) (*config.Config, durability.Jour
 // openScope opens the backend of the bot a config describes, from outside
 // it, and its scope's journals; readOnly opens it for reading only where the
 // backend can (SQLite: no lock, no write), as any client of a server
-// otherwise.
+// otherwise. The config comes back with an error of the backend's.
 func openScope(path string, readOnly bool) (*config.Config, durability.Journals, durability.Backend, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -74,12 +74,12 @@ func openScope(path string, readOnly bool) (*config.Config, durability.Journals,
 		b, err = host.OpenBackend(context.Background(), cfg)
 	}
 	if err != nil {
-		return nil, durability.Journals{}, nil, err
+		return cfg, durability.Journals{}, nil, err
 	}
 	j, err := b.Open(context.Background(), host.Scope(cfg))
 	if err != nil {
 		b.Close()
-		return nil, durability.Journals{}, nil, err
+		return cfg, durability.Journals{}, nil, err
 	}
 	return cfg, j, b, nil
 }

@@ -403,18 +403,17 @@ func (s *Store) resend(batch []*commit, lastErr error) {
 // send pipelines batch to the masters owning its slots, settles each commit
 // that got a definite answer and returns those to send again.
 func (s *Store) send(ctx context.Context, batch []*commit) (again []*commit, lastErr error) {
-	groups := map[goredis.Cmdable][]*commit{}
 	if s.cluster == nil {
-		groups[s.c] = batch
-	} else {
-		for _, c := range batch {
-			node, err := s.cluster.MasterForKey(ctx, c.keys[0])
-			if err != nil {
-				again, lastErr = append(again, c), err
-				continue
-			}
-			groups[node] = append(groups[node], c)
+		return s.sendTo(ctx, s.c, batch) // one node: no grouping, no goroutine
+	}
+	groups := map[goredis.Cmdable][]*commit{}
+	for _, c := range batch {
+		node, err := s.cluster.MasterForKey(ctx, c.keys[0])
+		if err != nil {
+			again, lastErr = append(again, c), err
+			continue
 		}
+		groups[node] = append(groups[node], c)
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup

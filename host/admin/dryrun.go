@@ -16,7 +16,6 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/dryrun"
-	"github.com/botrun/botrun/unit"
 )
 
 // dryRunSource is implemented by a Bot whose journals a dry run can read
@@ -38,7 +37,7 @@ var (
 )
 
 // defaultDryRunSince is the records a console dry run takes without ?since.
-const defaultDryRunSince = 24 * time.Hour
+const defaultDryRunSince = "24h"
 
 // maxDryRunResults bounds the records a dry run's answer lists (the changed,
 // faulted and unreplayable ones; the summary counts them all).
@@ -87,18 +86,16 @@ func (a *api) dryRun(w http.ResponseWriter, r *http.Request) {
 	}
 	defer dryRuns.Unlock()
 	q := r.URL.Query()
-	f := dryrun.Filter{Chat: q.Get("chat"), Provider: q.Get("provider")}
 	var limits []string
-	if s := q.Get("since"); s == "" {
-		f.Since = time.Now().Add(-defaultDryRunSince)
+	since := q.Get("since")
+	if since == "" {
+		since = defaultDryRunSince
 		limits = append(limits, "records of the last 24h (set since for another window)")
-	} else {
-		d, err := unit.ParseDuration(s)
-		if err != nil || d <= 0 {
-			http.Error(w, "botrun admin: since "+s+": want a duration such as 24h or 7d", http.StatusBadRequest)
-			return
-		}
-		f.Since = time.Now().Add(-d)
+	}
+	f, err := dryrun.NewFilter(since, q.Get("chat"), q.Get("provider"))
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
+		return
 	}
 	module, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDryRunModule))
 	var tooBig *http.MaxBytesError

@@ -23,6 +23,7 @@ import (
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/inputs"
 	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/unit"
 )
 
 // Outcome is how a replayed record compares with its original run.
@@ -45,9 +46,24 @@ const (
 type Filter struct {
 	// Since keeps records admitted at or after it.
 	Since time.Time
-	Chat  string
+	// Chat keeps one chat's records.
+	Chat string
 	// Provider keeps one channel's records.
 	Provider string
+}
+
+// NewFilter keeps the records of chat and provider ("" for any) admitted
+// within since, a duration such as 24h or 7d ("" for any time).
+func NewFilter(since, chat, provider string) (Filter, error) {
+	f := Filter{Chat: chat, Provider: provider}
+	if since != "" {
+		d, err := unit.ParseDuration(since)
+		if err != nil || d <= 0 {
+			return Filter{}, fmt.Errorf("since %q: want a duration such as 24h or 7d", since)
+		}
+		f.Since = time.Now().Add(-d)
+	}
+	return f, nil
 }
 
 // Options configure a Run.

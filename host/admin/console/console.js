@@ -21,9 +21,11 @@ let gen = 0;
 class Unauthorized extends Error {}
 
 // api calls the admin API with the token; a 401 signs out.
+// With opts.missing, a 404 answers null.
 async function api(path, opts = {}) {
   const r = await fetch(path, { ...opts, headers: { Authorization: "Bearer " + token } });
   if (r.status === 401) throw new Unauthorized("the admin token was refused");
+  if (r.status === 404 && opts.missing) return null;
   if (!r.ok) throw new Error((await r.text()).trim() || "HTTP " + r.status);
   if (r.status === 204) return null;
   return r.json();
@@ -356,12 +358,8 @@ $("retry-chat").addEventListener("click", async () => {
 // --- one record ---
 
 // findRecord reads one record; null when there is none.
-async function findRecord(kind, id) {
-  const r = await fetch("/admin/" + kind + "/" + encodeURIComponent(id), { headers: { Authorization: "Bearer " + token } });
-  if (r.status === 401) throw new Unauthorized("the admin token was refused");
-  if (r.status === 404) return null;
-  if (!r.ok) throw new Error((await r.text()).trim() || "HTTP " + r.status);
-  return r.json();
+function findRecord(kind, id) {
+  return api("/admin/" + kind + "/" + encodeURIComponent(id), { missing: true });
 }
 
 function decodePayload(b64) {
