@@ -8,14 +8,17 @@ package testserver
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -56,13 +59,50 @@ func unavailable(t testing.TB, what string, err error) {
 	t.Skipf("SKIPPING: %s (install it, or set its BOTRUN_TEST_*_URL)", msg)
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// Ports are picked below the kernel's ephemeral range (32768 up by default),
+// where an outgoing connection may hold a port that a probe cannot see, and a
+// server that fails to bind anyway is started again on other ports.
+const (
+	portLow  = 20000
+	portHigh = 32000
+	starts   = 5
+)
+
+// freePorts returns n distinct ports that were bindable a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("no free port in %d-%d", portLow, portHigh)
+		}
+		p := portLow + rand.IntN(portHigh-portLow)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		defer ln.Close() // held until all are picked: no port twice
+		ports = append(ports, p)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
+}
+
+// dieWithTest makes cmd's process get SIGKILL when the test binary dies, so
+// a killed test run leaves no server behind.
+func dieWithTest(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+}
+
+// retry runs start up to starts times (each picks its own ports).
+func retry[T any](start func() (T, error)) (v T, err error) {
+	for range starts {
+		if v, err = start(); err == nil {
+			return v, nil
+		}
+	}
+	return v, err
 }
 
 // Postgres returns a PostgreSQL URL.
@@ -89,43 +129,94 @@ func startPostgres() (string, error) {
 	}
 	sort.Strings(bins)
 	bin := filepath.Dir(bins[len(bins)-1])
-	port, err := freePort()
-	if err != nil {
-		return "", err
-	}
 	dir, err := os.MkdirTemp("", "botrun-pg-")
 	if err != nil {
 		return "", err
 	}
-	var as []string // initdb refuses root: run as postgres
-	if u, _ := user.Current(); u != nil && u.Uid == "0" {
-		as = []string{"runuser", "-u", "postgres", "--"}
-		if err := exec.Command("chown", "postgres:postgres", dir).Run(); err != nil {
+	// initdb and postgres refuse root: run them as the postgres user.
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return "", fmt.Errorf("PostgreSQL refuses to run as root and there is no postgres user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
 			return "", fmt.Errorf("chown %s: %w", dir, err)
 		}
 	}
-	run := func(args ...string) error {
-		cmd := exec.Command(append(as, args...)[0], append(as, args...)[1:]...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, out)
-		}
-		return nil
+	command := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(filepath.Join(bin, name), args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		return cmd
 	}
 	data := filepath.Join(dir, "data")
-	if err := run(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"); err != nil {
-		return "", err
-	}
-	if err := run(filepath.Join(bin, "pg_ctl"), "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-t", "30",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", port, dir), "start"); err != nil {
-		return "", err
-	}
-	mu.Lock()
-	started = append(started, func() {
-		run(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop")
+	if out, err := command("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
+		return "", fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	u, err := retry(func() (string, error) {
+		ports, err := freePorts(1)
+		if err != nil {
+			return "", err
+		}
+		// postgres itself, not pg_ctl (which daemonizes): a child that dies
+		// with the test binary.
+		var log strings.Builder
+		cmd := command("postgres", "-D", data, "-p", fmt.Sprint(ports[0]), "-k", dir,
+			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300")
+		cmd.Stdout, cmd.Stderr = &log, &log
+		dieWithTest(cmd)
+		if err := cmd.Start(); err != nil {
+			return "", err
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		if err := waitListening(addr, exited, 60*time.Second); err != nil {
+			cmd.Process.Kill()
+			<-exited
+			return "", fmt.Errorf("postgres on %s: %w\n%s", addr, err, log.String())
+		}
+		mu.Lock()
+		started = append(started, func() {
+			cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+			<-exited
+			os.RemoveAll(dir)
+		})
+		mu.Unlock()
+		return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", addr), nil
 	})
-	mu.Unlock()
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), nil
+	if err != nil {
+		os.RemoveAll(dir)
+	}
+	return u, err
+}
+
+// waitListening waits until addr accepts a connection, the process behind it
+// exited, or timeout passed.
+func waitListening(addr string, exited <-chan struct{}, timeout time.Duration) error {
+	var err error
+	ok := waitFor(timeout, func() bool {
+		select {
+		case <-exited:
+			err = fmt.Errorf("exited before listening")
+			return true
+		default:
+		}
+		c, derr := net.Dial("tcp", addr)
+		if derr != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+	if ok != nil {
+		return ok
+	}
+	return err
 }
 
 // Redis returns a Redis URL.
@@ -146,40 +237,42 @@ func startRedis() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("no redis-server (apt-get install redis-server)")
 	}
-	port, err := freePort()
-	if err != nil {
-		return "", err
-	}
-	dir, err := os.MkdirTemp("", "botrun-redis-")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-		"--appendfsync", "everysec", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			break
+	return retry(func() (string, error) {
+		ports, err := freePorts(1)
+		if err != nil {
+			return "", err
 		}
-		if time.Now().After(deadline) {
+		dir, err := os.MkdirTemp("", "botrun-redis-")
+		if err != nil {
+			return "", err
+		}
+		cmd := exec.Command(bin, "--port", fmt.Sprint(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+			"--appendfsync", "everysec", "--dir", dir)
+		var log strings.Builder
+		cmd.Stdout, cmd.Stderr = &log, &log
+		dieWithTest(cmd)
+		if err := cmd.Start(); err != nil {
+			os.RemoveAll(dir)
+			return "", err
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		if err := waitListening(addr, exited, 30*time.Second); err != nil {
 			cmd.Process.Kill()
-			return "", fmt.Errorf("redis-server did not listen: %w", err)
+			<-exited
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("redis-server on %s: %w\n%s", addr, err, log.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	mu.Lock()
-	started = append(started, func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		os.RemoveAll(dir)
+		mu.Lock()
+		started = append(started, func() {
+			cmd.Process.Kill()
+			<-exited
+			os.RemoveAll(dir)
+		})
+		mu.Unlock()
+		return "redis://" + addr + "/0", nil
 	})
-	mu.Unlock()
-	return fmt.Sprintf("redis://127.0.0.1:%d/0", port), nil
 }
 
 // RedisCluster returns the seed addresses (host:port) of a Redis Cluster of
@@ -235,27 +328,8 @@ func (c *Cluster) Kill(addr string) error {
 
 // startRedisCluster starts a cluster; a port picked free may be taken before
 // a node binds it, so it tries again on others.
-func startRedisCluster() (c *Cluster, err error) {
-	for range 3 {
-		if c, err = startRedisClusterOnce(); err == nil {
-			return c, nil
-		}
-	}
-	return nil, err
-}
-
-// freePorts returns n distinct ports with nothing listening.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer ln.Close() // held until all are picked: no port twice
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+func startRedisCluster() (*Cluster, error) {
+	return retry(startRedisClusterOnce)
 }
 
 // startRedisClusterOnce starts six cluster-enabled redis-servers with AOF,
@@ -302,6 +376,7 @@ func startRedisClusterOnce() (*Cluster, error) {
 		cmd := exec.Command(bin, "--port", fmt.Sprint(ports[2*i]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
 			"--appendfsync", "everysec", "--dir", node, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(ports[2*i+1]),
 			"--cluster-node-timeout", "2000", "--cluster-config-file", "nodes.conf", "--logfile", "redis.log")
+		dieWithTest(cmd)
 		if err := cmd.Start(); err != nil {
 			stop()
 			return nil, err
