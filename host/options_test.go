@@ -650,6 +650,27 @@ func TestMetrics_TheSeedsCountersAndOurs(t *testing.T) {
 	}
 }
 
+// TestMetrics_PrometheusNamesAreTheJSONNames: every counter of the JSON
+// metrics is exported to Prometheus as botrun_<its JSON name>_total, and no
+// other (the module reload counters were named apart).
+func TestMetrics_PrometheusNamesAreTheJSONNames(t *testing.T) {
+	b, _ := json.Marshal(Metrics{})
+	var m map[string]int64
+	json.Unmarshal(b, &m)
+	prom := map[string]bool{}
+	for _, c := range counterDefs {
+		prom[c.name] = true
+		if _, ok := m[c.name]; !ok {
+			t.Errorf("Prometheus counter botrun_%s_total has no JSON counter %q", c.name, c.name)
+		}
+	}
+	for k := range m {
+		if !prom[k] {
+			t.Errorf("JSON counter %q is not exported as botrun_%s_total", k, k)
+		}
+	}
+}
+
 // codecChannel journals its media as {v:1, data:{"file":…}} without the secret
 // part of the live token ("<file>?sig=<secret>").
 type codecChannel struct{ *channel }
