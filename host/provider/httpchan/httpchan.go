@@ -16,12 +16,12 @@
 // 429 with Retry-After is a rate limit; 400, 404, 413 and 422 are permanent;
 // other failures are retried. Redirects are not followed.
 //
-// Every send carries its outbox key in an Idempotency-Key header, the same
-// on every attempt. A gateway that deduplicates on it (its entry says
-// dedupes = true) closes the ambiguous window: botrun then resends a send a
-// crash left in flight, and the gateway must answer a repeated key with the
-// first answer (the same {"id"}) without sending again, keeping keys at
-// least as long as durability.retention.
+// With dedupes = true (the gateway deduplicates), every send carries its
+// outbox key in an Idempotency-Key header, the same on every attempt, and
+// the ambiguous window is closed: botrun then resends a send a crash left in
+// flight, and the gateway must answer a repeated key with the first answer
+// (the same {"id"}) without sending again, keeping keys at least as long as
+// durability.retention. Without dedupes, sends carry no Idempotency-Key.
 package httpchan
 
 import (
@@ -45,7 +45,8 @@ import (
 	"github.com/botrun/botrun/unit"
 )
 
-// IdempotencyKeyHeader carries a send's outbox key, the same on every attempt.
+// IdempotencyKeyHeader carries a send's outbox key, the same on every
+// attempt, when the entry says dedupes = true.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
 // IdempotentSends implements provider.Idempotent: true when the entry says
@@ -298,7 +299,7 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if msg.Key != "" {
+	if p.cfg.Dedupes && msg.Key != "" {
 		req.Header.Set(IdempotencyKeyHeader, msg.Key)
 	}
 	SignRequest(req.Header, p.secret, body, time.Now())
