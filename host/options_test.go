@@ -284,6 +284,49 @@ func TestOption_OutboxInlineMax_DeferredWithKeyThenSweeperDelivers(t *testing.T)
 	}
 }
 
+// TestOption_OutboxInlineMax_ZeroDefersAtOnce: inline_max = "0s" means no
+// inline retry (not the 15s default): a send that fails once answers
+// deferred, and the sweeper delivers it.
+func TestOption_OutboxInlineMax_ZeroDefersAtOnce(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"0s\"\nbackoff = { base = \"40ms\", cap = \"40ms\", jitter = 0.0 }\n")
+	if d := cfg.Durability.Outbox.InlineMax.D(); d != 0 {
+		t.Fatalf("inline_max = \"0s\" read as %s", d)
+	}
+	ch := newChannel()
+	ch.fail = func(n int, _ provider.Outbound) error {
+		if n == 1 {
+			return errors.New("502")
+		}
+		return nil
+	}
+	results := make(chan abi.SendResult, 1)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "hello"})
+		results <- res
+		return err
+	})
+	b := newTestBot(t, cfg, memory.New(), h, ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	if res := <-results; res.Status != abi.SendDeferred || res.Key != "web:m1:1" {
+		t.Fatalf("result %+v, want deferred after one attempt", res)
+	}
+	if !b.quiet(1, 60*time.Second) || ch.count("c1", "hello") != 1 {
+		t.Fatalf("the sweeper did not deliver: %q", ch.texts())
+	}
+}
+
+// TestOption_MaxPayloadBytes_ZeroRefused: max_payload_bytes = 0 would take
+// every send out of the outbox; it is refused, not read as the default.
+func TestOption_MaxPayloadBytes_ZeroRefused(t *testing.T) {
+	for _, v := range []string{"0", "\"0B\""} {
+		err := parseErr(t, "[durability.outbox]\nmax_payload_bytes = "+v+"\n")
+		if err == nil || !strings.Contains(err.Error(), "durability.outbox.max_payload_bytes: 0 would send every payload without the outbox") {
+			t.Fatalf("max_payload_bytes = %s: err = %v", v, err)
+		}
+	}
+}
+
 func TestOption_OnAmbiguous_SkipMarksUnknown_ResendSendsAgain(t *testing.T) {
 	for _, resend := range []bool{false, true} {
 		c := crashCase{op: "provider.send", after: true, resend: resend}

@@ -68,7 +68,7 @@ func TestMinimalDefaults(t *testing.T) {
 		{"durability.outbox.inline_max", d.Outbox.InlineMax.D(), 15 * time.Second},
 		{"durability.outbox.on_ambiguous", d.Outbox.OnAmbiguous, "skip"},
 		{"durability.outbox.on_diverged", d.Outbox.OnDiverged, "send"},
-		{"durability.outbox.max_payload_bytes", int64(d.Outbox.MaxPayloadBytes), int64(1 << 20)},
+		{"durability.outbox.max_payload_bytes", int64(*d.Outbox.MaxPayloadBytes), int64(1 << 20)},
 		{"durability.outbox.lease", d.Outbox.Lease.D(), 60 * time.Second},
 		{"providers", len(cfg.Providers), 1},
 		{"providers[0].session", cfg.Providers[0].Session, "every"},

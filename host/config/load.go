@@ -313,6 +313,9 @@ func (p *parser) validate(c *Config) {
 	if *d.Outbox.Retries < 0 {
 		p.add("durability.outbox.retries", "%d must not be negative", *d.Outbox.Retries)
 	}
+	if *d.Outbox.MaxPayloadBytes == 0 {
+		p.add("durability.outbox.max_payload_bytes", "0 would send every payload without the outbox (no dedupe, no retry): set the largest payload to journal, e.g. \"1MiB\" (the default)")
+	}
 	if d.Outbox.Lease.D() < 20*time.Millisecond {
 		p.add("durability.outbox.lease", "%s is below the 20ms minimum", d.Outbox.Lease.D())
 	}
