@@ -146,6 +146,17 @@ func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
+// ReplayWindow implements provider.Replayable: with public_key set the
+// interactions webhook is served, and a signed timestamp may be
+// SignatureWindow either way, so a captured interaction passes for twice
+// SignatureWindow. Without it there is no webhook (the Gateway only).
+func (c *Config) ReplayWindow() time.Duration {
+	if c.PublicKey == "" {
+		return 0
+	}
+	return 2 * SignatureWindow
+}
+
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
 	return provider.Opened(Open(*c, env))

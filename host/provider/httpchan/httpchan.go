@@ -161,16 +161,15 @@ func (c *Config) Check(in provider.Setting, problem provider.Problem) {
 	if len(c.Secret) < 16 {
 		problem("secret", "missing or shorter than 16 characters (use ${ENV} to keep it out of the file)")
 	}
-	w, r := c.Window.D(), in.Retention
-	switch {
-	case w < time.Second:
+	if w := c.Window.D(); w < time.Second {
 		problem("signature_window", "%s is below the 1s minimum", w)
-	case r > 0 && 2*w >= r:
-		// A timestamp up to the window ahead is accepted, so a captured
-		// request stays valid for twice the window.
-		problem("signature_window", "%s is not under half of durability.retention (%s): a request replayed after its record was purged would be accepted again; shorten the window or keep records longer", w, r)
 	}
 }
+
+// ReplayWindow implements provider.Replayable: a timestamp up to the window
+// ahead is accepted, so a captured request stays valid for twice the window
+// (which must therefore be under half of durability.retention).
+func (c *Config) ReplayWindow() time.Duration { return 2 * c.Window.D() }
 
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
