@@ -254,65 +254,47 @@ func TestOption_OutboxBackoff_RateLimitedRetryAfterHonoured(t *testing.T) {
 	}
 }
 
+// TestOption_OutboxInlineMax_DeferredWithKeyThenSweeperDelivers: a send
+// still failing at inline_max answers deferred with its key, and the
+// sweeper delivers it. inline_max = "0s" means no inline retry (not the 15s
+// default): one failed attempt defers it.
 func TestOption_OutboxInlineMax_DeferredWithKeyThenSweeperDelivers(t *testing.T) {
-	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"60ms\"\nbackoff = { base = \"40ms\", cap = \"40ms\", jitter = 0.0 }\n")
-	ch := newChannel()
-	ch.fail = func(n int, _ provider.Outbound) error {
-		if n <= 3 {
-			return errors.New("502")
-		}
-		return nil
-	}
-	results := make(chan abi.SendResult, 1)
-	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
-		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "hello"})
-		results <- res
-		return err
-	})
-	b := newTestBot(t, cfg, memory.New(), h, ch)
-	defer b.stop(t)
-	b.admit(t, "c1", "m1", "x")
-	res := <-results
-	if res.Status != abi.SendDeferred || res.Key != "web:m1:1" || res.Error != "502" {
-		t.Fatalf("result %+v, want deferred with the key", res)
-	}
-	if !b.quiet(1, 60*time.Second) || ch.count("c1", "hello") != 1 {
-		t.Fatalf("the sweeper did not deliver: %q", ch.texts())
-	}
-	if m := b.Metrics(); m.OutboxDeferred != 1 {
-		t.Fatalf("outbox_deferred = %d", m.OutboxDeferred)
-	}
-}
-
-// TestOption_OutboxInlineMax_ZeroDefersAtOnce: inline_max = "0s" means no
-// inline retry (not the 15s default): a send that fails once answers
-// deferred, and the sweeper delivers it.
-func TestOption_OutboxInlineMax_ZeroDefersAtOnce(t *testing.T) {
-	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"0s\"\nbackoff = { base = \"40ms\", cap = \"40ms\", jitter = 0.0 }\n")
-	if d := cfg.Durability.Outbox.InlineMax.D(); d != 0 {
-		t.Fatalf("inline_max = \"0s\" read as %s", d)
-	}
-	ch := newChannel()
-	ch.fail = func(n int, _ provider.Outbound) error {
-		if n == 1 {
-			return errors.New("502")
-		}
-		return nil
-	}
-	results := make(chan abi.SendResult, 1)
-	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
-		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "hello"})
-		results <- res
-		return err
-	})
-	b := newTestBot(t, cfg, memory.New(), h, ch)
-	defer b.stop(t)
-	b.admit(t, "c1", "m1", "x")
-	if res := <-results; res.Status != abi.SendDeferred || res.Key != "web:m1:1" {
-		t.Fatalf("result %+v, want deferred after one attempt", res)
-	}
-	if !b.quiet(1, 60*time.Second) || ch.count("c1", "hello") != 1 {
-		t.Fatalf("the sweeper did not deliver: %q", ch.texts())
+	for _, c := range []struct {
+		inline   string
+		failures int
+	}{{"60ms", 3}, {"0s", 1}} {
+		t.Run(c.inline, func(t *testing.T) {
+			cfg := testConfig(t, "[durability.outbox]\ninline_max = \""+c.inline+"\"\nbackoff = { base = \"40ms\", cap = \"40ms\", jitter = 0.0 }\n")
+			if d := cfg.Durability.Outbox.InlineMax.D(); d != duration(t, c.inline).D() {
+				t.Fatalf("inline_max = %q read as %s", c.inline, d)
+			}
+			ch := newChannel()
+			ch.fail = func(n int, _ provider.Outbound) error {
+				if n <= c.failures {
+					return errors.New("502")
+				}
+				return nil
+			}
+			results := make(chan abi.SendResult, 1)
+			h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+				res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "hello"})
+				results <- res
+				return err
+			})
+			b := newTestBot(t, cfg, memory.New(), h, ch)
+			defer b.stop(t)
+			b.admit(t, "c1", "m1", "x")
+			res := <-results
+			if res.Status != abi.SendDeferred || res.Key != "web:m1:1" || res.Error != "502" {
+				t.Fatalf("result %+v, want deferred with the key", res)
+			}
+			if !b.quiet(1, 60*time.Second) || ch.count("c1", "hello") != 1 {
+				t.Fatalf("the sweeper did not deliver: %q", ch.texts())
+			}
+			if m := b.Metrics(); m.OutboxDeferred != 1 {
+				t.Fatalf("outbox_deferred = %d", m.OutboxDeferred)
+			}
+		})
 	}
 }
 
