@@ -156,6 +156,38 @@ func TestWebchatButtons(t *testing.T) {
 	}
 }
 
+// deadlineChannel is a channel whose edits and typing fail when their
+// context is already done, as an HTTP call would.
+type deadlineChannel struct{ *channel }
+
+func (deadlineChannel) Edit(ctx context.Context, _, _, _ string) error { return ctx.Err() }
+
+func (deadlineChannel) Typing(ctx context.Context, _, _ string) error { return ctx.Err() }
+
+// TestInlineMaxZero_EditAndTypingStillRun: inline_max = "0s" (no inline
+// retry) bounds an edit or a typing indicator by the handler's deadline, not
+// by a zero timeout that would fail every call before it starts.
+func TestInlineMaxZero_EditAndTypingStillRun(t *testing.T) {
+	var editErr, typingErr error
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		ed := env.(wasm.Editor)
+		typingErr = ed.Typing(ctx, abi.TypingRequest{Chat: ev.Chat})
+		editErr = ed.Edit(ctx, abi.EditRequest{Chat: ev.Chat, Message: "ref-1", Text: "final"})
+		return nil
+	})
+	b := newTestBot(t, testConfig(t, "[durability.outbox]\ninline_max = \"0s\"\n"), memory.New(), h, deadlineChannel{newChannel()})
+	defer b.stop(t)
+	if _, err := b.admit(t, "c1", "m1", "edit"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.quiet(1, 30*time.Second) {
+		t.Fatal("not handled")
+	}
+	if editErr != nil || typingErr != nil {
+		t.Fatalf("with inline_max = 0s: edit %v, typing %v", editErr, typingErr)
+	}
+}
+
 // TestEditAndTypingThroughTheABI: a handler edits its own reply and shows
 // typing on a channel that can; on one that cannot, both are unsupported and
 // the event goes on.
