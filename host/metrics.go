@@ -68,7 +68,8 @@ func (b *Bot) moves() int64 {
 	return n
 }
 
-// counterDefs are the counters, exported as botrun_<name>_total.
+// counterDefs are the counters, exported as botrun_<name>_total: name is
+// the counter's key in the JSON Metrics too.
 var counterDefs = []struct {
 	name, help string
 	value      func(Metrics) int64
@@ -89,8 +90,8 @@ var counterDefs = []struct {
 	{"stale_leases", "Completions refused because the lease had passed to another owner.", func(m Metrics) int64 { return m.StaleLeases }},
 	{"outbox_diverged", "Replayed sends whose content differed under the same key.", func(m Metrics) int64 { return m.OutboxDiverged }},
 	{"provider_not_leader", "Sends and admissions refused on a channel whose session another replica leads (ProviderNotLeader): the sends handed back to the leader, not charged as attempts.", func(m Metrics) int64 { return m.ProviderNotLeader }},
-	{"module_reloads", "Modules swapped in by hot reload.", func(m Metrics) int64 { return m.ModulesLoaded }},
-	{"module_reloads_refused", "Changed modules refused by hot reload.", func(m Metrics) int64 { return m.ModulesRefused }},
+	{"modules_loaded", "Modules swapped in by hot reload.", func(m Metrics) int64 { return m.ModulesLoaded }},
+	{"modules_refused", "Changed modules refused by hot reload.", func(m Metrics) int64 { return m.ModulesRefused }},
 	{"replays_on_new_module", "Replays run by another module than the first run.", func(m Metrics) int64 { return m.ReplaysOnNewModule }},
 }
 

@@ -254,33 +254,58 @@ func TestOption_OutboxBackoff_RateLimitedRetryAfterHonoured(t *testing.T) {
 	}
 }
 
+// TestOption_OutboxInlineMax_DeferredWithKeyThenSweeperDelivers: a send
+// still failing at inline_max answers deferred with its key, and the
+// sweeper delivers it. inline_max = "0s" means no inline retry (not the 15s
+// default): one failed attempt defers it.
 func TestOption_OutboxInlineMax_DeferredWithKeyThenSweeperDelivers(t *testing.T) {
-	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"60ms\"\nbackoff = { base = \"40ms\", cap = \"40ms\", jitter = 0.0 }\n")
-	ch := newChannel()
-	ch.fail = func(n int, _ provider.Outbound) error {
-		if n <= 3 {
-			return errors.New("502")
+	for _, c := range []struct {
+		inline   string
+		failures int
+	}{{"60ms", 3}, {"0s", 1}} {
+		t.Run(c.inline, func(t *testing.T) {
+			cfg := testConfig(t, "[durability.outbox]\ninline_max = \""+c.inline+"\"\nbackoff = { base = \"40ms\", cap = \"40ms\", jitter = 0.0 }\n")
+			if d := cfg.Durability.Outbox.InlineMax.D(); d != duration(t, c.inline).D() {
+				t.Fatalf("inline_max = %q read as %s", c.inline, d)
+			}
+			ch := newChannel()
+			ch.fail = func(n int, _ provider.Outbound) error {
+				if n <= c.failures {
+					return errors.New("502")
+				}
+				return nil
+			}
+			results := make(chan abi.SendResult, 1)
+			h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+				res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "hello"})
+				results <- res
+				return err
+			})
+			b := newTestBot(t, cfg, memory.New(), h, ch)
+			defer b.stop(t)
+			b.admit(t, "c1", "m1", "x")
+			res := <-results
+			if res.Status != abi.SendDeferred || res.Key != "web:m1:1" || res.Error != "502" {
+				t.Fatalf("result %+v, want deferred with the key", res)
+			}
+			if !b.quiet(1, 60*time.Second) || ch.count("c1", "hello") != 1 {
+				t.Fatalf("the sweeper did not deliver: %q", ch.texts())
+			}
+			if m := b.Metrics(); m.OutboxDeferred != 1 {
+				t.Fatalf("outbox_deferred = %d", m.OutboxDeferred)
+			}
+		})
+	}
+}
+
+// TestOption_MaxPayloadBytes_ZeroRefused: max_payload_bytes = 0 would take
+// every send out of the outbox; it is refused, not read as the default.
+func TestOption_MaxPayloadBytes_ZeroRefused(t *testing.T) {
+	for _, v := range []string{"0", "\"0B\""} {
+		err := parseErr(t, "[durability.outbox]\nmax_payload_bytes = "+v+"\n")
+		if err == nil || !strings.Contains(err.Error(), "durability.outbox.max_payload_bytes: 0 would send every payload without the outbox") {
+			t.Fatalf("max_payload_bytes = %s: err = %v", v, err)
 		}
-		return nil
-	}
-	results := make(chan abi.SendResult, 1)
-	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
-		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "hello"})
-		results <- res
-		return err
-	})
-	b := newTestBot(t, cfg, memory.New(), h, ch)
-	defer b.stop(t)
-	b.admit(t, "c1", "m1", "x")
-	res := <-results
-	if res.Status != abi.SendDeferred || res.Key != "web:m1:1" || res.Error != "502" {
-		t.Fatalf("result %+v, want deferred with the key", res)
-	}
-	if !b.quiet(1, 60*time.Second) || ch.count("c1", "hello") != 1 {
-		t.Fatalf("the sweeper did not deliver: %q", ch.texts())
-	}
-	if m := b.Metrics(); m.OutboxDeferred != 1 {
-		t.Fatalf("outbox_deferred = %d", m.OutboxDeferred)
 	}
 }
 
@@ -646,6 +671,27 @@ func TestMetrics_TheSeedsCountersAndOurs(t *testing.T) {
 	for _, k := range want {
 		if _, ok := m[k]; !ok {
 			t.Fatalf("missing %s", k)
+		}
+	}
+}
+
+// TestMetrics_PrometheusNamesAreTheJSONNames: every counter of the JSON
+// metrics is exported to Prometheus as botrun_<its JSON name>_total, and no
+// other (the module reload counters were named apart).
+func TestMetrics_PrometheusNamesAreTheJSONNames(t *testing.T) {
+	b, _ := json.Marshal(Metrics{})
+	var m map[string]int64
+	json.Unmarshal(b, &m)
+	prom := map[string]bool{}
+	for _, c := range counterDefs {
+		prom[c.name] = true
+		if _, ok := m[c.name]; !ok {
+			t.Errorf("Prometheus counter botrun_%s_total has no JSON counter %q", c.name, c.name)
+		}
+	}
+	for k := range m {
+		if !prom[k] {
+			t.Errorf("JSON counter %q is not exported as botrun_%s_total", k, k)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 
@@ -40,9 +41,19 @@ func newPolicy(cfg *config.Config) policy {
 		inlineMax:     d.Outbox.InlineMax.D(),
 		resend:        d.Outbox.OnAmbiguous == "resend",
 		divergedSend:  d.Outbox.OnDiverged == "send",
-		maxPayload:    int(d.Outbox.MaxPayloadBytes),
+		maxPayload:    int(*d.Outbox.MaxPayloadBytes),
 		outboxLease:   d.Outbox.Lease.D(),
 	}
+}
+
+// inlineCall bounds a channel call made inline outside the outbox (an
+// edit, a typing indicator) by outbox.inline_max; with inline_max = 0 (no
+// inline retry) by ctx's own deadline only, so the call is still made.
+func (p policy) inlineCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.inlineMax <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, p.inlineMax)
 }
 
 // backoff is base * 2^(n-1), capped, then moved by up to ±jitter of itself.

@@ -53,7 +53,8 @@ func TestChannelOutageDefersNotDeadLetters(t *testing.T) {
 			cfg.Bot.Module = module
 			cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 			cfg.Bot.HandlerTimeout = config.Duration(c.handler)
-			cfg.Durability.Outbox.InlineMax = config.Duration(c.inline)
+			inline := config.Duration(c.inline)
+			cfg.Durability.Outbox.InlineMax = &inline
 			ch, down := downChannel()
 			b := newTestBot(t, cfg, memory.New(), nil, ch)
 			defer b.stop(t)

@@ -533,7 +533,8 @@ func (t *turn) channelOp() error {
 }
 
 // Edit implements wasm.Editor: the event's channel changes a message it
-// sent, within outbox.inline_max; not journaled, not counted as a send.
+// sent, within outbox.inline_max (the handler's deadline when it is 0); not
+// journaled, not counted as a send.
 func (t *turn) Edit(ctx context.Context, req abi.EditRequest) error {
 	if err := t.channelOp(); err != nil {
 		return err
@@ -542,7 +543,7 @@ func (t *turn) Edit(ctx context.Context, req abi.EditRequest) error {
 	if !ok {
 		return fmt.Errorf("provider %q cannot edit a message: %w", t.event.Provider, wasm.ErrUnsupported)
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.sender.policy.inlineMax)
+	ctx, cancel := t.sender.policy.inlineCall(ctx)
 	defer cancel()
 	return e.Edit(ctx, req.Chat, req.Message, req.Text)
 }
@@ -560,7 +561,7 @@ func (t *turn) Typing(ctx context.Context, req abi.TypingRequest) error {
 	if req.Chat == t.event.Chat {
 		replyTo = strings.TrimPrefix(t.event.ID, t.event.Provider+":")
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.sender.policy.inlineMax)
+	ctx, cancel := t.sender.policy.inlineCall(ctx)
 	defer cancel()
 	return ty.Typing(ctx, req.Chat, replyTo)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/webchat"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -156,9 +157,19 @@ func TestWebchatButtons(t *testing.T) {
 	}
 }
 
+// deadlineChannel is a channel whose edits and typing fail when their
+// context is already done, as an HTTP call would.
+type deadlineChannel struct{ *channel }
+
+func (deadlineChannel) Edit(ctx context.Context, _, _, _ string) error { return ctx.Err() }
+
+func (deadlineChannel) Typing(ctx context.Context, _, _ string) error { return ctx.Err() }
+
 // TestEditAndTypingThroughTheABI: a handler edits its own reply and shows
 // typing on a channel that can; on one that cannot, both are unsupported and
-// the event goes on.
+// the event goes on. inline_max = "0s" (no inline retry) bounds them by the
+// handler's deadline, not by a zero timeout that fails them before they
+// start.
 func TestEditAndTypingThroughTheABI(t *testing.T) {
 	var editErr, typingErr error
 	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
@@ -171,30 +182,32 @@ func TestEditAndTypingThroughTheABI(t *testing.T) {
 		editErr = ed.Edit(ctx, abi.EditRequest{Chat: ev.Chat, Message: res.Ref, Text: "final"})
 		return nil
 	})
-	b := newTestBot(t, testConfig(t, ""), memory.New(), h)
-	defer b.stop(t)
-	if _, err := b.admit(t, "c1", "m1", "edit"); err != nil {
-		t.Fatal(err)
+	// handle runs one event "edit" on a bot of cfg's and provs.
+	handle := func(cfg string, provs ...provider.Provider) *testBot {
+		b := newTestBot(t, testConfig(t, cfg), memory.New(), h, provs...)
+		t.Cleanup(func() { b.stop(t) })
+		if _, err := b.admit(t, "c1", "m1", "edit"); err != nil {
+			t.Fatal(err)
+		}
+		if !b.quiet(1, 30*time.Second) {
+			t.Fatal("not handled")
+		}
+		return b
 	}
-	if !b.quiet(1, 30*time.Second) {
-		t.Fatal("not handled")
-	}
+	b := handle("")
 	if editErr != nil || typingErr != nil {
 		t.Fatalf("edit %v, typing %v", editErr, typingErr)
 	}
 	if es := transcriptOf(t, b.Bot, "c1"); len(es) != 2 || es[1].Edits != es[0].Seq || es[1].Text != "final" {
 		t.Fatalf("transcript %+v", es)
 	}
-	plain := newTestBot(t, testConfig(t, ""), memory.New(), h, newChannel())
-	defer plain.stop(t)
-	if _, err := plain.admit(t, "c1", "m1", "edit"); err != nil {
-		t.Fatal(err)
-	}
-	if !plain.quiet(1, 30*time.Second) {
-		t.Fatal("not handled")
-	}
+	plain := handle("", newChannel())
 	if !errors.Is(editErr, wasm.ErrUnsupported) || !errors.Is(typingErr, wasm.ErrUnsupported) {
 		t.Fatalf("on a channel without them: edit %v, typing %v", editErr, typingErr)
+	}
+	handle("[durability.outbox]\ninline_max = \"0s\"\n", deadlineChannel{newChannel()})
+	if editErr != nil || typingErr != nil {
+		t.Fatalf("with inline_max = 0s: edit %v, typing %v", editErr, typingErr)
 	}
 	if r := plain.inboxState(t, "web:m1"); r.State != durability.InboxDone {
 		t.Fatalf("the event is %s", r.State)

@@ -75,6 +75,25 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckRefusesRetentionUnderAReplayWindow: a signed request to TikTok,
+// Discord (interactions) or GoHighLevel stays valid for minutes; a
+// retention shorter than that would answer a replay after the purge, so
+// botrun check refuses it, naming the channel and the way out.
+func TestCheckRefusesRetentionUnderAReplayWindow(t *testing.T) {
+	for typ, keys := range map[string]string{
+		"tiktok":      "access_token = \"t\"\nclient_secret = \"s\"\nbusiness_id = \"b\"",
+		"discord":     "token = \"t\"\napplication_id = \"1100000000000000000\"\nmode = \"interactions\"\npublic_key = \"0f9fe0ee6fc3bd2ef8e5e2bd8a5b7f6e6c8c1d0e9a7b3f2c4d5e6f708192a3b4\"",
+		"gohighlevel": "token = \"t\"\nlocation_id = \"ve9EPM428h8vShlRW1KT\"\nmessage_type = \"SMS\"",
+	} {
+		p := filepath.Join(t.TempDir(), "bot.toml")
+		os.WriteFile(p, []byte("[bot]\nmodule = \"x.wasm\"\n[durability]\nretention = \"1m\"\n[[providers]]\nid = \"p\"\ntype = \""+typ+"\"\n"+keys+"\n"), 0o600)
+		code, _, errs := runCLI("check", p)
+		if want := "bot.toml:4: durability.retention: 1m0s is not longer than the replay window of providers[0] (" + typ + " \"p\")"; code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("%s with retention 1m: %d %q, want %q", typ, code, errs, want)
+		}
+	}
+}
+
 func TestHelpAndVersion(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"help"}, {"run", "--help"}, {"check", "-h"}, {"version", "--help"}} {
 		code, out, errs := runCLI(args...)

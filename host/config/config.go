@@ -185,14 +185,16 @@ type Outbox struct {
 	Retries *int `toml:"retries"`
 	// Backoff is the wait between attempts (default: the inbox's).
 	Backoff Backoff `toml:"backoff"`
-	// InlineMax is how long a send retries inline before "deferred" (default 15s).
-	InlineMax Duration `toml:"inline_max"`
+	// InlineMax is how long a send retries inline before "deferred" (default
+	// 15s; 0: one attempt, a failed send answers "deferred" at once).
+	InlineMax *Duration `toml:"inline_max"`
 	// OnAmbiguous is skip (never duplicate) or resend (never lose).
 	OnAmbiguous string `toml:"on_ambiguous"`
 	// OnDiverged is send or skip.
 	OnDiverged string `toml:"on_diverged"`
-	// MaxPayloadBytes bypasses the outbox for larger payloads (default 1MiB).
-	MaxPayloadBytes Size `toml:"max_payload_bytes"`
+	// MaxPayloadBytes bypasses the outbox for larger payloads (default 1MiB;
+	// 0 is refused: it would journal no send at all).
+	MaxPayloadBytes *Size `toml:"max_payload_bytes"`
 	// Lease is the lease of a send in flight (default 60s, at least 20ms).
 	Lease Duration `toml:"lease"`
 }
@@ -312,8 +314,9 @@ func (c *Config) defaults(dir string) {
 		o.Retries = &n
 	}
 	o.Backoff.defaults(d.Inbox.Backoff)
-	if o.InlineMax == 0 {
-		o.InlineMax = Duration(15 * time.Second)
+	if o.InlineMax == nil {
+		d := Duration(15 * time.Second)
+		o.InlineMax = &d
 	}
 	if o.OnAmbiguous == "" {
 		o.OnAmbiguous = "skip"
@@ -321,8 +324,9 @@ func (c *Config) defaults(dir string) {
 	if o.OnDiverged == "" {
 		o.OnDiverged = "send"
 	}
-	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = 1 << 20
+	if o.MaxPayloadBytes == nil {
+		z := Size(1 << 20)
+		o.MaxPayloadBytes = &z
 	}
 	if o.Lease == 0 {
 		o.Lease = Duration(60 * time.Second)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	_ "github.com/botrun/botrun/cmd/botrun/builtin"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/discord"
 	"github.com/botrun/botrun/host/provider/metawhatsapp"
 	"github.com/botrun/botrun/host/provider/twilio"
 	"github.com/botrun/botrun/host/provider/webchat"
@@ -66,7 +68,7 @@ func TestMinimalDefaults(t *testing.T) {
 		{"durability.outbox.inline_max", d.Outbox.InlineMax.D(), 15 * time.Second},
 		{"durability.outbox.on_ambiguous", d.Outbox.OnAmbiguous, "skip"},
 		{"durability.outbox.on_diverged", d.Outbox.OnDiverged, "send"},
-		{"durability.outbox.max_payload_bytes", int64(d.Outbox.MaxPayloadBytes), int64(1 << 20)},
+		{"durability.outbox.max_payload_bytes", int64(*d.Outbox.MaxPayloadBytes), int64(1 << 20)},
 		{"durability.outbox.lease", d.Outbox.Lease.D(), 60 * time.Second},
 		{"providers", len(cfg.Providers), 1},
 		{"providers[0].session", cfg.Providers[0].Session, "every"},
@@ -362,5 +364,23 @@ func TestCoordinationBackends(t *testing.T) {
 		case !ok && (err == nil || !strings.Contains(err.Error(), "bot.toml:6: durability.coordination:") || !strings.Contains(err.Error(), "postgres, redis")):
 			t.Errorf("%s: err %v, want durability.coordination refused at line 6 naming postgres and redis", backend, err)
 		}
+	}
+}
+
+// TestDiscordMediaRefHosts: Discord takes media_ref_hosts like the other
+// channels whose media references are URLs, checked the same way.
+func TestDiscordMediaRefHosts(t *testing.T) {
+	t.Parallel()
+	entry := "[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"dc\"\ntype = \"discord\"\ntoken = \"t\"\napplication_id = \"1100000000000000000\"\n"
+	cfg, err := Parse("bot.toml", entry+"media_ref_hosts = [\"files.example.com\"]\n", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Providers[0].Settings.(*discord.Config).MediaRefHosts; !slices.Equal(got, []string{"files.example.com"}) {
+		t.Fatalf("media_ref_hosts = %v", got)
+	}
+	_, err = Parse("bot.toml", entry+"media_ref_hosts = [\"https://files.example.com\"]\n", env(nil))
+	if err == nil || !strings.Contains(err.Error(), "bot.toml:8: providers[0].media_ref_hosts[0]: \"https://files.example.com\" is not a host name") {
+		t.Fatalf("a URL in media_ref_hosts: %v", err)
 	}
 }

@@ -313,6 +313,9 @@ func (p *parser) validate(c *Config) {
 	if *d.Outbox.Retries < 0 {
 		p.add("durability.outbox.retries", "%d must not be negative", *d.Outbox.Retries)
 	}
+	if *d.Outbox.MaxPayloadBytes == 0 {
+		p.add("durability.outbox.max_payload_bytes", "0 would send every payload without the outbox (no dedupe, no retry): set the largest payload to journal, e.g. \"1MiB\" (the default)")
+	}
 	if d.Outbox.Lease.D() < 20*time.Millisecond {
 		p.add("durability.outbox.lease", "%s is below the 20ms minimum", d.Outbox.Lease.D())
 	}
@@ -369,7 +372,35 @@ func (p *parser) validate(c *Config) {
 		if !sessionChecked {
 			p.session(key, &c.Providers[n], p.types[n])
 		}
+		p.replayWindow(c, key, prov)
 	}
+}
+
+// replayWindow refuses a durability.retention that does not outlast the
+// time a captured request to prov's channel still passes its check
+// (provider.Replayable): a replay after its record was purged would be
+// admitted again.
+func (p *parser) replayWindow(c *Config, key string, prov Provider) {
+	r, ok := prov.Settings.(provider.Replayable)
+	if !ok {
+		return
+	}
+	w, retention := r.ReplayWindow(), c.Durability.Retention.D()
+	if w <= 0 || retention == 0 || retention > w {
+		return
+	}
+	p.add("durability.retention", "%s is not longer than the replay window of %s (%s %q): a signed request to it is accepted for %s after it arrived, and one replayed after its record was purged would be answered again; set retention above %s (e.g. %q), or 0 to keep records forever",
+		retention, key, prov.Type, prov.ID, w, w, suggestRetention(w))
+}
+
+// suggestRetention is a retention comfortably above the window w, in
+// whole hours (or days past a day).
+func suggestRetention(w time.Duration) string {
+	h := int(w/time.Hour) + 1
+	if h >= 24 {
+		return fmt.Sprintf("%dd", h/24+1)
+	}
+	return fmt.Sprintf("%dh", h)
 }
 
 // session checks an entry's session and session_lease, and fills their

@@ -42,6 +42,21 @@ type Config interface {
 	Open(env Env) (Provider, error)
 }
 
+// Replayable is implemented by a Config whose channel verifies a request by
+// a time the request carries (a signed timestamp, a token's expiry): a
+// captured request keeps passing that check for a bounded time, during which
+// only the inbox's record of its message id keeps it from being answered
+// again. The host's config check refuses a durability.retention that is not
+// longer than ReplayWindow, since a replay after the purge would be admitted
+// as new.
+type Replayable interface {
+	// ReplayWindow is how long after it arrived a captured request may still
+	// pass the channel's check: twice a timestamp window that accepts a
+	// clock either way. 0 when the entry serves no such request (a mode
+	// without a webhook).
+	ReplayWindow() time.Duration
+}
+
 // Problem reports what is wrong with one key and how to fix it.
 type Problem func(key, format string, args ...any)
 

@@ -38,8 +38,9 @@
 // 2,000 characters, nonce + enforce_nonce derived from the send's key, 429s
 // and the per-route buckets honoured (ratelimit.go). Buttons and lists are
 // message components (components.go). Media references are the attachment
-// URLs, accepted only on cdn.discordapp.com and media.discordapp.net (or the
-// api_url's own origin); they expire after about 24 hours (media.go).
+// URLs, accepted only on cdn.discordapp.com and media.discordapp.net
+// (MediaHosts; media_ref_hosts replaces the list) or the api_url's own
+// origin; they expire after about 24 hours (media.go).
 package discord
 
 import (
@@ -56,6 +57,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/provider/urlmedia"
 )
 
 // DefaultAPI is Discord's API origin; api_url replaces it (tests).
@@ -109,6 +111,8 @@ type Config struct {
 	Mode string `toml:"mode"`
 	// GatewayURL is the Gateway's URL; empty asks GET /api/v10/gateway/bot.
 	GatewayURL string `toml:"gateway_url"`
+	// MediaRefHosts replaces MediaHosts.
+	MediaRefHosts []string `toml:"media_ref_hosts"`
 }
 
 // Check implements provider.Config.
@@ -139,6 +143,18 @@ func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 		}
 	}
 	provider.CheckAPIURL(c.APIURL, problem)
+	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
+}
+
+// ReplayWindow implements provider.Replayable: with public_key set the
+// interactions webhook is served, and a signed timestamp may be
+// SignatureWindow either way, so a captured interaction passes for twice
+// SignatureWindow. Without it there is no webhook (the Gateway only).
+func (c *Config) ReplayWindow() time.Duration {
+	if c.PublicKey == "" {
+		return 0
+	}
+	return 2 * SignatureWindow
 }
 
 // Open implements provider.Config.
@@ -194,6 +210,8 @@ type Provider struct {
 	ix     *tokens
 	gw     *gateway
 	now    func() time.Time
+	// mediaHosts are the hosts attachment URLs are accepted from.
+	mediaHosts []string
 	// kv and kvPrefix keep the Gateway session across restarts (nil kv:
 	// a backend without one; a restart identifies anew).
 	kv       durability.Kv
@@ -216,7 +234,10 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 		return nil, fmt.Errorf("discord %s: %w", cfg.ID, err)
 	}
 	cfg.APIURL = strings.TrimRight(api.String(), "/")
-	p := &Provider{cfg: cfg, admit: env.Admitter, log: env.Log(), api: api, now: time.Now, followUp: map[string]followUpRef{}}
+	p := &Provider{cfg: cfg, admit: env.Admitter, log: env.Log(), api: api, now: time.Now, followUp: map[string]followUpRef{}, mediaHosts: cfg.MediaRefHosts}
+	if p.mediaHosts == nil {
+		p.mediaHosts = MediaHosts
+	}
 	if cfg.PublicKey != "" {
 		if p.pub, err = publicKey(cfg.PublicKey); err != nil {
 			return nil, fmt.Errorf("discord %s: public_key: %w", cfg.ID, err)

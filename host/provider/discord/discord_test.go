@@ -425,6 +425,45 @@ func TestAttachmentRefs(t *testing.T) {
 	}
 }
 
+// TestMediaRefHosts: media_ref_hosts replaces Discord's CDN hosts (their
+// subdomains allowed); an empty list accepts none but the api_url's origin.
+func TestMediaRefHosts(t *testing.T) {
+	for _, c := range []struct {
+		hosts []string
+		ok    map[string]bool
+	}{
+		{[]string{"files.example.com"}, map[string]bool{
+			"https://files.example.com/a.png":                  true,
+			"https://eu.files.example.com/a.png":               true,
+			"https://cdn.discordapp.com/attachments/1/2/a.png": false,
+			"http://files.example.com/a.png":                   false,
+			"https://files.example.com.evil.example/a.png":     false,
+		}},
+		{[]string{}, map[string]bool{
+			"https://cdn.discordapp.com/attachments/1/2/a.png": false,
+			"https://127.0.0.1:1/attachments/1/2/a.png":        false,
+		}},
+	} {
+		p, err := Open(Config{ID: "dc", Token: token, ApplicationID: appID, MediaRefHosts: c.hosts, APIURL: "http://127.0.0.1:1"}, provider.Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ref, ok := range c.ok {
+			if _, got := p.SerializeMediaRef(provider.Media{Ref: ref}); got != ok {
+				t.Errorf("media_ref_hosts %v: SerializeMediaRef(%s) = %v, want %v", c.hosts, ref, got, ok)
+			}
+		}
+		if _, err := p.RehydrateMediaRef(provider.StoreURL("https://cdn.discordapp.com/attachments/1/2/a.png")); err == nil {
+			t.Errorf("media_ref_hosts %v: a CDN ref rehydrated", c.hosts)
+		}
+	}
+	var keys []string
+	(&Config{Token: "t", ApplicationID: appID, MediaRefHosts: []string{"https://x"}}).Check(provider.Setting{}, func(key, _ string, _ ...any) { keys = append(keys, key) })
+	if !slices.Equal(keys, []string{"media_ref_hosts[0]"}) {
+		t.Fatalf("a URL in media_ref_hosts: problems with %v", keys)
+	}
+}
+
 // TestSignatureWindow: a request signed over five minutes ago (or ahead)
 // is refused, however good its signature.
 func TestSignatureWindow(t *testing.T) {

@@ -13,24 +13,26 @@ import (
 	"github.com/botrun/botrun/host/provider"
 )
 
-// mediaHosts are Discord's CDN hosts, the only ones attachment URLs are
-// accepted from (with the api_url's own origin).
-var mediaHosts = []string{"cdn.discordapp.com", "media.discordapp.net"}
+// MediaHosts are Discord's CDN hosts (and their subdomains), the only ones
+// attachment URLs are accepted from (with the api_url's own origin), unless
+// media_ref_hosts replaces them.
+var MediaHosts = []string{"cdn.discordapp.com", "media.discordapp.net"}
 
 // maxMediaURL bounds a stored attachment URL.
 const maxMediaURL = 2048
 
 // mediaAllowed reports whether an attachment may be fetched from u: https on
-// Discord's CDN, or the API's own origin (a test fake).
+// the media hosts (MediaHosts or media_ref_hosts), or the API's own origin
+// (a test fake).
 func (p *Provider) mediaAllowed(u *url.URL) bool {
-	return provider.CredentialsAllowed(u, p.api, mediaHosts...)
+	return provider.CredentialsAllowed(u, p.api, p.mediaHosts...)
 }
 
 // attachmentURL parses an attachment reference and checks its host.
 func (p *Provider) attachmentURL(ref string) (*url.URL, error) {
 	u, err := url.Parse(ref)
 	if err != nil || len(ref) > maxMediaURL || !p.mediaAllowed(u) {
-		return nil, fmt.Errorf("discord attachment %q is not a URL on %v", ref, mediaHosts)
+		return nil, fmt.Errorf("discord attachment %q is not a URL on %v (media_ref_hosts)", ref, p.mediaHosts)
 	}
 	return u, nil
 }

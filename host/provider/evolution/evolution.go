@@ -82,6 +82,16 @@ func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 	}
 }
 
+// ReplayWindow implements provider.Replayable: with jwt_key, a captured
+// webhook's token passes for ReplayWindow. Without it the body's apikey has
+// no time at all (see the README: replayable once its record is purged).
+func (c *Config) ReplayWindow() time.Duration {
+	if c.JWTKey == "" {
+		return 0
+	}
+	return ReplayWindow
+}
+
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
 	return provider.Opened(Open(*c, env))

@@ -100,10 +100,14 @@ func TestVerifyJWT(t *testing.T) {
 		ok        bool
 	}{
 		{"Evolution's", good, true},
-		{"no exp", token(hs, `{"app":"evolution"}`, jwtKey), true},
+		{"no exp", token(hs, `{"app":"evolution"}`, jwtKey), false},
+		{"exp null", token(hs, `{"exp":null}`, jwtKey), false},
+		{"exp 15 minutes ahead", token(hs, `{"exp":1764413700}`, jwtKey), true},
+		{"exp over 15 minutes ahead", token(hs, `{"exp":1764413701}`, jwtKey), false},
+		{"exp in a year", token(hs, `{"exp":1795948800}`, jwtKey), false},
 		{"expired within the leeway", token(hs, `{"exp":1764412000}`, jwtKey), true},
 		{"expired past the leeway", token(hs, `{"exp":1764411000}`, jwtKey), false},
-		{"not yet valid", token(hs, `{"nbf":1764413800}`, jwtKey), false},
+		{"not yet valid", token(hs, `{"exp":1764413400,"nbf":1764413800}`, jwtKey), false},
 		{"another key", token(hs, `{"exp":1764413400}`, "another-key-0123456789"), false},
 		{"alg none", token(`{"alg":"none"}`, `{}`, jwtKey), false},
 		{"alg none, unsigned", base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none"}`)) + "." + base64.RawURLEncoding.EncodeToString([]byte(`{}`)) + ".", false},

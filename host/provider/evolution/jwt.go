@@ -23,6 +23,16 @@ var ErrJWT = errors.New("bad JWT")
 // would be lost.
 const ExpiryLeeway = 20 * time.Minute
 
+// MaxExpiryAhead is how far past now a webhook's JWT may expire: Evolution's
+// 10-minute tokens, with 5 minutes for a clock ahead of botrun's. A token
+// with a later exp (or none) is refused, so a captured one is accepted at
+// most MaxExpiryAhead + ExpiryLeeway after it was received (ReplayWindow).
+const MaxExpiryAhead = 15 * time.Minute
+
+// ReplayWindow is how long after it arrived a captured webhook still passes
+// VerifyJWT: its exp at most MaxExpiryAhead ahead, then ExpiryLeeway.
+const ReplayWindow = MaxExpiryAhead + ExpiryLeeway
+
 // clockSkew is how far in the future a token's nbf may be.
 const clockSkew = time.Minute
 
@@ -37,9 +47,9 @@ var b64 = base64.RawURLEncoding.Strict()
 // Authorization header when its webhook headers hold a jwt_key: the header's
 // alg must be HS256 (and no crit), the signature the HMAC-SHA256 of
 // "<header>.<payload>" with key, compared in constant time before the
-// payload is read; then exp, when present, must not be more than
-// ExpiryLeeway past, and nbf, when present, not in the future. Untrusted
-// bytes.
+// payload is read; then exp is required, not more than ExpiryLeeway past
+// nor more than MaxExpiryAhead ahead, and nbf, when present, not in the
+// future. Untrusted bytes.
 func VerifyJWT(token string, key []byte, now time.Time) error {
 	if len(key) == 0 {
 		return fmt.Errorf("%w: no key", ErrJWT)
@@ -87,8 +97,13 @@ func VerifyJWT(token string, key []byte, now time.Time) error {
 		return fmt.Errorf("%w: the payload is not a JSON object with numeric exp and nbf", ErrJWT)
 	}
 	unix := float64(now.Unix())
-	if claims.Exp != nil && unix > *claims.Exp+ExpiryLeeway.Seconds() {
+	switch {
+	case claims.Exp == nil:
+		return fmt.Errorf("%w: no exp (a token without one would be valid forever)", ErrJWT)
+	case unix > *claims.Exp+ExpiryLeeway.Seconds():
 		return fmt.Errorf("%w: expired at %s", ErrJWT, time.Unix(int64(*claims.Exp), 0).UTC().Format(time.RFC3339))
+	case *claims.Exp > unix+MaxExpiryAhead.Seconds():
+		return fmt.Errorf("%w: exp %s is more than %s ahead (Evolution's tokens last 10 minutes; is its clock right?)", ErrJWT, time.Unix(int64(*claims.Exp), 0).UTC().Format(time.RFC3339), MaxExpiryAhead)
 	}
 	if claims.Nbf != nil && unix < *claims.Nbf-clockSkew.Seconds() {
 		return fmt.Errorf("%w: not valid before %s", ErrJWT, time.Unix(int64(*claims.Nbf), 0).UTC().Format(time.RFC3339))

@@ -135,6 +135,12 @@ func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
+// ReplayWindow implements provider.Replayable: a webhook's timestamp may be
+// Window either way, and one botrun answered 429 is accepted again, its old
+// timestamp past the window, for RetryKeep (GoHighLevel's retries): a
+// captured webhook passes for at most RetryKeep.
+func (c *Config) ReplayWindow() time.Duration { return max(2*Window, RetryKeep) }
+
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
 	return provider.Opened(Open(*c, env))

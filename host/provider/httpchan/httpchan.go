@@ -16,12 +16,12 @@
 // 429 with Retry-After is a rate limit; 400, 404, 413 and 422 are permanent;
 // other failures are retried. Redirects are not followed.
 //
-// Every send carries its outbox key in an Idempotency-Key header, the same
-// on every attempt. A gateway that deduplicates on it (its entry says
-// dedupes = true) closes the ambiguous window: botrun then resends a send a
-// crash left in flight, and the gateway must answer a repeated key with the
-// first answer (the same {"id"}) without sending again, keeping keys at
-// least as long as durability.retention.
+// With dedupes = true (the gateway deduplicates), every send carries its
+// outbox key in an Idempotency-Key header, the same on every attempt, and
+// the ambiguous window is closed: botrun then resends a send a crash left in
+// flight, and the gateway must answer a repeated key with the first answer
+// (the same {"id"}) without sending again, keeping keys at least as long as
+// durability.retention. Without dedupes, sends carry no Idempotency-Key.
 package httpchan
 
 import (
@@ -45,7 +45,8 @@ import (
 	"github.com/botrun/botrun/unit"
 )
 
-// IdempotencyKeyHeader carries a send's outbox key, the same on every attempt.
+// IdempotencyKeyHeader carries a send's outbox key, the same on every
+// attempt, when the entry says dedupes = true.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
 // IdempotentSends implements provider.Idempotent: true when the entry says
@@ -160,16 +161,15 @@ func (c *Config) Check(in provider.Setting, problem provider.Problem) {
 	if len(c.Secret) < 16 {
 		problem("secret", "missing or shorter than 16 characters (use ${ENV} to keep it out of the file)")
 	}
-	w, r := c.Window.D(), in.Retention
-	switch {
-	case w < time.Second:
+	if w := c.Window.D(); w < time.Second {
 		problem("signature_window", "%s is below the 1s minimum", w)
-	case r > 0 && 2*w >= r:
-		// A timestamp up to the window ahead is accepted, so a captured
-		// request stays valid for twice the window.
-		problem("signature_window", "%s is not under half of durability.retention (%s): a request replayed after its record was purged would be accepted again; shorten the window or keep records longer", w, r)
 	}
 }
+
+// ReplayWindow implements provider.Replayable: a timestamp up to the window
+// ahead is accepted, so a captured request stays valid for twice the window
+// (which must therefore be under half of durability.retention).
+func (c *Config) ReplayWindow() time.Duration { return 2 * c.Window.D() }
 
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
@@ -298,7 +298,7 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if msg.Key != "" {
+	if p.cfg.Dedupes && msg.Key != "" {
 		req.Header.Set(IdempotencyKeyHeader, msg.Key)
 	}
 	SignRequest(req.Header, p.secret, body, time.Now())

@@ -165,20 +165,28 @@ func TestSendMapsErrors(t *testing.T) {
 		gotBody != `{"chat":"c1","text":"pick","buttons":[{"id":"y","title":"Yes"}],"list":{"button":"Open","sections":[{"rows":[{"id":"r","title":"R"}]}]}}` {
 		t.Fatalf("a send with choices: %v, body %s", err, gotBody)
 	}
-	// The key travels on every attempt, the same each time.
+	// Without dedupes = true, a keyed send carries no Idempotency-Key.
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "c1", Text: "hello", Key: "web:m1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if k := gotHeader.Get(IdempotencyKeyHeader); k != "" {
+		t.Fatalf("a send without dedupes = true carried Idempotency-Key %q", k)
+	}
+	if p.IdempotentSends() {
+		t.Fatal("IdempotentSends without dedupes = true")
+	}
+	dp, _ := Open(Config{ID: "gw", URL: srv.URL, Secret: "s3cret", Dedupes: true}, provider.Env{})
+	if !dp.IdempotentSends() {
+		t.Fatal("dedupes = true is not IdempotentSends")
+	}
+	// With it, the key travels on every attempt, the same each time.
 	for range 2 {
-		if _, err := p.Send(context.Background(), provider.Outbound{Chat: "c1", Text: "hello", Key: "web:m1:1"}); err != nil {
+		if _, err := dp.Send(context.Background(), provider.Outbound{Chat: "c1", Text: "hello", Key: "web:m1:1"}); err != nil {
 			t.Fatal(err)
 		}
 		if k := gotHeader.Get(IdempotencyKeyHeader); k != "web:m1:1" {
 			t.Fatalf("Idempotency-Key = %q, want the outbox key", k)
 		}
-	}
-	if p.IdempotentSends() {
-		t.Fatal("IdempotentSends without dedupes = true")
-	}
-	if dp, _ := Open(Config{ID: "gw", URL: srv.URL, Secret: "s3cret", Dedupes: true}, provider.Env{}); !dp.IdempotentSends() {
-		t.Fatal("dedupes = true is not IdempotentSends")
 	}
 	for _, tt := range []struct {
 		status    int

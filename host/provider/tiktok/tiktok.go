@@ -110,6 +110,10 @@ func (c *Config) Check(_ provider.Setting, problem provider.Problem) {
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
+// ReplayWindow implements provider.Replayable: a webhook's timestamp may be
+// MaxSkew either way, so a captured one passes for twice MaxSkew.
+func (c *Config) ReplayWindow() time.Duration { return 2 * MaxSkew }
+
 // Open implements provider.Config.
 func (c *Config) Open(env provider.Env) (provider.Provider, error) {
 	return provider.Opened(Open(*c, env))
