@@ -73,8 +73,8 @@ func ServeCompileChild() {
 
 func compileChild(dir string, guest int64) int {
 	b, err := io.ReadAll(io.LimitReader(os.Stdin, MaxModuleBytes+1))
-	if err == nil && len(b) > MaxModuleBytes {
-		err = errTooLarge(len(b))
+	if err == nil {
+		err = CheckSize(os.Getenv(childNameEnv), int64(len(b)))
 	}
 	if err != nil {
 		fmt.Print(err)
@@ -110,9 +110,12 @@ func dataSize() int64 {
 	return 0
 }
 
-// errTooLarge is the error of a candidate over MaxModuleBytes.
-func errTooLarge(n int) error {
-	return fmt.Errorf("the module is %.1f MiB, over the dry run's cap of %d MiB (a bot module is a few MiB: is this the right file?)", float64(n)/(1<<20), MaxModuleBytes>>20)
+// CheckSize refuses a candidate of n bytes over MaxModuleBytes.
+func CheckSize(name string, n int64) error {
+	if n <= MaxModuleBytes {
+		return nil
+	}
+	return fmt.Errorf("module %s is %.1f MiB, over the dry run's cap of %d MiB (a bot module is a few MiB: is this the right file?)", name, float64(n)/(1<<20), MaxModuleBytes>>20)
 }
 
 // precompile compiles module, in a child process bounded to compileMemory,

@@ -168,8 +168,8 @@ func (r *Report) Failed() bool {
 // the journal's (reading the records); a module that does not load makes
 // every record one that cannot be replayed.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	if len(o.Module) > MaxModuleBytes {
-		return nil, fmt.Errorf("module %s: %w", o.ModuleName, errTooLarge(len(o.Module)))
+	if err := CheckSize(o.ModuleName, int64(len(o.Module))); err != nil {
+		return nil, err
 	}
 	recs, err := selectRecords(ctx, o.Journals.Inbox, o.Filter)
 	if err != nil {
