@@ -198,7 +198,20 @@ func createPrivate(path string) error {
 	if err != nil {
 		return err
 	}
-	return f.Close()
+	f.Close()
+	// SQLite opens its -wal and -shm files itself, following links: an
+	// existing one must be private too.
+	for _, side := range []string{path + "-wal", path + "-shm"} {
+		f, err := journalfile.OpenPrivate(side, os.O_RDONLY)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return nil
 }
 
 // walMode puts the file in WAL mode. WAL is a property of the file, set once

@@ -137,6 +137,16 @@ func TestPlantedLinkAndOpenFileAreRefused(t *testing.T) {
 	if b, _ := os.ReadFile(victim); string(b) != victimText {
 		t.Fatalf("the victim was written through the link: %q", b)
 	}
+	wal := filepath.Join(dir, "wal.db")
+	if err := os.Symlink(victim, wal+"-wal"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.OpenStore(wal, nil); !errors.Is(err, journalfile.ErrNotPrivate) {
+		t.Fatalf("a link planted as the -wal file: err = %v, want a refusal", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != victimText {
+		t.Fatalf("the victim was written through the -wal link: %q", b)
+	}
 	open := filepath.Join(dir, "open.db")
 	if err := os.WriteFile(open, nil, 0o600); err != nil {
 		t.Fatal(err)
