@@ -128,7 +128,12 @@ func precompile(ctx context.Context, name string, module []byte, guestMemory int
 	if !canServeChild.Load() {
 		return "", "", nil
 	}
-	exe, err := os.Executable()
+	// /proc/self/exe runs this very binary, also after a deploy replaced
+	// or removed its file.
+	exe := "/proc/self/exe"
+	if _, statErr := os.Stat(exe); statErr != nil {
+		exe, err = os.Executable()
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("dry run: finding this executable to compile the candidate in a child process: %w", err)
 	}
