@@ -47,6 +47,11 @@ func cmdReplayDryRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	code, err := func() (int, error) {
+		if st, err := os.Stat(*module); err == nil {
+			if err := dryrun.CheckSize(*module, st.Size()); err != nil {
+				return 2, err
+			}
+		}
 		wasmBytes, err := os.ReadFile(*module)
 		if err != nil {
 			return 2, fmt.Errorf("--module: %w", err)

@@ -160,11 +160,16 @@ func TestReplayDryRunUsage(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "bot.toml")
 	src := fmt.Sprintf("[bot]\nmodule = %q\n[durability]\nbackend = \"sqlite\"\npath = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", flow, filepath.Join(t.TempDir(), "bot.db"))
 	os.WriteFile(cfgPath, []byte(src), 0o600)
+	huge := filepath.Join(t.TempDir(), "huge.wasm") // sparse: refused by its size, never read
+	if err := os.WriteFile(huge, nil, 0o600); err != nil || os.Truncate(huge, dryrun.MaxModuleBytes+1) != nil {
+		t.Fatal("a sparse module file")
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--dry-run", "-c", cfgPath}, "--module NEW.wasm is required"},
+		{[]string{"--dry-run", "-c", cfgPath, "--module", huge}, "over the dry run's cap of 16 MiB"},
 		{[]string{"--dry-run", "-c", cfgPath, "--module", filepath.Join(t.TempDir(), "gone.wasm")}, "--module: open"},
 		{[]string{"--dry-run", "-c", cfgPath, "--module", flow, "--since", "yesterday"}, "want a duration"},
 		{[]string{"--dry-run", "-c", cfgPath, "--module", flow}, "no such file"}, // no bot ever ran: nothing to read, nothing created

@@ -24,6 +24,7 @@ import (
 	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/admin"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/dryrun"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -31,6 +32,8 @@ import (
 var version = "dev"
 
 func main() {
+	// A dry run's candidate compiles in a child process of this binary.
+	dryrun.ServeCompileChild()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -167,7 +167,7 @@ type seqs struct{ snapshot, now int64 }
 func loadFiles(path string, fsync bool) (*memory.Kv, seqs, *journalfile.Log, error) {
 	var sq seqs
 	state := memory.State{}
-	if b, err := os.ReadFile(path); err == nil {
+	if b, err := journalfile.ReadPrivate(path); err == nil {
 		snap, err := DecodeSnapshot(b)
 		if err != nil {
 			return nil, sq, nil, fmt.Errorf("file journal %s: snapshot is unreadable: %w (restore it from a backup or move it aside)", path, err)
@@ -179,7 +179,7 @@ func loadFiles(path string, fsync bool) (*memory.Kv, seqs, *journalfile.Log, err
 	kv := memory.Import(state)
 	sq.now = sq.snapshot
 	logPath := path + ".log"
-	b, err := os.ReadFile(logPath)
+	b, err := journalfile.ReadPrivate(logPath)
 	if err != nil && !os.IsNotExist(err) {
 		return nil, sq, nil, fmt.Errorf("file journal %s: %w", logPath, err)
 	}
@@ -345,7 +345,7 @@ func (s *Store) writeSnapshot(state memory.State, seq int64) error {
 	if err != nil {
 		return err
 	}
-	if err := journalfile.WriteSnapshot(s.path, s.path+".tmp", b, !s.opts.NoFsync); err != nil {
+	if err := journalfile.WriteSnapshot(s.path, b, !s.opts.NoFsync); err != nil {
 		return err
 	}
 	s.snapSeq = seq

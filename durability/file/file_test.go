@@ -13,6 +13,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/internal/groupcommit"
+	"github.com/botrun/botrun/internal/journalfile"
 )
 
 func TestConformance(t *testing.T) {
@@ -127,7 +128,7 @@ func TestAppendLogReplayAndCompaction(t *testing.T) {
 
 func writeLog(t *testing.T, path string, lines ...string) {
 	t.Helper()
-	os.WriteFile(path+".log", []byte(strings.Join(lines, "")), 0o644)
+	os.WriteFile(path+".log", []byte(strings.Join(lines, "")), 0o600)
 }
 
 func TestTruncatedLastLineIsTrimmed(t *testing.T) {
@@ -167,7 +168,7 @@ func TestCorruptMiddleLineIsRefusedAndUntouched(t *testing.T) {
 
 func TestUnreadableSnapshotIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bot.journal")
-	os.WriteFile(path, []byte(`{"format":"botrun-file-journal/1","seq":3,"kv":{"items":{`), 0o644)
+	os.WriteFile(path, []byte(`{"format":"botrun-file-journal/1","seq":3,"kv":{"items":{`), 0o600)
 	_, err := OpenStore(path, nil)
 	if err == nil || !strings.Contains(err.Error(), path+": snapshot is unreadable") {
 		t.Fatalf("err = %v", err)
@@ -182,8 +183,8 @@ func TestSnapshotModeRewritesAtomically(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"seq":1`) {
 		t.Fatalf("snapshot after a commit: %q %v", b, err)
 	}
-	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
-		t.Fatal("temp file left behind")
+	if left, _ := filepath.Glob(path + ".tmp*"); len(left) > 0 {
+		t.Fatalf("temp file left behind: %v", left)
 	}
 	s.Close()
 }
@@ -267,4 +268,103 @@ func TestAckedWritesSurviveSIGKILL(t *testing.T) {
 	durabilitytest.AckedWritesSurviveKill(t, "TestAckedWritesSurviveSIGKILL", func(path string) (durability.Kv, error) {
 		return OpenStore(path, &Options{AppendLog: true, CompactEvery: 100})
 	})
+}
+
+// TestPlantedLinksAreNeverWrittenThrough: a symbolic link planted where the
+// journal keeps a file (issue 29, item 5: journal.json.log → victim.txt made
+// the backend truncate the victim and write the journal, with the bot's
+// random secret, into it) is refused at open, or replaced rather than
+// followed; the victim keeps its content.
+func TestPlantedLinksAreNeverWrittenThrough(t *testing.T) {
+	const victimText = "the victim's own content, longer than any journal line\n"
+	for _, tc := range []struct {
+		name, planted string
+		refused       bool
+		open          func(path string) (durability.Kv, func() error, error)
+	}{
+		{"log", ".log", true, openAppendLog},
+		{"snapshot", "", true, openAppendLog},
+		{"snapshot temp file", ".tmp", false, openSnapshotMode},
+		{"shared log", ".log", true, openShared},
+		{"shared snapshot", "", true, openShared},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			victim := filepath.Join(dir, "victim.txt")
+			if err := os.WriteFile(victim, []byte(victimText), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "journal.json")
+			if err := os.Symlink(victim, path+tc.planted); err != nil {
+				t.Fatal(err)
+			}
+			kv, closeKv, err := tc.open(path)
+			if tc.refused {
+				if !errors.Is(err, journalfile.ErrNotPrivate) || !strings.Contains(err.Error(), path+tc.planted+" is a symbolic link") {
+					t.Fatalf("open with a planted %s link: err = %v, want a refusal naming the link", tc.name, err)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				score := int64(1)
+				if err := kv.Commit(context.Background(), []durability.Write{{Key: "k", Version: durability.AnyVersion, Value: []byte("v"), Group: "ix/", Order: &score}}); err != nil {
+					t.Fatal(err)
+				}
+				closeKv()
+			}
+			if b, _ := os.ReadFile(victim); string(b) != victimText {
+				t.Fatalf("the victim was written through the planted link: %q", b)
+			}
+		})
+	}
+}
+
+func openAppendLog(path string) (durability.Kv, func() error, error) {
+	s, err := OpenStore(path, &Options{AppendLog: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, s.Close, nil
+}
+
+func openSnapshotMode(path string) (durability.Kv, func() error, error) {
+	s, err := OpenStore(path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, s.Close, nil
+}
+
+func openShared(path string) (durability.Kv, func() error, error) {
+	s, err := OpenSharedStore(path, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, _, err := s.Get(context.Background(), "k"); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, s.Close, nil
+}
+
+// TestJournalOpenToOthersIsRefused: a journal file readable by others, or
+// by its group, is refused with the fix (chmod 600).
+func TestJournalOpenToOthersIsRefused(t *testing.T) {
+	for _, suffix := range []string{"", ".log"} {
+		path := filepath.Join(t.TempDir(), "journal.json")
+		if err := os.WriteFile(path+suffix, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path+suffix, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenStore(path, &Options{AppendLog: true})
+		if !errors.Is(err, journalfile.ErrNotPrivate) || !strings.Contains(err.Error(), "chmod 600 "+path+suffix) {
+			t.Fatalf("a 0644 %s: err = %v, want a refusal with chmod 600", path+suffix, err)
+		}
+		if _, err := os.Stat(path + ".lock"); !os.IsNotExist(err) {
+			t.Fatal("a refused open left its lock")
+		}
+	}
 }

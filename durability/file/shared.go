@@ -210,7 +210,7 @@ func (s *SharedStore) refresh() error {
 var errLogMoved = errors.New("the log moved")
 
 func readHead(path string, head []byte) (int, error) {
-	f, err := os.Open(path)
+	f, err := journalfile.OpenPrivate(path, os.O_RDONLY)
 	if os.IsNotExist(err) {
 		return 0, nil
 	}
@@ -229,7 +229,7 @@ func readHead(path string, head []byte) (int, error) {
 // again from its start.
 func (s *SharedStore) loadSnapshot() error {
 	state, seq := memory.State{}, int64(0)
-	if b, err := os.ReadFile(s.path); err == nil {
+	if b, err := journalfile.ReadPrivate(s.path); err == nil {
 		snap, err := DecodeSnapshot(b)
 		if err != nil {
 			return fmt.Errorf("shared journal %s: snapshot is unreadable: %w (restore it from a backup or move it aside)", s.path, err)
@@ -245,7 +245,7 @@ func (s *SharedStore) loadSnapshot() error {
 // tail applies the log's lines past logOff.
 func (s *SharedStore) tail() error {
 	logPath := s.path + ".log"
-	f, err := os.Open(logPath)
+	f, err := journalfile.OpenPrivate(logPath, os.O_RDONLY)
 	if os.IsNotExist(err) {
 		s.logOff, s.lines = 0, 0
 		return nil
@@ -361,7 +361,7 @@ func (s *SharedStore) writeSnapshot(seq int64) error {
 	}
 	// A temp file per process: a holder declared abandoned that wakes up
 	// must not write into another's.
-	return journalfile.WriteSnapshot(s.path, s.path+".tmp."+strconv.Itoa(os.Getpid()), b, !s.opts.NoFsync)
+	return journalfile.WriteSnapshot(s.path, b, !s.opts.NoFsync)
 }
 
 // Get implements durability.Kv.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/internal/groupcommit"
+	"github.com/botrun/botrun/internal/journalfile"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
@@ -185,20 +186,32 @@ func openReadOnly(path string, o Options) (*Store, error) {
 // createPrivate creates the database file, and the directories it needs,
 // readable by the owner only (0600, directories 0700), before SQLite opens
 // it: SQLite creates the -wal and -shm files with the database file's mode,
-// so they come out 0600 too, whatever the umask. An existing file keeps its
-// mode.
+// so they come out 0600 too, whatever the umask. An existing file must be
+// private already: a symbolic link, a file of another user, or one open to
+// its group or others is refused (journalfile.OpenPrivate), so that a planted
+// link never points the bot's writes at another file.
 func createPrivate(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return nil
-	}
+	f, err := journalfile.OpenPrivate(path, os.O_CREATE|os.O_RDONLY)
 	if err != nil {
 		return err
 	}
-	return f.Close()
+	f.Close()
+	// SQLite opens its -wal and -shm files itself, following links: an
+	// existing one must be private too.
+	for _, side := range []string{path + "-wal", path + "-shm"} {
+		f, err := journalfile.OpenPrivate(side, os.O_RDONLY)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return nil
 }
 
 // walMode puts the file in WAL mode. WAL is a property of the file, set once

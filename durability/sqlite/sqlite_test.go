@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/internal/journalfile"
 )
 
 func TestConformance(t *testing.T) {
@@ -112,5 +114,45 @@ func TestReadOnlyBesideAWriter(t *testing.T) {
 	}
 	if _, err := sqlite.OpenStore(filepath.Join(t.TempDir(), "missing.db"), &sqlite.Options{ReadOnly: true}); err == nil {
 		t.Fatal("read-only open of a missing database created it")
+	}
+}
+
+// TestPlantedLinkAndOpenFileAreRefused: a symbolic link planted at the
+// database's path is refused and its target left as it was (issue 29, item
+// 5); a database file open to others is refused with the fix.
+func TestPlantedLinkAndOpenFileAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim.txt")
+	const victimText = "the victim's own content\n"
+	if err := os.WriteFile(victim, []byte(victimText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "bot.db")
+	if err := os.Symlink(victim, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.OpenStore(path, nil); !errors.Is(err, journalfile.ErrNotPrivate) {
+		t.Fatalf("a planted link: err = %v, want a refusal", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != victimText {
+		t.Fatalf("the victim was written through the link: %q", b)
+	}
+	wal := filepath.Join(dir, "wal.db")
+	if err := os.Symlink(victim, wal+"-wal"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.OpenStore(wal, nil); !errors.Is(err, journalfile.ErrNotPrivate) {
+		t.Fatalf("a link planted as the -wal file: err = %v, want a refusal", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != victimText {
+		t.Fatalf("the victim was written through the -wal link: %q", b)
+	}
+	open := filepath.Join(dir, "open.db")
+	if err := os.WriteFile(open, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o644)
+	if _, err := sqlite.OpenDB(open); !errors.Is(err, journalfile.ErrNotPrivate) {
+		t.Fatalf("a 0644 database: err = %v, want a refusal", err)
 	}
 }

@@ -5,14 +5,14 @@
 // queues, replay, retry and discard, dry runs of a candidate module against
 // the journal, a live tail of alerts, the replicas' status, and Go's
 // profiles. Every request but the console's static files
-// needs "Authorization: Bearer <[admin] token>" (the live tail also takes
-// ?token=, as a browser's EventSource cannot set a header); without a
-// configured token the surface is off.
+// needs "Authorization: Bearer <[admin] token>" (the live tail also takes a
+// short-lived ticket, as a browser's EventSource cannot set a header, never
+// the token in its URL); without a configured token the surface is off.
+// Wrong tokens are logged (without the token) and throttled per client.
 package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -143,21 +142,19 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 }
 
 type api struct {
-	bot   Bot
-	token []byte
-	tail  *tail
+	bot     Bot
+	token   []byte
+	tail    *tail
+	logins  logins
+	tickets tickets
 }
 
-// auth refuses a request without the bearer token, in constant time.
+// auth refuses a request without the bearer token (see authorized).
 func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), a.token) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="botrun admin"`)
-			http.Error(w, "botrun admin: missing or wrong bearer token", http.StatusUnauthorized)
-			return
+		if a.authorized(w, r) {
+			next(w, r)
 		}
-		next(w, r)
 	}
 }
 

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -48,6 +47,7 @@ func consoleRoutes(mux *http.ServeMux, a *api) {
 	})
 	mux.HandleFunc("GET /admin/overview", a.auth(a.overview))
 	mux.HandleFunc("GET /admin/events", a.events)
+	mux.HandleFunc("POST /admin/events/ticket", a.auth(a.ticket))
 	mux.HandleFunc("POST /admin/outbox/retry-dead", a.auth(a.retryDead))
 }
 
@@ -244,21 +244,34 @@ func (t *tail) since(seq int64) []TailEvent {
 
 // events answers GET /admin/events: the live tail as server-sent events
 // ("alert", data a TailEvent, id "<boot>.<seq>"), starting with the kept
-// alerts after the Last-Event-ID (all of them on a first connection or
-// after a restart). The token comes in
-// the Authorization header or, as an EventSource cannot set one, in
-// ?token= (this endpoint only).
+// alerts after the Last-Event-ID header or ?last= (all of them on a first
+// connection or after a restart). It takes the token in the Authorization
+// header or a ticket of POST /admin/events/ticket in ?ticket= (one stream
+// per ticket); ?token= is refused, as proxies log URLs.
 func (a *api) events(w http.ResponseWriter, r *http.Request) {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		got = r.URL.Query().Get("token")
-	}
-	if subtle.ConstantTimeCompare([]byte(got), a.token) != 1 {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="botrun admin"`)
-		http.Error(w, "botrun admin: missing or wrong bearer token", http.StatusUnauthorized)
+	q := r.URL.Query()
+	switch {
+	case q.Has("token"):
+		a.bot.Logger().Warn("admin: refused the admin token in the live tail's URL (proxies may have logged it: consider rotating [admin] token)", "remote", r.RemoteAddr, "path", r.URL.Path)
+		refuse(w, "botrun admin: the token is not taken in a URL (proxies log URLs): POST /admin/events/ticket with the token in the Authorization header, then GET /admin/events?ticket=<ticket>")
+		return
+	case q.Has("ticket"):
+		if a.throttled(w, r) {
+			return
+		}
+		if !a.tickets.redeem(q.Get("ticket"), time.Now()) {
+			a.failedLogin(r, "an unknown, used or expired live-tail ticket")
+			refuse(w, "botrun admin: unknown, used or expired ticket: POST /admin/events/ticket for a new one")
+			return
+		}
+	case !a.authorized(w, r):
 		return
 	}
-	last := a.tail.lastSeen(r.Header.Get("Last-Event-ID"))
+	lastID := r.Header.Get("Last-Event-ID")
+	if lastID == "" {
+		lastID = q.Get("last")
+	}
+	last := a.tail.lastSeen(lastID)
 	wake, unsubscribe := a.tail.subscribe()
 	defer unsubscribe()
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -286,4 +299,17 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// ticket answers POST /admin/events/ticket: a Ticket that opens one live-tail
+// stream within a minute.
+func (a *api) ticket(w http.ResponseWriter, r *http.Request) {
+	t, err := a.tickets.issue(time.Now())
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(Ticket{Ticket: t, ExpiresIn: int(ticketTTL / time.Second)})
 }

@@ -230,7 +230,7 @@ func TestConsoleAPI(t *testing.T) {
 	}
 
 	// The live tail, opened before the dead sends.
-	events := tailEvents(t, srv.URL+"/admin/events?token="+token)
+	events := tailEvents(t, srv.URL+"/admin/events", token)
 	for i := range 3 {
 		if _, err := b.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint("m", i), Chat: "c1", Text: "hola"}); err != nil {
 			t.Fatal(err)
@@ -245,7 +245,8 @@ func TestConsoleAPI(t *testing.T) {
 	// A browser back from a restarted bot (another process's event ids)
 	// gets every kept alert again.
 	for _, old := range []string{"57", "0ld-b00t.57"} {
-		req, _ := http.NewRequest("GET", srv.URL+"/admin/events?token="+token, nil)
+		req, _ := http.NewRequest("GET", srv.URL+"/admin/events", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Last-Event-ID", old)
 		if got := readTail(t, req, 3); len(got) != 3 {
 			t.Fatalf("after another process's Last-Event-ID %q: %d alerts, want 3", old, len(got))
@@ -324,7 +325,9 @@ func TestLiveTailEndsOnStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx, ln, 5*time.Second) }()
-	resp, err := http.Get("http://" + ln.Addr().String() + "/admin/events?token=" + token)
+	req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/admin/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,9 +351,9 @@ func depth(depths []Depth, queue string) int {
 	return -1
 }
 
-// tailEvents follows the live tail at u, reconnecting with the last event's
-// id as a browser does, until the test ends.
-func tailEvents(t *testing.T, u string) <-chan TailEvent {
+// tailEvents follows the live tail at u with the token tok, reconnecting
+// with the last event's id as a browser does, until the test ends.
+func tailEvents(t *testing.T, u, tok string) <-chan TailEvent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan TailEvent, 100)
@@ -361,6 +364,7 @@ func tailEvents(t *testing.T, u string) <-chan TailEvent {
 		last := ""
 		for ctx.Err() == nil {
 			req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
 			if last != "" {
 				req.Header.Set("Last-Event-ID", last)
 			}

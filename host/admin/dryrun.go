@@ -24,9 +24,6 @@ type dryRunSource interface {
 	DryRunSource() (durability.Journals, *config.Config)
 }
 
-// maxDryRunModule caps the module a dry run accepts.
-const maxDryRunModule = 64 << 20
-
 // A console dry run answers within the server's write timeout (60 s) and
 // takes a bounded share of the journal: without ?since, the last day's
 // records; at most maxConsoleRecords of them (the newest). Variables for
@@ -71,7 +68,8 @@ type DryRun struct {
 // live bot while it runs.
 var dryRuns sync.Mutex
 
-// dryRun runs the uploaded module (the request body, up to 64 MiB) against
+// dryRun runs the uploaded module (the request body, up to
+// dryrun.MaxModuleBytes) against
 // the bot's journal: ?since=24h&chat=C&provider=P select the records.
 func (a *api) dryRun(w http.ResponseWriter, r *http.Request) {
 	src, ok := a.bot.(dryRunSource)
@@ -79,7 +77,7 @@ func (a *api) dryRun(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: this bot cannot run dry runs", http.StatusNotImplemented)
 		return
 	}
-	// One at a time, taken before the (up to 64 MiB) body is read.
+	// One at a time, taken before the body is read.
 	if !dryRuns.TryLock() {
 		http.Error(w, "botrun admin: a dry run is running; try again when it is done", http.StatusConflict)
 		return
@@ -97,11 +95,11 @@ func (a *api) dryRun(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	module, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDryRunModule))
+	module, err := io.ReadAll(http.MaxBytesReader(w, r.Body, dryrun.MaxModuleBytes))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		http.Error(w, "botrun admin: the module is over 64 MiB", http.StatusRequestEntityTooLarge)
+		http.Error(w, fmt.Sprintf("botrun admin: the module is over the dry run's cap of %d MiB (a bot module is a few MiB: is this the right file?)", dryrun.MaxModuleBytes>>20), http.StatusRequestEntityTooLarge)
 		return
 	case err != nil:
 		http.Error(w, "botrun admin: reading the module: "+err.Error(), http.StatusBadRequest)

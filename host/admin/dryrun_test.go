@@ -64,7 +64,7 @@ func TestDryRunAPI(t *testing.T) {
 	if code, body := upload(t, base, token, nil); code != http.StatusBadRequest {
 		t.Fatalf("no module: HTTP %d %s", code, body)
 	}
-	if code, body := upload(t, base, token, make([]byte, maxDryRunModule+1)); code != http.StatusRequestEntityTooLarge {
+	if code, body := upload(t, base, token, make([]byte, dryrun.MaxModuleBytes+1)); code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a module over the cap: HTTP %d %s", code, body)
 	}
 	var same DryRun

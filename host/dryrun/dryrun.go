@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -167,6 +168,9 @@ func (r *Report) Failed() bool {
 // the journal's (reading the records); a module that does not load makes
 // every record one that cannot be replayed.
 func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := CheckSize(o.ModuleName, int64(len(o.Module))); err != nil {
+		return nil, err
+	}
 	recs, err := selectRecords(ctx, o.Journals.Inbox, o.Filter)
 	if err != nil {
 		return nil, fmt.Errorf("reading the inbox journal: %w", err)
@@ -204,20 +208,34 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The candidate compiles in a child process of bounded memory, into a
+	// cache of its own (the live bot's, data_dir/wasm-cache, is not the
+	// dry run's to write), which the engine then loads.
+	cacheDir, moduleErr, err := precompile(ctx, o.ModuleName, o.Module, int64(o.Config.Bot.MaxMemory))
+	if err != nil {
+		return nil, err
+	}
+	if cacheDir != "" {
+		defer os.RemoveAll(cacheDir)
+	}
 	engine, err := wasm.NewEngine(ctx, wasm.Config{
 		Workers:        workers,
 		HandlerTimeout: o.Config.Bot.HandlerTimeout.D(),
 		MaxMemory:      int64(o.Config.Bot.MaxMemory),
 		RandomSecret:   secret,
-		// No compilation cache: the live bot's (data_dir/wasm-cache) is
-		// not the dry run's to write.
-		Logger: quietLogger,
+		CacheDir:       cacheDir,
+		Logger:         quietLogger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer engine.Close(ctx)
-	mod, err := engine.LoadBytes(ctx, o.ModuleName, o.Module)
+	var mod *wasm.Module
+	if moduleErr != "" {
+		err = errors.New(moduleErr)
+	} else {
+		mod, err = engine.LoadBytes(ctx, o.ModuleName, o.Module)
+	}
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("loading the candidate: %w", ctx.Err()) // stopped, not the module's fault
 	}

@@ -136,10 +136,34 @@ func (e *Engine) Load(ctx context.Context, path string) (*Module, error) {
 	return e.LoadBytes(ctx, path, b)
 }
 
+// Compile compiles the module's bytes, into the engine's compilation cache
+// when it has one, and releases the compiled module: a later LoadBytes of
+// the same bytes by an engine of the same cache directory reads the machine
+// code from the cache instead of compiling. A dry run compiles its candidate
+// this way in a child process whose memory is bounded (host/dryrun).
+func (e *Engine) Compile(ctx context.Context, name string, b []byte) error {
+	if err := checkMagic(name, b); err != nil {
+		return err
+	}
+	cm, err := e.rt.CompileModule(ctx, b)
+	if err != nil {
+		return fmt.Errorf("module %s does not compile: %w", name, err)
+	}
+	return cm.Close(ctx)
+}
+
+// checkMagic refuses bytes that are not WebAssembly.
+func checkMagic(name string, b []byte) error {
+	if len(b) < 8 || string(b[:4]) != "\x00asm" {
+		return fmt.Errorf("module %s is not a WebAssembly module (no \\0asm header)", name)
+	}
+	return nil
+}
+
 // LoadBytes is Load for a module already in memory; name is used in errors.
 func (e *Engine) LoadBytes(ctx context.Context, name string, b []byte) (*Module, error) {
-	if len(b) < 8 || string(b[:4]) != "\x00asm" {
-		return nil, fmt.Errorf("module %s is not a WebAssembly module (no \\0asm header)", name)
+	if err := checkMagic(name, b); err != nil {
+		return nil, err
 	}
 	cm, err := e.rt.CompileModule(ctx, b)
 	if err != nil {

@@ -133,7 +133,7 @@ func JoinShared(path string) (leave func(), err error) {
 		shared.n = map[string]int{}
 	}
 	if shared.n[abs] == 0 {
-		f, err := os.OpenFile(marker, os.O_CREATE|os.O_WRONLY, FileMode)
+		f, err := OpenPrivate(marker, os.O_CREATE|os.O_WRONLY)
 		if err != nil {
 			return nil, fmt.Errorf("shared journal %s: %w", path, err)
 		}

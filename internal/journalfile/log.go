@@ -81,7 +81,7 @@ type Log struct {
 // OpenLog opens (creating) the log at path for appending, cut to keep bytes
 // if it is longer (a torn last line), counting lines entries in it.
 func OpenLog(path string, keep int64, lines int, fsync bool) (*Log, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, FileMode)
+	f, err := OpenPrivate(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return nil, err
 	}
@@ -128,28 +128,24 @@ func (l *Log) Reset() error {
 // Close closes the file.
 func (l *Log) Close() error { return l.f.Close() }
 
-// WriteSnapshot replaces the file at path with b atomically: it writes tmp,
-// syncs it (with fsync), and renames it over path. With fsync the directory
-// is synced too, so the rename survives a power loss.
-func WriteSnapshot(path, tmp string, b []byte, fsync bool) error {
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, FileMode)
+// WriteSnapshot replaces the file at path with b atomically: it writes a
+// temporary file of a random name next to it, created exclusively (a planted
+// file or link there is never written through), syncs it (with fsync), and
+// renames it over path; the rename replaces a link at path, never its
+// target. With fsync the directory is synced too, so the rename survives a
+// power loss.
+func WriteSnapshot(path string, b []byte, fsync bool) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
+	tmp := f.Name()
+	err = writeClose(f, b, fsync)
+	if err == nil {
+		err = os.Rename(tmp, path)
 	}
-	if fsync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	if fsync {
@@ -159,4 +155,16 @@ func WriteSnapshot(path, tmp string, b []byte, fsync bool) error {
 		}
 	}
 	return nil
+}
+
+// writeClose writes b to f, syncs it with fsync, and closes it.
+func writeClose(f *os.File, b []byte, fsync bool) error {
+	_, err := f.Write(b)
+	if err == nil && fsync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

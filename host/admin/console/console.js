@@ -67,8 +67,8 @@ function signOut(why) {
   sessionStorage.removeItem(tokenKey);
   for (const t of timers) clearInterval(t);
   timers = [];
-  if (source) source.close();
-  source = null;
+  stopTail();
+  tailLast = "";
   samples = [];
   $("tail").replaceChildren();
   $("app").hidden = true;
@@ -455,12 +455,35 @@ function confirmAction(text) {
 
 // --- live tail ---
 
-function startTail() {
-  if (source) source.close();
-  source = new EventSource("/admin/events?token=" + encodeURIComponent(token));
+// The live tail opens each stream with a one-use ticket (POST
+// /admin/events/ticket with the token in the header): the token never goes in
+// a URL, where proxies would log it. A stream that ends (the server ends one
+// every 25 s) is opened again with a new ticket, from the last alert seen.
+let tailLast = "";
+let tailRetry = null;
+
+async function startTail() {
+  stopTail();
+  let ticket;
+  try {
+    ticket = (await api("/admin/events/ticket", { method: "POST" })).ticket;
+  } catch (err) {
+    if (err instanceof Unauthorized) { signOut("The token was refused: sign in again."); return; }
+    $("tail-status").textContent = "reconnecting…";
+    tailRetry = setTimeout(startTail, 2000);
+    return;
+  }
+  if (!token) return;
+  stopTail(); // a second startTail meanwhile
+  source = new EventSource("/admin/events?ticket=" + encodeURIComponent(ticket) + (tailLast ? "&last=" + encodeURIComponent(tailLast) : ""));
   source.addEventListener("open", () => { $("tail-status").textContent = "live"; });
-  source.addEventListener("error", () => { $("tail-status").textContent = "reconnecting…"; });
+  source.addEventListener("error", () => {
+    $("tail-status").textContent = "reconnecting…";
+    stopTail();
+    tailRetry = setTimeout(startTail, 1000);
+  });
   source.addEventListener("alert", (e) => {
+    tailLast = e.lastEventId;
     const a = JSON.parse(e.data);
     const li = el("li");
     li.append(el("b", a.name + (a.kind ? " (" + a.kind + ")" : "")));
@@ -475,6 +498,13 @@ function startTail() {
     $("tail").prepend(li);
     while ($("tail").children.length > 100) $("tail").lastChild.remove();
   });
+}
+
+function stopTail() {
+  clearTimeout(tailRetry);
+  tailRetry = null;
+  if (source) source.close();
+  source = null;
 }
 
 if (token) signIn(token);
