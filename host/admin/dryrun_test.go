@@ -53,6 +53,7 @@ func upload(t *testing.T, base, tok string, module []byte) (int, string) {
 // records that did not replay identically: the same echo passes, a module
 // that traps on "panic" fails the gate with that record as a new fault.
 func TestDryRunAPI(t *testing.T) {
+	roomyDeadline(t)
 	base, echoWasm := consoleWithTraffic(t)
 	faulty, err := os.ReadFile(wasmbuild.Go(t, "../wasm/testdata/guests/faulty"))
 	if err != nil {
@@ -83,6 +84,7 @@ func TestDryRunAPI(t *testing.T) {
 // TestDryRunInBrowser picks a module file on the console's dry-run page and
 // reads the verdict and the report.
 func TestDryRunInBrowser(t *testing.T) {
+	roomyDeadline(t)
 	base, _ := startConsole(t, echo{})
 	dryRunTraffic(t, base)
 	echoWasm := wasmbuild.Go(t, "../../examples/echo")
@@ -144,4 +146,13 @@ func consoleWithTraffic(t *testing.T) (string, []byte) {
 		t.Fatal(err)
 	}
 	return base, echoWasm
+}
+
+// roomyDeadline gives t's dry runs a deadline a loaded machine compiling a Go
+// guest under -race cannot reach (the 45 s deadline is the console's, not
+// what these tests are about).
+func roomyDeadline(t *testing.T) {
+	d := dryRunDeadline
+	dryRunDeadline = 10 * time.Minute
+	t.Cleanup(func() { dryRunDeadline = d })
 }
