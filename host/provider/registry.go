@@ -78,6 +78,9 @@ type Env struct {
 	// happened): the host logs it, hands it to its listeners and posts it
 	// to [alerts] url. Nil outside a bot: use Env.RaiseAlert.
 	Alert func(name, detail string)
+	// Panicked counts a panic Guard recovered in the channel (the host's
+	// botrun_channel_panics_total); nil counts nothing.
+	Panicked func()
 }
 
 // RaiseAlert raises an operator alert through Alert when the host set one.

@@ -179,7 +179,13 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, sel *imap.Se
 		if uint32(uid) <= cur.UID {
 			continue // "n:*" names the last message even below n
 		}
-		if err := p.journal(ctx, c, uidValidity, uid); err != nil {
+		err := p.env.Guard("taking a message from the mailbox", func() error { return p.journal(ctx, c, uidValidity, uid) })
+		switch {
+		case errors.Is(err, provider.ErrPanicked):
+			// Final: the same bytes would panic again at every restart.
+			// Skipped as a message that does not parse is: \Seen, and the
+			// cursor moves past it.
+		case err != nil:
 			return err
 		}
 		cur.UID = uint32(uid)

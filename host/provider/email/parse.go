@@ -47,7 +47,9 @@ var errNoMessageID = errors.New("the message has no valid Message-ID")
 // index of the attachment whose bytes to keep (-1 for none).
 func decodeMessage(raw []byte, keep int) (*parsed, error) {
 	r, err := mail.CreateReader(bytes.NewReader(raw))
-	if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
+	if r == nil || (err != nil && !message.IsUnknownCharset(err)) {
+		// An unknown Content-Transfer-Encoding of the whole message comes
+		// back with no reader: its body cannot be decoded.
 		return nil, fmt.Errorf("parsing the message: %w", err)
 	}
 	defer r.Close()
