@@ -317,10 +317,11 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 			return fmt.Errorf("%s: provider %q has no settings (load the config with config.Load or config.Parse, which decode them for its type %q)", b.cfg.File, pc.ID, pc.Type)
 		}
 		id := pc.ID
+		counted := b.channelEnv(id)
 		p, err := pc.Settings.Open(provider.Env{ID: id, Admitter: b, Logger: b.log,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
 			Alert:    func(name, detail string) { b.alerts.emit(Alert{Provider: id, Name: name, Error: detail}) },
-			Panicked: b.channelEnv(id).Panicked})
+			Panicked: counted.Panicked, Skipped: counted.Skipped})
 		if err != nil {
 			return fmt.Errorf("%s: provider %q (%s): %w", b.cfg.File, pc.ID, pc.Type, err)
 		}

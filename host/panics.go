@@ -23,12 +23,22 @@ func newPanicCounter() *prometheus.CounterVec {
 		Help: "Panics recovered in a channel's loop, webhook handler or input (the input skipped or refused), by channel."}, []string{"channel"})
 }
 
-// channelEnv is the part of a channel's Env that recovering its panics
-// needs: its id, the log and the counter.
+// newSkipCounter is botrun_channel_skipped_total.
+func newSkipCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "botrun_channel_skipped_total",
+		Help: "Inputs a channel took and did not admit by design (automatic: an auto-reply, after RFC 3834), by channel and reason."}, []string{"channel", "reason"})
+}
+
+// channelEnv is the part of a channel's Env that recovering its panics and
+// counting its skipped inputs need: its id, the log and the counters.
 func (b *Bot) channelEnv(id string) provider.Env {
 	return provider.Env{ID: id, Logger: b.log, Panicked: func() {
 		if b.obs != nil {
 			b.obs.panics.WithLabelValues(id).Inc()
+		}
+	}, Skipped: func(reason string) {
+		if b.obs != nil {
+			b.obs.skipped.WithLabelValues(id, reason).Inc()
 		}
 	}}
 }

@@ -81,6 +81,19 @@ type Env struct {
 	// Panicked counts a panic Guard recovered in the channel (the host's
 	// botrun_channel_panics_total); nil counts nothing.
 	Panicked func()
+	// Skipped counts an input the channel took and, by design, did not
+	// admit, for reason (a fixed word: "automatic" is an email channel's
+	// auto-reply left unanswered); the host's
+	// botrun_channel_skipped_total{channel,reason}. Nil counts nothing.
+	Skipped func(reason string)
+}
+
+// CountSkipped counts an input skipped for reason through Skipped when the
+// host set one.
+func (e Env) CountSkipped(reason string) {
+	if e.Skipped != nil {
+		e.Skipped(reason)
+	}
 }
 
 // RaiseAlert raises an operator alert through Alert when the host set one.
