@@ -92,6 +92,17 @@ func run(t *testing.T, p *email.Provider) (stop func()) {
 	return stop
 }
 
+// running starts the servers and a provider on a fresh Kv, run until the
+// test ends.
+func running(t *testing.T) (*emailtest.Server, durability.Kv, *counting, *email.Provider) {
+	s := servers(t, emailtest.Options{})
+	kv := newKv(t)
+	j := &counting{Journal: providertest.NewJournal()}
+	p := open(t, config(s), kv, j)
+	run(t, p)
+	return s, kv, j, p
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -112,11 +123,7 @@ func withAttachment(id string, data []byte) []byte {
 }
 
 func TestIdleDeliveryThreadingAndReplies(t *testing.T) {
-	s := servers(t, emailtest.Options{})
-	kv := newKv(t)
-	j := &counting{Journal: providertest.NewJournal()}
-	p := open(t, config(s), kv, j)
-	run(t, p)
+	s, _, j, p := running(t)
 	uid, err := s.Append(emailtest.Mail("Alice@Example.org", "m1@example.org", "Hello", "Hi bot!\r\n\r\n-- \r\nAlice, CEO"))
 	if err != nil {
 		t.Fatal(err)
@@ -361,10 +368,7 @@ func TestUIDValidityChangeRescansOnlyUnread(t *testing.T) {
 }
 
 func TestAttachmentRoundTrip(t *testing.T) {
-	s := servers(t, emailtest.Options{})
-	j := &counting{Journal: providertest.NewJournal()}
-	p := open(t, config(s), newKv(t), j)
-	run(t, p)
+	s, _, j, _ := running(t)
 	png := []byte("\x89PNG\r\n\x1a\nnot really a png")
 	s.Append(withAttachment("att@example.org", png))
 	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
@@ -532,10 +536,7 @@ func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 // and every restart on it again (it was never marked \Seen): it is skipped,
 // \Seen, and the message after it is admitted and answered.
 func TestAnUnparsableMessageIsSkippedAndTheBotLives(t *testing.T) {
-	s := servers(t, emailtest.Options{})
-	j := &counting{Journal: providertest.NewJournal()}
-	p := open(t, config(s), newKv(t), j)
-	run(t, p)
+	s, _, j, p := running(t)
 	bad, err := s.Append(emailtest.Mail("mallory@evil.example", "bad@evil.example", "boom", "x", "Content-Transfer-Encoding: 0"))
 	if err != nil {
 		t.Fatal(err)
@@ -570,11 +571,7 @@ func putThread(t *testing.T, kv durability.Kv, chat, record string) {
 // learned; his mail goes to his own chat, and the bot's later sends to
 // Alice's chat still go to Alice.
 func TestAStrangerCannotJoinAnotherUsersThread(t *testing.T) {
-	s := servers(t, emailtest.Options{})
-	kv := newKv(t)
-	j := &counting{Journal: providertest.NewJournal()}
-	p := open(t, config(s), kv, j)
-	run(t, p)
+	s, _, j, p := running(t)
 	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "My account", "What is my balance?"))
 	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
 	ref, err := p.Send(context.Background(), provider.Outbound{Chat: "alice@example.org", Text: "Your balance is 1,234", Key: "k1"})
@@ -610,11 +607,7 @@ func TestAStrangerCannotJoinAnotherUsersThread(t *testing.T) {
 // its correspondent only; a chat an earlier version re-pointed at another
 // address is not sent to.
 func TestAThreadIsJoinedByItsCorrespondentOnly(t *testing.T) {
-	s := servers(t, emailtest.Options{})
-	kv := newKv(t)
-	j := &counting{Journal: providertest.NewJournal()}
-	p := open(t, config(s), kv, j)
-	run(t, p)
+	s, kv, j, p := running(t)
 	putThread(t, kv, "root-1", `{"to":"bob@example.org","subject":"Re: plans","references":["root-1"]}`)
 	ref, err := p.Send(context.Background(), provider.Outbound{Chat: "root-1", Text: "noted", Key: "r1"})
 	if err != nil || s.Sent()[0].To != "bob@example.org" {
