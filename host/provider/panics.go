@@ -41,7 +41,7 @@ func (e Env) Recovered(what string, v any) error {
 	if re, ok := v.(runtime.Error); ok {
 		cause = re.Error()
 	}
-	e.Log().Error("a channel panicked: the input is skipped and the channel goes on", "provider", e.ID,
+	e.Log().Error("a channel panicked: recovered, the process goes on", "provider", e.ID,
 		"while", what, "panic", cause, "stack", string(debug.Stack()))
 	if e.Panicked != nil {
 		e.Panicked()
