@@ -30,14 +30,22 @@ func (p *panicky) Run(ctx context.Context) {
 	<-ctx.Done()
 }
 
+func (p *panicky) Send(ctx context.Context, out provider.Outbound) (string, error) {
+	if out.Text == "boom" {
+		var m map[string]int
+		m["boom"]++
+	}
+	return p.channel.Send(ctx, out)
+}
+
 func (p *panicky) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /webhooks/web", func(http.ResponseWriter, *http.Request) { panic("the request's body") })
 	mux.HandleFunc("POST /webhooks/web/ok", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
 }
 
-// A panic in a channel's loop or webhook handler does not take the process
-// down: the loop is run again, the request answered 500, each counted for
-// the channel, and the bot serves on.
+// A panic in a channel's loop, webhook handler or send does not take the
+// process down: the loop is run again, the request answered 500, the send
+// retried later, each counted for the channel, and the bot serves on.
 func TestAChannelPanicIsRecoveredAndCounted(t *testing.T) {
 	ch := &panicky{channel: newChannel()}
 	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: memory.New(),
@@ -67,6 +75,13 @@ func TestAChannelPanicIsRecoveredAndCounted(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("the webhook after the panics answered %d", rec.Code)
 	}
+	// Retried as a lost connection is, dead when the retries run out.
+	if res, err := b.Send(context.Background(), "web", "c", "boom", "k1"); err != nil || res.Status == abi.SendSent || !strings.Contains(res.Error, "panicked while sending") {
+		t.Fatalf("a send that panicked: %+v, %v", res, err)
+	}
+	if res, err := b.Send(context.Background(), "web", "c", "hi", "k2"); err != nil || res.Status != abi.SendSent {
+		t.Fatalf("the send after: %+v, %v", res, err)
+	}
 	families, err := b.Gatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +96,7 @@ func TestAChannelPanicIsRecoveredAndCounted(t *testing.T) {
 			}
 		}
 	}
-	if got != 3 {
-		t.Errorf("botrun_channel_panics_total{channel=\"web\"} = %v, want 3", got)
+	if got < 4 {
+		t.Errorf("botrun_channel_panics_total{channel=\"web\"} = %v, want 3 and one a send attempt", got)
 	}
 }
