@@ -196,7 +196,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
 		sendTime: b.obs.sendObservers(ids), tr: b.tr,
 		leases: b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
-		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli()}
+		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli(), channel: b.channelEnv}
 	if h, ok := b.guest.(SendHooks); ok {
 		b.sender.hooks = h
 	}
@@ -317,9 +317,11 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 			return fmt.Errorf("%s: provider %q has no settings (load the config with config.Load or config.Parse, which decode them for its type %q)", b.cfg.File, pc.ID, pc.Type)
 		}
 		id := pc.ID
+		counted := b.channelEnv(id)
 		p, err := pc.Settings.Open(provider.Env{ID: id, Admitter: b, Logger: b.log,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
-			Alert: func(name, detail string) { b.alerts.emit(Alert{Provider: id, Name: name, Error: detail}) }})
+			Alert:    func(name, detail string) { b.alerts.emit(Alert{Provider: id, Name: name, Error: detail}) },
+			Panicked: counted.Panicked, Skipped: counted.Skipped})
 		if err != nil {
 			return fmt.Errorf("%s: provider %q (%s): %w", b.cfg.File, pc.ID, pc.Type, err)
 		}
@@ -333,9 +335,13 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 // at /), mounted routes and /healthz.
 func (b *Bot) Handler() http.Handler {
 	mux := http.NewServeMux()
+	var owners []routeOwner
 	for _, p := range b.ordered {
 		if r, ok := p.(provider.Router); ok {
 			r.Routes(mux)
+			own := http.NewServeMux()
+			r.Routes(own)
+			owners = append(owners, routeOwner{id: p.ID(), mux: own})
 		}
 	}
 	for _, m := range b.mounts {
@@ -347,7 +353,7 @@ func (b *Bot) Handler() http.Handler {
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun: no chat page here: add [[providers]] id = \"web\", type = \"webchat\" to serve one", http.StatusNotFound)
 	})
-	return mux
+	return b.recovering(mux, owners)
 }
 
 // Mount adds routes to the bot's HTTP surface; call it before Run.
@@ -369,7 +375,7 @@ func (b *Bot) Start() {
 		}
 		for _, p := range b.ordered {
 			if r, ok := p.(provider.Runner); ok {
-				b.runners.Go(func() { r.Run(b.baseCtx) })
+				b.runners.Go(func() { b.keepRunning(b.baseCtx, p.ID(), "running", r.Run) })
 			}
 		}
 		b.startSessions()

@@ -115,7 +115,9 @@ func (b *Bot) startSessions() {
 			if e != nil {
 				b.log.Info("session: the backend is this process's alone: it leads the session", "provider", p.ID())
 			}
-			b.runners.Go(func() { sr.RunSession(b.baseCtx, provider.Always) })
+			b.runners.Go(func() {
+				b.keepRunning(b.baseCtx, p.ID(), "running its session", func(ctx context.Context) { sr.RunSession(ctx, provider.Always) })
+			})
 		}
 	}
 }
@@ -140,7 +142,9 @@ func (b *Bot) lead(ctx context.Context, e *election, sr provider.SessionRunner) 
 			<-held.Done()
 			return
 		}
-		sr.RunSession(held, e)
+		// A panic ends the session as a return does: the leadership is
+		// given up, and the election runs it again.
+		b.channelEnv(e.provider).Guard("running its session", func() error { sr.RunSession(held, e); return nil })
 		if held.Err() == nil && ctx.Err() == nil {
 			log.Warn("session: the channel ended its session; giving the leadership up")
 		}

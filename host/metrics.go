@@ -42,6 +42,9 @@ type instruments struct {
 	recent *lastHour
 	// turns counts the turns ended.
 	turns atomic.Int64
+	// panics counts the panics recovered in channels, by channel; skipped
+	// the inputs channels did not admit by design, by channel and reason.
+	panics, skipped *prometheus.CounterVec
 }
 
 // admitted observes an admission that took d.
@@ -114,8 +117,10 @@ func newInstruments(b *Bot) *instruments {
 			Help: "Writes per group commit of the journal; process-wide.", Buckets: ms(1, 10)}),
 		sendVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "botrun_send_seconds",
 			Help: "One call of a channel's send (an attempt), by provider.", Buckets: ms(0.001, 15)}, []string{"provider"}),
+		panics:  newPanicCounter(),
+		skipped: newSkipCounter(),
 	}
-	in.reg.MustRegister(in.admission, in.turn, in.guest, in.commit, in.batch, in.sendVec,
+	in.reg.MustRegister(in.admission, in.turn, in.guest, in.commit, in.batch, in.sendVec, in.panics, in.skipped,
 		counterCollector{b}, &depthCollector{b: b}, instanceCollector{b},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	in.stopCommit = groupcommit.Observe(func(size int, took time.Duration) {

@@ -53,6 +53,8 @@ type sender struct {
 	// leaders refuse the sends of a channel whose session another replica
 	// leads: this replica never calls its transport.
 	leaders leaders
+	// channel recovers a provider's panics (Bot.channelEnv).
+	channel func(id string) provider.Env
 }
 
 // OutboxMessage is the journaled content of a send: the JSON of an outbox
@@ -230,7 +232,7 @@ func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec,
 	o.metrics.outboxBypassed.Add(1)
 	o.log.WarnContext(ctx, "payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
 	start := time.Now()
-	ref, err := prov.Send(ctx, toOutbound(s.chat, s.msg, s.key))
+	ref, err := o.send(ctx, prov, toOutbound(s.chat, s.msg, s.key))
 	o.observeSend(s.provider, start)
 	if err != nil {
 		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: err.Error()}
@@ -543,9 +545,20 @@ func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref 
 		}
 	}
 	start := time.Now()
-	ref, err = prov.Send(hb.ctx, msg)
+	ref, err = o.send(hb.ctx, prov, msg)
 	o.observeSend(rec.Provider, start)
 	return ref, hb, false, err
+}
+
+// send calls prov's Send, a panic in it an error worth a retry (as a
+// connection lost before the answer is: delivered or not, unknown), logged
+// and counted; the send goes dead when its attempts run out.
+func (o *sender) send(ctx context.Context, prov provider.Provider, msg provider.Outbound) (ref string, err error) {
+	err = o.channel(prov.ID()).Guard("sending", func() (err error) {
+		ref, err = prov.Send(ctx, msg)
+		return err
+	})
+	return ref, err
 }
 
 // observeSend records a send to providerID that started at start.

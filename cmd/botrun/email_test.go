@@ -65,11 +65,15 @@ func TestEmailEndToEnd(t *testing.T) {
 		t.Errorf("the reply went to %q in reply to %q; want %q, <e2e-1@example.org>", m.To, m.Header("In-Reply-To"), user)
 	}
 	// Delivered again (the same Message-ID, a new UID), the bot's own mail,
-	// a message without a Message-ID: none is answered, which the answer
-	// to a later message shows (the mailbox is read in UID order).
+	// a message without a Message-ID, one with an unknown transfer encoding
+	// (it once crashed the process at every start), an auto-reply: none is
+	// answered, and the bot lives, which the answer to a later message
+	// shows (the mailbox is read in UID order).
 	appendMail(hola)
 	appendMail(emailtest.Mail(emailtest.Username, "e2e-own@example.test", "Loop", "forged"))
 	appendMail(emailtest.Mail(user, "", "Anonymous", "anonymous"))
+	appendMail(emailtest.Mail(user, "e2e-crash@example.org", "Crash", "boom", "Content-Transfer-Encoding: 0"))
+	appendMail(emailtest.Mail(user, "e2e-auto@example.org", "Out of office", "away", "Auto-Submitted: auto-replied"))
 	appendMail(emailtest.Mail(user, "e2e-2@example.org", "Bye", "adios"))
 	waitReply(t, c, r, "echo: adios")
 	if n := count(c.replies(), "echo: hola"); n != 1 {
@@ -99,6 +103,6 @@ func TestEmailEndToEnd(t *testing.T) {
 		}
 	}
 	if len(got) != 3 {
-		t.Errorf("the SMTP server accepted %q; want the three replies only (not to the bot's own mail, nor to one without a Message-ID)", got)
+		t.Errorf("the SMTP server accepted %q; want the three replies only (not to the bot's own mail, one without a Message-ID, one that does not parse, nor an auto-reply)", got)
 	}
 }

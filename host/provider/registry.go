@@ -93,6 +93,22 @@ type Env struct {
 	// happened): the host logs it, hands it to its listeners and posts it
 	// to [alerts] url. Nil outside a bot: use Env.RaiseAlert.
 	Alert func(name, detail string)
+	// Panicked counts a panic Guard recovered in the channel (the host's
+	// botrun_channel_panics_total); nil counts nothing.
+	Panicked func()
+	// Skipped counts an input the channel took and, by design, did not
+	// admit, for reason (a fixed word: "automatic" is an email channel's
+	// auto-reply left unanswered); the host's
+	// botrun_channel_skipped_total{channel,reason}. Nil counts nothing.
+	Skipped func(reason string)
+}
+
+// CountSkipped counts an input skipped for reason through Skipped when the
+// host set one.
+func (e Env) CountSkipped(reason string) {
+	if e.Skipped != nil {
+		e.Skipped(reason)
+	}
 }
 
 // RaiseAlert raises an operator alert through Alert when the host set one.

@@ -199,9 +199,11 @@ func snowflake(s string) bool {
 
 // Provider is one Discord application.
 type Provider struct {
-	cfg    Config
-	admit  provider.Admitter
-	log    *slog.Logger
+	cfg   Config
+	admit provider.Admitter
+	log   *slog.Logger
+	// guard recovers a panic on an event (provider.Env.Guard).
+	guard  func(what string, f func() error) error
 	api    *url.URL
 	rest   *http.Client // the API: no redirects
 	media  *http.Client // attachments: redirects to Discord's CDN only
@@ -234,7 +236,7 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 		return nil, fmt.Errorf("discord %s: %w", cfg.ID, err)
 	}
 	cfg.APIURL = strings.TrimRight(api.String(), "/")
-	p := &Provider{cfg: cfg, admit: env.Admitter, log: env.Log(), api: api, now: time.Now, followUp: map[string]followUpRef{}, mediaHosts: cfg.MediaRefHosts}
+	p := &Provider{cfg: cfg, admit: env.Admitter, log: env.Log(), guard: env.Guard, api: api, now: time.Now, followUp: map[string]followUpRef{}, mediaHosts: cfg.MediaRefHosts}
 	if p.mediaHosts == nil {
 		p.mediaHosts = MediaHosts
 	}
@@ -300,8 +302,11 @@ func (p *Provider) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				p.ix.purge(ctx, p.now())
-				p.purgeFollowUps(p.now())
+				p.guard("purging expired interaction tokens", func() error {
+					p.ix.purge(ctx, p.now())
+					p.purgeFollowUps(p.now())
+					return nil
+				})
 			}
 		}
 	})

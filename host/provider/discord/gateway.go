@@ -274,7 +274,8 @@ func (g *gateway) connect(ctx context.Context) outcome {
 		}
 		switch pl.Op {
 		case opDispatch:
-			if err := g.dispatch(ctx, pl); err != nil {
+			// A panic skips the event: replayed, it would panic again.
+			if err := g.p.guard("taking a gateway event", func() error { return g.dispatch(ctx, pl) }); err != nil && !errors.Is(err, provider.ErrPanicked) {
 				// Not journaled: resume from the last dispatch handled,
 				// and Discord replays this one.
 				conn.CloseNow()

@@ -2,7 +2,9 @@ package email_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,6 +92,17 @@ func run(t *testing.T, p *email.Provider) (stop func()) {
 	return stop
 }
 
+// running starts the servers and a provider on a fresh Kv, run until the
+// test ends.
+func running(t *testing.T) (*emailtest.Server, durability.Kv, *counting, *email.Provider) {
+	s := servers(t, emailtest.Options{})
+	kv := newKv(t)
+	j := &counting{Journal: providertest.NewJournal()}
+	p := open(t, config(s), kv, j)
+	run(t, p)
+	return s, kv, j, p
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -110,11 +123,7 @@ func withAttachment(id string, data []byte) []byte {
 }
 
 func TestIdleDeliveryThreadingAndReplies(t *testing.T) {
-	s := servers(t, emailtest.Options{})
-	kv := newKv(t)
-	j := &counting{Journal: providertest.NewJournal()}
-	p := open(t, config(s), kv, j)
-	run(t, p)
+	s, _, j, p := running(t)
 	uid, err := s.Append(emailtest.Mail("Alice@Example.org", "m1@example.org", "Hello", "Hi bot!\r\n\r\n-- \r\nAlice, CEO"))
 	if err != nil {
 		t.Fatal(err)
@@ -151,13 +160,14 @@ func TestIdleDeliveryThreadingAndReplies(t *testing.T) {
 	if m := j.Admitted()[1]; m.Chat != "alice@example.org" || m.Text != "Thanks" {
 		t.Fatalf("answer %+v", m)
 	}
-	// Bob writes in a thread rooted elsewhere: its root is the chat.
+	// Bob writes in a thread rooted elsewhere: his own chat, the reply
+	// threaded under his message.
 	s.Append(emailtest.Mail("bob@example.org", "m3@example.org", "Re: plans", "ok", "References: <root@example.org>"))
 	waitFor(t, "bob's admitted", func() bool { return len(j.Admitted()) == 3 })
-	if m := j.Admitted()[2]; m.Chat != "root@example.org" {
+	if m := j.Admitted()[2]; m.Chat != "bob@example.org" {
 		t.Fatalf("bob's chat %q", m.Chat)
 	}
-	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "root@example.org", Text: "noted", Key: "k3"}); err != nil {
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "bob@example.org", Text: "noted", Key: "k3"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.Sent(); got[len(got)-1].To != "bob@example.org" || !strings.Contains(string(got[len(got)-1].Raw), "References: <root@example.org> <m3@example.org>") {
@@ -358,10 +368,7 @@ func TestUIDValidityChangeRescansOnlyUnread(t *testing.T) {
 }
 
 func TestAttachmentRoundTrip(t *testing.T) {
-	s := servers(t, emailtest.Options{})
-	j := &counting{Journal: providertest.NewJournal()}
-	p := open(t, config(s), newKv(t), j)
-	run(t, p)
+	s, _, j, _ := running(t)
 	png := []byte("\x89PNG\r\n\x1a\nnot really a png")
 	s.Append(withAttachment("att@example.org", png))
 	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
@@ -524,3 +531,170 @@ func TestCheck(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// A message with an unknown transfer encoding once crashed the IMAP loop,
+// and every restart on it again (it was never marked \Seen): it is skipped,
+// \Seen, and the message after it is admitted and answered.
+func TestAnUnparsableMessageIsSkippedAndTheBotLives(t *testing.T) {
+	s, _, j, p := running(t)
+	bad, err := s.Append(emailtest.Mail("mallory@evil.example", "bad@evil.example", "boom", "x", "Content-Transfer-Encoding: 0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := s.Append(emailtest.Mail("alice@example.org", "good@example.org", "Hello", "Hi bot"))
+	waitFor(t, "the good message admitted", func() bool { return len(j.Admitted()) == 1 })
+	if m := j.Admitted()[0]; m.ID != "good@example.org" {
+		t.Fatalf("admitted %+v", m)
+	}
+	waitFor(t, "both seen", func() bool { seen, _ := s.Seen(); return len(seen) == 2 && seen[0] == bad && seen[1] == good })
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: j.Admitted()[0].Chat, Text: "Hello Alice", Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if sent := s.Sent(); len(sent) != 1 || sent[0].To != "alice@example.org" {
+		t.Fatalf("sent %+v", sent)
+	}
+}
+
+// putThread writes a thread record for chat as an earlier version did
+// (no "v"), straight into the Kv.
+func putThread(t *testing.T, kv durability.Kv, chat, record string) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(chat))
+	key := "/bot/default/email/mail/chat/" + hex.EncodeToString(sum[:16])
+	if err := kv.Commit(context.Background(), []durability.Write{{Key: key, Version: durability.AnyVersion, Value: []byte(record)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Mallory cannot join Alice's conversation: not by naming her address as
+// the thread's root, nor by answering a Message-ID of her thread that he
+// learned; his mail goes to his own chat, and the bot's later sends to
+// Alice's chat still go to Alice.
+func TestAStrangerCannotJoinAnotherUsersThread(t *testing.T) {
+	s, _, j, p := running(t)
+	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "My account", "What is my balance?"))
+	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
+	ref, err := p.Send(context.Background(), provider.Outbound{Chat: "alice@example.org", Text: "Your balance is 1,234", Key: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Append(emailtest.Mail("mallory@evil.example", "m1@evil.example", "Re: My account", "and my balance?", "References: <alice@example.org>"))
+	s.Append(emailtest.Mail("mallory@evil.example", "m2@evil.example", "Re: My account", "again?",
+		"In-Reply-To: <"+ref+">", "References: <a1@example.org> <"+ref+">"))
+	waitFor(t, "mallory's admitted", func() bool { return len(j.Admitted()) == 3 })
+	for _, m := range j.Admitted()[1:] {
+		if m.Chat != "mallory@evil.example" {
+			t.Errorf("mallory's %s went to chat %q", m.ID, m.Chat)
+		}
+	}
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "alice@example.org", Text: "A reminder", Key: "k2"}); err != nil {
+		t.Fatal(err)
+	}
+	sent := s.Sent()
+	if last := sent[len(sent)-1]; last.To != "alice@example.org" || strings.Contains(string(last.Raw), "evil.example") {
+		t.Fatalf("the send to alice's chat went to %s:\n%s", last.To, last.Raw)
+	}
+	// Alice answering the bot still lands in her chat.
+	s.Append(emailtest.Mail("alice@example.org", "a2@example.org", "Re: My account", "thanks", "In-Reply-To: <"+ref+">"))
+	waitFor(t, "alice's answer admitted", func() bool { return len(j.Admitted()) == 4 })
+	if m := j.Admitted()[3]; m.Chat != "alice@example.org" {
+		t.Fatalf("alice's answer went to chat %q", m.Chat)
+	}
+}
+
+// A chat named otherwise than by an address (an earlier version named a
+// thread by its root) is joined through a Message-ID botrun sent in it by
+// its correspondent only; a chat an earlier version re-pointed at another
+// address is not sent to.
+func TestAThreadIsJoinedByItsCorrespondentOnly(t *testing.T) {
+	s, kv, j, p := running(t)
+	putThread(t, kv, "root-1", `{"to":"bob@example.org","subject":"Re: plans","references":["root-1"]}`)
+	ref, err := p.Send(context.Background(), provider.Outbound{Chat: "root-1", Text: "noted", Key: "r1"})
+	if err != nil || s.Sent()[0].To != "bob@example.org" {
+		t.Fatalf("the send to the thread: %v, %+v", err, s.Sent())
+	}
+	s.Append(emailtest.Mail("mallory@evil.example", "m1@evil.example", "Re: plans", "me too", "In-Reply-To: <"+ref+">"))
+	s.Append(emailtest.Mail("bob@example.org", "b1@example.org", "Re: plans", "ok", "In-Reply-To: <"+ref+">"))
+	waitFor(t, "both admitted", func() bool { return len(j.Admitted()) == 2 })
+	if m := j.Admitted(); m[0].Chat != "mallory@evil.example" || m[1].Chat != "root-1" {
+		t.Fatalf("mallory's went to %q, bob's to %q", m[0].Chat, m[1].Chat)
+	}
+	// Alice's chat, re-pointed at mallory by an earlier version.
+	putThread(t, kv, "alice@example.org", `{"to":"mallory@evil.example","subject":"Re: x"}`)
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "alice@example.org", Text: "secret", Key: "r2"}); !errors.Is(err, provider.ErrRecipientUnreachable) {
+		t.Fatalf("a send to a re-pointed chat: %v", err)
+	}
+	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "Hi", "hello"))
+	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 3 })
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "alice@example.org", Text: "hello", Key: "r3"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range s.Sent() {
+		if m.To == "mallory@evil.example" {
+			t.Fatalf("sent to mallory: %s", m.Raw)
+		}
+	}
+}
+
+// The Message-IDs botrun mints come from the channel's random key, kept
+// in the Kv: the same send's key gives the same id after a restart, and
+// another bot's (another key) a different one.
+func TestMessageIDsAreUnguessable(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	kv := newKv(t)
+	send := func(kv durability.Kv) string {
+		id, err := open(t, config(s), kv, providertest.NewJournal()).Send(context.Background(), provider.Outbound{Chat: "carol@example.org", Text: "hi", Key: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	first, again, other := send(kv), send(kv), send(newKv(t))
+	sum := sha256.Sum256([]byte("mail\x00k"))
+	if first != again || first == other || strings.Contains(first, hex.EncodeToString(sum[:16])) {
+		t.Fatalf("ids %s, after a restart %s, another bot's %s", first, again, other)
+	}
+}
+
+// RFC 3834: an auto-reply, bulk or list mail, or a bounce is not answered
+// (not admitted, counted); the bot's own mail says it is automatic, so that
+// two responders do not loop.
+func TestAutomaticMailIsNotAnswered(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	j := &counting{Journal: providertest.NewJournal()}
+	var skipped atomic.Int32
+	p, err := email.Open(config(s), provider.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Skipped: func(reason string) {
+			if reason == "automatic" {
+				skipped.Add(1)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, p)
+	for i, h := range []string{"Auto-Submitted: auto-replied", "auto-submitted: Auto-Generated; owner-email=x@y", "Precedence: bulk",
+		"Precedence: list", "List-Id: <news.example.org>", "Return-Path: <>"} {
+		s.Append(emailtest.Mail("responder@example.org", fmt.Sprintf("auto%d@example.org", i), "Out of office", "I am away", h))
+	}
+	s.Append(emailtest.Mail("carol@example.org", "human@example.org", "Hi", "a person", "Auto-Submitted: no", "Return-Path: <carol@example.org>"))
+	waitFor(t, "the person's admitted", func() bool { return len(j.Admitted()) >= 1 })
+	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 7 })
+	if got := j.Admitted(); len(got) != 1 || got[0].ID != "human@example.org" || skipped.Load() != 6 {
+		t.Fatalf("admitted %+v, %d skipped; want the person's only, 6 skipped", got, skipped.Load())
+	}
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "carol@example.org", Text: "hello", Key: "k1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "dave@example.org", Text: "news", Key: "k2"}); err != nil {
+		t.Fatal(err)
+	}
+	sent := s.Sent()
+	if got := sent[0].Header("Auto-Submitted"); got != "auto-replied" {
+		t.Errorf("a reply has Auto-Submitted %q", got)
+	}
+	if got := sent[1].Header("Auto-Submitted"); got != "auto-generated" {
+		t.Errorf("a first message has Auto-Submitted %q", got)
+	}
+}

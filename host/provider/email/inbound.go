@@ -179,7 +179,13 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, sel *imap.Se
 		if uint32(uid) <= cur.UID {
 			continue // "n:*" names the last message even below n
 		}
-		if err := p.journal(ctx, c, uidValidity, uid); err != nil {
+		err := p.env.Guard("taking a message from the mailbox", func() error { return p.journal(ctx, c, uidValidity, uid) })
+		switch {
+		case errors.Is(err, provider.ErrPanicked):
+			// Final: the same bytes would panic again at every restart.
+			// Skipped as a message that does not parse is: \Seen, and the
+			// cursor moves past it.
+		case err != nil:
 			return err
 		}
 		cur.UID = uint32(uid)
@@ -272,15 +278,15 @@ func (p *Provider) journal(ctx context.Context, c *imapclient.Client, uidValidit
 	if strings.EqualFold(m.From, p.from) {
 		return nil // the bot's own (a copy, a bounce loop)
 	}
-	chat := m.From
-	if len(m.References) > 0 {
-		root := m.References[0]
-		if chat, err = p.store.alias(ctx, root); err != nil {
-			return fmt.Errorf("email: reading the thread: %w", err)
-		}
-		if chat == "" {
-			chat = root
-		}
+	if m.Automatic != "" {
+		// RFC 3834: an auto-reply answering an auto-reply loops.
+		log.Info("email: not answering an automatic message (RFC 3834)", "field", m.Automatic)
+		p.env.CountSkipped("automatic")
+		return nil
+	}
+	chat, err := p.chatOf(ctx, m)
+	if err != nil {
+		return fmt.Errorf("email: reading the thread: %w", err)
 	}
 	subject := m.Subject
 	if !strings.HasPrefix(strings.ToLower(subject), "re:") {
@@ -288,7 +294,7 @@ func (p *Provider) journal(ctx context.Context, c *imapclient.Client, uidValidit
 	}
 	refs := append(slices.Clone(m.References), m.MessageID)
 	// What the reply needs, durable before the message is.
-	if err := p.store.record(ctx, chat, thread{To: m.From, Subject: subject, References: refs}, m.MessageID); err != nil {
+	if err := p.store.record(ctx, chat, thread{To: m.From, Subject: subject, References: refs, V: threadChecked}, ""); err != nil {
 		return fmt.Errorf("email: recording the thread: %w", err)
 	}
 	msg := provider.Message{ID: m.MessageID, Chat: chat, From: m.From, Text: m.Text}
@@ -304,6 +310,37 @@ func (p *Provider) journal(ctx context.Context, c *imapclient.Client, uidValidit
 		return fmt.Errorf("email: admitting UID %d: %w", uint32(uid), err)
 	}
 	return nil
+}
+
+// chatOf is the chat message m goes to. A reply joins the chat botrun sent
+// the message it answers in (a Message-ID botrun minted, named in its
+// References or In-Reply-To) only when its sender is that chat's
+// correspondent; any other message goes to its sender's own chat, named by
+// the address. So no one joins another's conversation by naming one of its
+// Message-IDs (a root, the bot's), and a chat's recipient is never
+// re-pointed at another address.
+func (p *Provider) chatOf(ctx context.Context, m *parsed) (string, error) {
+	refs := m.References
+	if len(refs) > maxReferences {
+		refs = refs[len(refs)-maxReferences:] // the latest: the bot's is last
+	}
+	for i := len(refs) - 1; i >= 0; i-- {
+		chat, err := p.store.sentIn(ctx, refs[i])
+		if err != nil {
+			return "", err
+		}
+		if chat == "" || chat == m.From {
+			continue
+		}
+		t, ok, err := p.store.thread(ctx, chat)
+		if err != nil {
+			return "", err
+		}
+		if ok && t.To == m.From {
+			return chat, nil
+		}
+	}
+	return m.From, nil
 }
 
 // mediaType names the kind of an attachment by its MIME type.

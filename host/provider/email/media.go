@@ -90,7 +90,11 @@ func (p *Provider) loadPart(ctx context.Context, s string, max int64) (part, err
 		if raw == nil {
 			continue
 		}
-		msg, err := decodeMessage(raw, ref.Index)
+		var msg *parsed
+		err = p.env.Guard("parsing a message for its attachment", func() (err error) {
+			msg, err = decodeMessage(raw, ref.Index)
+			return err
+		})
 		if err != nil || msg.MessageID != ref.MessageID || ref.Index >= len(msg.Parts) {
 			continue
 		}

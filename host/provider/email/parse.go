@@ -24,6 +24,10 @@ type parsed struct {
 	References []string // References, else In-Reply-To
 	Text       string   // the plain-text part, or the HTML part as text, trimmed
 	Parts      []part
+	// Automatic names the header field for which the message must not be
+	// answered (RFC 3834: it is itself automatic, a list's, or a bounce);
+	// "" for none.
+	Automatic string
 }
 
 // part is an attachment: its index among the message's attachments, type
@@ -47,7 +51,9 @@ var errNoMessageID = errors.New("the message has no valid Message-ID")
 // index of the attachment whose bytes to keep (-1 for none).
 func decodeMessage(raw []byte, keep int) (*parsed, error) {
 	r, err := mail.CreateReader(bytes.NewReader(raw))
-	if err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err) {
+	if r == nil || (err != nil && !message.IsUnknownCharset(err)) {
+		// An unknown Content-Transfer-Encoding of the whole message comes
+		// back with no reader: its body cannot be decoded.
 		return nil, fmt.Errorf("parsing the message: %w", err)
 	}
 	defer r.Close()
@@ -65,6 +71,7 @@ func decodeMessage(raw []byte, keep int) (*parsed, error) {
 	if m.From == "" {
 		return nil, errors.New("the message has no sender address")
 	}
+	m.Automatic = automatic(r.Header.Header)
 	m.Subject, _ = r.Header.Subject()
 	refs, _ := r.Header.MsgIDList("References")
 	if len(refs) == 0 {
@@ -126,6 +133,31 @@ func decodeMessage(raw []byte, keep int) (*parsed, error) {
 	}
 	m.Text = trimReply(strings.ToValidUTF8(text, "\uFFFD"))
 	return m, nil
+}
+
+// automatic names the field for which a message with header h must not be
+// answered, after
+// RFC 3834 section 2, or returns "": an Auto-Submitted other than "no" (an
+// auto-reply, an auto-generated notice), a Precedence of bulk, junk or
+// list, a List-Id (a mailing list's), or a null Return-Path (a bounce).
+func automatic(h message.Header) string {
+	if v := h.Get("Auto-Submitted"); v != "" {
+		token, _, _ := strings.Cut(v, ";")
+		if !strings.EqualFold(strings.TrimSpace(token), "no") {
+			return "Auto-Submitted"
+		}
+	}
+	switch strings.ToLower(strings.TrimSpace(h.Get("Precedence"))) {
+	case "bulk", "junk", "list":
+		return "Precedence"
+	}
+	if h.Has("List-Id") {
+		return "List-Id"
+	}
+	if h.Has("Return-Path") && strings.TrimSpace(h.Get("Return-Path")) == "<>" {
+		return "Return-Path"
+	}
+	return ""
 }
 
 // validID reports whether a Message-ID can key a message: printable, short.

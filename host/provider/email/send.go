@@ -3,6 +3,7 @@ package email
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -56,14 +57,22 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	if err != nil {
 		return "", fmt.Errorf("email: reading the thread: %w", err)
 	}
-	if !ok {
-		a, err := mail.ParseAddress(msg.Chat)
-		if err != nil {
-			return "", fmt.Errorf("%w: no thread is recorded for chat %q and it is not an address", provider.ErrRecipientUnreachable, msg.Chat)
-		}
-		t = thread{To: a.Address, Subject: "Message from " + p.from}
+	a, err := mail.ParseAddress(msg.Chat)
+	switch {
+	case ok && t.V < threadChecked && err == nil && !strings.EqualFold(a.Address, t.To):
+		// Recorded by a version that let a stranger's reply re-point a
+		// chat: refused until the chat's correspondent writes again.
+		return "", fmt.Errorf("%w: chat %q was recorded by an earlier botrun with a recipient other than its address (a thread's root, or a stranger's reply): refused until the address writes again", provider.ErrRecipientUnreachable, msg.Chat)
+	case ok:
+	case err == nil:
+		t = thread{To: strings.ToLower(a.Address), Subject: "Message from " + p.from, V: threadChecked}
+	default:
+		return "", fmt.Errorf("%w: no thread is recorded for chat %q and it is not an address", provider.ErrRecipientUnreachable, msg.Chat)
 	}
-	id := p.messageID(msg.Key)
+	id, err := p.messageID(ctx, msg.Key)
+	if err != nil {
+		return "", fmt.Errorf("email: reading the Message-ID key: %w", err)
+	}
 	raw, err := p.compose(t, id, text, attach)
 	if err != nil {
 		return "", err
@@ -80,18 +89,23 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 
 // messageID derives the Message-ID from the send's key, so that a resend of
 // an ambiguous send carries the same id (a recipient's client can see the
-// duplicate for what it is).
-func (p *Provider) messageID(key string) string {
-	var seed []byte
+// duplicate for what it is), under the channel's random key: an id botrun
+// mints cannot be guessed from the send's key.
+func (p *Provider) messageID(ctx context.Context, key string) (string, error) {
+	seed := make([]byte, 16)
 	if key != "" {
-		sum := sha256.Sum256([]byte(p.ID() + "\x00" + key))
-		seed = sum[:16]
+		k, err := p.store.mintingKey(ctx)
+		if err != nil {
+			return "", err
+		}
+		mac := hmac.New(sha256.New, k)
+		mac.Write([]byte(p.ID() + "\x00" + key))
+		seed = mac.Sum(nil)[:16]
 	} else {
-		seed = make([]byte, 16)
 		rand.Read(seed)
 	}
 	domain := p.from[strings.LastIndexByte(p.from, '@')+1:]
-	return "botrun." + hex.EncodeToString(seed) + "@" + domain
+	return "botrun." + hex.EncodeToString(seed) + "@" + domain, nil
 }
 
 // compose writes the message: text/plain in UTF-8, quoted-printable, and
@@ -103,10 +117,15 @@ func (p *Provider) compose(t thread, id, text string, attach *part) ([]byte, err
 	h.SetAddressList("To", []*gomail.Address{{Address: t.To}})
 	h.SetSubject(t.Subject)
 	h.SetMessageID(id)
+	// RFC 3834: the bot's mail is automatic, so that another responder
+	// does not answer it (and Exchange sends no out-of-office to it).
+	h.Set("Auto-Submitted", "auto-generated")
 	if n := len(t.References); n > 0 {
 		h.SetMsgIDList("In-Reply-To", t.References[n-1:])
 		h.SetMsgIDList("References", t.References)
+		h.Set("Auto-Submitted", "auto-replied")
 	}
+	h.Set("X-Auto-Response-Suppress", "All")
 	var b bytes.Buffer
 	if attach == nil {
 		h.SetContentType("text/plain", map[string]string{"charset": "utf-8"})

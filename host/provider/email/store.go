@@ -2,10 +2,12 @@ package email
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/botrun/botrun/durability"
@@ -24,20 +26,28 @@ type thread struct {
 	To         string   `json:"to"`
 	Subject    string   `json:"subject"`
 	References []string `json:"references,omitempty"`
+	// V is threadChecked for a thread whose To is its chat's
+	// correspondent, 0 for one an earlier version recorded.
+	V int `json:"v,omitempty"`
 }
+
+// threadChecked marks a thread recorded since a reply joins a chat only
+// from its correspondent.
+const threadChecked = 2
 
 // maxReferences caps the References a reply carries (the root and the
 // latest ids, as mail clients do).
 const maxReferences = 20
 
-// store keeps the cursor, the threads and the aliases (a Message-ID that
-// belongs to a chat named otherwise) in the Kv under
+// store keeps the cursor, the threads, the Message-IDs botrun sent (each
+// with its chat) and the key the channel mints them with, in the Kv under
 // "<KeyPrefix>email/<id>/", or in memory without a Kv.
 type store struct {
 	kv     durability.Kv
 	prefix string
 	mu     sync.Mutex
 	mem    map[string][]byte
+	key    []byte // the minting key, once read
 }
 
 func newStore(env provider.Env) *store {
@@ -105,25 +115,58 @@ func (s *store) thread(ctx context.Context, chat string) (thread, bool, error) {
 	return t, ok, err
 }
 
-// alias returns the chat a Message-ID belongs to, if one was recorded.
-func (s *store) alias(ctx context.Context, messageID string) (string, error) {
+// sentIn returns the chat botrun sent the Message-ID id in, "" for an id
+// it did not send. (The "alias/" entries of earlier versions, which mapped
+// any id of a thread, the senders' ones too, are not read.)
+func (s *store) sentIn(ctx context.Context, id string) (string, error) {
 	var chat string
-	_, err := s.get(ctx, hashed("alias", messageID), &chat)
+	_, err := s.get(ctx, hashed("sent", id), &chat)
 	return chat, err
 }
 
-// record writes chat's thread and the aliases of ids to it, in one commit.
-func (s *store) record(ctx context.Context, chat string, t thread, ids ...string) error {
+// record writes chat's thread and, for sent (the Message-ID of a send to
+// it, "" for none), which chat botrun sent it in, in one commit.
+func (s *store) record(ctx context.Context, chat string, t thread, sent string) error {
 	if len(t.References) > maxReferences {
 		t.References = append(t.References[:1:1], t.References[len(t.References)-maxReferences+1:]...)
 	}
 	kvs := map[string]any{hashed("chat", chat): t}
-	for _, id := range ids {
-		if id != "" && id != chat {
-			kvs[hashed("alias", id)] = chat
-		}
+	if sent != "" {
+		kvs[hashed("sent", sent)] = chat
 	}
 	return s.put(ctx, kvs)
 }
 
-var errNoThread = errors.New("no thread")
+// mintingKey returns the channel's random key for the Message-IDs it
+// mints, created (crypto/rand) once and kept in the Kv, so that a resend
+// after a restart, or by another replica, carries the same id; without a
+// Kv, a key for this process.
+func (s *store) mintingKey(ctx context.Context) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key != nil {
+		return s.key, nil
+	}
+	fresh := make([]byte, 32)
+	rand.Read(fresh)
+	if s.kv == nil {
+		s.key = fresh
+		return s.key, nil
+	}
+	b, _ := json.Marshal(fresh)
+	err := s.kv.Commit(ctx, []durability.Write{{Key: s.prefix + "key", Version: 0, Value: b}})
+	if err != nil && !errors.Is(err, durability.ErrConflict) {
+		return nil, err
+	}
+	// Created, or another replica created it first: read what is kept.
+	v, _, err := s.kv.Get(ctx, s.prefix+"key")
+	if err != nil {
+		return nil, err
+	}
+	var key []byte
+	if err := json.Unmarshal(v, &key); err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("the Message-ID key %q in the Kv is not 32 bytes: delete it to make a new one", s.prefix+"key")
+	}
+	s.key = key
+	return s.key, nil
+}

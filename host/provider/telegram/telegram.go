@@ -107,6 +107,8 @@ type Provider struct {
 	admit  provider.Admitter
 	log    *slog.Logger
 	client *http.Client
+	// guard recovers a panic on an update (provider.Env.Guard).
+	guard func(what string, f func() error) error
 }
 
 // Open returns the channel cfg describes; with mode poll, Run polls.
@@ -123,7 +125,7 @@ func Open(cfg Config, env provider.Env) (*Provider, error) {
 	}
 	cfg.APIURL = strings.TrimRight(api.String(), "/")
 	client := provider.NewClient(60*time.Second, api, func(u *url.URL) bool { return provider.CredentialsAllowed(u, api) })
-	return &Provider{cfg: cfg, admit: env.Admitter, log: log, client: client}, nil
+	return &Provider{cfg: cfg, admit: env.Admitter, log: log, client: client, guard: env.Guard}, nil
 }
 
 // ID implements provider.Provider.
@@ -391,7 +393,8 @@ func (p *Provider) Run(ctx context.Context) {
 				p.log.Warn("telegram: bad update skipped", "err", err)
 				continue
 			}
-			if err := p.deliver(ctx, u); err != nil {
+			// A panic skips the update: polled again, it would panic again.
+			if err := p.guard("taking an update", func() error { return p.deliver(ctx, u) }); err != nil && !errors.Is(err, provider.ErrPanicked) {
 				p.log.Error("telegram: not admitted; will poll it again", "err", err)
 				wait = max(time.Second, provider.RetryAfter(err))
 				break

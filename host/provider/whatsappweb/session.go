@@ -203,7 +203,14 @@ func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
 	}
 	redeliver := make(chan struct{}, 1)
 	h := &handler{p: p, ctx: ctx, log: log, end: end, redeliver: redeliver}
-	id := cli.AddEventHandlerWithSuccessStatus(h.handle)
+	id := cli.AddEventHandlerWithSuccessStatus(func(evt any) (handled bool) {
+		// A panic skips the event (acknowledged, as whatsmeow's own
+		// recovery would), logged and counted.
+		if err := p.env.Guard("taking an event", func() error { handled = h.handle(evt); return nil }); err != nil {
+			return true
+		}
+		return handled
+	})
 	defer cli.RemoveEventHandler(id)
 	log.Info("whatsapp-web: connecting")
 	if err := cli.ConnectContext(ctx); err != nil {
