@@ -230,9 +230,7 @@ func (j *kvInbox) Get(ctx context.Context, id string) (InboxRecord, error) {
 }
 
 func (j *kvInbox) List(ctx context.Context, f ListFilter) ([]InboxRecord, error) {
-	return j.t.list(ctx, f.Since, f.Limit, func(r *InboxRecord) bool {
-		return (f.State == "" || string(r.State) == f.State) && (f.Chat == "" || r.Chat == f.Chat)
-	})
+	return j.t.list(ctx, f)
 }
 
 func (j *kvInbox) Replay(ctx context.Context, id string, now int64) error {
