@@ -212,9 +212,14 @@ func (j *kvOutbox) Discard(ctx context.Context, key string) error {
 }
 
 func (j *kvOutbox) Purge(ctx context.Context, before int64) (int, error) {
-	return j.t.purge(ctx, before, func(r *OutboxRecord) bool {
+	gone, err := j.t.purge(ctx, j.t.group, before, func(r *OutboxRecord) bool {
 		return r.State == OutboxSent && r.CompletedAt < before
 	})
+	return len(gone), err
+}
+
+func (j *kvOutbox) PurgeDead(ctx context.Context, before int64) ([]string, error) {
+	return j.t.purgeIndexed(ctx, before, func(r *OutboxRecord) bool { return r.CompletedAt < before })
 }
 
 // ClaimExpired implements ExpiredClaimer.

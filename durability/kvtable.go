@@ -372,35 +372,64 @@ func (t *table[T]) markAll(ctx context.Context) error {
 	}
 }
 
-// purge deletes records created before before for which purgeable returns
-// true; a record that changed since the scan stays.
-func (t *table[T]) purge(ctx context.Context, before int64, purgeable func(*T) bool) (int, error) {
+// purge deletes the records of group's creation index (the table's own, or
+// one of its state indexes) created at or before before for which purgeable
+// returns true, and returns their ids; a record that changed since the scan
+// stays.
+func (t *table[T]) purge(ctx context.Context, group string, before int64, purgeable func(*T) bool) ([]string, error) {
 	type victim struct {
 		id  string
 		v   int64
 		rec T
 	}
 	var victims []victim
-	err := t.scan(ctx, IndexOrder, before, func(id string, rec T, v int64) bool {
+	err := t.scanFrom(ctx, group, IndexOrder, math.MinInt64, before, func(id string, rec T, v int64) bool {
 		if purgeable(&rec) {
 			victims = append(victims, victim{id, v, rec})
 		}
 		return true
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var gone []string
 	for _, vc := range victims {
 		err := t.del(ctx, vc.id, vc.v, &vc.rec)
 		switch {
 		case err == nil:
-			n++
+			gone = append(gone, vc.id)
 		case errors.Is(err, ErrConflict):
 			// It changed since the scan (a replay or retry): keep it.
 		default:
-			return n, err
+			return gone, err
 		}
 	}
-	return n, nil
+	return gone, nil
+}
+
+// purgeIndexed deletes the records in the indexed states completed before
+// before (purgeable says which), reading their state indexes until a pass
+// deletes nothing, and returns their ids.
+func (t *table[T]) purgeIndexed(ctx context.Context, before int64, purgeable func(*T) bool) ([]string, error) {
+	var gone []string
+	for _, state := range t.indexed {
+		group := t.group
+		if t.stateIndexed {
+			group = t.stateGroup(state)
+		}
+		for {
+			ids, err := t.purge(ctx, group, before, func(rec *T) bool {
+				s, _ := t.fields(rec)
+				return s == state && purgeable(rec)
+			})
+			gone = append(gone, ids...)
+			if err != nil {
+				return gone, err
+			}
+			if len(ids) == 0 {
+				break
+			}
+		}
+	}
+	return gone, nil
 }

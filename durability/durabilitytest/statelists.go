@@ -83,7 +83,6 @@ func runStateLists(t *testing.T, nb NewBackend) {
 		// Leaving the state leaves its list; coming back returns to it.
 		noErr(t, j.Inbox.Replay(ctx, "web:dead:1", at+200))
 		noErr(t, j.Outbox.Retry(ctx, "dead:1", at+200))
-		noErr(t, j.Outbox.Discard(ctx, "unknown:1"))
 		if got := inbox(durability.ListFilter{State: "dead"}); !slices.Equal(got, []string{"web:dead:2"}) {
 			t.Errorf("inbox dead after a replay = %v", got)
 		}
@@ -93,13 +92,43 @@ func runStateLists(t *testing.T, nb NewBackend) {
 		if got := outbox(durability.ListFilter{State: "dead"}); !slices.Equal(got, []string{"dead:2"}) {
 			t.Errorf("outbox dead after a retry = %v", got)
 		}
-		if got := outbox(durability.ListFilter{State: "unknown"}); len(got) != 0 {
-			t.Errorf("outbox unknown after a discard = %v", got)
-		}
 		rec := check(j.Inbox.Claim(ctx, "web:dead:1", lease("i1", at+300, at+1000)))(t)
 		noErr(t, j.Inbox.Fail(ctx, "web:dead:1", rec.Token, "trap", durability.FailOptions{Now: at + 310, Dead: true}))
 		if got := inbox(durability.ListFilter{State: "dead"}); !slices.Equal(got, []string{"web:dead:1", "web:dead:2"}) {
 			t.Errorf("inbox dead after dying again = %v", got)
+		}
+
+		// The operator deletes dead letters: one, then the rest.
+		wantErr(t, j.Inbox.Discard(ctx, "web:failed:1"), durability.ErrInvalidState, "discard of a failed record")
+		noErr(t, j.Inbox.Discard(ctx, "web:dead:2"))
+		_, err := j.Inbox.Get(ctx, "web:dead:2")
+		wantErr(t, err, durability.ErrNotFound, "Get of a discarded record")
+		if got := check(j.Inbox.PurgeDead(ctx, at+310))(t); len(got) != 0 {
+			t.Errorf("purgeDead before the death: %v", got)
+		}
+		if got := check(j.Inbox.PurgeDead(ctx, at+311))(t); !slices.Equal(got, []string{"web:dead:1"}) {
+			t.Errorf("inbox purgeDead = %v", got)
+		}
+		got := check(j.Outbox.PurgeDead(ctx, at+41))(t)
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"dead:2", "unknown:1"}) {
+			t.Errorf("outbox purgeDead = %v", got)
+		}
+		for _, c := range []struct {
+			what      string
+			got, want []string
+		}{
+			{"inbox dead", inbox(durability.ListFilter{State: "dead"}), nil},
+			{"inbox failed", inbox(durability.ListFilter{State: "failed"}), []string{"web:failed:1"}},
+			{"inbox pending", inbox(durability.ListFilter{State: "pending"}), []string{"web:pending:1"}},
+			{"outbox dead", outbox(durability.ListFilter{State: "dead"}), nil},
+			{"outbox unknown", outbox(durability.ListFilter{State: "unknown"}), nil},
+			{"outbox failed", outbox(durability.ListFilter{State: "failed"}), []string{"failed:1"}},
+			{"inbox done", inbox(durability.ListFilter{State: "done", Limit: 1}), []string{"web:old:1"}},
+		} {
+			if !slices.Equal(c.got, c.want) {
+				t.Errorf("%s after the purge = %v, want %v", c.what, c.got, c.want)
+			}
 		}
 	})
 }
