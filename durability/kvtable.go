@@ -241,8 +241,13 @@ func (t *table[T]) scan(ctx context.Context, ix Index, max int64, keep func(id s
 // the table's own, or one of its state indexes (whose keys end with the
 // record's id too).
 func (t *table[T]) scanFrom(ctx context.Context, group string, ix Index, from, max int64, keep func(id string, rec T, version int64) bool) error {
+	return t.walk(ctx, group, ix, from, max, scanBudget, keep)
+}
+
+// walk is scanFrom reading up to budget index entries.
+func (t *table[T]) walk(ctx context.Context, group string, ix Index, from, max int64, budget int, keep func(id string, rec T, version int64) bool) error {
 	cursor := IndexEntry{Score: from} // the keys at from: every key is after ""
-	for read := 0; read < scanBudget; {
+	for read := 0; read < budget; {
 		entries, err := t.kv.Range(ctx, group, ix, cursor, max, scanPage)
 		if err != nil {
 			return err
@@ -336,40 +341,21 @@ func (t *table[T]) listLive(ctx context.Context, from int64, limit int, match fu
 // whole creation index.
 func (t *table[T]) markAll(ctx context.Context) error {
 	var marks []Write
-	flush := func() error {
-		err := t.kv.Commit(ctx, marks)
-		marks = marks[:0]
-		return err
+	var err error
+	werr := t.walk(ctx, t.group, IndexOrder, math.MinInt64, math.MaxInt64, math.MaxInt, func(id string, rec T, _ int64) bool {
+		if state := t.indexedState(&rec); state != "" {
+			marks = append(marks, t.mark(id, state, &rec))
+		}
+		if len(marks) == scanPage {
+			err = t.kv.Commit(ctx, marks)
+			marks = nil
+		}
+		return err == nil
+	})
+	if err != nil || werr != nil || len(marks) == 0 {
+		return errors.Join(err, werr)
 	}
-	cursor := IndexEntry{Score: math.MinInt64}
-	for {
-		entries, err := t.kv.Range(ctx, t.group, IndexOrder, cursor, math.MaxInt64, scanPage)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			id := strings.TrimPrefix(e.Key, t.group)
-			rec, _, err := t.get(ctx, id)
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if state := t.indexedState(&rec); state != "" {
-				marks = append(marks, t.mark(id, state, &rec))
-			}
-		}
-		if len(marks) >= scanPage || len(entries) < scanPage && len(marks) > 0 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		if len(entries) < scanPage {
-			return nil
-		}
-		cursor = entries[len(entries)-1]
-	}
+	return t.kv.Commit(ctx, marks)
 }
 
 // purge deletes the records of group's creation index (the table's own, or
