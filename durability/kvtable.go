@@ -223,7 +223,7 @@ func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Wri
 			}
 			return rec, err
 		}
-		err = t.put(ctx, id, v, &rec, append(extra, t.moved(id, was, &rec)...))
+		err = t.put(ctx, id, v, &rec, append(slices.Clip(extra), t.moved(id, was, &rec)...))
 		if errors.Is(err, ErrConflict) {
 			continue
 		}
