@@ -131,6 +131,10 @@ type OutboxJournal interface {
 	// many. Dead and unknown records stay until an operator retries or
 	// discards them: retention never empties the DLQ.
 	Purge(ctx context.Context, before int64) (int, error)
+	// PurgeDead is the operator's deletion of the outbound dead letters: it
+	// deletes the dead and unknown records completed before before and
+	// returns their keys. Retention never calls it.
+	PurgeDead(ctx context.Context, before int64) ([]string, error)
 }
 
 // ExpiredClaimer is implemented by an OutboxJournal that can claim one send
@@ -187,8 +191,17 @@ type InboxJournal interface {
 	// with its attempts reset, so the next sweep processes it again.
 	Replay(ctx context.Context, id string, now int64) error
 	// Purge deletes done records completed before before. Dead records stay
-	// until an operator replays them: retention never empties the DLQ.
+	// until an operator replays or discards them: retention never empties
+	// the DLQ.
 	Purge(ctx context.Context, before int64) (int, error)
+	// Discard is the operator's deletion of one dead record (ErrInvalidState
+	// in any other state): the channel's redelivery of that message id is
+	// processed as a new message.
+	Discard(ctx context.Context, id string) error
+	// PurgeDead is the operator's deletion of the inbound dead letters: it
+	// deletes the dead records completed before before and returns their
+	// ids. Retention never calls it.
+	PurgeDead(ctx context.Context, before int64) ([]string, error)
 }
 
 // SentMark is a MarkSent deferred to land with an inbox completion.

@@ -1,11 +1,18 @@
 package durability
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // KvDurability implements Backend over any Kv: records are JSON values under
 // "<scope>/in/<id>" and "<scope>/out/<key>" (the groups of the two journals),
 // conversation state under "<scope>/st/<key>". A record's due score is when it
 // becomes claimable (none once settled); its order score is its creation time.
+// The records retention keeps (dead inbound records, dead and unknown sends)
+// also have a marker key in an index of their state ("<scope>/in.dead/<id>",
+// "<scope>/out.dead/<key>", "<scope>/out.unknown/<key>"), so a list of them
+// never walks the done and sent records.
 // The records this process wrote last are cached, within a budget of bytes
 // (DefaultRecordCacheBytes unless WithRecordCache says otherwise).
 //
@@ -31,12 +38,54 @@ func (d *KvDurability) WithRecordCache(maxBytes int64) *KvDurability {
 }
 
 // Open implements Backend.
-func (d *KvDurability) Open(_ context.Context, scope Scope) (Journals, error) {
+func (d *KvDurability) Open(ctx context.Context, scope Scope) (Journals, error) {
 	p := scope.ID() + "/"
-	in := &table[InboxRecord]{kv: d.kv, group: p + "in/", scores: inboxScores, cache: d.cache}
-	out := &table[OutboxRecord]{kv: d.kv, group: p + "out/", scores: outboxScores, cache: d.cache}
+	in := &table[InboxRecord]{kv: d.kv, group: p + "in/", scores: inboxScores, cache: d.cache,
+		fields:  func(r *InboxRecord) (string, string) { return string(r.State), r.Chat },
+		indexed: []string{string(InboxDead)},
+		live:    []string{string(InboxPending), string(InboxFailed), string(InboxProcessing)}}
+	out := &table[OutboxRecord]{kv: d.kv, group: p + "out/", scores: outboxScores, cache: d.cache,
+		fields:  func(r *OutboxRecord) (string, string) { return string(r.State), r.Chat },
+		indexed: []string{string(OutboxDead), string(OutboxUnknown)},
+		live:    []string{string(OutboxPending), string(OutboxFailed), string(OutboxSending)}}
+	indexed, err := d.indexStates(ctx, p+"idx/states", in, out)
+	if err != nil {
+		return Journals{}, err
+	}
+	in.stateIndexed, out.stateIndexed = indexed, indexed
 	st := &kvState{kv: d.kv, prefix: p + "st/"}
 	return Journals{Inbox: &kvInbox{t: in, out: out, state: st}, Outbox: &kvOutbox{t: out}, State: st}, nil
+}
+
+// stateIndexVersion is the value of a scope's "<scope>/idx/states" key once
+// its records are in their state indexes.
+const stateIndexVersion = "1"
+
+// indexStates reports whether the scope's records are in their state
+// indexes, and puts them there first if the store was written before the
+// indexes existed (once per scope: it reads every record). A store that
+// refuses the writes (opened read-only) is reported unindexed: its lists of
+// an indexed state walk the creation index until a writer opens it. Every
+// process sharing the store must write the markers: a botrun older than the
+// indexes that moves a record into an indexed state afterwards leaves it out.
+func (d *KvDurability) indexStates(ctx context.Context, key string, in *table[InboxRecord], out *table[OutboxRecord]) (bool, error) {
+	b, v, err := d.kv.Get(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("durability: reading %s: %w", key, err)
+	}
+	if v != 0 && string(b) == stateIndexVersion {
+		return true, nil
+	}
+	if err := in.markAll(ctx); err != nil {
+		return false, ctx.Err()
+	}
+	if err := out.markAll(ctx); err != nil {
+		return false, ctx.Err()
+	}
+	if err := d.kv.Commit(ctx, []Write{{Key: key, Version: AnyVersion, Value: []byte(stateIndexVersion)}}); err != nil {
+		return false, ctx.Err()
+	}
+	return true, nil
 }
 
 // Close implements Backend.

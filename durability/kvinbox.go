@@ -230,9 +230,7 @@ func (j *kvInbox) Get(ctx context.Context, id string) (InboxRecord, error) {
 }
 
 func (j *kvInbox) List(ctx context.Context, f ListFilter) ([]InboxRecord, error) {
-	return j.t.list(ctx, f.Since, f.Limit, func(r *InboxRecord) bool {
-		return (f.State == "" || string(r.State) == f.State) && (f.Chat == "" || r.Chat == f.Chat)
-	})
+	return j.t.list(ctx, f)
 }
 
 func (j *kvInbox) Replay(ctx context.Context, id string, now int64) error {
@@ -253,7 +251,27 @@ func (j *kvInbox) Replay(ctx context.Context, id string, now int64) error {
 }
 
 func (j *kvInbox) Purge(ctx context.Context, before int64) (int, error) {
-	return j.t.purge(ctx, before, func(r *InboxRecord) bool {
+	gone, err := j.t.purge(ctx, j.t.group, before, func(r *InboxRecord) bool {
 		return r.State == InboxDone && r.CompletedAt < before
 	})
+	return len(gone), err
+}
+
+func (j *kvInbox) PurgeDead(ctx context.Context, before int64) ([]string, error) {
+	return j.t.purgeIndexed(ctx, before, func(r *InboxRecord) bool { return r.CompletedAt < before })
+}
+
+func (j *kvInbox) Discard(ctx context.Context, id string) error {
+	for {
+		rec, v, err := j.t.get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if rec.State != InboxDead {
+			return fmt.Errorf("%w: inbox %s is %s (discard takes a dead record; replay it, or let retention purge it once done)", ErrInvalidState, id, rec.State)
+		}
+		if err = j.t.del(ctx, id, v, &rec); !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
 }

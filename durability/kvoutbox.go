@@ -184,9 +184,7 @@ func (j *kvOutbox) Get(ctx context.Context, key string) (OutboxRecord, error) {
 }
 
 func (j *kvOutbox) List(ctx context.Context, f ListFilter) ([]OutboxRecord, error) {
-	return j.t.list(ctx, f.Since, f.Limit, func(r *OutboxRecord) bool {
-		return (f.State == "" || string(r.State) == f.State) && (f.Chat == "" || r.Chat == f.Chat)
-	})
+	return j.t.list(ctx, f)
 }
 
 func (j *kvOutbox) Retry(ctx context.Context, key string, now int64) error {
@@ -202,11 +200,11 @@ func (j *kvOutbox) Retry(ctx context.Context, key string, now int64) error {
 
 func (j *kvOutbox) Discard(ctx context.Context, key string) error {
 	for {
-		_, v, err := j.t.get(ctx, key)
+		rec, v, err := j.t.get(ctx, key)
 		if err != nil {
 			return err
 		}
-		err = j.t.del(ctx, key, v)
+		err = j.t.del(ctx, key, v, &rec)
 		if !errors.Is(err, ErrConflict) {
 			return err
 		}
@@ -214,9 +212,14 @@ func (j *kvOutbox) Discard(ctx context.Context, key string) error {
 }
 
 func (j *kvOutbox) Purge(ctx context.Context, before int64) (int, error) {
-	return j.t.purge(ctx, before, func(r *OutboxRecord) bool {
+	gone, err := j.t.purge(ctx, j.t.group, before, func(r *OutboxRecord) bool {
 		return r.State == OutboxSent && r.CompletedAt < before
 	})
+	return len(gone), err
+}
+
+func (j *kvOutbox) PurgeDead(ctx context.Context, before int64) ([]string, error) {
+	return j.t.purgeIndexed(ctx, before, func(r *OutboxRecord) bool { return r.CompletedAt < before })
 }
 
 // ClaimExpired implements ExpiredClaimer.

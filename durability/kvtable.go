@@ -1,11 +1,13 @@
 package durability
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -28,8 +30,69 @@ type table[T any] struct {
 	// scores returns the record's due score (inDue false when it is never
 	// claimable) and its created score.
 	scores func(*T) (due int64, inDue bool, created int64)
+	// fields returns the record's state and chat (what List filters on).
+	fields func(*T) (state, chat string)
+	// indexed are the states kept in a state index of their own: a marker
+	// key "<scope>/in.dead/<id>" in group "<scope>/in.dead/" (stateGroup),
+	// ordered by creation, written and deleted in the commits that move a
+	// record into and out of the state. They are the states retention
+	// keeps (dead letters, unknown sends), which the creation index buries
+	// under done and sent records.
+	indexed []string
+	// live are the states of the records in the due index.
+	live []string
+	// stateIndexed is false while the store holds records that entered an
+	// indexed state before the state indexes existed (the migration at Open
+	// could not write): List then walks the creation index for them.
+	stateIndexed bool
 	// cache is the KvDurability's, shared by its tables.
 	cache *recordCache
+}
+
+// stateGroup is the group of state's index.
+func (t *table[T]) stateGroup(state string) string {
+	return strings.TrimSuffix(t.group, "/") + "." + state + "/"
+}
+
+// indexedState is the state index rec belongs in, "" for none.
+func (t *table[T]) indexedState(rec *T) string {
+	if state, _ := t.fields(rec); slices.Contains(t.indexed, state) {
+		return state
+	}
+	return ""
+}
+
+// mark is the write that puts id in the index of state.
+func (t *table[T]) mark(id, state string, rec *T) Write {
+	g := t.stateGroup(state)
+	_, _, created := t.scores(rec)
+	return Write{Key: g + id, Version: AnyVersion, Value: []byte(id), Group: g, Order: &created}
+}
+
+// unmark is the write that takes id out of the index of state.
+func (t *table[T]) unmark(id, state string) Write {
+	g := t.stateGroup(state)
+	return Write{Key: g + id, Version: AnyVersion, Delete: true, Group: g}
+}
+
+// moved returns the writes that move id from the state index of was ("" for
+// none) to rec's.
+func (t *table[T]) moved(id, was string, rec *T) []Write {
+	now := ""
+	if rec != nil {
+		now = t.indexedState(rec)
+	}
+	if now == was {
+		return nil
+	}
+	var ws []Write
+	if was != "" {
+		ws = append(ws, t.unmark(id, was))
+	}
+	if now != "" {
+		ws = append(ws, t.mark(id, now, rec))
+	}
+	return ws
 }
 
 // remember caches rec at version; size is its encoded length.
@@ -127,13 +190,18 @@ func (t *table[T]) current(ctx context.Context, id string) (T, int64, error) {
 	return t.get(ctx, id)
 }
 
-func (t *table[T]) del(ctx context.Context, id string, version int64) error {
+// del deletes rec, stored as id at version, with its state index marker.
+func (t *table[T]) del(ctx context.Context, id string, version int64, rec *T) error {
 	t.forget(id)
-	return t.kv.Commit(ctx, []Write{{Key: t.group + id, Version: version, Delete: true, Group: t.group}})
+	w := Write{Key: t.group + id, Version: version, Delete: true, Group: t.group}
+	return t.kv.Commit(ctx, append([]Write{w}, t.moved(id, t.indexedState(rec), nil)...))
 }
 
 // update applies fn to the current record and writes it, retrying on version
-// conflicts. fn returns the extra writes to commit with the record.
+// conflicts. fn returns the extra writes to commit with the record; the
+// writes that move the record between state indexes join them. Every change
+// of state into or out of an indexed one goes through update (claims, the
+// completion with sends and Put never touch an indexed state).
 func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Write, error)) (T, error) {
 	for cached := true; ; {
 		rec, v, hit := t.recall(id)
@@ -144,6 +212,7 @@ func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Wri
 				return rec, err
 			}
 		}
+		was := t.indexedState(&rec)
 		extra, err := fn(&rec)
 		if err != nil {
 			if hit {
@@ -154,7 +223,7 @@ func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Wri
 			}
 			return rec, err
 		}
-		err = t.put(ctx, id, v, &rec, extra)
+		err = t.put(ctx, id, v, &rec, append(slices.Clip(extra), t.moved(id, was, &rec)...))
 		if errors.Is(err, ErrConflict) {
 			continue
 		}
@@ -165,20 +234,27 @@ func (t *table[T]) update(ctx context.Context, id string, fn func(rec *T) ([]Wri
 // scan reads records from index ix with score <= max, calling keep for
 // each until it returns false or the budget is spent.
 func (t *table[T]) scan(ctx context.Context, ix Index, max int64, keep func(id string, rec T, version int64) bool) error {
-	return t.scanFrom(ctx, ix, math.MinInt64, max, keep)
+	return t.scanFrom(ctx, t.group, ix, math.MinInt64, max, keep)
 }
 
-// scanFrom is scan from score from (inclusive).
-func (t *table[T]) scanFrom(ctx context.Context, ix Index, from, max int64, keep func(id string, rec T, version int64) bool) error {
+// scanFrom is scan from score from (inclusive) over the index ix of group:
+// the table's own, or one of its state indexes (whose keys end with the
+// record's id too).
+func (t *table[T]) scanFrom(ctx context.Context, group string, ix Index, from, max int64, keep func(id string, rec T, version int64) bool) error {
+	return t.walk(ctx, group, ix, from, max, scanBudget, keep)
+}
+
+// walk is scanFrom reading up to budget index entries.
+func (t *table[T]) walk(ctx context.Context, group string, ix Index, from, max int64, budget int, keep func(id string, rec T, version int64) bool) error {
 	cursor := IndexEntry{Score: from} // the keys at from: every key is after ""
-	for read := 0; read < scanBudget; {
-		entries, err := t.kv.Range(ctx, t.group, ix, cursor, max, scanPage)
+	for read := 0; read < budget; {
+		entries, err := t.kv.Range(ctx, group, ix, cursor, max, scanPage)
 		if err != nil {
 			return err
 		}
 		for _, e := range entries {
 			read++
-			id := strings.TrimPrefix(e.Key, t.group)
+			id := strings.TrimPrefix(e.Key, group)
 			rec, v, err := t.get(ctx, id)
 			if errors.Is(err, ErrNotFound) {
 				continue
@@ -198,51 +274,148 @@ func (t *table[T]) scanFrom(ctx context.Context, ix Index, from, max int64, keep
 	return nil
 }
 
-// list returns records matching match from the created index, oldest first,
-// from those created at since on.
-func (t *table[T]) list(ctx context.Context, since int64, limit int, match func(*T) bool) ([]T, error) {
-	var out []T
+// list returns the records f selects, oldest created first. A state with an
+// index of its own is read from it; a live state from the due index, which
+// holds the live records only; anything else walks the creation index. Each
+// reads at most scanBudget index entries.
+func (t *table[T]) list(ctx context.Context, f ListFilter) ([]T, error) {
 	from := int64(math.MinInt64)
-	if since > 0 {
-		from = since
+	if f.Since > 0 {
+		from = f.Since
 	}
-	err := t.scanFrom(ctx, IndexOrder, from, math.MaxInt64, func(_ string, rec T, _ int64) bool {
+	match := func(rec *T) bool {
+		state, chat := t.fields(rec)
+		return (f.State == "" || state == f.State) && (f.Chat == "" || chat == f.Chat)
+	}
+	var out []T
+	collect := func(_ string, rec T, _ int64) bool {
 		if match(&rec) {
 			out = append(out, rec)
 		}
-		return limit <= 0 || len(out) < limit
+		return f.Limit <= 0 || len(out) < f.Limit
+	}
+	switch {
+	case t.stateIndexed && slices.Contains(t.indexed, f.State):
+		// A marker whose record left the state (an events journal's own
+		// replay) is skipped.
+		return out, t.scanFrom(ctx, t.stateGroup(f.State), IndexOrder, from, math.MaxInt64, collect)
+	case slices.Contains(t.live, f.State):
+		return t.listLive(ctx, from, f.Limit, match)
+	}
+	return out, t.scanFrom(ctx, t.group, IndexOrder, from, math.MaxInt64, collect)
+}
+
+// listLive lists the matching records of the due index created at from on,
+// oldest created first (the due index orders them by due time).
+func (t *table[T]) listLive(ctx context.Context, from int64, limit int, match func(*T) bool) ([]T, error) {
+	type found struct {
+		id      string
+		created int64
+		rec     T
+	}
+	var all []found
+	err := t.scan(ctx, IndexDue, math.MaxInt64, func(id string, rec T, _ int64) bool {
+		if _, _, created := t.scores(&rec); created >= from && match(&rec) {
+			all = append(all, found{id, created, rec})
+		}
+		return true
 	})
+	slices.SortFunc(all, func(a, b found) int {
+		if a.created != b.created {
+			return cmp.Compare(a.created, b.created)
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	out := make([]T, len(all))
+	for i, a := range all {
+		out[i] = a.rec
+	}
 	return out, err
 }
 
-// purge deletes records created before before for which purgeable returns
-// true; a record that changed since the scan stays.
-func (t *table[T]) purge(ctx context.Context, before int64, purgeable func(*T) bool) (int, error) {
+// markAll writes the state index marker of every record in an indexed state
+// (the migration of a store written before the state indexes), reading the
+// whole creation index.
+func (t *table[T]) markAll(ctx context.Context) error {
+	var marks []Write
+	var err error
+	werr := t.walk(ctx, t.group, IndexOrder, math.MinInt64, math.MaxInt64, math.MaxInt, func(id string, rec T, _ int64) bool {
+		if state := t.indexedState(&rec); state != "" {
+			marks = append(marks, t.mark(id, state, &rec))
+		}
+		if len(marks) == scanPage {
+			err = t.kv.Commit(ctx, marks)
+			marks = nil
+		}
+		return err == nil
+	})
+	if err != nil || werr != nil || len(marks) == 0 {
+		return errors.Join(err, werr)
+	}
+	return t.kv.Commit(ctx, marks)
+}
+
+// purge deletes the records of group's creation index (the table's own, or
+// one of its state indexes) created at or before before for which purgeable
+// returns true, and returns their ids; a record that changed since the scan
+// stays.
+func (t *table[T]) purge(ctx context.Context, group string, before int64, purgeable func(*T) bool) ([]string, error) {
 	type victim struct {
-		id string
-		v  int64
+		id  string
+		v   int64
+		rec T
 	}
 	var victims []victim
-	err := t.scan(ctx, IndexOrder, before, func(id string, rec T, v int64) bool {
+	err := t.scanFrom(ctx, group, IndexOrder, math.MinInt64, before, func(id string, rec T, v int64) bool {
 		if purgeable(&rec) {
-			victims = append(victims, victim{id, v})
+			victims = append(victims, victim{id, v, rec})
 		}
 		return true
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var gone []string
 	for _, vc := range victims {
-		err := t.del(ctx, vc.id, vc.v)
+		err := t.del(ctx, vc.id, vc.v, &vc.rec)
 		switch {
 		case err == nil:
-			n++
+			gone = append(gone, vc.id)
 		case errors.Is(err, ErrConflict):
 			// It changed since the scan (a replay or retry): keep it.
 		default:
-			return n, err
+			return gone, err
 		}
 	}
-	return n, nil
+	return gone, nil
+}
+
+// purgeIndexed deletes the records in the indexed states completed before
+// before (purgeable says which), reading their state indexes until a pass
+// deletes nothing, and returns their ids.
+func (t *table[T]) purgeIndexed(ctx context.Context, before int64, purgeable func(*T) bool) ([]string, error) {
+	var gone []string
+	for _, state := range t.indexed {
+		group := t.group
+		if t.stateIndexed {
+			group = t.stateGroup(state)
+		}
+		for {
+			ids, err := t.purge(ctx, group, before, func(rec *T) bool {
+				s, _ := t.fields(rec)
+				return s == state && purgeable(rec)
+			})
+			gone = append(gone, ids...)
+			if err != nil {
+				return gone, err
+			}
+			if len(ids) == 0 {
+				break
+			}
+		}
+	}
+	return gone, nil
 }

@@ -81,12 +81,23 @@ func DiscardSend(ctx context.Context, outbox durability.OutboxJournal, key strin
 	if err := outbox.Discard(ctx, key); err != nil {
 		return err
 	}
+	return discardRest(ctx, outbox, key, nil)
+}
+
+// discardRest deletes what goes with the deleted send key: its
+// after_send record and the later parts of its text, up to the first part
+// missing that is not in gone (parts deleted already).
+func discardRest(ctx context.Context, outbox durability.OutboxJournal, key string, gone map[string]bool) error {
 	// A later send under the key journals its own botrun_after_send.
 	if err := outbox.Discard(ctx, afterSendKey(key)); err != nil && !errors.Is(err, durability.ErrNotFound) {
 		return err
 	}
 	for n := 2; ; n++ {
-		err := outbox.Discard(ctx, fmt.Sprintf("%s#%d", key, n))
+		part := fmt.Sprintf("%s#%d", key, n)
+		if gone[part] {
+			continue
+		}
+		err := outbox.Discard(ctx, part)
 		if errors.Is(err, durability.ErrNotFound) {
 			return nil
 		}
@@ -94,6 +105,45 @@ func DiscardSend(ctx context.Context, outbox durability.OutboxJournal, key strin
 			return err
 		}
 	}
+}
+
+// DiscardInbound deletes a dead inbound record (the operator's explicit
+// deletion of one dead letter): the channel's redelivery of its message is
+// processed as a new message.
+func (b *Bot) DiscardInbound(ctx context.Context, id string) error {
+	return b.inbox.Discard(ctx, id)
+}
+
+// PurgeDeadLetters deletes the dead letters completed before before (Unix
+// ms): the dead inbound records, and the dead and unknown sends with what
+// goes with each (as DiscardSend). It returns how many inbound records and
+// sends it deleted.
+func (b *Bot) PurgeDeadLetters(ctx context.Context, before int64) (inbox, outbox int, err error) {
+	return PurgeDeadLetters(ctx, b.inbox, b.outbox, before)
+}
+
+// PurgeDeadLetters is Bot.PurgeDeadLetters on journals (the CLI's botrun
+// purge --dead).
+func PurgeDeadLetters(ctx context.Context, in durability.InboxJournal, out durability.OutboxJournal, before int64) (inbox, outbox int, err error) {
+	ids, err := in.PurgeDead(ctx, before)
+	if err != nil {
+		return len(ids), 0, fmt.Errorf("purging the inbound dead letters: %w", err)
+	}
+	keys, err := out.PurgeDead(ctx, before)
+	gone := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		gone[k] = true
+	}
+	for _, k := range keys {
+		if err != nil {
+			break
+		}
+		err = discardRest(ctx, out, k, gone)
+	}
+	if err != nil {
+		return len(ids), len(keys), fmt.Errorf("purging the outbound dead letters: %w", err)
+	}
+	return len(ids), len(keys), nil
 }
 
 // ErrInvalidSend is wrapped by the errors of Enqueue, SendLater and

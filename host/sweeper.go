@@ -114,7 +114,9 @@ func (b *Bot) queueLow() {
 	}
 }
 
-// purge deletes done and sent records older than durability.retention.
+// purge deletes the done inbound and sent outbound records completed more
+// than durability.retention ago; dead letters stay for the operator (botrun
+// purge --dead, POST /admin/purge-dead).
 func (b *Bot) purge() {
 	before := time.Now().Add(-b.policy.retention).UnixMilli()
 	ctx := b.baseCtx
@@ -125,6 +127,6 @@ func (b *Bot) purge() {
 		return
 	}
 	if in+out > 0 {
-		b.log.Info("retention purge", "inbox", in, "outbox", out)
+		b.log.Info("retention purge", "done_inbox", in, "sent_outbox", out)
 	}
 }

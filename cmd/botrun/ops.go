@@ -240,33 +240,54 @@ func cmdDiscard(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdPurge(args []string, stdout, stderr io.Writer) int {
-	fs, cfgPath := opsFlags("purge", "Usage: botrun purge [-c bot.toml] --before DURATION\n\nDeletes settled records (done, dead, sent, unknown) completed more than DURATION ago (\"7d\", \"12h\").", stderr)
+	fs, cfgPath := opsFlags("purge", "Usage: botrun purge [-c bot.toml] --before DURATION\n"+
+		"       botrun purge [-c bot.toml] --dead [--before DURATION]\n\n"+
+		"Deletes the done inbound records and the sent outbound records completed more than\n"+
+		"DURATION ago (\"7d\", \"12h\"), as durability.retention does. Dead letters (dead inbound\n"+
+		"records, dead and unknown sends) are kept: --dead deletes them instead, those completed\n"+
+		"more than DURATION ago or all of them without --before, each send with the later parts\n"+
+		"of its text (as botrun discard).", stderr)
 	before := fs.String("before", "", "age of the records to delete, e.g. 7d")
+	dead := fs.Bool("dead", false, "delete the dead letters (dead inbound records, dead and unknown sends) instead")
 	if code, stop := parse(fs, args, 0); stop {
 		return code
 	}
-	d, err := unit.ParseDuration(*before)
-	if *before == "" || err != nil {
-		fmt.Fprintln(stderr, "botrun purge: --before DURATION is required, e.g. --before 7d")
-		return 2
+	cut, since := time.Now().UnixMilli()+1, ""
+	if *before != "" || !*dead {
+		d, err := unit.ParseDuration(*before)
+		if *before == "" || err != nil {
+			fmt.Fprintln(stderr, "botrun purge: --before DURATION is required, e.g. --before 7d (or --dead to delete every dead letter)")
+			return 2
+		}
+		cut = time.Now().Add(-d).UnixMilli()
+		since = " completed before " + ms(cut)
 	}
 	j, done, ok := openJournals(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
-	cut := time.Now().Add(-d).UnixMilli()
-	in, err := j.Inbox.Purge(context.Background(), cut)
+	ctx := context.Background()
+	if *dead {
+		in, out, err := host.PurgeDeadLetters(ctx, j.Inbox, j.Outbox, cut)
+		if err != nil {
+			fmt.Fprintf(stderr, "botrun purge: %v (deleted %d inbox and %d outbox records before it; run it again)\n", err, in, out)
+			return 1
+		}
+		fmt.Fprintf(stdout, "purged %d dead inbox records and %d dead or unknown outbox records%s\n", in, out, since)
+		return 0
+	}
+	in, err := j.Inbox.Purge(ctx, cut)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintf(stderr, "botrun purge: %v\n", err)
 		return 1
 	}
-	out, err := j.Outbox.Purge(context.Background(), cut)
+	out, err := j.Outbox.Purge(ctx, cut)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintf(stderr, "botrun purge: %v (deleted %d done inbox records before it)\n", err, in)
 		return 1
 	}
-	fmt.Fprintf(stdout, "purged %d inbox and %d outbox records completed before %s\n", in, out, ms(cut))
+	fmt.Fprintf(stdout, "purged %d done inbox records and %d sent outbox records%s; dead letters are kept (botrun purge --dead deletes them)\n", in, out, since)
 	return 0
 }
 

@@ -192,6 +192,14 @@ func (w *crashInbox) Purge(ctx context.Context, before int64) (int, error) {
 	return call1(w.c, "inbox.purge", func() (int, error) { return w.j.Purge(ctx, before) })
 }
 
+func (w *crashInbox) Discard(ctx context.Context, id string) error {
+	return w.c.Call("inbox.discard", func() error { return w.j.Discard(ctx, id) })
+}
+
+func (w *crashInbox) PurgeDead(ctx context.Context, before int64) ([]string, error) {
+	return call1(w.c, "inbox.purgeDead", func() ([]string, error) { return w.j.PurgeDead(ctx, before) })
+}
+
 type crashOutbox struct {
 	c *Crashable
 	j durability.OutboxJournal
@@ -250,6 +258,10 @@ func (w *crashOutbox) Discard(ctx context.Context, key string) error {
 
 func (w *crashOutbox) Purge(ctx context.Context, before int64) (int, error) {
 	return call1(w.c, "outbox.purge", func() (int, error) { return w.j.Purge(ctx, before) })
+}
+
+func (w *crashOutbox) PurgeDead(ctx context.Context, before int64) ([]string, error) {
+	return call1(w.c, "outbox.purgeDead", func() ([]string, error) { return w.j.PurgeDead(ctx, before) })
 }
 
 type crashState struct {

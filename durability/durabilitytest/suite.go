@@ -71,6 +71,7 @@ func Run(t *testing.T, nb NewBackend) {
 	t.Run("scope", func(t *testing.T) { runScope(t, nb) })
 	t.Run("concurrency", func(t *testing.T) { runConcurrency(t, nb) })
 	t.Run("chat order", func(t *testing.T) { runChatOrder(t, nb) })
+	t.Run("state lists", func(t *testing.T) { runStateLists(t, nb) })
 }
 
 func putIn(t *testing.T, j durability.Journals, id, chat string, now int64) {

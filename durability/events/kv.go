@@ -16,7 +16,8 @@ import (
 // An inbound record ("<scope>/in/<id>") is the event "botrun:<scope>/<id>" of
 // the journal (see toEvent); every other key is a sidecar value in the
 // journal's store, or in outbox when there is one, except conversation state
-// ("<scope>/st/"), which stays with the inbound records it commits with.
+// ("<scope>/st/") and the inbox's state indexes ("<scope>/in.dead/"), which
+// stay with the inbound records they commit with.
 type journalKv struct {
 	journal durability.Kv
 	outbox  durability.Kv
@@ -40,7 +41,7 @@ func (k *journalKv) store(key string) durability.Kv {
 	if k.outbox == nil {
 		return k.journal
 	}
-	if _, rest, _ := strings.Cut(key, "/"); strings.HasPrefix(rest, "st/") {
+	if _, rest, _ := strings.Cut(key, "/"); strings.HasPrefix(rest, "st/") || strings.HasPrefix(rest, "in.") {
 		return k.journal
 	}
 	return k.outbox

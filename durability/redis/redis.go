@@ -244,8 +244,10 @@ func (s *Store) base(key string) string {
 		return s.prefix + ":{durable:" + scope + "}"
 	}
 	kind, _, _ := strings.Cut(rest, "/")
-	journal := "inbox" // the inbox, the state committed with it, the transcript
-	if kind == "out" {
+	// The inbox, the state committed with it and the transcript; the
+	// outbox and its state indexes ("out.dead").
+	journal := "inbox"
+	if kind == "out" || strings.HasPrefix(kind, "out.") {
 		journal = "outbox"
 	}
 	return s.prefix + ":{durable:" + journal + ":" + scope + "}"

@@ -16,19 +16,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/botrun/botrun/abi"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/unit"
 )
 
 // Bot is what the admin surface operates; *host.Bot implements it.
@@ -43,6 +45,10 @@ type Bot interface {
 	ReplayInbound(ctx context.Context, id string) error
 	RetrySend(ctx context.Context, key string) error
 	Discard(ctx context.Context, key string) error
+	// DiscardInbound deletes a dead inbound record; PurgeDeadLetters every
+	// dead letter completed before a time (host.Bot's).
+	DiscardInbound(ctx context.Context, id string) error
+	PurgeDeadLetters(ctx context.Context, before int64) (inbox, outbox int, err error)
 	SendLater(ctx context.Context, provider, chat, text, key string, at int64) (abi.SendResult, error)
 	BroadcastLater(ctx context.Context, provider string, req abi.BroadcastRequest) (abi.BroadcastResult, error)
 	MessageLog(ctx context.Context, chat string, limit int) ([]host.LogEntry, error)
@@ -124,6 +130,8 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op("replay", bot.ReplayInbound)))
 	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op("retry", bot.RetrySend)))
 	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op("discard", bot.Discard)))
+	mux.HandleFunc("POST /admin/inbox/{id}/discard", a.auth(a.op("discard-inbound", bot.DiscardInbound)))
+	mux.HandleFunc("POST /admin/purge-dead", a.auth(a.purgeDead))
 	mux.HandleFunc("POST /admin/send", a.auth(a.send))
 	mux.HandleFunc("GET /admin/log", a.auth(a.messageLog))
 	mux.HandleFunc("POST /admin/broadcast", a.auth(a.broadcast))
@@ -342,6 +350,39 @@ func sendStatus(err error) int {
 
 // op runs the operation name on the record named in the path, and logs it
 // with the operator's address.
+// PurgeDeadResult is the body of POST /admin/purge-dead's answer.
+type PurgeDeadResult struct {
+	// Inbox and Outbox count the dead inbound records and the dead or
+	// unknown sends deleted.
+	Inbox  int `json:"inbox"`
+	Outbox int `json:"outbox"`
+}
+
+// purgeDead deletes the dead letters completed more than ?before ago (all
+// without it).
+func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) {
+	cut := time.Now().UnixMilli() + 1
+	before := r.URL.Query().Get("before")
+	if before != "" {
+		d, err := unit.ParseDuration(before)
+		if err != nil {
+			http.Error(w, "botrun admin: before="+strconv.Quote(before)+" is not a duration (7d, 12h): "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		cut = time.Now().Add(-d).UnixMilli()
+	}
+	var res PurgeDeadResult
+	var err error
+	res.Inbox, res.Outbox, err = a.bot.PurgeDeadLetters(r.Context(), cut)
+	a.logAction(r, "purge-dead", err, "before", before, "inbox", res.Inbox, "outbox", res.Outbox)
+	if err != nil {
+		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(res)
+}
+
 func (a *api) op(name string, fn func(context.Context, string) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")

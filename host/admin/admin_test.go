@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,9 @@ const token = "admin-token-0123456789"
 type echo struct{}
 
 func (echo) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, error) {
+	if ev.Text == "trap" {
+		return "echo", errors.New("trapped") // a failed attempt, as a guest fault is
+	}
 	_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
 	return "echo", err
 }
@@ -60,8 +64,13 @@ func (c *channel) count() int {
 }
 
 func setup(t *testing.T, tok string) (*host.Bot, *channel, *httptest.Server) {
+	return setupWith(t, tok, "")
+}
+
+// setupWith is setup with extra bot.toml lines (tables after [[providers]]).
+func setupWith(t *testing.T, tok, extra string) (*host.Bot, *channel, *httptest.Server) {
 	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"),
-		"[bot]\nmodule = \"unused.wasm\"\n[durability]\npoll = \"5ms\"\n[durability.outbox]\ninline_max = \"10ms\"\nretries = 0\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
+		"[bot]\nmodule = \"unused.wasm\"\n[durability]\npoll = \"5ms\"\n[durability.outbox]\ninline_max = \"10ms\"\nretries = 0\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"+extra,
 		func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +221,50 @@ func TestOperateTheDeadLetterQueue(t *testing.T) {
 	})
 	if n := ch.count(); n != 1 {
 		t.Fatalf("the channel got %d sends after the replay, want 1", n)
+	}
+}
+
+// TestDeleteTheDeadLetters: an operator deletes one dead inbound record,
+// or every dead letter; a record that is not dead is refused.
+func TestDeleteTheDeadLetters(t *testing.T) {
+	b, _, srv := setupWith(t, token, "[durability.inbox]\nmax_attempts = 1\n")
+	for _, m := range []provider.Message{{ID: "m1", Chat: "c1", Text: "trap"}, {ID: "m2", Chat: "c1", Text: "trap"}, {ID: "m3", Chat: "c1", Text: "hola"}} {
+		if _, err := b.Admit(context.Background(), "web", m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var in []durability.InboxRecord
+	var out []durability.OutboxRecord
+	waitFor(t, "two dead inbound records and a dead send", func() bool {
+		_, ib := call(t, "GET", srv.URL+"/admin/inbox?state=dead", token)
+		_, ob := call(t, "GET", srv.URL+"/admin/outbox?state=dead", token)
+		return json.Unmarshal([]byte(ib), &in) == nil && len(in) == 2 && json.Unmarshal([]byte(ob), &out) == nil && len(out) == 1
+	})
+	if code, _ := call(t, "POST", srv.URL+"/admin/inbox/web:m3/discard", token); code != http.StatusConflict {
+		t.Fatalf("discard of a done record: HTTP %d, want 409", code)
+	}
+	if code, body := call(t, "POST", srv.URL+"/admin/inbox/web:m1/discard", token); code != 204 {
+		t.Fatalf("discard of a dead record: HTTP %d %s", code, body)
+	}
+	if code, _ := call(t, "GET", srv.URL+"/admin/inbox/web:m1", token); code != http.StatusNotFound {
+		t.Fatalf("a discarded record: HTTP %d, want 404", code)
+	}
+	if code, _ := call(t, "POST", srv.URL+"/admin/purge-dead?before=soon", token); code != http.StatusBadRequest {
+		t.Fatalf("purge-dead?before=soon: HTTP %d, want 400", code)
+	}
+	if code, body := call(t, "POST", srv.URL+"/admin/purge-dead?before=1h", token); code != 200 || body != `{"inbox":0,"outbox":0}`+"\n" {
+		t.Fatalf("purge-dead?before=1h: HTTP %d %s", code, body)
+	}
+	if code, body := call(t, "POST", srv.URL+"/admin/purge-dead", token); code != 200 || body != `{"inbox":1,"outbox":1}`+"\n" {
+		t.Fatalf("purge-dead: HTTP %d %s", code, body)
+	}
+	_, ib := call(t, "GET", srv.URL+"/admin/inbox?state=dead", token)
+	_, ob := call(t, "GET", srv.URL+"/admin/outbox?state=dead", token)
+	if ib != "[]\n" || ob != "[]\n" {
+		t.Fatalf("after purge-dead: inbox %s outbox %s", ib, ob)
+	}
+	if code, _ := call(t, "GET", srv.URL+"/admin/inbox/web:m3", token); code != 200 {
+		t.Fatalf("the done record after purge-dead: HTTP %d, want 200", code)
 	}
 }
 

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+)
+
+// TestPurgeSaysWhatItDeletesAndDeadLettersNeedAsking: botrun purge --before
+// deletes done inbound and sent outbound records and says so, keeping the
+// dead letters; botrun purge --dead deletes those (a dead send with the later
+// part of its text).
+func TestPurgeSaysWhatItDeletesAndDeadLettersNeedAsking(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bot.toml")
+	os.WriteFile(cfg, []byte("[bot]\nmodule = \"bot.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"), 0o600)
+	ctx := context.Background()
+	_, j, b, err := openScope(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-10 * 24 * time.Hour).UnixMilli()
+	l := durability.Lease{Owner: "i1", Now: old, Until: old + 1000}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"web:done", "web:dead"} {
+		_, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: "c1", Payload: []byte(`{}`)}, old, &l)
+		must(err)
+	}
+	must(j.Inbox.Complete(ctx, "web:done", 1, durability.Completion{Now: old}))
+	must(j.Inbox.Fail(ctx, "web:dead", 1, "trap", durability.FailOptions{Now: old, Dead: true}))
+	for _, key := range []string{"k:sent", "k:dead"} {
+		_, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: key, Provider: "web", Chat: "c1", Payload: []byte(`{}`)}, old, &l)
+		must(err)
+	}
+	_, _, err = j.Outbox.Put(ctx, durability.OutboxPut{Key: "k:dead#2", Provider: "web", Chat: "c1", Payload: []byte(`{}`), PreviousPart: "k:dead"}, old, nil)
+	must(err)
+	must(j.Outbox.MarkSent(ctx, "k:sent", 1, "ref", old))
+	must(j.Outbox.MarkFailed(ctx, "k:dead", 1, "refused", durability.FailOptions{Now: old, Dead: true}))
+	b.Close()
+
+	code, out, errs := runCLI("purge", "-c", cfg, "--before", "7d")
+	if code != 0 || !strings.HasPrefix(out, "purged 1 done inbox records and 1 sent outbox records completed before ") ||
+		!strings.HasSuffix(out, "; dead letters are kept (botrun purge --dead deletes them)\n") {
+		t.Fatalf("purge --before 7d: %d %q %q", code, out, errs)
+	}
+	if _, out, _ := runCLI("inbox", "list", "-c", cfg, "--state", "dead"); !strings.Contains(out, "web:dead") {
+		t.Fatalf("the dead inbound record was purged by --before: %q", out)
+	}
+	if code, out, errs := runCLI("purge", "-c", cfg, "--dead", "--before", "30d"); code != 0 || !strings.HasPrefix(out, "purged 0 dead inbox records and 0 dead or unknown outbox records completed before ") {
+		t.Fatalf("purge --dead --before 30d: %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runCLI("purge", "-c", cfg, "--dead"); code != 0 || out != "purged 1 dead inbox records and 1 dead or unknown outbox records\n" {
+		t.Fatalf("purge --dead: %d %q %q", code, out, errs)
+	}
+	_, j, b, err = openScope(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := j.Inbox.Get(ctx, "web:dead"); !errors.Is(err, durability.ErrNotFound) {
+		t.Errorf("web:dead after purge --dead: %v", err)
+	}
+	for _, key := range []string{"k:dead", "k:dead#2"} {
+		if _, err := j.Outbox.Get(ctx, key); !errors.Is(err, durability.ErrNotFound) {
+			t.Errorf("%s after purge --dead: %v", key, err)
+		}
+	}
+	if code, _, errs := runCLI("purge", "-c", cfg); code != 2 || !strings.Contains(errs, "--before DURATION is required") {
+		t.Fatalf("purge without --before: %d %q", code, errs)
+	}
+}
