@@ -151,6 +151,9 @@ func (t *turn) afterSend(ctx context.Context, s sendSpec, res abi.SendResult, ke
 	}
 	switch res.Status {
 	case abi.SendSent, abi.SendDeduped, abi.SendDeferred, abi.SendScheduled:
+	case abi.SendDead:
+		// Journaled and dead (inline, or a part of it): the record settles
+		// without running the hook, and an operator's retry re-arms it.
 	default:
 		return nil
 	}

@@ -58,15 +58,25 @@ func (b *Bot) ReplayInbound(ctx context.Context, id string) error {
 
 // RetrySend sends a dead, failed or unknown send again.
 func (b *Bot) RetrySend(ctx context.Context, key string) error {
-	if err := b.outbox.Retry(ctx, key, nowMs()); err != nil {
-		return err
-	}
-	// Delivered now, the send runs the module's botrun_after_send, which
-	// was settled without running while the send was dead or unknown.
-	if err := rearmAfterSend(ctx, b.outbox, key); err != nil {
+	if err := RetrySend(ctx, b.outbox, key); err != nil {
 		return err
 	}
 	b.wakeSweeper()
+	return nil
+}
+
+// RetrySend makes the send key (dead, failed or unknown) due again, for a
+// running bot's sweeper: POST /admin/outbox/{key}/retry and botrun retry
+// (from another process) both retry through it. Delivered then, the send
+// runs the module's botrun_after_send, which was settled without running
+// while the send was dead or unknown.
+func RetrySend(ctx context.Context, outbox durability.OutboxJournal, key string) error {
+	if err := outbox.Retry(ctx, key, nowMs()); err != nil {
+		return err
+	}
+	if err := rearmAfterSend(ctx, outbox, key); err != nil {
+		return fmt.Errorf("re-arming the botrun_after_send of %s: %w", key, err)
+	}
 	return nil
 }
 

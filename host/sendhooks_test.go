@@ -424,3 +424,54 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 		t.Errorf("the discarded send's after_send record is still there (err %v)", err)
 	}
 }
+
+// TestAfterSendAfterAnInlineDeadSendIsRetried: a send that went dead inline
+// (the channel refused it while the handler waited) gets its after_send
+// once an operator retries it and it is delivered, through the admin API's
+// retry (Bot.RetrySend) and the CLI's (RetrySend, from another process).
+func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
+	var mu sync.Mutex
+	down := true
+	g := &hookGuest{afterErr: func(int, abi.SendHook) error { return nil }}
+	g.native = func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		for _, text := range []string{"api", "cli"} {
+			if res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text}); err != nil || res.Status != abi.SendDead {
+				t.Errorf("send %q = %+v, %v; want dead inline", text, res, err)
+			}
+		}
+		return nil
+	}
+	ch := newChannel()
+	ch.fail = func(int, provider.Outbound) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return &permanentError{errors.New("blocked for now")}
+		}
+		return nil
+	}
+	b := newTestBot(t, testConfig(t, ""), backends["sqlite"](t), g, ch)
+	defer b.stop(t)
+	ctx := context.Background()
+	if _, err := b.admit(t, "c1", "m1", "go"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.quiet(1, 60*time.Second) {
+		t.Fatal("the event did not settle")
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	if err := b.RetrySend(ctx, "web:m1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := RetrySend(ctx, b.outbox, "web:m1:2"); err != nil {
+		t.Fatal(err)
+	}
+	b.wakeSweeper()
+	for _, key := range []string{"web:m1:1", "web:m1:2"} {
+		if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns(key); return n == 1 }) {
+			t.Errorf("after_send of %s did not run once the retried send was delivered (after_send record: %+v)", key, b.outboxRecord(t, afterSendKey(key)))
+		}
+	}
+}
