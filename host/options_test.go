@@ -334,6 +334,38 @@ func TestOption_MaxPayloadBytes_BypassesTheOutbox(t *testing.T) {
 	}
 }
 
+// TestOption_MaxPayloadBytes_BypassSplitsAtTheChannelLimit: a text sent
+// without the outbox (over max_payload_bytes) is split at the channel's
+// text limit, in order, as a journaled text is.
+func TestOption_MaxPayloadBytes_BypassSplitsAtTheChannelLimit(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\nmax_payload_bytes = 100\n")
+	ch := newChannel()
+	ch.limit = 80
+	results := make(chan abi.SendResult, 1)
+	text := strings.Repeat("a", 80) + strings.Repeat("b", 80) + strings.Repeat("c", 40)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text})
+		results <- res
+		return err
+	})
+	b := newTestBot(t, cfg, memory.New(), h, limited{ch})
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	if res := <-results; res.Status != abi.SendBypassed || res.Ref == "" {
+		t.Fatalf("result %+v", res)
+	}
+	b.quiet(1, 60*time.Second)
+	got := ch.texts()
+	if len(got) != 3 || strings.Join(got, "") != text {
+		t.Fatalf("the channel got %d messages %q; want the text in 3 parts of at most 80", len(got), got)
+	}
+	for _, p := range got {
+		if len(p) > 80 {
+			t.Errorf("a part of %d characters went to a channel whose limit is 80", len(p))
+		}
+	}
+}
+
 func TestOption_OutboxLease_MinimumAndHeartbeat(t *testing.T) {
 	if err := parseErr(t, "[durability.outbox]\nlease = \"19ms\"\n"); err == nil || !strings.Contains(err.Error(), "durability.outbox.lease: 19ms is below the 20ms minimum") {
 		t.Fatalf("err = %v", err)

@@ -229,13 +229,21 @@ func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec,
 	}
 	o.metrics.outboxBypassed.Add(1)
 	o.log.WarnContext(ctx, "payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
-	start := time.Now()
-	ref, err := prov.Send(ctx, toOutbound(s.chat, s.msg, s.key))
-	o.observeSend(s.provider, start)
-	if err != nil {
-		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: err.Error()}
+	// Split at the channel's text limit as a journaled send is: the parts
+	// go in order, and the first one the channel refuses ends the send.
+	res := abi.SendResult{Status: abi.SendBypassed, Key: s.key}
+	for _, p := range o.parts(s) {
+		start := time.Now()
+		ref, err := prov.Send(ctx, toOutbound(s.chat, p.msg, p.key))
+		o.observeSend(s.provider, start)
+		if err != nil {
+			return abi.SendResult{Status: abi.SendDead, Key: s.key, Ref: res.Ref, Error: fmt.Sprintf("part %d (%s): %v", p.n, p.key, err)}
+		}
+		if p.n == 1 {
+			res.Ref = ref
+		}
 	}
-	return abi.SendResult{Status: abi.SendBypassed, Key: s.key, Ref: ref}
+	return res
 }
 
 // settleElsewhere waits for a send another owner has in flight to settle:
