@@ -99,11 +99,13 @@ type Bot struct {
 	tr tracing
 	// replaysOnNewModule counts records run again under another module.
 	replaysOnNewModule atomic.Int64
-	mediaRefs          bool
-	boot               time.Time
-	wake               signal
-	leases             *leases
-	alerts             *alerts
+	// admissionFailed rate-limits the alerts of fail-closed admissions.
+	admissionFailed admissionFailures
+	mediaRefs       bool
+	boot            time.Time
+	wake            signal
+	leases          *leases
+	alerts          *alerts
 	// sendsOut counts the claimed sends of the last outbox claim that the
 	// workers have not delivered yet; inboxBacklog is set when the last
 	// inbound claim was full.
