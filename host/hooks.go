@@ -130,6 +130,9 @@ func (t *turn) hookedSend(ctx context.Context, s sendSpec, send func(sendSpec) (
 			return res, fmt.Errorf("outbox journal: %w", err)
 		}
 	}
+	if err := t.chargeBytes(contentSize(s.msg), "a send"); err != nil {
+		return abi.SendResult{}, err
+	}
 	var keys []string
 	if t.hooks != nil {
 		s.keys = &keys

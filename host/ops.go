@@ -175,6 +175,9 @@ func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 type chatHook struct {
 	before func(s *sendSpec) (keep bool, err error)
 	after  func(s sendSpec) error
+	// charge takes a chat's copy (its bytes) of the event's
+	// bot.max_event_bytes; its error refuses the rest of the broadcast.
+	charge func(bytes int) error
 }
 
 func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest, hook *chatHook) (abi.BroadcastResult, error) {
@@ -190,7 +193,7 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 		s := sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: req.Text, Media: req.Media},
 			key: req.KeyPrefix + ":" + chat, inbound: inbound, at: req.At}
 		p := payload
-		if hook != nil {
+		if hook != nil && hook.before != nil {
 			keep, err := hook.before(&s)
 			if err != nil {
 				return res, fmt.Errorf("broadcast: %w", err)
@@ -200,6 +203,11 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 				continue
 			}
 			p, _ = json.Marshal(s.msg)
+		}
+		if hook != nil && hook.charge != nil {
+			if err := hook.charge(len(p)); err != nil {
+				return res, fmt.Errorf("broadcast: %w", err)
+			}
 		}
 		put := durability.OutboxPut{Key: s.key, Provider: providerID, Chat: s.chat, Payload: p,
 			Fingerprint: fingerprint(chat, payload), Inbound: inbound, NotBefore: req.At}
@@ -212,7 +220,7 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 		} else {
 			res.Journaled++
 		}
-		if hook != nil {
+		if hook != nil && hook.after != nil {
 			if err := hook.after(s); err != nil {
 				return res, fmt.Errorf("broadcast: %w", err)
 			}
