@@ -81,7 +81,7 @@ func (t *turn) beforeSend(ctx context.Context, s *sendSpec) (res abi.SendResult,
 	}
 	h := hookOf(*s)
 	h.Time = t.event.ReceivedAt
-	out, err := t.hooks.BeforeSend(ctx, h)
+	out, err := t.hooks.BeforeSend(wasm.WithBudget(ctx, t.hookBudget), h)
 	if res, done, err := BeforeSendOutcome(s.key, out, err); done || err != nil {
 		return res, done, err
 	}
@@ -105,6 +105,9 @@ func BeforeSendOutcome(key string, out wasm.BeforeSend, err error) (res abi.Send
 	switch {
 	case errors.As(err, &he):
 		return abi.SendResult{Status: abi.SendDead, Key: key, Error: "botrun_before_send: " + he.Error()}, true, nil
+	case errors.Is(err, wasm.ErrHookBudget):
+		// Fail closed: a send whose hook could not run is not made.
+		return abi.SendResult{Status: abi.SendDead, Key: key, Error: "botrun_before_send: " + err.Error()}, true, nil
 	case err != nil:
 		return res, false, fmt.Errorf("botrun_before_send of %s: %w", key, err)
 	case out.Cancel:

@@ -475,3 +475,24 @@ func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestBroadcastHooksShareTheEventsBudget: a broadcast to 50 chats whose
+// botrun_before_send spins is cut at the event's one hook budget (its
+// handler_timeout): the hook runs once, every chat's send is refused
+// (cancelled, fail-closed: none goes out unhooked), and the event itself
+// completes, its handler told so.
+func TestBroadcastHooksShareTheEventsBudget(t *testing.T) {
+	base, logs := startBot(t, wasmbuild.Go(t, "wasm/testdata/guests/slowhook"), "handler_timeout = \"300ms\"\n")
+	if code := postMessage(t, base, "s", "spin", "s1"); code != 202 {
+		t.Fatalf("POST: %d", code)
+	}
+	if !waitFor(60*time.Second, func() bool { return strings.Contains(logs.String(), "broadcast journaled=") }) {
+		t.Fatalf("the handler did not finish its broadcast:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "broadcast journaled=0 cancelled=50") {
+		t.Errorf("want every chat's send refused once the event's hook budget is spent:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), "hook ran for"); n != 1 {
+		t.Errorf("the spinning hook ran %d times for one event, want once", n)
+	}
+}

@@ -73,8 +73,10 @@ type turn struct {
 	postedBytes int
 	// postedContent is their content as journaled (see chargeBytes).
 	postedContent int64
-	// hooks run the module's send hooks (nil: a guest without them).
-	hooks SendHooks
+	// hooks run the module's send hooks (nil: a guest without them);
+	// hookBudget is what the hooks of the event's sends may use together.
+	hooks      SendHooks
+	hookBudget *wasm.Budget
 	// held, when set, refuses sends once the record's lease expired by
 	// this process's clock (coordination: a replica frozen past its lease
 	// and thawed must not act on what it read before).
@@ -94,8 +96,8 @@ func (t *turn) flushMark(ctx context.Context) {
 func (b *Bot) newTurn(ev abi.Event) *turn {
 	return &turn{sender: b.sender, state: b.state, providers: b.providers, metrics: &b.metrics,
 		maxSends: b.cfg.Bot.MaxSends, maxBroadcast: b.cfg.Bot.MaxBroadcast, quota: int64(b.cfg.Bot.MaxChatState),
-		maxBytes: int64(b.cfg.Bot.MaxEventBytes),
-		event:    ev, writes: map[string]durability.StateWrite{}, hooks: b.sender.hooks,
+		maxBytes: int64(b.cfg.Bot.MaxEventBytes), hookBudget: wasm.NewBudget(time.Duration(b.cfg.Bot.HandlerTimeout)),
+		event: ev, writes: map[string]durability.StateWrite{}, hooks: b.sender.hooks,
 		stored: map[string]int{}, usage: map[string]*stateUsage{}}
 }
 
