@@ -317,3 +317,82 @@ func (o *sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) 
 	}
 	o.markSent(ctx, rec, "")
 }
+
+// operatorSend reports whether rec is an operator's send, made outside any
+// handler (botrun send and broadcast, the admin API's, Enqueue and
+// Broadcast from Go): it has no inbound event, is the first part of its send
+// (the later ones are split from a hooked text) and goes to a channel, not
+// to one of the host's own.
+func operatorSend(rec durability.OutboxRecord) bool {
+	return rec.Inbound == "" && rec.PreviousPart == "" && !InternalProvider(rec.Provider)
+}
+
+// hookOperatorSend runs the send hooks on an operator's send (operatorSend)
+// as it is delivered, on every attempt: wherever it was journaled from, even
+// another process, it goes through the running module's botrun_before_send
+// as a handler's send does, and gets its botrun_after_send. It answers the
+// record as it is sent (a rewrite changes its chat and content in memory,
+// as splitJournaled does; the journal keeps what the operator asked for),
+// or ok=false when the send was settled instead: cancelled or failed by the
+// hook, it is dead (fail-closed: a filter filters every send), and a fault
+// of the hook is retried as a failed send.
+func (o *sender) hookOperatorSend(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, bool) {
+	if o.hooks == nil || !operatorSend(rec) {
+		return rec, true
+	}
+	before, after := o.hooks.Hooks()
+	if !before && !after {
+		return rec, true
+	}
+	var m outMsg
+	if json.Unmarshal(rec.Payload, &m) != nil {
+		return rec, true // call reports it
+	}
+	s := sendSpec{provider: rec.Provider, chat: rec.Chat, msg: m, key: rec.Key}
+	if before {
+		h := hookOf(s)
+		h.Time = rec.CreatedAt
+		// The hook may wait for an instance: the send's lease is kept.
+		hb := o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
+			return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
+		})
+		out, err := o.hooks.BeforeSend(hb.ctx, h)
+		hb.stop()
+		hb.release()
+		res, done, fault := BeforeSendOutcome(rec.Key, out, err)
+		var fe *wasm.FaultError
+		switch {
+		case errors.As(fault, &fe) && (fe.Kind == wasm.FaultHost || fe.Kind == wasm.FaultCanceled):
+			now := nowMs()
+			o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, fault.Error(),
+				durability.FailOptions{Now: now, RetryAt: now + o.policy.poll.Milliseconds(), Refund: true}))
+			return rec, false
+		case fault != nil:
+			o.settleFailure(ctx, rec, fault, time.Time{})
+			return rec, false
+		case done:
+			why := res.Error
+			if res.Status == abi.SendCancelled {
+				why = "cancelled by botrun_before_send"
+			}
+			if o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, why, durability.FailOptions{Now: nowMs(), Dead: true})) {
+				o.log.InfoContext(ctx, "an operator's send was not made: botrun_before_send refused it", "key", rec.Key, "why", why)
+			}
+			return rec, false
+		}
+		if r := out.Rewrite; r != nil {
+			s.chat, s.msg = r.Chat, outMsg{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
+			rec.Chat = s.chat
+			rec.Payload, _ = json.Marshal(s.msg)
+		}
+	}
+	if after {
+		if err := o.journalAfter(ctx, s, []string{rec.Key}); err != nil {
+			now := nowMs()
+			o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, err.Error(),
+				durability.FailOptions{Now: now, RetryAt: now + o.policy.poll.Milliseconds(), Refund: true}))
+			return rec, false
+		}
+	}
+	return rec, true
+}

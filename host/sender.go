@@ -712,8 +712,11 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("provider %q is not configured", rec.Provider)}, time.Time{})
 		return
 	}
-	rec, ok := o.splitJournaled(ctx, rec)
+	rec, ok := o.hookOperatorSend(ctx, rec)
 	if !ok {
+		return
+	}
+	if rec, ok = o.splitJournaled(ctx, rec); !ok {
 		return
 	}
 	ref, hb, marked, err := o.call(prov, rec)
