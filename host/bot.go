@@ -198,6 +198,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
 		sendTime: b.obs.sendObservers(ids), tr: b.tr,
 		leases: b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
+		afterBudgets:   newEventBudgets(time.Duration(cfg.Bot.HandlerTimeout)),
 		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli()}
 	if h, ok := b.guest.(SendHooks); ok {
 		b.sender.hooks = h

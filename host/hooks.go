@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/botrun/botrun/abi"
@@ -300,12 +301,23 @@ func (o *sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) 
 	hb := o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
-	err := o.hooks.AfterSend(hb.ctx, h)
+	hctx := hb.ctx
+	if rec.Inbound != "" && o.afterBudgets != nil {
+		// The after_send hooks of one event (a broadcast's chats) share
+		// one budget, as its before_send hooks do.
+		hctx = wasm.WithBudget(hctx, o.afterBudgets.of(rec.Inbound))
+	}
+	err := o.hooks.AfterSend(hctx, h)
 	hb.stop()
 	defer hb.release()
 	var he *wasm.HandlerError
 	var fault *wasm.FaultError
 	switch {
+	case errors.Is(err, wasm.ErrHookBudget):
+		// Not retried: the event's budget stays spent. An operator's
+		// retry of the dead record runs it again.
+		o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("botrun_after_send: %w", err)}, time.Time{})
+		return
 	case errors.As(err, &he):
 		o.log.Warn("botrun_after_send returned an error; not retried", "key", h.Key, "err", he.Message)
 	case errors.As(err, &fault) && (fault.Kind == wasm.FaultHost || fault.Kind == wasm.FaultCanceled):
@@ -395,4 +407,39 @@ func (o *sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 		}
 	}
 	return rec, true
+}
+
+// eventBudgets holds, per event id, the budget its botrun_after_send calls
+// share (wasm.Budget: one bot.handler_timeout of guest time, one event's
+// output), for the most recent maxEventBudgets events this process ran
+// hooks for. It lives in memory: after a restart, or once an event is
+// evicted, its hooks get a fresh budget.
+type eventBudgets struct {
+	mu    sync.Mutex
+	d     time.Duration
+	m     map[string]*wasm.Budget
+	order []string
+}
+
+// maxEventBudgets bounds the events eventBudgets remembers.
+const maxEventBudgets = 4096
+
+func newEventBudgets(d time.Duration) *eventBudgets {
+	return &eventBudgets{d: d, m: map[string]*wasm.Budget{}}
+}
+
+// of returns event's budget, made on its first hook.
+func (e *eventBudgets) of(event string) *wasm.Budget {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if b, ok := e.m[event]; ok {
+		return b
+	}
+	if len(e.order) >= maxEventBudgets {
+		delete(e.m, e.order[0])
+		e.order = e.order[1:]
+	}
+	b := wasm.NewBudget(e.d)
+	e.m[event], e.order = b, append(e.order, event)
+	return b
 }

@@ -40,6 +40,9 @@ type sender struct {
 	wake signal
 	// hooks run the module's botrun_after_send (nil: a guest without hooks).
 	hooks SendHooks
+	// afterBudgets hold the budget the after_send hooks of each recent
+	// event share.
+	afterBudgets *eventBudgets
 	// settleInFlight makes a turn that meets its send in flight elsewhere
 	// settle it before going on (coordination: the chat's next turn must
 	// not overtake it).

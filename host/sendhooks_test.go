@@ -571,3 +571,26 @@ func TestOperatorSendsRunTheSendHooks(t *testing.T) {
 		}
 	}
 }
+
+// TestBroadcastAfterSendHooksShareTheEventsBudget: the botrun_after_send
+// calls of one event's broadcast share one budget too (the outbox runs them
+// several at a time): a hook that spins is cut at the event's bound, and the
+// other chats' after_send records are refused without running: dead, for
+// an operator to see.
+func TestBroadcastAfterSendHooksShareTheEventsBudget(t *testing.T) {
+	base, logs := startBot(t, wasmbuild.Go(t, "wasm/testdata/guests/slowhook"), "handler_timeout = \"300ms\"\n")
+	if code := postMessage(t, base, "s", "spin after", "s1"); code != 202 {
+		t.Fatalf("POST: %d", code)
+	}
+	if !waitFor(120*time.Second, func() bool {
+		return strings.Count(logs.String(), "msg=dead-lettered") >= 50
+	}) {
+		t.Fatalf("the after_send records were not all settled dead:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "broadcast journaled=50 cancelled=0") {
+		t.Errorf("the broadcast did not journal its 50 chats:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), "after ran for"); n != 1 {
+		t.Errorf("the spinning after_send ran %d times for one event, want once", n)
+	}
+}

@@ -46,20 +46,27 @@ func budgetOf(ctx context.Context) *Budget {
 }
 
 // take reserves what one hook call may use: at most limit of the time
-// left, and of the output left at most bytes and lines; ok is false when
-// no time is left.
+// left (taken from the budget until spend gives back what the call did not
+// use, so calls running at once cannot overdraw it), and of the output left
+// at most bytes and lines; ok is false when no time is left.
 func (b *Budget) take(limit time.Duration, bytes, lines int) (d time.Duration, ob, ol int, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return min(limit, b.time), min(bytes, b.bytes), min(lines, b.lines), b.time > 0
+	if b.time <= 0 {
+		return 0, 0, 0, false
+	}
+	d = min(limit, b.time)
+	b.time -= d
+	return d, min(bytes, b.bytes), min(lines, b.lines), true
 }
 
-// spend charges a hook call's guest time and output; out says whether its
-// output was cut, and answers whether it is the event's first cut.
-func (b *Budget) spend(d time.Duration, bytes, lines int, cut bool) (firstCut bool) {
+// spend settles a hook call that reserved the guest time reserved and used
+// used of it, and its output; cut says whether its output was cut, and it
+// answers whether that is the event's first cut.
+func (b *Budget) spend(reserved, used time.Duration, bytes, lines int, cut bool) (firstCut bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.time = max(b.time-d, 0)
+	b.time += max(reserved-used, 0)
 	b.bytes, b.lines = max(b.bytes-bytes, 0), max(b.lines-lines, 0)
 	firstCut = cut && !b.truncated
 	b.truncated = b.truncated || cut

@@ -1,7 +1,8 @@
-// Command slowhook has a costly botrun_before_send: for a send whose text is
-// "spin" it logs a line and never returns; for "log" it writes 64 lines of
-// 1,000 bytes to stdout and lets the send go. Its handler broadcasts the
-// event's text to the chats c0 … c49.
+// Command slowhook has costly send hooks. botrun_before_send: for a send
+// whose text is "spin" it logs a line and never returns; for "log" it writes
+// 64 lines of 1,000 bytes to stdout and lets the send go. botrun_after_send:
+// for "spin after" it logs a line and never returns. Its handler broadcasts
+// the event's text to the chats c0 … c49.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	bot "github.com/botrun/botrun/guest-sdk/go"
+	"github.com/botrun/botrun/guest-sdk/go/aftersend"
 	"github.com/botrun/botrun/guest-sdk/go/beforesend"
 )
 
@@ -38,6 +40,17 @@ func init() {
 		case "log":
 			for range 64 {
 				fmt.Println(line)
+			}
+		}
+		return nil
+	})
+	aftersend.Handle(func(s bot.Outgoing) error {
+		if s.Text == "spin after" {
+			fmt.Println("after ran for " + s.Key)
+			for i := 0; ; i++ {
+				if i < 0 {
+					return nil
+				}
 			}
 		}
 		return nil
