@@ -202,3 +202,50 @@ func TestNewScaffoldsProjectsThatBuild(t *testing.T) {
 		t.Fatalf("unknown language: %d %q", code, errs)
 	}
 }
+
+// TestSendFromTheCLIRunsTheSendHooks: botrun send journals from its own
+// process, which has no module; the running bot runs its module's
+// botrun_before_send as it delivers the send, so the hook filters it as it
+// filters a handler's (examples/signature cancels any send that mentions a
+// password and signs the others).
+func TestSendFromTheCLIRunsTheSendHooks(t *testing.T) {
+	bin := buildBotrun(t)
+	module := wasmbuild.Go(t, "../../examples/signature")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bot.toml")
+	addr := freePort(t)
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[bot]\nmodule = %q\n[http]\nlisten = %q\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", module, addr)), 0o600)
+	cmd := startBotrun(t, bin, cfg, addr)
+	defer cmd.Process.Kill()
+	for key, text := range map[string]string{"op:1": "my password is 1234", "op:2": "hi"} {
+		if code, out, errs := runCLI("send", "-c", cfg, "--provider", "web", "--chat", "c9", "--key", key, text); code != 0 {
+			t.Fatalf("send %q: %d %q %q", text, code, out, errs)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, dead, _ := runCLI("outbox", "list", "-c", cfg, "--state", "dead")
+		_, sent, _ := runCLI("outbox", "list", "-c", cfg, "--state", "sent")
+		if strings.Contains(dead, "op:1") && strings.Contains(sent, "op:2") {
+			if !strings.Contains(dead, "cancelled by botrun_before_send") {
+				t.Errorf("the cancelled send's dead letter does not say why:\n%s", dead)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sends did not settle: dead %q, sent %q", dead, sent)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + addr + "/webchat/web/messages?chat=c9&after=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var l struct{ Messages []struct{ Text string } }
+	json.Unmarshal(b, &l)
+	if len(l.Messages) != 1 || l.Messages[0].Text != "hi\n-- botrun" {
+		t.Fatalf("chat c9 got %s; want only the signed \"hi\"", b)
+	}
+}
