@@ -159,7 +159,17 @@ func webchatEcho(t *testing.T, base string) {
 		t.Fatalf("POST: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	resp, err = http.Get(base + "/webchat/web/messages?chat=c1&after=0&wait=10s")
+	if got, b := chatMessages(t, base, "c1", "10s"); len(got) != 1 || got[0] != "echo: hola" {
+		t.Fatalf("GET: %s", b)
+	}
+}
+
+// chatMessages reads the texts of the webchat "web" chat's messages at base,
+// waiting up to wait (a duration, "" for none) for a first one, and the
+// answer's body.
+func chatMessages(t *testing.T, base, chat, wait string) ([]string, []byte) {
+	t.Helper()
+	resp, err := http.Get(base + "/webchat/web/messages?chat=" + chat + "&after=0&wait=" + wait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +177,11 @@ func webchatEcho(t *testing.T, base string) {
 	resp.Body.Close()
 	var l struct{ Messages []struct{ Text string } }
 	json.Unmarshal(b, &l)
-	if len(l.Messages) != 1 || l.Messages[0].Text != "echo: hola" {
-		t.Fatalf("GET: %s", b)
+	var texts []string
+	for _, m := range l.Messages {
+		texts = append(texts, m.Text)
 	}
+	return texts, b
 }
 
 // TestNewScaffoldsProjectsThatBuild: botrun new makes a project in each
@@ -237,15 +249,7 @@ func TestSendFromTheCLIRunsTheSendHooks(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	resp, err := http.Get("http://" + addr + "/webchat/web/messages?chat=c9&after=0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var l struct{ Messages []struct{ Text string } }
-	json.Unmarshal(b, &l)
-	if len(l.Messages) != 1 || l.Messages[0].Text != "hi\n-- botrun" {
+	if got, b := chatMessages(t, "http://"+addr, "c9", ""); len(got) != 1 || got[0] != "hi\n-- botrun" {
 		t.Fatalf("chat c9 got %s; want only the signed \"hi\"", b)
 	}
 }
