@@ -108,6 +108,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	if err != nil {
 		if !b.policy.failOpen {
 			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)
+			b.admissionFailed.refused(b.alerts, providerID, id, err)
 			return provider.Admission{}, fmt.Errorf("inbox journal: %w", err)
 		}
 		b.log.Warn("fail_open: dispatching without a journal record", "id", id, "err", err)

@@ -90,11 +90,29 @@ func (b *Bot) forwardAlerts(ctx context.Context, in <-chan Alert) {
 			return
 		case al := <-in:
 			body, _ := json.Marshal(alertBody{Alert: al, Bot: Scope(b.cfg).ID(), At: time.Now().UnixMilli()})
-			if _, err := Enqueue(ctx, b.outbox, alertsProvider, "alerts", string(body), "alert:"+randomID(), 0); err != nil && ctx.Err() == nil {
-				b.log.Error("alerts: journaling an alert failed; it is only in this log", "alert", al.Name, "err", err)
+			key := "alert:" + randomID()
+			if _, err := Enqueue(ctx, b.outbox, alertsProvider, "alerts", string(body), key, 0); err != nil && ctx.Err() == nil {
+				// The journal is down (the very alert may say so): post it
+				// once without it, not retried.
+				b.postUnjournaled(ctx, al, key, string(body), err)
 				continue
 			}
 			b.wakeSweeper()
 		}
+	}
+}
+
+// postUnjournaled posts an alert the outbox could not journal (journalErr)
+// straight to [alerts] url, once: when the journal is down, the alert that
+// says so still reaches the operator.
+func (b *Bot) postUnjournaled(ctx context.Context, al Alert, key, body string, journalErr error) {
+	sink, ok := b.providers[alertsProvider]
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := sink.Send(ctx, provider.Outbound{Chat: "alerts", Text: body, Key: key}); err != nil {
+		b.log.Error("alerts: journaling an alert failed, and posting it without the journal too; it is only in this log", "alert", al.Name, "journal_err", journalErr, "err", err)
 	}
 }

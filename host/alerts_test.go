@@ -6,9 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/botrun/botrun/durability"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,5 +96,76 @@ func TestAlertsArePostedSignedAndRetried(t *testing.T) {
 		if n != 2 {
 			t.Fatalf("alert %s tried %d times, want 2 (refused once, then accepted once)", key, n)
 		}
+	}
+}
+
+// downOutbox refuses every Put, as a journal that is down does.
+type downOutbox struct{ durability.OutboxJournal }
+
+func (downOutbox) Put(context.Context, durability.OutboxPut, int64, *durability.Lease) (durability.PutStatus, durability.OutboxRecord, error) {
+	return "", durability.OutboxRecord{}, errors.New("disk full")
+}
+
+// downBackend is a backend whose inbox and outbox refuse every Put.
+type downBackend struct{ hooked }
+
+func (d *downBackend) Open(ctx context.Context, s durability.Scope) (durability.Journals, error) {
+	j, err := d.hooked.Open(ctx, s)
+	j.Outbox = downOutbox{j.Outbox}
+	return j, err
+}
+
+// TestFailClosedAdmissionAlerts: a message the inbox journal cannot record
+// is refused (fail-closed) and emits an AlertAdmissionFailed, which the
+// operator's listeners (the console's live tail) and [alerts] url get: one
+// per minute however many messages are refused, and posted without the
+// journal when the outbox cannot journal it either.
+func TestFailClosedAdmissionAlerts(t *testing.T) {
+	for _, outboxDown := range []bool{false, true} {
+		t.Run(fmt.Sprint("outbox down=", outboxDown), func(t *testing.T) {
+			var mu sync.Mutex
+			var posted []alertBody
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var al alertBody
+				json.NewDecoder(r.Body).Decode(&al)
+				mu.Lock()
+				posted = append(posted, al)
+				mu.Unlock()
+			}))
+			defer srv.Close()
+			cfg := testConfig(t, "[alerts]\nurl = \""+srv.URL+"\"\nsecret = \"alert-secret-0123456789\"\n")
+			failPut := func() error { return errors.New("disk full") }
+			var back durability.Backend = &hooked{Backend: memory.New(), failPut: failPut}
+			if outboxDown {
+				back = &downBackend{hooked{Backend: memory.New(), failPut: failPut}}
+			}
+			b := newTestBot(t, cfg, back, reply(""), newChannel())
+			defer b.stop(t)
+			for _, id := range []string{"m1", "m2", "m3"} {
+				if _, err := b.admit(t, "c1", id, "hi"); err == nil {
+					t.Fatalf("%s admitted with the inbox journal down", id)
+				}
+			}
+			n := 0
+			for len(b.events) > 0 {
+				if al := <-b.events; al.Name == AlertAdmissionFailed {
+					n++
+					if al.ID != "web:m1" || al.Provider != "web" || !strings.Contains(al.Error, "disk full") {
+						t.Errorf("alert %+v", al)
+					}
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d admission alerts for 3 refused messages within a minute, want 1", n)
+			}
+			if !waitFor(60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(posted) == 1 }) {
+				t.Fatal("[alerts] url got no admission alert")
+			}
+			mu.Lock()
+			if posted[0].Name != AlertAdmissionFailed {
+				t.Errorf("posted %+v", posted[0])
+			}
+			mu.Unlock()
+		})
 	}
 }

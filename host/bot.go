@@ -99,11 +99,13 @@ type Bot struct {
 	tr tracing
 	// replaysOnNewModule counts records run again under another module.
 	replaysOnNewModule atomic.Int64
-	mediaRefs          bool
-	boot               time.Time
-	wake               signal
-	leases             *leases
-	alerts             *alerts
+	// admissionFailed rate-limits the alerts of fail-closed admissions.
+	admissionFailed admissionFailures
+	mediaRefs       bool
+	boot            time.Time
+	wake            signal
+	leases          *leases
+	alerts          *alerts
 	// sendsOut counts the claimed sends of the last outbox claim that the
 	// workers have not delivered yet; inboxBacklog is set when the last
 	// inbound claim was full.
@@ -196,6 +198,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
 		sendTime: b.obs.sendObservers(ids), tr: b.tr,
 		leases: b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
+		afterBudgets:   newEventBudgets(time.Duration(cfg.Bot.HandlerTimeout)),
 		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli(), channel: b.channelEnv}
 	if h, ok := b.guest.(SendHooks); ok {
 		b.sender.hooks = h

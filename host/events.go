@@ -1,9 +1,11 @@
 package host
 
 import (
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Alert names.
@@ -20,7 +22,17 @@ const (
 	// AlertModuleRefused: hot reload refused a new module; the old one keeps
 	// serving. ID is the module's path.
 	AlertModuleRefused = "module:refused"
+	// AlertAdmissionFailed: the inbox journal could not record a message
+	// and it was refused (fail-closed: the channel redelivers it). Provider
+	// and ID name the first message refused, Error the journal's error and
+	// how many more were refused since the last such alert: at most one is
+	// emitted per admissionAlertEvery.
+	AlertAdmissionFailed = "admission:failed"
 )
+
+// admissionAlertEvery is the least time between two AlertAdmissionFailed:
+// a journal that is down refuses every message, and one alert says so.
+const admissionAlertEvery = time.Minute
 
 // Alert is a durability event for operators: a dead letter or an ambiguous
 // send (alerts, audits).
@@ -75,6 +87,35 @@ func (a *alerts) emit(ev Alert) {
 			a.log.Error("alerts: the queue to [alerts] url is full; this alert is only in this log", "alert", ev.Name)
 		}
 	}
+}
+
+// admissionFailures rate-limits AlertAdmissionFailed.
+type admissionFailures struct {
+	mu sync.Mutex
+	// last is when the last alert was emitted; since counts the refusals
+	// not alerted since then.
+	last  time.Time
+	since int
+}
+
+// refused notes a fail-closed admission of message id on providerID and
+// emits its alert unless one went out within admissionAlertEvery.
+func (f *admissionFailures) refused(a *alerts, providerID, id string, err error) {
+	f.mu.Lock()
+	now := time.Now()
+	if !f.last.IsZero() && now.Sub(f.last) < admissionAlertEvery {
+		f.since++
+		f.mu.Unlock()
+		return
+	}
+	more := f.since
+	f.last, f.since = now, 0
+	f.mu.Unlock()
+	msg := fmt.Sprintf("not admitted, the channel must redeliver it: inbox journal: %v", err)
+	if more > 0 {
+		msg += fmt.Sprintf(" (and %d more messages refused since the last alert)", more)
+	}
+	a.emit(Alert{Name: AlertAdmissionFailed, Provider: providerID, ID: id, Error: msg})
 }
 
 // signal wakes one waiter; signals sent while it is set are merged.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/botrun/botrun/abi"
@@ -81,7 +82,7 @@ func (t *turn) beforeSend(ctx context.Context, s *sendSpec) (res abi.SendResult,
 	}
 	h := hookOf(*s)
 	h.Time = t.event.ReceivedAt
-	out, err := t.hooks.BeforeSend(ctx, h)
+	out, err := t.hooks.BeforeSend(wasm.WithBudget(ctx, t.hookBudget), h)
 	if res, done, err := BeforeSendOutcome(s.key, out, err); done || err != nil {
 		return res, done, err
 	}
@@ -105,6 +106,9 @@ func BeforeSendOutcome(key string, out wasm.BeforeSend, err error) (res abi.Send
 	switch {
 	case errors.As(err, &he):
 		return abi.SendResult{Status: abi.SendDead, Key: key, Error: "botrun_before_send: " + he.Error()}, true, nil
+	case errors.Is(err, wasm.ErrHookBudget):
+		// Fail closed: a send whose hook could not run is not made.
+		return abi.SendResult{Status: abi.SendDead, Key: key, Error: "botrun_before_send: " + err.Error()}, true, nil
 	case err != nil:
 		return res, false, fmt.Errorf("botrun_before_send of %s: %w", key, err)
 	case out.Cancel:
@@ -130,6 +134,9 @@ func (t *turn) hookedSend(ctx context.Context, s sendSpec, send func(sendSpec) (
 			return res, fmt.Errorf("outbox journal: %w", err)
 		}
 	}
+	if err := t.chargeBytes(contentSize(s.msg), "a send"); err != nil {
+		return abi.SendResult{}, err
+	}
 	var keys []string
 	if t.hooks != nil {
 		s.keys = &keys
@@ -151,6 +158,9 @@ func (t *turn) afterSend(ctx context.Context, s sendSpec, res abi.SendResult, ke
 	}
 	switch res.Status {
 	case abi.SendSent, abi.SendDeduped, abi.SendDeferred, abi.SendScheduled:
+	case abi.SendDead:
+		// Journaled and dead (inline, or a part of it): the record settles
+		// without running the hook, and an operator's retry re-arms it.
 	default:
 		return nil
 	}
@@ -291,12 +301,23 @@ func (o *sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) 
 	hb := o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
-	err := o.hooks.AfterSend(hb.ctx, h)
+	hctx := hb.ctx
+	if rec.Inbound != "" && o.afterBudgets != nil {
+		// The after_send hooks of one event (a broadcast's chats) share
+		// one budget, as its before_send hooks do.
+		hctx = wasm.WithBudget(hctx, o.afterBudgets.of(rec.Inbound))
+	}
+	err := o.hooks.AfterSend(hctx, h)
 	hb.stop()
 	defer hb.release()
 	var he *wasm.HandlerError
 	var fault *wasm.FaultError
 	switch {
+	case errors.Is(err, wasm.ErrHookBudget):
+		// Not retried: the event's budget stays spent. An operator's
+		// retry of the dead record runs it again.
+		o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("botrun_after_send: %w", err)}, time.Time{})
+		return
 	case errors.As(err, &he):
 		o.log.Warn("botrun_after_send returned an error; not retried", "key", h.Key, "err", he.Message)
 	case errors.As(err, &fault) && (fault.Kind == wasm.FaultHost || fault.Kind == wasm.FaultCanceled):
@@ -307,4 +328,118 @@ func (o *sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) 
 		return
 	}
 	o.markSent(ctx, rec, "")
+}
+
+// operatorSend reports whether rec is an operator's send, made outside any
+// handler (botrun send and broadcast, the admin API's, Enqueue and
+// Broadcast from Go): it has no inbound event, is the first part of its send
+// (the later ones are split from a hooked text) and goes to a channel, not
+// to one of the host's own.
+func operatorSend(rec durability.OutboxRecord) bool {
+	return rec.Inbound == "" && rec.PreviousPart == "" && !InternalProvider(rec.Provider)
+}
+
+// hookOperatorSend runs the send hooks on an operator's send (operatorSend)
+// as it is delivered, on every attempt: wherever it was journaled from, even
+// another process, it goes through the running module's botrun_before_send
+// as a handler's send does, and gets its botrun_after_send. It answers the
+// record as it is sent (a rewrite changes its chat and content in memory,
+// as splitJournaled does; the journal keeps what the operator asked for),
+// or ok=false when the send was settled instead: cancelled or failed by the
+// hook, it is dead (fail-closed: a filter filters every send), and a fault
+// of the hook is retried as a failed send.
+func (o *sender) hookOperatorSend(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, bool) {
+	if o.hooks == nil || !operatorSend(rec) {
+		return rec, true
+	}
+	before, after := o.hooks.Hooks()
+	if !before && !after {
+		return rec, true
+	}
+	var m outMsg
+	if json.Unmarshal(rec.Payload, &m) != nil {
+		return rec, true // call reports it
+	}
+	s := sendSpec{provider: rec.Provider, chat: rec.Chat, msg: m, key: rec.Key}
+	if before {
+		h := hookOf(s)
+		h.Time = rec.CreatedAt
+		// The hook may wait for an instance: the send's lease is kept.
+		hb := o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
+			return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
+		})
+		out, err := o.hooks.BeforeSend(hb.ctx, h)
+		hb.stop()
+		hb.release()
+		res, done, fault := BeforeSendOutcome(rec.Key, out, err)
+		var fe *wasm.FaultError
+		switch {
+		case errors.As(fault, &fe) && (fe.Kind == wasm.FaultHost || fe.Kind == wasm.FaultCanceled):
+			now := nowMs()
+			o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, fault.Error(),
+				durability.FailOptions{Now: now, RetryAt: now + o.policy.poll.Milliseconds(), Refund: true}))
+			return rec, false
+		case fault != nil:
+			o.settleFailure(ctx, rec, fault, time.Time{})
+			return rec, false
+		case done:
+			why := res.Error
+			if res.Status == abi.SendCancelled {
+				why = "cancelled by botrun_before_send"
+			}
+			if o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, why, durability.FailOptions{Now: nowMs(), Dead: true})) {
+				o.log.InfoContext(ctx, "an operator's send was not made: botrun_before_send refused it", "key", rec.Key, "why", why)
+			}
+			return rec, false
+		}
+		if r := out.Rewrite; r != nil {
+			s.chat, s.msg = r.Chat, outMsg{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
+			rec.Chat = s.chat
+			rec.Payload, _ = json.Marshal(s.msg)
+		}
+	}
+	if after {
+		if err := o.journalAfter(ctx, s, []string{rec.Key}); err != nil {
+			now := nowMs()
+			o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, err.Error(),
+				durability.FailOptions{Now: now, RetryAt: now + o.policy.poll.Milliseconds(), Refund: true}))
+			return rec, false
+		}
+	}
+	return rec, true
+}
+
+// eventBudgets holds, per event id, the budget its botrun_after_send calls
+// share (wasm.Budget: one bot.handler_timeout of guest time, one event's
+// output), for the most recent maxEventBudgets events this process ran
+// hooks for. It lives in memory: after a restart, or once an event is
+// evicted, its hooks get a fresh budget.
+type eventBudgets struct {
+	mu    sync.Mutex
+	d     time.Duration
+	m     map[string]*wasm.Budget
+	order []string
+}
+
+// maxEventBudgets bounds the events eventBudgets remembers.
+const maxEventBudgets = 4096
+
+func newEventBudgets(d time.Duration) *eventBudgets {
+	return &eventBudgets{d: d, m: map[string]*wasm.Budget{}}
+}
+
+// of returns event's budget, made on its first hook.
+func (e *eventBudgets) of(event string) *wasm.Budget {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if b, ok := e.m[event]; ok {
+		return b
+	}
+	if len(e.order) >= maxEventBudgets {
+		delete(e.m, e.order[0])
+		e.order = e.order[1:]
+	}
+	b := wasm.NewBudget(e.d)
+	e.m[event], e.order = b, append(e.order, event)
+	return b
 }

@@ -58,15 +58,25 @@ func (b *Bot) ReplayInbound(ctx context.Context, id string) error {
 
 // RetrySend sends a dead, failed or unknown send again.
 func (b *Bot) RetrySend(ctx context.Context, key string) error {
-	if err := b.outbox.Retry(ctx, key, nowMs()); err != nil {
-		return err
-	}
-	// Delivered now, the send runs the module's botrun_after_send, which
-	// was settled without running while the send was dead or unknown.
-	if err := rearmAfterSend(ctx, b.outbox, key); err != nil {
+	if err := RetrySend(ctx, b.outbox, key); err != nil {
 		return err
 	}
 	b.wakeSweeper()
+	return nil
+}
+
+// RetrySend makes the send key (dead, failed or unknown) due again, for a
+// running bot's sweeper: POST /admin/outbox/{key}/retry and botrun retry
+// (from another process) both retry through it. Delivered then, the send
+// runs the module's botrun_after_send, which was settled without running
+// while the send was dead or unknown.
+func RetrySend(ctx context.Context, outbox durability.OutboxJournal, key string) error {
+	if err := outbox.Retry(ctx, key, nowMs()); err != nil {
+		return err
+	}
+	if err := rearmAfterSend(ctx, outbox, key); err != nil {
+		return fmt.Errorf("re-arming the botrun_after_send of %s: %w", key, err)
+	}
 	return nil
 }
 
@@ -215,6 +225,9 @@ func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 type chatHook struct {
 	before func(s *sendSpec) (keep bool, err error)
 	after  func(s sendSpec) error
+	// charge takes a chat's copy (its bytes) of the event's
+	// bot.max_event_bytes; its error refuses the rest of the broadcast.
+	charge func(bytes int) error
 }
 
 func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest, hook *chatHook) (abi.BroadcastResult, error) {
@@ -230,7 +243,7 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 		s := sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: req.Text, Media: req.Media},
 			key: req.KeyPrefix + ":" + chat, inbound: inbound, at: req.At}
 		p := payload
-		if hook != nil {
+		if hook != nil && hook.before != nil {
 			keep, err := hook.before(&s)
 			if err != nil {
 				return res, fmt.Errorf("broadcast: %w", err)
@@ -240,6 +253,11 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 				continue
 			}
 			p, _ = json.Marshal(s.msg)
+		}
+		if hook != nil && hook.charge != nil {
+			if err := hook.charge(len(p)); err != nil {
+				return res, fmt.Errorf("broadcast: %w", err)
+			}
 		}
 		put := durability.OutboxPut{Key: s.key, Provider: providerID, Chat: s.chat, Payload: p,
 			Fingerprint: fingerprint(chat, payload), Inbound: inbound, NotBefore: req.At}
@@ -252,7 +270,7 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 		} else {
 			res.Journaled++
 		}
-		if hook != nil {
+		if hook != nil && hook.after != nil {
 			if err := hook.after(s); err != nil {
 				return res, fmt.Errorf("broadcast: %w", err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -356,6 +357,38 @@ func TestOption_MaxPayloadBytes_BypassesTheOutbox(t *testing.T) {
 	b.quiet(1, 60*time.Second)
 	if out, _ := b.ListOutbox(context.Background(), durability.ListFilter{}); len(out) != 0 || b.Metrics().OutboxBypassed != 1 || len(ch.texts()) != 1 {
 		t.Fatalf("outbox %v, metrics %+v", out, b.Metrics())
+	}
+}
+
+// TestOption_MaxPayloadBytes_BypassSplitsAtTheChannelLimit: a text sent
+// without the outbox (over max_payload_bytes) is split at the channel's
+// text limit, in order, as a journaled text is.
+func TestOption_MaxPayloadBytes_BypassSplitsAtTheChannelLimit(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\nmax_payload_bytes = 100\n")
+	ch := newChannel()
+	ch.limit = 80
+	results := make(chan abi.SendResult, 1)
+	text := strings.Repeat("a", 80) + strings.Repeat("b", 80) + strings.Repeat("c", 40)
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text})
+		results <- res
+		return err
+	})
+	b := newTestBot(t, cfg, memory.New(), h, limited{ch})
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	if res := <-results; res.Status != abi.SendBypassed || res.Ref == "" {
+		t.Fatalf("result %+v", res)
+	}
+	b.quiet(1, 60*time.Second)
+	got := ch.texts()
+	if len(got) != 3 || strings.Join(got, "") != text {
+		t.Fatalf("the channel got %d messages %q; want the text in 3 parts of at most 80", len(got), got)
+	}
+	for _, p := range got {
+		if len(p) > 80 {
+			t.Errorf("a part of %d characters went to a channel whose limit is 80", len(p))
+		}
 	}
 }
 
@@ -944,5 +977,75 @@ func TestSandbox_SendFloodIsCapped(t *testing.T) {
 	}
 	if ch.count("other", "echo: hello") != 1 {
 		t.Fatalf("the other chat was not served: %q", ch.texts())
+	}
+}
+
+// TestOption_MaxEventBytes_BoundsWhatOneEventSends: one event's sends and
+// each chat's copy of its broadcasts draw on bot.max_event_bytes: a
+// broadcast whose copies would pass it is refused whole (TOO_LARGE, nothing
+// journaled), as is a send or a post past it, and what the event journals
+// stays under the bound.
+func TestOption_MaxEventBytes_BoundsWhatOneEventSends(t *testing.T) {
+	src := "[bot]\nmodule = \"unused.wasm\"\nmax_event_bytes = \"64KiB\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"
+	if _, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"), src, func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), "bot.max_event_bytes") {
+		t.Fatalf("a max_event_bytes under 1MiB: err = %v", err)
+	}
+	cfg := testConfig(t, "")
+	if cfg.Bot.MaxEventBytes != 16<<20 {
+		t.Errorf("bot.max_event_bytes defaults to %d, want 16MiB", cfg.Bot.MaxEventBytes)
+	}
+	cfg.Bot.MaxEventBytes = 1 << 20
+	big := strings.Repeat("x", 100<<10)
+	chats := make([]string, 200)
+	for i := range chats {
+		chats[i] = fmt.Sprint("c", i)
+	}
+	var mu sync.Mutex
+	var got []string
+	note := func(what string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("%s:%v", what, errors.Is(err, wasm.ErrTooLarge)))
+	}
+	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		_, err := env.(wasm.Broadcaster).Broadcast(ctx, abi.BroadcastRequest{Chats: chats, Text: big, KeyPrefix: "big"})
+		note("broadcast", err)
+		_, err = env.(wasm.Broadcaster).Broadcast(ctx, abi.BroadcastRequest{Chats: chats[:5], Text: big, KeyPrefix: "small"})
+		note("broadcast5", err)
+		for i := 0; i < 5; i++ {
+			_, err = env.Enqueue(ctx, abi.SendRequest{Chat: ev.Chat, Text: big})
+			note("enqueue", err)
+		}
+		_, err = env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: big})
+		note("post", err)
+		return nil
+	})
+	b := newTestBot(t, cfg, memory.New(), h, newChannel())
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	if !b.quiet(1, 60*time.Second) {
+		t.Fatal("the event did not settle")
+	}
+	mu.Lock()
+	// 1 MiB holds 10 copies of 100 KiB (and their JSON): 5 for the small
+	// broadcast, 5 enqueues; the big broadcast and the post are refused.
+	want := "broadcast:true broadcast5:false enqueue:false enqueue:false enqueue:false enqueue:false enqueue:false post:true"
+	if s := strings.Join(got, " "); s != want {
+		t.Errorf("refused (true) and taken: %s\nwant %s", s, want)
+	}
+	mu.Unlock()
+	out, err := b.ListOutbox(context.Background(), durability.ListFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, r := range out {
+		total += len(r.Payload)
+	}
+	if len(out) != 10 || total > 1<<20 {
+		t.Errorf("the event journaled %d sends, %d bytes; want 10, within bot.max_event_bytes", len(out), total)
+	}
+	if st := b.inboxState(t, "web:m1").State; st != durability.InboxDone {
+		t.Errorf("the event is %s: a refused send is the guest's to handle, not a fault", st)
 	}
 }

@@ -40,6 +40,9 @@ type sender struct {
 	wake signal
 	// hooks run the module's botrun_after_send (nil: a guest without hooks).
 	hooks SendHooks
+	// afterBudgets hold the budget the after_send hooks of each recent
+	// event share.
+	afterBudgets *eventBudgets
 	// settleInFlight makes a turn that meets its send in flight elsewhere
 	// settle it before going on (coordination: the chat's next turn must
 	// not overtake it).
@@ -231,13 +234,21 @@ func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec,
 	}
 	o.metrics.outboxBypassed.Add(1)
 	o.log.WarnContext(ctx, "payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
-	start := time.Now()
-	ref, err := o.send(ctx, prov, toOutbound(s.chat, s.msg, s.key))
-	o.observeSend(s.provider, start)
-	if err != nil {
-		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: err.Error()}
+	// Split at the channel's text limit as a journaled send is: the parts
+	// go in order, and the first one the channel refuses ends the send.
+	res := abi.SendResult{Status: abi.SendBypassed, Key: s.key}
+	for _, p := range o.parts(s) {
+		start := time.Now()
+		ref, err := o.send(ctx, prov, toOutbound(s.chat, p.msg, p.key))
+		o.observeSend(s.provider, start)
+		if err != nil {
+			return abi.SendResult{Status: abi.SendDead, Key: s.key, Ref: res.Ref, Error: fmt.Sprintf("part %d (%s): %v", p.n, p.key, err)}
+		}
+		if p.n == 1 {
+			res.Ref = ref
+		}
 	}
-	return abi.SendResult{Status: abi.SendBypassed, Key: s.key, Ref: ref}
+	return res
 }
 
 // settleElsewhere waits for a send another owner has in flight to settle:
@@ -717,8 +728,11 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("provider %q is not configured", rec.Provider)}, time.Time{})
 		return
 	}
-	rec, ok := o.splitJournaled(ctx, rec)
+	rec, ok := o.hookOperatorSend(ctx, rec)
 	if !ok {
+		return
+	}
+	if rec, ok = o.splitJournaled(ctx, rec); !ok {
 		return
 	}
 	ref, hb, marked, err := o.call(prov, rec)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -236,8 +237,10 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 			t.Errorf("after_send ran %d times for the dead send %s", n, key)
 		}
 	}
-	if _, err := b.outbox.Get(context.Background(), afterSendKey("web:m1:2")); !errors.Is(err, durability.ErrNotFound) {
-		t.Errorf("a send dead at once journaled an after_send record (err %v)", err)
+	// A send dead at once keeps its after_send record, settled without
+	// running, for an operator's retry to re-arm.
+	if rec, err := b.outbox.Get(context.Background(), afterSendKey("web:m1:2")); err != nil || rec.State != durability.OutboxSent {
+		t.Errorf("the after_send record of a send dead at once: %+v, %v; want settled without running", rec, err)
 	}
 	dead, _ := b.ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxDead)})
 	if len(dead) != 2 || dead[0].Key != "web:m1:2" || dead[1].Key != "web:m1:4" {
@@ -422,5 +425,172 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 	}
 	if _, err := b.outbox.Get(ctx, afterSendKey("web:m1:1")); !errors.Is(err, durability.ErrNotFound) {
 		t.Errorf("the discarded send's after_send record is still there (err %v)", err)
+	}
+}
+
+// TestAfterSendAfterAnInlineDeadSendIsRetried: a send that went dead inline
+// (the channel refused it while the handler waited) gets its after_send
+// once an operator retries it and it is delivered, through the admin API's
+// retry (Bot.RetrySend) and the CLI's (RetrySend, from another process).
+func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
+	var mu sync.Mutex
+	down := true
+	g := &hookGuest{afterErr: func(int, abi.SendHook) error { return nil }}
+	g.native = func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		for _, text := range []string{"api", "cli"} {
+			if res, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: text}); err != nil || res.Status != abi.SendDead {
+				t.Errorf("send %q = %+v, %v; want dead inline", text, res, err)
+			}
+		}
+		return nil
+	}
+	ch := newChannel()
+	ch.fail = func(int, provider.Outbound) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return &permanentError{errors.New("blocked for now")}
+		}
+		return nil
+	}
+	b := newTestBot(t, testConfig(t, ""), backends["sqlite"](t), g, ch)
+	defer b.stop(t)
+	ctx := context.Background()
+	if _, err := b.admit(t, "c1", "m1", "go"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.quiet(1, 60*time.Second) {
+		t.Fatal("the event did not settle")
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	if err := b.RetrySend(ctx, "web:m1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := RetrySend(ctx, b.outbox, "web:m1:2"); err != nil {
+		t.Fatal(err)
+	}
+	b.wakeSweeper()
+	for _, key := range []string{"web:m1:1", "web:m1:2"} {
+		if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns(key); return n == 1 }) {
+			t.Errorf("after_send of %s did not run once the retried send was delivered (after_send record: %+v)", key, b.outboxRecord(t, afterSendKey(key)))
+		}
+	}
+}
+
+// TestBroadcastHooksShareTheEventsBudget: a broadcast to 50 chats whose
+// botrun_before_send spins is cut at the event's one hook budget (its
+// handler_timeout): the hook runs once, every chat's send is refused
+// (cancelled, fail-closed: none goes out unhooked), and the event itself
+// completes, its handler told so.
+func TestBroadcastHooksShareTheEventsBudget(t *testing.T) {
+	base, logs := startBot(t, wasmbuild.Go(t, "wasm/testdata/guests/slowhook"), "handler_timeout = \"300ms\"\n")
+	if code := postMessage(t, base, "s", "spin", "s1"); code != 202 {
+		t.Fatalf("POST: %d", code)
+	}
+	if !waitFor(60*time.Second, func() bool { return strings.Contains(logs.String(), "broadcast journaled=") }) {
+		t.Fatalf("the handler did not finish its broadcast:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "broadcast journaled=0 cancelled=50") {
+		t.Errorf("want every chat's send refused once the event's hook budget is spent:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), "hook ran for"); n != 1 {
+		t.Errorf("the spinning hook ran %d times for one event, want once", n)
+	}
+}
+
+// TestOperatorSendsRunTheSendHooks: a send made outside any handler runs
+// the module's botrun_before_send as it is delivered, and its
+// botrun_after_send once delivered, wherever it was journaled from: the
+// admin API's send and broadcast (Bot.SendLater, Bot.BroadcastLater) and
+// botrun send and broadcast, which journal from another process (Enqueue,
+// Broadcast). A hook used as a filter filters them all: a cancelled send
+// is dead, never delivered.
+func TestOperatorSendsRunTheSendHooks(t *testing.T) {
+	g := &hookGuest{
+		before: func(h abi.SendHook) (wasm.BeforeSend, error) {
+			if strings.Contains(h.Text, "secret") {
+				return wasm.BeforeSend{Cancel: true}, nil
+			}
+			return wasm.BeforeSend{Rewrite: &abi.SendRequest{Chat: h.Chat, Text: strings.ToUpper(h.Text) + "!"}}, nil
+		},
+		afterErr: func(int, abi.SendHook) error { return nil },
+	}
+	g.native = func(context.Context, abi.Event, wasm.Env) error { return nil }
+	ch := newChannel()
+	b := newTestBot(t, testConfig(t, ""), backends["sqlite"](t), g, ch)
+	defer b.stop(t)
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := b.SendLater(ctx, "web", "c1", "secret admin", "k1", 0)
+	must(err)
+	_, err = b.SendLater(ctx, "web", "c1", "hello admin", "k2", 0)
+	must(err)
+	_, err = Enqueue(ctx, b.outbox, "web", "c1", "secret cli", "k3", 0)
+	must(err)
+	_, err = Enqueue(ctx, b.outbox, "web", "c1", "hello cli", "k4", 0)
+	must(err)
+	_, err = b.BroadcastLater(ctx, "web", abi.BroadcastRequest{Chats: []string{"c2", "c3"}, Text: "secret news", KeyPrefix: "a"})
+	must(err)
+	_, err = Broadcast(ctx, b.outbox, "web", "", abi.BroadcastRequest{Chats: []string{"c4"}, Text: "cli news", KeyPrefix: "b"})
+	must(err)
+	b.wakeSweeper()
+	keys := []string{"k1", "k2", "k3", "k4", "a:c2", "a:c3", "b:c4"}
+	if !waitFor(60*time.Second, func() bool {
+		for _, k := range keys {
+			if rec, err := b.outbox.Get(ctx, k); err != nil || !rec.State.Terminal() {
+				return false
+			}
+		}
+		return b.settled(0)
+	}) {
+		t.Fatal("the operator's sends did not settle")
+	}
+	if len(ch.texts()) != 3 {
+		t.Errorf("delivered %q; want only the hooked rewrites of the sends the hook let through", ch.texts())
+	}
+	for _, text := range []string{"HELLO ADMIN!", "HELLO CLI!", "CLI NEWS!"} {
+		if n := len(slices.DeleteFunc(ch.texts(), func(s string) bool { return s != text })); n != 1 {
+			t.Errorf("%q delivered %d times, want once", text, n)
+		}
+	}
+	for _, k := range []string{"k1", "k3", "a:c2", "a:c3"} {
+		if rec := b.outboxRecord(t, k); rec.State != durability.OutboxDead || !strings.Contains(rec.Error, "botrun_before_send") {
+			t.Errorf("%s: %s %q; want dead, cancelled by botrun_before_send", k, rec.State, rec.Error)
+		}
+	}
+	for _, k := range []string{"k2", "k4", "b:c4"} {
+		if n, h := g.afterRuns(k); n != 1 || h.Text != strings.ToUpper(h.Text) {
+			t.Errorf("after_send of %s ran %d times (%+v), want once with the rewritten text", k, n, h)
+		}
+	}
+}
+
+// TestBroadcastAfterSendHooksShareTheEventsBudget: the botrun_after_send
+// calls of one event's broadcast share one budget too (the outbox runs them
+// several at a time): a hook that spins is cut at the event's bound, and the
+// other chats' after_send records are refused without running: dead, for
+// an operator to see.
+func TestBroadcastAfterSendHooksShareTheEventsBudget(t *testing.T) {
+	base, logs := startBot(t, wasmbuild.Go(t, "wasm/testdata/guests/slowhook"), "handler_timeout = \"300ms\"\n")
+	if code := postMessage(t, base, "s", "spin after", "s1"); code != 202 {
+		t.Fatalf("POST: %d", code)
+	}
+	if !waitFor(120*time.Second, func() bool {
+		return strings.Count(logs.String(), "msg=dead-lettered") >= 50
+	}) {
+		t.Fatalf("the after_send records were not all settled dead:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "broadcast journaled=50 cancelled=0") {
+		t.Errorf("the broadcast did not journal its 50 chats:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), "after ran for"); n != 1 {
+		t.Errorf("the spinning after_send ran %d times for one event, want once", n)
 	}
 }

@@ -32,8 +32,11 @@ type turn struct {
 	// bot.max_chat_state in bytes.
 	maxSends, maxBroadcast int
 	quota                  int64
-	event                  abi.Event
-	n                      int
+	// maxBytes is bot.max_event_bytes; sentBytes the content the event's
+	// sends and broadcasts took of it so far.
+	maxBytes, sentBytes int64
+	event               abi.Event
+	n                   int
 	// ops counts the event's edits and typing calls.
 	ops int
 	// down holds the providers a send of this turn was deferred on: the
@@ -68,8 +71,12 @@ type turn struct {
 	// the size of their content.
 	posted      []sendSpec
 	postedBytes int
-	// hooks run the module's send hooks (nil: a guest without them).
-	hooks SendHooks
+	// postedContent is their content as journaled (see chargeBytes).
+	postedContent int64
+	// hooks run the module's send hooks (nil: a guest without them);
+	// hookBudget is what the hooks of the event's sends may use together.
+	hooks      SendHooks
+	hookBudget *wasm.Budget
 	// held, when set, refuses sends once the record's lease expired by
 	// this process's clock (coordination: a replica frozen past its lease
 	// and thawed must not act on what it read before).
@@ -89,6 +96,7 @@ func (t *turn) flushMark(ctx context.Context) {
 func (b *Bot) newTurn(ev abi.Event) *turn {
 	return &turn{sender: b.sender, state: b.state, providers: b.providers, metrics: &b.metrics,
 		maxSends: b.cfg.Bot.MaxSends, maxBroadcast: b.cfg.Bot.MaxBroadcast, quota: int64(b.cfg.Bot.MaxChatState),
+		maxBytes: int64(b.cfg.Bot.MaxEventBytes), hookBudget: wasm.NewBudget(time.Duration(b.cfg.Bot.HandlerTimeout)),
 		event: ev, writes: map[string]durability.StateWrite{}, hooks: b.sender.hooks,
 		stored: map[string]int{}, usage: map[string]*stateUsage{}}
 }
@@ -394,8 +402,15 @@ func (t *turn) Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, e
 	if err != nil {
 		return abi.SendResult{}, err
 	}
+	// Charged when made; refused now if the event's sends so far and the
+	// posts held already leave no room for it.
+	cs := contentSize(s.msg)
+	if held := t.sentBytes + t.postedContent + cs; held > t.maxBytes {
+		return abi.SendResult{}, fmt.Errorf("event %s: a post of %d bytes would bring the content the event sends to %d bytes, over bot.max_event_bytes (%d): %w", t.event.ID, cs, held, t.maxBytes, wasm.ErrTooLarge)
+	}
 	t.posted = append(t.posted, s)
 	t.postedBytes += size
+	t.postedContent += cs
 	return abi.SendResult{Status: abi.SendQueued, Key: s.key}, nil
 }
 
@@ -412,7 +427,7 @@ func (t *turn) flushPosted(ctx context.Context) error {
 			return err
 		}
 	}
-	t.posted, t.postedBytes = nil, 0
+	t.posted, t.postedBytes, t.postedContent = nil, 0, 0
 	return nil
 }
 
@@ -475,11 +490,18 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 	if err := CheckBroadcast(t.event.ID, t.n, t.maxSends, len(req.Chats), t.maxBroadcast); err != nil {
 		return abi.BroadcastResult{}, err
 	}
-	var hook *chatHook
+	// The copies as listed are checked before any is journaled; each is
+	// then charged as journaled (a hook's rewrite may make it larger).
+	size := contentSize(outMsg{Text: req.Text, Media: req.Media})
+	if t.sentBytes+size*int64(uniqueChats(req.Chats)) > t.maxBytes {
+		return abi.BroadcastResult{}, fmt.Errorf("event %s: a broadcast of %d bytes to %d chats is over bot.max_event_bytes (%d, %d taken): %w", t.event.ID, size, uniqueChats(req.Chats), t.maxBytes, t.sentBytes, wasm.ErrTooLarge)
+	}
+	hook := &chatHook{charge: func(n int) error { return t.chargeBytes(int64(n), "a broadcast's copy") }}
 	hookFailed := false
 	if t.hooks != nil {
 		if before, after := t.hooks.Hooks(); before || after {
-			hook = &chatHook{
+			*hook = chatHook{
+				charge: hook.charge,
 				before: func(s *sendSpec) (bool, error) {
 					res, done, err := t.beforeSend(ctx, s)
 					if done {
@@ -509,6 +531,32 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 		t.sender.wake.notify()
 	}
 	return res, err
+}
+
+// chargeBytes takes n bytes of content (copies times size) of the event's
+// bot.max_event_bytes for what (a send, a broadcast, a chat's copy of
+// one); past it the send is refused (wasm.ErrTooLarge), and nothing taken.
+func (t *turn) chargeBytes(n int64, what string) error {
+	if t.sentBytes+n > t.maxBytes {
+		return fmt.Errorf("event %s: %s of %d bytes would bring the content the event sends to %d bytes, over bot.max_event_bytes (%d): %w", t.event.ID, what, n, t.sentBytes+n, t.maxBytes, wasm.ErrTooLarge)
+	}
+	t.sentBytes += n
+	return nil
+}
+
+// contentSize is the size of m as journaled.
+func contentSize(m outMsg) int64 {
+	b, _ := json.Marshal(m)
+	return int64(len(b))
+}
+
+// uniqueChats counts the distinct chats of a broadcast.
+func uniqueChats(chats []string) int {
+	seen := make(map[string]bool, len(chats))
+	for _, c := range chats {
+		seen[c] = true
+	}
+	return len(seen)
 }
 
 // fence refuses the turn's next action once its lease is gone (see held).

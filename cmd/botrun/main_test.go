@@ -178,7 +178,17 @@ func webchatEcho(t *testing.T, base string) {
 		t.Fatalf("POST: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	resp, err = http.Get(base + "/webchat/web/messages?chat=c1&after=0&wait=10s")
+	if got, b := chatMessages(t, base, "c1", "10s"); len(got) != 1 || got[0] != "echo: hola" {
+		t.Fatalf("GET: %s", b)
+	}
+}
+
+// chatMessages reads the texts of the webchat "web" chat's messages at base,
+// waiting up to wait (a duration, "" for none) for a first one, and the
+// answer's body.
+func chatMessages(t *testing.T, base, chat, wait string) ([]string, []byte) {
+	t.Helper()
+	resp, err := http.Get(base + "/webchat/web/messages?chat=" + chat + "&after=0&wait=" + wait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,9 +196,11 @@ func webchatEcho(t *testing.T, base string) {
 	resp.Body.Close()
 	var l struct{ Messages []struct{ Text string } }
 	json.Unmarshal(b, &l)
-	if len(l.Messages) != 1 || l.Messages[0].Text != "echo: hola" {
-		t.Fatalf("GET: %s", b)
+	var texts []string
+	for _, m := range l.Messages {
+		texts = append(texts, m.Text)
 	}
+	return texts, b
 }
 
 // TestNewScaffoldsProjectsThatBuild: botrun new makes a project in each
@@ -219,5 +231,44 @@ func TestNewScaffoldsProjectsThatBuild(t *testing.T) {
 	}
 	if code, _, errs := runCLI("new", "--lang", "cobol", filepath.Join(t.TempDir(), "x")); code != 2 || !strings.Contains(errs, "want one of") {
 		t.Fatalf("unknown language: %d %q", code, errs)
+	}
+}
+
+// TestSendFromTheCLIRunsTheSendHooks: botrun send journals from its own
+// process, which has no module; the running bot runs its module's
+// botrun_before_send as it delivers the send, so the hook filters it as it
+// filters a handler's (examples/signature cancels any send that mentions a
+// password and signs the others).
+func TestSendFromTheCLIRunsTheSendHooks(t *testing.T) {
+	bin := buildBotrun(t)
+	module := wasmbuild.Go(t, "../../examples/signature")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bot.toml")
+	addr := freePort(t)
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[bot]\nmodule = %q\n[http]\nlisten = %q\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", module, addr)), 0o600)
+	cmd := startBotrun(t, bin, cfg, addr)
+	defer cmd.Process.Kill()
+	for key, text := range map[string]string{"op:1": "my password is 1234", "op:2": "hi"} {
+		if code, out, errs := runCLI("send", "-c", cfg, "--provider", "web", "--chat", "c9", "--key", key, text); code != 0 {
+			t.Fatalf("send %q: %d %q %q", text, code, out, errs)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, dead, _ := runCLI("outbox", "list", "-c", cfg, "--state", "dead")
+		_, sent, _ := runCLI("outbox", "list", "-c", cfg, "--state", "sent")
+		if strings.Contains(dead, "op:1") && strings.Contains(sent, "op:2") {
+			if !strings.Contains(dead, "cancelled by botrun_before_send") {
+				t.Errorf("the cancelled send's dead letter does not say why:\n%s", dead)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sends did not settle: dead %q, sent %q", dead, sent)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got, b := chatMessages(t, "http://"+addr, "c9", ""); len(got) != 1 || got[0] != "hi\n-- botrun" {
+		t.Fatalf("chat c9 got %s; want only the signed \"hi\"", b)
 	}
 }

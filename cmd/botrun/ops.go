@@ -222,7 +222,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 func cmdRetry(args []string, stdout, stderr io.Writer) int {
 	return cmdOne("retry", "outbox record", "Usage: botrun retry [-c bot.toml] KEY\n\nSends a dead, failed or unknown send again.",
 		func(j durability.Journals, key string) (string, error) {
-			if err := j.Outbox.Retry(context.Background(), key, time.Now().UnixMilli()); err != nil {
+			if err := host.RetrySend(context.Background(), j.Outbox, key); err != nil {
 				return "", err
 			}
 			return fmt.Sprintf("retrying %s: the bot sends it on its next sweep", key), nil

@@ -77,6 +77,11 @@ type Bot struct {
 	// keys: keys and values, in bytes (default 4MiB). A write that would
 	// grow it past the cap is refused (TOO_LARGE to the guest).
 	MaxChatState Size `toml:"max_chat_state"`
+	// MaxEventBytes caps the content one event sends: its sends' and
+	// enqueues' content and each chat's copy of its broadcasts, after the
+	// send hooks, in bytes of JSON (default 16MiB). A send or broadcast past
+	// it is refused (TOO_LARGE to the guest), nothing of it journaled.
+	MaxEventBytes Size `toml:"max_event_bytes"`
 	// DataDir holds the compilation cache and embedded backends' files, relative
 	// to the config file (default "data").
 	DataDir string `toml:"data_dir"`
@@ -262,6 +267,9 @@ func (c *Config) defaults(dir string) {
 	}
 	if b.MaxMemory == 0 {
 		b.MaxMemory = 64 << 20
+	}
+	if b.MaxEventBytes == 0 {
+		b.MaxEventBytes = 16 << 20
 	}
 	if b.MaxChatState == 0 {
 		b.MaxChatState = 4 << 20

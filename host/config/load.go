@@ -298,6 +298,9 @@ func (p *parser) validate(c *Config) {
 	if b.MaxMemory < 1<<20 || b.MaxMemory > 4<<30 {
 		p.add("bot.max_memory", "%d bytes is outside 1MiB..4GiB", b.MaxMemory)
 	}
+	if b.MaxEventBytes < 1<<20 {
+		p.add("bot.max_event_bytes", "%d bytes is under the 1MiB minimum (one send may carry 1MiB)", b.MaxEventBytes)
+	}
 	if b.MaxChatState < 64<<10 {
 		p.add("bot.max_chat_state", "%d bytes is under the 64KiB minimum", b.MaxChatState)
 	}

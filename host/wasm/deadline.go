@@ -17,7 +17,9 @@ var errGuestDeadline = errors.New("the guest ran past its deadline")
 // is not counted: the host bounds those waits itself (outbox.inline_max ends a
 // send in "deferred"), so waiting on a channel never turns into a guest fault.
 type guestDeadline struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// d is the guest time the call was given; left what is left of it.
+	d       time.Duration
 	left    time.Duration
 	started time.Time
 	paused  bool
@@ -30,7 +32,7 @@ type guestDeadline struct {
 // after d of guest time.
 func startDeadline(ctx context.Context, d time.Duration) (context.Context, *guestDeadline) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	g := &guestDeadline{left: d, started: time.Now(), cancel: cancel}
+	g := &guestDeadline{d: d, left: d, started: time.Now(), cancel: cancel}
 	g.timer = time.AfterFunc(d, g.expire)
 	return ctx, g
 }
@@ -67,6 +69,20 @@ func (g *guestDeadline) resume() {
 	g.paused = false
 	g.started = time.Now()
 	g.timer.Reset(max(g.left, 0))
+}
+
+// used is the guest time the call has run so far.
+func (g *guestDeadline) used() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	left := g.left
+	if !g.paused && !g.fired {
+		left -= time.Since(g.started)
+	}
+	if g.fired {
+		left = 0
+	}
+	return min(max(g.d-left, 0), g.d)
 }
 
 // stop ends the deadline and releases the context.

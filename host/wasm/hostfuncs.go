@@ -58,7 +58,8 @@ type Editor interface {
 }
 
 // ErrTooLarge is returned by Env calls for a request over a host limit (a
-// broadcast to more chats than bot.max_broadcast); the guest sees TOO_LARGE.
+// broadcast to more chats than bot.max_broadcast, a send or broadcast past
+// bot.max_event_bytes); the guest sees TOO_LARGE.
 var ErrTooLarge = errors.New("the request is over the host's limit")
 
 // ErrNoMedia is returned by Env.LoadMedia for an index the event does not have.
@@ -285,7 +286,12 @@ func sendFunc(name string) api.GoModuleFunc {
 				res, err = c.env.Send(ctx, req)
 			}
 		})
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrTooLarge):
+			c.warn("send refused", "func", name, "err", err)
+			stack[0] = code(abi.CodeTooLarge)
+			return
+		case err != nil:
 			stack[0] = c.fail(err)
 			return
 		}

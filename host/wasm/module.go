@@ -329,14 +329,27 @@ const (
 // runHook calls the hook export name with h as its payload (event_read),
 // under the handler's deadline, its clock at h.Time and its random source
 // seeded with the send's key. OK and CANCEL are statuses; HANDLER_ERROR (and
-// any other) a *HandlerError.
+// any other) a *HandlerError. Called with a Budget (WithBudget), the call
+// draws on it: with none left it does not run, and a call cut at its
+// deadline spends the rest; both answer an error wrapping ErrHookBudget.
 func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.Status, *call, error) {
 	payload, err := json.Marshal(h)
 	if err != nil {
 		return 0, nil, fmt.Errorf("wasm: encode %s hook %s: %w", name, h.Key, err)
 	}
+	budget := budgetOf(ctx)
+	limit, outBytes, outLines := m.engine.cfg.HandlerTimeout, hookOutputBytes, hookOutputLines
+	if budget != nil {
+		var ok bool
+		if limit, outBytes, outLines, ok = budget.take(limit, outBytes, outLines); !ok {
+			return 0, nil, fmt.Errorf("%s of %s not run: %w (the event's hooks share one bot.handler_timeout, %s, of guest time)", name, h.Key, ErrHookBudget, m.engine.cfg.HandlerTimeout)
+		}
+	}
 	inst, err := m.acquire(ctx, &m.hooks)
 	if err != nil {
+		if budget != nil {
+			budget.spend(limit, 0, 0, 0, false)
+		}
 		return 0, nil, &FaultError{Kind: FaultHost, Err: err}
 	}
 	tag := name + " " + h.Key
@@ -345,17 +358,33 @@ func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.
 	inst.rand.reseed(name + "\x00" + h.Key)
 	inst.beginOutput(tag)
 	// A hook runs once per send, up to bot.max_broadcast times for one
-	// event: its output budget is a sixteenth of an event's.
-	inst.out.resetTo(hookOutputBytes, hookOutputLines)
-	callCtx, dl := startDeadline(ctx, m.engine.cfg.HandlerTimeout)
+	// event: its output budget is a sixteenth of an event's (and within
+	// what the event's hooks have left).
+	inst.out.resetTo(outBytes, outLines)
+	callCtx, dl := startDeadline(ctx, limit)
 	c.deadline = dl
 	res, callErr := inst.mod.ExportedFunction(name).Call(withCall(callCtx, c), uint64(len(payload)))
 	deadline := context.Cause(callCtx)
+	used := dl.used()
 	dl.stop()
-	inst.endOutput(m.logger, tag)
+	inst.stdout.flush("")
+	inst.stderr.flush("")
+	report := true
+	if budget != nil {
+		bytesLeft, linesLeft, cut := inst.out.left()
+		// The event's one truncation line: its later hooks are cut silently.
+		report = budget.spend(limit, used, outBytes-bytesLeft, outLines-linesLeft, cut)
+	}
+	if report {
+		inst.out.report(m.logger, tag)
+	}
 	if callErr != nil || c.hostErr != nil {
 		fault := m.classify(inst, callErr, deadline, ctx.Err(), c.hostErr)
 		m.release(ctx, &m.hooks, inst, true)
+		if budget != nil && fault.Kind == FaultDeadline {
+			budget.exhaust()
+			return 0, c, fmt.Errorf("%s of %s cut after %s: %w (the event's hooks share one bot.handler_timeout, %s, of guest time)", name, h.Key, used.Round(time.Millisecond), ErrHookBudget, m.engine.cfg.HandlerTimeout)
+		}
 		return 0, c, fault
 	}
 	m.release(ctx, &m.hooks, inst, false)

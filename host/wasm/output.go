@@ -76,6 +76,14 @@ func (b *outputBudget) line(n int) bool {
 	return true
 }
 
+// left is the budget's bytes and lines not spent yet, and whether any
+// output was dropped.
+func (b *outputBudget) left() (bytes, lines int, dropped bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.bytes, b.lines, b.dropped > 0
+}
+
 // drop counts n bytes that never reach the log.
 func (b *outputBudget) drop(n int) {
 	b.mu.Lock()
