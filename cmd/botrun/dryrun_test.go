@@ -120,27 +120,11 @@ func TestReplayDryRun(t *testing.T) {
 				t.Fatalf("hola changed %v, want web:m3 web:m5 web:m6", got)
 			}
 
-			// A module that traps on "boom": that record is a new fault.
-			code, out, errs = runCLI("replay", "--dry-run", "-c", cfgPath, "--module", trap)
-			if code != 1 || !strings.Contains(out, "!new fault: guest fault (trap)") || !strings.Contains(out, "7 identical, 0 changed, 1 new faults (trap 1)") {
-				t.Fatalf("trap: exit %d\n%s%s", code, out, errs)
-			}
-			if got := outcomes(t, cfgPath, trap, dryrun.Fault); !slices.Equal(got, []string{"web:m6"}) {
-				t.Fatalf("trap faulted on %v, want web:m6", got)
-			}
-			// A key the original did not read: not guessed.
-			code, out, errs = runCLI("replay", "--dry-run", "-c", cfgPath, "--module", peek)
-			if code != 0 || !strings.Contains(out, "5 identical, 0 changed") || !strings.Contains(out, "cannot replay 4 records (inputs not recorded 1, unknown input 3)") ||
-				!strings.Contains(out, `web:m3: unknown input: the candidate read state key "never-read"`) {
-				t.Fatalf("peek: exit %d\n%s%s", code, out, errs)
-			}
-
-			// Filters: one chat's records; another channel's (none).
-			if code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", hola, "--chat", "c1", "--since", "1h", "--provider", "web"); code != 1 || !strings.Contains(out, "replayed 4 records") || !strings.Contains(out, "3 identical, 1 changed") {
-				t.Fatalf("--chat c1: exit %d\n%s%s", code, out, errs)
-			}
-			if code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", hola, "--provider", "tg"); code != 0 || !strings.Contains(out, "replayed 0 records") {
-				t.Fatalf("--provider tg: exit %d\n%s%s", code, out, errs)
+			// The rest reads the journal as the cases above did: on the other
+			// backends it would compile the same candidates again (each a Go
+			// guest under -race) to test what does not depend on the backend.
+			if name == "sqlite" {
+				dryRunCandidates(t, cfgPath, hola, trap, peek)
 			}
 
 			if n := ch.count(); n != sent {
@@ -150,6 +134,35 @@ func TestReplayDryRun(t *testing.T) {
 				t.Fatalf("the dry runs changed the journal:\nbefore %s\nafter  %s", journal, after)
 			}
 		})
+	}
+}
+
+// dryRunCandidates: a module that traps on "boom" makes that record a new
+// fault; one that reads a key the original turns did not read is not
+// guessed; --chat, --since and --provider filter the records.
+func dryRunCandidates(t *testing.T, cfgPath, hola, trap, peek string) {
+	t.Helper()
+	// A module that traps on "boom": that record is a new fault.
+	code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", trap)
+	if code != 1 || !strings.Contains(out, "!new fault: guest fault (trap)") || !strings.Contains(out, "7 identical, 0 changed, 1 new faults (trap 1)") {
+		t.Fatalf("trap: exit %d\n%s%s", code, out, errs)
+	}
+	if got := outcomes(t, cfgPath, trap, dryrun.Fault); !slices.Equal(got, []string{"web:m6"}) {
+		t.Fatalf("trap faulted on %v, want web:m6", got)
+	}
+	// A key the original did not read: not guessed.
+	code, out, errs = runCLI("replay", "--dry-run", "-c", cfgPath, "--module", peek)
+	if code != 0 || !strings.Contains(out, "5 identical, 0 changed") || !strings.Contains(out, "cannot replay 4 records (inputs not recorded 1, unknown input 3)") ||
+		!strings.Contains(out, `web:m3: unknown input: the candidate read state key "never-read"`) {
+		t.Fatalf("peek: exit %d\n%s%s", code, out, errs)
+	}
+
+	// Filters: one chat's records; another channel's (none).
+	if code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", hola, "--chat", "c1", "--since", "1h", "--provider", "web"); code != 1 || !strings.Contains(out, "replayed 4 records") || !strings.Contains(out, "3 identical, 1 changed") {
+		t.Fatalf("--chat c1: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", hola, "--provider", "tg"); code != 0 || !strings.Contains(out, "replayed 0 records") {
+		t.Fatalf("--provider tg: exit %d\n%s%s", code, out, errs)
 	}
 }
 
