@@ -533,21 +533,26 @@ func TestCheck(t *testing.T) {
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 // A message with an unknown transfer encoding once crashed the IMAP loop,
-// and every restart on it again (it was never marked \Seen): it is skipped,
-// \Seen, and the message after it is admitted and answered.
+// and every restart on it again (it was never marked \Seen): it is read
+// raw and answered; a message that does not parse (no Message-ID) is
+// skipped and \Seen, and the message after it is admitted and answered.
 func TestAnUnparsableMessageIsSkippedAndTheBotLives(t *testing.T) {
 	s, _, j, p := running(t)
-	bad, err := s.Append(emailtest.Mail("mallory@evil.example", "bad@evil.example", "boom", "x", "Content-Transfer-Encoding: 0"))
+	odd, err := s.Append(emailtest.Mail("mallory@evil.example", "bad@evil.example", "boom", "x", "Content-Transfer-Encoding: 0"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	bad, _ := s.Append(emailtest.Mail("mallory@evil.example", "", "no id", "y"))
 	good, _ := s.Append(emailtest.Mail("alice@example.org", "good@example.org", "Hello", "Hi bot"))
-	waitFor(t, "the good message admitted", func() bool { return len(j.Admitted()) == 1 })
-	if m := j.Admitted()[0]; m.ID != "good@example.org" {
+	waitFor(t, "the good message admitted", func() bool { return len(j.Admitted()) == 2 })
+	if m := j.Admitted(); m[0].ID != "bad@evil.example" || m[0].Text != "x" || m[1].ID != "good@example.org" {
 		t.Fatalf("admitted %+v", m)
 	}
-	waitFor(t, "both seen", func() bool { seen, _ := s.Seen(); return len(seen) == 2 && seen[0] == bad && seen[1] == good })
-	if _, err := p.Send(context.Background(), provider.Outbound{Chat: j.Admitted()[0].Chat, Text: "Hello Alice", Key: "k"}); err != nil {
+	waitFor(t, "all seen", func() bool {
+		seen, _ := s.Seen()
+		return len(seen) == 3 && seen[0] == odd && seen[1] == bad && seen[2] == good
+	})
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: j.Admitted()[1].Chat, Text: "Hello Alice", Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	if sent := s.Sent(); len(sent) != 1 || sent[0].To != "alice@example.org" {

@@ -58,3 +58,16 @@ func TestHTMLToTextAndTrimming(t *testing.T) {
 		}
 	}
 }
+
+// A misspelled transfer encoding of the whole message ("8-bit", "0") is
+// read as it stands, as a part's is: a customer with a broken mailer is
+// still answered.
+func TestAnUnknownTransferEncodingIsReadRaw(t *testing.T) {
+	for _, enc := range []string{"8-bit", "0"} {
+		raw := "From: alice@example.org\r\nMessage-ID: <x@y>\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: " + enc + "\r\n\r\nhello caf\xc3\xa9\r\n"
+		m, err := decodeMessage([]byte(raw), -1)
+		if err != nil || m.Text != "hello café" || m.From != "alice@example.org" {
+			t.Errorf("Content-Transfer-Encoding %q: %+v, %v", enc, m, err)
+		}
+	}
+}

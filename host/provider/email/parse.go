@@ -50,12 +50,15 @@ var errNoMessageID = errors.New("the message has no valid Message-ID")
 // decodeMessage parses an RFC 822 message from untrusted bytes. keep is the
 // index of the attachment whose bytes to keep (-1 for none).
 func decodeMessage(raw []byte, keep int) (*parsed, error) {
-	r, err := mail.CreateReader(bytes.NewReader(raw))
-	if r == nil || (err != nil && !message.IsUnknownCharset(err)) {
-		// An unknown Content-Transfer-Encoding of the whole message comes
-		// back with no reader: its body cannot be decoded.
+	// message.Read, not mail.CreateReader: an unknown (misspelled)
+	// Content-Transfer-Encoding of the whole message, "8-bit", comes back
+	// with its body as it stands, read raw as a part's is below, where
+	// mail.CreateReader returns no reader at all.
+	e, err := message.Read(bytes.NewReader(raw))
+	if e == nil || (err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err)) {
 		return nil, fmt.Errorf("parsing the message: %w", err)
 	}
+	r := mail.NewReader(e)
 	defer r.Close()
 	m := &parsed{}
 	m.MessageID, err = r.Header.MessageID()
