@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -765,5 +766,56 @@ func TestAutomaticMailIsNotAnswered(t *testing.T) {
 	}
 	if got := sent[1].Header("Auto-Submitted"); got != "auto-generated" {
 		t.Errorf("a first message has Auto-Submitted %q", got)
+	}
+}
+
+// panicking panics on the message with the Message-ID "boom@evil.example".
+type panicking struct{ *counting }
+
+func (p panicking) Admit(ctx context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	if m.ID == "boom@evil.example" {
+		var x map[string]int
+		x["boom"]++
+	}
+	return p.counting.Admit(ctx, prov, m)
+}
+
+// lockedLog is a log the channel's goroutine writes while the test reads.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A message whose taking panics is skipped, \Seen, counted, and its log
+// line names its UID (never its text), so an operator can find it.
+func TestAPanicOnAMessageIsSkippedAndNamesItsUID(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	j := panicking{&counting{Journal: providertest.NewJournal()}}
+	var panics atomic.Int32
+	logged := &lockedLog{}
+	p, err := email.Open(config(s), provider.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
+		Logger: slog.New(slog.NewTextHandler(logged, nil)), Panicked: func() { panics.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, p)
+	bad, _ := s.Append(emailtest.Mail("mallory@evil.example", "boom@evil.example", "boom", "the secret text"))
+	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "Hi", "hello"))
+	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
+	waitFor(t, "both seen", func() bool { seen, _ := s.Seen(); return len(seen) == 2 })
+	if panics.Load() != 1 || !strings.Contains(logged.String(), fmt.Sprintf("taking UID %d (UIDVALIDITY", bad)) || strings.Contains(logged.String(), "secret text") {
+		t.Fatalf("%d panics; the log does not name UID %d (or shows the text):\n%s", panics.Load(), bad, logged.String())
 	}
 }

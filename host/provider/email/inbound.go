@@ -179,7 +179,7 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, sel *imap.Se
 		if uint32(uid) <= cur.UID {
 			continue // "n:*" names the last message even below n
 		}
-		err := p.env.Guard("taking a message from the mailbox", func() error { return p.journal(ctx, c, uidValidity, uid) })
+		err := p.env.Guard(fmt.Sprintf("taking UID %d (UIDVALIDITY %d) from the mailbox", uint32(uid), uidValidity), func() error { return p.journal(ctx, c, uidValidity, uid) })
 		switch {
 		case errors.Is(err, provider.ErrPanicked):
 			// Final: the same bytes would panic again at every restart.
