@@ -45,18 +45,26 @@ func (p *panicky) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /webhooks/web/ok", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
 }
 
+// started starts a bot on backend with the channel ch and a guest that
+// does nothing, stopped when the test ends.
+func started(t *testing.T, backend durability.Backend, ch provider.Provider) *Bot {
+	t.Helper()
+	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: backend,
+		Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Providers: []provider.Provider{ch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop(context.Background()) })
+	b.Start()
+	return b
+}
+
 // A panic in a channel's loop, webhook handler or send does not take the
 // process down: the loop is run again, the request answered 500, the send
 // retried later, each counted for the channel, and the bot serves on.
 func TestAChannelPanicIsRecoveredAndCounted(t *testing.T) {
 	ch := &panicky{channel: newChannel()}
-	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: memory.New(),
-		Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Providers: []provider.Provider{ch}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Stop(context.Background())
-	b.Start()
+	b := started(t, memory.New(), ch)
 	deadline := time.Now().Add(time.Minute)
 	for ch.runs.Load() < 2 {
 		if time.Now().After(deadline) {
@@ -158,13 +166,7 @@ func TestAChannelPanicInReconcileOrPrepareIsRecovered(t *testing.T) {
 		if _, _, err := j.Outbox.Put(context.Background(), durability.OutboxPut{Key: "old", Provider: "web", Chat: "c", Payload: payload}, expired.Now, &expired); err != nil {
 			t.Fatal(err)
 		}
-		b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: shared,
-			Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Providers: []provider.Provider{ch}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Stop(context.Background())
-		b.Start()
+		b := started(t, shared, ch)
 		if !waitFor(time.Minute, func() bool { return ch.asked.Load() >= 1 && channelPanics(t, b, "web") >= 1 }) {
 			t.Fatalf("Reconcile asked %d times, %v panics counted", ch.asked.Load(), channelPanics(t, b, "web"))
 		}
@@ -174,13 +176,7 @@ func TestAChannelPanicInReconcileOrPrepareIsRecovered(t *testing.T) {
 	})
 	t.Run("PrepareSend", func(t *testing.T) {
 		ch := preparePanics{channel: newChannel()}
-		b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: memory.New(),
-			Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Providers: []provider.Provider{ch}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Stop(context.Background())
-		b.Start()
+		b := started(t, memory.New(), ch)
 		if res, err := b.Send(context.Background(), "web", "c", "boom", "k1"); err != nil || res.Status == abi.SendSent || !strings.Contains(res.Error, "panicked while preparing a send") {
 			t.Fatalf("a send whose PrepareSend panicked: %+v, %v", res, err)
 		}

@@ -561,6 +561,25 @@ func TestAnUnparsableMessageIsSkippedAndTheBotLives(t *testing.T) {
 	}
 }
 
+// skipping runs a provider on s that counts the inputs it skips for
+// reason.
+func skipping(t *testing.T, s *emailtest.Server, reason string) (*counting, *email.Provider, *atomic.Int32) {
+	j := &counting{Journal: providertest.NewJournal()}
+	skipped := &atomic.Int32{}
+	p, err := email.Open(config(s), provider.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Skipped: func(r string) {
+			if r == reason {
+				skipped.Add(1)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, p)
+	return j, p, skipped
+}
+
 // putThread writes a thread record for chat as an earlier version did
 // (no "v"), straight into the Kv.
 func putThread(t *testing.T, kv durability.Kv, chat, record string) {
@@ -615,19 +634,7 @@ func TestAStrangerCannotJoinAnotherUsersThread(t *testing.T) {
 // its From, is refused: skipped, counted, \Seen.
 func TestAReplyToDoesNotJoinAnotherUsersChat(t *testing.T) {
 	s := servers(t, emailtest.Options{})
-	j := &counting{Journal: providertest.NewJournal()}
-	var skipped atomic.Int32
-	p, err := email.Open(config(s), provider.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Skipped: func(reason string) {
-			if reason == "sender" {
-				skipped.Add(1)
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, p)
+	j, p, skipped := skipping(t, s, "sender")
 	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "My account", "What is my balance?"))
 	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
 	s.Append(emailtest.Mail("mallory@evil.example", "m1@evil.example", "Give me alice's", "and my balance?", "Reply-To: alice@example.org"))
@@ -731,19 +738,7 @@ func TestMessageIDsAreUnguessable(t *testing.T) {
 // two responders do not loop.
 func TestAutomaticMailIsNotAnswered(t *testing.T) {
 	s := servers(t, emailtest.Options{})
-	j := &counting{Journal: providertest.NewJournal()}
-	var skipped atomic.Int32
-	p, err := email.Open(config(s), provider.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Skipped: func(reason string) {
-			if reason == "automatic" {
-				skipped.Add(1)
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, p)
+	j, p, skipped := skipping(t, s, "automatic")
 	for i, h := range []string{"Auto-Submitted: auto-replied", "auto-submitted: Auto-Generated; owner-email=x@y", "Precedence: bulk",
 		"Precedence: list", "List-Id: <news.example.org>", "Return-Path: <>"} {
 		s.Append(emailtest.Mail("responder@example.org", fmt.Sprintf("auto%d@example.org", i), "Out of office", "I am away", h))
