@@ -26,7 +26,7 @@ func newPanicCounter() *prometheus.CounterVec {
 // newSkipCounter is botrun_channel_skipped_total.
 func newSkipCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "botrun_channel_skipped_total",
-		Help: "Inputs a channel took and did not admit by design (automatic: an auto-reply, after RFC 3834), by channel and reason."}, []string{"channel", "reason"})
+		Help: "Inputs a channel took and did not admit by design (automatic: an auto-reply, after RFC 3834; sender: an email whose sender is not one From address), by channel and reason."}, []string{"channel", "reason"})
 }
 
 // channelEnv is the part of a channel's Env that recovering its panics and

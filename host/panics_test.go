@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
@@ -43,18 +45,26 @@ func (p *panicky) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /webhooks/web/ok", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) })
 }
 
+// started starts a bot on backend with the channel ch and a guest that
+// does nothing, stopped when the test ends.
+func started(t *testing.T, backend durability.Backend, ch provider.Provider) *Bot {
+	t.Helper()
+	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: backend,
+		Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Providers: []provider.Provider{ch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop(context.Background()) })
+	b.Start()
+	return b
+}
+
 // A panic in a channel's loop, webhook handler or send does not take the
 // process down: the loop is run again, the request answered 500, the send
 // retried later, each counted for the channel, and the bot serves on.
 func TestAChannelPanicIsRecoveredAndCounted(t *testing.T) {
 	ch := &panicky{channel: newChannel()}
-	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: memory.New(),
-		Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Providers: []provider.Provider{ch}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Stop(context.Background())
-	b.Start()
+	b := started(t, memory.New(), ch)
 	deadline := time.Now().Add(time.Minute)
 	for ch.runs.Load() < 2 {
 		if time.Now().After(deadline) {
@@ -82,21 +92,102 @@ func TestAChannelPanicIsRecoveredAndCounted(t *testing.T) {
 	if res, err := b.Send(context.Background(), "web", "c", "hi", "k2"); err != nil || res.Status != abi.SendSent {
 		t.Fatalf("the send after: %+v, %v", res, err)
 	}
+	if got := channelPanics(t, b, "web"); got < 4 {
+		t.Errorf("botrun_channel_panics_total{channel=\"web\"} = %v, want 3 and one a send attempt", got)
+	}
+}
+
+// reconcilePanics is a reconciling channel whose Reconcile panics.
+type reconcilePanics struct {
+	*channel
+	asked atomic.Int32
+}
+
+func (r *reconcilePanics) Reconcile(context.Context, provider.Outbound) (bool, error) {
+	r.asked.Add(1)
+	var m map[string]int
+	m["boom"]++
+	return false, nil
+}
+
+// preparePanics is a transactional channel whose PrepareSend panics for
+// the text "boom" (and declines the others) and whose Delivered panics.
+type preparePanics struct{ *channel }
+
+func (p preparePanics) PrepareSend(_ context.Context, out provider.Outbound, _ bool) (string, []durability.Write, error) {
+	if out.Text == "boom" {
+		var m map[string]int
+		m["boom"]++
+	}
+	if out.Text == "delivered" {
+		return "ref-d", nil, nil
+	}
+	return "", nil, provider.ErrNotTransactional
+}
+
+func (preparePanics) Delivered(provider.Outbound, string) {
+	var m map[string]int
+	m["boom"]++
+}
+
+// channelPanics reads botrun_channel_panics_total{channel=id}.
+func channelPanics(t *testing.T, b *Bot, id string) float64 {
+	t.Helper()
 	families, err := b.Gatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got float64
 	for _, f := range families {
 		if f.GetName() == "botrun_channel_panics_total" {
 			for _, m := range f.GetMetric() {
-				if l := m.GetLabel(); len(l) == 1 && l[0].GetValue() == "web" {
-					got = m.GetCounter().GetValue()
+				if l := m.GetLabel(); len(l) == 1 && l[0].GetValue() == id {
+					return m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	if got < 4 {
-		t.Errorf("botrun_channel_panics_total{channel=\"web\"} = %v, want 3 and one a send attempt", got)
-	}
+	return 0
+}
+
+// A panic in a channel's Reconcile (asking about a send a crash left in
+// flight), PrepareSend or Delivered does not take the process down: it is
+// counted, the prepared send retried later as a lost connection is, and
+// the bot sends on.
+func TestAChannelPanicInReconcileOrPrepareIsRecovered(t *testing.T) {
+	t.Run("Reconcile", func(t *testing.T) {
+		ch := &reconcilePanics{channel: newChannel()}
+		shared := memory.New()
+		j, err := shared.Open(context.Background(), durability.Scope{Bot: "bot", Connection: "default"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload, _ := json.Marshal(outMsg{Text: "in flight"})
+		expired := durability.Lease{Owner: "dead", Now: nowMs() - 2000, Until: nowMs() - 1000}
+		if _, _, err := j.Outbox.Put(context.Background(), durability.OutboxPut{Key: "old", Provider: "web", Chat: "c", Payload: payload}, expired.Now, &expired); err != nil {
+			t.Fatal(err)
+		}
+		b := started(t, shared, ch)
+		if !waitFor(time.Minute, func() bool { return ch.asked.Load() >= 1 && channelPanics(t, b, "web") >= 1 }) {
+			t.Fatalf("Reconcile asked %d times, %v panics counted", ch.asked.Load(), channelPanics(t, b, "web"))
+		}
+		if res, err := b.Send(context.Background(), "web", "c2", "hi", "k1"); err != nil || res.Status != abi.SendSent {
+			t.Fatalf("the send after: %+v, %v", res, err)
+		}
+	})
+	t.Run("PrepareSend", func(t *testing.T) {
+		ch := preparePanics{channel: newChannel()}
+		b := started(t, memory.New(), ch)
+		if res, err := b.Send(context.Background(), "web", "c", "boom", "k1"); err != nil || res.Status == abi.SendSent || !strings.Contains(res.Error, "panicked while preparing a send") {
+			t.Fatalf("a send whose PrepareSend panicked: %+v, %v", res, err)
+		}
+		if res, err := b.Send(context.Background(), "web", "c", "delivered", "k2"); err != nil || res.Status != abi.SendSent {
+			t.Fatalf("a send whose Delivered panicked: %+v, %v", res, err)
+		}
+		if res, err := b.Send(context.Background(), "web", "c", "hi", "k3"); err != nil || res.Status != abi.SendSent {
+			t.Fatalf("the send after: %+v, %v", res, err)
+		}
+		if got := channelPanics(t, b, "web"); got < 2 {
+			t.Errorf("botrun_channel_panics_total{channel=\"web\"} = %v, want 2 at least", got)
+		}
+	})
 }

@@ -543,11 +543,19 @@ func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref 
 			// The heartbeat's extensions would conflict with the commit
 			// that marks the record; the lease was taken just now.
 			hb.stop()
-			ref, err := sw.MarkSentWith(hb.ctx, rec.Key, rec.Token, nowMs(), func(ctx context.Context, retry bool) (string, []durability.Write, error) {
-				return tp.PrepareSend(ctx, msg, retry)
+			ch := o.channel(prov.ID())
+			ref, err := sw.MarkSentWith(hb.ctx, rec.Key, rec.Token, nowMs(), func(ctx context.Context, retry bool) (ref string, writes []durability.Write, err error) {
+				// A panic is an error worth a retry, as in Send.
+				err = ch.Guard("preparing a send", func() (err error) {
+					ref, writes, err = tp.PrepareSend(ctx, msg, retry)
+					return err
+				})
+				return ref, writes, err
 			})
 			if err == nil {
-				tp.Delivered(msg, ref)
+				// Committed: a panic here is logged and counted, the send
+				// stays sent.
+				ch.Guard("noting a delivered send", func() error { tp.Delivered(msg, ref); return nil })
 				return ref, hb, true, nil
 			}
 			if !errors.Is(err, provider.ErrNotTransactional) {
@@ -769,8 +777,11 @@ func (o *sender) settleAmbiguous(ctx context.Context, prov provider.Provider, re
 			return false
 		}
 		msg := toOutbound(rec.Chat, m, rec.Key)
-		var err error
-		if delivered, err = p.Reconcile(ctx, msg); err != nil {
+		err := o.channel(prov.ID()).Guard("reconciling an ambiguous send", func() (err error) {
+			delivered, err = p.Reconcile(ctx, msg)
+			return err
+		})
+		if err != nil {
 			o.log.WarnContext(ctx, "reconciling an ambiguous send failed; it is asked again when its lease expires", "key", rec.Key, "err", err)
 			return true
 		}

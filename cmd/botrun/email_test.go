@@ -65,10 +65,11 @@ func TestEmailEndToEnd(t *testing.T) {
 		t.Errorf("the reply went to %q in reply to %q; want %q, <e2e-1@example.org>", m.To, m.Header("In-Reply-To"), user)
 	}
 	// Delivered again (the same Message-ID, a new UID), the bot's own mail,
-	// a message without a Message-ID, one with an unknown transfer encoding
-	// (it once crashed the process at every start), an auto-reply: none is
-	// answered, and the bot lives, which the answer to a later message
-	// shows (the mailbox is read in UID order).
+	// a message without a Message-ID, an auto-reply: none is answered. One
+	// with an unknown transfer encoding (it once crashed the process at
+	// every start) is read as it stands and answered. The bot lives, which
+	// the answer to a later message shows (the mailbox is read in UID
+	// order).
 	appendMail(hola)
 	appendMail(emailtest.Mail(emailtest.Username, "e2e-own@example.test", "Loop", "forged"))
 	appendMail(emailtest.Mail(user, "", "Anonymous", "anonymous"))
@@ -97,12 +98,12 @@ func TestEmailEndToEnd(t *testing.T) {
 	r.cmd.Process.Signal(syscall.SIGTERM)
 	r.cmd.Wait()
 	got := c.replies()
-	for _, once := range []string{"echo: hola", "echo: adios", img} {
+	for _, once := range []string{"echo: hola", "echo: boom", "echo: adios", img} {
 		if n := count(got, once); n != 1 {
 			t.Errorf("%q sent %d times: %q", once, n, got)
 		}
 	}
-	if len(got) != 3 {
-		t.Errorf("the SMTP server accepted %q; want the three replies only (not to the bot's own mail, one without a Message-ID, one that does not parse, nor an auto-reply)", got)
+	if len(got) != 4 {
+		t.Errorf("the SMTP server accepted %q; want the four replies only (not to the bot's own mail, one without a Message-ID, nor an auto-reply)", got)
 	}
 }

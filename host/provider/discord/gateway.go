@@ -108,7 +108,10 @@ func (g *gateway) run(ctx context.Context) {
 	saved := make(chan struct{})
 	go func() {
 		defer close(saved)
-		g.stored.keep(saver, &g.seq)
+		// A panic ends the saving (logged, counted), not the process: the
+		// session is then resumed from an older sequence, or identified
+		// anew, at the next start.
+		g.p.guard("keeping the gateway session", func() error { g.stored.keep(saver, &g.seq); return nil })
 	}()
 	defer func() { stop(); <-saved }()
 	for attempt := 0; ctx.Err() == nil; {
@@ -257,7 +260,16 @@ func (g *gateway) connect(ctx context.Context) outcome {
 	acked.Store(true)
 	hbCtx, hbStop := context.WithCancel(ctx)
 	var hb sync.WaitGroup
-	hb.Go(func() { g.heartbeat(hbCtx, conn, time.Duration(hello.Interval)*time.Millisecond, &acked) })
+	hb.Go(func() {
+		// A panic (logged, counted) ends the connection, as a missed
+		// acknowledgement does: the read loop then reconnects.
+		if g.p.guard("heartbeating", func() error {
+			g.heartbeat(hbCtx, conn, time.Duration(hello.Interval)*time.Millisecond, &acked)
+			return nil
+		}) != nil {
+			conn.CloseNow()
+		}
+	})
 	defer hb.Wait()
 	defer hbStop()
 
@@ -275,7 +287,7 @@ func (g *gateway) connect(ctx context.Context) outcome {
 		switch pl.Op {
 		case opDispatch:
 			// A panic skips the event: replayed, it would panic again.
-			if err := g.p.guard("taking a gateway event", func() error { return g.dispatch(ctx, pl) }); err != nil && !errors.Is(err, provider.ErrPanicked) {
+			if err := g.p.guard(fmt.Sprintf("taking gateway event %s seq %d", pl.T, pl.S), func() error { return g.dispatch(ctx, pl) }); err != nil && !errors.Is(err, provider.ErrPanicked) {
 				// Not journaled: resume from the last dispatch handled,
 				// and Discord replays this one.
 				conn.CloseNow()

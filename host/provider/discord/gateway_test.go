@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/provider/discord/discordtest"
@@ -304,4 +306,40 @@ func TestGatewayResumesAcrossRestart(t *testing.T) {
 	if s := api.Gateway.Stats(); s.Identifies != 1 || s.Resumes != 1 {
 		t.Fatalf("want one identify and one resume across the restart: %+v", s)
 	}
+}
+
+// panickyKv is a Kv whose Commit panics: the session saver's writes.
+type panickyKv struct{ *memory.Kv }
+
+func (panickyKv) Commit(context.Context, []durability.Write) error {
+	var m map[string]int
+	m["boom"]++
+	return nil
+}
+
+// A panic in the goroutine that saves the Gateway session does not take
+// the process down: it is counted, and the Gateway admits on.
+func TestAPanicSavingTheSessionIsRecovered(t *testing.T) {
+	api := newFake()
+	api.Gateway.HeartbeatInterval = 45 * time.Second
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	a := newAdmitter()
+	var panics atomic.Int32
+	p, err := Open(Config{ID: "dc", Token: token, ApplicationID: appID, APIURL: srv.URL},
+		provider.Env{Admitter: a, Kv: panickyKv{memory.NewKv()}, KeyPrefix: "bot/", Panicked: func() { panics.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		p.Run(ctx)
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the Gateway session", api.Gateway.Connected)
+	waitFor(t, "the saver's panic", func() bool { return panics.Load() == 1 })
+	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000301", chat, user, false, "after"))
+	waitFor(t, "the message after", func() bool { return len(a.admitted()) == 1 })
 }

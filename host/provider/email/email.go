@@ -6,9 +6,9 @@
 // on it), marked \Seen only after Admit returned, and the last journaled UID
 // with its UIDVALIDITY is kept in the provider's Kv, so a restart resumes
 // after it; a UIDVALIDITY change rescans the mailbox, deduplicated on
-// Message-ID. The chat is the sender's address; a reply joins another chat
-// only through a Message-ID botrun sent there, from that chat's recipient
-// (chatOf). Automatic mail is not answered (RFC 3834). What a reply needs
+// Message-ID. The chat is the From address (Reply-To is no identity); a
+// reply joins another chat only through a Message-ID botrun sent there,
+// from that chat's recipient (chatOf). Automatic mail is not answered (RFC 3834). What a reply needs
 // (the address, the subject, the references) is written to the Kv per chat
 // before Admit, so a send after a restart still threads and addresses
 // correctly.

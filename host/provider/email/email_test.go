@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -533,26 +534,50 @@ func TestCheck(t *testing.T) {
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 // A message with an unknown transfer encoding once crashed the IMAP loop,
-// and every restart on it again (it was never marked \Seen): it is skipped,
-// \Seen, and the message after it is admitted and answered.
+// and every restart on it again (it was never marked \Seen): it is read
+// raw and answered; a message that does not parse (no Message-ID) is
+// skipped and \Seen, and the message after it is admitted and answered.
 func TestAnUnparsableMessageIsSkippedAndTheBotLives(t *testing.T) {
 	s, _, j, p := running(t)
-	bad, err := s.Append(emailtest.Mail("mallory@evil.example", "bad@evil.example", "boom", "x", "Content-Transfer-Encoding: 0"))
+	odd, err := s.Append(emailtest.Mail("mallory@evil.example", "bad@evil.example", "boom", "x", "Content-Transfer-Encoding: 0"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	bad, _ := s.Append(emailtest.Mail("mallory@evil.example", "", "no id", "y"))
 	good, _ := s.Append(emailtest.Mail("alice@example.org", "good@example.org", "Hello", "Hi bot"))
-	waitFor(t, "the good message admitted", func() bool { return len(j.Admitted()) == 1 })
-	if m := j.Admitted()[0]; m.ID != "good@example.org" {
+	waitFor(t, "the good message admitted", func() bool { return len(j.Admitted()) == 2 })
+	if m := j.Admitted(); m[0].ID != "bad@evil.example" || m[0].Text != "x" || m[1].ID != "good@example.org" {
 		t.Fatalf("admitted %+v", m)
 	}
-	waitFor(t, "both seen", func() bool { seen, _ := s.Seen(); return len(seen) == 2 && seen[0] == bad && seen[1] == good })
-	if _, err := p.Send(context.Background(), provider.Outbound{Chat: j.Admitted()[0].Chat, Text: "Hello Alice", Key: "k"}); err != nil {
+	waitFor(t, "all seen", func() bool {
+		seen, _ := s.Seen()
+		return len(seen) == 3 && seen[0] == odd && seen[1] == bad && seen[2] == good
+	})
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: j.Admitted()[1].Chat, Text: "Hello Alice", Key: "k"}); err != nil {
 		t.Fatal(err)
 	}
 	if sent := s.Sent(); len(sent) != 1 || sent[0].To != "alice@example.org" {
 		t.Fatalf("sent %+v", sent)
 	}
+}
+
+// skipping runs a provider on s that counts the inputs it skips for
+// reason.
+func skipping(t *testing.T, s *emailtest.Server, reason string) (*counting, *email.Provider, *atomic.Int32) {
+	j := &counting{Journal: providertest.NewJournal()}
+	skipped := &atomic.Int32{}
+	p, err := email.Open(config(s), provider.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Skipped: func(r string) {
+			if r == reason {
+				skipped.Add(1)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, p)
+	return j, p, skipped
 }
 
 // putThread writes a thread record for chat as an earlier version did
@@ -602,36 +627,88 @@ func TestAStrangerCannotJoinAnotherUsersThread(t *testing.T) {
 	}
 }
 
-// A chat named otherwise than by an address (an earlier version named a
-// thread by its root) is joined through a Message-ID botrun sent in it by
-// its correspondent only; a chat an earlier version re-pointed at another
-// address is not sent to.
-func TestAThreadIsJoinedByItsCorrespondentOnly(t *testing.T) {
+// A Reply-To is not an identity: Mallory's mail (From his own address,
+// which DMARC aligns) naming Alice in Reply-To goes to Mallory's chat, is
+// answered at his From, and leaves Alice's thread (subject, references)
+// as it was. A message with two From addresses, or a Sender other than
+// its From, is refused: skipped, counted, \Seen.
+func TestAReplyToDoesNotJoinAnotherUsersChat(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	j, p, skipped := skipping(t, s, "sender")
+	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "My account", "What is my balance?"))
+	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
+	s.Append(emailtest.Mail("mallory@evil.example", "m1@evil.example", "Give me alice's", "and my balance?", "Reply-To: alice@example.org"))
+	waitFor(t, "mallory's admitted", func() bool { return len(j.Admitted()) == 2 })
+	if m := j.Admitted()[1]; m.Chat != "mallory@evil.example" || m.From != "mallory@evil.example" {
+		t.Fatalf("mallory's message with Reply-To alice went to chat %q from %q", m.Chat, m.From)
+	}
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "alice@example.org", Text: "Your balance is 1,234", Key: "k1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "mallory@evil.example", Text: "hello", Key: "k2"}); err != nil {
+		t.Fatal(err)
+	}
+	sent := s.Sent()
+	if sent[0].To != "alice@example.org" || sent[0].Header("Subject") != "Re: My account" || strings.Contains(string(sent[0].Raw), "evil.example") {
+		t.Fatalf("the send to alice's chat went to %s:\n%s", sent[0].To, sent[0].Raw)
+	}
+	if sent[1].To != "mallory@evil.example" {
+		t.Fatalf("the answer to mallory went to %s, not his From", sent[1].To)
+	}
+	s.Append(emailtest.Mail("mallory@evil.example", "m2@evil.example", "two", "x", "From: alice@example.org"))
+	s.Append(emailtest.Mail("mallory@evil.example", "m3@evil.example", "three", "x", "Sender: alice@example.org"))
+	s.Append([]byte("From: alice@example.org, mallory@evil.example\r\nMessage-ID: <m4@evil.example>\r\nSubject: four\r\n\r\nx\r\n"))
+	s.Append(emailtest.Mail("alice@example.org", "a2@example.org", "Re: My account", "thanks", "Sender: Alice <ALICE@example.org>"))
+	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 6 })
+	if got := j.Admitted(); len(got) != 3 || got[2].ID != "a2@example.org" || got[2].Chat != "alice@example.org" || skipped.Load() != 3 {
+		t.Fatalf("admitted %+v, %d skipped; want alice's second only, 3 skipped", got, skipped.Load())
+	}
+}
+
+// Chats an earlier botrun named after a thread's root are retired: a send
+// to one is refused, naming the chat its correspondent's mail goes to now
+// (their address), whether the root parses as an address or not, and a
+// reply to the bot's earlier mail in it goes to the sender's own chat. A
+// chat an earlier version re-pointed at another address is not sent to
+// until the address writes again.
+func TestLegacyThreadChatsAreRetired(t *testing.T) {
 	s, kv, j, p := running(t)
 	putThread(t, kv, "root-1", `{"to":"bob@example.org","subject":"Re: plans","references":["root-1"]}`)
-	ref, err := p.Send(context.Background(), provider.Outbound{Chat: "root-1", Text: "noted", Key: "r1"})
-	if err != nil || s.Sent()[0].To != "bob@example.org" {
-		t.Fatalf("the send to the thread: %v, %+v", err, s.Sent())
+	putThread(t, kv, "CAxyz@mail.gmail.com", `{"to":"bob@example.org","subject":"Re: plans","references":["CAxyz@mail.gmail.com"]}`)
+	putThread(t, kv, "root-2", `{"to":"mallory@evil.example","subject":"Re: plans","references":["root-2"]}`)
+	for _, chat := range []string{"root-1", "CAxyz@mail.gmail.com", "root-2"} {
+		_, err := p.Send(context.Background(), provider.Outbound{Chat: chat, Text: "noted", Key: "r-" + chat})
+		if !errors.Is(err, provider.ErrRecipientUnreachable) || chat != "root-2" && !strings.Contains(err.Error(), `"bob@example.org"`) {
+			t.Errorf("a send to the legacy chat %q: %v", chat, err)
+		}
 	}
-	s.Append(emailtest.Mail("mallory@evil.example", "m1@evil.example", "Re: plans", "me too", "In-Reply-To: <"+ref+">"))
-	s.Append(emailtest.Mail("bob@example.org", "b1@example.org", "Re: plans", "ok", "In-Reply-To: <"+ref+">"))
-	waitFor(t, "both admitted", func() bool { return len(j.Admitted()) == 2 })
-	if m := j.Admitted(); m[0].Chat != "mallory@evil.example" || m[1].Chat != "root-1" {
-		t.Fatalf("mallory's went to %q, bob's to %q", m[0].Chat, m[1].Chat)
+	if sent := s.Sent(); len(sent) != 0 {
+		t.Fatalf("sent to a legacy chat, to %s", sent[0].To)
+	}
+	s.Append(emailtest.Mail("bob@example.org", "b1@example.org", "Re: plans", "ok", "In-Reply-To: <root-1>", "References: <CAxyz@mail.gmail.com>"))
+	waitFor(t, "bob's admitted", func() bool { return len(j.Admitted()) == 1 })
+	if m := j.Admitted()[0]; m.Chat != "bob@example.org" {
+		t.Fatalf("bob's went to %q", m.Chat)
 	}
 	// Alice's chat, re-pointed at mallory by an earlier version.
 	putThread(t, kv, "alice@example.org", `{"to":"mallory@evil.example","subject":"Re: x"}`)
 	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "alice@example.org", Text: "secret", Key: "r2"}); !errors.Is(err, provider.ErrRecipientUnreachable) {
 		t.Fatalf("a send to a re-pointed chat: %v", err)
 	}
+	// An address chat an earlier version recorded for its own address is
+	// sent to.
+	putThread(t, kv, "carol@example.org", `{"to":"carol@example.org","subject":"Re: y"}`)
+	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "carol@example.org", Text: "hi carol", Key: "r4"}); err != nil {
+		t.Fatal(err)
+	}
 	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "Hi", "hello"))
-	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 3 })
+	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 2 })
 	if _, err := p.Send(context.Background(), provider.Outbound{Chat: "alice@example.org", Text: "hello", Key: "r3"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range s.Sent() {
-		if m.To == "mallory@evil.example" {
-			t.Fatalf("sent to mallory: %s", m.Raw)
+		if m.To == "mallory@evil.example" || m.To == "bob@example.org" {
+			t.Fatalf("sent to %s: %s", m.To, m.Raw)
 		}
 	}
 }
@@ -661,19 +738,7 @@ func TestMessageIDsAreUnguessable(t *testing.T) {
 // two responders do not loop.
 func TestAutomaticMailIsNotAnswered(t *testing.T) {
 	s := servers(t, emailtest.Options{})
-	j := &counting{Journal: providertest.NewJournal()}
-	var skipped atomic.Int32
-	p, err := email.Open(config(s), provider.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Skipped: func(reason string) {
-			if reason == "automatic" {
-				skipped.Add(1)
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, p)
+	j, p, skipped := skipping(t, s, "automatic")
 	for i, h := range []string{"Auto-Submitted: auto-replied", "auto-submitted: Auto-Generated; owner-email=x@y", "Precedence: bulk",
 		"Precedence: list", "List-Id: <news.example.org>", "Return-Path: <>"} {
 		s.Append(emailtest.Mail("responder@example.org", fmt.Sprintf("auto%d@example.org", i), "Out of office", "I am away", h))
@@ -696,5 +761,56 @@ func TestAutomaticMailIsNotAnswered(t *testing.T) {
 	}
 	if got := sent[1].Header("Auto-Submitted"); got != "auto-generated" {
 		t.Errorf("a first message has Auto-Submitted %q", got)
+	}
+}
+
+// panicking panics on the message with the Message-ID "boom@evil.example".
+type panicking struct{ *counting }
+
+func (p panicking) Admit(ctx context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	if m.ID == "boom@evil.example" {
+		var x map[string]int
+		x["boom"]++
+	}
+	return p.counting.Admit(ctx, prov, m)
+}
+
+// lockedLog is a log the channel's goroutine writes while the test reads.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A message whose taking panics is skipped, \Seen, counted, and its log
+// line names its UID (never its text), so an operator can find it.
+func TestAPanicOnAMessageIsSkippedAndNamesItsUID(t *testing.T) {
+	s := servers(t, emailtest.Options{})
+	j := panicking{&counting{Journal: providertest.NewJournal()}}
+	var panics atomic.Int32
+	logged := &lockedLog{}
+	p, err := email.Open(config(s), provider.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
+		Logger: slog.New(slog.NewTextHandler(logged, nil)), Panicked: func() { panics.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, p)
+	bad, _ := s.Append(emailtest.Mail("mallory@evil.example", "boom@evil.example", "boom", "the secret text"))
+	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "Hi", "hello"))
+	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
+	waitFor(t, "both seen", func() bool { seen, _ := s.Seen(); return len(seen) == 2 })
+	if panics.Load() != 1 || !strings.Contains(logged.String(), fmt.Sprintf("taking UID %d (UIDVALIDITY", bad)) || strings.Contains(logged.String(), "secret text") {
+		t.Fatalf("%d panics; the log does not name UID %d (or shows the text):\n%s", panics.Load(), bad, logged.String())
 	}
 }

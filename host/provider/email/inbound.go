@@ -179,7 +179,7 @@ func (p *Provider) drain(ctx context.Context, c *imapclient.Client, sel *imap.Se
 		if uint32(uid) <= cur.UID {
 			continue // "n:*" names the last message even below n
 		}
-		err := p.env.Guard("taking a message from the mailbox", func() error { return p.journal(ctx, c, uidValidity, uid) })
+		err := p.env.Guard(fmt.Sprintf("taking UID %d (UIDVALIDITY %d) from the mailbox", uint32(uid), uidValidity), func() error { return p.journal(ctx, c, uidValidity, uid) })
 		switch {
 		case errors.Is(err, provider.ErrPanicked):
 			// Final: the same bytes would panic again at every restart.
@@ -270,6 +270,13 @@ func (p *Provider) journal(ctx context.Context, c *imapclient.Client, uidValidit
 		return nil // expunged meanwhile
 	}
 	m, err := decodeMessage(raw, -1)
+	if errors.Is(err, errSender) {
+		// Final, and counted: a Sender or a second From address speaks for
+		// someone the server did not check.
+		log.Warn("email: skipping a message whose sender is not one address", "err", err)
+		p.env.CountSkipped("sender")
+		return nil
+	}
 	if err != nil {
 		// Final: no retry makes it parse or gives it a Message-ID.
 		log.Warn("email: skipping a message botrun cannot admit", "err", err)
@@ -318,7 +325,8 @@ func (p *Provider) journal(ctx context.Context, c *imapclient.Client, uidValidit
 // correspondent; any other message goes to its sender's own chat, named by
 // the address. So no one joins another's conversation by naming one of its
 // Message-IDs (a root, the bot's), and a chat's recipient is never
-// re-pointed at another address.
+// re-pointed at another address. A chat an earlier version recorded (a
+// thread's root) is not joined: those are retired.
 func (p *Provider) chatOf(ctx context.Context, m *parsed) (string, error) {
 	refs := m.References
 	if len(refs) > maxReferences {
@@ -336,7 +344,7 @@ func (p *Provider) chatOf(ctx context.Context, m *parsed) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if ok && t.To == m.From {
+		if ok && t.V >= threadChecked && t.To == m.From {
 			return chat, nil
 		}
 	}

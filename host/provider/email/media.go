@@ -91,7 +91,7 @@ func (p *Provider) loadPart(ctx context.Context, s string, max int64) (part, err
 			continue
 		}
 		var msg *parsed
-		err = p.env.Guard("parsing a message for its attachment", func() (err error) {
+		err = p.env.Guard(fmt.Sprintf("parsing the message %q for its attachment %d", ref.MessageID, ref.Index), func() (err error) {
 			msg, err = decodeMessage(raw, ref.Index)
 			return err
 		})

@@ -19,7 +19,7 @@ import (
 // parsed is one message as the channel reads it.
 type parsed struct {
 	MessageID  string
-	From       string // the sender's address (Reply-To's first, else From's)
+	From       string // the sender's address: the From field's only one, lowercased
 	Subject    string
 	References []string // References, else In-Reply-To
 	Text       string   // the plain-text part, or the HTML part as text, trimmed
@@ -50,26 +50,23 @@ var errNoMessageID = errors.New("the message has no valid Message-ID")
 // decodeMessage parses an RFC 822 message from untrusted bytes. keep is the
 // index of the attachment whose bytes to keep (-1 for none).
 func decodeMessage(raw []byte, keep int) (*parsed, error) {
-	r, err := mail.CreateReader(bytes.NewReader(raw))
-	if r == nil || (err != nil && !message.IsUnknownCharset(err)) {
-		// An unknown Content-Transfer-Encoding of the whole message comes
-		// back with no reader: its body cannot be decoded.
+	// message.Read, not mail.CreateReader: an unknown (misspelled)
+	// Content-Transfer-Encoding of the whole message, "8-bit", comes back
+	// with its body as it stands, read raw as a part's is below, where
+	// mail.CreateReader returns no reader at all.
+	e, err := message.Read(bytes.NewReader(raw))
+	if e == nil || (err != nil && !message.IsUnknownCharset(err) && !message.IsUnknownEncoding(err)) {
 		return nil, fmt.Errorf("parsing the message: %w", err)
 	}
+	r := mail.NewReader(e)
 	defer r.Close()
 	m := &parsed{}
 	m.MessageID, err = r.Header.MessageID()
 	if err != nil || m.MessageID == "" || !validID(m.MessageID) {
 		return nil, errNoMessageID
 	}
-	for _, key := range []string{"Reply-To", "From"} {
-		if l, err := r.Header.AddressList(key); err == nil && len(l) > 0 && l[0].Address != "" {
-			m.From = strings.ToLower(l[0].Address)
-			break
-		}
-	}
-	if m.From == "" {
-		return nil, errors.New("the message has no sender address")
+	if m.From, err = sender(r.Header); err != nil {
+		return nil, err
 	}
 	m.Automatic = automatic(r.Header.Header)
 	m.Subject, _ = r.Header.Subject()
@@ -133,6 +130,37 @@ func decodeMessage(raw []byte, keep int) (*parsed, error) {
 	}
 	m.Text = trimReply(strings.ToValidUTF8(text, "\uFFFD"))
 	return m, nil
+}
+
+// errSender is wrapped by the error for a message whose sender is not one
+// address: it is refused, never admitted under one of its addresses.
+var errSender = errors.New("the message's sender is ambiguous")
+
+// sender returns the message's sender: the address of its From field, the
+// one DMARC aligns with the signing domain, lowercased. Reply-To is no
+// identity (anyone may name anyone there) and is ignored. A message with
+// more than one From field or address, or a Sender other than its From,
+// is refused (errSender): which address it speaks for is not one the
+// server checked.
+func sender(h mail.Header) (string, error) {
+	if n := len(h.Values("From")); n > 1 {
+		return "", fmt.Errorf("%w: it has %d From fields", errSender, n)
+	}
+	l, err := h.AddressList("From")
+	if err != nil || len(l) == 0 || l[0].Address == "" {
+		return "", errors.New("the message has no sender address")
+	}
+	if len(l) > 1 {
+		return "", fmt.Errorf("%w: its From names %d addresses", errSender, len(l))
+	}
+	from := strings.ToLower(l[0].Address)
+	if h.Has("Sender") {
+		s, err := h.AddressList("Sender")
+		if err != nil || len(s) != 1 || !strings.EqualFold(s[0].Address, from) || len(h.Values("Sender")) > 1 {
+			return "", fmt.Errorf("%w: its Sender is not its From address", errSender)
+		}
+	}
+	return from, nil
 }
 
 // automatic names the field for which a message with header h must not be

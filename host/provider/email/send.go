@@ -57,17 +57,22 @@ func (p *Provider) Send(ctx context.Context, msg provider.Outbound) (string, err
 	if err != nil {
 		return "", fmt.Errorf("email: reading the thread: %w", err)
 	}
-	a, err := mail.ParseAddress(msg.Chat)
 	switch {
-	case ok && t.V < threadChecked && err == nil && !strings.EqualFold(a.Address, t.To):
-		// Recorded by a version that let a stranger's reply re-point a
-		// chat: refused until the chat's correspondent writes again.
-		return "", fmt.Errorf("%w: chat %q was recorded by an earlier botrun with a recipient other than its address (a thread's root, or a stranger's reply): refused until the address writes again", provider.ErrRecipientUnreachable, msg.Chat)
+	case ok && t.V < threadChecked && !strings.EqualFold(msg.Chat, t.To):
+		// Recorded by an earlier version, which named a chat after a
+		// thread's root and let a stranger's reply re-point a chat: the
+		// thread-named chats are retired, a re-pointed address refused.
+		// Which of the two a chat is cannot be told (a root like
+		// CAxyz@mail.gmail.com parses as an address).
+		return "", fmt.Errorf("%w: chat %q was recorded by an earlier botrun for %q: a chat named after a thread is retired (%s's mail now goes to chat %q), and an address chat re-pointed at another address is refused until the address writes again", provider.ErrRecipientUnreachable, msg.Chat, t.To, t.To, t.To)
 	case ok:
-	case err == nil:
-		t = thread{To: strings.ToLower(a.Address), Subject: "Message from " + p.from, V: threadChecked}
+		t.V = threadChecked
 	default:
-		return "", fmt.Errorf("%w: no thread is recorded for chat %q and it is not an address", provider.ErrRecipientUnreachable, msg.Chat)
+		a, err := mail.ParseAddress(msg.Chat)
+		if err != nil {
+			return "", fmt.Errorf("%w: no thread is recorded for chat %q and it is not an address", provider.ErrRecipientUnreachable, msg.Chat)
+		}
+		t = thread{To: strings.ToLower(a.Address), Subject: "Message from " + p.from, V: threadChecked}
 	}
 	id, err := p.messageID(ctx, msg.Key)
 	if err != nil {

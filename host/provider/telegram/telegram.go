@@ -324,12 +324,23 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if err := p.deliver(r.Context(), u); err != nil {
+	if err := p.take(r.Context(), u); err != nil {
 		provider.NotAdmitted(w.Header(), err)
 		http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable) // Telegram retries
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// take delivers u, and skips it (nil) when it panics: logged with its
+// update_id and counted (the guard). Polled or redelivered again, it would
+// panic again, and the updates after it would wait behind it forever.
+func (p *Provider) take(ctx context.Context, u Update) error {
+	err := p.guard(fmt.Sprintf("taking update_id %d", u.UpdateID), func() error { return p.deliver(ctx, u) })
+	if errors.Is(err, provider.ErrPanicked) {
+		return nil
+	}
+	return err
 }
 
 // deliver admits what u carries and answers its callback_query, if any, once
@@ -393,8 +404,7 @@ func (p *Provider) Run(ctx context.Context) {
 				p.log.Warn("telegram: bad update skipped", "err", err)
 				continue
 			}
-			// A panic skips the update: polled again, it would panic again.
-			if err := p.guard("taking an update", func() error { return p.deliver(ctx, u) }); err != nil && !errors.Is(err, provider.ErrPanicked) {
+			if err := p.take(ctx, u); err != nil {
 				p.log.Error("telegram: not admitted; will poll it again", "err", err)
 				wait = max(time.Second, provider.RetryAfter(err))
 				break

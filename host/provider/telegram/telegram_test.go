@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -277,5 +278,55 @@ func TestMediaRedirectsChecked(t *testing.T) {
 	}
 	if referer != "" {
 		t.Fatalf("the redirected request carried Referer %q", referer)
+	}
+}
+
+// panickingAdmitter panics on the message with text "boom".
+type panickingAdmitter struct{ *admitter }
+
+func (a panickingAdmitter) Admit(ctx context.Context, prov string, m provider.Message) (provider.Admission, error) {
+	if m.Text == "boom" {
+		var x map[string]int
+		x["boom"]++
+	}
+	return a.admitter.Admit(ctx, prov, m)
+}
+
+// An update that panics in webhook mode is skipped, answered 200 (logged
+// with its update_id, counted), as poll mode skips it: answered 500,
+// Telegram would redeliver it first forever, and the updates after it
+// would wait behind it.
+func TestWebhookSkipsAnUpdateThatPanics(t *testing.T) {
+	a := panickingAdmitter{&admitter{seen: map[string]bool{}}}
+	var panics int
+	var logged bytes.Buffer
+	p, err := Open(Config{ID: "tg", Token: token, SecretToken: "s3cret_token", Mode: "webhook", APIURL: "https://api.telegram.org"},
+		provider.Env{Admitter: a, Panicked: func() { panics++ }, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	p.Routes(mux)
+	post := func(body string) (code int) {
+		defer func() {
+			if v := recover(); v != nil {
+				t.Fatalf("the webhook panicked: %v", v)
+			}
+		}()
+		req := httptest.NewRequest("POST", "/webhooks/tg", strings.NewReader(body))
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "s3cret_token")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	msg := `{"update_id":%d,"message":{"message_id":%d,"from":{"id":7},"chat":{"id":42,"type":"private"},"date":1764412800,"text":%q}}`
+	if code := post(fmt.Sprintf(msg, 20, 5, "boom")); code != http.StatusOK {
+		t.Fatalf("the update that panicked was answered %d", code)
+	}
+	if code := post(fmt.Sprintf(msg, 21, 6, "next")); code != http.StatusOK || len(a.msgs) != 1 || a.msgs[0].Text != "next" || panics != 1 {
+		t.Fatalf("the next update: %d, admitted %+v, %d panics", code, a.msgs, panics)
+	}
+	if !strings.Contains(logged.String(), "update_id 20") || strings.Contains(logged.String(), "boom") {
+		t.Fatalf("the log does not name the update (or shows its text):\n%s", logged.String())
 	}
 }

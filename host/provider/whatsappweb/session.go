@@ -206,7 +206,7 @@ func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
 	id := cli.AddEventHandlerWithSuccessStatus(func(evt any) (handled bool) {
 		// A panic skips the event (acknowledged, as whatsmeow's own
 		// recovery would), logged and counted.
-		if err := p.env.Guard("taking an event", func() error { handled = h.handle(evt); return nil }); err != nil {
+		if err := p.env.Guard(eventName(evt), func() error { handled = h.handle(evt); return nil }); err != nil {
 			return true
 		}
 		return handled
@@ -257,6 +257,15 @@ type handler struct {
 	log       *slog.Logger
 	end       func(ending)
 	redeliver chan struct{}
+}
+
+// eventName names evt for the log of a panic on it: its type, and a
+// message's id (never its content), so an operator can find it.
+func eventName(evt any) string {
+	if m, ok := evt.(*events.Message); ok {
+		return fmt.Sprintf("taking message %s", m.Info.ID)
+	}
+	return fmt.Sprintf("taking an event %T", evt)
 }
 
 // handle receives every whatsmeow event; false leaves a message
