@@ -164,35 +164,46 @@ func startPostgres() (string, error) {
 		}
 		// postgres itself, not pg_ctl (which daemonizes): a child that dies
 		// with the test binary.
-		var log strings.Builder
 		cmd := command("postgres", "-D", data, "-p", fmt.Sprint(ports[0]), "-k", dir,
 			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300")
-		cmd.Stdout, cmd.Stderr = &log, &log
-		dieWithTest(cmd)
-		if err := cmd.Start(); err != nil {
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		// SIGINT: PostgreSQL's fast shutdown.
+		if err := serve(cmd, addr, 60*time.Second, syscall.SIGINT, func() { os.RemoveAll(dir) }); err != nil {
 			return "", err
 		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-		if err := waitListening(addr, exited, 60*time.Second); err != nil {
-			cmd.Process.Kill()
-			<-exited
-			return "", fmt.Errorf("postgres on %s: %w\n%s", addr, err, log.String())
-		}
-		mu.Lock()
-		started = append(started, func() {
-			cmd.Process.Signal(syscall.SIGINT) // fast shutdown
-			<-exited
-			os.RemoveAll(dir)
-		})
-		mu.Unlock()
 		return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", addr), nil
 	})
 	if err != nil {
 		os.RemoveAll(dir)
 	}
 	return u, err
+}
+
+// serve starts cmd, a server that dies with the test binary, and waits until
+// it listens on addr; Run stops it with sig (then calls cleanup) after the
+// package's tests.
+func serve(cmd *exec.Cmd, addr string, timeout time.Duration, sig os.Signal, cleanup func()) error {
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	dieWithTest(cmd)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	if err := waitListening(addr, exited, timeout); err != nil {
+		cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("%s on %s: %w\n%s", filepath.Base(cmd.Path), addr, err, log.String())
+	}
+	mu.Lock()
+	started = append(started, func() {
+		cmd.Process.Signal(sig)
+		<-exited
+		cleanup()
+	})
+	mu.Unlock()
+	return nil
 }
 
 // waitListening waits until addr accepts a connection, the process behind it
@@ -248,29 +259,11 @@ func startRedis() (string, error) {
 		}
 		cmd := exec.Command(bin, "--port", fmt.Sprint(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
 			"--appendfsync", "everysec", "--dir", dir)
-		var log strings.Builder
-		cmd.Stdout, cmd.Stderr = &log, &log
-		dieWithTest(cmd)
-		if err := cmd.Start(); err != nil {
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		if err := serve(cmd, addr, 30*time.Second, syscall.SIGKILL, func() { os.RemoveAll(dir) }); err != nil {
 			os.RemoveAll(dir)
 			return "", err
 		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
-		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-		if err := waitListening(addr, exited, 30*time.Second); err != nil {
-			cmd.Process.Kill()
-			<-exited
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("redis-server on %s: %w\n%s", addr, err, log.String())
-		}
-		mu.Lock()
-		started = append(started, func() {
-			cmd.Process.Kill()
-			<-exited
-			os.RemoveAll(dir)
-		})
-		mu.Unlock()
 		return "redis://" + addr + "/0", nil
 	})
 }
