@@ -44,6 +44,15 @@ func oldStore(t *testing.T, n int) *memory.Kv {
 	return kv
 }
 
+// wantListed fails t unless j lists oldStore's dead letters by state.
+func wantListed(t *testing.T, j durability.Journals) {
+	t.Helper()
+	in, dead, unknown := listed(t, j)
+	if !slices.Equal(in, []string{"web:dead"}) || !slices.Equal(dead, []string{"k:dead"}) || !slices.Equal(unknown, []string{"k:unknown"}) {
+		t.Fatalf("dead inbound %v, dead sends %v, unknown sends %v; want each listed", in, dead, unknown)
+	}
+}
+
 func listed(t *testing.T, j durability.Journals) (in, dead, unknown []string) {
 	t.Helper()
 	ctx := context.Background()
@@ -79,10 +88,7 @@ func TestOpenIndexesAnOlderStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, dead, unknown := listed(t, j)
-		if !slices.Equal(in, []string{"web:dead"}) || !slices.Equal(dead, []string{"k:dead"}) || !slices.Equal(unknown, []string{"k:unknown"}) {
-			t.Fatalf("dead inbound %v, dead sends %v, unknown sends %v; want each listed", in, dead, unknown)
-		}
+		wantListed(t, j)
 	}
 }
 
@@ -121,10 +127,7 @@ func TestOpenFailsWhenIndexingFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, dead, unknown := listed(t, j)
-	if !slices.Equal(in, []string{"web:dead"}) || !slices.Equal(dead, []string{"k:dead"}) || !slices.Equal(unknown, []string{"k:unknown"}) {
-		t.Fatalf("dead inbound %v, dead sends %v, unknown sends %v; want each listed", in, dead, unknown)
-	}
+	wantListed(t, j)
 }
 
 // TestOpenReadOnlyStoreListsByWalking: a store that refuses the index
@@ -135,8 +138,5 @@ func TestOpenReadOnlyStoreListsByWalking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, dead, unknown := listed(t, j)
-	if !slices.Equal(in, []string{"web:dead"}) || !slices.Equal(dead, []string{"k:dead"}) || !slices.Equal(unknown, []string{"k:unknown"}) {
-		t.Fatalf("dead inbound %v, dead sends %v, unknown sends %v; want each listed", in, dead, unknown)
-	}
+	wantListed(t, j)
 }
