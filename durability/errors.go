@@ -18,6 +18,8 @@ var (
 	ErrInvalidState = errors.New("durability: operation not valid in the record's state")
 	// ErrConflict: a Kv compare-and-set found another version.
 	ErrConflict = errors.New("durability: version conflict")
+	// ErrReadOnly: a store opened read-only refused a write.
+	ErrReadOnly = errors.New("durability: the store is open read-only")
 	// ErrClosed: the backend was closed.
 	ErrClosed = errors.New("durability: backend closed")
 	// ErrNoCoordination: the backend cannot coordinate replicas

@@ -2,6 +2,7 @@ package durability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -48,7 +49,7 @@ func (d *KvDurability) Open(ctx context.Context, scope Scope) (Journals, error) 
 		fields:  func(r *OutboxRecord) (string, string) { return string(r.State), r.Chat },
 		indexed: []string{string(OutboxDead), string(OutboxUnknown)},
 		live:    []string{string(OutboxPending), string(OutboxFailed), string(OutboxSending)}}
-	indexed, err := d.indexStates(ctx, p+"idx/states", in, out)
+	indexed, err := d.indexStates(ctx, scope.ID(), in, out)
 	if err != nil {
 		return Journals{}, err
 	}
@@ -61,14 +62,17 @@ func (d *KvDurability) Open(ctx context.Context, scope Scope) (Journals, error) 
 // its records are in their state indexes.
 const stateIndexVersion = "1"
 
-// indexStates reports whether the scope's records are in their state
+// indexStates reports whether the records of scope (its ID) are in their state
 // indexes, and puts them there first if the store was written before the
-// indexes existed (once per scope: it reads every record). A store that
-// refuses the writes (opened read-only) is reported unindexed: its lists of
-// an indexed state walk the creation index until a writer opens it. Every
-// process sharing the store must write the markers: a botrun older than the
-// indexes that moves a record into an indexed state afterwards leaves it out.
-func (d *KvDurability) indexStates(ctx context.Context, key string, in *table[InboxRecord], out *table[OutboxRecord]) (bool, error) {
+// indexes existed (once per scope: it reads every record). A store opened
+// read-only (its writes refused with ErrReadOnly) is reported unindexed: its
+// lists of an indexed state walk the creation index until a writer opens it.
+// Any other failure fails the open: the scope would stay unindexed, its dead
+// letters past the first 20,000 records unlisted. Every process sharing the
+// store must write the markers: a botrun older than the indexes that moves a
+// record into an indexed state afterwards leaves it out.
+func (d *KvDurability) indexStates(ctx context.Context, scope string, in *table[InboxRecord], out *table[OutboxRecord]) (bool, error) {
+	key := scope + "/idx/states"
 	b, v, err := d.kv.Get(ctx, key)
 	if err != nil {
 		return false, fmt.Errorf("durability: reading %s: %w", key, err)
@@ -76,14 +80,18 @@ func (d *KvDurability) indexStates(ctx context.Context, key string, in *table[In
 	if v != 0 && string(b) == stateIndexVersion {
 		return true, nil
 	}
-	if err := in.markAll(ctx); err != nil {
-		return false, ctx.Err()
+	err = in.markAll(ctx)
+	if err == nil {
+		err = out.markAll(ctx)
 	}
-	if err := out.markAll(ctx); err != nil {
-		return false, ctx.Err()
+	if err == nil {
+		err = d.kv.Commit(ctx, []Write{{Key: key, Version: AnyVersion, Value: []byte(stateIndexVersion)}})
 	}
-	if err := d.kv.Commit(ctx, []Write{{Key: key, Version: AnyVersion, Value: []byte(stateIndexVersion)}}); err != nil {
-		return false, ctx.Err()
+	switch {
+	case errors.Is(err, ErrReadOnly):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("durability: indexing the records of %s by state (once, for a store written by an older botrun; opening again retries it): %w", scope, err)
 	}
 	return true, nil
 }

@@ -251,7 +251,7 @@ func (j *kvInbox) Replay(ctx context.Context, id string, now int64) error {
 }
 
 func (j *kvInbox) Purge(ctx context.Context, before int64) (int, error) {
-	gone, err := j.t.purge(ctx, j.t.group, before, func(r *InboxRecord) bool {
+	gone, err := j.t.purgeDone(ctx, before, func(r *InboxRecord) bool {
 		return r.State == InboxDone && r.CompletedAt < before
 	})
 	return len(gone), err

@@ -212,7 +212,7 @@ func (j *kvOutbox) Discard(ctx context.Context, key string) error {
 }
 
 func (j *kvOutbox) Purge(ctx context.Context, before int64) (int, error) {
-	gone, err := j.t.purge(ctx, j.t.group, before, func(r *OutboxRecord) bool {
+	gone, err := j.t.purgeDone(ctx, before, func(r *OutboxRecord) bool {
 		return r.State == OutboxSent && r.CompletedAt < before
 	})
 	return len(gone), err

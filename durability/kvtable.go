@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -47,6 +48,12 @@ type table[T any] struct {
 	stateIndexed bool
 	// cache is the KvDurability's, shared by its tables.
 	cache *recordCache
+	// purgeAt is the creation index entry where the last Purge stopped
+	// reading (nil: from the oldest), so that successive purges move past
+	// more than scanBudget records retention keeps (dead letters, live
+	// records) at the front instead of reading only those.
+	purgeMu sync.Mutex
+	purgeAt *IndexEntry
 }
 
 // stateGroup is the group of state's index.
@@ -246,32 +253,39 @@ func (t *table[T]) scanFrom(ctx context.Context, group string, ix Index, from, m
 
 // walk is scanFrom reading up to budget index entries.
 func (t *table[T]) walk(ctx context.Context, group string, ix Index, from, max int64, budget int, keep func(id string, rec T, version int64) bool) error {
-	cursor := IndexEntry{Score: from} // the keys at from: every key is after ""
+	// The keys at from: every key is after "".
+	_, err := t.walkAfter(ctx, group, ix, IndexEntry{Score: from}, max, budget, keep)
+	return err
+}
+
+// walkAfter is walk from the entries after cursor; it returns the last entry
+// it read, nil once it read the last entry at or below max.
+func (t *table[T]) walkAfter(ctx context.Context, group string, ix Index, cursor IndexEntry, max int64, budget int, keep func(id string, rec T, version int64) bool) (*IndexEntry, error) {
 	for read := 0; read < budget; {
 		entries, err := t.kv.Range(ctx, group, ix, cursor, max, scanPage)
 		if err != nil {
-			return err
+			return &cursor, err
 		}
 		for _, e := range entries {
 			read++
+			cursor = e
 			id := strings.TrimPrefix(e.Key, group)
 			rec, v, err := t.get(ctx, id)
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}
 			if err != nil {
-				return err
+				return &cursor, err
 			}
 			if !keep(id, rec, v) {
-				return nil
+				return &cursor, nil
 			}
 		}
 		if len(entries) < scanPage {
-			return nil
+			return nil, nil
 		}
-		cursor = entries[len(entries)-1]
 	}
-	return nil
+	return &cursor, nil
 }
 
 // list returns the records f selects, oldest created first. A state with an
@@ -358,25 +372,43 @@ func (t *table[T]) markAll(ctx context.Context) error {
 	return t.kv.Commit(ctx, marks)
 }
 
-// purge deletes the records of group's creation index (the table's own, or
-// one of its state indexes) created at or before before for which purgeable
-// returns true, and returns their ids; a record that changed since the scan
-// stays.
-func (t *table[T]) purge(ctx context.Context, group string, before int64, purgeable func(*T) bool) ([]string, error) {
+// purgeDone is purgeAfter over the table's creation index, from where the last
+// purgeDone stopped reading it: each reads up to scanBudget entries, and the
+// one that reads the last starts the next from the oldest again.
+func (t *table[T]) purgeDone(ctx context.Context, before int64, purgeable func(*T) bool) ([]string, error) {
+	t.purgeMu.Lock()
+	defer t.purgeMu.Unlock()
+	start := IndexEntry{Score: math.MinInt64}
+	if t.purgeAt != nil {
+		start = *t.purgeAt
+	}
+	gone, next, err := t.purgeAfter(ctx, t.group, start, before, purgeable)
+	if err == nil {
+		t.purgeAt = next
+	}
+	return gone, err
+}
+
+// purgeAfter deletes the records of group's creation index (the table's
+// own, or one of its state indexes) created at or before before for which
+// purgeable returns true, reading up to scanBudget entries after cursor, and
+// returns their ids and the last entry read, nil once it read the last; a
+// record that changed since the scan stays.
+func (t *table[T]) purgeAfter(ctx context.Context, group string, cursor IndexEntry, before int64, purgeable func(*T) bool) ([]string, *IndexEntry, error) {
 	type victim struct {
 		id  string
 		v   int64
 		rec T
 	}
 	var victims []victim
-	err := t.scanFrom(ctx, group, IndexOrder, math.MinInt64, before, func(id string, rec T, v int64) bool {
+	next, err := t.walkAfter(ctx, group, IndexOrder, cursor, before, scanBudget, func(id string, rec T, v int64) bool {
 		if purgeable(&rec) {
 			victims = append(victims, victim{id, v, rec})
 		}
 		return true
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var gone []string
 	for _, vc := range victims {
@@ -387,15 +419,16 @@ func (t *table[T]) purge(ctx context.Context, group string, before int64, purgea
 		case errors.Is(err, ErrConflict):
 			// It changed since the scan (a replay or retry): keep it.
 		default:
-			return gone, err
+			return gone, nil, err
 		}
 	}
-	return gone, nil
+	return gone, next, nil
 }
 
 // purgeIndexed deletes the records in the indexed states completed before
-// before (purgeable says which), reading their state indexes until a pass
-// deletes nothing, and returns their ids.
+// before (purgeable says which), reading each state's index (the creation
+// index while the store is not state-indexed) to its end, scanBudget
+// entries at a time, and returns their ids.
 func (t *table[T]) purgeIndexed(ctx context.Context, before int64, purgeable func(*T) bool) ([]string, error) {
 	var gone []string
 	for _, state := range t.indexed {
@@ -403,8 +436,8 @@ func (t *table[T]) purgeIndexed(ctx context.Context, before int64, purgeable fun
 		if t.stateIndexed {
 			group = t.stateGroup(state)
 		}
-		for {
-			ids, err := t.purge(ctx, group, before, func(rec *T) bool {
+		for cursor := (&IndexEntry{Score: math.MinInt64}); cursor != nil; {
+			ids, next, err := t.purgeAfter(ctx, group, *cursor, before, func(rec *T) bool {
 				s, _ := t.fields(rec)
 				return s == state && purgeable(rec)
 			})
@@ -412,9 +445,7 @@ func (t *table[T]) purgeIndexed(ctx context.Context, before int64, purgeable fun
 			if err != nil {
 				return gone, err
 			}
-			if len(ids) == 0 {
-				break
-			}
+			cursor = next
 		}
 	}
 	return gone, nil

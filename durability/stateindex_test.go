@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/botrun/botrun/durability"
@@ -43,6 +44,15 @@ func oldStore(t *testing.T, n int) *memory.Kv {
 	return kv
 }
 
+// wantListed fails t unless j lists oldStore's dead letters by state.
+func wantListed(t *testing.T, j durability.Journals) {
+	t.Helper()
+	in, dead, unknown := listed(t, j)
+	if !slices.Equal(in, []string{"web:dead"}) || !slices.Equal(dead, []string{"k:dead"}) || !slices.Equal(unknown, []string{"k:unknown"}) {
+		t.Fatalf("dead inbound %v, dead sends %v, unknown sends %v; want each listed", in, dead, unknown)
+	}
+}
+
 func listed(t *testing.T, j durability.Journals) (in, dead, unknown []string) {
 	t.Helper()
 	ctx := context.Background()
@@ -78,10 +88,7 @@ func TestOpenIndexesAnOlderStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		in, dead, unknown := listed(t, j)
-		if !slices.Equal(in, []string{"web:dead"}) || !slices.Equal(dead, []string{"k:dead"}) || !slices.Equal(unknown, []string{"k:unknown"}) {
-			t.Fatalf("dead inbound %v, dead sends %v, unknown sends %v; want each listed", in, dead, unknown)
-		}
+		wantListed(t, j)
 	}
 }
 
@@ -89,7 +96,38 @@ func TestOpenIndexesAnOlderStore(t *testing.T) {
 type refusingKv struct{ *memory.Kv }
 
 func (refusingKv) Commit(context.Context, []durability.Write) error {
-	return errors.New("read-only")
+	return fmt.Errorf("test: %w", durability.ErrReadOnly)
+}
+
+// flakyKv is a store whose writes fail (a transient error) while failing.
+type flakyKv struct {
+	*memory.Kv
+	failing bool
+}
+
+func (k *flakyKv) Commit(ctx context.Context, ws []durability.Write) error {
+	if k.failing {
+		return errors.New("test: connection reset")
+	}
+	return k.Kv.Commit(ctx, ws)
+}
+
+// TestOpenFailsWhenIndexingFails: a write error other than a read-only
+// refusal while indexing an older store fails the open, naming the
+// migration, instead of leaving the scope unindexed (its dead letters past
+// 20,000 records unlisted); the next open indexes it.
+func TestOpenFailsWhenIndexingFails(t *testing.T) {
+	kv := &flakyKv{Kv: oldStore(t, 21_000), failing: true}
+	_, err := durability.NewKvDurability(kv).Open(context.Background(), scope)
+	if err == nil || !strings.Contains(err.Error(), "connection reset") || !strings.Contains(err.Error(), "by state") {
+		t.Fatalf("open with failing writes: err = %v, want the indexing error", err)
+	}
+	kv.failing = false
+	j, err := durability.NewKvDurability(kv).Open(context.Background(), scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantListed(t, j)
 }
 
 // TestOpenReadOnlyStoreListsByWalking: a store that refuses the index
@@ -100,8 +138,5 @@ func TestOpenReadOnlyStoreListsByWalking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, dead, unknown := listed(t, j)
-	if !slices.Equal(in, []string{"web:dead"}) || !slices.Equal(dead, []string{"k:dead"}) || !slices.Equal(unknown, []string{"k:unknown"}) {
-		t.Fatalf("dead inbound %v, dead sends %v, unknown sends %v; want each listed", in, dead, unknown)
-	}
+	wantListed(t, j)
 }

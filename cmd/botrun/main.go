@@ -55,7 +55,7 @@ Usage:
   botrun send TEXT          journal a send for the running bot (-c, --provider, --chat, --key, --at)
   botrun broadcast TEXT     journal one send per chat of a file (-c, --provider, --chats, --key-prefix, --at)
   botrun purge --before D   delete done inbound and sent outbound records older than D
-  botrun purge --dead       delete the dead letters: dead inbound records, dead and unknown sends (--before D)
+  botrun purge --dead       delete the dead letters: dead inbound records, dead and unknown sends (--before D or --all)
   botrun whatsapp pair      link a WhatsApp Web device (-c bot.toml, --provider ID, --png FILE)
   botrun version            print the version
   botrun help               show this help

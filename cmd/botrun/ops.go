@@ -241,22 +241,34 @@ func cmdDiscard(args []string, stdout, stderr io.Writer) int {
 
 func cmdPurge(args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := opsFlags("purge", "Usage: botrun purge [-c bot.toml] --before DURATION\n"+
-		"       botrun purge [-c bot.toml] --dead [--before DURATION]\n\n"+
+		"       botrun purge [-c bot.toml] --dead (--before DURATION | --all)\n\n"+
 		"Deletes the done inbound records and the sent outbound records completed more than\n"+
 		"DURATION ago (\"7d\", \"12h\"), as durability.retention does. Dead letters (dead inbound\n"+
 		"records, dead and unknown sends) are kept: --dead deletes them instead, those completed\n"+
-		"more than DURATION ago or all of them without --before, each send with the later parts\n"+
-		"of its text (as botrun discard).", stderr)
+		"more than DURATION ago or, with --all, every one, each send with the later parts of its\n"+
+		"text (as botrun discard).", stderr)
 	before := fs.String("before", "", "age of the records to delete, e.g. 7d")
 	dead := fs.Bool("dead", false, "delete the dead letters (dead inbound records, dead and unknown sends) instead")
+	all := fs.Bool("all", false, "with --dead: delete every dead letter, whatever its age")
 	if code, stop := parse(fs, args, 0); stop {
 		return code
 	}
+	switch {
+	case *all && !*dead:
+		fmt.Fprintln(stderr, "botrun purge: --all goes with --dead (botrun purge --dead --all deletes every dead letter); done and sent records take --before DURATION")
+		return 2
+	case *all && *before != "":
+		fmt.Fprintln(stderr, "botrun purge: --all and --before exclude each other: --dead --before 7d deletes the dead letters older than 7 days, --dead --all every one")
+		return 2
+	case *dead && !*all && *before == "":
+		fmt.Fprintln(stderr, "botrun purge: --dead needs --before DURATION (e.g. --before 7d) or --all to delete every dead letter")
+		return 2
+	}
 	cut, since := time.Now().UnixMilli()+1, ""
-	if *before != "" || !*dead {
+	if !*all {
 		d, err := unit.ParseDuration(*before)
 		if *before == "" || err != nil {
-			fmt.Fprintln(stderr, "botrun purge: --before DURATION is required, e.g. --before 7d (or --dead to delete every dead letter)")
+			fmt.Fprintf(stderr, "botrun purge: --before DURATION is required, e.g. --before 7d (%q: %v)\n", *before, err)
 			return 2
 		}
 		cut = time.Now().Add(-d).UnixMilli()

@@ -15,7 +15,8 @@ import (
 // TestPurgeSaysWhatItDeletesAndDeadLettersNeedAsking: botrun purge --before
 // deletes done inbound and sent outbound records and says so, keeping the
 // dead letters; botrun purge --dead deletes those (a dead send with the later
-// part of its text).
+// part of its text), older than --before or, with --all, every one: --dead
+// alone is a usage error.
 func TestPurgeSaysWhatItDeletesAndDeadLettersNeedAsking(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "bot.toml")
@@ -60,8 +61,13 @@ func TestPurgeSaysWhatItDeletesAndDeadLettersNeedAsking(t *testing.T) {
 	if code, out, errs := runCLI("purge", "-c", cfg, "--dead", "--before", "30d"); code != 0 || !strings.HasPrefix(out, "purged 0 dead inbox records and 0 dead or unknown outbox records completed before ") {
 		t.Fatalf("purge --dead --before 30d: %d %q %q", code, out, errs)
 	}
-	if code, out, errs := runCLI("purge", "-c", cfg, "--dead"); code != 0 || out != "purged 1 dead inbox records and 1 dead or unknown outbox records\n" {
-		t.Fatalf("purge --dead: %d %q %q", code, out, errs)
+	for _, args := range [][]string{{"--dead"}, {"--all"}, {"--dead", "--all", "--before", "1d"}} {
+		if code, out, errs := runCLI(append([]string{"purge", "-c", cfg}, args...)...); code != 2 || out != "" || !strings.Contains(errs, "--all") {
+			t.Fatalf("purge %v: %d %q %q, want a usage error naming --all", args, code, out, errs)
+		}
+	}
+	if code, out, errs := runCLI("purge", "-c", cfg, "--dead", "--all"); code != 0 || out != "purged 1 dead inbox records and 1 dead or unknown outbox records\n" {
+		t.Fatalf("purge --dead --all: %d %q %q", code, out, errs)
 	}
 	_, j, b, err = openScope(cfg, false)
 	if err != nil {

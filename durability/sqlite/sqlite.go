@@ -46,7 +46,7 @@ type Options struct {
 }
 
 // errReadOnly refuses a commit to a store opened ReadOnly.
-var errReadOnly = errors.New("sqlite: the database is open read-only")
+var errReadOnly = fmt.Errorf("sqlite: %w", durability.ErrReadOnly)
 
 // Store is a durability.Kv in a SQLite file.
 type Store struct {

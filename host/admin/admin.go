@@ -358,12 +358,20 @@ type PurgeDeadResult struct {
 	Outbox int `json:"outbox"`
 }
 
-// purgeDead deletes the dead letters completed more than ?before ago (all
-// without it).
+// purgeDead deletes the dead letters completed more than ?before ago, or
+// every one with ?all=true; it needs one of the two.
 func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) {
 	cut := time.Now().UnixMilli() + 1
-	before := r.URL.Query().Get("before")
-	if before != "" {
+	q := r.URL.Query()
+	before, all := q.Get("before"), q.Get("all") == "true"
+	switch {
+	case all && before != "":
+		http.Error(w, "botrun admin: before= and all=true exclude each other: before=7d deletes the dead letters older than 7 days, all=true every one", http.StatusBadRequest)
+		return
+	case !all && before == "":
+		http.Error(w, "botrun admin: purge-dead needs before=DURATION (e.g. before=7d) or all=true to delete every dead letter", http.StatusBadRequest)
+		return
+	case before != "":
 		d, err := unit.ParseDuration(before)
 		if err != nil {
 			http.Error(w, "botrun admin: before="+strconv.Quote(before)+" is not a duration (7d, 12h): "+err.Error(), http.StatusBadRequest)
@@ -374,7 +382,7 @@ func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) {
 	var res PurgeDeadResult
 	var err error
 	res.Inbox, res.Outbox, err = a.bot.PurgeDeadLetters(r.Context(), cut)
-	a.logAction(r, "purge-dead", err, "before", before, "inbox", res.Inbox, "outbox", res.Outbox)
+	a.logAction(r, "purge-dead", err, "before", before, "all", all, "inbox", res.Inbox, "outbox", res.Outbox)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
 		return

@@ -255,8 +255,13 @@ func TestDeleteTheDeadLetters(t *testing.T) {
 	if code, body := call(t, "POST", srv.URL+"/admin/purge-dead?before=1h", token); code != 200 || body != `{"inbox":0,"outbox":0}`+"\n" {
 		t.Fatalf("purge-dead?before=1h: HTTP %d %s", code, body)
 	}
-	if code, body := call(t, "POST", srv.URL+"/admin/purge-dead", token); code != 200 || body != `{"inbox":1,"outbox":1}`+"\n" {
-		t.Fatalf("purge-dead: HTTP %d %s", code, body)
+	for _, q := range []string{"", "?all=1", "?all=true&before=1h"} {
+		if code, body := call(t, "POST", srv.URL+"/admin/purge-dead"+q, token); code != http.StatusBadRequest || !strings.Contains(body, "all=true") {
+			t.Fatalf("purge-dead%s: HTTP %d %s, want 400 naming all=true", q, code, body)
+		}
+	}
+	if code, body := call(t, "POST", srv.URL+"/admin/purge-dead?all=true", token); code != 200 || body != `{"inbox":1,"outbox":1}`+"\n" {
+		t.Fatalf("purge-dead?all=true: HTTP %d %s", code, body)
 	}
 	_, ib := call(t, "GET", srv.URL+"/admin/inbox?state=dead", token)
 	_, ob := call(t, "GET", srv.URL+"/admin/outbox?state=dead", token)

@@ -256,11 +256,11 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 		refuse(w, "botrun admin: the token is not taken in a URL (proxies log URLs): POST /admin/events/ticket with the token in the Authorization header, then GET /admin/events?ticket=<ticket>")
 		return
 	case q.Has("ticket"):
-		if a.throttled(w, r) {
-			return
-		}
 		if !a.tickets.redeem(q.Get("ticket"), time.Now()) {
-			a.failedLogin(r, "an unknown, used or expired live-tail ticket")
+			if a.throttled(w, r) {
+				return
+			}
+			a.failedLogin(r, q.Get("ticket"), "an unknown, used or expired live-tail ticket")
 			refuse(w, "botrun admin: unknown, used or expired ticket: POST /admin/events/ticket for a new one")
 			return
 		}

@@ -127,7 +127,7 @@ func (a *api) dryRun(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	rep, err := dryrun.Run(ctx, dryrun.Options{Journals: j, Config: cfg, Module: module, ModuleName: name,
-		Filter: f, Workers: max(1, runtime.GOMAXPROCS(0)/2), MaxRecords: maxConsoleRecords})
+		Filter: f, Workers: max(1, runtime.GOMAXPROCS(0)/2), MaxRecords: maxConsoleRecords, Logger: a.bot.Logger()})
 	stopped := ""
 	if err != nil && ctx.Err() != nil {
 		stopped = "deadline"

@@ -4,12 +4,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,17 +19,19 @@ import (
 )
 
 // Failed logins: each client (an IPv4 address, an IPv6 /64) may present
-// loginBurst wrong tokens or tickets, and one more every loginRefill; past
-// that it is answered 429 without its token being checked. The table keeps
-// at most maxLoginClients clients; the ones past that share one allowance.
+// loginBurst distinct wrong tokens or tickets, and one more every
+// loginRefill; past that a wrong one is answered 429. A right token is always
+// let in: the throttle slows guessing, it never locks the operator out. The
+// same wrong token presented again (a scraper left with a rotated-out token)
+// counts once while it is among the client's last recentWrong distinct ones.
+// The table keeps at most maxLoginClients clients: a new one past that
+// evicts the one that failed least recently.
 const (
 	loginBurst      = 10
 	loginRefill     = time.Minute
 	maxLoginClients = 4096
+	recentWrong     = 8
 )
-
-// overflowClient is the shared entry of the clients past maxLoginClients.
-const overflowClient = "*"
 
 // logins counts each client's failed logins (a token bucket per client).
 type logins struct {
@@ -35,10 +39,13 @@ type logins struct {
 	clients map[string]*allowance
 }
 
-// allowance is a client's wrong tokens left, as of at.
+// allowance is a client's wrong tokens left, as of at, and the sha256
+// prefixes of the last distinct wrong tokens it presented.
 type allowance struct {
-	left float64
-	at   time.Time
+	left   float64
+	at     time.Time
+	recent [recentWrong]uint64
+	next   int
 }
 
 // refill brings al's allowance to now.
@@ -47,12 +54,23 @@ func (al *allowance) refill(now time.Time) {
 	al.at = now
 }
 
-// wait is how long client must wait before its token is checked again: 0
-// while it has wrong tokens left.
+// seen reports whether the wrong token of prefix h is among al's recent
+// ones, and records it if it is not.
+func (al *allowance) seen(h uint64) bool {
+	if slices.Contains(al.recent[:], h) {
+		return true
+	}
+	al.recent[al.next] = h
+	al.next = (al.next + 1) % recentWrong
+	return false
+}
+
+// wait is how long client must wait before a wrong token of its is checked
+// again: 0 while it has wrong tokens left.
 func (l *logins) wait(client string, now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	al := l.entry(client, now, false)
+	al := l.clients[client]
 	if al == nil {
 		return 0
 	}
@@ -63,39 +81,44 @@ func (l *logins) wait(client string, now time.Time) time.Duration {
 	return time.Duration((1 - al.left) * float64(loginRefill))
 }
 
-// fail takes one wrong token from client's allowance and returns what is
-// left.
-func (l *logins) fail(client string, now time.Time) int {
+// fail takes one wrong token, wrong, from client's allowance, unless the
+// client presented it recently, and returns what is left.
+func (l *logins) fail(client, wrong string, now time.Time) int {
+	sum := sha256.Sum256([]byte(wrong))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	al := l.entry(client, now, true)
+	al := l.entry(client, now)
 	al.refill(now)
-	al.left = max(al.left-1, 0)
+	if !al.seen(binary.BigEndian.Uint64(sum[:8])) {
+		al.left = max(al.left-1, 0)
+	}
 	return int(al.left)
 }
 
-// entry is client's allowance: its own, or once the table is full the one
-// the clients past it share; nil for a client without one unless create.
-func (l *logins) entry(client string, now time.Time, create bool) *allowance {
+// entry is client's allowance, created if need be; a new client past
+// maxLoginClients evicts the client that failed least recently (after the
+// ones whose allowance refilled): no client shares another's allowance.
+func (l *logins) entry(client string, now time.Time) *allowance {
 	if al := l.clients[client]; al != nil {
 		return al
 	}
-	full := len(l.clients) >= maxLoginClients-1 // a place for the shared one
-	if full && create {
+	if l.clients == nil {
+		l.clients = map[string]*allowance{}
+	}
+	if len(l.clients) >= maxLoginClients {
 		l.sweep(now)
-		full = len(l.clients) >= maxLoginClients-1
 	}
-	if full {
-		client = overflowClient
-	}
-	al := l.clients[client]
-	if al == nil && create {
-		if l.clients == nil {
-			l.clients = map[string]*allowance{}
+	if len(l.clients) >= maxLoginClients {
+		oldest := ""
+		for c, al := range l.clients {
+			if oldest == "" || al.at.Before(l.clients[oldest].at) {
+				oldest = c
+			}
 		}
-		al = &allowance{left: loginBurst, at: now}
-		l.clients[client] = al
+		delete(l.clients, oldest)
 	}
+	al := &allowance{left: loginBurst, at: now}
+	l.clients[client] = al
 	return al
 }
 
@@ -126,21 +149,21 @@ func clientOf(r *http.Request) string {
 	return ip.String()
 }
 
-// authorized checks the request's bearer token, in constant time. A client
-// that presented too many wrong tokens is answered 429 without a check; a
-// wrong token is logged (the client's address and the path, never the
-// token) and counted against its client. A request without a token is
-// refused without being counted: it guessed nothing.
+// authorized checks the request's bearer token, in constant time; the right
+// token is always let in. A wrong token from a client out of wrong tokens is
+// answered 429; any other wrong token is logged (the client's address and
+// the path, never the token) and counted against its client. A request
+// without a token is refused without being counted: it guessed nothing.
 func (a *api) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if a.throttled(w, r) {
-		return false
-	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if ok && subtle.ConstantTimeCompare([]byte(got), a.token) == 1 {
 		return true
 	}
 	if ok && got != "" {
-		a.failedLogin(r, "a wrong bearer token")
+		if a.throttled(w, r) {
+			return false
+		}
+		a.failedLogin(r, got, "a wrong bearer token")
 	}
 	refuse(w, "botrun admin: missing or wrong bearer token")
 	return false
@@ -158,10 +181,10 @@ func (a *api) throttled(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// failedLogin counts a wrong token or ticket against the request's client
-// and logs it.
-func (a *api) failedLogin(r *http.Request, what string) {
-	left := a.logins.fail(clientOf(r), time.Now())
+// failedLogin counts the wrong token or ticket wrong against the request's
+// client and logs it (without wrong).
+func (a *api) failedLogin(r *http.Request, wrong, what string) {
+	left := a.logins.fail(clientOf(r), wrong, time.Now())
 	a.bot.Logger().Warn("admin: refused "+what, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "wrong_tokens_left", left)
 }
 

@@ -64,26 +64,29 @@ func TestTicketsExpireAndAreBounded(t *testing.T) {
 }
 
 // TestWrongTokensAreThrottledAndLogged: a client that presents wrong tokens
-// is answered 429 past ten of them, even with the right token, and each
-// wrong token is logged with the client's address and the path, never the
-// token (issue 29, item 7).
+// is answered 429 past ten distinct ones, but the right token still gets in;
+// each wrong token is logged with the client's address and the path, never
+// the token (issue 29, item 7).
 func TestWrongTokensAreThrottledAndLogged(t *testing.T) {
 	base, logs := startConsole(t, echo{})
 	const guess = "guess-0123456789abcdef"
 	for i := range loginBurst {
-		if code, _ := call(t, "GET", fmt.Sprintf("%s/admin/inbox?n=%d", base, i), guess); code != http.StatusUnauthorized {
+		if code, _ := call(t, "GET", fmt.Sprintf("%s/admin/inbox?n=%d", base, i), fmt.Sprint(guess, i)); code != http.StatusUnauthorized {
 			t.Fatalf("wrong token %d: HTTP %d, want 401", i+1, code)
 		}
 	}
 	req, _ := http.NewRequest("GET", base+"/admin/inbox", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+guess)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("past %d wrong tokens, the right one: HTTP %d (Retry-After %q), want 429", loginBurst, resp.StatusCode, resp.Header.Get("Retry-After"))
+		t.Fatalf("past %d wrong tokens, one more: HTTP %d (Retry-After %q), want 429", loginBurst, resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if code, body := call(t, "GET", base+"/admin/inbox", token); code != http.StatusOK {
+		t.Fatalf("past %d wrong tokens, the right one: HTTP %d %s, want 200 (the operator is never locked out)", loginBurst, code, body)
 	}
 	if code, _ := call(t, "GET", base+"/admin/events?ticket=guessed", ""); code != http.StatusTooManyRequests {
 		t.Fatalf("a guessed ticket from a throttled client: HTTP %d, want 429", code)
@@ -101,13 +104,27 @@ func TestWrongTokensAreThrottledAndLogged(t *testing.T) {
 	}
 }
 
+// TestAStaleTokenCountsOnce: a scraper left with a rotated-out token,
+// presenting it again and again, is refused 401 each time but never
+// throttled: the same wrong token counts once.
+func TestAStaleTokenCountsOnce(t *testing.T) {
+	base, _ := startConsole(t, echo{})
+	for i := range 3 * loginBurst {
+		if code, _ := call(t, "GET", base+"/admin/inbox", "rotated-out-token"); code != http.StatusUnauthorized {
+			t.Fatalf("the stale token, time %d: HTTP %d, want 401", i+1, code)
+		}
+	}
+}
+
 // TestLoginAllowanceIsPerClientAndBounded: one client's wrong tokens do not
-// throttle another; the allowance refills; the table of clients is bounded.
+// throttle another; the allowance refills; the table of clients is bounded,
+// and clients past it do not share an allowance: a flood of clients filling
+// the table throttles no new one.
 func TestLoginAllowanceIsPerClientAndBounded(t *testing.T) {
 	var l logins
 	now := time.Now()
-	for range loginBurst {
-		l.fail("192.0.2.1", now)
+	for i := range loginBurst {
+		l.fail("192.0.2.1", fmt.Sprint("guess", i), now)
 	}
 	if l.wait("192.0.2.1", now) <= 0 || l.wait("192.0.2.2", now) != 0 {
 		t.Fatal("the allowance is not per client")
@@ -116,9 +133,16 @@ func TestLoginAllowanceIsPerClientAndBounded(t *testing.T) {
 		t.Fatal("the allowance did not refill")
 	}
 	for i := range 2 * maxLoginClients {
-		l.fail(fmt.Sprintf("198.51.%d.%d", i/256, i%256), now)
+		client := fmt.Sprintf("2001:db8:0:%x::/64", i)
+		for j := range loginBurst {
+			l.fail(client, fmt.Sprint("guess", j), now)
+		}
 	}
 	if len(l.clients) > maxLoginClients {
 		t.Fatalf("%d clients kept, want at most %d", len(l.clients), maxLoginClients)
+	}
+	l.fail("192.0.2.3", "a typo", now)
+	if w := l.wait("192.0.2.3", now); w != 0 {
+		t.Fatalf("a new client with one wrong token, past a full table: wait %v, want 0", w)
 	}
 }

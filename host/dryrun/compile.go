@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -45,6 +49,9 @@ const childModuleError = 3
 // compile its candidate in a child process of the same executable.
 var canServeChild atomic.Bool
 
+// warnInProcess logs, once, that candidates compile in this process.
+var warnInProcess sync.Once
+
 // ServeCompileChild lets a dry run compile its candidate module in a child
 // process of this executable, its memory bounded, so that a module that is
 // costly to compile cannot take the memory of the live bot that runs the
@@ -58,6 +65,9 @@ func ServeCompileChild() {
 		canServeChild.Store(true)
 		return
 	}
+	// Should the machine run short of memory, the kernel's OOM killer takes
+	// this child, not the live bot that started it.
+	os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 	limit, _ := strconv.ParseInt(os.Getenv(childLimitEnv), 10, 64)
 	guest, _ := strconv.ParseInt(os.Getenv(childMemoryEnv), 10, 64)
 	if limit > 0 {
@@ -123,9 +133,13 @@ func CheckSize(name string, n int64) error {
 // (opened on that directory) loads the machine code instead of compiling.
 // moduleErr is why the module does not compile, or does not within the
 // bound; err is the run's (the child could not start). A binary that did
-// not call ServeCompileChild gets dir "" (compile in this process).
-func precompile(ctx context.Context, name string, module []byte, guestMemory int64) (dir, moduleErr string, err error) {
+// not call ServeCompileChild gets dir "" (compile in this process), and a
+// warning in log, once.
+func precompile(ctx context.Context, log *slog.Logger, name string, module []byte, guestMemory int64) (dir, moduleErr string, err error) {
 	if !canServeChild.Load() {
+		warnInProcess.Do(func() {
+			log.Warn("dry run: this program did not call dryrun.ServeCompileChild first thing in main: candidates compile in its own process, their memory unbounded (a costly module can take the live bot's memory)")
+		})
 		return "", "", nil
 	}
 	// /proc/self/exe runs this very binary, also after a deploy replaced
@@ -163,6 +177,42 @@ func precompile(ctx context.Context, name string, module []byte, guestMemory int
 	}
 	os.RemoveAll(dir)
 	return "", "", fmt.Errorf("dry run: compiling the candidate in a child process: %w", err)
+}
+
+// errCacheMissed refuses to compile, in the process of the live bot, a
+// candidate its bounded child compiled: the machine code was not in the
+// child's cache.
+var errCacheMissed = errors.New("dry run: the candidate compiled in the bounded child process, but its machine code was not found in the child's compilation cache; it is not compiled again in this process, where its memory is unbounded (is the temporary directory full, or was this executable replaced during the run?)")
+
+// loadPrecompiled loads module into engine, whose compilation cache is dir,
+// where a child compiled it: it refuses, with errCacheMissed, a dir without
+// machine code, and a load that compiled anyway (it wrote a new entry).
+func loadPrecompiled(ctx context.Context, engine *wasm.Engine, dir, name string, module []byte) (*wasm.Module, error) {
+	before := cacheEntries(dir)
+	if before == 0 {
+		return nil, errCacheMissed
+	}
+	mod, err := engine.LoadBytes(ctx, name, module)
+	if err == nil && cacheEntries(dir) != before {
+		mod.Close(ctx)
+		return nil, errCacheMissed
+	}
+	return mod, err
+}
+
+// cacheEntries counts the non-empty files under a compilation cache
+// directory.
+func cacheEntries(dir string) int {
+	n := 0
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil && info.Size() > 0 {
+				n++
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // firstLine is s's first line (a Go runtime's fatal error, without its

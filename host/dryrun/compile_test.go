@@ -1,13 +1,17 @@
 package dryrun
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -72,5 +76,54 @@ func TestCandidateOverTheCapIsRefused(t *testing.T) {
 	_, err = Run(ctx, Options{Journals: j, Config: dryRunConfig(t), Module: make([]byte, MaxModuleBytes+1), ModuleName: "big.wasm"})
 	if err == nil || !strings.Contains(err.Error(), "over the dry run's cap of 16 MiB") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestLoadRefusesACacheMiss: when the child's compilation cache does not
+// hold the candidate's machine code (empty, or an entry of another module),
+// the load refuses instead of compiling the candidate in this process,
+// without the child's memory bound.
+func TestLoadRefusesACacheMiss(t *testing.T) {
+	ctx := context.Background()
+	cEcho, err := os.ReadFile(wasmbuild.C(t, "../../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, fill := range map[string]func(dir string){
+		"empty":        func(string) {},
+		"other module": func(dir string) { os.WriteFile(filepath.Join(dir, "other"), []byte("machine code"), 0o600) },
+	} {
+		dir := t.TempDir()
+		fill(dir)
+		e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, MaxMemory: 16 << 20, CacheDir: dir, Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod, err := loadPrecompiled(ctx, e, dir, "echo.wasm", cEcho)
+		if mod != nil {
+			mod.Close(ctx)
+		}
+		if err != errCacheMissed {
+			t.Errorf("%s cache: err = %v, want errCacheMissed", name, err)
+		}
+		e.Close(ctx)
+	}
+}
+
+// TestInProcessCompileIsWarnedOnce: a program that did not call
+// ServeCompileChild is warned, once, that its candidates compile in its own
+// process.
+func TestInProcessCompileIsWarnedOnce(t *testing.T) {
+	defer canServeChild.Store(true)
+	canServeChild.Store(false)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	for range 2 {
+		if dir, _, err := precompile(context.Background(), log, "echo.wasm", nil, 16<<20); dir != "" || err != nil {
+			t.Fatalf("dir %q, err %v", dir, err)
+		}
+	}
+	if n := strings.Count(logs.String(), "did not call dryrun.ServeCompileChild"); n != 1 {
+		t.Fatalf("%d warnings, want 1:\n%s", n, logs.String())
 	}
 }

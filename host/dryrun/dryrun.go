@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"sort"
@@ -86,6 +87,9 @@ type Options struct {
 	// Progress, when set, is called after each record with the records
 	// done and the total.
 	Progress func(done, total int)
+	// Logger takes the dry run's warnings about itself (slog.Default()
+	// when nil); the candidate's logs are dropped.
+	Logger *slog.Logger
 }
 
 // Send is one send: journaled by the original run, or the candidate's.
@@ -211,7 +215,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// The candidate compiles in a child process of bounded memory, into a
 	// cache of its own (the live bot's, data_dir/wasm-cache, is not the
 	// dry run's to write), which the engine then loads.
-	cacheDir, moduleErr, err := precompile(ctx, o.ModuleName, o.Module, int64(o.Config.Bot.MaxMemory))
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cacheDir, moduleErr, err := precompile(ctx, log, o.ModuleName, o.Module, int64(o.Config.Bot.MaxMemory))
 	if err != nil {
 		return nil, err
 	}
@@ -231,9 +239,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer engine.Close(ctx)
 	var mod *wasm.Module
-	if moduleErr != "" {
+	switch {
+	case moduleErr != "":
 		err = errors.New(moduleErr)
-	} else {
+	case cacheDir != "":
+		mod, err = loadPrecompiled(ctx, engine, cacheDir, o.ModuleName, o.Module)
+		if errors.Is(err, errCacheMissed) {
+			return nil, err // not the module's fault
+		}
+	default:
 		mod, err = engine.LoadBytes(ctx, o.ModuleName, o.Module)
 	}
 	if err != nil && ctx.Err() != nil {
