@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -302,10 +303,15 @@ func (o *sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) 
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
 	hctx := hb.ctx
-	if rec.Inbound != "" && o.afterBudgets != nil {
+	switch {
+	case o.afterBudgets == nil:
+	case rec.Inbound != "":
 		// The after_send hooks of one event (a broadcast's chats) share
 		// one budget, as its before_send hooks do.
 		hctx = wasm.WithBudget(hctx, o.afterBudgets.of(rec.Inbound))
+	default:
+		// An operator's send: its broadcast's chats share one.
+		hctx = wasm.WithBudget(hctx, o.afterBudgets.of(operatorBudgetKey("after", first)))
 	}
 	err := o.hooks.AfterSend(hctx, h)
 	hb.stop()
@@ -339,6 +345,18 @@ func operatorSend(rec durability.OutboxRecord) bool {
 	return rec.Inbound == "" && rec.PreviousPart == "" && !InternalProvider(rec.Provider)
 }
 
+// operatorBudgetKey names the hook budget (eventBudgets) that the hook
+// (before or after) of the operator's send rec shares: the sends of one
+// broadcast (its key prefix, the key up to its last ':', journaled at one
+// time) on every attempt, as an event's sends share the event's.
+func operatorBudgetKey(hook string, rec durability.OutboxRecord) string {
+	prefix := rec.Key
+	if i := strings.LastIndexByte(prefix, ':'); i >= 0 {
+		prefix = prefix[:i]
+	}
+	return fmt.Sprintf("\x00%s\x00%s\x00%d", hook, prefix, rec.CreatedAt)
+}
+
 // hookOperatorSend runs the send hooks on an operator's send (operatorSend)
 // as it is delivered, on every attempt: wherever it was journaled from, even
 // another process, it goes through the running module's botrun_before_send
@@ -368,7 +386,13 @@ func (o *sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 		hb := o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
 			return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 		})
-		out, err := o.hooks.BeforeSend(hb.ctx, h)
+		hctx := hb.ctx
+		if o.afterBudgets != nil {
+			// The chats of one operator's broadcast, on every attempt,
+			// share one budget, as an event's sends do.
+			hctx = wasm.WithBudget(hctx, o.afterBudgets.of(operatorBudgetKey("before", rec)))
+		}
+		out, err := o.hooks.BeforeSend(hctx, h)
 		hb.stop()
 		hb.release()
 		res, done, fault := BeforeSendOutcome(rec.Key, out, err)

@@ -414,15 +414,22 @@ func (t *turn) Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, e
 	return abi.SendResult{Status: abi.SendQueued, Key: s.key}, nil
 }
 
-// flushPosted makes the posted sends, in order. An error is the journal's:
-// the event's attempt fails, and its retry answers the sends already made
-// from the outbox.
+// flushPosted makes the posted sends, in order. A send refused for the
+// event's bot.max_event_bytes (botrun_before_send grew it) is dead, never
+// journaled: not a fault, the others are made. Another error is the
+// journal's: the event's attempt fails, and its retry answers the sends
+// already made from the outbox.
 func (t *turn) flushPosted(ctx context.Context) error {
 	for len(t.posted) > 0 {
 		s := t.posted[0]
 		t.posted = t.posted[1:]
 		t.flushMark(ctx)
-		if _, err := t.send(ctx, s); err != nil {
+		_, err := t.send(ctx, s)
+		if errors.Is(err, wasm.ErrTooLarge) {
+			t.sender.log.WarnContext(ctx, "send refused", "key", s.key, "err", err)
+			continue
+		}
+		if err != nil {
 			t.posted = nil
 			return err
 		}
