@@ -135,7 +135,11 @@ func (t *turn) hookedSend(ctx context.Context, s sendSpec, send func(sendSpec) (
 			return res, fmt.Errorf("outbox journal: %w", err)
 		}
 	}
-	if err := t.chargeBytes(contentSize(s.msg), "a send"); err != nil {
+	var parts []string
+	for _, p := range t.sender.parts(s) {
+		parts = append(parts, p.key)
+	}
+	if err := t.chargeBytes(contentSize(s.msg)+t.afterBytes(s, parts), "a send"); err != nil {
 		return abi.SendResult{}, err
 	}
 	var keys []string
@@ -172,6 +176,21 @@ func (t *turn) afterSend(ctx context.Context, s sendSpec, res abi.SendResult, ke
 	return t.sender.journalAfter(ctx, s, keys)
 }
 
+// afterBytes is the size of the after_send record that the send s, in
+// parts, journals (0 for a module without botrun_after_send): it copies the
+// send's content, so it is charged to the event's bot.max_event_bytes with
+// the send, before the send is made.
+func (t *turn) afterBytes(s sendSpec, parts []string) int64 {
+	if t.hooks == nil {
+		return 0
+	}
+	if _, after := t.hooks.Hooks(); !after {
+		return 0
+	}
+	put, _ := afterPut(s, parts)
+	return int64(len(put.Payload))
+}
+
 // afterRecord is the payload of an after_send record: the hook to run and
 // the keys of the send's parts, in order.
 type afterRecord struct {
@@ -206,7 +225,11 @@ func (o *sender) journalAfter(ctx context.Context, s sendSpec, parts []string) e
 
 // rearmAfterSend makes the after_send record of key run again once key is
 // delivered: an operator retried a send whose record was settled without
-// running the hook (the send was dead or unknown).
+// running the hook (the send was dead or unknown). The journal has no
+// single write that turns a settled record back to pending, so the record
+// is deleted and put again: a crash between the two loses the after_send of
+// that send (the send itself was already re-armed by Retry), never runs it
+// twice.
 func rearmAfterSend(ctx context.Context, outbox durability.OutboxJournal, key string) error {
 	rec, err := outbox.Get(ctx, afterSendKey(key))
 	switch {
@@ -406,14 +429,17 @@ func (o *sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 		case fault != nil:
 			o.settleFailure(ctx, rec, fault, time.Time{})
 			return rec, false
-		case done:
-			why := res.Error
-			if res.Status == abi.SendCancelled {
-				why = "cancelled by botrun_before_send"
-			}
+		case done && res.Status == abi.SendCancelled:
+			// The filter's deliberate choice: logged, no alert.
+			why := "cancelled by botrun_before_send"
 			if o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, why, durability.FailOptions{Now: nowMs(), Dead: true})) {
-				o.log.InfoContext(ctx, "an operator's send was not made: botrun_before_send refused it", "key", rec.Key, "why", why)
+				o.log.InfoContext(ctx, "an operator's send was not made: botrun_before_send cancelled it", "key", rec.Key)
 			}
+			return rec, false
+		case done:
+			// The hook's error, or its budget spent: a dead letter like a
+			// failed send's (outbox_dead, the outbox:dead alert).
+			o.settleFailure(ctx, rec, &permanentError{errors.New(res.Error)}, time.Time{})
 			return rec, false
 		}
 		if r := out.Rewrite; r != nil {

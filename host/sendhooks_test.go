@@ -702,3 +702,95 @@ func TestPostGrownPastMaxEventBytesIsDead(t *testing.T) {
 		t.Errorf("the grown post: %v; want it never journaled", err)
 	}
 }
+
+// TestAfterSendRecordsCountInMaxEventBytes: each after_send record copies
+// its send's content, so it is charged to the event's bot.max_event_bytes
+// with the send: a broadcast whose copies and records pass it is refused,
+// and what the event journals, records included, stays under the bound.
+func TestAfterSendRecordsCountInMaxEventBytes(t *testing.T) {
+	cfg := testConfig(t, "")
+	cfg.Bot.MaxEventBytes = 1 << 20
+	big := strings.Repeat("x", 100<<10)
+	var mu sync.Mutex
+	var got []string
+	g := &hookGuest{afterErr: func(int, abi.SendHook) error { return nil }}
+	g.native = func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		for _, n := range []int{8, 4} {
+			chats := make([]string, n)
+			for i := range chats {
+				chats[i] = fmt.Sprint("c", i)
+			}
+			_, err := env.(wasm.Broadcaster).Broadcast(ctx, abi.BroadcastRequest{Chats: chats, Text: big, KeyPrefix: fmt.Sprint("b", n)})
+			mu.Lock()
+			got = append(got, fmt.Sprintf("%d:%v", n, errors.Is(err, wasm.ErrTooLarge)))
+			mu.Unlock()
+		}
+		return nil
+	}
+	b := newTestBot(t, cfg, backends["sqlite"](t), g, newChannel())
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "x")
+	if !b.quiet(1, 60*time.Second) {
+		t.Fatal("the event did not settle")
+	}
+	mu.Lock()
+	if s := strings.Join(got, " "); s != "8:true 4:false" {
+		t.Errorf("broadcasts refused (true) and taken: %s; want 8:true 4:false (8 copies and their after_send records pass 1 MiB)", s)
+	}
+	mu.Unlock()
+	if n, total := b.journaled(t); total > 1<<20 {
+		t.Errorf("the event journaled %d records, %d bytes with their after_send records: over bot.max_event_bytes", n, total)
+	}
+}
+
+// TestOperatorSendRefusedByAHookErrorIsADeadLetter: an operator's send
+// that botrun_before_send fails (its error, or its budget spent) is a dead
+// letter like a failed send's: counted in outbox_dead, with the
+// outbox:dead alert. One the hook cancels (a filter's choice) is dead
+// without an alert.
+func TestOperatorSendRefusedByAHookErrorIsADeadLetter(t *testing.T) {
+	g := &hookGuest{before: func(h abi.SendHook) (wasm.BeforeSend, error) {
+		switch h.Text {
+		case "bad":
+			return wasm.BeforeSend{}, &wasm.HandlerError{Message: "hook says no"}
+		case "secret":
+			return wasm.BeforeSend{Cancel: true}, nil
+		}
+		return wasm.BeforeSend{}, nil
+	}}
+	g.native = func(context.Context, abi.Event, wasm.Env) error { return nil }
+	b := newTestBot(t, testConfig(t, ""), backends["sqlite"](t), g, newChannel())
+	defer b.stop(t)
+	ctx := context.Background()
+	for key, text := range map[string]string{"k-bad": "bad", "k-secret": "secret"} {
+		if _, err := b.SendLater(ctx, "web", "c1", text, key, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.wakeSweeper()
+	if !waitFor(60*time.Second, func() bool {
+		for _, k := range []string{"k-bad", "k-secret"} {
+			if rec, err := b.outbox.Get(ctx, k); err != nil || rec.State != durability.OutboxDead {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("the operator's sends were not settled dead")
+	}
+	if n := b.metrics.outboxDead.Load(); n != 1 {
+		t.Errorf("outbox_dead = %d, want 1 (the hook's error; not the cancel)", n)
+	}
+	var dead []string
+	waitFor(60*time.Second, func() bool {
+		for len(b.events) > 0 {
+			if al := <-b.events; al.Name == AlertDead {
+				dead = append(dead, al.Key)
+			}
+		}
+		return slices.Contains(dead, "k-bad")
+	})
+	if !slices.Equal(dead, []string{"k-bad"}) {
+		t.Errorf("outbox:dead alerts for %q, want for k-bad only", dead)
+	}
+}

@@ -500,10 +500,15 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 	// The copies as listed are checked before any is journaled; each is
 	// then charged as journaled (a hook's rewrite may make it larger).
 	size := contentSize(outMsg{Text: req.Text, Media: req.Media})
+	// With botrun_after_send, each chat's after_send record copies it too.
+	first := sendSpec{provider: t.event.Provider, msg: outMsg{Text: req.Text, Media: req.Media}, key: req.KeyPrefix + ":", inbound: t.event.ID, at: req.At}
+	size += t.afterBytes(first, []string{first.key})
 	if t.sentBytes+size*int64(uniqueChats(req.Chats)) > t.maxBytes {
 		return abi.BroadcastResult{}, fmt.Errorf("event %s: a broadcast of %d bytes to %d chats is over bot.max_event_bytes (%d, %d taken): %w", t.event.ID, size, uniqueChats(req.Chats), t.maxBytes, t.sentBytes, wasm.ErrTooLarge)
 	}
-	hook := &chatHook{charge: func(n int) error { return t.chargeBytes(int64(n), "a broadcast's copy") }}
+	hook := &chatHook{charge: func(s sendSpec, n int) error {
+		return t.chargeBytes(int64(n)+t.afterBytes(s, []string{s.key}), "a broadcast's copy")
+	}}
 	hookFailed := false
 	if t.hooks != nil {
 		if before, after := t.hooks.Hooks(); before || after {
