@@ -106,6 +106,12 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	jspan.End()
 	fail(span, err)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The client hung up (or the bot is stopping): not a failure of
+			// the journal, no alert; the channel redelivers.
+			b.log.Info("not admitted: the request ended before it was journaled; the channel must redeliver", "id", id, "err", err)
+			return provider.Admission{}, fmt.Errorf("inbox journal: %w", err)
+		}
 		if !b.policy.failOpen {
 			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)
 			b.admissionFailed.refused(b.alerts, providerID, id, err)

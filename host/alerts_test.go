@@ -19,6 +19,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -167,5 +168,24 @@ func TestFailClosedAdmissionAlerts(t *testing.T) {
 			}
 			mu.Unlock()
 		})
+	}
+}
+
+// TestAdmissionOfAHungUpClientDoesNotAlert: a message whose request ended
+// (the client hung up) before the inbox journal recorded it is not admitted,
+// but that is no failure of the journal: no AlertAdmissionFailed.
+func TestAdmissionOfAHungUpClientDoesNotAlert(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	failPut := func() error { cancel(); return context.Canceled }
+	b := newTestBot(t, testConfig(t, ""), &hooked{Backend: memory.New(), failPut: failPut}, reply(""), newChannel())
+	defer b.stop(t)
+	if _, err := b.Admit(ctx, "web", provider.Message{ID: "m1", Chat: "c1", From: "u", Text: "hi"}); err == nil {
+		t.Fatal("admitted with the request ended")
+	}
+	for len(b.events) > 0 {
+		if al := <-b.events; al.Name == AlertAdmissionFailed {
+			t.Errorf("an admission alert for a client that hung up: %+v", al)
+		}
 	}
 }

@@ -39,6 +39,13 @@ func (s *syncBuffer) String() string {
 // startBot runs a bot with module on a free port and returns its base URL.
 func startBot(t *testing.T, module, extra string) (string, *syncBuffer) {
 	t.Helper()
+	_, base, logs := runBot(t, module, extra)
+	return base, logs
+}
+
+// runBot is startBot, answering the running Bot too.
+func runBot(t *testing.T, module, extra string) (*Bot, string, *syncBuffer) {
+	t.Helper()
 	dir := t.TempDir()
 	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n%s\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
 		module, filepath.Join(os.TempDir(), "botrun-test-data"), extra)
@@ -65,7 +72,7 @@ func startBot(t *testing.T, module, extra string) (string, *syncBuffer) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String(), logs
+	return bot, "http://" + ln.Addr().String(), logs
 }
 
 func postMessage(t *testing.T, base, chat, text, id string) int {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,7 +135,11 @@ func (t *turn) hookedSend(ctx context.Context, s sendSpec, send func(sendSpec) (
 			return res, fmt.Errorf("outbox journal: %w", err)
 		}
 	}
-	if err := t.chargeBytes(contentSize(s.msg), "a send"); err != nil {
+	var parts []string
+	for _, p := range t.sender.parts(s) {
+		parts = append(parts, p.key)
+	}
+	if err := t.chargeBytes(contentSize(s.msg)+t.afterBytes(s, parts), "a send"); err != nil {
 		return abi.SendResult{}, err
 	}
 	var keys []string
@@ -171,6 +176,21 @@ func (t *turn) afterSend(ctx context.Context, s sendSpec, res abi.SendResult, ke
 	return t.sender.journalAfter(ctx, s, keys)
 }
 
+// afterBytes is the size of the after_send record that the send s, in
+// parts, journals (0 for a module without botrun_after_send): it copies the
+// send's content, so it is charged to the event's bot.max_event_bytes with
+// the send, before the send is made.
+func (t *turn) afterBytes(s sendSpec, parts []string) int64 {
+	if t.hooks == nil {
+		return 0
+	}
+	if _, after := t.hooks.Hooks(); !after {
+		return 0
+	}
+	put, _ := afterPut(s, parts)
+	return int64(len(put.Payload))
+}
+
 // afterRecord is the payload of an after_send record: the hook to run and
 // the keys of the send's parts, in order.
 type afterRecord struct {
@@ -205,7 +225,11 @@ func (o *sender) journalAfter(ctx context.Context, s sendSpec, parts []string) e
 
 // rearmAfterSend makes the after_send record of key run again once key is
 // delivered: an operator retried a send whose record was settled without
-// running the hook (the send was dead or unknown).
+// running the hook (the send was dead or unknown). The journal has no
+// single write that turns a settled record back to pending, so the record
+// is deleted and put again: a crash between the two loses the after_send of
+// that send (the send itself was already re-armed by Retry), never runs it
+// twice.
 func rearmAfterSend(ctx context.Context, outbox durability.OutboxJournal, key string) error {
 	rec, err := outbox.Get(ctx, afterSendKey(key))
 	switch {
@@ -302,10 +326,15 @@ func (o *sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) 
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
 	hctx := hb.ctx
-	if rec.Inbound != "" && o.afterBudgets != nil {
+	switch {
+	case o.afterBudgets == nil:
+	case rec.Inbound != "":
 		// The after_send hooks of one event (a broadcast's chats) share
 		// one budget, as its before_send hooks do.
 		hctx = wasm.WithBudget(hctx, o.afterBudgets.of(rec.Inbound))
+	default:
+		// An operator's send: its broadcast's chats share one.
+		hctx = wasm.WithBudget(hctx, o.afterBudgets.of(operatorBudgetKey("after", first)))
 	}
 	err := o.hooks.AfterSend(hctx, h)
 	hb.stop()
@@ -339,6 +368,18 @@ func operatorSend(rec durability.OutboxRecord) bool {
 	return rec.Inbound == "" && rec.PreviousPart == "" && !InternalProvider(rec.Provider)
 }
 
+// operatorBudgetKey names the hook budget (eventBudgets) that the hook
+// (before or after) of the operator's send rec shares: the sends of one
+// broadcast (its key prefix, the key up to its last ':', journaled at one
+// time) on every attempt, as an event's sends share the event's.
+func operatorBudgetKey(hook string, rec durability.OutboxRecord) string {
+	prefix := rec.Key
+	if i := strings.LastIndexByte(prefix, ':'); i >= 0 {
+		prefix = prefix[:i]
+	}
+	return fmt.Sprintf("\x00%s\x00%s\x00%d", hook, prefix, rec.CreatedAt)
+}
+
 // hookOperatorSend runs the send hooks on an operator's send (operatorSend)
 // as it is delivered, on every attempt: wherever it was journaled from, even
 // another process, it goes through the running module's botrun_before_send
@@ -368,7 +409,13 @@ func (o *sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 		hb := o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
 			return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 		})
-		out, err := o.hooks.BeforeSend(hb.ctx, h)
+		hctx := hb.ctx
+		if o.afterBudgets != nil {
+			// The chats of one operator's broadcast, on every attempt,
+			// share one budget, as an event's sends do.
+			hctx = wasm.WithBudget(hctx, o.afterBudgets.of(operatorBudgetKey("before", rec)))
+		}
+		out, err := o.hooks.BeforeSend(hctx, h)
 		hb.stop()
 		hb.release()
 		res, done, fault := BeforeSendOutcome(rec.Key, out, err)
@@ -382,14 +429,17 @@ func (o *sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 		case fault != nil:
 			o.settleFailure(ctx, rec, fault, time.Time{})
 			return rec, false
-		case done:
-			why := res.Error
-			if res.Status == abi.SendCancelled {
-				why = "cancelled by botrun_before_send"
-			}
+		case done && res.Status == abi.SendCancelled:
+			// The filter's deliberate choice: logged, no alert.
+			why := "cancelled by botrun_before_send"
 			if o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, why, durability.FailOptions{Now: nowMs(), Dead: true})) {
-				o.log.InfoContext(ctx, "an operator's send was not made: botrun_before_send refused it", "key", rec.Key, "why", why)
+				o.log.InfoContext(ctx, "an operator's send was not made: botrun_before_send cancelled it", "key", rec.Key)
 			}
+			return rec, false
+		case done:
+			// The hook's error, or its budget spent: a dead letter like a
+			// failed send's (outbox_dead, the outbox:dead alert).
+			o.settleFailure(ctx, rec, &permanentError{errors.New(res.Error)}, time.Time{})
 			return rec, false
 		}
 		if r := out.Rewrite; r != nil {

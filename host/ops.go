@@ -225,9 +225,9 @@ func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 type chatHook struct {
 	before func(s *sendSpec) (keep bool, err error)
 	after  func(s sendSpec) error
-	// charge takes a chat's copy (its bytes) of the event's
+	// charge takes a chat's copy s (its journaled bytes) of the event's
 	// bot.max_event_bytes; its error refuses the rest of the broadcast.
-	charge func(bytes int) error
+	charge func(s sendSpec, bytes int) error
 }
 
 func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest, hook *chatHook) (abi.BroadcastResult, error) {
@@ -255,7 +255,7 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 			p, _ = json.Marshal(s.msg)
 		}
 		if hook != nil && hook.charge != nil {
-			if err := hook.charge(len(p)); err != nil {
+			if err := hook.charge(s, len(p)); err != nil {
 				return res, fmt.Errorf("broadcast: %w", err)
 			}
 		}

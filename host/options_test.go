@@ -1034,18 +1034,25 @@ func TestOption_MaxEventBytes_BoundsWhatOneEventSends(t *testing.T) {
 		t.Errorf("refused (true) and taken: %s\nwant %s", s, want)
 	}
 	mu.Unlock()
-	out, err := b.ListOutbox(context.Background(), durability.ListFilter{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0
-	for _, r := range out {
-		total += len(r.Payload)
-	}
-	if len(out) != 10 || total > 1<<20 {
-		t.Errorf("the event journaled %d sends, %d bytes; want 10, within bot.max_event_bytes", len(out), total)
+	n, total := b.journaled(t)
+	if n != 10 || total > 1<<20 {
+		t.Errorf("the event journaled %d sends, %d bytes; want 10, within bot.max_event_bytes", n, total)
 	}
 	if st := b.inboxState(t, "web:m1").State; st != durability.InboxDone {
 		t.Errorf("the event is %s: a refused send is the guest's to handle, not a fault", st)
 	}
+}
+
+// journaled counts the outbox's records (up to 1,000) and the bytes of
+// their payloads.
+func (b *testBot) journaled(t *testing.T) (records, bytes int) {
+	t.Helper()
+	out, err := b.ListOutbox(context.Background(), durability.ListFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out {
+		bytes += len(r.Payload)
+	}
+	return len(out), bytes
 }

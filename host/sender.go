@@ -41,7 +41,7 @@ type sender struct {
 	// hooks run the module's botrun_after_send (nil: a guest without hooks).
 	hooks SendHooks
 	// afterBudgets hold the budget the after_send hooks of each recent
-	// event share.
+	// event share, and the budgets of operators' sends (operatorBudgetKey).
 	afterBudgets *eventBudgets
 	// settleInFlight makes a turn that meets its send in flight elsewhere
 	// settle it before going on (coordination: the chat's next turn must

@@ -414,15 +414,22 @@ func (t *turn) Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, e
 	return abi.SendResult{Status: abi.SendQueued, Key: s.key}, nil
 }
 
-// flushPosted makes the posted sends, in order. An error is the journal's:
-// the event's attempt fails, and its retry answers the sends already made
-// from the outbox.
+// flushPosted makes the posted sends, in order. A send refused for the
+// event's bot.max_event_bytes (botrun_before_send grew it) is dead, never
+// journaled: not a fault, the others are made. Another error is the
+// journal's: the event's attempt fails, and its retry answers the sends
+// already made from the outbox.
 func (t *turn) flushPosted(ctx context.Context) error {
 	for len(t.posted) > 0 {
 		s := t.posted[0]
 		t.posted = t.posted[1:]
 		t.flushMark(ctx)
-		if _, err := t.send(ctx, s); err != nil {
+		_, err := t.send(ctx, s)
+		if errors.Is(err, wasm.ErrTooLarge) {
+			t.sender.log.WarnContext(ctx, "send refused", "key", s.key, "err", err)
+			continue
+		}
+		if err != nil {
 			t.posted = nil
 			return err
 		}
@@ -493,10 +500,15 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 	// The copies as listed are checked before any is journaled; each is
 	// then charged as journaled (a hook's rewrite may make it larger).
 	size := contentSize(outMsg{Text: req.Text, Media: req.Media})
+	// With botrun_after_send, each chat's after_send record copies it too.
+	first := sendSpec{provider: t.event.Provider, msg: outMsg{Text: req.Text, Media: req.Media}, key: req.KeyPrefix + ":", inbound: t.event.ID, at: req.At}
+	size += t.afterBytes(first, []string{first.key})
 	if t.sentBytes+size*int64(uniqueChats(req.Chats)) > t.maxBytes {
 		return abi.BroadcastResult{}, fmt.Errorf("event %s: a broadcast of %d bytes to %d chats is over bot.max_event_bytes (%d, %d taken): %w", t.event.ID, size, uniqueChats(req.Chats), t.maxBytes, t.sentBytes, wasm.ErrTooLarge)
 	}
-	hook := &chatHook{charge: func(n int) error { return t.chargeBytes(int64(n), "a broadcast's copy") }}
+	hook := &chatHook{charge: func(s sendSpec, n int) error {
+		return t.chargeBytes(int64(n)+t.afterBytes(s, []string{s.key}), "a broadcast's copy")
+	}}
 	hookFailed := false
 	if t.hooks != nil {
 		if before, after := t.hooks.Hooks(); before || after {

@@ -18,14 +18,8 @@ import (
 // part of its text), older than --before or, with --all, every one: --dead
 // alone is a usage error.
 func TestPurgeSaysWhatItDeletesAndDeadLettersNeedAsking(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "bot.toml")
-	os.WriteFile(cfg, []byte("[bot]\nmodule = \"bot.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"), 0o600)
+	cfg, j, b := sqliteScope(t)
 	ctx := context.Background()
-	_, j, b, err := openScope(cfg, false)
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := time.Now().Add(-10 * 24 * time.Hour).UnixMilli()
 	l := durability.Lease{Owner: "i1", Now: old, Until: old + 1000}
 	must := func(err error) {
@@ -44,7 +38,7 @@ func TestPurgeSaysWhatItDeletesAndDeadLettersNeedAsking(t *testing.T) {
 		_, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: key, Provider: "web", Chat: "c1", Payload: []byte(`{}`)}, old, &l)
 		must(err)
 	}
-	_, _, err = j.Outbox.Put(ctx, durability.OutboxPut{Key: "k:dead#2", Provider: "web", Chat: "c1", Payload: []byte(`{}`), PreviousPart: "k:dead"}, old, nil)
+	_, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "k:dead#2", Provider: "web", Chat: "c1", Payload: []byte(`{}`), PreviousPart: "k:dead"}, old, nil)
 	must(err)
 	must(j.Outbox.MarkSent(ctx, "k:sent", 1, "ref", old))
 	must(j.Outbox.MarkFailed(ctx, "k:dead", 1, "refused", durability.FailOptions{Now: old, Dead: true}))
@@ -85,4 +79,57 @@ func TestPurgeSaysWhatItDeletesAndDeadLettersNeedAsking(t *testing.T) {
 	if code, _, errs := runCLI("purge", "-c", cfg); code != 2 || !strings.Contains(errs, "--before DURATION is required") {
 		t.Fatalf("purge without --before: %d %q", code, errs)
 	}
+}
+
+// TestRetryRearmsAfterSend: botrun retry of a dead send re-arms its
+// after_send record (settled without running the hook while the send was
+// dead), as the admin API's retry does: it is pending again, to run once
+// the send is delivered.
+func TestRetryRearmsAfterSend(t *testing.T) {
+	cfg, j, b := sqliteScope(t)
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	l := durability.Lease{Owner: "i1", Now: now, Until: now + 60000}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "k:1", Provider: "web", Chat: "c1", Payload: []byte(`{"text":"hi"}`)}, now, &l)
+	must(err)
+	must(j.Outbox.MarkFailed(ctx, "k:1", 1, "refused", durability.FailOptions{Now: now, Dead: true}))
+	_, _, err = j.Outbox.Put(ctx, durability.OutboxPut{Key: "k:1@after_send", Provider: "_after_send", Chat: "c1", Payload: []byte(`{"text":"{}"}`)}, now, &l)
+	must(err)
+	must(j.Outbox.MarkSent(ctx, "k:1@after_send", 1, "", now))
+	b.Close()
+
+	if code, out, errs := runCLI("retry", "-c", cfg, "k:1"); code != 0 {
+		t.Fatalf("retry: %d %q %q", code, out, errs)
+	}
+	_, j, b, err = openScope(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, key := range []string{"k:1", "k:1@after_send"} {
+		rec, err := j.Outbox.Get(ctx, key)
+		must(err)
+		if rec.State != durability.OutboxPending {
+			t.Errorf("%s after botrun retry: %s; want pending (re-armed)", key, rec.State)
+		}
+	}
+}
+
+// sqliteScope writes a bot.toml on a SQLite journal in a temporary folder
+// and opens it: its path, the journals and their backend (to close).
+func sqliteScope(t *testing.T) (string, durability.Journals, durability.Backend) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "bot.toml")
+	os.WriteFile(cfg, []byte("[bot]\nmodule = \"bot.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"), 0o600)
+	_, j, b, err := openScope(cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, j, b
 }

@@ -347,9 +347,6 @@ func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.
 	}
 	inst, err := m.acquire(ctx, &m.hooks)
 	if err != nil {
-		if budget != nil {
-			budget.spend(limit, 0, 0, 0, false)
-		}
 		return 0, nil, &FaultError{Kind: FaultHost, Err: err}
 	}
 	tag := name + " " + h.Key
@@ -373,7 +370,7 @@ func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.
 	if budget != nil {
 		bytesLeft, linesLeft, cut := inst.out.left()
 		// The event's one truncation line: its later hooks are cut silently.
-		report = budget.spend(limit, used, outBytes-bytesLeft, outLines-linesLeft, cut)
+		report = budget.spend(used, outBytes-bytesLeft, outLines-linesLeft, cut)
 	}
 	if report {
 		inst.out.report(m.logger, tag)

@@ -1,7 +1,8 @@
 // Command slowhook has costly send hooks. botrun_before_send: for a send
 // whose text is "spin" it logs a line and never returns; for "log" it writes
 // 64 lines of 1,000 bytes to stdout and lets the send go. botrun_after_send:
-// for "spin after" it logs a line and never returns. Its handler broadcasts
+// for "spin after" it logs a line and never returns; for "quick after" it
+// logs a line and returns at once. Its handler broadcasts
 // the event's text to the chats c0 … c49.
 package main
 
@@ -45,6 +46,9 @@ func init() {
 		return nil
 	})
 	aftersend.Handle(func(s bot.Outgoing) error {
+		if s.Text == "quick after" {
+			fmt.Println("after quick for " + s.Key)
+		}
 		if s.Text == "spin after" {
 			fmt.Println("after ran for " + s.Key)
 			for i := 0; ; i++ {
