@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -161,7 +162,7 @@ func TestHotReload1000TimesMemoryBounded(t *testing.T) {
 	// The Go heap, plus the process's resident memory: compiled code lives
 	// in memory wazero maps outside the heap.
 	usage := func() (heap, rss uint64) {
-		runtime.GC()
+		debug.FreeOSMemory() // a GC, and freed pages back to the OS
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		b, _ := os.ReadFile("/proc/self/statm")
@@ -184,7 +185,11 @@ func TestHotReload1000TimesMemoryBounded(t *testing.T) {
 	}
 	after, rssAfter := usage()
 	t.Logf("heap in use %d -> %d KiB, resident %d -> %d KiB (after 100 and after 1,000 reloads)", before>>10, after>>10, rssBefore>>10, rssAfter>>10)
-	if after > before+64<<20 || rssAfter > rssBefore+128<<20 {
+	// Resident memory is the whole test process's: other tests' bots
+	// winding down move it by a few hundred MiB on a loaded machine (188
+	// MiB seen in CI with a flat heap), so its bound is loose; the heap's
+	// is the tight one.
+	if after > before+64<<20 || rssAfter > rssBefore+512<<20 {
 		t.Fatalf("memory grew over 900 reloads: heap +%d MiB, resident +%d MiB", (after-before)>>20, (rssAfter-rssBefore)>>20)
 	}
 	if r.reloads.Load() != 1000 {
