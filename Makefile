@@ -92,25 +92,25 @@ FUZZ_TARGETS = \
 	./abi:FuzzDecodeBroadcastRequest \
 	./abi:FuzzDecodeEditRequest \
 	./host/config:FuzzParse \
-	./host/provider/webchat:FuzzDecodePost \
-	./host/provider/httpchan:FuzzDecodeInbound \
-	./host/provider/telegram:FuzzDecodeUpdate \
-	./host/provider/metawhatsapp:FuzzDecodeNotification \
-	./host/provider/twilio:FuzzDecodeWebhook \
-	./host/provider/graph/messaging:FuzzDecodeNotification \
-	./host/provider/discord:FuzzDecodeInteraction \
-	./host/provider/discord:FuzzDecodePayload \
-	./host/provider/gupshup:FuzzDecodeWebhook \
-	./host/provider/gohighlevel:FuzzDecodeWebhook \
-	./host/provider/tiktok:FuzzDecodeWebhook \
-	./host/provider/tiktok:FuzzDecodeSignature \
-	./host/provider/email:FuzzDecodeMessage \
-	./host/provider/whatsappweb:FuzzDecodeMessage \
-	./host/provider/whatsappweb:FuzzDecodeMediaRef \
-	./host/provider/gateway:FuzzDecodeMedia \
-	./host/provider/evolution:FuzzDecodeWebhook \
-	./host/provider/evolution:FuzzDecodeJWT \
-	./host/provider/wppconnect:FuzzDecodeWebhook \
+	./host/channel/webchat:FuzzDecodePost \
+	./host/channel/httpchan:FuzzDecodeInbound \
+	./host/channel/telegram:FuzzDecodeUpdate \
+	./host/channel/metawhatsapp:FuzzDecodeNotification \
+	./host/channel/twilio:FuzzDecodeWebhook \
+	./host/channel/graph/messaging:FuzzDecodeNotification \
+	./host/channel/discord:FuzzDecodeInteraction \
+	./host/channel/discord:FuzzDecodePayload \
+	./host/channel/gupshup:FuzzDecodeWebhook \
+	./host/channel/gohighlevel:FuzzDecodeWebhook \
+	./host/channel/tiktok:FuzzDecodeWebhook \
+	./host/channel/tiktok:FuzzDecodeSignature \
+	./host/channel/email:FuzzDecodeMessage \
+	./host/channel/whatsappweb:FuzzDecodeMessage \
+	./host/channel/whatsappweb:FuzzDecodeMediaRef \
+	./host/channel/gateway:FuzzDecodeMedia \
+	./host/channel/evolution:FuzzDecodeWebhook \
+	./host/channel/evolution:FuzzDecodeJWT \
+	./host/channel/wppconnect:FuzzDecodeWebhook \
 	./durability:FuzzDecodeInboxRecord \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \
@@ -146,7 +146,7 @@ bench: examples
 	$(GO) test -run='^$$' -bench='^BenchmarkReplicas$$' -benchtime=10000x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkReloadLatency$$' -benchtime=5x ./host/
 	$(GO) test -run='^$$' -bench=. -benchtime=20000x ./host/wasm/
-	$(GO) test -run='^$$' -bench='^BenchmarkWebhook$$' ./host/provider/telegram/ ./host/provider/metawhatsapp/ ./host/provider/twilio/ ./host/provider/discord/
+	$(GO) test -run='^$$' -bench='^BenchmarkWebhook$$' ./host/channel/telegram/ ./host/channel/metawhatsapp/ ./host/channel/twilio/ ./host/channel/discord/
 	$(MAKE) bench-dryrun
 
 # botrun replay --dry-run's engine: 10,000 journaled records (SQLite, read

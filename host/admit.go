@@ -11,14 +11,14 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 )
 
 // ErrStopping is returned by Admit while the bot shuts down; the channel should
 // redeliver later.
 var ErrStopping = errors.New("bot is stopping")
 
-// ErrQueueFull is wrapped by Admit's error (a provider.RateLimitedError) when
+// ErrQueueFull is wrapped by Admit's error (a channel.RateLimitedError) when
 // [bot] max_queue admitted messages already wait for a worker: nothing was
 // journaled, and the channel should redeliver after the wait.
 var ErrQueueFull = errors.New("admission queue full")
@@ -26,7 +26,7 @@ var ErrQueueFull = errors.New("admission queue full")
 // queueFullRetry is the wait a refused admission asks for.
 const queueFullRetry = time.Second
 
-// Admit implements provider.Admitter. It journals the message in the inbox
+// Admit implements channel.Admitter. It journals the message in the inbox
 // before any handler runs (a repeated message id is a duplicate and is not
 // processed again), then queues it behind its chat's earlier messages. If the
 // journal cannot record it, the message is not dispatched and the error tells
@@ -34,17 +34,17 @@ const queueFullRetry = time.Second
 // max_queue messages already wait for a worker, it journals nothing and its
 // error wraps ErrQueueFull. On a channel whose session is "leader", a
 // replica that does not lead it journals nothing: its error wraps
-// provider.ErrNotLeader.
-func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message) (provider.Admission, error) {
+// channel.ErrNotLeader.
+func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message) (channel.Admission, error) {
 	start := time.Now()
 	if b.isStopping() {
-		return provider.Admission{}, ErrStopping
+		return channel.Admission{}, ErrStopping
 	}
 	if refused := b.leaders.refuse(providerID); refused != nil {
 		// Only the session's leader holds the transport: a message
 		// reaching another replica is left for the channel to redeliver.
 		b.metrics.providerNotLeader.Add(1)
-		return provider.Admission{}, refused
+		return channel.Admission{}, refused
 	}
 	if msg.ID == "" {
 		msg.ID = randomID()
@@ -56,7 +56,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	for _, f := range names {
 		if err := abi.CheckName(f.what, f.v); err != nil {
 			b.log.Warn("not admitted: the message can never be valid", "provider", providerID, "err", err)
-			return provider.Admission{}, fmt.Errorf("%w: %w", provider.ErrInvalidMessage, err)
+			return channel.Admission{}, fmt.Errorf("%w: %w", channel.ErrInvalidMessage, err)
 		}
 	}
 	id := providerID + ":" + msg.ID
@@ -81,14 +81,14 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 	b.serializeMedia(providerID, &jr)
 	payload, err := json.Marshal(jr)
 	if err != nil {
-		return provider.Admission{}, fmt.Errorf("admit %s: %w", id, err)
+		return channel.Admission{}, fmt.Errorf("admit %s: %w", id, err)
 	}
 	if !b.dispatch.reserve() {
 		if b.isStopping() {
-			return provider.Admission{}, ErrStopping
+			return channel.Admission{}, ErrStopping
 		}
 		b.metrics.inboundRefused.Add(1)
-		return provider.Admission{}, &provider.RateLimitedError{RetryAfter: queueFullRetry,
+		return channel.Admission{}, &channel.RateLimitedError{RetryAfter: queueFullRetry,
 			Err: fmt.Errorf("%w: %d admitted messages wait for a worker, %s was not journaled: redeliver it later (raise [bot] max_queue or workers if this lasts)", ErrQueueFull, b.cfg.Bot.MaxQueue, id)}
 	}
 	reserved := true
@@ -110,29 +110,29 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg provider.Message
 			// The client hung up (or the bot is stopping): not a failure of
 			// the journal, no alert; the channel redelivers.
 			b.log.Info("not admitted: the request ended before it was journaled; the channel must redeliver", "id", id, "err", err)
-			return provider.Admission{}, fmt.Errorf("inbox journal: %w", err)
+			return channel.Admission{}, fmt.Errorf("inbox journal: %w", err)
 		}
 		if !b.policy.failOpen {
 			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)
 			b.admissionFailed.refused(b.alerts, providerID, id, err)
-			return provider.Admission{}, fmt.Errorf("inbox journal: %w", err)
+			return channel.Admission{}, fmt.Errorf("inbox journal: %w", err)
 		}
 		b.log.Warn("fail_open: dispatching without a journal record", "id", id, "err", err)
 		ev.Attempt = 1
 		reserved = false
 		b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, event: &ev, unjournaled: true})
-		return provider.Admission{ID: id}, nil
+		return channel.Admission{ID: id}, nil
 	}
 	if st == durability.Exists {
 		b.metrics.inboundDuplicates.Add(1)
-		return provider.Admission{ID: id, Duplicate: true}, nil
+		return channel.Admission{ID: id, Duplicate: true}, nil
 	}
 	b.metrics.inboundJournaled.Add(1)
 	b.obs.admitted(time.Since(start))
 	// Stopping: the lease expires and the record is reclaimed.
 	reserved = false
 	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media, trace: span.SpanContext()})
-	return provider.Admission{ID: id}, nil
+	return channel.Admission{ID: id}, nil
 }
 
 func chatKey(providerID, chat string) string { return providerID + "\x00" + chat }
@@ -145,7 +145,7 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func mediaToABI(ms []provider.Media) []abi.Media {
+func mediaToABI(ms []channel.Media) []abi.Media {
 	out := make([]abi.Media, len(ms))
 	for i, m := range ms {
 		out[i] = abi.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME, Caption: m.Caption}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 )
 
 // alertsProvider is the id of the internal channel that POSTs alerts to
@@ -37,14 +37,14 @@ func newAlertSink(rawURL, secret string) (*alertSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alerts: url %q: %w", rawURL, err)
 	}
-	return &alertSink{url: rawURL, secret: []byte(secret), client: provider.NewClient(30*time.Second, u, nil)}, nil
+	return &alertSink{url: rawURL, secret: []byte(secret), client: channel.NewClient(30*time.Second, u, nil)}, nil
 }
 
-// ID implements provider.Provider.
+// ID implements channel.Provider.
 func (s *alertSink) ID() string { return alertsProvider }
 
-// Send implements provider.Provider: msg.Text is the alert's JSON.
-func (s *alertSink) Send(ctx context.Context, msg provider.Outbound) (string, error) {
+// Send implements channel.Provider: msg.Text is the alert's JSON.
+func (s *alertSink) Send(ctx context.Context, msg channel.Outbound) (string, error) {
 	body := []byte(msg.Text)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
@@ -112,7 +112,7 @@ func (b *Bot) postUnjournaled(ctx context.Context, al Alert, key, body string, j
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := sink.Send(ctx, provider.Outbound{Chat: "alerts", Text: body, Key: key}); err != nil {
+	if _, err := sink.Send(ctx, channel.Outbound{Chat: "alerts", Text: body, Key: key}); err != nil {
 		b.log.Error("alerts: journaling an alert failed, and posting it without the journal too; it is only in this log", "alert", al.Name, "journal_err", journalErr, "err", err)
 	}
 }

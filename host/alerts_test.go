@@ -19,7 +19,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -180,7 +180,7 @@ func TestAdmissionOfAHungUpClientDoesNotAlert(t *testing.T) {
 	failPut := func() error { cancel(); return context.Canceled }
 	b := newTestBot(t, testConfig(t, ""), &hooked{Backend: memory.New(), failPut: failPut}, reply(""), newChannel())
 	defer b.stop(t)
-	if _, err := b.Admit(ctx, "web", provider.Message{ID: "m1", Chat: "c1", From: "u", Text: "hi"}); err == nil {
+	if _, err := b.Admit(ctx, "web", channel.Message{ID: "m1", Chat: "c1", From: "u", Text: "hi"}); err == nil {
 		t.Fatal("admitted with the request ended")
 	}
 	for len(b.events) > 0 {

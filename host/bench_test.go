@@ -20,7 +20,7 @@ import (
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -30,7 +30,7 @@ import (
 type counter struct{ n atomic.Int64 }
 
 func (c *counter) ID() string { return "web" }
-func (c *counter) Send(context.Context, provider.Outbound) (string, error) {
+func (c *counter) Send(context.Context, channel.Outbound) (string, error) {
 	return fmt.Sprint(c.n.Add(1)), nil
 }
 
@@ -66,7 +66,7 @@ func BenchmarkDurableEcho(b *testing.B) {
 			cfg.Bot.Module, cfg.Bot.Workers = module, benchWorkers()
 			cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 			ch := &counter{}
-			bot, err := New(context.Background(), cfg, Options{Backend: backend, Providers: []provider.Provider{ch}, Logger: discard})
+			bot, err := New(context.Background(), cfg, Options{Backend: backend, Channels: []channel.Channel{ch}, Logger: discard})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func BenchmarkDurableEcho(b *testing.B) {
 							if i >= to {
 								return
 							}
-							err := admitRetrying(bot, provider.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", i%256), Text: "hi"})
+							err := admitRetrying(bot, channel.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", i%256), Text: "hi"})
 							if err != nil {
 								b.Error(err)
 								return
@@ -118,7 +118,7 @@ func BenchmarkDurableEcho(b *testing.B) {
 
 // admitRetrying admits m as a channel would: refused while the admission
 // queue is full, it is delivered again a moment later.
-func admitRetrying(bot *Bot, m provider.Message) error {
+func admitRetrying(bot *Bot, m channel.Message) error {
 	for {
 		_, err := bot.Admit(context.Background(), "web", m)
 		if !errors.Is(err, ErrQueueFull) {
@@ -170,7 +170,7 @@ func BenchmarkReplicas(b *testing.B) {
 					cfg.Bot.Module, cfg.Bot.Workers = module, 32
 					cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 					cfg.Durability.InstanceID = fmt.Sprint("replica-", i)
-					bot, err := New(context.Background(), cfg, Options{Backend: backend, Providers: []provider.Provider{ch}, Logger: discard})
+					bot, err := New(context.Background(), cfg, Options{Backend: backend, Channels: []channel.Channel{ch}, Logger: discard})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -191,7 +191,7 @@ func BenchmarkReplicas(b *testing.B) {
 								}
 								chat := (i%256 + 256) % 256
 								bot := bots[chat%int64(n)]
-								if err := admitRetrying(bot, provider.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", chat), Text: "hi"}); err != nil {
+								if err := admitRetrying(bot, channel.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", chat), Text: "hi"}); err != nil {
 									b.Error(err)
 									return
 								}
@@ -246,7 +246,7 @@ type ordered struct {
 	bad  []string
 }
 
-func (o *ordered) Send(ctx context.Context, out provider.Outbound) (string, error) {
+func (o *ordered) Send(ctx context.Context, out channel.Outbound) (string, error) {
 	n, _ := strconv.Atoi(strings.TrimPrefix(out.Text, "echo: "))
 	o.mu.Lock()
 	if last, ok := o.last[out.Chat]; ok && n <= last && len(o.bad) < 5 {
@@ -290,13 +290,13 @@ func BenchmarkRestartBacklog(b *testing.B) {
 	// The first process admits the backlog and dies before handling it.
 	backend := open()
 	p := parked{release: make(chan struct{})}
-	crashed, err := New(context.Background(), cfg, Options{Backend: backend, Guest: p, Providers: []provider.Provider{&counter{}}, Logger: discard})
+	crashed, err := New(context.Background(), cfg, Options{Backend: backend, Guest: p, Channels: []channel.Channel{&counter{}}, Logger: discard})
 	if err != nil {
 		b.Fatal(err)
 	}
 	crashed.Start()
 	for i := range backlog {
-		if err := admitRetrying(crashed, provider.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", i%256), Text: fmt.Sprint(i)}); err != nil {
+		if err := admitRetrying(crashed, channel.Message{ID: fmt.Sprint(i), Chat: fmt.Sprint("c", i%256), Text: fmt.Sprint(i)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -307,7 +307,7 @@ func BenchmarkRestartBacklog(b *testing.B) {
 	ch := &ordered{last: map[string]int{}}
 	backend = open()
 	defer backend.Close()
-	bot, err := New(context.Background(), cfg, Options{Backend: backend, Providers: []provider.Provider{ch}, Logger: discard})
+	bot, err := New(context.Background(), cfg, Options{Backend: backend, Channels: []channel.Channel{ch}, Logger: discard})
 	if err != nil {
 		b.Fatal(err)
 	}

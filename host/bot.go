@@ -16,8 +16,8 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -42,8 +42,8 @@ type Options struct {
 	Backend durability.Backend
 	// Guest replaces the config's module.
 	Guest Guest
-	// Providers replace the config's providers.
-	Providers []provider.Provider
+	// Channels replace the config's channels.
+	Channels []channel.Channel
 	// TracerProvider, when set, receives the bot's traces instead of the
 	// exporter [tracing] otlp_endpoint configures (tests pass one with an
 	// in-memory exporter).
@@ -59,10 +59,10 @@ type Bot struct {
 	engine    *wasm.Engine
 	guest     Guest
 	reload    *reloader
-	providers map[string]provider.Provider
+	providers map[string]channel.Channel
 	// ordered are the providers in config order (the first webchat serves
 	// the chat page at /).
-	ordered []provider.Provider
+	ordered []channel.Channel
 	// mounts add routes to the HTTP surface (the admin API).
 	mounts []func(*http.ServeMux)
 	// servedAlso are served by Run besides its own listener (the admin API
@@ -109,7 +109,7 @@ type Bot struct {
 	// sendsOut counts the claimed sends of the last outbox claim that the
 	// workers have not delivered yet; inboxBacklog is set when the last
 	// inbound claim was full.
-	// runners are the channels' Run goroutines (provider.Runner).
+	// runners are the channels' Run goroutines (channel.Runner).
 	runners      sync.WaitGroup
 	sendsOut     atomic.Int64
 	sendsFull    atomic.Bool
@@ -135,7 +135,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		log:       opts.Logger,
 		policy:    newPolicy(cfg),
 		mediaRefs: *cfg.Durability.Inbox.MediaRefs,
-		providers: map[string]provider.Provider{},
+		providers: map[string]channel.Channel{},
 		boot:      time.Now(),
 		timeouts:  defaultTimeouts,
 		wake:      make(signal, 1),
@@ -173,7 +173,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 			return nil, err
 		}
 	}
-	if err := b.buildProviders(opts.Providers); err != nil {
+	if err := b.buildProviders(opts.Channels); err != nil {
 		b.close()
 		return nil, err
 	}
@@ -307,7 +307,7 @@ func (b *Bot) loadModule(ctx context.Context) error {
 	return nil
 }
 
-func (b *Bot) buildProviders(injected []provider.Provider) error {
+func (b *Bot) buildProviders(injected []channel.Channel) error {
 	for _, p := range injected {
 		b.providers[p.ID()] = p
 		b.ordered = append(b.ordered, p)
@@ -321,7 +321,7 @@ func (b *Bot) buildProviders(injected []provider.Provider) error {
 		}
 		id := pc.ID
 		counted := b.channelEnv(id)
-		p, err := pc.Settings.Open(provider.Env{ID: id, Admitter: b, Logger: b.log,
+		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
 			Alert:    func(name, detail string) { b.alerts.emit(Alert{Provider: id, Name: name, Error: detail}) },
 			Panicked: counted.Panicked, Skipped: counted.Skipped})
@@ -340,7 +340,7 @@ func (b *Bot) Handler() http.Handler {
 	mux := http.NewServeMux()
 	var owners []routeOwner
 	for _, p := range b.ordered {
-		if r, ok := p.(provider.Router); ok {
+		if r, ok := p.(channel.Router); ok {
 			r.Routes(mux)
 			own := http.NewServeMux()
 			r.Routes(own)
@@ -377,7 +377,7 @@ func (b *Bot) Start() {
 			b.runners.Go(func() { b.forwardAlerts(b.baseCtx, b.alerts.out) })
 		}
 		for _, p := range b.ordered {
-			if r, ok := p.(provider.Runner); ok {
+			if r, ok := p.(channel.Runner); ok {
 				b.runners.Go(func() { b.keepRunning(b.baseCtx, p.ID(), "running", r.Run) })
 			}
 		}

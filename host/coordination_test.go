@@ -39,7 +39,7 @@ var appendLog = native(func(ctx context.Context, ev abi.Event, env wasm.Env) err
 
 // coordinatedReplicas starts n bots on one backend with coordination, each
 // its own instance id, sharing the channel ch.
-func coordinatedReplicas(t *testing.T, n int, backend durability.Backend, ch *channel) []*testBot {
+func coordinatedReplicas(t *testing.T, n int, backend durability.Backend, ch *fakeChannel) []*testBot {
 	var bots []*testBot
 	for i := range n {
 		cfg := testConfig(t, "")
@@ -64,7 +64,7 @@ func wantLog(n int) []string {
 }
 
 // chatTexts returns what ch delivered to chat, in order.
-func (c *channel) chatTexts(chat string) []string {
+func (c *fakeChannel) chatTexts(chat string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string

@@ -21,14 +21,14 @@ import (
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/events"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/testserver"
 )
 
 // crashCase is one crash point of the matrix.
 type crashCase struct {
-	op     string // a journal op or "provider.send"; empty with nth
+	op     string // a journal op or "channel.send"; empty with nth
 	nth    int    // crash at the n-th counted write
 	after  bool
 	resend bool
@@ -96,7 +96,7 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 	a.crash()
 	time.Sleep(2 * time.Millisecond) // B boots strictly after A's last lease
 
-	var bch provider.Provider = ch
+	var bch channel.Channel = ch
 	switch c.channel {
 	case "idempotent":
 		ch.mu.Lock()
@@ -128,7 +128,7 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 // checkGuarantees asserts the seed's table after a crash and a restart: every
 // message is processed, and every reply goes out exactly once except the sends
 // counted ambiguous, which skip may lose and resend may duplicate.
-func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *channel) {
+func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *fakeChannel) {
 	t.Helper()
 	ctx := context.Background()
 	for _, m := range crashMessages {
@@ -182,7 +182,7 @@ func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *channel) {
 
 var crashOps = []string{
 	"inbox.put", "inbox.complete",
-	"outbox.put", "outbox.markSent", "provider.send",
+	"outbox.put", "outbox.markSent", "channel.send",
 	"outbox.claimDue", "inbox.claimDue",
 }
 
@@ -289,12 +289,12 @@ func TestCrashMatrix(t *testing.T) {
 func TestCrashMatrixClosedWindow(t *testing.T) {
 	for name, nb := range backends {
 		t.Run(name, func(t *testing.T) {
-			for _, channel := range []string{"idempotent", "reconciling"} {
+			for _, kind := range []string{"idempotent", "reconciling"} {
 				var resolved, ran int64
-				for _, op := range []string{"provider.send", "outbox.markSent", "inbox.complete"} {
+				for _, op := range []string{"channel.send", "outbox.markSent", "inbox.complete"} {
 					for _, after := range []bool{false, true} {
 						for _, resend := range []bool{false, true} {
-							c := crashCase{op: op, after: after, resend: resend, channel: channel}
+							c := crashCase{op: op, after: after, resend: resend, channel: kind}
 							t.Run(c.String(), func(t *testing.T) {
 								m := runCrash(t, nb, c)
 								if m.OutboxAmbiguous != 0 {
@@ -309,7 +309,7 @@ func TestCrashMatrixClosedWindow(t *testing.T) {
 				// The points above leave sends in flight: the channel, not a
 				// policy, must have settled some of them.
 				if ran > 0 && resolved == 0 { // ran is 0 when the backend's server is absent (skipped)
-					t.Errorf("%s: no crash left a send for the %s channel to settle", name, channel)
+					t.Errorf("%s: no crash left a send for the %s channel to settle", name, kind)
 				}
 			}
 		})

@@ -29,7 +29,7 @@ func signupTranscript(name, city string) []string {
 // flowBot starts a bot running the module at path module on backend with the
 // fake channel ch, or, with crash set, on the crashable backend with ch behind
 // the crashable provider.
-func flowBot(t *testing.T, module string, hotReload bool, backend durability.Backend, crash *durabilitytest.Crashable, ch *channel) *testBot {
+func flowBot(t *testing.T, module string, hotReload bool, backend durability.Backend, crash *durabilitytest.Crashable, ch *fakeChannel) *testBot {
 	t.Helper()
 	cfg := testConfig(t, `on_ambiguous = "skip"`)
 	cfg.Bot.Module, cfg.Bot.HotReload = module, hotReload

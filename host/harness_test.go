@@ -13,8 +13,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/unit"
 )
@@ -42,25 +42,25 @@ type delivery struct{ Chat, Text string }
 
 // channel is a fake channel that records what it accepted; fail, when set,
 // decides the outcome of each call (n counts calls from 1).
-type channel struct {
+type fakeChannel struct {
 	id    string
 	limit int
 
 	mu        sync.Mutex
 	calls     int
 	delivered []delivery
-	fail      func(n int, out provider.Outbound) error
+	fail      func(n int, out channel.Outbound) error
 	// dedupe makes the channel deduplicate on the send's key, as a gateway
 	// honouring Idempotency-Key does; keys holds each delivered key's ref.
 	dedupe bool
 	keys   map[string]string
 }
 
-func newChannel() *channel { return &channel{id: "web"} }
+func newChannel() *fakeChannel { return &fakeChannel{id: "web"} }
 
-func (c *channel) ID() string { return c.id }
+func (c *fakeChannel) ID() string { return c.id }
 
-func (c *channel) Send(_ context.Context, out provider.Outbound) (string, error) {
+func (c *fakeChannel) Send(_ context.Context, out channel.Outbound) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
@@ -82,23 +82,23 @@ func (c *channel) Send(_ context.Context, out provider.Outbound) (string, error)
 }
 
 // idempotentChannel is a channel that deduplicates on the send's key and
-// says so (provider.Idempotent).
-type idempotentChannel struct{ *channel }
+// says so (channel.Idempotent).
+type idempotentChannel struct{ *fakeChannel }
 
 func (idempotentChannel) IdempotentSends() bool { return true }
 
 // reconcilingChannel is a channel that can say whether it delivered a key
-// (provider.Reconciler).
-type reconcilingChannel struct{ *channel }
+// (channel.Reconciler).
+type reconcilingChannel struct{ *fakeChannel }
 
-func (r reconcilingChannel) Reconcile(_ context.Context, msg provider.Outbound) (bool, error) {
+func (r reconcilingChannel) Reconcile(_ context.Context, msg channel.Outbound) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, ok := r.keys[msg.Key]
 	return ok, nil
 }
 
-func (c *channel) count(chat, text string) int {
+func (c *fakeChannel) count(chat, text string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
@@ -110,7 +110,7 @@ func (c *channel) count(chat, text string) int {
 	return n
 }
 
-func (c *channel) texts() []string {
+func (c *fakeChannel) texts() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []string
@@ -121,22 +121,22 @@ func (c *channel) texts() []string {
 }
 
 // limited is a channel with a text limit.
-type limited struct{ *channel }
+type limited struct{ *fakeChannel }
 
 func (l limited) TextLimit() int { return l.limit }
 
 // crashProvider is the crashable provider: its sends run under the crash plan
-// ("provider.send"), and after the crash nothing goes out.
+// ("channel.send"), and after the crash nothing goes out.
 type crashProvider struct {
-	ch    *channel
+	ch    *fakeChannel
 	crash *durabilitytest.Crashable
 }
 
 func (p crashProvider) ID() string { return p.ch.id }
 
-func (p crashProvider) Send(ctx context.Context, out provider.Outbound) (string, error) {
+func (p crashProvider) Send(ctx context.Context, out channel.Outbound) (string, error) {
 	var ref string
-	err := p.crash.Call("provider.send", func() error {
+	err := p.crash.Call("channel.send", func() error {
 		var err error
 		ref, err = p.ch.Send(ctx, out)
 		return err
@@ -245,13 +245,13 @@ type testBot struct {
 	events chan Alert
 }
 
-func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h Guest, provs ...provider.Provider) *testBot {
+func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h Guest, provs ...channel.Channel) *testBot {
 	t.Helper()
 	b, err := New(context.Background(), cfg, Options{
-		Logger:    slog.New(slog.DiscardHandler),
-		Backend:   backend,
-		Guest:     h,
-		Providers: provs,
+		Logger:   slog.New(slog.DiscardHandler),
+		Backend:  backend,
+		Guest:    h,
+		Channels: provs,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -275,9 +275,9 @@ func (b *testBot) stop(t testing.TB) {
 	}
 }
 
-func (b *testBot) admit(t testing.TB, chat, id, text string) (provider.Admission, error) {
+func (b *testBot) admit(t testing.TB, chat, id, text string) (channel.Admission, error) {
 	t.Helper()
-	return b.Admit(context.Background(), "web", provider.Message{ID: id, Chat: chat, From: "u", Text: text})
+	return b.Admit(context.Background(), "web", channel.Message{ID: id, Chat: chat, From: "u", Text: text})
 }
 
 // quiet waits until every inbox record is done or dead and every send is

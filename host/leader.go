@@ -7,14 +7,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/kvlease"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/provider/kvlease"
 )
 
 // election is this replica's standing for one provider whose session is
 // "leader": a lease in the backend's Kv under the bot's scope
-// (provider.Env.SessionKey), held under durability.instance_id, whose
+// (channel.Env.SessionKey), held under durability.instance_id, whose
 // holder runs the channel's transport session and alone sends and admits
 // on it.
 type election struct {
@@ -28,7 +28,7 @@ type election struct {
 	holder atomic.Value
 }
 
-// Held implements provider.Fence.
+// Held implements channel.Fence.
 func (e *election) Held() (bool, int64) {
 	if e.lease == nil {
 		return true, 0
@@ -42,7 +42,7 @@ func (e *election) refusal() error {
 	if leader == "" {
 		leader = "none elected yet"
 	}
-	return fmt.Errorf("%w: provider %q: this replica (%s) does not lead its session (leader: %s); the leader delivers it", provider.ErrNotLeader, e.provider, e.owner, leader)
+	return fmt.Errorf("%w: provider %q: this replica (%s) does not lead its session (leader: %s); the leader delivers it", channel.ErrNotLeader, e.provider, e.owner, leader)
 }
 
 // leaders are this replica's elections, by provider id: one per provider
@@ -81,21 +81,21 @@ func (b *Bot) buildLeaders() error {
 	b.leaders = leaders{}
 	for _, pc := range b.cfg.Providers {
 		p, ok := b.providers[pc.ID]
-		if !ok || pc.Session != provider.SessionLeader {
+		if !ok || pc.Session != channel.SessionLeader {
 			continue
 		}
-		if _, runs := p.(provider.Runner); runs {
-			if _, session := p.(provider.SessionRunner); !session {
-				return fmt.Errorf("%s: provider %q (%s): session = %q: this channel's background work runs on every replica and cannot follow a leader; leave session out", b.cfg.File, pc.ID, pc.Type, provider.SessionLeader)
+		if _, runs := p.(channel.Runner); runs {
+			if _, session := p.(channel.SessionRunner); !session {
+				return fmt.Errorf("%s: provider %q (%s): session = %q: this channel's background work runs on every replica and cannot follow a leader; leave session out", b.cfg.File, pc.ID, pc.Type, channel.SessionLeader)
 			}
 		}
 		e := &election{provider: pc.ID, owner: b.policy.instanceID}
 		switch {
 		case b.kv != nil:
-			key := provider.Env{ID: pc.ID, KeyPrefix: Scope(b.cfg).ID() + "/"}.SessionKey()
+			key := channel.Env{ID: pc.ID, KeyPrefix: Scope(b.cfg).ID() + "/"}.SessionKey()
 			e.lease = kvlease.New(b.kv, key, b.policy.instanceID, pc.SessionLease.D())
 		case b.cfg.Durability.Shared:
-			return fmt.Errorf("%s: provider %q: session = %q needs a backend that keeps a Kv to elect the leader in; this %s backend keeps none", b.cfg.File, pc.ID, provider.SessionLeader, b.cfg.Durability.Backend)
+			return fmt.Errorf("%s: provider %q: session = %q needs a backend that keeps a Kv to elect the leader in; this %s backend keeps none", b.cfg.File, pc.ID, channel.SessionLeader, b.cfg.Durability.Backend)
 		}
 		b.leaders[pc.ID] = e
 	}
@@ -106,7 +106,7 @@ func (b *Bot) buildLeaders() error {
 // under its election, the others at once.
 func (b *Bot) startSessions() {
 	for _, p := range b.ordered {
-		sr, ok := p.(provider.SessionRunner)
+		sr, ok := p.(channel.SessionRunner)
 		e := b.leaders[p.ID()]
 		switch {
 		case e != nil && e.lease != nil:
@@ -116,7 +116,7 @@ func (b *Bot) startSessions() {
 				b.log.Info("session: the backend is this process's alone: it leads the session", "provider", p.ID())
 			}
 			b.runners.Go(func() {
-				b.keepRunning(b.baseCtx, p.ID(), "running its session", func(ctx context.Context) { sr.RunSession(ctx, provider.Always) })
+				b.keepRunning(b.baseCtx, p.ID(), "running its session", func(ctx context.Context) { sr.RunSession(ctx, channel.Always) })
 			})
 		}
 	}
@@ -124,7 +124,7 @@ func (b *Bot) startSessions() {
 
 // lead stands in e's election until ctx ends, and runs the channel's
 // session (sr, nil for a channel without one) whenever this replica leads.
-func (b *Bot) lead(ctx context.Context, e *election, sr provider.SessionRunner) {
+func (b *Bot) lead(ctx context.Context, e *election, sr channel.SessionRunner) {
 	log := b.log.With("provider", e.provider, "replica", b.policy.instanceID)
 	e.lease.Lead(ctx, func(holder string) {
 		e.holder.Store(holder)
@@ -156,7 +156,7 @@ func (b *Bot) lead(ctx context.Context, e *election, sr provider.SessionRunner) 
 func sessionProviders(cfg *config.Config) []config.Provider {
 	var out []config.Provider
 	for _, p := range cfg.Providers {
-		if p.Session == provider.SessionLeader {
+		if p.Session == channel.SessionLeader {
 			out = append(out, p)
 		}
 	}

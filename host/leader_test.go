@@ -15,8 +15,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -63,7 +63,7 @@ func (n *sessionNet) delivered(key string) []string {
 }
 
 // sessionChannel is one replica's end of the leader-only channel
-// (provider.SessionRunner).
+// (channel.SessionRunner).
 type sessionChannel struct {
 	id, replica string
 	net         *sessionNet
@@ -71,13 +71,13 @@ type sessionChannel struct {
 
 func (c *sessionChannel) ID() string { return c.id }
 
-func (c *sessionChannel) RunSession(ctx context.Context, fence provider.Fence) {
+func (c *sessionChannel) RunSession(ctx context.Context, fence channel.Fence) {
 	c.net.connect(c.replica)
 	<-ctx.Done()
 	c.net.disconnect(c.replica)
 }
 
-func (c *sessionChannel) Send(_ context.Context, out provider.Outbound) (string, error) {
+func (c *sessionChannel) Send(_ context.Context, out channel.Outbound) (string, error) {
 	c.net.mu.Lock()
 	defer c.net.mu.Unlock()
 	if c.net.connected != c.replica {
@@ -142,7 +142,7 @@ func TestLeaderOnlySession(t *testing.T) {
 	ctx := context.Background()
 
 	// The standby admits nothing: the channel redelivers to the leader.
-	if _, err := b.Admit(ctx, "wa", provider.Message{ID: "m0", Chat: "c0", From: "u", Text: "hi"}); !errors.Is(err, provider.ErrNotLeader) || !strings.Contains(err.Error(), "ProviderNotLeader") {
+	if _, err := b.Admit(ctx, "wa", channel.Message{ID: "m0", Chat: "c0", From: "u", Text: "hi"}); !errors.Is(err, channel.ErrNotLeader) || !strings.Contains(err.Error(), "ProviderNotLeader") {
 		t.Fatalf("the standby admitted a message of the leader's channel: %v", err)
 	}
 	// An inline send on the standby is journaled for the leader: deferred.
@@ -200,7 +200,7 @@ func TestLeaderOnlySession(t *testing.T) {
 	if !waitFor(60*time.Second, func() bool { return net.holder() == "replica-b" }) {
 		t.Fatal("replica-b never took the session over")
 	}
-	if _, err := b.Admit(ctx, "wa", provider.Message{ID: "m2", Chat: "c4", From: "u", Text: "m2"}); err != nil {
+	if _, err := b.Admit(ctx, "wa", channel.Message{ID: "m2", Chat: "c4", From: "u", Text: "m2"}); err != nil {
 		t.Fatalf("the new leader refused a message: %v", err)
 	}
 	if !waitFor(60*time.Second, func() bool { return len(net.delivered("wa:m2:1")) == 1 }) {
@@ -224,7 +224,7 @@ func TestLeaderOnlySession(t *testing.T) {
 func TestLeaderSessionRefusals(t *testing.T) {
 	// A channel whose background work runs on every replica.
 	_, err := New(context.Background(), leaderConfig(t, "r"), Options{Logger: slog.New(slog.DiscardHandler), Backend: memory.New(), Guest: replyOnce,
-		Providers: []provider.Provider{runnerChannel{newChannel()}}})
+		Channels: []channel.Channel{runnerChannel{newChannel()}}})
 	if err == nil || !strings.Contains(err.Error(), "cannot follow a leader") {
 		t.Fatalf("a Runner without a session under session = leader: %v", err)
 	}
@@ -232,7 +232,7 @@ func TestLeaderSessionRefusals(t *testing.T) {
 	cfg := leaderConfig(t, "r")
 	cfg.Durability.Shared = true
 	_, err = New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: noKv{memory.New()}, Guest: replyOnce,
-		Providers: []provider.Provider{&sessionChannel{id: "wa", net: &sessionNet{}}}})
+		Channels: []channel.Channel{&sessionChannel{id: "wa", net: &sessionNet{}}}})
 	if err == nil || !strings.Contains(err.Error(), "needs a backend that keeps a Kv") {
 		t.Fatalf("session = leader on a shared backend without a Kv: %v", err)
 	}
@@ -252,8 +252,8 @@ func TestLeaderSessionWithoutAKvRunsHere(t *testing.T) {
 	}
 }
 
-// runnerChannel is a channel with background work (provider.Runner).
-type runnerChannel struct{ *channel }
+// runnerChannel is a channel with background work (channel.Runner).
+type runnerChannel struct{ *fakeChannel }
 
 func (r runnerChannel) ID() string            { return "wa" }
 func (runnerChannel) Run(ctx context.Context) { <-ctx.Done() }

@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/inputs"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -32,8 +32,8 @@ func ParseJournaled(payload []byte) (ev abi.Event, durableMedia bool, err error)
 
 // durableMedia is one serialized media reference, or why there is none.
 type durableMedia struct {
-	Provider string              `json:"provider"`
-	Stored   *provider.StoredRef `json:"stored,omitempty"`
+	Provider string             `json:"provider"`
+	Stored   *channel.StoredRef `json:"stored,omitempty"`
 	// Reason is set when the media has no durable reference: "not-durable".
 	Reason string `json:"reason,omitempty"`
 }
@@ -42,14 +42,14 @@ type durableMedia struct {
 // references before the event is journaled. Providers without a codec, or
 // media_refs = false, journal the tokens as they are.
 func (b *Bot) serializeMedia(providerID string, j *journaled) {
-	codec, ok := b.providers[providerID].(provider.MediaRefCodec)
+	codec, ok := b.providers[providerID].(channel.MediaRefCodec)
 	if !ok || !b.mediaRefs || len(j.Media) == 0 {
 		return
 	}
 	j.Media = append([]abi.Media(nil), j.Media...) // the caller keeps the live refs
 	j.DurableMedia = make([]*durableMedia, len(j.Media))
 	for i, m := range j.Media {
-		stored, ok := codec.SerializeMediaRef(provider.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME, Caption: m.Caption})
+		stored, ok := codec.SerializeMediaRef(channel.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME, Caption: m.Caption})
 		d := &durableMedia{Provider: providerID}
 		if ok {
 			d.Stored = &stored
@@ -92,7 +92,7 @@ func (b *Bot) rehydrateMedia(recProvider string, j *journaled) []string {
 			reasons[i] = abi.MediaNotDurable
 			continue
 		}
-		codec, ok := b.providers[d.Provider].(provider.MediaRefCodec)
+		codec, ok := b.providers[d.Provider].(channel.MediaRefCodec)
 		if !ok || d.Provider != recProvider {
 			reasons[i] = abi.MediaProviderMismatch
 			b.log.Warn("media reference unavailable", "event", j.ID, "reason", reasons[i], "stored_by", d.Provider)
@@ -132,22 +132,22 @@ func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
 	if r, ok := t.media[index]; ok {
 		return r.b, r.err
 	}
-	loader, ok := t.providers[t.event.Provider].(provider.MediaLoader)
+	loader, ok := t.providers[t.event.Provider].(channel.MediaLoader)
 	if !ok {
 		t.inputs.MediaUnavailable(index, "", "", inputs.ErrUnsupported)
 		return nil, fmt.Errorf("provider %q cannot download media: %w", t.event.Provider, wasm.ErrUnsupported)
 	}
 	m := t.event.Media[index]
-	b, err := loader.LoadMedia(ctx, provider.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME}, abi.MaxMedia)
+	b, err := loader.LoadMedia(ctx, channel.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME}, abi.MaxMedia)
 	var r mediaLoad
 	switch {
 	case err == nil:
 		r.b = b
 		t.inputs.Media(index, b)
-	case errors.Is(err, provider.ErrMediaTooLarge):
+	case errors.Is(err, channel.ErrMediaTooLarge):
 		r.err = fmt.Errorf("media %d of %s: %w", index, t.event.ID, wasm.ErrMediaTooLarge)
 		t.inputs.MediaUnavailable(index, "", "", inputs.ErrTooLarge)
-	case provider.MediaGone(err):
+	case channel.MediaGone(err):
 		r.err = &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: err.Error()}
 		t.inputs.MediaUnavailable(index, abi.MediaRehydrateFailed, err.Error(), "")
 	default:

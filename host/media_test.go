@@ -11,24 +11,24 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/wasm"
 )
 
 // countingLoader downloads "bytes of <ref>" and counts the downloads per ref;
 // "gone" is no longer on the channel.
 type countingLoader struct {
-	*channel
+	*fakeChannel
 	mu        sync.Mutex
 	downloads map[string]int
 }
 
-func (c *countingLoader) LoadMedia(_ context.Context, m provider.Media, _ int64) ([]byte, error) {
+func (c *countingLoader) LoadMedia(_ context.Context, m channel.Media, _ int64) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.downloads[m.Ref]++
 	if m.Ref == "gone" {
-		return nil, fmt.Errorf("%w: HTTP 404", provider.ErrMediaUnavailable)
+		return nil, fmt.Errorf("%w: HTTP 404", channel.ErrMediaUnavailable)
 	}
 	return []byte("bytes of " + m.Ref), nil
 }
@@ -61,13 +61,13 @@ func TestMediaLoadCachedPerEvent(t *testing.T) {
 		loads <- out
 		return nil
 	})
-	ch := &countingLoader{channel: newChannel(), downloads: map[string]int{}}
+	ch := &countingLoader{fakeChannel: newChannel(), downloads: map[string]int{}}
 	b := newTestBot(t, testConfig(t, ""), memory.New(), h, ch)
 	defer b.stop(t)
-	media := []provider.Media{{Type: "image", Ref: "photo"}, {Type: "image", Ref: "gone"}}
+	media := []channel.Media{{Type: "image", Ref: "photo"}, {Type: "image", Ref: "gone"}}
 	want := []string{"bytes of photo", "rehydrate-failed", "bytes of photo", "rehydrate-failed", "bytes of photo"}
 	for n, id := range []string{"m1", "m2"} {
-		if _, err := b.Admit(context.Background(), "web", provider.Message{ID: id, Chat: "c1", Media: media}); err != nil {
+		if _, err := b.Admit(context.Background(), "web", channel.Message{ID: id, Chat: "c1", Media: media}); err != nil {
 			t.Fatal(err)
 		}
 		select {

@@ -19,8 +19,8 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -210,7 +210,7 @@ func TestOption_InboxMaxAttempts_And_InboxBackoff(t *testing.T) {
 func TestOption_OutboxRetries_ThenDead(t *testing.T) {
 	cfg := testConfig(t, "[durability.outbox]\nretries = 2\ninline_max = \"1s\"\nbackoff = { base = \"2ms\", cap = \"5ms\", jitter = 0.0 }\n")
 	ch := newChannel()
-	ch.fail = func(int, provider.Outbound) error { return errors.New("503 service unavailable") }
+	ch.fail = func(int, channel.Outbound) error { return errors.New("503 service unavailable") }
 	b := newTestBot(t, cfg, memory.New(), reply("r: "), ch)
 	defer b.stop(t)
 	b.admit(t, "c1", "m1", "x")
@@ -229,9 +229,9 @@ func TestOption_OutboxRetries_ThenDead(t *testing.T) {
 func TestOption_OutboxBackoff_RateLimitedRetryAfterHonoured(t *testing.T) {
 	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"10ms\"\nbackoff = { base = \"1ms\", cap = \"5ms\", jitter = 0.0 }\n")
 	ch := newChannel()
-	ch.fail = func(n int, _ provider.Outbound) error {
+	ch.fail = func(n int, _ channel.Outbound) error {
 		if n == 1 {
-			return &provider.RateLimitedError{RetryAfter: 150 * time.Millisecond, Err: errors.New("429")}
+			return &channel.RateLimitedError{RetryAfter: 150 * time.Millisecond, Err: errors.New("429")}
 		}
 		return nil
 	}
@@ -270,7 +270,7 @@ func TestOption_OutboxInlineMax_DeferredWithKeyThenSweeperDelivers(t *testing.T)
 				t.Fatalf("inline_max = %q read as %s", c.inline, d)
 			}
 			ch := newChannel()
-			ch.fail = func(n int, _ provider.Outbound) error {
+			ch.fail = func(n int, _ channel.Outbound) error {
 				if n <= c.failures {
 					return errors.New("502")
 				}
@@ -312,7 +312,7 @@ func TestOption_MaxPayloadBytes_ZeroRefused(t *testing.T) {
 
 func TestOption_OnAmbiguous_SkipMarksUnknown_ResendSendsAgain(t *testing.T) {
 	for _, resend := range []bool{false, true} {
-		c := crashCase{op: "provider.send", after: true, resend: resend}
+		c := crashCase{op: "channel.send", after: true, resend: resend}
 		t.Run(c.String(), func(t *testing.T) {
 			runCrash(t, memoryBackend, c) // checkGuarantees asserts unknown vs sent by policy
 		})
@@ -404,7 +404,7 @@ func TestOption_OutboxLease_MinimumAndHeartbeat(t *testing.T) {
 	cfg := testConfig(t, "[durability.outbox]\nlease = \"2s\"\n")
 	shared := memory.New()
 	ch := newChannel()
-	ch.fail = func(n int, _ provider.Outbound) error { time.Sleep(5 * time.Second); return nil }
+	ch.fail = func(n int, _ channel.Outbound) error { time.Sleep(5 * time.Second); return nil }
 	a := newTestBot(t, cfg, shared, reply("r: "), ch)
 	defer a.stop(t)
 	cfgB := testConfig(t, "[durability.outbox]\nlease = \"2s\"\n")
@@ -530,7 +530,7 @@ func TestEnqueue_ReturnsAtOnce_SecondEnqueueOfAKeyDoesNothing(t *testing.T) {
 func TestPerChatOrderKeptWhileASendRetriesInline(t *testing.T) {
 	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"1s\"\nbackoff = { base = \"30ms\", cap = \"30ms\", jitter = 0.0 }\n")
 	ch := newChannel()
-	ch.fail = func(n int, out provider.Outbound) error {
+	ch.fail = func(n int, out channel.Outbound) error {
 		if out.Text == "r: 1" && n == 1 {
 			return errors.New("timeout")
 		}
@@ -551,7 +551,7 @@ func TestSplit_PartsInOrder_WaitingIsRefunded(t *testing.T) {
 	cfg := testConfig(t, "[durability.outbox]\ninline_max = \"10ms\"\nbackoff = { base = \"60ms\", cap = \"60ms\", jitter = 0.0 }\n")
 	ch := newChannel()
 	ch.limit = 10
-	ch.fail = func(n int, _ provider.Outbound) error {
+	ch.fail = func(n int, _ channel.Outbound) error {
 		if n == 1 {
 			return errors.New("flaky")
 		}
@@ -597,10 +597,10 @@ func TestSplit_SweeperSplitsAnOversizedJournaledRecord(t *testing.T) {
 }
 
 func TestPermanentErrorsGoStraightToTheDLQ(t *testing.T) {
-	for _, perm := range []error{provider.ErrUnsupportedContent, provider.ErrPayloadTooLarge, provider.ErrOutsideSessionWindow, provider.ErrRecipientUnreachable, permanentError{errors.New("retryable=false")}} {
+	for _, perm := range []error{channel.ErrUnsupportedContent, channel.ErrPayloadTooLarge, channel.ErrOutsideSessionWindow, channel.ErrRecipientUnreachable, permanentError{errors.New("retryable=false")}} {
 		t.Run(perm.Error(), func(t *testing.T) {
 			ch := newChannel()
-			ch.fail = func(int, provider.Outbound) error { return fmt.Errorf("channel: %w", perm) }
+			ch.fail = func(int, channel.Outbound) error { return fmt.Errorf("channel: %w", perm) }
 			b := newTestBot(t, testConfig(t, ""), memory.New(), reply(""), ch)
 			defer b.stop(t)
 			b.admit(t, "c1", "m1", "x")
@@ -647,7 +647,7 @@ func TestRestartRecoversEarlierLeasesAtOnce(t *testing.T) {
 
 func TestOperations_ListRetryDiscard(t *testing.T) {
 	ch := newChannel()
-	ch.fail = func(int, provider.Outbound) error { return provider.ErrRecipientUnreachable }
+	ch.fail = func(int, channel.Outbound) error { return channel.ErrRecipientUnreachable }
 	b := newTestBot(t, testConfig(t, ""), memory.New(), reply("r: "), ch)
 	defer b.stop(t)
 	ctx := context.Background()
@@ -731,28 +731,28 @@ func TestMetrics_PrometheusNamesAreTheJSONNames(t *testing.T) {
 
 // codecChannel journals its media as {v:1, data:{"file":…}} without the secret
 // part of the live token ("<file>?sig=<secret>").
-type codecChannel struct{ *channel }
+type codecChannel struct{ *fakeChannel }
 
-func (codecChannel) SerializeMediaRef(m provider.Media) (provider.StoredRef, bool) {
+func (codecChannel) SerializeMediaRef(m channel.Media) (channel.StoredRef, bool) {
 	file, _, _ := strings.Cut(m.Ref, "?")
 	if file == "view-once" {
-		return provider.StoredRef{}, false
+		return channel.StoredRef{}, false
 	}
 	if file == "corrupt" {
 		file = "" // a stored form that will not validate
 	}
 	data, _ := json.Marshal(map[string]string{"file": file})
-	return provider.StoredRef{V: 1, Data: data}, true
+	return channel.StoredRef{V: 1, Data: data}, true
 }
 
 // LoadMedia serves "bytes of <ref>"; the channel no longer has "gone", and
 // "huge" is over the size limit.
-func (codecChannel) LoadMedia(_ context.Context, m provider.Media, _ int64) ([]byte, error) {
+func (codecChannel) LoadMedia(_ context.Context, m channel.Media, _ int64) ([]byte, error) {
 	if strings.HasPrefix(m.Ref, "gone") {
-		return nil, fmt.Errorf("%w: HTTP 404", provider.ErrMediaUnavailable)
+		return nil, fmt.Errorf("%w: HTTP 404", channel.ErrMediaUnavailable)
 	}
 	if strings.HasPrefix(m.Ref, "huge") {
-		return nil, provider.ErrMediaTooLarge
+		return nil, channel.ErrMediaTooLarge
 	}
 	return []byte("bytes of " + m.Ref), nil
 }
@@ -790,7 +790,7 @@ func TestMediaLoad_Reasons(t *testing.T) {
 	cfg := testConfig(t, "")
 	backend := memory.New()
 	b := newTestBot(t, cfg, backend, h, codecChannel{newChannel()})
-	_, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Media: []provider.Media{
+	_, err := b.Admit(context.Background(), "web", channel.Message{ID: "m1", Chat: "c1", Media: []channel.Media{
 		{Type: "image", Ref: "photo-1?sig=SECRET"}, {Type: "image", Ref: "view-once?sig=SECRET"},
 		{Type: "image", Ref: "gone?sig=SECRET"}, {Type: "image", Ref: "corrupt?sig=SECRET"},
 		{Type: "video", Ref: "huge?sig=SECRET"},
@@ -827,12 +827,12 @@ func TestMediaLoad_Reasons(t *testing.T) {
 	}
 }
 
-func (codecChannel) RehydrateMediaRef(s provider.StoredRef) (provider.Media, error) {
+func (codecChannel) RehydrateMediaRef(s channel.StoredRef) (channel.Media, error) {
 	var d struct{ File string }
 	if s.V != 1 || json.Unmarshal(s.Data, &d) != nil || d.File == "" {
-		return provider.Media{}, errors.New("bad stored ref")
+		return channel.Media{}, errors.New("bad stored ref")
 	}
-	return provider.Media{Ref: d.File + "?sig=fresh"}, nil
+	return channel.Media{Ref: d.File + "?sig=fresh"}, nil
 }
 
 func TestOption_InboxMediaRefs(t *testing.T) {
@@ -850,7 +850,7 @@ func TestOption_InboxMediaRefs(t *testing.T) {
 			})
 			b := newTestBot(t, cfg, memory.New(), h, codecChannel{newChannel()})
 			defer b.stop(t)
-			_, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Media: []provider.Media{
+			_, err := b.Admit(context.Background(), "web", channel.Message{ID: "m1", Chat: "c1", Media: []channel.Media{
 				{Type: "image", Ref: "photo-1?sig=SECRET"}, {Type: "image", Ref: "view-once?sig=SECRET"},
 			}})
 			if err != nil {
@@ -932,7 +932,7 @@ func TestConversationStatePerUser(t *testing.T) {
 	b := newTestBot(t, testConfig(t, ""), memory.New(), h, newChannel())
 	defer b.stop(t)
 	for i, m := range []struct{ chat, from string }{{"a", "ana"}, {"b", "ana"}, {"a", "bob"}} {
-		b.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint("m", i), Chat: m.chat, From: m.from, Text: "x"})
+		b.Admit(context.Background(), "web", channel.Message{ID: fmt.Sprint("m", i), Chat: m.chat, From: m.from, Text: "x"})
 		b.quiet(i+1, 60*time.Second)
 	}
 	var got []string

@@ -7,13 +7,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 )
 
 // A panic in a channel's code never takes the process down: the host
 // recovers it at each channel loop (Run, RunSession) and in each webhook
 // handler, and the channels recover it around each input they take
-// (provider.Env.Guard), so that the input is skipped rather than taken
+// (channel.Env.Guard), so that the input is skipped rather than taken
 // again at every restart. Each is logged with the channel's id and counted
 // in botrun_channel_panics_total{channel}.
 
@@ -31,8 +31,8 @@ func newSkipCounter() *prometheus.CounterVec {
 
 // channelEnv is the part of a channel's Env that recovering its panics and
 // counting its skipped inputs need: its id, the log and the counters.
-func (b *Bot) channelEnv(id string) provider.Env {
-	return provider.Env{ID: id, Logger: b.log, Panicked: func() {
+func (b *Bot) channelEnv(id string) channel.Env {
+	return channel.Env{ID: id, Logger: b.log, Panicked: func() {
 		if b.obs != nil {
 			b.obs.panics.WithLabelValues(id).Inc()
 		}
@@ -88,7 +88,7 @@ func (b *Bot) recovering(h http.Handler, owners []routeOwner) http.Handler {
 			if v == nil {
 				return
 			}
-			env := provider.Env{Logger: b.log} // the bot's own routes: not a channel's
+			env := channel.Env{Logger: b.log} // the bot's own routes: not a channel's
 			if id := ownerOf(owners, r); id != "" {
 				env = b.channelEnv(id)
 			}

@@ -13,14 +13,14 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/wasm"
 )
 
 // panicky is a channel whose loop panics on its first run and whose
 // webhook panics on every request but /ok.
 type panicky struct {
-	*channel
+	*fakeChannel
 	runs atomic.Int32
 }
 
@@ -32,12 +32,12 @@ func (p *panicky) Run(ctx context.Context) {
 	<-ctx.Done()
 }
 
-func (p *panicky) Send(ctx context.Context, out provider.Outbound) (string, error) {
+func (p *panicky) Send(ctx context.Context, out channel.Outbound) (string, error) {
 	if out.Text == "boom" {
 		var m map[string]int
 		m["boom"]++
 	}
-	return p.channel.Send(ctx, out)
+	return p.fakeChannel.Send(ctx, out)
 }
 
 func (p *panicky) Routes(mux *http.ServeMux) {
@@ -47,10 +47,10 @@ func (p *panicky) Routes(mux *http.ServeMux) {
 
 // started starts a bot on backend with the channel ch and a guest that
 // does nothing, stopped when the test ends.
-func started(t *testing.T, backend durability.Backend, ch provider.Provider) *Bot {
+func started(t *testing.T, backend durability.Backend, ch channel.Channel) *Bot {
 	t.Helper()
 	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: backend,
-		Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Providers: []provider.Provider{ch}})
+		Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Channels: []channel.Channel{ch}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func started(t *testing.T, backend durability.Backend, ch provider.Provider) *Bo
 // process down: the loop is run again, the request answered 500, the send
 // retried later, each counted for the channel, and the bot serves on.
 func TestAChannelPanicIsRecoveredAndCounted(t *testing.T) {
-	ch := &panicky{channel: newChannel()}
+	ch := &panicky{fakeChannel: newChannel()}
 	b := started(t, memory.New(), ch)
 	deadline := time.Now().Add(time.Minute)
 	for ch.runs.Load() < 2 {
@@ -99,11 +99,11 @@ func TestAChannelPanicIsRecoveredAndCounted(t *testing.T) {
 
 // reconcilePanics is a reconciling channel whose Reconcile panics.
 type reconcilePanics struct {
-	*channel
+	*fakeChannel
 	asked atomic.Int32
 }
 
-func (r *reconcilePanics) Reconcile(context.Context, provider.Outbound) (bool, error) {
+func (r *reconcilePanics) Reconcile(context.Context, channel.Outbound) (bool, error) {
 	r.asked.Add(1)
 	var m map[string]int
 	m["boom"]++
@@ -112,9 +112,9 @@ func (r *reconcilePanics) Reconcile(context.Context, provider.Outbound) (bool, e
 
 // preparePanics is a transactional channel whose PrepareSend panics for
 // the text "boom" (and declines the others) and whose Delivered panics.
-type preparePanics struct{ *channel }
+type preparePanics struct{ *fakeChannel }
 
-func (p preparePanics) PrepareSend(_ context.Context, out provider.Outbound, _ bool) (string, []durability.Write, error) {
+func (p preparePanics) PrepareSend(_ context.Context, out channel.Outbound, _ bool) (string, []durability.Write, error) {
 	if out.Text == "boom" {
 		var m map[string]int
 		m["boom"]++
@@ -122,10 +122,10 @@ func (p preparePanics) PrepareSend(_ context.Context, out provider.Outbound, _ b
 	if out.Text == "delivered" {
 		return "ref-d", nil, nil
 	}
-	return "", nil, provider.ErrNotTransactional
+	return "", nil, channel.ErrNotTransactional
 }
 
-func (preparePanics) Delivered(provider.Outbound, string) {
+func (preparePanics) Delivered(channel.Outbound, string) {
 	var m map[string]int
 	m["boom"]++
 }
@@ -155,7 +155,7 @@ func channelPanics(t *testing.T, b *Bot, id string) float64 {
 // the bot sends on.
 func TestAChannelPanicInReconcileOrPrepareIsRecovered(t *testing.T) {
 	t.Run("Reconcile", func(t *testing.T) {
-		ch := &reconcilePanics{channel: newChannel()}
+		ch := &reconcilePanics{fakeChannel: newChannel()}
 		shared := memory.New()
 		j, err := shared.Open(context.Background(), durability.Scope{Bot: "bot", Connection: "default"})
 		if err != nil {
@@ -175,7 +175,7 @@ func TestAChannelPanicInReconcileOrPrepareIsRecovered(t *testing.T) {
 		}
 	})
 	t.Run("PrepareSend", func(t *testing.T) {
-		ch := preparePanics{channel: newChannel()}
+		ch := preparePanics{fakeChannel: newChannel()}
 		b := started(t, memory.New(), ch)
 		if res, err := b.Send(context.Background(), "web", "c", "boom", "k1"); err != nil || res.Status == abi.SendSent || !strings.Contains(res.Error, "panicked while preparing a send") {
 			t.Fatalf("a send whose PrepareSend panicked: %+v, %v", res, err)

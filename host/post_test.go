@@ -13,7 +13,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -21,14 +21,14 @@ import (
 // slowChannel is a channel whose sends wait until it opens; it counts the sends
 // waiting at once.
 type slowChannel struct {
-	*channel
+	*fakeChannel
 	open chan struct{}
 
 	mu            sync.Mutex
 	waiting, most int
 }
 
-func (g *slowChannel) Send(ctx context.Context, out provider.Outbound) (string, error) {
+func (g *slowChannel) Send(ctx context.Context, out channel.Outbound) (string, error) {
 	g.mu.Lock()
 	g.waiting++
 	g.most = max(g.most, g.waiting)
@@ -43,7 +43,7 @@ func (g *slowChannel) Send(ctx context.Context, out provider.Outbound) (string, 
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
-	return g.channel.Send(ctx, out)
+	return g.fakeChannel.Send(ctx, out)
 }
 
 func (g *slowChannel) inFlight() int {
@@ -61,7 +61,7 @@ func TestPostedSendsFreeTheInstance(t *testing.T) {
 	cfg := testConfig(t, "")
 	cfg.Bot.Module, cfg.Bot.Workers, cfg.Bot.Instances = module, 8, 1
 	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
-	g := &slowChannel{channel: newChannel(), open: make(chan struct{})}
+	g := &slowChannel{fakeChannel: newChannel(), open: make(chan struct{})}
 	b := newTestBot(t, cfg, memory.New(), nil, g)
 	defer b.stop(t)
 	const chats = 6
@@ -109,12 +109,12 @@ func TestPostedSendsKeepTheHandlersOrder(t *testing.T) {
 
 // stuckChannel blocks every send to chat "slow" until release closes.
 type stuckChannel struct {
-	*channel
+	*fakeChannel
 	release chan struct{}
 	stuck   atomic.Int32
 }
 
-func (c *stuckChannel) Send(ctx context.Context, out provider.Outbound) (string, error) {
+func (c *stuckChannel) Send(ctx context.Context, out channel.Outbound) (string, error) {
 	if out.Chat == "slow" {
 		c.stuck.Add(1)
 		select {
@@ -123,7 +123,7 @@ func (c *stuckChannel) Send(ctx context.Context, out provider.Outbound) (string,
 			return "", ctx.Err()
 		}
 	}
-	return c.channel.Send(ctx, out)
+	return c.fakeChannel.Send(ctx, out)
 }
 
 // TestSlowDeliveryDoesNotStallRecovery: the sweeper delivers due sends beside
@@ -131,7 +131,7 @@ func (c *stuckChannel) Send(ctx context.Context, out provider.Outbound) (string,
 // claiming the inbound records that wait for a retry.
 func TestSlowDeliveryDoesNotStallRecovery(t *testing.T) {
 	cfg := testConfig(t, "")
-	ch := &stuckChannel{channel: newChannel(), release: make(chan struct{})}
+	ch := &stuckChannel{fakeChannel: newChannel(), release: make(chan struct{})}
 	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
 		switch {
 		case ev.Chat == "slow":

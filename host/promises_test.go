@@ -14,18 +14,18 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
 // downChannel is a channel that answers 503 until down is set to false.
-func downChannel() (*channel, *atomic.Bool) {
+func downChannel() (*fakeChannel, *atomic.Bool) {
 	down := &atomic.Bool{}
 	down.Store(true)
 	ch := newChannel()
-	ch.fail = func(int, provider.Outbound) error {
+	ch.fail = func(int, channel.Outbound) error {
 		if down.Load() {
 			return errors.New("503 service unavailable")
 		}
@@ -91,9 +91,9 @@ func TestChannelOutageDefersNotDeadLetters(t *testing.T) {
 func TestRetentionKeepsDeadLetters(t *testing.T) {
 	cfg := testConfig(t, "[durability]\nretention = \"1ms\"\n")
 	ch := newChannel()
-	ch.fail = func(_ int, out provider.Outbound) error {
+	ch.fail = func(_ int, out channel.Outbound) error {
 		if out.Text == "to nobody" {
-			return provider.ErrRecipientUnreachable
+			return channel.ErrRecipientUnreachable
 		}
 		return nil
 	}
@@ -144,7 +144,7 @@ func TestRetentionKeepsDeadLetters(t *testing.T) {
 // tenants) share one PostgreSQL without seeing each other's records.
 func TestScopeSeparatesTenantsAndEnvironments(t *testing.T) {
 	shared := backends["postgres"](t)
-	run := func(tenant, env, conn string) (*testBot, *channel) {
+	run := func(tenant, env, conn string) (*testBot, *fakeChannel) {
 		src := fmt.Sprintf("[bot]\nmodule = \"unused.wasm\"\nid = \"shop\"\ntenant = %q\nenvironment = %q\nconnection = %q\n"+fastDurability+"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", tenant, env, conn)
 		cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"), src, func(string) (string, bool) { return "", false })
 		if err != nil {
@@ -190,13 +190,13 @@ func TestScopeSeparatesTenantsAndEnvironments(t *testing.T) {
 func TestControlCharactersRejected(t *testing.T) {
 	b := newTestBot(t, testConfig(t, ""), memory.New(), reply("r: "), newChannel())
 	defer b.stop(t)
-	for _, m := range []provider.Message{
+	for _, m := range []channel.Message{
 		{ID: "n\x00x", Chat: "c1", From: "u", Text: "x"},
 		{ID: "m1", Chat: "n\x00x", From: "u", Text: "x"},
 		{ID: "m2", Chat: "c1", From: "u\x1b[31m", Text: "x"},
 		{ID: "m3\n", Chat: "c1", From: "u", Text: "x"},
 	} {
-		if _, err := b.Admit(context.Background(), "web", m); !errors.Is(err, provider.ErrInvalidMessage) {
+		if _, err := b.Admit(context.Background(), "web", m); !errors.Is(err, channel.ErrInvalidMessage) {
 			t.Fatalf("admit %#v: %v, want ErrInvalidMessage", m, err)
 		}
 	}
@@ -204,7 +204,7 @@ func TestControlCharactersRejected(t *testing.T) {
 		t.Fatalf("journaled %d records (%v), want none", len(in), err)
 	}
 	// Text may hold any character.
-	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "ok", Chat: "c1", From: "u", Text: "a\x00b\nc"}); err != nil {
+	if _, err := b.Admit(context.Background(), "web", channel.Message{ID: "ok", Chat: "c1", From: "u", Text: "a\x00b\nc"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -232,13 +232,13 @@ func TestStateKeysUnambiguous(t *testing.T) {
 	})
 	b := newTestBot(t, testConfig(t, ""), memory.New(), h, newChannel())
 	defer b.stop(t)
-	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "w", Chat: "v/x", From: "v/x", Text: "write"}); err != nil {
+	if _, err := b.Admit(context.Background(), "web", channel.Message{ID: "w", Chat: "v/x", From: "v/x", Text: "write"}); err != nil {
 		t.Fatal(err)
 	}
 	if !b.quiet(1, 60*time.Second) {
 		t.Fatal("did not settle")
 	}
-	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "r", Chat: "v", From: "v", Text: "read"}); err != nil {
+	if _, err := b.Admit(context.Background(), "web", channel.Message{ID: "r", Chat: "v", From: "v", Text: "read"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-seen; got != "false false" {

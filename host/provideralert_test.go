@@ -8,8 +8,8 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -17,9 +17,9 @@ import (
 // Env, so a test can raise alerts through it.
 type alertingConfig struct{}
 
-func (c *alertingConfig) Check(provider.Setting, provider.Problem) {}
+func (c *alertingConfig) Check(channel.Setting, channel.Problem) {}
 
-func (c *alertingConfig) Open(env provider.Env) (provider.Provider, error) {
+func (c *alertingConfig) Open(env channel.Env) (channel.Channel, error) {
 	alertingEnvs <- env
 	return alertingProvider(env.ID), nil
 }
@@ -27,14 +27,14 @@ func (c *alertingConfig) Open(env provider.Env) (provider.Provider, error) {
 type alertingProvider string
 
 func (p alertingProvider) ID() string { return string(p) }
-func (p alertingProvider) Send(context.Context, provider.Outbound) (string, error) {
+func (p alertingProvider) Send(context.Context, channel.Outbound) (string, error) {
 	return "", nil
 }
 
-var alertingEnvs = make(chan provider.Env, 1)
+var alertingEnvs = make(chan channel.Env, 1)
 
 func init() {
-	provider.Register(provider.Type{Name: "test-alerting", Config: func() provider.Config { return &alertingConfig{} }})
+	channel.Register(channel.Type{Name: "test-alerting", Config: func() channel.Config { return &alertingConfig{} }})
 }
 
 // TestChannelAlertsReachTheOperator: a channel's Env.Alert is an operator

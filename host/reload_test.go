@@ -15,8 +15,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -248,7 +248,7 @@ func TestHotReloadUnderTrafficLosesNothing(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range messages {
-			b.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint("m", i), Chat: fmt.Sprint("c", i%10), Text: fmt.Sprint("t", i)})
+			b.Admit(context.Background(), "web", channel.Message{ID: fmt.Sprint("m", i), Chat: fmt.Sprint("c", i%10), Text: fmt.Sprint("t", i)})
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()

@@ -11,7 +11,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -189,7 +189,7 @@ func TestBroadcastSendsEachChatOnce(t *testing.T) {
 }
 
 // choiceLimited holds 1000 characters of text, 100 with choices.
-type choiceLimited struct{ *channel }
+type choiceLimited struct{ *fakeChannel }
 
 func (choiceLimited) TextLimit() int { return 1000 }
 
@@ -214,7 +214,7 @@ func TestChoicesSplitToFit(t *testing.T) {
 
 // sendParts has a bot send req (its chat the event's) through prov, which
 // delivers to ch, and returns the texts ch got.
-func sendParts(t *testing.T, prov provider.Provider, ch *channel, req abi.SendRequest) []string {
+func sendParts(t *testing.T, prov channel.Channel, ch *fakeChannel, req abi.SendRequest) []string {
 	t.Helper()
 	h := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
 		req.Chat = ev.Chat
@@ -233,7 +233,7 @@ func sendParts(t *testing.T, prov provider.Provider, ch *channel, req abi.SendRe
 }
 
 // byteLimited holds 100 bytes of UTF-8 a text (Instagram's kind of limit).
-type byteLimited struct{ *channel }
+type byteLimited struct{ *fakeChannel }
 
 func (byteLimited) TextByteLimit() int { return 100 }
 

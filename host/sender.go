@@ -15,7 +15,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 )
 
 // sender owns the send path: it journals each send under its idempotency key
@@ -25,11 +25,11 @@ import (
 // inline path and the sweeper share every rule here.
 type sender struct {
 	outbox    durability.OutboxJournal
-	providers map[string]provider.Provider
+	providers map[string]channel.Channel
 	policy    *policy
 	metrics   *counters
 	tr        tracing
-	// sendTime observes each channel send's latency, by provider.
+	// sendTime observes each channel send's latency, by channel.
 	sendTime map[string]prometheus.Observer
 	log      *slog.Logger
 	// leases take and extend the sends' leases.
@@ -57,7 +57,7 @@ type sender struct {
 	// leads: this replica never calls its transport.
 	leaders leaders
 	// channel recovers a provider's panics (Bot.channelEnv).
-	channel func(id string) provider.Env
+	channel func(id string) channel.Env
 }
 
 // OutboxMessage is the journaled content of a send: the JSON of an outbox
@@ -120,7 +120,7 @@ func (s sendSpec) collect(key string) {
 }
 
 func (o *sender) textLimit(providerID string) int {
-	if tl, ok := o.providers[providerID].(provider.TextLimiter); ok {
+	if tl, ok := o.providers[providerID].(channel.TextLimiter); ok {
 		return tl.TextLimit()
 	}
 	return 0
@@ -128,7 +128,7 @@ func (o *sender) textLimit(providerID string) int {
 
 // byteLimit is the channel's limit on a text in bytes of UTF-8, or 0.
 func (o *sender) byteLimit(providerID string) int {
-	if bl, ok := o.providers[providerID].(provider.ByteLimiter); ok {
+	if bl, ok := o.providers[providerID].(channel.ByteLimiter); ok {
 		return bl.TextByteLimit()
 	}
 	return 0
@@ -138,12 +138,12 @@ func (o *sender) byteLimit(providerID string) int {
 // each linked to the one before.
 func (o *sender) parts(s sendSpec) []part {
 	limit := o.textLimit(s.provider)
-	if cl, ok := o.providers[s.provider].(provider.ChoiceLimiter); ok && (len(s.msg.Buttons) > 0 || s.msg.List != nil) {
+	if cl, ok := o.providers[s.provider].(channel.ChoiceLimiter); ok && (len(s.msg.Buttons) > 0 || s.msg.List != nil) {
 		if c := cl.ChoiceTextLimit(s.msg.Buttons, s.msg.List); c > 0 && (limit == 0 || c < limit) {
 			limit = c
 		}
 	}
-	texts := provider.Split(s.msg.Text, limit, o.byteLimit(s.provider))
+	texts := channel.Split(s.msg.Text, limit, o.byteLimit(s.provider))
 	ps := make([]part, len(texts))
 	for i, text := range texts {
 		m := outMsg{Text: text}
@@ -226,7 +226,7 @@ func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendRe
 }
 
 // bypass sends a payload over max_payload_bytes without the outbox.
-func (o *sender) bypass(ctx context.Context, prov provider.Provider, s sendSpec, size int) abi.SendResult {
+func (o *sender) bypass(ctx context.Context, prov channel.Channel, s sendSpec, size int) abi.SendResult {
 	if refused := o.leaders.refuse(s.provider); refused != nil {
 		// Nothing journals it for the leader: it cannot go from here.
 		o.metrics.providerNotLeader.Add(1)
@@ -362,7 +362,7 @@ func (o *sender) put(s sendSpec, p part, key, prev string) durability.OutboxPut 
 }
 
 // sendPart journals one part and delivers it inline (see sendNow for hold).
-func (o *sender) sendPart(ctx context.Context, prov provider.Provider, s sendSpec, p part, hold bool) (abi.SendResult, *pendingMark, error) {
+func (o *sender) sendPart(ctx context.Context, prov channel.Channel, s sendSpec, p part, hold bool) (abi.SendResult, *pendingMark, error) {
 	put := o.put(s, p, p.key, p.prev)
 	l := o.outboxLease()
 	st, rec, err := o.outbox.Put(ctx, put, l.Now, &l)
@@ -463,7 +463,7 @@ func (o *sender) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error
 
 // deliverInline calls the provider for a begun record and retries inline with
 // backoff until outbox.inline_max, then leaves it failed for the sweeper.
-func (o *sender) deliverInline(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord, hold bool) (abi.SendResult, *pendingMark, error) {
+func (o *sender) deliverInline(ctx context.Context, prov channel.Channel, rec durability.OutboxRecord, hold bool) (abi.SendResult, *pendingMark, error) {
 	_, span := o.tr.start(ctx, spanSend)
 	defer span.End()
 	idAttr(span, rec.Key, rec.Provider)
@@ -510,10 +510,10 @@ func (o *sender) deliverInline(ctx context.Context, prov provider.Provider, rec 
 	}
 }
 
-func toOutbound(chat string, m outMsg, key string) provider.Outbound {
-	out := provider.Outbound{Chat: chat, Text: m.Text, Key: key, Buttons: m.Buttons, List: m.List}
+func toOutbound(chat string, m outMsg, key string) channel.Outbound {
+	out := channel.Outbound{Chat: chat, Text: m.Text, Key: key, Buttons: m.Buttons, List: m.List}
 	if m.Media != nil {
-		out.Media = &provider.Media{Type: m.Media.Type, Ref: m.Media.Ref, URL: m.Media.URL, MIME: m.Media.MIME, Caption: m.Media.Caption}
+		out.Media = &channel.Media{Type: m.Media.Type, Ref: m.Media.Ref, URL: m.Media.URL, MIME: m.Media.MIME, Caption: m.Media.Caption}
 	}
 	return out
 }
@@ -523,7 +523,7 @@ func toOutbound(chat string, m outMsg, key string) provider.Outbound {
 // the record's key (Outbound.Key). A transactional channel's delivery commits
 // with the record marked sent: marked is then true, and the caller writes no
 // MarkSent.
-func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref string, hb *heartbeat, marked bool, err error) {
+func (o *sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref string, hb *heartbeat, marked bool, err error) {
 	hb = o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
@@ -538,7 +538,7 @@ func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref 
 		o.metrics.outboxRetried.Add(1)
 	}
 	msg := toOutbound(rec.Chat, m, rec.Key)
-	if tp, ok := prov.(provider.Transactional); ok {
+	if tp, ok := prov.(channel.Transactional); ok {
 		if sw, ok := o.outbox.(durability.SentWriter); ok {
 			// The heartbeat's extensions would conflict with the commit
 			// that marks the record; the lease was taken just now.
@@ -558,7 +558,7 @@ func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref 
 				ch.Guard("noting a delivered send", func() error { tp.Delivered(msg, ref); return nil })
 				return ref, hb, true, nil
 			}
-			if !errors.Is(err, provider.ErrNotTransactional) {
+			if !errors.Is(err, channel.ErrNotTransactional) {
 				return "", hb, false, err
 			}
 		}
@@ -572,7 +572,7 @@ func (o *sender) call(prov provider.Provider, rec durability.OutboxRecord) (ref 
 // send calls prov's Send, a panic in it an error worth a retry (as a
 // connection lost before the answer is: delivered or not, unknown), logged
 // and counted; the send goes dead when its attempts run out.
-func (o *sender) send(ctx context.Context, prov provider.Provider, msg provider.Outbound) (ref string, err error) {
+func (o *sender) send(ctx context.Context, prov channel.Channel, msg channel.Outbound) (ref string, err error) {
 	err = o.channel(prov.ID()).Guard("sending", func() (err error) {
 		ref, err = prov.Send(ctx, msg)
 		return err
@@ -631,12 +631,12 @@ func (o *sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, re
 // sweeper does not take the send over and reorder the chat; the margin only
 // delays the retry if the process dies meanwhile.
 func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord, sendErr error, inlineUntil time.Time) (wait time.Duration, dead, inline bool) {
-	if errors.Is(sendErr, provider.ErrNotLeader) {
+	if errors.Is(sendErr, channel.ErrNotLeader) {
 		o.handBack(ctx, rec, sendErr)
 		return 0, false, false
 	}
 	now := time.Now()
-	if provider.Permanent(sendErr) || rec.Attempts >= 1+o.policy.retries {
+	if channel.Permanent(sendErr) || rec.Attempts >= 1+o.policy.retries {
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
 		if o.noteFailWrite(rec.Key, err) {
 			o.metrics.outboxDead.Add(1)
@@ -644,7 +644,7 @@ func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 		}
 		return 0, true, false
 	}
-	wait = max(o.policy.outboxBackoff.wait(rec.Attempts), provider.RetryAfter(sendErr))
+	wait = max(o.policy.outboxBackoff.wait(rec.Attempts), channel.RetryAfter(sendErr))
 	retryAt := now.Add(wait)
 	inline = !retryAt.After(inlineUntil)
 	if inline {
@@ -762,11 +762,11 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 // takes it again under the same key. It reports false when the channel
 // cannot settle it (the policy applies), and true when the send is settled,
 // or left in flight to be asked again after a reconciling error.
-func (o *sender) settleAmbiguous(ctx context.Context, prov provider.Provider, rec durability.OutboxRecord) bool {
+func (o *sender) settleAmbiguous(ctx context.Context, prov channel.Channel, rec durability.OutboxRecord) bool {
 	var delivered bool
 	switch p := prov.(type) {
-	case provider.Transactional:
-	case provider.Reconciler:
+	case channel.Transactional:
+	case channel.Reconciler:
 		if o.leaders.refuse(rec.Provider) != nil {
 			// Only the leader may ask the channel: the send stays in
 			// flight until its lease expires and a claim asks again.
@@ -785,7 +785,7 @@ func (o *sender) settleAmbiguous(ctx context.Context, prov provider.Provider, re
 			o.log.WarnContext(ctx, "reconciling an ambiguous send failed; it is asked again when its lease expires", "key", rec.Key, "err", err)
 			return true
 		}
-	case provider.Idempotent:
+	case channel.Idempotent:
 		if !p.IdempotentSends() {
 			return false
 		}
@@ -844,7 +844,7 @@ func (o *sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord
 	if json.Unmarshal(rec.Payload, &m) != nil {
 		return rec, true // call reports it
 	}
-	texts := provider.Split(m.Text, o.textLimit(rec.Provider), o.byteLimit(rec.Provider))
+	texts := channel.Split(m.Text, o.textLimit(rec.Provider), o.byteLimit(rec.Provider))
 	if len(texts) == 1 {
 		return rec, true
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -195,7 +195,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 		return err
 	}
 	ch := newChannel()
-	ch.fail = func(_ int, out provider.Outbound) error {
+	ch.fail = func(_ int, out channel.Outbound) error {
 		if strings.HasPrefix(out.Text, "dead") {
 			return &permanentError{errors.New("blocked")}
 		}
@@ -370,7 +370,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 		return err
 	}
 	ch := newChannel()
-	ch.fail = func(_ int, out provider.Outbound) error {
+	ch.fail = func(_ int, out channel.Outbound) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if out.Text == "flaky" && down {
@@ -445,7 +445,7 @@ func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
 		return nil
 	}
 	ch := newChannel()
-	ch.fail = func(int, provider.Outbound) error {
+	ch.fail = func(int, channel.Outbound) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if down {

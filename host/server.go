@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 )
 
 // serverTimeouts bound the HTTP servers a bot runs, so a client that trickles
@@ -14,7 +14,7 @@ import (
 type serverTimeouts struct {
 	// readHeader bounds reading the request line and headers; read the
 	// whole request with its body; write the handler and its answer
-	// (provider.MaxHandlerTime); idle a kept-alive connection
+	// (channel.MaxHandlerTime); idle a kept-alive connection
 	// between requests.
 	readHeader, read, write, idle time.Duration
 }
@@ -23,7 +23,7 @@ type serverTimeouts struct {
 var defaultTimeouts = serverTimeouts{
 	readHeader: 10 * time.Second,
 	read:       30 * time.Second,
-	write:      provider.MaxHandlerTime,
+	write:      channel.MaxHandlerTime,
 	idle:       2 * time.Minute,
 }
 
@@ -49,7 +49,7 @@ func (b *Bot) AddListener(ln net.Listener, h http.Handler) {
 // addr (a webchat without allow_public refuses a non-loopback address).
 func (b *Bot) checkExposure(addr net.Addr) error {
 	for _, p := range b.ordered {
-		if lc, ok := p.(provider.ListenChecker); ok {
+		if lc, ok := p.(channel.ListenChecker); ok {
 			if err := lc.CheckListen(addr.String()); err != nil {
 				return fmt.Errorf("%s: %w", b.cfg.File, err)
 			}

@@ -17,9 +17,9 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/webchat"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/provider/webchat"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -161,7 +161,7 @@ func TestWebchatExposureTranscriptPurgedWithRetention(t *testing.T) {
 	b := webchatBot(t, testConfig(t, "[durability]\nretention = \"200ms\""), h)
 	b.Start()
 	defer b.Stop(context.Background())
-	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Text: "hola"}); err != nil {
+	if _, err := b.Admit(context.Background(), "web", channel.Message{ID: "m1", Chat: "c1", Text: "hola"}); err != nil {
 		t.Fatal(err)
 	}
 	select {

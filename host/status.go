@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/kvlease"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/provider/kvlease"
 )
 
 // Status is who holds what among a bot's replicas, as its backend records
@@ -135,7 +135,7 @@ func ReadStatus(ctx context.Context, cfg *config.Config, j durability.Journals, 
 	for _, p := range sessionProviders(cfg) {
 		s := SessionStatus{Provider: p.ID}
 		if kv != nil {
-			key := provider.Env{ID: p.ID, KeyPrefix: src.scope}.SessionKey()
+			key := channel.Env{ID: p.ID, KeyPrefix: src.scope}.SessionKey()
 			rec, _, err := kvlease.Read(ctx, kv, key)
 			if err != nil {
 				return Status{}, fmt.Errorf("status: the leader of %s: %w", p.ID, err)

@@ -14,9 +14,9 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/channel/telegram"
+	"github.com/botrun/botrun/host/channel/telegram/telegramtest"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider/telegram"
-	"github.com/botrun/botrun/host/provider/telegram/telegramtest"
 	"github.com/botrun/botrun/host/wasm"
 )
 

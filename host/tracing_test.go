@@ -14,7 +14,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -37,20 +37,20 @@ func TestTracingOneTracePerMessage(t *testing.T) {
 	})
 	// The channel fails the first send once: the sender logs the retry.
 	ch := newChannel()
-	ch.fail = func(call int, _ provider.Outbound) error {
+	ch.fail = func(call int, _ channel.Outbound) error {
 		if call == 1 {
 			return errors.New("busy, try again")
 		}
 		return nil
 	}
 	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
-		Backend: memory.New(), Guest: guest, Providers: []provider.Provider{ch}, TracerProvider: tp})
+		Backend: memory.New(), Guest: guest, Channels: []channel.Channel{ch}, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Start()
 	defer b.Stop(context.Background())
-	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", From: "u", Text: "hi"}); err != nil {
+	if _, err := b.Admit(context.Background(), "web", channel.Message{ID: "m1", Chat: "c1", From: "u", Text: "hi"}); err != nil {
 		t.Fatal(err)
 	}
 	byName := map[string][]tracetest.SpanStub{}
@@ -114,7 +114,7 @@ func TestTracingOneTracePerMessage(t *testing.T) {
 // spans are no-ops and its logs carry no trace id.
 func TestTracingOff(t *testing.T) {
 	b, err := New(context.Background(), testConfig(t, ""), Options{Logger: discard, Backend: memory.New(),
-		Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Providers: []provider.Provider{newChannel()}})
+		Guest: native(func(context.Context, abi.Event, wasm.Env) error { return nil }), Channels: []channel.Channel{newChannel()}})
 	if err != nil {
 		t.Fatal(err)
 	}

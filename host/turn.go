@@ -14,8 +14,8 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/inputs"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -26,7 +26,7 @@ import (
 type turn struct {
 	sender    *sender
 	state     durability.StateStore
-	providers map[string]provider.Provider
+	providers map[string]channel.Channel
 	metrics   *counters
 	// maxSends is bot.max_sends, maxBroadcast bot.max_broadcast; quota
 	// bot.max_chat_state in bytes.
@@ -599,7 +599,7 @@ func (t *turn) Edit(ctx context.Context, req abi.EditRequest) error {
 	if err := t.channelOp(); err != nil {
 		return err
 	}
-	e, ok := t.providers[t.event.Provider].(provider.Editor)
+	e, ok := t.providers[t.event.Provider].(channel.Editor)
 	if !ok {
 		return fmt.Errorf("provider %q cannot edit a message: %w", t.event.Provider, wasm.ErrUnsupported)
 	}
@@ -613,7 +613,7 @@ func (t *turn) Typing(ctx context.Context, req abi.TypingRequest) error {
 	if err := t.channelOp(); err != nil {
 		return err
 	}
-	ty, ok := t.providers[t.event.Provider].(provider.Typist)
+	ty, ok := t.providers[t.event.Provider].(channel.Typist)
 	if !ok {
 		return fmt.Errorf("provider %q has no typing indicator: %w", t.event.Provider, wasm.ErrUnsupported)
 	}

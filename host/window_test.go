@@ -15,8 +15,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
-	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/provider/webchat"
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/webchat"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -159,7 +159,7 @@ func TestWebchatButtons(t *testing.T) {
 
 // deadlineChannel is a channel whose edits and typing fail when their
 // context is already done, as an HTTP call would.
-type deadlineChannel struct{ *channel }
+type deadlineChannel struct{ *fakeChannel }
 
 func (deadlineChannel) Edit(ctx context.Context, _, _, _ string) error { return ctx.Err() }
 
@@ -183,7 +183,7 @@ func TestEditAndTypingThroughTheABI(t *testing.T) {
 		return nil
 	})
 	// handle runs one event "edit" on a bot of cfg's and provs.
-	handle := func(cfg string, provs ...provider.Provider) *testBot {
+	handle := func(cfg string, provs ...channel.Channel) *testBot {
 		b := newTestBot(t, testConfig(t, cfg), memory.New(), h, provs...)
 		t.Cleanup(func() { b.stop(t) })
 		if _, err := b.admit(t, "c1", "m1", "edit"); err != nil {

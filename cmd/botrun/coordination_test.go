@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botrun/botrun/host/provider/httpchan"
+	"github.com/botrun/botrun/host/channel/httpchan"
 	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )

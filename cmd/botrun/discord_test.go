@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botrun/botrun/host/provider/discord"
-	"github.com/botrun/botrun/host/provider/discord/discordtest"
+	"github.com/botrun/botrun/host/channel/discord"
+	"github.com/botrun/botrun/host/channel/discord/discordtest"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 

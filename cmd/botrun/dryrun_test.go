@@ -17,9 +17,9 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/dryrun"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -32,7 +32,7 @@ type countingChannel struct {
 
 func (c *countingChannel) ID() string { return "web" }
 
-func (c *countingChannel) Send(_ context.Context, out provider.Outbound) (string, error) {
+func (c *countingChannel) Send(_ context.Context, out channel.Outbound) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sends++
@@ -241,7 +241,7 @@ func liveBot(t *testing.T, cfgPath string) *countingChannel {
 		t.Fatal(err)
 	}
 	ch := &countingChannel{}
-	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler), Providers: []provider.Provider{ch}})
+	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler), Channels: []channel.Channel{ch}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func liveBot(t *testing.T, cfgPath string) *countingChannel {
 	})
 	ctx := context.Background()
 	for _, m := range dryRunTraffic {
-		if _, err := b.Admit(ctx, "web", provider.Message{ID: m.id, Chat: m.chat, From: "u-" + m.chat, Text: m.text}); err != nil {
+		if _, err := b.Admit(ctx, "web", channel.Message{ID: m.id, Chat: m.chat, From: "u-" + m.chat, Text: m.text}); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(2 * time.Minute)

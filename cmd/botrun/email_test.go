@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/botrun/botrun/host/provider/email/emailtest"
+	"github.com/botrun/botrun/host/channel/email/emailtest"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 

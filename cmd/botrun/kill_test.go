@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host/provider/httpchan"
+	"github.com/botrun/botrun/host/channel/httpchan"
 	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )

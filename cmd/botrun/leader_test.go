@@ -18,7 +18,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/admin"
-	"github.com/botrun/botrun/host/provider/leadertest"
+	"github.com/botrun/botrun/host/channel/leadertest"
 	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/gohighlevel/gohighleveltest"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/provider/gohighlevel/gohighleveltest"
 )
 
 // section returns the part of md from the heading line to the next heading
@@ -46,7 +46,7 @@ func TestREADMENamesEveryPlugin(t *testing.T) {
 	}
 	md := string(b)
 	channels := section(t, md, "## Channels")
-	for _, typ := range provider.Types() {
+	for _, typ := range channel.Types() {
 		if !strings.Contains(channels, "`type = \""+typ+"\"`") && !strings.Contains(channels, "- `"+typ+"`:") {
 			t.Errorf("README.md's Channels section does not document type %q (a heading with (`type = %q`) or an item \"- `%s`:\")", typ, typ, typ)
 		}
@@ -57,8 +57,8 @@ func TestREADMENamesEveryPlugin(t *testing.T) {
 			t.Errorf("README.md's Backends table has no row for %q", name)
 		}
 	}
-	if len(provider.Types()) < 5 || len(durability.Drivers()) < 5 {
-		t.Errorf("cmd/botrun registers %v and %v; the built-in set is larger", provider.Types(), durability.Drivers())
+	if len(channel.Types()) < 5 || len(durability.Drivers()) < 5 {
+		t.Errorf("cmd/botrun registers %v and %v; the built-in set is larger", channel.Types(), durability.Drivers())
 	}
 }
 
@@ -87,7 +87,7 @@ func TestREADMEChannelTable(t *testing.T) {
 			rows[name[i+2:j]] = len(cells)
 		}
 	}
-	for _, typ := range provider.Types() {
+	for _, typ := range channel.Types() {
 		switch n, ok := rows[typ]; {
 		case !ok:
 			t.Errorf("the channel table has no row for type %q (a first cell with (`%s`))", typ, typ)
@@ -139,13 +139,13 @@ func TestExampleChannels(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the example's channels do not load:\n%v", err)
 	}
-	for _, typ := range provider.Types() {
+	for _, typ := range channel.Types() {
 		if !types[typ] {
 			t.Errorf("bot.toml.example does not show type %q", typ)
 		}
 	}
-	if len(cfg.Providers) != len(provider.Types()) {
-		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Providers), len(provider.Types()))
+	if len(cfg.Providers) != len(channel.Types()) {
+		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Providers), len(channel.Types()))
 	}
 }
 

@@ -2,7 +2,7 @@
 
 package main
 
-import "github.com/botrun/botrun/host/provider/leadertest"
+import "github.com/botrun/botrun/host/channel/leadertest"
 
 // Test channels, built in only with -tags botrun_testchannels: the tests of
 // leader-only sessions with real processes build botrun so. A release

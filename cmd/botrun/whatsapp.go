@@ -11,9 +11,9 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/provider/whatsappweb"
 )
 
 // pairClient, when set (tests), is the network client botrun whatsapp pair
@@ -68,7 +68,7 @@ func cmdWhatsApp(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := provider.Env{ID: wa.ID, KeyPrefix: host.Scope(cfg).ID() + "/",
+	env := channel.Env{ID: wa.ID, KeyPrefix: host.Scope(cfg).ID() + "/",
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if cfg.Durability.Backend != "memory" {
 		b, err := host.OpenBackend(ctx, cfg)

@@ -16,9 +16,9 @@ import (
 	waLog "go.mau.fi/whatsmeow/util/log"
 
 	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/channel/whatsappweb"
+	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider/whatsappweb"
-	"github.com/botrun/botrun/host/provider/whatsappweb/whatsappwebtest"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 

@@ -20,8 +20,8 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -40,44 +40,44 @@ func (echo) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, err
 func (echo) Digest() string { return "echo" }
 
 // channel refuses sends to "blocked" until unblocked.
-type channel struct {
+type fakeChannel struct {
 	mu      sync.Mutex
 	blocked bool
 	sent    []string
 }
 
-func (c *channel) ID() string { return "web" }
-func (c *channel) Send(_ context.Context, m provider.Outbound) (string, error) {
+func (c *fakeChannel) ID() string { return "web" }
+func (c *fakeChannel) Send(_ context.Context, m channel.Outbound) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.blocked {
-		return "", provider.ErrRecipientUnreachable
+		return "", channel.ErrRecipientUnreachable
 	}
 	c.sent = append(c.sent, m.Text)
 	return "ref", nil
 }
 
-func (c *channel) count() int {
+func (c *fakeChannel) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.sent)
 }
 
-func setup(t *testing.T, tok string) (*host.Bot, *channel, *httptest.Server) {
+func setup(t *testing.T, tok string) (*host.Bot, *fakeChannel, *httptest.Server) {
 	return setupWith(t, tok, "")
 }
 
 // setupWith is setup with extra bot.toml lines (tables after [[providers]]).
-func setupWith(t *testing.T, tok, extra string) (*host.Bot, *channel, *httptest.Server) {
+func setupWith(t *testing.T, tok, extra string) (*host.Bot, *fakeChannel, *httptest.Server) {
 	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"),
 		"[bot]\nmodule = \"unused.wasm\"\n[durability]\npoll = \"5ms\"\n[durability.outbox]\ninline_max = \"10ms\"\nretries = 0\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"+extra,
 		func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := &channel{blocked: true}
+	ch := &fakeChannel{blocked: true}
 	b, err := host.New(context.Background(), cfg, host.Options{Logger: slog.New(slog.DiscardHandler),
-		Backend: memory.New(), Guest: echo{}, Providers: []provider.Provider{ch}})
+		Backend: memory.New(), Guest: echo{}, Channels: []channel.Channel{ch}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestOffWithoutAToken(t *testing.T) {
 // user is reachable, and replays the inbound message.
 func TestOperateTheDeadLetterQueue(t *testing.T) {
 	b, ch, srv := setup(t, token)
-	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Text: "hola"}); err != nil {
+	if _, err := b.Admit(context.Background(), "web", channel.Message{ID: "m1", Chat: "c1", Text: "hola"}); err != nil {
 		t.Fatal(err)
 	}
 	var dead []durability.OutboxRecord
@@ -228,7 +228,7 @@ func TestOperateTheDeadLetterQueue(t *testing.T) {
 // or every dead letter; a record that is not dead is refused.
 func TestDeleteTheDeadLetters(t *testing.T) {
 	b, _, srv := setupWith(t, token, "[durability.inbox]\nmax_attempts = 1\n")
-	for _, m := range []provider.Message{{ID: "m1", Chat: "c1", Text: "trap"}, {ID: "m2", Chat: "c1", Text: "trap"}, {ID: "m3", Chat: "c1", Text: "hola"}} {
+	for _, m := range []channel.Message{{ID: "m1", Chat: "c1", Text: "trap"}, {ID: "m2", Chat: "c1", Text: "trap"}, {ID: "m3", Chat: "c1", Text: "hola"}} {
 		if _, err := b.Admit(context.Background(), "web", m); err != nil {
 			t.Fatal(err)
 		}

@@ -25,8 +25,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -232,7 +232,7 @@ func TestConsoleAPI(t *testing.T) {
 	// The live tail, opened before the dead sends.
 	events := tailEvents(t, srv.URL+"/admin/events", token)
 	for i := range 3 {
-		if _, err := b.Admit(context.Background(), "web", provider.Message{ID: fmt.Sprint("m", i), Chat: "c1", Text: "hola"}); err != nil {
+		if _, err := b.Admit(context.Background(), "web", channel.Message{ID: fmt.Sprint("m", i), Chat: "c1", Text: "hola"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/botrun/botrun/host"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 )
 
 // flowed admits one message and waits until its turn is counted: the send
@@ -23,7 +23,7 @@ import (
 // depths (read at most every second while records move) show the dead send.
 func flowed(t *testing.T, b *host.Bot, srv *httptest.Server) string {
 	t.Helper()
-	if _, err := b.Admit(context.Background(), "web", provider.Message{ID: "m1", Chat: "c1", Text: "hola"}); err != nil {
+	if _, err := b.Admit(context.Background(), "web", channel.Message{ID: "m1", Chat: "c1", Text: "hola"}); err != nil {
 		t.Fatal(err)
 	}
 	var body string

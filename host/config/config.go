@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 )
 
 // Config is a decoded, expanded, defaulted and validated bot.toml.
@@ -209,10 +209,10 @@ type Outbox struct {
 type Provider struct {
 	// ID names the provider; it appears in URLs and record ids.
 	ID string `toml:"id"`
-	// Type selects the channel (provider.Types lists the registered ones).
+	// Type selects the channel (channel.Types lists the registered ones).
 	Type string `toml:"type"`
 	// Session says which replicas run the channel's transport:
-	// provider.SessionEvery (the default) or provider.SessionLeader, only
+	// channel.SessionEvery (the default) or channel.SessionLeader, only
 	// the replica elected leader through the backend (the default of a
 	// LeaderOnly type).
 	Session string `toml:"session"`
@@ -221,7 +221,7 @@ type Provider struct {
 	// one lease of the leader's death.
 	SessionLease Duration `toml:"session_lease"`
 	// Settings are the channel's own keys.
-	Settings provider.Config `toml:"-" botrun:"inline"`
+	Settings channel.Config `toml:"-" botrun:"inline"`
 }
 
 // bootID distinguishes this process's default instance id on shared backends.

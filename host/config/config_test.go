@@ -15,11 +15,11 @@ import (
 	// The built-in channels and backends, as cmd/botrun registers them.
 	_ "github.com/botrun/botrun/cmd/botrun/builtin"
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host/provider"
-	"github.com/botrun/botrun/host/provider/discord"
-	"github.com/botrun/botrun/host/provider/metawhatsapp"
-	"github.com/botrun/botrun/host/provider/twilio"
-	"github.com/botrun/botrun/host/provider/webchat"
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/discord"
+	"github.com/botrun/botrun/host/channel/metawhatsapp"
+	"github.com/botrun/botrun/host/channel/twilio"
+	"github.com/botrun/botrun/host/channel/webchat"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden error files")
@@ -181,7 +181,7 @@ func TestBadFiles(t *testing.T) {
 			}
 			// The registered channel types and backends change as they are
 			// added: the golden files name them as placeholders.
-			got := strings.ReplaceAll(err.Error()+"\n", strings.Join(provider.Types(), ", "), "<registered types>")
+			got := strings.ReplaceAll(err.Error()+"\n", strings.Join(channel.Types(), ", "), "<registered types>")
 			got = strings.ReplaceAll(got, strings.Join(durability.Drivers(), ", "), "<registered backends>")
 			golden := strings.TrimSuffix(f, ".toml") + ".golden"
 			if *update {

@@ -17,7 +17,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host/provider"
+	"github.com/botrun/botrun/host/channel"
 )
 
 // Error is one problem in a config file, at a line when it is known.
@@ -153,7 +153,7 @@ type parser struct {
 	// providerIndex is each decoded provider's position in the file, and
 	// types its channel type.
 	providerIndex []int
-	types         []provider.Type
+	types         []channel.Type
 }
 
 // add records a problem at key, placed at the key's line (or its table's).
@@ -195,11 +195,11 @@ func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Provide
 	if err := md.PrimitiveDecode(prim, &prov); err != nil {
 		return Provider{}, p.decodeError(err)
 	}
-	want := strings.Join(provider.Types(), ", ")
+	want := strings.Join(channel.Types(), ", ")
 	if prov.Type == "" {
 		return Provider{}, &Error{File: p.file, Line: p.line(key), Key: key + ".type", Msg: fmt.Sprintf("missing (want one of %s)", want)}
 	}
-	t, ok := provider.Lookup(prov.Type)
+	t, ok := channel.Lookup(prov.Type)
 	if !ok {
 		return Provider{}, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type", Msg: fmt.Sprintf("unknown provider type %q (want one of %s)", prov.Type, want)}
 	}
@@ -344,7 +344,7 @@ func (p *parser) validate(c *Config) {
 		p.add("tracing.sample_ratio", "%v: want a share between 0 and 1", r)
 	}
 	if a := c.Alerts; a.URL != "" || a.Secret != "" {
-		provider.CheckAPIURL(a.URL, func(_, format string, args ...any) { p.add("alerts.url", format, args...) })
+		channel.CheckAPIURL(a.URL, func(_, format string, args ...any) { p.add("alerts.url", format, args...) })
 		if a.URL == "" {
 			p.add("alerts.url", "missing: set it to the https URL that receives the alerts, or leave [alerts] out")
 		}
@@ -366,7 +366,7 @@ func (p *parser) validate(c *Config) {
 			p.add(key+".id", "duplicate provider id %q", prov.ID)
 		}
 		seen[prov.ID] = true
-		in := provider.Setting{ID: prov.ID, Listen: c.HTTP.Listen, Retention: c.Durability.Retention.D(), Dir: filepath.Dir(p.file)}
+		in := channel.Setting{ID: prov.ID, Listen: c.HTTP.Listen, Retention: c.Durability.Retention.D(), Dir: filepath.Dir(p.file)}
 		sessionChecked := false
 		prov.Settings.Check(in, func(k, format string, args ...any) {
 			sessionChecked = sessionChecked || k == "session"
@@ -381,10 +381,10 @@ func (p *parser) validate(c *Config) {
 
 // replayWindow refuses a durability.retention that does not outlast the
 // time a captured request to prov's channel still passes its check
-// (provider.Replayable): a replay after its record was purged would be
+// (channel.Replayable): a replay after its record was purged would be
 // admitted again.
 func (p *parser) replayWindow(c *Config, key string, prov Provider) {
-	r, ok := prov.Settings.(provider.Replayable)
+	r, ok := prov.Settings.(channel.Replayable)
 	if !ok {
 		return
 	}
@@ -409,27 +409,27 @@ func suggestRetention(w time.Duration) string {
 // session checks an entry's session and session_lease, and fills their
 // defaults. A channel's own Check may have refused session already (a
 // value the key held in an older version): that one problem is reported.
-func (p *parser) session(key string, prov *Provider, t provider.Type) {
+func (p *parser) session(key string, prov *Provider, t channel.Type) {
 	switch {
 	case t.OwnSessionKey:
-		prov.Session = provider.SessionEvery // the key is the channel's own
+		prov.Session = channel.SessionEvery // the key is the channel's own
 	case prov.Session == "" && t.LeaderOnly:
-		prov.Session = provider.SessionLeader
+		prov.Session = channel.SessionLeader
 	case prov.Session == "":
-		prov.Session = provider.SessionEvery
-	case prov.Session == provider.SessionLeader:
-	case prov.Session == provider.SessionEvery:
+		prov.Session = channel.SessionEvery
+	case prov.Session == channel.SessionLeader:
+	case prov.Session == channel.SessionEvery:
 		if t.LeaderOnly {
-			p.add(key+".session", "%q: a %s channel's transport runs in one process at a time: leave session out, or set it to %q (only the replica elected leader runs it)", prov.Session, prov.Type, provider.SessionLeader)
+			p.add(key+".session", "%q: a %s channel's transport runs in one process at a time: leave session out, or set it to %q (only the replica elected leader runs it)", prov.Session, prov.Type, channel.SessionLeader)
 		}
 	default:
-		p.add(key+".session", "unknown session %q (want %q: every replica runs the channel's transport, or %q: only the replica elected leader through the backend does)", prov.Session, provider.SessionEvery, provider.SessionLeader)
+		p.add(key+".session", "unknown session %q (want %q: every replica runs the channel's transport, or %q: only the replica elected leader through the backend does)", prov.Session, channel.SessionEvery, channel.SessionLeader)
 	}
 	switch l := prov.SessionLease.D(); {
 	case l == 0:
 		prov.SessionLease = Duration(30 * time.Second)
-	case prov.Session == provider.SessionEvery:
-		p.add(key+".session_lease", "set while session is %q: the lease elects a leader only with session = %q", provider.SessionEvery, provider.SessionLeader)
+	case prov.Session == channel.SessionEvery:
+		p.add(key+".session_lease", "set while session is %q: the lease elects a leader only with session = %q", channel.SessionEvery, channel.SessionLeader)
 	case l < 20*time.Millisecond:
 		p.add(key+".session_lease", "%s is below the 20ms minimum", l)
 	}

@@ -1,5 +1,5 @@
 // Package registry is the name-to-plug-in table that channel types
-// (host/provider) and durability backends (durability) register into.
+// (host/channel) and durability backends (durability) register into.
 package registry
 
 import (

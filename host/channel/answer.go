@@ -1,0 +1,56 @@
+package channel
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// AdmitAndAnswer admits a webhook's messages in order for the provider id
+// and answers it: 200 when every one is journaled (or refused for good,
+// ErrInvalidMessage), else 503 with Retry-After at the first the host did
+// not take. The channel redelivers the whole body; what was admitted comes
+// back as duplicates.
+func AdmitAndAnswer(w http.ResponseWriter, r *http.Request, admitter Admitter, id string, msgs ...Message) {
+	for _, msg := range msgs {
+		if _, err := admitter.Admit(r.Context(), id, msg); err != nil && !errors.Is(err, ErrInvalidMessage) {
+			NotAdmitted(w.Header(), err)
+			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// HeaderRetryAfter is an answer's Retry-After in whole seconds, or def.
+func HeaderRetryAfter(h http.Header, def time.Duration) time.Duration {
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return def
+}
+
+// ErrorMessage is the "message" of a JSON error answer: a string, or a list
+// of strings joined with "; " (NestJS validation errors), else the field as
+// it is; at most 200 bytes.
+func ErrorMessage(body []byte) string {
+	var e struct {
+		Message json.RawMessage `json:"message"`
+	}
+	json.Unmarshal(body, &e)
+	var one string
+	var many []string
+	what := strings.TrimSpace(string(e.Message))
+	if json.Unmarshal(e.Message, &one) == nil {
+		what = one
+	} else if json.Unmarshal(e.Message, &many) == nil {
+		what = strings.Join(many, "; ")
+	}
+	if len(what) > 200 {
+		what = what[:200]
+	}
+	return what
+}

@@ -1,0 +1,537 @@
+// Package channeltest is the channel contract suite: every channel runs it
+// against its fake API. It covers inbound parsing, webhook verification and
+// deduplication, sends, every error class the channel maps, splitting at the
+// text limit, and durable media (serialize, rehydrate, load).
+package channeltest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/host/channel"
+)
+
+// Channel is one channel and its fake, as the suite needs them.
+type Channel struct {
+	// Type is the channel's registered type name (channel.Register).
+	Type string
+	// Fake is the channel's fake API. The suite serves it, so it can also
+	// make the API unavailable.
+	Fake http.Handler
+	// New builds the provider under test with api as its api_url.
+	New func(t testing.TB, api string, admit channel.Admitter) channel.Channel
+	// Signed returns a webhook request for body, signed as the channel
+	// signs it.
+	Signed func(t testing.TB, body []byte) *http.Request
+	// SignatureHeader is the header that carries the signature or secret.
+	SignatureHeader string
+	// QueryToken, for a gateway that signs nothing, is the query parameter
+	// of the webhook URL that carries its secret instead of a header.
+	QueryToken string
+	// SignsBody is true when the signature covers the body, so a tampered
+	// body must be refused too.
+	SignsBody bool
+	// TextBody is a webhook body delivering a text message.
+	TextBody func(msgID, text string) []byte
+	// ImageBody is a webhook body delivering an image whose bytes the fake,
+	// served at api, serves as ImageBytes.
+	ImageBody  func(api, msgID string) []byte
+	ImageBytes []byte
+	// Ignored are webhook bodies that must be answered 2xx and admit nothing:
+	// status updates, echoes, edits.
+	Ignored [][]byte
+	// MaxBody is the largest webhook body the provider accepts.
+	MaxBody int
+	// Chat is a chat the fake accepts sends to, and the chat of TextBody.
+	Chat string
+	// MediaOut is an attachment the fake accepts.
+	MediaOut channel.Media
+	// GoneMedia is a media reference the fake, served at api, does not (any
+	// longer) have.
+	GoneMedia func(api string) channel.Media
+	// Texts returns the texts the fake accepted for chat, in order.
+	Texts func(chat string) []string
+	// Failures are the error classes the channel maps, each arranged at the
+	// fake.
+	Failures []Failure
+	// Secrets must never appear in a stored media reference.
+	Secrets []string
+}
+
+// Failure is one error class: Arrange makes the fake fail and returns the
+// send that fails; the error must match Is (errors.Is), or be a
+// RateLimitedError asking for RetryAfter, or a permanent error (Permanent).
+type Failure struct {
+	Name       string
+	Arrange    func() channel.Outbound
+	Is         error
+	RetryAfter time.Duration
+	Permanent  bool
+}
+
+// Journal is an Admitter that records admissions, deduplicating on the
+// message id as the host does, and can be made to fail: for the contract
+// suite and a channel's own tests.
+type Journal struct {
+	mu   sync.Mutex
+	msgs []channel.Message
+	seen map[string]bool
+	fail error
+}
+
+// NewJournal returns an empty Journal.
+func NewJournal() *Journal { return &Journal{seen: map[string]bool{}} }
+
+// Admit implements channel.Admitter.
+func (a *Journal) Admit(_ context.Context, prov string, m channel.Message) (channel.Admission, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fail != nil {
+		return channel.Admission{}, a.fail
+	}
+	if a.seen[m.ID] {
+		return channel.Admission{ID: prov + ":" + m.ID, Duplicate: true}, nil
+	}
+	a.seen[m.ID] = true
+	a.msgs = append(a.msgs, m)
+	return channel.Admission{ID: prov + ":" + m.ID}, nil
+}
+
+// Fail makes every Admit answer err until Fail(nil).
+func (a *Journal) Fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fail = err
+}
+
+// Admitted returns the messages admitted (once each), in order.
+func (a *Journal) Admitted() []channel.Message {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]channel.Message(nil), a.msgs...)
+}
+
+// Run runs the contract suite.
+func Run(t *testing.T, ch Channel) {
+	var down atomic.Bool
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "upstream unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		ch.Fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(api.Close)
+	a := NewJournal()
+	p := ch.New(t, api.URL, a)
+	mux := http.NewServeMux()
+	r, ok := p.(channel.Router)
+	if !ok {
+		t.Fatal("the provider serves no webhook (channel.Router)")
+	}
+	r.Routes(mux)
+	serve := func(req *http.Request) int {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	ctx := context.Background()
+
+	t.Run("registered", func(t *testing.T) { registered(t, ch.Type) })
+
+	t.Run("inbound/verified-admitted-once", func(t *testing.T) {
+		body := ch.TextBody("contract-1", "hola ¿qué tal?")
+		for i := 0; i < 3; i++ {
+			if code := serve(ch.Signed(t, body)); code/100 != 2 {
+				t.Fatalf("delivery %d of a signed text: HTTP %d", i+1, code)
+			}
+		}
+		var got []channel.Message
+		for _, m := range a.Admitted() {
+			if m.Text == "hola ¿qué tal?" {
+				got = append(got, m)
+			}
+		}
+		if len(got) != 1 || got[0].ID == "" || got[0].Chat != ch.Chat {
+			t.Fatalf("three deliveries of one message admitted %+v; want it once, with an id, in chat %q", got, ch.Chat)
+		}
+	})
+
+	t.Run("inbound/forged-rejected", func(t *testing.T) {
+		before := len(a.Admitted())
+		body := ch.TextBody("contract-forged", "forged")
+		forged, missing := ch.Signed(t, body), ch.Signed(t, body)
+		if ch.QueryToken != "" {
+			setQuery(forged, ch.QueryToken, flip(forged.URL.Query().Get(ch.QueryToken)))
+			setQuery(missing, ch.QueryToken, "")
+		} else {
+			forged.Header.Set(ch.SignatureHeader, flip(forged.Header.Get(ch.SignatureHeader)))
+			missing.Header.Del(ch.SignatureHeader)
+		}
+		cases := map[string]*http.Request{"forged signature": forged, "missing signature": missing}
+		if ch.SignsBody {
+			tb := bytes.Replace(body, []byte("forged"), []byte("Forged"), 1)
+			cases["tampered body"] = withBody(ch.Signed(t, body), tb)
+		}
+		for name, req := range cases {
+			if code := serve(req); code != 401 && code != 403 {
+				t.Errorf("%s: HTTP %d, want 401 or 403", name, code)
+			}
+		}
+		if n := len(a.Admitted()); n != before {
+			t.Fatalf("a refused webhook admitted %d messages", n-before)
+		}
+	})
+
+	t.Run("inbound/ignored", func(t *testing.T) {
+		before := len(a.Admitted())
+		for i, body := range ch.Ignored {
+			if code := serve(ch.Signed(t, body)); code/100 != 2 {
+				t.Errorf("ignored body %d: HTTP %d, want 2xx (or the channel redelivers it)", i, code)
+			}
+		}
+		if n := len(a.Admitted()); n != before {
+			t.Fatalf("status updates or echoes admitted %d messages: %+v", n-before, a.Admitted()[before:])
+		}
+	})
+
+	t.Run("inbound/body-limit", func(t *testing.T) {
+		before := len(a.Admitted())
+		big := ch.TextBody("contract-big", strings.Repeat("a", ch.MaxBody))
+		if code := serve(ch.Signed(t, big)); code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("a body over %d bytes: HTTP %d, want 413", ch.MaxBody, code)
+		}
+		if n := len(a.Admitted()); n != before {
+			t.Fatal("an oversized body was admitted")
+		}
+	})
+
+	t.Run("inbound/not-journaled-not-acknowledged", func(t *testing.T) {
+		a.Fail(errors.New("journal unavailable"))
+		code := serve(ch.Signed(t, ch.TextBody("contract-unjournaled", "later")))
+		a.Fail(nil)
+		if code/100 == 2 {
+			t.Fatal("a message the journal refused was acknowledged 2xx: the channel would not redeliver it")
+		}
+		if code := serve(ch.Signed(t, ch.TextBody("contract-unjournaled", "later"))); code/100 != 2 {
+			t.Fatalf("the redelivery: HTTP %d", code)
+		}
+	})
+
+	t.Run("send/text-and-media", func(t *testing.T) {
+		before := len(ch.Texts(ch.Chat))
+		ref, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: "echo: hola"})
+		if err != nil || ref == "" {
+			t.Fatalf("send text: ref %q, %v", ref, err)
+		}
+		if got := ch.Texts(ch.Chat); len(got) != before+1 || got[before] != "echo: hola" {
+			t.Fatalf("the fake got %q", got)
+		}
+		m := ch.MediaOut
+		if ref, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: "look", Media: &m}); err != nil || ref == "" {
+			t.Fatalf("send media: ref %q, %v", ref, err)
+		}
+		if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Media: &channel.Media{Type: "hologram", Ref: "x"}}); !channel.Permanent(err) {
+			t.Fatalf("media of an unknown type: %v, want a permanent error", err)
+		}
+	})
+
+	t.Run("send/errors", func(t *testing.T) {
+		for _, f := range ch.Failures {
+			_, err := p.Send(ctx, f.Arrange())
+			switch {
+			case err == nil:
+				t.Errorf("%s: the send succeeded", f.Name)
+			case f.RetryAfter > 0:
+				if got := channel.RetryAfter(err); got != f.RetryAfter || channel.Permanent(err) {
+					t.Errorf("%s: %v: retry after %s (permanent %v), want %s", f.Name, err, got, channel.Permanent(err), f.RetryAfter)
+				}
+			case f.Is != nil && !errors.Is(err, f.Is):
+				t.Errorf("%s: %v, want %v", f.Name, err, f.Is)
+			case f.Permanent && !channel.Permanent(err):
+				t.Errorf("%s: %v is not permanent", f.Name, err)
+			}
+		}
+		down.Store(true)
+		_, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: "while down"})
+		down.Store(false)
+		if err == nil || channel.Permanent(err) || channel.RetryAfter(err) > 0 {
+			t.Errorf("API unavailable (503): %v; want a plain retryable error", err)
+		}
+		for _, s := range ch.Secrets {
+			if err != nil && strings.Contains(err.Error(), s) {
+				t.Errorf("an error shows a credential: %v", err)
+			}
+		}
+	})
+
+	t.Run("send/split-at-the-text-limit", func(t *testing.T) {
+		tl, ok := p.(channel.TextLimiter)
+		bl, okBytes := p.(channel.ByteLimiter)
+		if !ok && !okBytes {
+			t.Fatal("the provider declares no text limit (channel.TextLimiter or channel.ByteLimiter)")
+		}
+		runes, bytes := 0, 0
+		if ok {
+			runes = tl.TextLimit()
+		}
+		if okBytes {
+			bytes = bl.TextByteLimit()
+		}
+		if runes > 0 && (bytes == 0 || 2*runes <= bytes) {
+			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: strings.Repeat("ñ", runes)}); err != nil {
+				t.Fatalf("a text of exactly the limit (%d characters): %v", runes, err)
+			}
+			over := strings.Repeat("ñ", runes+1)
+			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: over}); !errors.Is(err, channel.ErrPayloadTooLarge) {
+				t.Fatalf("a text of limit+1 (%d) characters: %v, want ErrPayloadTooLarge from the channel", runes+1, err)
+			}
+		}
+		if bytes > 0 {
+			// Two-byte characters, and one byte more when the limit is odd.
+			exact := strings.Repeat("ñ", bytes/2) + strings.Repeat("a", bytes%2)
+			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: exact}); err != nil {
+				t.Fatalf("a text of exactly the limit (%d bytes): %v", bytes, err)
+			}
+			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: exact + "a"}); !errors.Is(err, channel.ErrPayloadTooLarge) {
+				t.Fatalf("a text of limit+1 (%d) bytes: %v, want ErrPayloadTooLarge from the channel", bytes+1, err)
+			}
+		}
+		long := strings.Repeat("palabra ñandú 🦜 ", max(runes, bytes)/5)
+		before := len(ch.Texts(ch.Chat))
+		parts := channel.Split(long, runes, bytes)
+		if len(parts) < 2 {
+			t.Fatalf("%d characters split into %d parts", len([]rune(long)), len(parts))
+		}
+		for i, part := range parts {
+			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: part}); err != nil {
+				t.Fatalf("part %d of %d: %v", i+1, len(parts), err)
+			}
+		}
+		if got := strings.Join(ch.Texts(ch.Chat)[before:], ""); got != long {
+			t.Fatalf("the parts the fake got do not join into the text (%d of %d bytes)", len(got), len(long))
+		}
+	})
+
+	t.Run("media/serialize-rehydrate-load", func(t *testing.T) {
+		codec, ok := p.(channel.MediaRefCodec)
+		loader, ok2 := p.(channel.MediaLoader)
+		if !ok || !ok2 {
+			t.Fatal("the provider has no durable media (channel.MediaRefCodec and channel.MediaLoader)")
+		}
+		before := len(a.Admitted())
+		if code := serve(ch.Signed(t, ch.ImageBody(api.URL, "contract-image"))); code/100 != 2 {
+			t.Fatalf("image webhook: HTTP %d", code)
+		}
+		msgs := a.Admitted()
+		if len(msgs) != before+1 || len(msgs[before].Media) != 1 {
+			t.Fatalf("the image message was admitted as %+v", msgs[before:])
+		}
+		live := msgs[before].Media[0]
+		if live.Type != "image" || live.Ref == "" {
+			t.Fatalf("inbound image parsed as %+v", live)
+		}
+		stored, ok := codec.SerializeMediaRef(live)
+		if !ok || stored.V < 1 {
+			t.Fatalf("SerializeMediaRef(%+v) = %+v, %v", live, stored, ok)
+		}
+		js, _ := json.Marshal(stored)
+		for _, s := range ch.Secrets {
+			if bytes.Contains(js, []byte(s)) {
+				t.Fatalf("the stored ref %s holds a credential", js)
+			}
+		}
+		var back channel.StoredRef
+		if err := json.Unmarshal(js, &back); err != nil {
+			t.Fatal(err)
+		}
+		m, err := codec.RehydrateMediaRef(back)
+		if err != nil || m.Ref != live.Ref {
+			t.Fatalf("RehydrateMediaRef(%s) = %+v, %v; want ref %q", js, m, err, live.Ref)
+		}
+		got, err := loader.LoadMedia(ctx, m, 1<<20)
+		if err != nil || !bytes.Equal(got, ch.ImageBytes) {
+			t.Fatalf("LoadMedia: %d bytes, %v; want the fake's %d bytes", len(got), err, len(ch.ImageBytes))
+		}
+		if _, err := loader.LoadMedia(ctx, m, int64(len(ch.ImageBytes)-1)); !channel.MediaGone(err) {
+			t.Fatalf("LoadMedia over the size limit: %v, want the media unavailable (channel.MediaGone)", err)
+		}
+		if _, err := loader.LoadMedia(ctx, ch.GoneMedia(api.URL), 1<<20); !channel.MediaGone(err) {
+			t.Fatalf("LoadMedia of media the channel does not have: %v, want the media unavailable (channel.MediaGone)", err)
+		}
+		down.Store(true)
+		_, err = loader.LoadMedia(ctx, m, 1<<20)
+		down.Store(false)
+		if err == nil || channel.MediaGone(err) {
+			t.Fatalf("LoadMedia while the API is down: %v, want a retryable error", err)
+		}
+		for _, bad := range []channel.StoredRef{
+			{V: stored.V + 1, Data: stored.Data},
+			{V: stored.V, Data: json.RawMessage(`{}`)},
+			{V: stored.V, Data: json.RawMessage(`"not an object"`)},
+			{V: stored.V, Data: json.RawMessage(`{"file_id":"","media_id":"../x","url":"https://evil.example/x"}`)},
+		} {
+			if m, err := codec.RehydrateMediaRef(bad); err == nil {
+				t.Errorf("RehydrateMediaRef(%+v) accepted it as %+v", bad, m)
+			}
+		}
+	})
+}
+
+// flip changes a signature's last character, keeping its shape.
+func flip(sig string) string {
+	if sig == "" {
+		return "x"
+	}
+	last := sig[len(sig)-1]
+	repl := byte('0')
+	if last == '0' {
+		repl = '1'
+	}
+	return sig[:len(sig)-1] + string(repl)
+}
+
+// setQuery sets the query parameter name of r to value, or removes it when
+// value is empty.
+func setQuery(r *http.Request, name, value string) {
+	q := r.URL.Query()
+	if value == "" {
+		q.Del(name)
+	} else {
+		q.Set(name, value)
+	}
+	r.URL.RawQuery = q.Encode()
+	r.RequestURI = r.URL.RequestURI()
+}
+
+func withBody(r *http.Request, body []byte) *http.Request {
+	out := httptest.NewRequest(r.Method, r.URL.String(), bytes.NewReader(body))
+	out.Header = r.Header.Clone()
+	return out
+}
+
+// Bench measures one signed text webhook through the provider: read, verify,
+// parse and admit (into an admitter that only counts).
+func Bench(b *testing.B, ch Channel) {
+	var n atomic.Int64
+	p := ch.New(b, "http://127.0.0.1:9", admitFunc(func() { n.Add(1) }))
+	mux := http.NewServeMux()
+	p.(channel.Router).Routes(mux)
+	// The requests are signed before the clock starts: the channel's cost
+	// of signing is not botrun's.
+	reqs := make([]*http.Request, b.N)
+	for i := range reqs {
+		reqs[i] = ch.Signed(b, ch.TextBody("bench-"+strconv.Itoa(i), "hola, ¿qué tal?"))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, reqs[i])
+		if rec.Code/100 != 2 {
+			b.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+		}
+	}
+	if n.Load() != int64(b.N) {
+		b.Fatalf("%d admitted of %d", n.Load(), b.N)
+	}
+}
+
+type admitFunc func()
+
+func (f admitFunc) Admit(_ context.Context, prov string, m channel.Message) (channel.Admission, error) {
+	f()
+	return channel.Admission{ID: prov + ":" + m.ID}, nil
+}
+
+// registered checks the channel's registration: the type is known, every
+// exported field of its config has a toml tag, and an empty entry is refused
+// with the missing keys named.
+func registered(t *testing.T, name string) {
+	typ, ok := channel.Lookup(name)
+	if !ok {
+		t.Fatalf("type %q is not registered (channel.Register in an init function); registered: %v", name, channel.Types())
+	}
+	cfg := typ.Config()
+	v := reflect.ValueOf(cfg)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		t.Fatalf("Config() returns %T, want a pointer to a struct with toml tags", cfg)
+	}
+	st := v.Elem().Type()
+	for i := range st.NumField() {
+		if f := st.Field(i); f.IsExported() && f.Tag.Get("toml") == "" {
+			t.Errorf("config field %s has no toml tag (its key, or \"-\" for Go callers only)", f.Name)
+		}
+	}
+	var keys []string
+	cfg.Check(channel.Setting{ID: "x", Listen: "127.0.0.1:8080"}, func(key, format string, args ...any) {
+		keys = append(keys, key)
+		if msg := fmt.Sprintf(format, args...); len(msg) < 10 {
+			t.Errorf("problem with %s says too little to act on: %q", key, msg)
+		}
+	})
+	if len(keys) == 0 {
+		t.Errorf("an entry with only id and type passes Check; a channel has credentials to require")
+	}
+}
+
+// Recorder is an Admitter that admits every message, without deduplication,
+// and keeps it: for a channel's own webhook tests.
+type Recorder struct {
+	mu   sync.Mutex
+	msgs []channel.Message
+}
+
+// Admit implements channel.Admitter.
+func (r *Recorder) Admit(_ context.Context, prov string, m channel.Message) (channel.Admission, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, m)
+	return channel.Admission{ID: prov + ":" + m.ID}, nil
+}
+
+// Take returns the messages admitted since the last Take, in order.
+func (r *Recorder) Take() []channel.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.msgs
+	r.msgs = nil
+	return out
+}
+
+// Refused fails t unless err is a send refused as unsupported content (a
+// permanent error) whose message says say, and the channel made no request
+// (requests counts the fake's).
+func Refused(t testing.TB, err error, say string, requests int32) {
+	t.Helper()
+	if !errors.Is(err, channel.ErrUnsupportedContent) || !channel.Permanent(err) || !strings.Contains(err.Error(), say) {
+		t.Fatalf("send: %v, want unsupported content saying %q", err, say)
+	}
+	if requests != 0 {
+		t.Fatalf("%d requests made for a refused send", requests)
+	}
+}
+
+// NoEditsNoTyping fails t if p claims edits (channel.Editor) or typing
+// (channel.Typist): for a channel whose API has neither.
+func NoEditsNoTyping(t testing.TB, p any) {
+	t.Helper()
+	if _, ok := p.(channel.Editor); ok {
+		t.Error("the channel claims edits")
+	}
+	if _, ok := p.(channel.Typist); ok {
+		t.Error("the channel claims typing")
+	}
+}

@@ -1,0 +1,85 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Permanent errors: a send that fails with one of these (errors.Is) goes
+// straight to the dead-letter queue, without retries.
+var (
+	ErrUnsupportedContent   = errors.New("unsupported content")
+	ErrPayloadTooLarge      = errors.New("payload too large")
+	ErrOutsideSessionWindow = errors.New("outside the session window")
+	ErrRecipientUnreachable = errors.New("recipient unreachable")
+)
+
+// ErrMediaUnavailable is wrapped by a MediaLoader error that no retry can
+// mend: the channel does not have the file (any more), or the reference is
+// not one botrun may fetch.
+var ErrMediaUnavailable = errors.New("media unavailable")
+
+// ErrMediaTooLarge is wrapped by a MediaLoader error for a file over the
+// size limit; it is an ErrMediaUnavailable too.
+var ErrMediaTooLarge = fmt.Errorf("%w: larger than the size limit", ErrMediaUnavailable)
+
+// MediaGone reports whether a MediaLoader error means the media cannot be
+// had at all: ErrMediaUnavailable, or a permanent channel error (the API
+// refused the reference). Any other error is worth a retry.
+func MediaGone(err error) bool {
+	return errors.Is(err, ErrMediaUnavailable) || Permanent(err)
+}
+
+// RateLimitedError asks the caller to wait at least RetryAfter before the next
+// attempt.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("rate limited (retry after %s): %v", e.RetryAfter, e.Err)
+}
+
+// Unwrap returns the channel's error.
+func (e *RateLimitedError) Unwrap() error { return e.Err }
+
+// PermanentError is a channel error no retry can mend that none of the
+// sentinels names (a revoked token, a locked account, a policy block).
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the channel's error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Retryable implements RetryableError: never.
+func (e *PermanentError) Retryable() bool { return false }
+
+// RetryableError is implemented by errors that know whether a retry can succeed;
+// Retryable() == false sends the record to the dead-letter queue.
+type RetryableError interface {
+	Retryable() bool
+}
+
+// Permanent reports whether err can never succeed on a retry: one of the
+// permanent sentinels, or an error whose Retryable() is false.
+func Permanent(err error) bool {
+	for _, p := range []error{ErrUnsupportedContent, ErrPayloadTooLarge, ErrOutsideSessionWindow, ErrRecipientUnreachable} {
+		if errors.Is(err, p) {
+			return true
+		}
+	}
+	var r RetryableError
+	return errors.As(err, &r) && !r.Retryable()
+}
+
+// RetryAfter returns the wait a RateLimitedError asks for, or 0.
+func RetryAfter(err error) time.Duration {
+	var rl *RateLimitedError
+	if errors.As(err, &rl) {
+		return rl.RetryAfter
+	}
+	return 0
+}

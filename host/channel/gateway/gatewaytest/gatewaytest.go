@@ -1,0 +1,145 @@
+// Package gatewaytest is what the fakes of the gateway channels
+// (evolutiontest, wppconnecttest) share: the WhatsApp account behind a fake
+// gateway (the numbers on WhatsApp, the groups it is in, the media it
+// holds, a rate limit, a lost connection), the sends it accepted, and the
+// failure classes every gateway channel maps for the contract suite.
+package gatewaytest
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/channeltest"
+)
+
+// Sent is a send a fake accepted.
+type Sent struct {
+	// Endpoint is the API's name of the send (sendText, send-image, …).
+	Endpoint string
+	// To is the recipient as the gateway resolved it.
+	To string
+	// Text is the text, or the media's caption.
+	Text string
+	// Kind is the media's type ("" for a text), Media its URL, base64 or
+	// data: URI, MIME and FileName as sent.
+	Kind, Media, MIME, FileName string
+	// ID is the message id the fake answered.
+	ID string
+}
+
+// Account is the WhatsApp account behind a fake gateway. Lock guards its
+// exported fields while the fake serves.
+type Account struct {
+	// Requests counts the fake's requests.
+	Requests atomic.Int32
+
+	mu sync.Mutex
+	// Numbers are the phone numbers (digits) on WhatsApp; Groups the
+	// groups' ids (digits) the account is in.
+	Numbers, Groups map[string]bool
+	// Limited sends answer 429; Disconnected is an account not connected
+	// to WhatsApp.
+	Limited      int
+	Disconnected bool
+	// Media are the bytes of the media messages the account holds, by
+	// message id.
+	Media map[string][]byte
+	// Sent are the accepted sends.
+	Sent []Sent
+	next int
+}
+
+// NewAccount returns an account with numbers on WhatsApp.
+func NewAccount(numbers ...string) *Account {
+	a := &Account{Numbers: map[string]bool{}, Groups: map[string]bool{}, Media: map[string][]byte{}}
+	for _, n := range numbers {
+		a.Numbers[n] = true
+	}
+	return a
+}
+
+// Lock guards the exported fields while the fake serves.
+func (a *Account) Lock() { a.mu.Lock() }
+
+// Unlock releases Lock.
+func (a *Account) Unlock() { a.mu.Unlock() }
+
+// Record accepts s, its ID made by id from the count of sends so far; call
+// it with the lock held.
+func (a *Account) Record(s Sent, id func(n int) string) Sent {
+	a.next++
+	s.ID = id(a.next)
+	a.Sent = append(a.Sent, s)
+	return s
+}
+
+// TextsTo returns the texts and captions accepted for to (as the gateway
+// resolves it), in order.
+func (a *Account) TextsTo(to string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, s := range a.Sent {
+		if s.To == to {
+			out = append(out, s.Text)
+		}
+	}
+	return out
+}
+
+// Last is the last accepted send.
+func (a *Account) Last() Sent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.Sent) == 0 {
+		return Sent{}
+	}
+	return a.Sent[len(a.Sent)-1]
+}
+
+// Serve answers req with r's routes and returns the status.
+func Serve(r channel.Router, req *http.Request) int {
+	mux := http.NewServeMux()
+	r.Routes(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+// Chats are the chats of a gateway channel's failures: Chat one its fake
+// accepts, Unknown a number without WhatsApp, Group a group the account is
+// not in, Gone an inbound media's id the fake does not have.
+type Chats struct {
+	Chat, Unknown, Group, Gone string
+}
+
+// Failures are the failure classes a gateway channel maps, arranged at its
+// fake's account: a 429 answered with Retry-After wait, a number without
+// WhatsApp and a group the account is not in (unreachable), and the sends
+// refused as unsupported content (an empty text, buttons, a media neither
+// a URL nor an id, an inbound media gone, a caption under an audio).
+func Failures(a *Account, c Chats, wait time.Duration) []channeltest.Failure {
+	to := func(o channel.Outbound) func() channel.Outbound {
+		return func() channel.Outbound { o.Chat = c.Chat; return o }
+	}
+	return []channeltest.Failure{
+		{Name: "429", Arrange: func() channel.Outbound {
+			a.Lock()
+			a.Limited = 1
+			a.Unlock()
+			return channel.Outbound{Chat: c.Chat, Text: "x"}
+		}, RetryAfter: wait},
+		{Name: "a number without WhatsApp", Arrange: func() channel.Outbound { return channel.Outbound{Chat: c.Unknown, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
+		{Name: "a group the account is not in", Arrange: func() channel.Outbound { return channel.Outbound{Chat: c.Group, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
+		{Name: "an empty text", Arrange: to(channel.Outbound{Text: " "}), Is: channel.ErrUnsupportedContent},
+		{Name: "buttons", Arrange: to(channel.Outbound{Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}), Is: channel.ErrUnsupportedContent},
+		{Name: "an inbound media the gateway no longer has", Arrange: to(channel.Outbound{Media: &channel.Media{Type: "image", Ref: c.Gone}}), Is: channel.ErrUnsupportedContent},
+		{Name: "a media neither a URL nor an id", Arrange: to(channel.Outbound{Media: &channel.Media{Type: "image", Ref: "../x"}}), Is: channel.ErrUnsupportedContent},
+		{Name: "an audio with a caption", Arrange: to(channel.Outbound{Text: "hear this", Media: &channel.Media{Type: "audio", URL: "https://example.com/a.ogg"}}), Is: channel.ErrUnsupportedContent},
+	}
+}

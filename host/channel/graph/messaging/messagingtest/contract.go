@@ -1,0 +1,125 @@
+package messagingtest
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/graph"
+	"github.com/botrun/botrun/host/channel/graph/messaging"
+)
+
+// Contract is a Messenger Platform channel and its fake as the contract
+// suite (channeltest) sees them.
+type Contract struct {
+	// Type is the channel's type; ID its provider id (the webhook's path).
+	Type, ID string
+	// Object and Owner are the webhook bodies' object and entry id.
+	Object, Owner string
+	// AppSecret signs the webhooks.
+	AppSecret string
+	// Fake is the channel's fake; User a recipient it knows.
+	Fake *API
+	User string
+	// New builds the channel with api (the fake's server URL) as the
+	// origin of its api_url.
+	New func(t testing.TB, api string, admit channel.Admitter) channel.Channel
+	// Secrets must never show in a stored reference or an error.
+	Secrets []string
+}
+
+// Users the contract's fake knows in a state other than reachable.
+const (
+	ClosedUser      = "7000000000000002"
+	UnavailableUser = "7000000000000003"
+	UnknownUser     = "7000000000000004"
+)
+
+// Signed returns a webhook request for body, signed with c.AppSecret.
+func (c Contract) Signed(t testing.TB, body []byte) *http.Request {
+	r := httptest.NewRequest("POST", "/webhooks/"+c.ID, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(graph.SignatureHeader, graph.Sign(c.AppSecret, body))
+	return r
+}
+
+// Channel is the contract suite's view: the failure classes the Send API's
+// errors map onto, the events the channel ignores, durable media on the
+// fake's CDN.
+func (c Contract) Channel() channeltest.Channel {
+	api, user, owner := c.Fake, c.User, c.Owner
+	api.Lock()
+	api.Closed[ClosedUser] = true
+	api.Unavailable[UnavailableUser] = true
+	photo := []byte("\xff\xd8\xff\xe0 a " + c.Type + " jpeg")
+	api.Media["photo.jpg"] = photo
+	api.Unlock()
+	body := func(events ...map[string]any) []byte { return Body(c.Object, owner, events...) }
+	return channeltest.Channel{
+		Type:            c.Type,
+		Fake:            api,
+		New:             c.New,
+		Signed:          c.Signed,
+		SignatureHeader: graph.SignatureHeader,
+		SignsBody:       true,
+		TextBody: func(msgID, text string) []byte {
+			return body(Text(user, owner, "m_"+msgID, text))
+		},
+		ImageBody: func(base, msgID string) []byte {
+			return body(Media(user, owner, "m_"+msgID, "image", MediaURL(base, "photo.jpg")))
+		},
+		ImageBytes: photo,
+		Ignored: [][]byte{
+			body(Echo(owner, user, "m_echo", "our own reply")),
+			body(Delivery(user, owner, "m_OUT1"), Read(user, owner)),
+			body(Reaction(user, owner, "m_OUT1")),
+			body(Media(user, owner, "m_location", "location", "")),
+			Body(c.Object, "another-"+owner, Text(user, "another-"+owner, "m_other", "not ours")),
+			[]byte(`{"object":"` + c.Object + `","entry":[{"id":"` + owner + `","time":1,"changes":[{"field":"comments","value":{}}]}]}`),
+		},
+		MaxBody:  messaging.MaxBody,
+		Chat:     user,
+		MediaOut: channel.Media{Type: "image", URL: "https://example.com/a.jpg"},
+		GoneMedia: func(base string) channel.Media {
+			return channel.Media{Type: "image", Ref: MediaURL(base, "expired.jpg")}
+		},
+		Texts: api.Texts,
+		Failures: []channeltest.Failure{
+			{Name: "613 rate limit", Arrange: func() channel.Outbound {
+				api.Lock()
+				api.Limited = 1
+				api.Unlock()
+				return channel.Outbound{Chat: user, Text: "x"}
+			}, RetryAfter: time.Minute},
+			{Name: "10/2018278 outside the window", Arrange: func() channel.Outbound { return channel.Outbound{Chat: ClosedUser, Text: "x"} }, Is: channel.ErrOutsideSessionWindow},
+			{Name: "551 unavailable", Arrange: func() channel.Outbound { return channel.Outbound{Chat: UnavailableUser, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
+			{Name: "100/2018001 no such user", Arrange: func() channel.Outbound { return channel.Outbound{Chat: UnknownUser, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
+			{Name: "100 empty message", Arrange: func() channel.Outbound { return channel.Outbound{Chat: user} }, Is: channel.ErrUnsupportedContent},
+		},
+		Secrets: c.Secrets,
+	}
+}
+
+// Capabilities fails t unless p, a Messenger Platform channel, shows choices
+// and typing, has no edit, and limits texts to exactly runes characters and
+// bytes bytes (0: no such limit).
+func Capabilities(t testing.TB, p channel.Channel, runes, bytes int) {
+	t.Helper()
+	_, edits := p.(channel.Editor)
+	_, types := p.(channel.Typist)
+	_, chooses := p.(channel.ChoiceLimiter)
+	gotRunes, gotBytes := 0, 0
+	if tl, ok := p.(channel.TextLimiter); ok {
+		gotRunes = tl.TextLimit()
+	}
+	if bl, ok := p.(channel.ByteLimiter); ok {
+		gotBytes = bl.TextByteLimit()
+	}
+	if gotRunes != runes || gotBytes != bytes || edits || !types || !chooses {
+		t.Fatalf("text limit %d characters and %d bytes (want %d and %d), edit %v, typing %v, choices %v", gotRunes, gotBytes, runes, bytes, edits, types, chooses)
+	}
+}

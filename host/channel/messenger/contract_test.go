@@ -1,0 +1,42 @@
+package messenger
+
+import (
+	"testing"
+
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/graph/messaging/messagingtest"
+	"github.com/botrun/botrun/host/channel/messenger/messengertest"
+)
+
+const (
+	pageToken = "EAAB-page-token-test"
+	appSecret = "fb-app-secret-123"
+	pageID    = "104050205060708"
+	user      = "6543210987654321"
+)
+
+func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
+	p, err := Open(Config{ID: "fb", PageToken: pageToken, AppSecret: appSecret, VerifyToken: "verify-me", PageID: pageID, APIURL: api}, channel.Env{Admitter: admit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// contract is the channel and its fake as the contract suite sees them.
+func contract() messagingtest.Contract {
+	return messagingtest.Contract{
+		Type: "messenger", ID: "fb", Object: "page", Owner: pageID, AppSecret: appSecret,
+		Fake: messengertest.New(pageToken, user), User: user,
+		New: func(t testing.TB, url string, admit channel.Admitter) channel.Channel {
+			return newProvider(t, url+"/"+messengertest.Version, admit)
+		},
+		Secrets: []string{pageToken, appSecret, "verify-me"},
+	}
+}
+
+func TestContract(t *testing.T) { channeltest.Run(t, contract().Channel()) }
+
+// BenchmarkWebhook: one signed text webhook read, verified, parsed and admitted.
+func BenchmarkWebhook(b *testing.B) { channeltest.Bench(b, contract().Channel()) }
