@@ -175,6 +175,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	for _, d := range cfg.Deprecations {
+		fmt.Fprintln(stderr, "warning:", d)
+	}
 	ctx := context.Background()
 	engine, err := wasm.NewEngine(ctx, wasm.Config{
 		Workers: 1, MaxMemory: int64(cfg.Bot.MaxMemory), HandlerTimeout: cfg.Bot.HandlerTimeout.D(),
@@ -191,7 +194,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "ok: %s: module %s (sha256 %s), %d provider(s), durability %s\n",
+	fmt.Fprintf(stdout, "ok: %s: module %s (sha256 %s), %d channel(s), durability %s\n",
 		fs.Arg(0), cfg.Bot.Module, m.Digest()[:12], len(cfg.Providers), cfg.Durability.Backend)
 	return 0
 }
@@ -213,6 +216,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	for _, d := range cfg.Deprecations {
+		logger.Warn(d)
 	}
 	if *listen != "" {
 		cfg.HTTP.Listen = *listen

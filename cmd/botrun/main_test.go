@@ -40,7 +40,7 @@ func (l *lockedBuffer) String() string {
 func writeConfig(t *testing.T, module string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "bot.toml")
-	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
+	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n\n[[channels]]\nid = \"web\"\ntype = \"webchat\"\n",
 		module, filepath.Join(os.TempDir(), "botrun-test-data"))
 	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -58,6 +58,15 @@ func TestCheck(t *testing.T) {
 	good := writeConfig(t, wasmbuild.Go(t, "../../examples/echo"))
 	if code, out, errs := runCLI("check", good); code != 0 || !strings.HasPrefix(out, "ok: ") {
 		t.Fatalf("check good: %d %q %q", code, out, errs)
+	}
+	// [[providers]], the old name of [[channels]], still works, with a warning.
+	old := filepath.Join(t.TempDir(), "old.toml")
+	src, _ := os.ReadFile(good)
+	if err := os.WriteFile(old, bytes.Replace(src, []byte("[[channels]]"), []byte("[[providers]]"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runCLI("check", old); code != 0 || !strings.HasPrefix(out, "ok: ") || !strings.Contains(errs, "warning: "+old+":5: [[providers]] is deprecated: rename it to [[channels]]") {
+		t.Fatalf("check with [[providers]]: %d %q %q", code, out, errs)
 	}
 	nomarker := writeConfig(t, wasmbuild.Go(t, "../../host/wasm/testdata/guests/nomarker"))
 	code, _, errs := runCLI("check", nomarker)

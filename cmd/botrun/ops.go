@@ -327,7 +327,7 @@ func cmdSend(args []string, stdout, stderr io.Writer) int {
 		"--at holds it until WHEN: an RFC 3339 time (2026-12-24T09:00:00Z) or a wait from now (90s, 10m, 1d).\n"+
 		"A key already journaled is not sent again (without --key, a random one). Works beside a running\n"+
 		"bot on sqlite, postgres or redis; for the memory or file backend use POST /admin/send.", stderr)
-	provider := fs.String("provider", "", "the provider id (a [[providers]] entry)")
+	provider := fs.String("provider", "", "the provider id (a [[channels]] entry)")
 	chat := fs.String("chat", "", "the chat to send to")
 	key := fs.String("key", "", "the idempotency key (default: a random one)")
 	at := fs.String("at", "", "when to send: an RFC 3339 time or a wait such as 10m (default: now)")
@@ -372,7 +372,7 @@ func parseWhen(s string, now time.Time) (int64, error) {
 	return now.Add(d).UnixMilli(), nil
 }
 
-// checkProvider answers 0 when id is a [[providers]] id of the config at
+// checkProvider answers 0 when id is a [[channels]] id of the config at
 // path, else the exit code after saying why.
 func checkProvider(cmd, path, id string, stderr io.Writer) int {
 	cfg, err := config.Load(path)
@@ -385,7 +385,7 @@ func checkProvider(cmd, path, id string, stderr io.Writer) int {
 			return 0
 		}
 	}
-	fmt.Fprintf(stderr, "botrun %s: --provider %q is not a [[providers]] id in %s\n", cmd, id, path)
+	fmt.Fprintf(stderr, "botrun %s: --provider %q is not a [[channels]] id in %s\n", cmd, id, path)
 	return 2
 }
 
@@ -395,7 +395,7 @@ func cmdBroadcast(args []string, stdout, stderr io.Writer) int {
 		"Journals TEXT as one send per chat listed in FILE (one chat id per line; - reads stdin), under the\n"+
 		"keys K:<chat>; the running bot's sweeper delivers them, a few at a time, each chat once. Run it\n"+
 		"again with the same prefix and the chats already journaled are not sent again.", stderr)
-	provider := fs.String("provider", "", "the provider id (a [[providers]] entry)")
+	provider := fs.String("provider", "", "the provider id (a [[channels]] entry)")
 	chatsFile := fs.String("chats", "", "a file with one chat id per line (- for stdin)")
 	prefix := fs.String("key-prefix", "", "the keys' prefix: each send's key is <prefix>:<chat>")
 	at := fs.String("at", "", "when to send: an RFC 3339 time or a wait such as 10m (default: now)")

@@ -37,7 +37,7 @@ func cmdWhatsApp(args []string, stdout, stderr io.Writer) int {
 		"code to type there, and exits once the phone linked it. The device keys go where the provider's\n"+
 		"store says (by default the bot's own SQLite or PostgreSQL backend). A running bot's leader\n"+
 		"connects with the new device by itself.", stderr)
-	id := fs.String("provider", "", "the id of a whatsapp-web [[providers]] entry")
+	id := fs.String("provider", "", "the id of a whatsapp-web [[channels]] entry")
 	png := fs.String("png", "", "also write each QR code to this PNG file")
 	if code, stop := parse(fs, args[1:], 0); stop {
 		return code
@@ -60,7 +60,7 @@ func cmdWhatsApp(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if wa == nil {
-		fmt.Fprintf(stderr, "botrun whatsapp pair: --provider %q is not a whatsapp-web [[providers]] id in %s (whatsapp-web ids: %v)\n", *id, *cfgPath, ids)
+		fmt.Fprintf(stderr, "botrun whatsapp pair: --provider %q is not a whatsapp-web [[channels]] id in %s (whatsapp-web ids: %v)\n", *id, *cfgPath, ids)
 		return 2
 	}
 	if pairClient != nil {

@@ -3,7 +3,7 @@
 // that cross it. One subpackage per channel implements it.
 //
 // A channel type registers itself (Register) with its config struct, its
-// checks and its constructor; the host builds every [[providers]] entry
+// checks and its constructor; the host builds every [[channels]] entry
 // through that registry and knows no channel by name. The guide to adding a
 // channel is docs/adding-a-channel.md.
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/botrun/botrun/internal/registry"
 )
 
-// Type is a channel type that a [[providers]] entry's type can name. A
+// Type is a channel type that a [[channels]] entry's type can name. A
 // channel package registers its type in an init function; a program includes
 // the channels it wants by importing their packages (cmd/botrun imports the
 // built-in set). See docs/adding-a-channel.md.
@@ -33,7 +33,7 @@ type Type struct {
 	OwnSessionKey bool
 }
 
-// Config is one decoded [[providers]] entry of a registered type.
+// Config is one decoded [[channels]] entry of a registered type.
 type Config interface {
 	// Check completes the entry and reports each problem under its key
 	// (e.g. "token"), with the way out.

@@ -5,7 +5,7 @@ import (
 	"errors"
 )
 
-// The values of a [[providers]] entry's session key: which replicas run the
+// The values of a [[channels]] entry's session key: which replicas run the
 // channel's transport.
 const (
 	// SessionEvery: every replica runs the channel's transport (the

@@ -28,8 +28,13 @@ type Config struct {
 	Alerts Alerts `toml:"alerts"`
 	// Tracing is the [tracing] section.
 	Tracing Tracing `toml:"tracing"`
-	// Providers are the [[providers]] entries.
+	// Providers are the [[channels]] entries ([[providers]], the old name,
+	// is still accepted).
 	Providers []Provider `toml:"-"`
+	// Deprecations name what the file says in a way a later version will
+	// refuse, each with its line and the way out (botrun logs them at start
+	// and `botrun check` prints them).
+	Deprecations []string `toml:"-"`
 }
 
 // Bot is the [bot] section.
@@ -204,7 +209,7 @@ type Outbox struct {
 	Lease Duration `toml:"lease"`
 }
 
-// Provider is one [[providers]] entry: its id and type, and the keys its
+// Provider is one [[channels]] entry: its id and type, and the keys its
 // registered channel type decoded and checked.
 type Provider struct {
 	// ID names the provider; it appears in URLs and record ids.

@@ -214,9 +214,9 @@ func TestPlainHTTPAPIURLRefused(t *testing.T) {
 			"http://localhost:8081":   true,
 			"http://[::1]:8081/v21.0": true,
 		} {
-			src := fmt.Sprintf("[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"p\"\ntype = %q\n%s\napi_url = %q\n", typ, keys, api)
+			src := fmt.Sprintf("[bot]\nmodule = \"b.wasm\"\n[[channels]]\nid = \"p\"\ntype = %q\n%s\napi_url = %q\n", typ, keys, api)
 			_, err := Parse("bot.toml", src, env(nil))
-			at := fmt.Sprintf("bot.toml:%d: providers[0].api_url:", strings.Count(src[:strings.Index(src, "api_url")], "\n")+1)
+			at := fmt.Sprintf("bot.toml:%d: channels[0].api_url:", strings.Count(src[:strings.Index(src, "api_url")], "\n")+1)
 			switch {
 			case ok && err != nil:
 				t.Errorf("%s api_url %s refused: %v", typ, api, err)
@@ -382,5 +382,33 @@ func TestDiscordMediaRefHosts(t *testing.T) {
 	_, err = Parse("bot.toml", entry+"media_ref_hosts = [\"https://files.example.com\"]\n", env(nil))
 	if err == nil || !strings.Contains(err.Error(), "bot.toml:8: providers[0].media_ref_hosts[0]: \"https://files.example.com\" is not a host name") {
 		t.Fatalf("a URL in media_ref_hosts: %v", err)
+	}
+}
+
+// TestChannelsAndTheirOldName: [[channels]] is the section; [[providers]],
+// its old name, is still read with a deprecation that names the line and
+// the way out, and keys in errors follow the name the file used; a file
+// with both is refused.
+func TestChannelsAndTheirOldName(t *testing.T) {
+	t.Parallel()
+	entry := "id = \"web\"\ntype = \"webchat\"\n"
+	cfg, err := Parse("bot.toml", "[bot]\nmodule = \"b.wasm\"\n[[channels]]\n"+entry, env(nil))
+	if err != nil || len(cfg.Providers) != 1 || cfg.Providers[0].ID != "web" || len(cfg.Deprecations) != 0 {
+		t.Fatalf("[[channels]]: %+v, %v", cfg, err)
+	}
+	cfg, err = Parse("bot.toml", "[bot]\nmodule = \"b.wasm\"\n[[providers]]\n"+entry, env(nil))
+	if err != nil || len(cfg.Providers) != 1 {
+		t.Fatalf("[[providers]]: %v", err)
+	}
+	if len(cfg.Deprecations) != 1 || !strings.Contains(cfg.Deprecations[0], "bot.toml:3: [[providers]] is deprecated: rename it to [[channels]]") {
+		t.Errorf("deprecations %q", cfg.Deprecations)
+	}
+	_, err = Parse("bot.toml", "[bot]\nmodule = \"b.wasm\"\n[[providers]]\nid = \"Web!\"\ntype = \"webchat\"\n", env(nil))
+	if err == nil || !strings.Contains(err.Error(), "bot.toml:4: providers[0].id:") {
+		t.Errorf("an error in [[providers]] names channels, not the file's words: %v", err)
+	}
+	_, err = Parse("bot.toml", "[bot]\nmodule = \"b.wasm\"\n[[channels]]\n"+entry+"[[providers]]\nid = \"w2\"\ntype = \"webchat\"\n", env(nil))
+	if err == nil || !strings.Contains(err.Error(), "has both: rename every [[providers]] to [[channels]]") {
+		t.Errorf("both sections: %v", err)
 	}
 }

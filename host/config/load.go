@@ -66,10 +66,11 @@ func Load(path string) (*Config, error) {
 
 // Parse is Load for a file already read; lookup resolves ${VAR}.
 func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error) {
-	p := &parser{file: path, lines: locate(src)}
+	p := &parser{file: path, lines: locate(src), section: "channels"}
 	var raw struct {
 		Config
 		Durability toml.Primitive   `toml:"durability"`
+		Channels   []toml.Primitive `toml:"channels"`
 		Providers  []toml.Primitive `toml:"providers"`
 	}
 	md, err := toml.Decode(src, &raw)
@@ -81,7 +82,15 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 	if err := p.durability(md, raw.Durability, &cfg.Durability, lookup); err != nil {
 		p.errs = append(p.errs, err)
 	}
-	for i, prim := range raw.Providers {
+	entries := raw.Channels
+	switch {
+	case len(raw.Providers) > 0 && len(raw.Channels) > 0:
+		p.add("providers", "[[providers]] is the old name of [[channels]], and this file has both: rename every [[providers]] to [[channels]]")
+	case len(raw.Providers) > 0:
+		p.section, entries = "providers", raw.Providers
+		cfg.Deprecations = append(cfg.Deprecations, fmt.Sprintf("%s:%d: [[providers]] is deprecated: rename it to [[channels]] (same keys); [[providers]] will stop being accepted in a later version", path, p.line("providers")))
+	}
+	for i, prim := range entries {
 		prov, perr := p.provider(md, i, prim)
 		if perr != nil {
 			p.errs = append(p.errs, perr)
@@ -150,7 +159,10 @@ type parser struct {
 	file  string
 	lines map[string]int
 	errs  Errors
-	// providerIndex is each decoded provider's position in the file, and
+	// section is the array of tables the channels are in: "channels", or
+	// "providers", its deprecated name.
+	section string
+	// providerIndex is each decoded channel's position in the file, and
 	// types its channel type.
 	providerIndex []int
 	types         []channel.Type
@@ -190,7 +202,7 @@ func (p *parser) decodeError(err error) *Error {
 }
 
 func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Provider, *Error) {
-	key := fmt.Sprintf("providers[%d]", i)
+	key := fmt.Sprintf("%s[%d]", p.section, i)
 	var prov Provider
 	if err := md.PrimitiveDecode(prim, &prov); err != nil {
 		return Provider{}, p.decodeError(err)
@@ -201,7 +213,7 @@ func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Provide
 	}
 	t, ok := channel.Lookup(prov.Type)
 	if !ok {
-		return Provider{}, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type", Msg: fmt.Sprintf("unknown provider type %q (want one of %s)", prov.Type, want)}
+		return Provider{}, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type", Msg: fmt.Sprintf("unknown channel type %q (want one of %s)", prov.Type, want)}
 	}
 	prov.Settings = t.Config()
 	if err := md.PrimitiveDecode(prim, prov.Settings); err != nil {
@@ -250,7 +262,7 @@ func (p *parser) expand(v reflect.Value, key string, lookup func(string) (string
 				p.expand(v.Field(i), key, lookup)
 				continue
 			case name == "-" && f.Name == "Providers":
-				name = "providers"
+				name = p.section
 			case f.Tag.Get("botrun") == "inline":
 				p.expand(v.Field(i), key, lookup)
 				continue
@@ -353,17 +365,17 @@ func (p *parser) validate(c *Config) {
 		}
 	}
 	if len(c.Providers) == 0 && len(p.errs) == 0 {
-		p.add("providers", "no [[providers]]: add one, e.g. { id = \"web\", type = \"webchat\" }")
+		p.add("channels", "no [[channels]]: add one, e.g. { id = \"web\", type = \"webchat\" }")
 	}
 	seen := map[string]bool{}
 	for n, prov := range c.Providers {
 		i := p.providerIndex[n]
-		key := fmt.Sprintf("providers[%d]", i)
+		key := fmt.Sprintf("%s[%d]", p.section, i)
 		switch {
 		case !providerID.MatchString(prov.ID):
 			p.add(key+".id", "%q must be 1-63 lowercase letters, digits, '-' or '_'", prov.ID)
 		case seen[prov.ID]:
-			p.add(key+".id", "duplicate provider id %q", prov.ID)
+			p.add(key+".id", "duplicate channel id %q", prov.ID)
 		}
 		seen[prov.ID] = true
 		in := channel.Setting{ID: prov.ID, Listen: c.HTTP.Listen, Retention: c.Durability.Retention.D(), Dir: filepath.Dir(p.file)}

@@ -168,7 +168,13 @@ func startPostgres() (string, error) {
 			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=300")
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 		// SIGINT: PostgreSQL's fast shutdown.
-		if err := serve(cmd, addr, 60*time.Second, syscall.SIGINT, func() { os.RemoveAll(dir) }); err != nil {
+		// Listening is not ready: a starting PostgreSQL accepts a connection
+		// and answers "the database system is starting up"; pg_isready
+		// exits 0 only once it accepts sessions.
+		ready := func() bool {
+			return exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", fmt.Sprint(ports[0]), "-U", "postgres", "-d", "postgres").Run() == nil
+		}
+		if err := serve(cmd, addr, 60*time.Second, syscall.SIGINT, ready, func() { os.RemoveAll(dir) }); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", addr), nil
@@ -180,9 +186,9 @@ func startPostgres() (string, error) {
 }
 
 // serve starts cmd, a server that dies with the test binary, and waits until
-// it listens on addr; Run stops it with sig (then calls cleanup) after the
-// package's tests.
-func serve(cmd *exec.Cmd, addr string, timeout time.Duration, sig os.Signal, cleanup func()) error {
+// it listens on addr and ready (nil: listening is ready) says so; Run stops
+// it with sig (then calls cleanup) after the package's tests.
+func serve(cmd *exec.Cmd, addr string, timeout time.Duration, sig os.Signal, ready func() bool, cleanup func()) error {
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
 	dieWithTest(cmd)
@@ -191,7 +197,7 @@ func serve(cmd *exec.Cmd, addr string, timeout time.Duration, sig os.Signal, cle
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	if err := waitListening(addr, exited, timeout); err != nil {
+	if err := waitListening(addr, exited, timeout, ready); err != nil {
 		cmd.Process.Kill()
 		<-exited
 		return fmt.Errorf("%s on %s: %w\n%s", filepath.Base(cmd.Path), addr, err, log.String())
@@ -206,9 +212,9 @@ func serve(cmd *exec.Cmd, addr string, timeout time.Duration, sig os.Signal, cle
 	return nil
 }
 
-// waitListening waits until addr accepts a connection, the process behind it
-// exited, or timeout passed.
-func waitListening(addr string, exited <-chan struct{}, timeout time.Duration) error {
+// waitListening waits until addr accepts a connection and ready (when not
+// nil) is true, the process behind it exited, or timeout passed.
+func waitListening(addr string, exited <-chan struct{}, timeout time.Duration, ready func() bool) error {
 	var err error
 	ok := waitFor(timeout, func() bool {
 		select {
@@ -222,7 +228,7 @@ func waitListening(addr string, exited <-chan struct{}, timeout time.Duration) e
 			return false
 		}
 		c.Close()
-		return true
+		return ready == nil || ready()
 	})
 	if ok != nil {
 		return ok
@@ -260,7 +266,7 @@ func startRedis() (string, error) {
 		cmd := exec.Command(bin, "--port", fmt.Sprint(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
 			"--appendfsync", "everysec", "--dir", dir)
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-		if err := serve(cmd, addr, 30*time.Second, syscall.SIGKILL, func() { os.RemoveAll(dir) }); err != nil {
+		if err := serve(cmd, addr, 30*time.Second, syscall.SIGKILL, nil, func() { os.RemoveAll(dir) }); err != nil {
 			os.RemoveAll(dir)
 			return "", err
 		}

@@ -1,5 +1,5 @@
 // Package builtin registers botrun's built-in channels and durability
-// backends: each package below registers its [[providers]] type or its
+// backends: each package below registers its [[channels]] type or its
 // [durability] backend in an init function. cmd/botrun imports it, and so do
 // the tests that load a bot.toml. A channel or a backend added to botrun is
 // one more line here.

@@ -92,7 +92,7 @@ func init() {
 	channel.Register(channel.Type{Name: "discord", Config: func() channel.Config { return &Config{Mode: ModeGateway} }})
 }
 
-// Config is a [[providers]] entry of type "discord": one Discord application
+// Config is a [[channels]] entry of type "discord": one Discord application
 // and its bot user.
 type Config struct {
 	// ID is the entry's id.

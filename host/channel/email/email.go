@@ -45,7 +45,7 @@ func init() {
 	}})
 }
 
-// Config is a [[providers]] entry of type "email".
+// Config is a [[channels]] entry of type "email".
 type Config struct {
 	ID string `toml:"id"`
 	// IMAPURL is imaps://host:993, or imap://host:143 (STARTTLS required).

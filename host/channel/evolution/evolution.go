@@ -47,7 +47,7 @@ func init() {
 	channel.Register(channel.Type{Name: "evolution", Config: func() channel.Config { return &Config{} }})
 }
 
-// Config is a [[providers]] entry of type "evolution".
+// Config is a [[channels]] entry of type "evolution".
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`

@@ -92,7 +92,7 @@ func init() {
 	}})
 }
 
-// Config is a [[providers]] entry of type "gohighlevel".
+// Config is a [[channels]] entry of type "gohighlevel".
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`

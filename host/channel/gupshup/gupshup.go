@@ -63,7 +63,7 @@ func init() {
 	}})
 }
 
-// Config is a [[providers]] entry of type "gupshup".
+// Config is a [[channels]] entry of type "gupshup".
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`

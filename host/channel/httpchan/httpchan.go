@@ -134,7 +134,7 @@ func init() {
 	}})
 }
 
-// Config is a [[providers]] entry of type "http": any gateway that speaks
+// Config is a [[channels]] entry of type "http": any gateway that speaks
 // botrun's signed JSON webhooks.
 type Config struct {
 	// ID is the entry's id (the webhook path is /webhooks/<id>).

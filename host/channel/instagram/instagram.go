@@ -44,7 +44,7 @@ func init() {
 	channel.Register(channel.Type{Name: "instagram", Config: func() channel.Config { return &Config{} }})
 }
 
-// Config is a [[providers]] entry of type "instagram".
+// Config is a [[channels]] entry of type "instagram".
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`

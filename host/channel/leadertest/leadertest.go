@@ -46,7 +46,7 @@ func Register() {
 	channel.Register(channel.Type{Name: Type, Config: func() channel.Config { return &Config{} }})
 }
 
-// Config is a [[providers]] entry of type "leader-test".
+// Config is a [[channels]] entry of type "leader-test".
 type Config struct {
 	// URL is the Network's base URL.
 	URL string `toml:"url"`

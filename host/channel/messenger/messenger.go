@@ -43,7 +43,7 @@ func init() {
 	channel.Register(channel.Type{Name: "messenger", Config: func() channel.Config { return &Config{} }})
 }
 
-// Config is a [[providers]] entry of type "messenger".
+// Config is a [[channels]] entry of type "messenger".
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`

@@ -47,7 +47,7 @@ func init() {
 	channel.Register(channel.Type{Name: "meta-whatsapp", Config: func() channel.Config { return &Config{} }})
 }
 
-// Config is a [[providers]] entry of type "meta-whatsapp": one phone number
+// Config is a [[channels]] entry of type "meta-whatsapp": one phone number
 // on Meta's WhatsApp Cloud API.
 type Config struct {
 	// ID is the entry's id.

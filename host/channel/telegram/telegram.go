@@ -61,7 +61,7 @@ func init() {
 	channel.Register(channel.Type{Name: "telegram", Config: func() channel.Config { return &Config{Mode: "webhook"} }})
 }
 
-// Config is a [[providers]] entry of type "telegram": a Telegram bot.
+// Config is a [[channels]] entry of type "telegram": a Telegram bot.
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`

@@ -82,7 +82,7 @@ func init() {
 	}})
 }
 
-// Config is a [[providers]] entry of type "tiktok".
+// Config is a [[channels]] entry of type "tiktok".
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`

@@ -44,7 +44,7 @@ func init() {
 	channel.Register(channel.Type{Name: "twilio", Config: func() channel.Config { return &Config{} }})
 }
 
-// Config is a [[providers]] entry of type "twilio": SMS or WhatsApp through
+// Config is a [[channels]] entry of type "twilio": SMS or WhatsApp through
 // Twilio.
 type Config struct {
 	// ID is the entry's id.

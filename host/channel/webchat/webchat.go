@@ -81,7 +81,7 @@ func init() {
 	channel.Register(channel.Type{Name: "webchat", Config: func() channel.Config { return &Config{RateLimit: 20, Burst: 100} }})
 }
 
-// Config is a [[providers]] entry of type "webchat": the development channel
+// Config is a [[channels]] entry of type "webchat": the development channel
 // with a chat page. It has no authentication, so it is refused on a
 // non-loopback [http] listen unless AllowPublic is set.
 type Config struct {
@@ -117,7 +117,7 @@ func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 // allows it.
 func (c *Config) checkListen(listen string) error {
 	if host, _, err := net.SplitHostPort(listen); err == nil && !channel.LoopbackHost(host) && !c.AllowPublic {
-		return fmt.Errorf("webchat %q has no authentication and the listen address %q is not loopback: listen on 127.0.0.1, or set allow_public = true in its [[providers]] entry to expose it on purpose", c.ID, listen)
+		return fmt.Errorf("webchat %q has no authentication and the listen address %q is not loopback: listen on 127.0.0.1, or set allow_public = true in its [[channels]] entry to expose it on purpose", c.ID, listen)
 	}
 	return nil
 }

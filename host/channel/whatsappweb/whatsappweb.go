@@ -69,7 +69,7 @@ func init() {
 	channel.Register(channel.Type{Name: Type, Config: func() channel.Config { return &Config{} }, LeaderOnly: true})
 }
 
-// Config is a [[providers]] entry of type "whatsapp-web".
+// Config is a [[channels]] entry of type "whatsapp-web".
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`

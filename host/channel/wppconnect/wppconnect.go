@@ -47,7 +47,7 @@ func init() {
 	channel.Register(channel.Type{Name: "wppconnect", Config: func() channel.Config { return &Config{} }, OwnSessionKey: true})
 }
 
-// Config is a [[providers]] entry of type "wppconnect".
+// Config is a [[channels]] entry of type "wppconnect".
 type Config struct {
 	// ID is the entry's id.
 	ID string `toml:"id"`
