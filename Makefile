@@ -115,7 +115,7 @@ FUZZ_TARGETS = \
 	./durability:FuzzDecodeOutboxRecord \
 	./durability/file:FuzzDecodeLog \
 	./durability/file:FuzzDecodeSnapshot \
-	./events:FuzzDecodeRecord \
+	./eventjournal:FuzzDecodeRecord \
 	./durability/events:FuzzInboundEvent
 
 fuzz:

@@ -20,7 +20,7 @@ import (
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/durability/sqlite"
-	"github.com/botrun/botrun/events"
+	"github.com/botrun/botrun/eventjournal"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/testserver"
@@ -234,15 +234,15 @@ var backends = map[string]func(t *testing.T) durability.Backend{
 		return b
 	},
 	"events": func(t *testing.T) durability.Backend {
-		j, err := events.OpenFile(filepath.Join(t.TempDir(), "events.json"), &events.FileOptions{Lock: true, AppendLog: true})
+		j, err := eventjournal.OpenFile(filepath.Join(t.TempDir(), "events.json"), &eventjournal.FileOptions{Lock: true, AppendLog: true})
 		return eventsBackend(t, j, err, nil)
 	},
 	"events-shared": func(t *testing.T) durability.Backend {
-		j, err := events.OpenShared(filepath.Join(t.TempDir(), "events.json"), &events.SharedOptions{AppendLog: true})
+		j, err := eventjournal.OpenShared(filepath.Join(t.TempDir(), "events.json"), &eventjournal.SharedOptions{AppendLog: true})
 		return eventsBackend(t, j, err, nil)
 	},
 	"events-pg-outbox": func(t *testing.T) durability.Backend {
-		j, err := events.OpenFile(filepath.Join(t.TempDir(), "events.json"), &events.FileOptions{Lock: true, AppendLog: true})
+		j, err := eventjournal.OpenFile(filepath.Join(t.TempDir(), "events.json"), &eventjournal.FileOptions{Lock: true, AppendLog: true})
 		if err != nil {
 			t.Fatal(err)
 		}

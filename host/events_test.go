@@ -9,7 +9,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	eventsdurability "github.com/botrun/botrun/durability/events"
-	"github.com/botrun/botrun/events"
+	"github.com/botrun/botrun/eventjournal"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -35,9 +35,9 @@ func TestEventsJournalReplayIsSwept(t *testing.T) {
 			if !b.quiet(1, time.Minute) {
 				t.Fatal("the message did not settle")
 			}
-			id := events.Reserved + Scope(cfg).ID() + "/web:m1"
+			id := eventjournal.Reserved + Scope(cfg).ID() + "/web:m1"
 			ev, err := backend.Journal().Get(context.Background(), id)
-			if err != nil || ev.Channel != eventsdurability.Channel || ev.Type != eventsdurability.TypeMessage || ev.State != events.Done {
+			if err != nil || ev.Channel != eventsdurability.Channel || ev.Type != eventsdurability.TypeMessage || ev.State != eventjournal.Done {
 				t.Fatalf("the inbound event: %+v, %v", ev, err)
 			}
 			if err := backend.Journal().Replay(context.Background(), id); err != nil {

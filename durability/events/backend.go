@@ -21,7 +21,7 @@ import (
 	"fmt"
 
 	"github.com/botrun/botrun/durability"
-	evj "github.com/botrun/botrun/events"
+	evj "github.com/botrun/botrun/eventjournal"
 )
 
 // Channel is the events channel of the bot's inbound records.

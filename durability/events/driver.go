@@ -8,7 +8,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/postgres"
-	evj "github.com/botrun/botrun/events"
+	evj "github.com/botrun/botrun/eventjournal"
 	"github.com/botrun/botrun/unit"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/botrun/botrun/durability"
-	evj "github.com/botrun/botrun/events"
+	evj "github.com/botrun/botrun/eventjournal"
 )
 
 // journalKv is the durability.Kv KvDurability keeps the bot's journals in.

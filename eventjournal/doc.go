@@ -1,4 +1,4 @@
-// Package events is an application's append-only event journal, usable
+// Package eventjournal is an application's append-only event journal, usable
 // without any bot: Append events (each on a channel, with a type, a time and
 // a payload), List them by channel, type, state and time, Replay one, and let
 // workers Claim due events under a lease with a fencing token, Extend,
@@ -22,4 +22,4 @@
 //
 // events imports durability (its Kv, errors and the file store) and the
 // standard library; it never imports host.
-package events
+package eventjournal
