@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Channel is one channel and its fake, as the suite needs them.
@@ -311,7 +312,7 @@ func Run(t *testing.T, ch Channel) {
 		}
 		long := strings.Repeat("palabra ñandú 🦜 ", max(runes, bytes)/5)
 		before := len(ch.Texts(ch.Chat))
-		parts := channel.Split(long, runes, bytes)
+		parts := httpkit.Split(long, runes, bytes)
 		if len(parts) < 2 {
 			t.Fatalf("%d characters split into %d parts", len([]rune(long)), len(parts))
 		}

@@ -8,7 +8,7 @@
 // package-level variables (one API URL for every provider in the process,
 // which tests and several Discord entries cannot share), sends with its own
 // HTTP client and rate limiter (neither the address guard of
-// channel.NewClient nor the provider error taxonomy), and hands events to
+// httpkit.NewClient nor the provider error taxonomy), and hands events to
 // handlers after it has already counted them received, so a resume could
 // not replay a message the journal refused. The client here speaks Hello
 // (op 10), Identify (op 2) with the GUILD_MESSAGES, DIRECT_MESSAGES and
@@ -57,7 +57,8 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // DefaultAPI is Discord's API origin; api_url replaces it (tests).
@@ -117,8 +118,8 @@ type Config struct {
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "token", c.Token, "the bot token from the Developer Portal (Bot > Reset Token; use ${ENV} to keep it out of the file)")
-	channel.Required(problem, "application_id", c.ApplicationID, "the application id from the Developer Portal (General Information)")
+	httpkit.Required(problem, "token", c.Token, "the bot token from the Developer Portal (Bot > Reset Token; use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "application_id", c.ApplicationID, "the application id from the Developer Portal (General Information)")
 	if c.ApplicationID != "" && !snowflake(c.ApplicationID) {
 		problem("application_id", "%q is not a Discord id (a number)", c.ApplicationID)
 	}
@@ -128,7 +129,7 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	switch c.Mode {
 	case ModeGateway:
 	case ModeInteractions:
-		channel.Required(problem, "public_key", c.PublicKey, "interactions mode verifies every request with the application's public key (General Information, 64 hex digits)")
+		httpkit.Required(problem, "public_key", c.PublicKey, "interactions mode verifies every request with the application's public key (General Information, 64 hex digits)")
 	default:
 		problem("mode", "%q: want gateway or interactions", c.Mode)
 	}
@@ -142,7 +143,7 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 			problem("gateway_url", "%v", err)
 		}
 	}
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.CheckAPIURL(c.APIURL, problem)
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
@@ -159,7 +160,7 @@ func (c *Config) ReplayWindow() time.Duration {
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // publicKey decodes a hex Ed25519 public key.
@@ -178,7 +179,7 @@ func gatewayURL(raw string) (*url.URL, error) {
 	switch {
 	case err != nil || u.Host == "" || u.User != nil || (u.Scheme != "wss" && u.Scheme != "ws"):
 		return nil, fmt.Errorf("%q must be a wss:// URL", raw)
-	case u.Scheme == "ws" && !channel.LoopbackHost(u.Hostname()):
+	case u.Scheme == "ws" && !httpkit.LoopbackHost(u.Hostname()):
 		return nil, fmt.Errorf("%q is plain ws to another machine: the token would cross the network in clear; use wss (plain ws is allowed on loopback only)", raw)
 	}
 	return u, nil
@@ -231,7 +232,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = ModeGateway
 	}
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
+	api, err := httpkit.APIBase(cfg.APIURL, DefaultAPI)
 	if err != nil {
 		return nil, fmt.Errorf("discord %s: %w", cfg.ID, err)
 	}
@@ -248,8 +249,8 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.Mode == ModeInteractions && p.pub == nil {
 		return nil, fmt.Errorf("discord %s: interactions mode needs public_key", cfg.ID)
 	}
-	p.rest = channel.NewClient(30*time.Second, api, nil)
-	p.media = channel.NewClient(60*time.Second, api, p.mediaAllowed)
+	p.rest = httpkit.NewClient(30*time.Second, api, nil)
+	p.media = httpkit.NewClient(60*time.Second, api, p.mediaAllowed)
 	p.limits = newLimiter()
 	p.ix = newTokens(env.Kv, env.KeyPrefix+"discord/"+cfg.ID+"/ix/")
 	p.kv, p.kvPrefix = env.Kv, env.KeyPrefix

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // closeResumable is the close code botrun stops with: any but 1000 and 1001
@@ -68,7 +69,7 @@ func newGateway(p *Provider) (*gateway, error) {
 		trusted = &url.URL{Scheme: map[string]string{"ws": "http", "wss": "https"}[u.Scheme], Host: u.Host}
 	}
 	// No timeout: the connection lives for hours; dials have their own.
-	g.dial = channel.NewClient(0, trusted, nil)
+	g.dial = httpkit.NewClient(0, trusted, nil)
 	g.stored = &sessionStore{kv: p.kv, key: p.kvPrefix + "discord/" + p.cfg.ID + "/session"}
 	return g, nil
 }

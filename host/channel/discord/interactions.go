@@ -15,6 +15,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // The headers that sign an interaction webhook.
@@ -56,7 +57,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
 		return
 	}
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -81,7 +82,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			// Discord does not redeliver: the user sees the interaction
 			// fail and may try again.
-			channel.NotAdmitted(w.Header(), err)
+			httpkit.NotAdmitted(w.Header(), err)
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/evolution/evolutiontest"
-	"github.com/botrun/botrun/host/channel/gateway/gatewaytest"
+	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 )
 
 const (

@@ -55,7 +55,8 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // DefaultAPI is GoHighLevel's API; api_url replaces it (tests).
@@ -119,7 +120,7 @@ var locationID = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "token", c.Token, "a Private Integration token (Settings > Private Integrations) with the conversations/message.write scope (use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "token", c.Token, "a Private Integration token (Settings > Private Integrations) with the conversations/message.write scope (use ${ENV} to keep it out of the file)")
 	if !locationID.MatchString(c.LocationID) {
 		problem("location_id", "%q: want the sub-account's location id (Settings > Business Profile, or the app URL's /location/<id>/)", c.LocationID)
 	}
@@ -131,7 +132,7 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	if _, ok := TextLimits[c.MessageType]; !ok {
 		problem("message_type", "%q: want SMS, WhatsApp, FB, IG or Live_Chat (Email and Custom need fields botrun does not send)", c.MessageType)
 	}
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.CheckAPIURL(c.APIURL, problem)
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
@@ -143,7 +144,7 @@ func (c *Config) ReplayWindow() time.Duration { return max(2*Window, RetryKeep) 
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // ParsePublicKey parses public_key: a PEM RSA public key (PKIX "PUBLIC
@@ -209,7 +210,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.MessageType == "" {
 		cfg.MessageType = "SMS"
 	}
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
+	api, err := httpkit.APIBase(cfg.APIURL, DefaultAPI)
 	if err != nil {
 		return nil, fmt.Errorf("gohighlevel %s: %w", cfg.ID, err)
 	}
@@ -232,7 +233,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 		hosts = MediaHosts
 	}
 	return &Provider{Media: urlmedia.New("gohighlevel "+cfg.ID, api, hosts, MediaPrefixes), cfg: cfg, api: api, key: key, ed: ed,
-		admit: env.Admitter, log: env.Log(), client: channel.NewClient(30*time.Second, api, nil),
+		admit: env.Admitter, log: env.Log(), client: httpkit.NewClient(30*time.Second, api, nil),
 		seen:   &seen{kv: env.Kv, group: env.KeyPrefix + "gohighlevel/" + cfg.ID + "/webhook/", mem: map[string]seenID{}},
 		window: windowOf(cfg.LocationID), now: time.Now}, nil
 }
@@ -365,7 +366,7 @@ func (p *Provider) Routes(mux *http.ServeMux) {
 }
 
 func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -430,6 +431,6 @@ func (p *Provider) retryLater(w http.ResponseWriter, r *http.Request, id string,
 		p.log.Error("gohighlevel: a webhook not admitted, and its retries cannot be let in: they will be refused as stale",
 			"provider", p.cfg.ID, "webhookId", id, "err", err)
 	}
-	channel.NotAdmitted(w.Header(), cause)
+	httpkit.NotAdmitted(w.Header(), cause)
 	http.Error(w, "not admitted, retry: "+cause.Error(), http.StatusTooManyRequests)
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // SignatureHeader carries the HMAC-SHA256 of a webhook's raw body.
@@ -57,7 +58,7 @@ func ReadSigned(w http.ResponseWriter, r *http.Request, max int64, appSecret str
 		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
 		return nil, false
 	}
-	body, ok = channel.ReadWebhook(w, r, max)
+	body, ok = httpkit.ReadWebhook(w, r, max)
 	if !ok {
 		return nil, false
 	}
@@ -68,11 +69,11 @@ func ReadSigned(w http.ResponseWriter, r *http.Request, max int64, appSecret str
 	return body, true
 }
 
-// Admit admits a webhook's messages and answers it (channel.AdmitAndAnswer):
+// Admit admits a webhook's messages and answers it (httpkit.AdmitAndAnswer):
 // Meta redelivers the whole body; what was admitted comes back as
 // duplicates.
 func Admit(w http.ResponseWriter, r *http.Request, admitter channel.Admitter, id string, msgs []channel.Message) {
-	channel.AdmitAndAnswer(w, r, admitter, id, msgs...)
+	httpkit.AdmitAndAnswer(w, r, admitter, id, msgs...)
 }
 
 // Error is a Graph API error body's error.
@@ -114,14 +115,14 @@ func Decode(body []byte) (Error, bool) {
 }
 
 // MapError maps a Graph answer that is not 2xx onto the taxonomy with
-// codes: the signature of channel.CallJSON's mapErr.
+// codes: the signature of httpkit.CallJSON's mapErr.
 func (c Codes) MapError(status int, header http.Header, body []byte) error {
 	e, ok := Decode(body)
 	if !ok {
 		err := fmt.Errorf("HTTP %d", status)
 		switch {
 		case status == http.StatusTooManyRequests:
-			return &channel.RateLimitedError{RetryAfter: channel.HeaderRetryAfter(header, time.Second), Err: err}
+			return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, time.Second), Err: err}
 		case status == http.StatusUnauthorized, status == http.StatusForbidden:
 			return &channel.PermanentError{Err: err}
 		}
@@ -135,7 +136,7 @@ func (c Codes) MapError(status int, header http.Header, body []byte) error {
 		cause = fmt.Errorf("%w (%s)", cause, e.ErrorData.Details)
 	}
 	if wait, ok := c.RateLimits[e.Code]; ok {
-		return &channel.RateLimitedError{RetryAfter: channel.HeaderRetryAfter(header, wait), Err: cause}
+		return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, wait), Err: cause}
 	}
 	if c.Classify == nil {
 		return cause

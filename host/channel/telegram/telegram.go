@@ -41,6 +41,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // DefaultAPI is the public Bot API; api_url replaces it (tests, self-hosted
@@ -80,7 +81,7 @@ var secretToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "token", c.Token, "the bot token from @BotFather (use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "token", c.Token, "the bot token from @BotFather (use ${ENV} to keep it out of the file)")
 	if c.Mode == "" {
 		c.Mode = "webhook"
 	}
@@ -93,12 +94,12 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	default:
 		problem("mode", "%q: want webhook or poll", c.Mode)
 	}
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.CheckAPIURL(c.APIURL, problem)
 }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one Telegram bot.
@@ -119,12 +120,12 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	log := env.Log()
 	// The API's own origin only: Telegram does not redirect, and every URL
 	// holds the token.
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
+	api, err := httpkit.APIBase(cfg.APIURL, DefaultAPI)
 	if err != nil {
 		return nil, fmt.Errorf("telegram %s: %w", cfg.ID, err)
 	}
 	cfg.APIURL = strings.TrimRight(api.String(), "/")
-	client := channel.NewClient(60*time.Second, api, func(u *url.URL) bool { return channel.CredentialsAllowed(u, api) })
+	client := httpkit.NewClient(60*time.Second, api, func(u *url.URL) bool { return httpkit.CredentialsAllowed(u, api) })
 	return &Provider{cfg: cfg, admit: env.Admitter, log: log, client: client, guard: env.Guard}, nil
 }
 
@@ -315,7 +316,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad secret token", http.StatusUnauthorized)
 		return
 	}
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -325,7 +326,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := p.take(r.Context(), u); err != nil {
-		channel.NotAdmitted(w.Header(), err)
+		httpkit.NotAdmitted(w.Header(), err)
 		http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable) // Telegram retries
 		return
 	}
@@ -637,5 +638,5 @@ func (p *Provider) LoadMedia(ctx context.Context, m channel.Media, max int64) ([
 	if err != nil {
 		return nil, fmt.Errorf("%w: telegram %s: bad file_path", channel.ErrMediaUnavailable, p.cfg.ID)
 	}
-	return channel.Download(p.client, req, max, func(err error) string { return redact(err, p.cfg.Token) })
+	return httpkit.Download(p.client, req, max, func(err error) string { return redact(err, p.cfg.Token) })
 }

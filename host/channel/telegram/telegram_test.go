@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/telegram/telegramtest"
 )
 
@@ -260,7 +261,7 @@ func TestMediaRedirectsChecked(t *testing.T) {
 	}
 	for _, ref := range []string{"away", "https-away"} {
 		b, err := p.LoadMedia(context.Background(), channel.Media{Type: "image", Ref: ref}, 1<<20)
-		if err == nil || !errors.Is(err, channel.ErrRedirectRefused) {
+		if err == nil || !errors.Is(err, httpkit.ErrRedirectRefused) {
 			t.Errorf("%s: got %q, %v; want the redirect refused", ref, b, err)
 		}
 		if err != nil && strings.Contains(err.Error(), token) {

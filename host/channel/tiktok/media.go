@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Coords are where TikTok keeps an inbound media: what media/download
@@ -74,7 +75,7 @@ func (p *Provider) SerializeMediaRef(m channel.Media) (channel.StoredRef, bool) 
 	case err != nil:
 		return channel.StoredRef{}, false
 	case u != "":
-		return channel.StoreURL(u), true
+		return httpkit.StoreURL(u), true
 	}
 	b, _ := json.Marshal(co)
 	return channel.StoredRef{V: 1, Data: b}, true
@@ -141,7 +142,7 @@ func (p *Provider) call(ctx context.Context, path string, body []byte, out any) 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Access-Token", p.cfg.AccessToken)
 	var ans answer
-	if err := channel.CallJSON(p.client, req, &ans, mapStatus); err != nil {
+	if err := httpkit.CallJSON(p.client, req, &ans, mapStatus); err != nil {
 		return err
 	}
 	if ans.Code != 0 {

@@ -47,7 +47,8 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // DefaultAPI is TikTok's Business API; api_url replaces it (tests).
@@ -103,10 +104,10 @@ type Config struct {
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "access_token", c.AccessToken, "the Business Account's access token from the TikTok for Business developer portal (use ${ENV} to keep it out of the file)")
-	channel.Required(problem, "client_secret", c.ClientSecret, "the developer app's secret, which signs the webhooks (use ${ENV})")
-	channel.Required(problem, "business_id", c.BusinessID, "the Business Account's id (the business_id the authorization returned)")
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.Required(problem, "access_token", c.AccessToken, "the Business Account's access token from the TikTok for Business developer portal (use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "client_secret", c.ClientSecret, "the developer app's secret, which signs the webhooks (use ${ENV})")
+	httpkit.Required(problem, "business_id", c.BusinessID, "the Business Account's id (the business_id the authorization returned)")
+	httpkit.CheckAPIURL(c.APIURL, problem)
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
@@ -116,7 +117,7 @@ func (c *Config) ReplayWindow() time.Duration { return 2 * MaxSkew }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one Business Account.
@@ -135,7 +136,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.ID == "" {
 		cfg.ID = env.ID
 	}
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
+	api, err := httpkit.APIBase(cfg.APIURL, DefaultAPI)
 	if err != nil {
 		return nil, fmt.Errorf("tiktok %s: %w", cfg.ID, err)
 	}
@@ -147,7 +148,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 		admit: env.Admitter, log: env.Log(),
 		// The token rides in a header Go keeps on a redirect: API calls
 		// follow none.
-		client: channel.NewClient(30*time.Second, api, nil), now: time.Now}, nil
+		client: httpkit.NewClient(30*time.Second, api, nil), now: time.Now}, nil
 }
 
 // ID implements channel.Provider.
@@ -223,7 +224,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing the "+SignatureHeader+" header", http.StatusUnauthorized)
 		return
 	}
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -245,7 +246,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 	if c == nil && ev.Event == "" {
 		p.log.Warn("tiktok: a webhook without an event ignored", "provider", p.cfg.ID)
 	}
-	channel.AdmitAndAnswer(w, r, p.admit, p.cfg.ID, msgs...)
+	httpkit.AdmitAndAnswer(w, r, p.admit, p.cfg.ID, msgs...)
 }
 
 // ReceiveEvent is the event of a message a user sent the business.

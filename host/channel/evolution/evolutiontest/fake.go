@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/botrun/botrun/host/channel/gateway/gatewaytest"
+	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 )
 
 // API is the fake server with one instance, and the WhatsApp account it

@@ -40,7 +40,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/graph"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // MaxBody is the largest webhook body accepted.
@@ -108,7 +109,7 @@ func New(s Spec, env channel.Env) (*Channel, error) {
 	if s.ID == "" {
 		s.ID = env.ID
 	}
-	api, err := channel.APIBase(s.APIURL, s.DefaultAPI)
+	api, err := httpkit.APIBase(s.APIURL, s.DefaultAPI)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", s.Type, s.ID, err)
 	}
@@ -117,7 +118,7 @@ func New(s Spec, env channel.Env) (*Channel, error) {
 		hosts = s.DefaultMediaHosts
 	}
 	c := &Channel{Media: urlmedia.New(s.Type+" "+s.ID, api, hosts, nil), spec: s, api: api, admit: env.Admitter, log: env.Log(), sent: map[string]progress{}}
-	c.client = channel.NewClient(60*time.Second, api, c.URLAllowed)
+	c.client = httpkit.NewClient(60*time.Second, api, c.URLAllowed)
 	return c, nil
 }
 

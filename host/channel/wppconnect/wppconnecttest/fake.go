@@ -16,7 +16,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/botrun/botrun/host/channel/gateway/gatewaytest"
+	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 )
 
 // API is the fake server with one session, and the WhatsApp account it is

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // TextLimit is the longest text botrun sends in one WhatsApp message, in
@@ -100,11 +101,11 @@ func New(s Spec, env channel.Env) (*Channel, error) {
 	if s.APIURL == "" {
 		return nil, fmt.Errorf("%s %s: api_url is required (the gateway's own URL)", s.Type, s.ID)
 	}
-	api, err := channel.APIBase(s.APIURL, "")
+	api, err := httpkit.APIBase(s.APIURL, "")
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", s.Type, s.ID, err)
 	}
-	return &Channel{spec: s, api: api, client: channel.NewClient(60*time.Second, api, nil), admit: env.Admitter, log: env.Log()}, nil
+	return &Channel{spec: s, api: api, client: httpkit.NewClient(60*time.Second, api, nil), admit: env.Admitter, log: env.Log()}, nil
 }
 
 // ID implements channel.Provider.
@@ -116,9 +117,9 @@ func (c *Channel) TextLimit() int { return TextLimit }
 // Serve answers a webhook whose credential (in a header or the URL) the
 // channel checked: the body is read (at most MaxBody) and decoded
 // (Spec.Decode), an event of another instance or session is acknowledged
-// and ignored, and the messages are admitted (channel.AdmitAndAnswer).
+// and ignored, and the messages are admitted (httpkit.AdmitAndAnswer).
 func (c *Channel) Serve(w http.ResponseWriter, r *http.Request) {
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -136,7 +137,7 @@ func (c *Channel) Serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	channel.AdmitAndAnswer(w, r, c.admit, c.spec.ID, ev.Messages...)
+	httpkit.AdmitAndAnswer(w, r, c.admit, c.spec.ID, ev.Messages...)
 }
 
 // Path is an API path of escaped segments: Path("message", "sendText",
@@ -163,7 +164,7 @@ func (c *Channel) Call(ctx context.Context, method, path string, in, out any) er
 	if err != nil {
 		return c.Errorf("%w", err)
 	}
-	if err := channel.CallJSON(c.client, req, out, c.spec.MapError); err != nil {
+	if err := httpkit.CallJSON(c.client, req, out, c.spec.MapError); err != nil {
 		return c.Errorf("%w", err)
 	}
 	return nil
