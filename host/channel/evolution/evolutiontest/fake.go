@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 )
 
@@ -56,15 +57,11 @@ func number(chat string) string {
 }
 
 func fail(w http.ResponseWriter, status int, message any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"status": status, "error": http.StatusText(status), "response": map[string]any{"message": message}})
+	fakekit.JSON(w, status, map[string]any{"status": status, "error": http.StatusText(status), "response": map[string]any{"message": message}})
 }
 
 func answer(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(v)
+	fakekit.JSON(w, http.StatusCreated, v)
 }
 
 // ServeHTTP implements http.Handler.

@@ -101,9 +101,7 @@ func (f *API) MediaURL(base, name string) string {
 }
 
 func fail(w http.ResponseWriter, status int, msg any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"statusCode": status, "message": msg, "error": http.StatusText(status)})
+	fakekit.JSON(w, status, map[string]any{"statusCode": status, "message": msg, "error": http.StatusText(status)})
 }
 
 // ServeHTTP implements http.Handler.
@@ -169,9 +167,7 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		n := f.Record(body)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		json.NewEncoder(w).Encode(map[string]any{"conversationId": "conv-" + contact, "messageId": fmt.Sprintf("msg%017d", n),
+		fakekit.JSON(w, http.StatusCreated, map[string]any{"conversationId": "conv-" + contact, "messageId": fmt.Sprintf("msg%017d", n),
 			"msg": "Message queued successfully."})
 	}
 }

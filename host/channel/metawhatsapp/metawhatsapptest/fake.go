@@ -73,9 +73,7 @@ func (f *API) Texts(to string) []string {
 }
 
 func fail(w http.ResponseWriter, status, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+	fakekit.JSON(w, status, map[string]any{"error": map[string]any{
 		"message": msg, "type": "OAuthException", "code": code, "fbtrace_id": "AbCdEf",
 		"error_data": map[string]any{"messaging_product": "whatsapp", "details": msg}}})
 }

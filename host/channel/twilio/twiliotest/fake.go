@@ -4,7 +4,6 @@
 package twiliotest
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -50,9 +49,7 @@ func (f *API) MediaURL(base, mediaSID string) string {
 }
 
 func fail(w http.ResponseWriter, status, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"code": code, "message": msg,
+	fakekit.JSON(w, status, map[string]any{"code": code, "message": msg,
 		"more_info": fmt.Sprintf("https://www.twilio.com/docs/errors/%d", code), "status": status})
 }
 
@@ -143,9 +140,7 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	n := f.Record(form)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(map[string]any{"sid": fmt.Sprintf("SM%032d", n), "status": "queued",
+	fakekit.JSON(w, http.StatusCreated, map[string]any{"sid": fmt.Sprintf("SM%032d", n), "status": "queued",
 		"to": to, "from": form.Get("From"), "body": body, "account_sid": f.sid})
 }
 

@@ -8,13 +8,13 @@ package gatewaytest
 import (
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // Sent is a send a fake accepted.
@@ -38,42 +38,28 @@ type Account struct {
 	// Requests counts the fake's requests.
 	Requests atomic.Int32
 
-	mu sync.Mutex
+	// Kit: Limited sends answer 429; Media are the bytes of the media
+	// messages the account holds, by message id; Sent are the accepted
+	// sends.
+	fakekit.Kit[Sent]
 	// Numbers are the phone numbers (digits) on WhatsApp; Groups the
 	// groups' ids (digits) the account is in.
 	Numbers, Groups map[string]bool
-	// Limited sends answer 429; Disconnected is an account not connected
-	// to WhatsApp.
-	Limited      int
+	// Disconnected is an account not connected to WhatsApp.
 	Disconnected bool
-	// Media are the bytes of the media messages the account holds, by
-	// message id.
-	Media map[string][]byte
-	// Sent are the accepted sends.
-	Sent []Sent
-	next int
 }
 
 // NewAccount returns an account with numbers on WhatsApp.
 func NewAccount(numbers ...string) *Account {
-	a := &Account{Numbers: map[string]bool{}, Groups: map[string]bool{}, Media: map[string][]byte{}}
-	for _, n := range numbers {
-		a.Numbers[n] = true
-	}
+	a := &Account{Numbers: fakekit.Set(numbers...), Groups: map[string]bool{}}
+	a.MediaStore()
 	return a
 }
-
-// Lock guards the exported fields while the fake serves.
-func (a *Account) Lock() { a.mu.Lock() }
-
-// Unlock releases Lock.
-func (a *Account) Unlock() { a.mu.Unlock() }
 
 // Record accepts s, its ID made by id from the count of sends so far; call
 // it with the lock held.
 func (a *Account) Record(s Sent, id func(n int) string) Sent {
-	a.next++
-	s.ID = id(a.next)
+	s.ID = id(a.Next())
 	a.Sent = append(a.Sent, s)
 	return s
 }
@@ -81,25 +67,7 @@ func (a *Account) Record(s Sent, id func(n int) string) Sent {
 // TextsTo returns the texts and captions accepted for to (as the gateway
 // resolves it), in order.
 func (a *Account) TextsTo(to string) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for _, s := range a.Sent {
-		if s.To == to {
-			out = append(out, s.Text)
-		}
-	}
-	return out
-}
-
-// Last is the last accepted send.
-func (a *Account) Last() Sent {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.Sent) == 0 {
-		return Sent{}
-	}
-	return a.Sent[len(a.Sent)-1]
+	return a.Collect(func(s Sent) (string, bool) { return s.Text, s.To == to })
 }
 
 // Serve answers req with r's routes and returns the status.
