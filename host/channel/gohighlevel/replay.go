@@ -167,7 +167,7 @@ func (p *Provider) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			if _, err := p.seen.purge(ctx, p.now()); err != nil && ctx.Err() == nil {
-				p.log.Error("gohighlevel: forgetting expired webhookIds failed", "provider", p.cfg.ID, "err", err)
+				p.Log.Error("gohighlevel: forgetting expired webhookIds failed", "provider", p.cfg.ID, "err", err)
 			}
 		}
 	}

@@ -99,7 +99,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 	if wait := p.window.take(p.now()); wait > 0 {
 		return "", &channel.RateLimitedError{RetryAfter: wait, Err: fmt.Errorf("gohighlevel %s: %w", p.cfg.ID, ErrRateLimited)}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.api.String()+"/conversations/messages", bytes.NewReader(js))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.API.String()+"/conversations/messages", bytes.NewReader(js))
 	if err != nil {
 		return "", fmt.Errorf("gohighlevel %s: %w", p.cfg.ID, err)
 	}
@@ -111,7 +111,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 		ConversationID string `json:"conversationId"`
 		MessageID      string `json:"messageId"`
 	}
-	if err := httpkit.CallJSON(p.client, req, &out, mapError); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, &out, mapError); err != nil {
 		return "", fmt.Errorf("gohighlevel %s: %w", p.cfg.ID, err)
 	}
 	if out.MessageID == "" {

@@ -29,9 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -112,36 +110,28 @@ func (c *Config) Open(env channel.Env) (channel.Channel, error) {
 // Provider is one Gupshup app. Its embedded Media journals and loads the
 // inbound media.
 type Provider struct {
+	httpkit.Base
 	*urlmedia.Media
-	cfg    Config
-	api    *url.URL
-	admit  channel.Admitter
-	log    *slog.Logger
-	client *http.Client
+	cfg Config
 }
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
+	p := &Provider{}
+	if err := p.Open("gupshup", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	api, err := httpkit.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("gupshup %s: %w", cfg.ID, err)
-	}
+	cfg.ID = p.ID()
 	hosts := cfg.MediaRefHosts
 	if hosts == nil {
 		hosts = MediaHosts
 	}
-	return &Provider{Media: urlmedia.New("gupshup "+cfg.ID, api, hosts, nil), cfg: cfg, api: api,
-		admit: env.Admitter, log: env.Log(),
-		// The api key rides in a header Go keeps on a redirect: sends
-		// follow none.
-		client: httpkit.NewClient(30*time.Second, api, nil)}, nil
+	p.Media, p.cfg = urlmedia.New("gupshup "+cfg.ID, p.API, hosts, nil), cfg
+	// The api key rides in a header Go keeps on a redirect: sends follow
+	// none.
+	p.Dial(30*time.Second, nil)
+	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
@@ -278,7 +268,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	httpkit.AdmitAndAnswer(w, r, p.admit, p.cfg.ID, p.messages(ev, m)...)
+	p.Answer(w, r, p.messages(ev, m)...)
 }
 
 // messages are what botrun admits of a webhook: its message, unless it is
@@ -286,12 +276,12 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 func (p *Provider) messages(ev Event, m *Message) []channel.Message {
 	switch {
 	case m == nil && ev.Type == "":
-		p.log.Warn("gupshup: a webhook that is not in Gupshup's format (version 2) ignored: set the app's callback format to Gupshup's", "provider", p.cfg.ID)
+		p.Log.Warn("gupshup: a webhook that is not in Gupshup's format (version 2) ignored: set the app's callback format to Gupshup's", "provider", p.cfg.ID)
 		return nil
 	case m == nil:
 		return nil
 	case ev.App != p.cfg.AppName:
-		p.log.Warn("gupshup: a message for another app ignored", "provider", p.cfg.ID, "app", ev.App)
+		p.Log.Warn("gupshup: a message for another app ignored", "provider", p.cfg.ID, "app", ev.App)
 		return nil
 	}
 	if msg, ok := m.Inbound(ev.Time()); ok {

@@ -87,7 +87,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 	}
 	form := url.Values{"channel": {"whatsapp"}, "source": {p.cfg.Source}, "destination": {msg.Chat},
 		"src.name": {p.cfg.AppName}, "message": {string(js)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.api.String()+SendPath, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.API.String()+SendPath, strings.NewReader(form.Encode()))
 	if err != nil {
 		return "", fmt.Errorf("gupshup %s: %w", p.cfg.ID, err)
 	}
@@ -98,7 +98,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 		Status    string `json:"status"`
 		MessageID string `json:"messageId"`
 	}
-	if err := httpkit.CallJSON(p.client, req, &out, mapError); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, &out, mapError); err != nil {
 		return "", fmt.Errorf("gupshup %s: %w", p.cfg.ID, err)
 	}
 	if out.Status != "submitted" || out.MessageID == "" {

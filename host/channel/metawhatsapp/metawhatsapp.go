@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -82,31 +81,21 @@ func (c *Config) Open(env channel.Env) (channel.Channel, error) {
 
 // Provider is one WhatsApp Business phone number.
 type Provider struct {
-	cfg    Config
-	admit  channel.Admitter
-	log    *slog.Logger
-	client *http.Client
-	api    *url.URL
+	httpkit.Base
+	cfg Config
 }
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
+	p := &Provider{}
+	if err := p.Open("meta-whatsapp", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	api, err := httpkit.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("meta-whatsapp %s: %w", cfg.ID, err)
-	}
-	cfg.APIURL = api.String()
-	log := env.Log()
-	p := &Provider{cfg: cfg, admit: env.Admitter, log: log, api: api}
-	p.client = httpkit.NewClient(60*time.Second, api, p.downloadAllowed)
+	cfg.ID, cfg.APIURL = p.ID(), p.API.String()
+	p.cfg = cfg
+	p.Dial(60*time.Second, p.downloadAllowed)
 	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
@@ -291,20 +280,20 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if id := c.Value.Metadata.PhoneNumberID; id != "" && id != p.cfg.PhoneNumberID {
-				p.log.Warn("meta-whatsapp: a notification for another phone number ignored", "provider", p.cfg.ID, "phone_number_id", id)
+				p.Log.Warn("meta-whatsapp: a notification for another phone number ignored", "provider", p.cfg.ID, "phone_number_id", id)
 				continue
 			}
 			for _, m := range c.Value.Messages {
 				msg, ok := m.inbound()
 				if !ok {
-					p.log.Info("meta-whatsapp: message type not handled", "provider", p.cfg.ID, "type", m.Type, "id", m.ID)
+					p.Log.Info("meta-whatsapp: message type not handled", "provider", p.cfg.ID, "type", m.Type, "id", m.ID)
 					continue
 				}
 				msgs = append(msgs, msg)
 			}
 		}
 	}
-	graph.Admit(w, r, p.admit, p.cfg.ID, msgs)
+	graph.Admit(w, r, p.Admitter, p.cfg.ID, msgs)
 }
 
 // codes maps WhatsApp's Graph error codes onto the taxonomy. Rate limits
@@ -340,7 +329,7 @@ var codes = graph.Codes{
 // do sends an authorized Graph request and decodes a 2xx JSON answer into out.
 func (p *Provider) do(req *http.Request, out any) error {
 	req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
-	if err := httpkit.CallJSON(p.client, req, out, codes.MapError); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, out, codes.MapError); err != nil {
 		return fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
 	}
 	return nil
@@ -473,7 +462,7 @@ func (p *Provider) RehydrateMediaRef(s channel.StoredRef) (channel.Media, error)
 // downloadAllowed reports whether the Bearer token may be sent to u: https on
 // a Meta host, or the configured API's own origin.
 func (p *Provider) downloadAllowed(u *url.URL) bool {
-	return httpkit.CredentialsAllowed(u, p.api, "fbsbx.com", "facebook.com", "whatsapp.net", "fbcdn.net")
+	return httpkit.CredentialsAllowed(u, p.API, "fbsbx.com", "facebook.com", "whatsapp.net", "fbcdn.net")
 }
 
 // LoadMedia implements channel.MediaLoader: GET /{media-id} gives a URL that
@@ -501,5 +490,5 @@ func (p *Provider) LoadMedia(ctx context.Context, m channel.Media, max int64) ([
 		return nil, fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
 	}
 	dl.Header.Set("Authorization", "Bearer "+p.cfg.Token)
-	return httpkit.Download(p.client, dl, max, func(err error) string { return err.Error() })
+	return httpkit.Download(p.Client, dl, max, func(err error) string { return err.Error() })
 }

@@ -197,7 +197,7 @@ func (f *flaky) Admit(ctx context.Context, prov string, m channel.Message) (chan
 func TestCallbackQueryAdmittedAndAnswered(t *testing.T) {
 	p, api, a := setup(t, false)
 	fl := &flaky{admitter: a, n: 1}
-	p.admit = fl
+	p.Admitter = fl
 	mux := http.NewServeMux()
 	p.Routes(mux)
 	post := func(body []byte) int {

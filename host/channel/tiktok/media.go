@@ -135,14 +135,14 @@ func (p *Provider) downloadURL(ctx context.Context, co Coords) (string, error) {
 // call POSTs a JSON body to path below api_url with the token and decodes
 // the answer's data into out; a code other than 0 is mapped by mapCode.
 func (p *Provider) call(ctx context.Context, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.api.String()+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.API.String()+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Access-Token", p.cfg.AccessToken)
 	var ans answer
-	if err := httpkit.CallJSON(p.client, req, &ans, mapStatus); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, &ans, mapStatus); err != nil {
 		return err
 	}
 	if ans.Code != 0 {

@@ -100,7 +100,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 		if _, err := p.send(ctx, msg.Chat, "TEXT", map[string]any{"text": map[string]string{"body": text}}); err != nil {
 			if channel.Permanent(err) {
 				// The image went out: a retry would send it again.
-				p.log.Warn("tiktok: the text after an image was refused; the image was sent", "provider", p.cfg.ID, "err", err)
+				p.Log.Warn("tiktok: the text after an image was refused; the image was sent", "provider", p.cfg.ID, "err", err)
 				return ref, nil
 			}
 			return "", err
@@ -162,7 +162,7 @@ func (p *Provider) send(ctx context.Context, chat, typ string, fields map[string
 	if out.Message.MessageID == "" {
 		// TikTok took the message (code 0): sending it again would send it
 		// twice, so it counts as sent, without a ref.
-		p.log.Warn("tiktok: a send accepted without data.message.message_id", "provider", p.cfg.ID)
+		p.Log.Warn("tiktok: a send accepted without data.message.message_id", "provider", p.cfg.ID)
 	}
 	return out.Message.MessageID, nil
 }

@@ -38,9 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -122,37 +120,29 @@ func (c *Config) Open(env channel.Env) (channel.Channel, error) {
 
 // Provider is one Business Account.
 type Provider struct {
-	cfg    Config
-	api    *url.URL
-	urls   *urlmedia.Media
-	admit  channel.Admitter
-	log    *slog.Logger
-	client *http.Client
-	now    func() time.Time
+	httpkit.Base
+	cfg  Config
+	urls *urlmedia.Media
+	now  func() time.Time
 }
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
+	p := &Provider{now: time.Now}
+	if err := p.Open("tiktok", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	api, err := httpkit.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("tiktok %s: %w", cfg.ID, err)
-	}
+	cfg.ID = p.ID()
 	hosts := cfg.MediaRefHosts
 	if hosts == nil {
 		hosts = MediaHosts
 	}
-	return &Provider{cfg: cfg, api: api, urls: urlmedia.New("tiktok "+cfg.ID, api, hosts, nil),
-		admit: env.Admitter, log: env.Log(),
-		// The token rides in a header Go keeps on a redirect: API calls
-		// follow none.
-		client: httpkit.NewClient(30*time.Second, api, nil), now: time.Now}, nil
+	p.cfg, p.urls = cfg, urlmedia.New("tiktok "+cfg.ID, p.API, hosts, nil)
+	// The token rides in a header Go keeps on a redirect: API calls
+	// follow none.
+	p.Dial(30*time.Second, nil)
+	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
@@ -244,9 +234,9 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if c == nil && ev.Event == "" {
-		p.log.Warn("tiktok: a webhook without an event ignored", "provider", p.cfg.ID)
+		p.Log.Warn("tiktok: a webhook without an event ignored", "provider", p.cfg.ID)
 	}
-	httpkit.AdmitAndAnswer(w, r, p.admit, p.cfg.ID, msgs...)
+	p.Answer(w, r, msgs...)
 }
 
 // ReceiveEvent is the event of a message a user sent the business.

@@ -84,35 +84,28 @@ func (c *Config) Open(env channel.Env) (channel.Channel, error) {
 
 // Provider is one Twilio sender.
 type Provider struct {
+	httpkit.Base
 	cfg     Config
-	admit   channel.Admitter
-	client  *http.Client
-	api     *url.URL
 	choices *choices
 }
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
+	p := &Provider{}
+	if err := p.Open("twilio", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	api, err := httpkit.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("twilio %s: %w", cfg.ID, err)
-	}
-	cfg.APIURL = api.String()
+	cfg.ID, cfg.APIURL = p.ID(), p.API.String()
+	p.cfg = cfg
+	p.choices = &choices{kv: env.Kv, prefix: env.KeyPrefix + "twilio/" + cfg.ID + "/choices/"}
 	// Media URLs redirect to Twilio's storage: mms.twiliocdn.com, or
 	// s3-external-1.amazonaws.com for media without HTTP auth. The Basic
 	// credentials never follow to another host.
-	redirect := func(u *url.URL) bool {
-		return httpkit.CredentialsAllowed(u, api, "twilio.com", "twiliocdn.com", "s3-external-1.amazonaws.com")
-	}
-	return &Provider{cfg: cfg, admit: env.Admitter, client: httpkit.NewClient(60*time.Second, api, redirect), api: api,
-		choices: &choices{kv: env.Kv, prefix: env.KeyPrefix + "twilio/" + cfg.ID + "/choices/"}}, nil
+	p.Dial(60*time.Second, func(u *url.URL) bool {
+		return httpkit.CredentialsAllowed(u, p.API, "twilio.com", "twiliocdn.com", "s3-external-1.amazonaws.com")
+	})
+	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
@@ -241,7 +234,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
+		if _, err := p.Admitter.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
 			httpkit.NotAdmitted(w.Header(), err)
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
 			return
@@ -330,7 +323,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 	var out struct {
 		SID string `json:"sid"`
 	}
-	if err := httpkit.CallJSON(p.client, req, &out, mapError); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, &out, mapError); err != nil {
 		return "", fmt.Errorf("twilio %s: %w", p.cfg.ID, err)
 	}
 	if out.SID == "" {
@@ -344,7 +337,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 // own origin.
 func (p *Provider) mediaAllowed(raw string) bool {
 	u, err := url.Parse(raw)
-	return err == nil && len(raw) <= 2048 && httpkit.CredentialsAllowed(u, p.api, "twilio.com")
+	return err == nil && len(raw) <= 2048 && httpkit.CredentialsAllowed(u, p.API, "twilio.com")
 }
 
 // SerializeMediaRef implements channel.MediaRefCodec: the media URL (no
@@ -378,5 +371,5 @@ func (p *Provider) LoadMedia(ctx context.Context, m channel.Media, max int64) ([
 		return nil, fmt.Errorf("%w: twilio %s: %v", channel.ErrMediaUnavailable, p.cfg.ID, err)
 	}
 	req.SetBasicAuth(p.cfg.AccountSID, p.cfg.AuthToken)
-	return httpkit.Download(p.client, req, max, func(err error) string { return err.Error() })
+	return httpkit.Download(p.Client, req, max, func(err error) string { return err.Error() })
 }
