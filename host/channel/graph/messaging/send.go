@@ -323,13 +323,13 @@ func (c *Channel) call(ctx context.Context, body map[string]any, out any) error 
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.spec.Type, c.spec.ID, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.api.String()+c.spec.SendPath, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.API.String()+c.spec.SendPath, bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.spec.Type, c.spec.ID, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.spec.Token)
-	if err := httpkit.CallJSON(c.client, req, out, Codes.MapError); err != nil {
+	if err := httpkit.CallJSON(c.Client, req, out, Codes.MapError); err != nil {
 		return fmt.Errorf("%s %s: %w", c.spec.Type, c.spec.ID, err)
 	}
 	return nil

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -84,11 +83,8 @@ func (r *Refusal) Error() string { return r.Reason }
 
 // Channel is the half of a gateway provider the gateways share.
 type Channel struct {
-	spec   Spec
-	api    *url.URL
-	client *http.Client
-	admit  channel.Admitter
-	log    *slog.Logger
+	httpkit.Base
+	spec Spec
 }
 
 // New returns the channel s describes, for the host's env; the entry's id is
@@ -101,15 +97,13 @@ func New(s Spec, env channel.Env) (*Channel, error) {
 	if s.APIURL == "" {
 		return nil, fmt.Errorf("%s %s: api_url is required (the gateway's own URL)", s.Type, s.ID)
 	}
-	api, err := httpkit.APIBase(s.APIURL, "")
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", s.Type, s.ID, err)
+	c := &Channel{spec: s}
+	if err := c.Open(s.Type, s.ID, env, s.APIURL, ""); err != nil {
+		return nil, err
 	}
-	return &Channel{spec: s, api: api, client: httpkit.NewClient(60*time.Second, api, nil), admit: env.Admitter, log: env.Log()}, nil
+	c.Dial(60*time.Second, nil)
+	return c, nil
 }
-
-// ID implements channel.Provider.
-func (c *Channel) ID() string { return c.spec.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (c *Channel) TextLimit() int { return TextLimit }
@@ -133,11 +127,11 @@ func (c *Channel) Serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	case ev.Owner != c.spec.Owner:
-		c.log.Warn(c.spec.Type+": an event of another instance or session ignored", "provider", c.spec.ID, "of", ev.Owner)
+		c.Log.Warn(c.spec.Type+": an event of another instance or session ignored", "provider", c.spec.ID, "of", ev.Owner)
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	httpkit.AdmitAndAnswer(w, r, c.admit, c.spec.ID, ev.Messages...)
+	c.Answer(w, r, ev.Messages...)
 }
 
 // Path is an API path of escaped segments: Path("message", "sendText",
@@ -164,7 +158,7 @@ func (c *Channel) Call(ctx context.Context, method, path string, in, out any) er
 	if err != nil {
 		return c.Errorf("%w", err)
 	}
-	if err := httpkit.CallJSON(c.client, req, out, c.spec.MapError); err != nil {
+	if err := httpkit.CallJSON(c.Client, req, out, c.spec.MapError); err != nil {
 		return c.Errorf("%w", err)
 	}
 	return nil
@@ -179,7 +173,7 @@ func (c *Channel) request(ctx context.Context, method, path string, in any) (*ht
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.api.String()+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.API.String()+path, body)
 	if err != nil {
 		return nil, err
 	}
