@@ -48,7 +48,6 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -200,13 +199,10 @@ func snowflake(s string) bool {
 
 // Provider is one Discord application.
 type Provider struct {
-	cfg   Config
-	admit channel.Admitter
-	log   *slog.Logger
+	httpkit.Base
+	cfg Config
 	// guard recovers a panic on an event (channel.Env.Guard).
 	guard  func(what string, f func() error) error
-	api    *url.URL
-	rest   *http.Client // the API: no redirects
 	media  *http.Client // attachments: redirects to Discord's CDN only
 	pub    ed25519.PublicKey
 	limits *limiter
@@ -226,18 +222,16 @@ type Provider struct {
 
 // Open returns the channel cfg describes; in gateway mode, Run connects.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
-	}
 	if cfg.Mode == "" {
 		cfg.Mode = ModeGateway
 	}
-	api, err := httpkit.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("discord %s: %w", cfg.ID, err)
+	p := &Provider{guard: env.Guard, now: time.Now, followUp: map[string]followUpRef{}, mediaHosts: cfg.MediaRefHosts}
+	if err := p.Open("discord", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	cfg.APIURL = strings.TrimRight(api.String(), "/")
-	p := &Provider{cfg: cfg, admit: env.Admitter, log: env.Log(), guard: env.Guard, api: api, now: time.Now, followUp: map[string]followUpRef{}, mediaHosts: cfg.MediaRefHosts}
+	cfg.ID, cfg.APIURL = p.ID(), strings.TrimRight(p.API.String(), "/")
+	p.cfg = cfg
+	var err error
 	if p.mediaHosts == nil {
 		p.mediaHosts = MediaHosts
 	}
@@ -249,8 +243,8 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.Mode == ModeInteractions && p.pub == nil {
 		return nil, fmt.Errorf("discord %s: interactions mode needs public_key", cfg.ID)
 	}
-	p.rest = httpkit.NewClient(30*time.Second, api, nil)
-	p.media = httpkit.NewClient(60*time.Second, api, p.mediaAllowed)
+	p.Dial(30*time.Second, nil) // the API: no redirects
+	p.media = httpkit.NewClient(60*time.Second, p.API, p.mediaAllowed)
 	p.limits = newLimiter()
 	p.ix = newTokens(env.Kv, env.KeyPrefix+"discord/"+cfg.ID+"/ix/")
 	p.kv, p.kvPrefix = env.Kv, env.KeyPrefix
@@ -272,9 +266,6 @@ var (
 	_ channel.Editor        = (*Provider)(nil)
 	_ channel.Typist        = (*Provider)(nil)
 )
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }

@@ -112,7 +112,7 @@ func (p *Provider) interaction(ctx context.Context, ix Interaction) (int, error)
 	if err := p.ix.put(ctx, ix.ID, rec); err != nil {
 		return 0, fmt.Errorf("discord %s: keeping the interaction token: %w", p.cfg.ID, err)
 	}
-	if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
+	if _, err := p.Admitter.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
 		return 0, err
 	}
 	return cb, nil
@@ -131,7 +131,7 @@ func (p *Provider) acknowledge(ctx context.Context, ix Interaction, cb int) {
 	err := p.call(ctx, request{method: http.MethodPost, path: "/interactions/" + ix.ID + "/" + ix.Token + "/callback",
 		route: "POST /interactions/" + ix.ID + "/callback", body: map[string]int{"type": cb}, secret: ix.Token}, nil)
 	if err != nil {
-		p.log.Warn("discord: acknowledging an interaction failed", "provider", p.cfg.ID, "interaction", ix.ID, "err", err)
+		p.Log.Warn("discord: acknowledging an interaction failed", "provider", p.cfg.ID, "interaction", ix.ID, "err", err)
 	}
 }
 

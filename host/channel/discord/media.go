@@ -26,7 +26,7 @@ const maxMediaURL = 2048
 // the media hosts (MediaHosts or media_ref_hosts), or the API's own origin
 // (a test fake).
 func (p *Provider) mediaAllowed(u *url.URL) bool {
-	return httpkit.CredentialsAllowed(u, p.api, p.mediaHosts...)
+	return httpkit.CredentialsAllowed(u, p.API, p.mediaHosts...)
 }
 
 // attachmentURL parses an attachment reference and checks its host.
