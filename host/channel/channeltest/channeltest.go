@@ -69,6 +69,14 @@ type Channel struct {
 	Failures []Failure
 	// Secrets must never appear in a stored media reference.
 	Secrets []string
+	// Unlimited, set to the reason, is a channel that declares no text
+	// limit (the generic HTTP channel: the limit is its gateway's): the
+	// split test is skipped with that reason, and only then.
+	Unlimited string
+	// NoInboundMedia, set to the reason, is a channel whose inbound
+	// messages carry no media: the durable media test is skipped with
+	// that reason, and only then.
+	NoInboundMedia string
 }
 
 // Failure is one error class: Arrange makes the fake fail and returns the
@@ -279,6 +287,9 @@ func Run(t *testing.T, ch Channel) {
 	})
 
 	t.Run("send/split-at-the-text-limit", func(t *testing.T) {
+		if ch.Unlimited != "" {
+			t.Skip(ch.Unlimited)
+		}
 		tl, ok := p.(channel.TextLimiter)
 		bl, okBytes := p.(channel.ByteLimiter)
 		if !ok && !okBytes {
@@ -327,6 +338,9 @@ func Run(t *testing.T, ch Channel) {
 	})
 
 	t.Run("media/serialize-rehydrate-load", func(t *testing.T) {
+		if ch.NoInboundMedia != "" {
+			t.Skip(ch.NoInboundMedia)
+		}
 		codec, ok := p.(channel.MediaRefCodec)
 		loader, ok2 := p.(channel.MediaLoader)
 		if !ok || !ok2 {
