@@ -90,6 +90,17 @@ type Failure struct {
 	Permanent  bool
 }
 
+// RateLimited is the failure class name of a rate-limited send: limit
+// makes the fake refuse its next n sends as rate limited (a fake's
+// LimitNext), the send is a text to chat, and the channel must ask to wait
+// wait (a RateLimitedError).
+func RateLimited(name string, limit func(n int), chat string, wait time.Duration) Failure {
+	return Failure{Name: name, Arrange: func() channel.Outbound {
+		limit(1)
+		return channel.Outbound{Chat: chat, Text: "x"}
+	}, RetryAfter: wait}
+}
+
 // Journal is an Admitter that records admissions, deduplicating on the
 // message id as the host does, and can be made to fail: for the contract
 // suite and a channel's own tests.

@@ -88,12 +88,7 @@ func contract() channeltest.Channel {
 		},
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "429", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: contact, Text: "x"}
-			}, RetryAfter: 3e9},
+			channeltest.RateLimited("429", api.LimitNext, contact, 3e9),
 			{Name: "unknown contact", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "noSuchContact", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 			{Name: "DND", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "dndContact0000000001", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 			{Name: "empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: contact} }, Is: channel.ErrUnsupportedContent},

@@ -76,12 +76,7 @@ func contract() channeltest.Channel {
 		},
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "429", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: user, Text: "x"}
-			}, RetryAfter: 3e9},
+			channeltest.RateLimited("429", api.LimitNext, user, 3e9),
 			{Name: "unknown destination", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "919000000000", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 			{Name: "malformed destination", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "+91 98", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 			{Name: "empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: user} }, Is: channel.ErrUnsupportedContent},

@@ -47,12 +47,7 @@ func TestContract(t *testing.T) {
 		MediaOut: channel.Media{Type: "image", URL: "https://example.com/a.jpg"},
 		Texts:    gw.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "429", Arrange: func() channel.Outbound {
-				gw.Lock()
-				gw.Limited = 1
-				gw.Unlock()
-				return channel.Outbound{Chat: chat, Text: "x"}
-			}, RetryAfter: httpchantest.RetryAfter * time.Second},
+			channeltest.RateLimited("429", gw.LimitNext, chat, httpchantest.RetryAfter*time.Second),
 			{Name: "an unknown chat (404)", Arrange: func() channel.Outbound { return channel.Outbound{Chat: unknown, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 			{Name: "a media type the gateway does not send (422)", Arrange: func() channel.Outbound {
 				return channel.Outbound{Chat: chat, Media: &channel.Media{Type: "sticker", URL: "https://example.com/s.webp"}}

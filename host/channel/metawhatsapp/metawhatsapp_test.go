@@ -72,12 +72,7 @@ func contract() channeltest.Channel {
 		GoneMedia: func(string) channel.Media { return channel.Media{Type: "image", Ref: "999000999"} },
 		Texts:     api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "130429 throughput", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: user, Text: "x"}
-			}, RetryAfter: 1e9},
+			channeltest.RateLimited("130429 throughput", api.LimitNext, user, 1e9),
 			{Name: "131047 outside the 24 h window", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "15550000002", Text: "x"} }, Is: channel.ErrOutsideSessionWindow},
 			{Name: "131026 undeliverable", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "15550000003", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 			{Name: "100 empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: user} }, Is: channel.ErrUnsupportedContent},

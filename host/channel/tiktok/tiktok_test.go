@@ -79,12 +79,7 @@ func contract() channeltest.Channel {
 		},
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "40100", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: conv, Text: "x"}
-			}, RetryAfter: RateLimitWait},
+			channeltest.RateLimited("40100", api.LimitNext, conv, RateLimitWait),
 			{Name: "unknown conversation", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "0:1:1:2", Text: "x"} }, Is: channel.ErrUnsupportedContent},
 			{Name: "empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: conv} }, Is: channel.ErrUnsupportedContent},
 			{Name: "image by URL", Arrange: func() channel.Outbound {

@@ -83,12 +83,7 @@ func contract() channeltest.Channel {
 		},
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "429 / 20429", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: user, Text: "x"}
-			}, RetryAfter: 3e9},
+			channeltest.RateLimited("429 / 20429", api.LimitNext, user, 3e9),
 			{Name: "21610 unsubscribed", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "+15550000002", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 			{Name: "21211 invalid To", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "+1555", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 			{Name: "63016 outside the WhatsApp window", Arrange: func() channel.Outbound {

@@ -42,6 +42,14 @@ func (k *Kit[S]) Unlock() { k.mu.Unlock() }
 // calls it.
 func (k *Kit[S]) MediaStore() { k.Media = map[string][]byte{} }
 
+// LimitNext makes the next n sends rate limited (Limited = n); it takes
+// the lock.
+func (k *Kit[S]) LimitNext(n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.Limited = n
+}
+
 // RateLimited reports whether this send is one of the Limited ones, and
 // counts it. Call it with the lock held.
 func (k *Kit[S]) RateLimited() bool {

@@ -89,12 +89,7 @@ func (c Contract) Channel() channeltest.Channel {
 		},
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "613 rate limit", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: user, Text: "x"}
-			}, RetryAfter: time.Minute},
+			channeltest.RateLimited("613 rate limit", api.LimitNext, user, time.Minute),
 			{Name: "10/2018278 outside the window", Arrange: func() channel.Outbound { return channel.Outbound{Chat: ClosedUser, Text: "x"} }, Is: channel.ErrOutsideSessionWindow},
 			{Name: "551 unavailable", Arrange: func() channel.Outbound { return channel.Outbound{Chat: UnavailableUser, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 			{Name: "100/2018001 no such user", Arrange: func() channel.Outbound { return channel.Outbound{Chat: UnknownUser, Text: "x"} }, Is: channel.ErrRecipientUnreachable},

@@ -96,12 +96,7 @@ func Failures(a *Account, c Chats, wait time.Duration) []channeltest.Failure {
 		return func() channel.Outbound { o.Chat = c.Chat; return o }
 	}
 	return []channeltest.Failure{
-		{Name: "429", Arrange: func() channel.Outbound {
-			a.Lock()
-			a.Limited = 1
-			a.Unlock()
-			return channel.Outbound{Chat: c.Chat, Text: "x"}
-		}, RetryAfter: wait},
+		channeltest.RateLimited("429", a.LimitNext, c.Chat, wait),
 		{Name: "a number without WhatsApp", Arrange: func() channel.Outbound { return channel.Outbound{Chat: c.Unknown, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 		{Name: "a group the account is not in", Arrange: func() channel.Outbound { return channel.Outbound{Chat: c.Group, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
 		{Name: "an empty text", Arrange: to(channel.Outbound{Text: " "}), Is: channel.ErrUnsupportedContent},
