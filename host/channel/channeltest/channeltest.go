@@ -101,6 +101,12 @@ func RateLimited(name string, limit func(n int), chat string, wait time.Duration
 	}, RetryAfter: wait}
 }
 
+// Refusal is the failure class name of a send the fake refuses: out,
+// whose error must match is (errors.Is).
+func Refusal(name string, out channel.Outbound, is error) Failure {
+	return Failure{Name: name, Arrange: func() channel.Outbound { return out }, Is: is}
+}
+
 // Journal is an Admitter that records admissions, deduplicating on the
 // message id as the host does, and can be made to fail: for the contract
 // suite and a channel's own tests.

@@ -48,13 +48,9 @@ func TestContract(t *testing.T) {
 		Texts:    gw.Texts,
 		Failures: []channeltest.Failure{
 			channeltest.RateLimited("429", gw.LimitNext, chat, httpchantest.RetryAfter*time.Second),
-			{Name: "an unknown chat (404)", Arrange: func() channel.Outbound { return channel.Outbound{Chat: unknown, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "a media type the gateway does not send (422)", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: chat, Media: &channel.Media{Type: "sticker", URL: "https://example.com/s.webp"}}
-			}, Is: channel.ErrUnsupportedContent},
-			{Name: "a text over the gateway's limit (413)", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: chat, Text: string(bytes.Repeat([]byte("a"), httpchantest.TextLimit+1))}
-			}, Is: channel.ErrPayloadTooLarge},
+			channeltest.Refusal("an unknown chat (404)", channel.Outbound{Chat: unknown, Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("a media type the gateway does not send (422)", channel.Outbound{Chat: chat, Media: &channel.Media{Type: "sticker", URL: "https://example.com/s.webp"}}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("a text over the gateway's limit (413)", channel.Outbound{Chat: chat, Text: string(bytes.Repeat([]byte("a"), httpchantest.TextLimit+1))}, channel.ErrPayloadTooLarge),
 		},
 		Secrets:        []string{secret},
 		Unlimited:      "the generic HTTP channel declares no text limit: its gateway's limit is the gateway's, answered 413",

@@ -73,9 +73,9 @@ func contract() channeltest.Channel {
 		Texts:     api.Texts,
 		Failures: []channeltest.Failure{
 			channeltest.RateLimited("130429 throughput", api.LimitNext, user, 1e9),
-			{Name: "131047 outside the 24 h window", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "15550000002", Text: "x"} }, Is: channel.ErrOutsideSessionWindow},
-			{Name: "131026 undeliverable", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "15550000003", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "100 empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: user} }, Is: channel.ErrUnsupportedContent},
+			channeltest.Refusal("131047 outside the 24 h window", channel.Outbound{Chat: "15550000002", Text: "x"}, channel.ErrOutsideSessionWindow),
+			channeltest.Refusal("131026 undeliverable", channel.Outbound{Chat: "15550000003", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("100 empty text", channel.Outbound{Chat: user}, channel.ErrUnsupportedContent),
 			{Name: "100 media without id or link", Arrange: func() channel.Outbound {
 				return channel.Outbound{Chat: user, Media: &channel.Media{Type: "image"}}
 			}, Permanent: true},

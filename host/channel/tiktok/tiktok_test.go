@@ -80,17 +80,11 @@ func contract() channeltest.Channel {
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
 			channeltest.RateLimited("40100", api.LimitNext, conv, RateLimitWait),
-			{Name: "unknown conversation", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "0:1:1:2", Text: "x"} }, Is: channel.ErrUnsupportedContent},
-			{Name: "empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: conv} }, Is: channel.ErrUnsupportedContent},
-			{Name: "image by URL", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: conv, Media: &channel.Media{Type: "image", URL: "https://x.example/a.jpg"}}
-			}, Is: channel.ErrUnsupportedContent},
-			{Name: "unknown upload", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: conv, Media: &channel.Media{Type: "image", Ref: "upload-none"}}
-			}, Is: channel.ErrUnsupportedContent},
-			{Name: "buttons", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: conv, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}
-			}, Is: channel.ErrUnsupportedContent},
+			channeltest.Refusal("unknown conversation", channel.Outbound{Chat: "0:1:1:2", Text: "x"}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("empty text", channel.Outbound{Chat: conv}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("image by URL", channel.Outbound{Chat: conv, Media: &channel.Media{Type: "image", URL: "https://x.example/a.jpg"}}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("unknown upload", channel.Outbound{Chat: conv, Media: &channel.Media{Type: "image", Ref: "upload-none"}}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("buttons", channel.Outbound{Chat: conv, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}, channel.ErrUnsupportedContent),
 		},
 		Secrets: []string{token, secret},
 	}

@@ -84,15 +84,11 @@ func contract() channeltest.Channel {
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
 			channeltest.RateLimited("429 / 20429", api.LimitNext, user, 3e9),
-			{Name: "21610 unsubscribed", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "+15550000002", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "21211 invalid To", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "+1555", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "63016 outside the WhatsApp window", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: "whatsapp:+15550000003", Text: "x"}
-			}, Is: channel.ErrOutsideSessionWindow},
-			{Name: "21602 no body", Arrange: func() channel.Outbound { return channel.Outbound{Chat: user} }, Is: channel.ErrUnsupportedContent},
-			{Name: "media that is not a URL", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: user, Media: &channel.Media{Type: "image", Ref: "ME0001"}}
-			}, Is: channel.ErrUnsupportedContent},
+			channeltest.Refusal("21610 unsubscribed", channel.Outbound{Chat: "+15550000002", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("21211 invalid To", channel.Outbound{Chat: "+1555", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("63016 outside the WhatsApp window", channel.Outbound{Chat: "whatsapp:+15550000003", Text: "x"}, channel.ErrOutsideSessionWindow),
+			channeltest.Refusal("21602 no body", channel.Outbound{Chat: user}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("media that is not a URL", channel.Outbound{Chat: user, Media: &channel.Media{Type: "image", Ref: "ME0001"}}, channel.ErrUnsupportedContent),
 		},
 		Secrets: []string{authToken},
 	}

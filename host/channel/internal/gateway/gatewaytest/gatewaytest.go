@@ -97,8 +97,8 @@ func Failures(a *Account, c Chats, wait time.Duration) []channeltest.Failure {
 	}
 	return []channeltest.Failure{
 		channeltest.RateLimited("429", a.LimitNext, c.Chat, wait),
-		{Name: "a number without WhatsApp", Arrange: func() channel.Outbound { return channel.Outbound{Chat: c.Unknown, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-		{Name: "a group the account is not in", Arrange: func() channel.Outbound { return channel.Outbound{Chat: c.Group, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
+		channeltest.Refusal("a number without WhatsApp", channel.Outbound{Chat: c.Unknown, Text: "x"}, channel.ErrRecipientUnreachable),
+		channeltest.Refusal("a group the account is not in", channel.Outbound{Chat: c.Group, Text: "x"}, channel.ErrRecipientUnreachable),
 		{Name: "an empty text", Arrange: to(channel.Outbound{Text: " "}), Is: channel.ErrUnsupportedContent},
 		{Name: "buttons", Arrange: to(channel.Outbound{Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}), Is: channel.ErrUnsupportedContent},
 		{Name: "an inbound media the gateway no longer has", Arrange: to(channel.Outbound{Media: &channel.Media{Type: "image", Ref: c.Gone}}), Is: channel.ErrUnsupportedContent},
