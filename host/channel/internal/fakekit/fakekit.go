@@ -5,15 +5,19 @@
 // Each fake keeps its own wire format, its own checks and its own error
 // answers: the kit holds only what is the same in all of them.
 //
-// fakekit imports the standard library only. It is internal to
+// fakekit imports the standard library only (testing among it: it is a
+// test kit, and WaitFor and Log serve the channels' tests). It is internal to
 // host/channel: only the channels' fakes and tests use it.
 package fakekit
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"sync"
+	"testing"
+	"time"
 )
 
 // Kit is the state every fake shares, S being the fake's record of one
@@ -142,4 +146,38 @@ func HeaderIs(r *http.Request, key, want string) bool {
 // Bearer reports whether r carries "Authorization: Bearer <token>".
 func Bearer(r *http.Request, token string) bool {
 	return HeaderIs(r, "Authorization", "Bearer "+token)
+}
+
+// WaitFor polls cond until it holds, failing t after a generous deadline
+// (30 s, for a loaded machine under -race): a test waits for a condition,
+// never for a fixed time.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Log is a log sink the channel's goroutines write while a test reads it.
+type Log struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns what was written so far.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
