@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/internal/fakekit"
+	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 	"google.golang.org/protobuf/proto"
-	"github.com/botrun/botrun/abi"
-	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/whatsappweb"
 )
 
 var group = types.NewJID("120363040000000001", types.GroupServer)

@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botrun/botrun/host/channel/internal/fakekit"
-	"go.mau.fi/whatsmeow/types/events"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
 	"github.com/botrun/botrun/internal/testserver"
+	"go.mau.fi/whatsmeow/types/events"
 	_ "modernc.org/sqlite"
 )
 

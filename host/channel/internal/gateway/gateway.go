@@ -10,6 +10,10 @@
 // download, an inbound media sent again, the checks of a send, the
 // timestamps, and the chats botrun answers. Each channel keeps its own
 // credentials, wire format and error table.
+//
+// gateway is internal to host/channel: only Evolution and WPPConnect use
+// it. It embeds httpkit.Base, and imports the standard library, the SPI
+// (host/channel) and the toolkit (host/channel/httpkit).
 package gateway
 
 import (

@@ -4,6 +4,11 @@
 // reference (httpkit.StoreURL), journaled and fetched only when it is https
 // on one of the channel's media hosts (or a subdomain), on one of its URL
 // prefixes, or on api_url's own origin, and fetched without credentials.
+//
+// urlmedia is internal to host/channel: Messenger's and Instagram's base
+// (graph/messaging), Gupshup, GoHighLevel, TikTok and Discord use it. It
+// imports the standard library, the SPI (host/channel) and the toolkit
+// (host/channel/httpkit).
 package urlmedia
 
 import (

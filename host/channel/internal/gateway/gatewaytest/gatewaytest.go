@@ -3,6 +3,9 @@
 // gateway (the numbers on WhatsApp, the groups it is in, the media it
 // holds, a rate limit, a lost connection), the sends it accepted, and the
 // failure classes every gateway channel maps for the contract suite.
+//
+// gatewaytest embeds fakekit in its Account; it imports the standard
+// library, abi, the SPI, channeltest and fakekit.
 package gatewaytest
 
 import (
