@@ -287,20 +287,13 @@ const housekeeping = time.Minute
 func (p *Provider) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(housekeeping)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.guard("purging expired interaction tokens", func() error {
-					p.ix.purge(ctx, p.now())
-					p.purgeFollowUps(p.now())
-					return nil
-				})
-			}
-		}
+		httpkit.Every(ctx, housekeeping, func() {
+			p.guard("purging expired interaction tokens", func() error {
+				p.ix.purge(ctx, p.now())
+				p.purgeFollowUps(p.now())
+				return nil
+			})
+		})
 	})
 	if p.gw != nil {
 		p.gw.run(ctx)

@@ -8,7 +8,8 @@
 // admission (ReadWebhook, CheckQueryToken, AdmitAndAnswer, NotAdmitted); the
 // checks of a config entry (Required, CheckAPIURL, CheckHTTPURL, APIBase,
 // CredentialsAllowed); URL media references (StoreURL, StoredURL); text
-// splitting (Split) and Opened for a Config's Open.
+// splitting (Split), Every for a Run's housekeeping, and Opened for a
+// Config's Open.
 //
 // httpkit may import the standard library and the SPI (host/channel) only.
 // The host uses it for the same client and splitting rules; the SPI never

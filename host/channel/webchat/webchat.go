@@ -183,14 +183,7 @@ func (p *Provider) Run(ctx context.Context) {
 	if p.retention <= 0 {
 		return
 	}
-	t := time.NewTicker(min(p.retention, time.Minute))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	httpkit.Every(ctx, min(p.retention, time.Minute), func() {
 		n, err := p.store.Purge(ctx, time.Now().Add(-p.retention))
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -198,7 +191,7 @@ func (p *Provider) Run(ctx context.Context) {
 		case n > 0:
 			p.log.Info("webchat: transcript retention purge", "provider", p.id, "entries", n)
 		}
-	}
+	})
 }
 
 // ID implements channel.Provider.
