@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 )
@@ -329,13 +330,7 @@ func TestWebchatExposureLongPollOwnChat(t *testing.T) {
 	defer srv.Close()
 	got := make(chan listing, 1)
 	go func() { got <- get(t, srv.URL+"/webchat/web/messages?chat=mine&after=0&wait=30s") }()
-	deadline := time.Now().Add(30 * time.Second)
-	for tr.count("mine") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the long poll never read the transcript")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	fakekit.WaitFor(t, "the long poll reading the transcript", func() bool { return tr.count("mine") > 0 })
 	p.mu.Lock()
 	mine := p.waiting["mine"].ch
 	p.mu.Unlock()
