@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/email/emailtest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // afterCounting is a context, never done, that counts the functions

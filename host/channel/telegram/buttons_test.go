@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/telegram/telegramtest"
 )
 

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/telegram/telegramtest"
 )
 
