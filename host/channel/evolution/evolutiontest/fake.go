@@ -67,7 +67,7 @@ func answer(w http.ResponseWriter, v any) {
 // ServeHTTP implements http.Handler.
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.Requests.Add(1)
-	if r.Header.Get("apikey") != f.key {
+	if !fakekit.HeaderIs(r, "apikey", f.key) {
 		fail(w, http.StatusUnauthorized, "Unauthorized")
 		return
 	}

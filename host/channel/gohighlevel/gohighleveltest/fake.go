@@ -117,7 +117,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *API) send(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+f.token {
+	if !fakekit.Bearer(r, f.token) {
 		fail(w, http.StatusUnauthorized, "Invalid JWT")
 		return
 	}

@@ -80,7 +80,7 @@ func fail(w http.ResponseWriter, status, code int, msg string) {
 
 // ServeHTTP implements http.Handler.
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+f.token {
+	if !fakekit.Bearer(r, f.token) {
 		fail(w, 401, 190, "Invalid OAuth access token - Cannot parse access token")
 		return
 	}

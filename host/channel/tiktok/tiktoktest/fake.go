@@ -98,7 +98,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body map[string]any
-	if r.Header.Get("Access-Token") != f.token {
+	if !fakekit.HeaderIs(r, "Access-Token", f.token) {
 		answer(w, codeBadToken, "Access token is incorrect or has been revoked.", nil)
 		return
 	}

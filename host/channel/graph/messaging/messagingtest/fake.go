@@ -159,7 +159,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(b)
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+f.opt.Token {
+	if !fakekit.Bearer(r, f.opt.Token) {
 		Fail(w, 401, 190, 0, "Invalid OAuth access token - Cannot parse access token")
 		return
 	}
