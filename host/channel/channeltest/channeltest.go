@@ -1,7 +1,11 @@
 // Package channeltest is the channel contract suite: every channel runs it
 // against its fake API. It covers inbound parsing, webhook verification and
 // deduplication, sends, every error class the channel maps, splitting at the
-// text limit, and durable media (serialize, rehydrate, load).
+// text limit, and durable media (serialize, rehydrate, load). RunInbound is
+// its inbound half, for a channel with no API of its own to fake (webchat).
+//
+// channeltest imports the standard library, the SPI (host/channel) and the
+// toolkit (host/channel/httpkit); the channels' tests and fakes import it.
 package channeltest
 
 import (
