@@ -3,6 +3,10 @@
 // handshake, the X-Hub-Signature-256 HMAC of a webhook's raw body, and the
 // Graph error body mapped onto the provider taxonomy. Each channel keeps its
 // own wire format and its own table of error codes.
+//
+// graph is not under host/channel/internal because cmd/botrun's end-to-end
+// tests sign webhooks with it. It imports the standard library, the SPI
+// (host/channel) and the toolkit (host/channel/httpkit).
 package graph
 
 import (
