@@ -115,6 +115,18 @@ func Refusal(name string, out channel.Outbound, is error) Failure {
 	return Failure{Name: name, Arrange: func() channel.Outbound { return out }, Is: is}
 }
 
+// Must returns a constructor's result, failing t on its error:
+// Must[*Provider](t)(Open(cfg, env)).
+func Must[P any](t testing.TB) func(P, error) P {
+	return func(p P, err error) P {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
 // Journal is an Admitter that records admissions, deduplicating on the
 // message id as the host does, and can be made to fail: for the contract
 // suite and a channel's own tests.

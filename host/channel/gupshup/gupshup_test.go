@@ -25,12 +25,8 @@ const (
 )
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	p, err := Open(Config{ID: "gs", APIURL: api, APIKey: apiKey, AppName: app, Source: source, WebhookToken: token},
-		channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "gs", APIURL: api, APIKey: apiKey, AppName: app, Source: source, WebhookToken: token},
+		channel.Env{Admitter: admit}))
 }
 
 // signed is a webhook request as Gupshup makes it: the token in the URL.

@@ -26,11 +26,7 @@ func TestContract(t *testing.T) {
 		Type: "http",
 		Fake: gw,
 		New: func(t testing.TB, api string, admit channel.Admitter) channel.Channel {
-			p, err := httpchan.Open(httpchan.Config{ID: "gw", URL: api + "/send", Secret: secret}, channel.Env{ID: "gw", Admitter: admit})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
+			return channeltest.Must[*httpchan.Provider](t)(httpchan.Open(httpchan.Config{ID: "gw", URL: api + "/send", Secret: secret}, channel.Env{ID: "gw", Admitter: admit}))
 		},
 		Signed: func(t testing.TB, body []byte) *http.Request {
 			r := httptest.NewRequest("POST", "/webhooks/gw", bytes.NewReader(body))

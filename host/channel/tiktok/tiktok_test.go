@@ -28,12 +28,8 @@ const (
 )
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	p, err := Open(Config{ID: "tt", APIURL: api, AccessToken: token, ClientSecret: secret, BusinessID: business},
-		channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "tt", APIURL: api, AccessToken: token, ClientSecret: secret, BusinessID: business},
+		channel.Env{Admitter: admit}))
 }
 
 func signed(t testing.TB, body []byte) *http.Request {

@@ -41,11 +41,7 @@ func signed(t testing.TB, body []byte) *http.Request {
 }
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	p, err := Open(Config{ID: "tw", AccountSID: sid, AuthToken: authToken, From: "+15550001111", PublicURL: publicURL, APIURL: api}, channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "tw", AccountSID: sid, AuthToken: authToken, From: "+15550001111", PublicURL: publicURL, APIURL: api}, channel.Env{Admitter: admit}))
 }
 
 // contract is the channel and its fake as the contract suite sees them.

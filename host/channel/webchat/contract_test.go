@@ -20,11 +20,7 @@ func TestContract(t *testing.T) {
 	channeltest.RunInbound(t, channeltest.Channel{
 		Type: "webchat",
 		New: func(t testing.TB, _ string, admit channel.Admitter) channel.Channel {
-			p, err := webchat.Open(webchat.Config{ID: "web"}, channel.Env{ID: "web", Admitter: admit})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
+			return channeltest.Must[*webchat.Provider](t)(webchat.Open(webchat.Config{ID: "web"}, channel.Env{ID: "web", Admitter: admit}))
 		},
 		Signed: func(t testing.TB, body []byte) *http.Request {
 			r := httptest.NewRequest("POST", "/webchat/web/messages", bytes.NewReader(body))
