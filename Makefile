@@ -107,7 +107,7 @@ FUZZ_TARGETS = \
 	./host/channel/email:FuzzDecodeMessage \
 	./host/channel/whatsappweb:FuzzDecodeMessage \
 	./host/channel/whatsappweb:FuzzDecodeMediaRef \
-	./host/channel/gateway:FuzzDecodeMedia \
+	./host/channel/internal/gateway:FuzzDecodeMedia \
 	./host/channel/evolution:FuzzDecodeWebhook \
 	./host/channel/evolution:FuzzDecodeJWT \
 	./host/channel/wppconnect:FuzzDecodeWebhook \

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // alertsProvider is the id of the internal channel that POSTs alerts to
@@ -37,7 +38,7 @@ func newAlertSink(rawURL, secret string) (*alertSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alerts: url %q: %w", rawURL, err)
 	}
-	return &alertSink{url: rawURL, secret: []byte(secret), client: channel.NewClient(30*time.Second, u, nil)}, nil
+	return &alertSink{url: rawURL, secret: []byte(secret), client: httpkit.NewClient(30*time.Second, u, nil)}, nil
 }
 
 // ID implements channel.Provider.

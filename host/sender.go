@@ -16,6 +16,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // sender owns the send path: it journals each send under its idempotency key
@@ -143,7 +144,7 @@ func (o *sender) parts(s sendSpec) []part {
 			limit = c
 		}
 	}
-	texts := channel.Split(s.msg.Text, limit, o.byteLimit(s.provider))
+	texts := httpkit.Split(s.msg.Text, limit, o.byteLimit(s.provider))
 	ps := make([]part, len(texts))
 	for i, text := range texts {
 		m := outMsg{Text: text}
@@ -844,7 +845,7 @@ func (o *sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord
 	if json.Unmarshal(rec.Payload, &m) != nil {
 		return rec, true // call reports it
 	}
-	texts := channel.Split(m.Text, o.textLimit(rec.Provider), o.byteLimit(rec.Provider))
+	texts := httpkit.Split(m.Text, o.textLimit(rec.Provider), o.byteLimit(rec.Provider))
 	if len(texts) == 1 {
 		return rec, true
 	}

@@ -1,24 +1,28 @@
 // Package channel is the channel SPI: the small Channel interface every
-// channel implements, the optional interfaces a channel may add, and the types
-// that cross it. One subpackage per channel implements it.
+// channel implements, the optional interfaces a channel may add, the types
+// that cross it (Message, Outbound, Media, Env, Admission), the registry of
+// channel types (Register, Lookup, Types) and the error taxonomy of a send
+// (the permanent sentinels, RateLimitedError, PermanentError). It holds
+// nothing else: the helpers channels share are the toolkit
+// host/channel/httpkit, the bases only some channels share live under
+// host/channel/internal, and the contract suite is host/channel/channeltest.
 //
 // A channel type registers itself (Register) with its config struct, its
 // checks and its constructor; the host builds every [[channels]] entry
 // through that registry and knows no channel by name. The guide to adding a
 // channel is docs/adding-a-channel.md.
 //
-// provider imports the standard library and durability's Kv (a channel's own
-// store): channels know nothing of the journals or the WASM engine.
+// channel imports the standard library, abi (the choices a message
+// carries), durability's Kv and Write (a channel's own store) and
+// internal/registry: channels know nothing of the journals or the WASM
+// engine, and the SPI imports no channel and no toolkit.
 package channel
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/botrun/botrun/abi"
@@ -72,7 +76,7 @@ type Outbound struct {
 	List    *abi.List
 }
 
-// Provider sends messages on one channel. Send must be safe for concurrent use.
+// Channel sends messages on one channel. Send must be safe for concurrent use.
 type Channel interface {
 	// ID is the provider's id from bot.toml.
 	ID() string
@@ -192,52 +196,4 @@ type MediaRefCodec interface {
 // error is worth a retry.
 type MediaLoader interface {
 	LoadMedia(ctx context.Context, m Media, max int64) ([]byte, error)
-}
-
-// HostOnly is a Download redactor for a signed URL (its path or query is a
-// credential): a transport error names the URL's scheme and host only.
-func HostOnly(u *url.URL) func(error) string {
-	return func(err error) string {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return ue.Op + " " + u.Scheme + "://" + u.Host + "/…: " + ue.Err.Error()
-		}
-		return err.Error()
-	}
-}
-
-// Download performs req and returns its body, at most max bytes, from a 200
-// or a 201 answer (a gateway's POST that answers the bytes). 404, 410,
-// 400 and 403 answers wrap ErrMediaUnavailable (the file is gone or refused),
-// and so does a refused redirect or address (with ErrRedirectRefused or
-// ErrAddressRefused); other failures are worth a retry. redact cleans
-// transport errors that may hold credentials (a token in the URL).
-func Download(client *http.Client, req *http.Request, max int64, redact func(error) string) ([]byte, error) {
-	resp, err := client.Do(req)
-	if err != nil {
-		msg := "downloading media: " + redact(err)
-		for _, refused := range []error{ErrRedirectRefused, ErrAddressRefused} {
-			if errors.Is(err, refused) {
-				// Final: the download leads where the channel may not go.
-				return nil, fmt.Errorf("%w (%w): %s", ErrMediaUnavailable, refused, msg)
-			}
-		}
-		return nil, errors.New(msg)
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusGone,
-		resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusForbidden:
-		return nil, fmt.Errorf("%w: the channel answered HTTP %d to the download", ErrMediaUnavailable, resp.StatusCode)
-	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated:
-		return nil, fmt.Errorf("downloading media: HTTP %d", resp.StatusCode)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("downloading media: %s", redact(err))
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%w (%d bytes)", ErrMediaTooLarge, max)
-	}
-	return b, nil
 }

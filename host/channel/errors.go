@@ -54,24 +54,27 @@ func (e *PermanentError) Error() string { return e.Err.Error() }
 // Unwrap returns the channel's error.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// Retryable implements RetryableError: never.
+// Retryable reports that no retry can mend e: never.
 func (e *PermanentError) Retryable() bool { return false }
 
-// RetryableError is implemented by errors that know whether a retry can succeed;
-// Retryable() == false sends the record to the dead-letter queue.
-type RetryableError interface {
+// retryable is implemented by an error that knows whether a retry can
+// succeed (a Retryable() bool method); Retryable() == false sends the record
+// to the dead-letter queue.
+type retryable interface {
 	Retryable() bool
 }
 
 // Permanent reports whether err can never succeed on a retry: one of the
-// permanent sentinels, or an error whose Retryable() is false.
+// permanent sentinels, or an error in err's chain with a Retryable() bool
+// method that answers false (PermanentError, or an error type of the
+// channel's or the host's own).
 func Permanent(err error) bool {
 	for _, p := range []error{ErrUnsupportedContent, ErrPayloadTooLarge, ErrOutsideSessionWindow, ErrRecipientUnreachable} {
 		if errors.Is(err, p) {
 			return true
 		}
 	}
-	var r RetryableError
+	var r retryable
 	return errors.As(err, &r) && !r.Retryable()
 }
 

@@ -156,16 +156,6 @@ func Lookup(name string) (Type, bool) { return types.Lookup(name) }
 // Types lists the registered channel types' names in order.
 func Types() []string { return types.Names() }
 
-// Opened returns what a channel constructor returned as a Channel, with a
-// nil interface (not a nil pointer) on error: Config.Open's usual body is
-// "return channel.Opened(Open(*c, env))".
-func Opened[P Channel](p P, err error) (Channel, error) {
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
 // Log returns the logger the channel should use.
 func (e Env) Log() *slog.Logger {
 	if e.Logger == nil {

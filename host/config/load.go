@@ -18,6 +18,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Error is one problem in a config file, at a line when it is known.
@@ -356,7 +357,7 @@ func (p *parser) validate(c *Config) {
 		p.add("tracing.sample_ratio", "%v: want a share between 0 and 1", r)
 	}
 	if a := c.Alerts; a.URL != "" || a.Secret != "" {
-		channel.CheckAPIURL(a.URL, func(_, format string, args ...any) { p.add("alerts.url", format, args...) })
+		httpkit.CheckAPIURL(a.URL, func(_, format string, args ...any) { p.add("alerts.url", format, args...) })
 		if a.URL == "" {
 			p.add("alerts.url", "missing: set it to the https URL that receives the alerts, or leave [alerts] out")
 		}

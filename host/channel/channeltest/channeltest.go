@@ -1,7 +1,11 @@
 // Package channeltest is the channel contract suite: every channel runs it
 // against its fake API. It covers inbound parsing, webhook verification and
 // deduplication, sends, every error class the channel maps, splitting at the
-// text limit, and durable media (serialize, rehydrate, load).
+// text limit, and durable media (serialize, rehydrate, load). RunInbound is
+// its inbound half, for a channel with no API of its own to fake (webchat).
+//
+// channeltest imports the standard library, the SPI (host/channel) and the
+// toolkit (host/channel/httpkit); the channels' tests and fakes import it.
 package channeltest
 
 import (
@@ -21,6 +25,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Channel is one channel and its fake, as the suite needs them.
@@ -68,6 +73,18 @@ type Channel struct {
 	Failures []Failure
 	// Secrets must never appear in a stored media reference.
 	Secrets []string
+	// Unlimited, set to the reason, is a channel that declares no text
+	// limit (the generic HTTP channel: the limit is its gateway's): the
+	// split test is skipped with that reason, and only then.
+	Unlimited string
+	// Unsigned, set to the reason, is a channel that by design neither
+	// signs its inbound nor has credentials (webchat): only RunInbound
+	// takes it, and an entry with no keys may pass Check.
+	Unsigned string
+	// NoInboundMedia, set to the reason, is a channel whose inbound
+	// messages carry no media: the durable media test is skipped with
+	// that reason, and only then.
+	NoInboundMedia string
 }
 
 // Failure is one error class: Arrange makes the fake fail and returns the
@@ -79,6 +96,35 @@ type Failure struct {
 	Is         error
 	RetryAfter time.Duration
 	Permanent  bool
+}
+
+// RateLimited is the failure class name of a rate-limited send: limit
+// makes the fake refuse its next n sends as rate limited (a fake's
+// LimitNext), the send is a text to chat, and the channel must ask to wait
+// wait (a RateLimitedError).
+func RateLimited(name string, limit func(n int), chat string, wait time.Duration) Failure {
+	return Failure{Name: name, Arrange: func() channel.Outbound {
+		limit(1)
+		return channel.Outbound{Chat: chat, Text: "x"}
+	}, RetryAfter: wait}
+}
+
+// Refusal is the failure class name of a send the fake refuses: out,
+// whose error must match is (errors.Is).
+func Refusal(name string, out channel.Outbound, is error) Failure {
+	return Failure{Name: name, Arrange: func() channel.Outbound { return out }, Is: is}
+}
+
+// Must returns a constructor's result, failing t on its error:
+// Must[*Provider](t)(Open(cfg, env)).
+func Must[P any](t testing.TB) func(P, error) P {
+	return func(p P, err error) P {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 }
 
 // Journal is an Admitter that records admissions, deduplicating on the
@@ -125,6 +171,9 @@ func (a *Journal) Admitted() []channel.Message {
 
 // Run runs the contract suite.
 func Run(t *testing.T, ch Channel) {
+	if ch.SignatureHeader == "" && ch.QueryToken == "" {
+		t.Fatal("the channel verifies no webhook signature (SignatureHeader or QueryToken): RunInbound is for a channel that has none by design")
+	}
 	var down atomic.Bool
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
@@ -136,99 +185,9 @@ func Run(t *testing.T, ch Channel) {
 	t.Cleanup(api.Close)
 	a := NewJournal()
 	p := ch.New(t, api.URL, a)
-	mux := http.NewServeMux()
-	r, ok := p.(channel.Router)
-	if !ok {
-		t.Fatal("the provider serves no webhook (channel.Router)")
-	}
-	r.Routes(mux)
-	serve := func(req *http.Request) int {
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, req)
-		return rec.Code
-	}
+	serve := routes(t, p)
 	ctx := context.Background()
-
-	t.Run("registered", func(t *testing.T) { registered(t, ch.Type) })
-
-	t.Run("inbound/verified-admitted-once", func(t *testing.T) {
-		body := ch.TextBody("contract-1", "hola ¿qué tal?")
-		for i := 0; i < 3; i++ {
-			if code := serve(ch.Signed(t, body)); code/100 != 2 {
-				t.Fatalf("delivery %d of a signed text: HTTP %d", i+1, code)
-			}
-		}
-		var got []channel.Message
-		for _, m := range a.Admitted() {
-			if m.Text == "hola ¿qué tal?" {
-				got = append(got, m)
-			}
-		}
-		if len(got) != 1 || got[0].ID == "" || got[0].Chat != ch.Chat {
-			t.Fatalf("three deliveries of one message admitted %+v; want it once, with an id, in chat %q", got, ch.Chat)
-		}
-	})
-
-	t.Run("inbound/forged-rejected", func(t *testing.T) {
-		before := len(a.Admitted())
-		body := ch.TextBody("contract-forged", "forged")
-		forged, missing := ch.Signed(t, body), ch.Signed(t, body)
-		if ch.QueryToken != "" {
-			setQuery(forged, ch.QueryToken, flip(forged.URL.Query().Get(ch.QueryToken)))
-			setQuery(missing, ch.QueryToken, "")
-		} else {
-			forged.Header.Set(ch.SignatureHeader, flip(forged.Header.Get(ch.SignatureHeader)))
-			missing.Header.Del(ch.SignatureHeader)
-		}
-		cases := map[string]*http.Request{"forged signature": forged, "missing signature": missing}
-		if ch.SignsBody {
-			tb := bytes.Replace(body, []byte("forged"), []byte("Forged"), 1)
-			cases["tampered body"] = withBody(ch.Signed(t, body), tb)
-		}
-		for name, req := range cases {
-			if code := serve(req); code != 401 && code != 403 {
-				t.Errorf("%s: HTTP %d, want 401 or 403", name, code)
-			}
-		}
-		if n := len(a.Admitted()); n != before {
-			t.Fatalf("a refused webhook admitted %d messages", n-before)
-		}
-	})
-
-	t.Run("inbound/ignored", func(t *testing.T) {
-		before := len(a.Admitted())
-		for i, body := range ch.Ignored {
-			if code := serve(ch.Signed(t, body)); code/100 != 2 {
-				t.Errorf("ignored body %d: HTTP %d, want 2xx (or the channel redelivers it)", i, code)
-			}
-		}
-		if n := len(a.Admitted()); n != before {
-			t.Fatalf("status updates or echoes admitted %d messages: %+v", n-before, a.Admitted()[before:])
-		}
-	})
-
-	t.Run("inbound/body-limit", func(t *testing.T) {
-		before := len(a.Admitted())
-		big := ch.TextBody("contract-big", strings.Repeat("a", ch.MaxBody))
-		if code := serve(ch.Signed(t, big)); code != http.StatusRequestEntityTooLarge {
-			t.Fatalf("a body over %d bytes: HTTP %d, want 413", ch.MaxBody, code)
-		}
-		if n := len(a.Admitted()); n != before {
-			t.Fatal("an oversized body was admitted")
-		}
-	})
-
-	t.Run("inbound/not-journaled-not-acknowledged", func(t *testing.T) {
-		a.Fail(errors.New("journal unavailable"))
-		code := serve(ch.Signed(t, ch.TextBody("contract-unjournaled", "later")))
-		a.Fail(nil)
-		if code/100 == 2 {
-			t.Fatal("a message the journal refused was acknowledged 2xx: the channel would not redeliver it")
-		}
-		if code := serve(ch.Signed(t, ch.TextBody("contract-unjournaled", "later"))); code/100 != 2 {
-			t.Fatalf("the redelivery: HTTP %d", code)
-		}
-	})
+	inbound(t, ch, a, serve)
 
 	t.Run("send/text-and-media", func(t *testing.T) {
 		before := len(ch.Texts(ch.Chat))
@@ -278,6 +237,9 @@ func Run(t *testing.T, ch Channel) {
 	})
 
 	t.Run("send/split-at-the-text-limit", func(t *testing.T) {
+		if ch.Unlimited != "" {
+			t.Skip(ch.Unlimited)
+		}
 		tl, ok := p.(channel.TextLimiter)
 		bl, okBytes := p.(channel.ByteLimiter)
 		if !ok && !okBytes {
@@ -311,7 +273,7 @@ func Run(t *testing.T, ch Channel) {
 		}
 		long := strings.Repeat("palabra ñandú 🦜 ", max(runes, bytes)/5)
 		before := len(ch.Texts(ch.Chat))
-		parts := channel.Split(long, runes, bytes)
+		parts := httpkit.Split(long, runes, bytes)
 		if len(parts) < 2 {
 			t.Fatalf("%d characters split into %d parts", len([]rune(long)), len(parts))
 		}
@@ -326,6 +288,9 @@ func Run(t *testing.T, ch Channel) {
 	})
 
 	t.Run("media/serialize-rehydrate-load", func(t *testing.T) {
+		if ch.NoInboundMedia != "" {
+			t.Skip(ch.NoInboundMedia)
+		}
 		codec, ok := p.(channel.MediaRefCodec)
 		loader, ok2 := p.(channel.MediaLoader)
 		if !ok || !ok2 {
@@ -388,6 +353,125 @@ func Run(t *testing.T, ch Channel) {
 			}
 		}
 	})
+}
+
+// RunInbound runs the inbound half of the suite, for a channel that has no
+// API of its own to send to, so nothing to fake (webchat: its sends join
+// its transcript, which the browser reads): registration, admission once
+// per message id, the ignored bodies, the body limit, and no
+// acknowledgement of what the journal refused; the signature checks when
+// SignatureHeader or QueryToken is set. Fake may be nil.
+func RunInbound(t *testing.T, ch Channel) {
+	if ch.SignatureHeader == "" && ch.QueryToken == "" && ch.Unsigned == "" {
+		t.Fatal("the channel verifies no webhook signature: say why in Unsigned")
+	}
+	a := NewJournal()
+	inbound(t, ch, a, routes(t, ch.New(t, "", a)))
+}
+
+// routes mounts p's routes and returns a function that serves a request
+// on them and answers its status.
+func routes(t *testing.T, p channel.Channel) func(*http.Request) int {
+	r, ok := p.(channel.Router)
+	if !ok {
+		t.Fatal("the provider serves no webhook (channel.Router)")
+	}
+	mux := http.NewServeMux()
+	r.Routes(mux)
+	return func(req *http.Request) int {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec.Code
+	}
+}
+
+// inbound runs the inbound tests: registration, admission, signatures,
+// ignored bodies, the body limit, unjournaled messages.
+func inbound(t *testing.T, ch Channel, a *Journal, serve func(*http.Request) int) {
+	t.Run("registered", func(t *testing.T) { registered(t, ch) })
+
+	t.Run("inbound/verified-admitted-once", func(t *testing.T) {
+		body := ch.TextBody("contract-1", "hola ¿qué tal?")
+		for i := 0; i < 3; i++ {
+			if code := serve(ch.Signed(t, body)); code/100 != 2 {
+				t.Fatalf("delivery %d of a signed text: HTTP %d", i+1, code)
+			}
+		}
+		var got []channel.Message
+		for _, m := range a.Admitted() {
+			if m.Text == "hola ¿qué tal?" {
+				got = append(got, m)
+			}
+		}
+		if len(got) != 1 || got[0].ID == "" || got[0].Chat != ch.Chat {
+			t.Fatalf("three deliveries of one message admitted %+v; want it once, with an id, in chat %q", got, ch.Chat)
+		}
+	})
+
+	t.Run("inbound/forged-rejected", func(t *testing.T) {
+		if ch.SignatureHeader == "" && ch.QueryToken == "" {
+			t.Skip("the channel verifies no signature (RunInbound): " + ch.Unsigned)
+		}
+		before := len(a.Admitted())
+		body := ch.TextBody("contract-forged", "forged")
+		forged, missing := ch.Signed(t, body), ch.Signed(t, body)
+		if ch.QueryToken != "" {
+			setQuery(forged, ch.QueryToken, flip(forged.URL.Query().Get(ch.QueryToken)))
+			setQuery(missing, ch.QueryToken, "")
+		} else {
+			forged.Header.Set(ch.SignatureHeader, flip(forged.Header.Get(ch.SignatureHeader)))
+			missing.Header.Del(ch.SignatureHeader)
+		}
+		cases := map[string]*http.Request{"forged signature": forged, "missing signature": missing}
+		if ch.SignsBody {
+			tb := bytes.Replace(body, []byte("forged"), []byte("Forged"), 1)
+			cases["tampered body"] = withBody(ch.Signed(t, body), tb)
+		}
+		for name, req := range cases {
+			if code := serve(req); code != 401 && code != 403 {
+				t.Errorf("%s: HTTP %d, want 401 or 403", name, code)
+			}
+		}
+		if n := len(a.Admitted()); n != before {
+			t.Fatalf("a refused webhook admitted %d messages", n-before)
+		}
+	})
+
+	t.Run("inbound/ignored", func(t *testing.T) {
+		before := len(a.Admitted())
+		for i, body := range ch.Ignored {
+			if code := serve(ch.Signed(t, body)); code/100 != 2 {
+				t.Errorf("ignored body %d: HTTP %d, want 2xx (or the channel redelivers it)", i, code)
+			}
+		}
+		if n := len(a.Admitted()); n != before {
+			t.Fatalf("status updates or echoes admitted %d messages: %+v", n-before, a.Admitted()[before:])
+		}
+	})
+
+	t.Run("inbound/body-limit", func(t *testing.T) {
+		before := len(a.Admitted())
+		big := ch.TextBody("contract-big", strings.Repeat("a", ch.MaxBody))
+		if code := serve(ch.Signed(t, big)); code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("a body over %d bytes: HTTP %d, want 413", ch.MaxBody, code)
+		}
+		if n := len(a.Admitted()); n != before {
+			t.Fatal("an oversized body was admitted")
+		}
+	})
+
+	t.Run("inbound/not-journaled-not-acknowledged", func(t *testing.T) {
+		a.Fail(errors.New("journal unavailable"))
+		code := serve(ch.Signed(t, ch.TextBody("contract-unjournaled", "later")))
+		a.Fail(nil)
+		if code/100 == 2 {
+			t.Fatal("a message the journal refused was acknowledged 2xx: the channel would not redeliver it")
+		}
+		if code := serve(ch.Signed(t, ch.TextBody("contract-unjournaled", "later"))); code/100 != 2 {
+			t.Fatalf("the redelivery: HTTP %d", code)
+		}
+	})
+
 }
 
 // flip changes a signature's last character, keeping its shape.
@@ -459,7 +543,8 @@ func (f admitFunc) Admit(_ context.Context, prov string, m channel.Message) (cha
 // registered checks the channel's registration: the type is known, every
 // exported field of its config has a toml tag, and an empty entry is refused
 // with the missing keys named.
-func registered(t *testing.T, name string) {
+func registered(t *testing.T, ch Channel) {
+	name := ch.Type
 	typ, ok := channel.Lookup(name)
 	if !ok {
 		t.Fatalf("type %q is not registered (channel.Register in an init function); registered: %v", name, channel.Types())
@@ -482,7 +567,7 @@ func registered(t *testing.T, name string) {
 			t.Errorf("problem with %s says too little to act on: %q", key, msg)
 		}
 	})
-	if len(keys) == 0 {
+	if len(keys) == 0 && ch.Unsigned == "" {
 		t.Errorf("an entry with only id and type passes Check; a channel has credentials to require")
 	}
 }

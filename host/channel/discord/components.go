@@ -9,6 +9,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Discord's limits on message components.
@@ -100,7 +101,7 @@ func messageBody(msg channel.Outbound) (*outMessage, error) {
 		// they fit one message; the text is a part of at most TextLimit
 		// already, so what does not fit goes into an embed (its
 		// description holds 4,096 characters) and the text stays whole.
-		content := channel.CaptionText(m.Caption, msg.Text)
+		content := httpkit.CaptionText(m.Caption, msg.Text)
 		var e embed
 		switch m.Type {
 		case "image":

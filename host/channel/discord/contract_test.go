@@ -108,17 +108,15 @@ func contract() channeltest.Channel {
 				api.Unlock()
 				return channel.Outbound{Chat: limited, Text: "x"}
 			}, RetryAfter: 1500 * time.Millisecond},
-			{Name: "10003 unknown channel", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "700000000000000099", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "50007 cannot DM", Arrange: func() channel.Outbound { return channel.Outbound{Chat: closed, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "50013 missing permissions", Arrange: func() channel.Outbound { return channel.Outbound{Chat: noPerm, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "50006 empty message", Arrange: func() channel.Outbound { return channel.Outbound{Chat: chat} }, Is: channel.ErrUnsupportedContent},
+			channeltest.Refusal("10003 unknown channel", channel.Outbound{Chat: "700000000000000099", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("50007 cannot DM", channel.Outbound{Chat: closed, Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("50013 missing permissions", channel.Outbound{Chat: noPerm, Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("50006 empty message", channel.Outbound{Chat: chat}, channel.ErrUnsupportedContent),
 			{Name: "40005 too large", Arrange: fail(413, 40005, "Request entity too large"), Is: channel.ErrPayloadTooLarge},
 			{Name: "50035 invalid form", Arrange: fail(400, 50035, "Invalid Form Body"), Is: channel.ErrUnsupportedContent},
 			{Name: "401 bad token", Arrange: fail(401, 0, "401: Unauthorized"), Permanent: true},
-			{Name: "not a channel id", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "general", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "label over 80", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: chat, Text: "x", Buttons: []abi.Button{{ID: "a", Title: strings.Repeat("l", 81)}}}
-			}, Is: channel.ErrUnsupportedContent},
+			channeltest.Refusal("not a channel id", channel.Outbound{Chat: "general", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("label over 80", channel.Outbound{Chat: chat, Text: "x", Buttons: []abi.Button{{ID: "a", Title: strings.Repeat("l", 81)}}}, channel.ErrUnsupportedContent),
 		},
 		Secrets: []string{token},
 	}

@@ -8,7 +8,7 @@
 // package-level variables (one API URL for every provider in the process,
 // which tests and several Discord entries cannot share), sends with its own
 // HTTP client and rate limiter (neither the address guard of
-// channel.NewClient nor the provider error taxonomy), and hands events to
+// httpkit.NewClient nor the provider error taxonomy), and hands events to
 // handlers after it has already counted them received, so a resume could
 // not replay a message the journal refused. The client here speaks Hello
 // (op 10), Identify (op 2) with the GUILD_MESSAGES, DIRECT_MESSAGES and
@@ -48,7 +48,6 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -57,7 +56,8 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // DefaultAPI is Discord's API origin; api_url replaces it (tests).
@@ -117,8 +117,8 @@ type Config struct {
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "token", c.Token, "the bot token from the Developer Portal (Bot > Reset Token; use ${ENV} to keep it out of the file)")
-	channel.Required(problem, "application_id", c.ApplicationID, "the application id from the Developer Portal (General Information)")
+	httpkit.Required(problem, "token", c.Token, "the bot token from the Developer Portal (Bot > Reset Token; use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "application_id", c.ApplicationID, "the application id from the Developer Portal (General Information)")
 	if c.ApplicationID != "" && !snowflake(c.ApplicationID) {
 		problem("application_id", "%q is not a Discord id (a number)", c.ApplicationID)
 	}
@@ -128,7 +128,7 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	switch c.Mode {
 	case ModeGateway:
 	case ModeInteractions:
-		channel.Required(problem, "public_key", c.PublicKey, "interactions mode verifies every request with the application's public key (General Information, 64 hex digits)")
+		httpkit.Required(problem, "public_key", c.PublicKey, "interactions mode verifies every request with the application's public key (General Information, 64 hex digits)")
 	default:
 		problem("mode", "%q: want gateway or interactions", c.Mode)
 	}
@@ -142,7 +142,7 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 			problem("gateway_url", "%v", err)
 		}
 	}
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.CheckAPIURL(c.APIURL, problem)
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
@@ -159,7 +159,7 @@ func (c *Config) ReplayWindow() time.Duration {
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // publicKey decodes a hex Ed25519 public key.
@@ -178,7 +178,7 @@ func gatewayURL(raw string) (*url.URL, error) {
 	switch {
 	case err != nil || u.Host == "" || u.User != nil || (u.Scheme != "wss" && u.Scheme != "ws"):
 		return nil, fmt.Errorf("%q must be a wss:// URL", raw)
-	case u.Scheme == "ws" && !channel.LoopbackHost(u.Hostname()):
+	case u.Scheme == "ws" && !httpkit.LoopbackHost(u.Hostname()):
 		return nil, fmt.Errorf("%q is plain ws to another machine: the token would cross the network in clear; use wss (plain ws is allowed on loopback only)", raw)
 	}
 	return u, nil
@@ -199,13 +199,10 @@ func snowflake(s string) bool {
 
 // Provider is one Discord application.
 type Provider struct {
-	cfg   Config
-	admit channel.Admitter
-	log   *slog.Logger
+	httpkit.Base
+	cfg Config
 	// guard recovers a panic on an event (channel.Env.Guard).
 	guard  func(what string, f func() error) error
-	api    *url.URL
-	rest   *http.Client // the API: no redirects
 	media  *http.Client // attachments: redirects to Discord's CDN only
 	pub    ed25519.PublicKey
 	limits *limiter
@@ -225,18 +222,16 @@ type Provider struct {
 
 // Open returns the channel cfg describes; in gateway mode, Run connects.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
-	}
 	if cfg.Mode == "" {
 		cfg.Mode = ModeGateway
 	}
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("discord %s: %w", cfg.ID, err)
+	p := &Provider{guard: env.Guard, now: time.Now, followUp: map[string]followUpRef{}, mediaHosts: cfg.MediaRefHosts}
+	if err := p.Open("discord", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	cfg.APIURL = strings.TrimRight(api.String(), "/")
-	p := &Provider{cfg: cfg, admit: env.Admitter, log: env.Log(), guard: env.Guard, api: api, now: time.Now, followUp: map[string]followUpRef{}, mediaHosts: cfg.MediaRefHosts}
+	cfg.ID, cfg.APIURL = p.ID(), strings.TrimRight(p.API.String(), "/")
+	p.cfg = cfg
+	var err error
 	if p.mediaHosts == nil {
 		p.mediaHosts = MediaHosts
 	}
@@ -248,8 +243,8 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.Mode == ModeInteractions && p.pub == nil {
 		return nil, fmt.Errorf("discord %s: interactions mode needs public_key", cfg.ID)
 	}
-	p.rest = channel.NewClient(30*time.Second, api, nil)
-	p.media = channel.NewClient(60*time.Second, api, p.mediaAllowed)
+	p.Dial(30*time.Second, nil) // the API: no redirects
+	p.media = httpkit.NewClient(60*time.Second, p.API, p.mediaAllowed)
 	p.limits = newLimiter()
 	p.ix = newTokens(env.Kv, env.KeyPrefix+"discord/"+cfg.ID+"/ix/")
 	p.kv, p.kvPrefix = env.Kv, env.KeyPrefix
@@ -272,9 +267,6 @@ var (
 	_ channel.Typist        = (*Provider)(nil)
 )
 
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
-
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
 
@@ -295,20 +287,13 @@ const housekeeping = time.Minute
 func (p *Provider) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(housekeeping)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				p.guard("purging expired interaction tokens", func() error {
-					p.ix.purge(ctx, p.now())
-					p.purgeFollowUps(p.now())
-					return nil
-				})
-			}
-		}
+		httpkit.Every(ctx, housekeeping, func() {
+			p.guard("purging expired interaction tokens", func() error {
+				p.ix.purge(ctx, p.now())
+				p.purgeFollowUps(p.now())
+				return nil
+			})
+		})
 	})
 	if p.gw != nil {
 		p.gw.run(ctx)

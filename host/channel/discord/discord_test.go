@@ -19,6 +19,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/discord/discordtest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // TestCheck: the keys each mode needs, and the values refused with their
@@ -453,7 +454,7 @@ func TestMediaRefHosts(t *testing.T) {
 				t.Errorf("media_ref_hosts %v: SerializeMediaRef(%s) = %v, want %v", c.hosts, ref, got, ok)
 			}
 		}
-		if _, err := p.RehydrateMediaRef(channel.StoreURL("https://cdn.discordapp.com/attachments/1/2/a.png")); err == nil {
+		if _, err := p.RehydrateMediaRef(httpkit.StoreURL("https://cdn.discordapp.com/attachments/1/2/a.png")); err == nil {
 			t.Errorf("media_ref_hosts %v: a CDN ref rehydrated", c.hosts)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // closeResumable is the close code botrun stops with: any but 1000 and 1001
@@ -57,7 +58,7 @@ type gateway struct {
 func newGateway(p *Provider) (*gateway, error) {
 	g := &gateway{p: p, retry: backoff, fatalWait: 5 * time.Minute, admitWait: time.Second, helloWait: 30 * time.Second,
 		invalid: func() time.Duration { return time.Second + rand.N(4*time.Second) }}
-	trusted := p.api
+	trusted := p.API
 	if p.cfg.GatewayURL != "" {
 		u, err := gatewayURL(p.cfg.GatewayURL)
 		if err != nil {
@@ -68,7 +69,7 @@ func newGateway(p *Provider) (*gateway, error) {
 		trusted = &url.URL{Scheme: map[string]string{"ws": "http", "wss": "https"}[u.Scheme], Host: u.Host}
 	}
 	// No timeout: the connection lives for hours; dials have their own.
-	g.dial = channel.NewClient(0, trusted, nil)
+	g.dial = httpkit.NewClient(0, trusted, nil)
 	g.stored = &sessionStore{kv: p.kv, key: p.kvPrefix + "discord/" + p.cfg.ID + "/session"}
 	return g, nil
 }
@@ -102,7 +103,7 @@ func (g *gateway) run(ctx context.Context) {
 		}
 		g.seq.Store(st.Seq)
 		g.stored.publish(g.sessionID, g.resumeURL)
-		g.p.log.Info("discord: resuming the session kept from the last run", "provider", g.p.cfg.ID, "seq", st.Seq)
+		g.p.Log.Info("discord: resuming the session kept from the last run", "provider", g.p.cfg.ID, "seq", st.Seq)
 	}
 	saver, stop := context.WithCancel(ctx)
 	saved := make(chan struct{})
@@ -120,7 +121,7 @@ func (g *gateway) run(ctx context.Context) {
 			return
 		}
 		if out.err != nil {
-			g.p.log.Warn("discord: gateway connection ended", "provider", g.p.cfg.ID, "err", out.err, "resume", g.sessionID != "")
+			g.p.Log.Warn("discord: gateway connection ended", "provider", g.p.cfg.ID, "err", out.err, "resume", g.sessionID != "")
 		}
 		if out.ready {
 			attempt = 0
@@ -281,7 +282,7 @@ func (g *gateway) connect(ctx context.Context) outcome {
 		}
 		pl, err := DecodePayload(data)
 		if err != nil {
-			g.p.log.Warn("discord: a bad gateway frame skipped", "provider", g.p.cfg.ID, "err", err)
+			g.p.Log.Warn("discord: a bad gateway frame skipped", "provider", g.p.cfg.ID, "err", err)
 			continue
 		}
 		switch pl.Op {
@@ -328,7 +329,7 @@ func (g *gateway) closed(err error, ready bool) outcome {
 	code := websocket.CloseStatus(err)
 	if h, fatal := hint[code]; fatal {
 		g.forget()
-		g.p.log.Error("discord: the Gateway refused the bot", "provider", g.p.cfg.ID, "code", int(code), "hint", h, "retry_in", g.fatalWait)
+		g.p.Log.Error("discord: the Gateway refused the bot", "provider", g.p.cfg.ID, "code", int(code), "hint", h, "retry_in", g.fatalWait)
 		return outcome{wait: g.fatalWait, err: fmt.Errorf("closed with %d: %s", code, h)}
 	}
 	if code == 4007 || code == 4009 { // invalid seq, session timed out
@@ -359,7 +360,7 @@ func (g *gateway) heartbeat(ctx context.Context, conn *websocket.Conn, interval 
 		case <-t.C:
 		}
 		if !acked.Swap(false) {
-			g.p.log.Warn("discord: no heartbeat acknowledgement; reconnecting", "provider", g.p.cfg.ID)
+			g.p.Log.Warn("discord: no heartbeat acknowledgement; reconnecting", "provider", g.p.cfg.ID)
 			conn.CloseNow()
 			return
 		}
@@ -386,24 +387,24 @@ func (g *gateway) dispatch(ctx context.Context, pl Payload) error {
 			g.resumeURL = u
 		}
 		g.stored.publish(g.sessionID, g.resumeURL)
-		p.log.Info("discord: connected to the Gateway", "provider", p.cfg.ID)
+		p.Log.Info("discord: connected to the Gateway", "provider", p.cfg.ID)
 	case "RESUMED":
-		p.log.Info("discord: resumed the Gateway session", "provider", p.cfg.ID, "seq", g.seq.Load())
+		p.Log.Info("discord: resumed the Gateway session", "provider", p.cfg.ID, "seq", g.seq.Load())
 	case "MESSAGE_CREATE":
 		m, err := DecodeMessage(pl.D)
 		if err != nil {
-			p.log.Warn("discord: a bad message skipped", "provider", p.cfg.ID, "err", err)
+			p.Log.Warn("discord: a bad message skipped", "provider", p.cfg.ID, "err", err)
 			return nil
 		}
 		if msg, ok := m.inbound(); ok {
-			if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
+			if _, err := p.Admitter.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
 				return err
 			}
 		}
 	case "INTERACTION_CREATE":
 		ix, err := DecodeInteraction(pl.D)
 		if err != nil {
-			p.log.Warn("discord: a bad interaction skipped", "provider", p.cfg.ID, "err", err)
+			p.Log.Warn("discord: a bad interaction skipped", "provider", p.cfg.ID, "err", err)
 			return nil
 		}
 		if ix.Type != interactionCommand && ix.Type != interactionComponent {

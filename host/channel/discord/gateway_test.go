@@ -10,26 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/discord/discordtest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
+	"github.com/coder/websocket"
 )
-
-// waitFor waits until cond holds, failing after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // gatewaySetup runs a gateway-mode provider against a fresh fake until the
 // test ends, and waits for its session.
@@ -57,7 +45,7 @@ func gatewaySetup(t *testing.T, heartbeat time.Duration) (*Provider, *discordtes
 		<-done
 		srv.Close()
 	})
-	waitFor(t, "the Gateway session", api.Gateway.Connected)
+	fakekit.WaitFor(t, "the Gateway session", api.Gateway.Connected)
 	return p, api, a, srv
 }
 
@@ -93,7 +81,7 @@ func TestGatewayIdentifiesAndAdmits(t *testing.T) {
 	api.Gateway.Dispatch("GUILD_CREATE", map[string]any{"id": "800000000000000001"})
 	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000004", chat, user, false, "", file))
 	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000001", chat, user, false, "hola"))
-	waitFor(t, "three admissions", func() bool { return len(a.admitted()) == 3 })
+	fakekit.WaitFor(t, "three admissions", func() bool { return len(a.admitted()) == 3 })
 	got := a.admitted()
 	if !slices.Equal(ids(got), []string{"1300000000000000001", "1300000000000000004", "1300000000000000001"}) {
 		t.Fatalf("admitted %v", ids(got))
@@ -104,7 +92,7 @@ func TestGatewayIdentifiesAndAdmits(t *testing.T) {
 	if m := got[1]; len(m.Media) != 1 || m.Media[0].Type != "image" || m.Media[0].Ref != file.URL || m.Media[0].MIME != "image/png" {
 		t.Fatalf("attachment admitted as %+v", m)
 	}
-	waitFor(t, "heartbeats", func() bool { return api.Gateway.Stats().Heartbeats >= 2 })
+	fakekit.WaitFor(t, "heartbeats", func() bool { return api.Gateway.Stats().Heartbeats >= 2 })
 	if s := api.Gateway.Stats(); s.Identifies != 1 || s.Resumes != 0 {
 		t.Fatalf("acknowledged heartbeats made the client reconnect: %+v", s)
 	}
@@ -123,11 +111,11 @@ func TestGatewayResumeAfterDrop(t *testing.T) {
 		want = append(want, id)
 		api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate(id, chat, user, false, "m"+fmt.Sprint(i)))
 	}
-	waitFor(t, "ten admissions", func() bool { return len(a.admitted()) >= 10 })
-	waitFor(t, "the resumed session", api.Gateway.Connected)
+	fakekit.WaitFor(t, "ten admissions", func() bool { return len(a.admitted()) >= 10 })
+	fakekit.WaitFor(t, "the resumed session", api.Gateway.Connected)
 	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000099", chat, user, false, "after"))
 	want = append(want, "1300000000000000099")
-	waitFor(t, "the message after the resume", func() bool { return len(a.admitted()) >= 11 })
+	fakekit.WaitFor(t, "the message after the resume", func() bool { return len(a.admitted()) >= 11 })
 	if got := ids(a.admitted()); !slices.Equal(got, want) {
 		t.Fatalf("Admit was called for %v; want each message once, in order: %v", got, want)
 	}
@@ -151,10 +139,10 @@ func TestGatewayResumesWhatWasNotAdmitted(t *testing.T) {
 	a.fail = 1
 	a.mu.Unlock()
 	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000021", chat, user, false, "first"))
-	waitFor(t, "the replayed message", func() bool { return len(a.admitted()) == 1 })
-	waitFor(t, "the resumed session", api.Gateway.Connected)
+	fakekit.WaitFor(t, "the replayed message", func() bool { return len(a.admitted()) == 1 })
+	fakekit.WaitFor(t, "the resumed session", api.Gateway.Connected)
 	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000022", chat, user, false, "second"))
-	waitFor(t, "the next message", func() bool { return len(a.admitted()) == 2 })
+	fakekit.WaitFor(t, "the next message", func() bool { return len(a.admitted()) == 2 })
 	if got := ids(a.admitted()); !slices.Equal(got, []string{"1300000000000000021", "1300000000000000022"}) {
 		t.Fatalf("admitted %v", got)
 	}
@@ -169,17 +157,17 @@ func TestGatewayResumesWhatWasNotAdmitted(t *testing.T) {
 func TestGatewayReconnectAndInvalidSession(t *testing.T) {
 	_, api, a, _ := gatewaySetup(t, 45*time.Second)
 	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000031", chat, user, false, "one"))
-	waitFor(t, "one admission", func() bool { return len(a.admitted()) == 1 })
+	fakekit.WaitFor(t, "one admission", func() bool { return len(a.admitted()) == 1 })
 
 	api.Gateway.Reconnect()
-	waitFor(t, "the resume", func() bool { return api.Gateway.Stats().Resumes == 1 && api.Gateway.Connected() })
+	fakekit.WaitFor(t, "the resume", func() bool { return api.Gateway.Stats().Resumes == 1 && api.Gateway.Connected() })
 	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000032", chat, user, false, "two"))
-	waitFor(t, "two admissions", func() bool { return len(a.admitted()) == 2 })
+	fakekit.WaitFor(t, "two admissions", func() bool { return len(a.admitted()) == 2 })
 
 	api.Gateway.InvalidSession(false)
-	waitFor(t, "a new identify", func() bool { return api.Gateway.Stats().Identifies == 2 && api.Gateway.Connected() })
+	fakekit.WaitFor(t, "a new identify", func() bool { return api.Gateway.Stats().Identifies == 2 && api.Gateway.Connected() })
 	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000033", chat, user, false, "three"))
-	waitFor(t, "three admissions", func() bool { return len(a.admitted()) == 3 })
+	fakekit.WaitFor(t, "three admissions", func() bool { return len(a.admitted()) == 3 })
 	if s := api.Gateway.Stats(); s.Resumes != 1 {
 		t.Fatalf("a non-resumable invalid session was resumed: %+v", s)
 	}
@@ -196,7 +184,7 @@ func TestGatewayZombieConnection(t *testing.T) {
 	api.Gateway.NoACK, api.Gateway.HeartbeatInterval = true, 10*time.Millisecond
 	api.Gateway.Unlock()
 	api.Gateway.Reconnect() // the next Hello has the short interval
-	waitFor(t, "a resume after unacknowledged heartbeats", func() bool { return api.Gateway.Stats().Resumes >= 2 })
+	fakekit.WaitFor(t, "a resume after unacknowledged heartbeats", func() bool { return api.Gateway.Stats().Resumes >= 2 })
 }
 
 // TestGatewayInteractions: a command and a button press over the Gateway
@@ -221,7 +209,7 @@ func TestGatewayInteractions(t *testing.T) {
 	json.Unmarshal(api.Press(discordtest.Press{Channel: chat, User: user, Message: ref, CustomID: "yes"}), &press)
 	api.Gateway.Dispatch("INTERACTION_CREATE", cmd)
 	api.Gateway.Dispatch("INTERACTION_CREATE", press)
-	waitFor(t, "two callbacks", func() bool { return len(api.CallbackList()) == 2 })
+	fakekit.WaitFor(t, "two callbacks", func() bool { return len(api.CallbackList()) == 2 })
 	got := a.admitted()
 	if len(got) != 2 || got[0].Text != "hola" || got[1].Interaction == nil ||
 		*got[1].Interaction != (abi.Interaction{ID: "yes", Title: "Yes", Message: ref}) {
@@ -287,19 +275,19 @@ func TestGatewayResumesAcrossRestart(t *testing.T) {
 	}
 	first := newAdmitter()
 	stop := start(first)
-	waitFor(t, "the Gateway session", api.Gateway.Connected)
+	fakekit.WaitFor(t, "the Gateway session", api.Gateway.Connected)
 	for i := range 2 {
 		api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate(fmt.Sprint(1300000000000000100+i), chat, user, false, "before"))
 	}
-	waitFor(t, "two admissions", func() bool { return len(first.admitted()) == 2 })
+	fakekit.WaitFor(t, "two admissions", func() bool { return len(first.admitted()) == 2 })
 	stop()
-	waitFor(t, "the connection closed", func() bool { return !api.Gateway.Connected() })
+	fakekit.WaitFor(t, "the connection closed", func() bool { return !api.Gateway.Connected() })
 	for i := range 2 {
 		api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate(fmt.Sprint(1300000000000000200+i), chat, user, false, "while down"))
 	}
 	second := newAdmitter()
 	defer start(second)()
-	waitFor(t, "the missed messages", func() bool { return len(second.admitted()) >= 2 })
+	fakekit.WaitFor(t, "the missed messages", func() bool { return len(second.admitted()) >= 2 })
 	if got := ids(second.admitted()); !slices.Equal(got, []string{"1300000000000000200", "1300000000000000201"}) {
 		t.Fatalf("the restarted run admitted %v; want the two sent while it was down, once each", got)
 	}
@@ -338,8 +326,8 @@ func TestAPanicSavingTheSessionIsRecovered(t *testing.T) {
 		close(done)
 	}()
 	defer func() { cancel(); <-done }()
-	waitFor(t, "the Gateway session", api.Gateway.Connected)
-	waitFor(t, "the saver's panic", func() bool { return panics.Load() == 1 })
+	fakekit.WaitFor(t, "the Gateway session", api.Gateway.Connected)
+	fakekit.WaitFor(t, "the saver's panic", func() bool { return panics.Load() == 1 })
 	api.Gateway.Dispatch("MESSAGE_CREATE", api.MessageCreate("1300000000000000301", chat, user, false, "after"))
-	waitFor(t, "the message after", func() bool { return len(a.admitted()) == 1 })
+	fakekit.WaitFor(t, "the message after", func() bool { return len(a.admitted()) == 1 })
 }

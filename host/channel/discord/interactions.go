@@ -15,6 +15,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // The headers that sign an interaction webhook.
@@ -56,7 +57,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
 		return
 	}
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -81,7 +82,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			// Discord does not redeliver: the user sees the interaction
 			// fail and may try again.
-			channel.NotAdmitted(w.Header(), err)
+			httpkit.NotAdmitted(w.Header(), err)
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -111,7 +112,7 @@ func (p *Provider) interaction(ctx context.Context, ix Interaction) (int, error)
 	if err := p.ix.put(ctx, ix.ID, rec); err != nil {
 		return 0, fmt.Errorf("discord %s: keeping the interaction token: %w", p.cfg.ID, err)
 	}
-	if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
+	if _, err := p.Admitter.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
 		return 0, err
 	}
 	return cb, nil
@@ -130,7 +131,7 @@ func (p *Provider) acknowledge(ctx context.Context, ix Interaction, cb int) {
 	err := p.call(ctx, request{method: http.MethodPost, path: "/interactions/" + ix.ID + "/" + ix.Token + "/callback",
 		route: "POST /interactions/" + ix.ID + "/callback", body: map[string]int{"type": cb}, secret: ix.Token}, nil)
 	if err != nil {
-		p.log.Warn("discord: acknowledging an interaction failed", "provider", p.cfg.ID, "interaction", ix.ID, "err", err)
+		p.Log.Warn("discord: acknowledging an interaction failed", "provider", p.cfg.ID, "interaction", ix.ID, "err", err)
 	}
 }
 

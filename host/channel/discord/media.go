@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // MediaHosts are Discord's CDN hosts (and their subdomains), the only ones
@@ -25,7 +26,7 @@ const maxMediaURL = 2048
 // the media hosts (MediaHosts or media_ref_hosts), or the API's own origin
 // (a test fake).
 func (p *Provider) mediaAllowed(u *url.URL) bool {
-	return channel.CredentialsAllowed(u, p.api, p.mediaHosts...)
+	return httpkit.CredentialsAllowed(u, p.API, p.mediaHosts...)
 }
 
 // attachmentURL parses an attachment reference and checks its host.
@@ -93,5 +94,5 @@ func (p *Provider) LoadMedia(ctx context.Context, m channel.Media, max int64) ([
 	}
 	req.Header.Set("User-Agent", userAgent)
 	// The URL's query is Discord's signature: errors name the host only.
-	return channel.Download(p.media, req, max, channel.HostOnly(req.URL))
+	return httpkit.Download(p.media, req, max, httpkit.HostOnly(req.URL))
 }

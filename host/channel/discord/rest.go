@@ -60,7 +60,7 @@ func (p *Provider) call(ctx context.Context, r request, out any) error {
 	if r.auth {
 		req.Header.Set("Authorization", "Bot "+p.cfg.Token)
 	}
-	resp, err := p.rest.Do(req)
+	resp, err := p.Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("discord %s: %s: %s", p.cfg.ID, r.route, p.redact(err, r.secret))
 	}
@@ -178,7 +178,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 		if !errors.Is(err, errInteractionGone) {
 			return ref, err
 		}
-		p.log.Info("discord: the interaction token expired; the reply goes as a channel message", "provider", p.cfg.ID, "interaction", iid)
+		p.Log.Info("discord: the interaction token expired; the reply goes as a channel message", "provider", p.cfg.ID, "interaction", iid)
 	}
 	if msg.Key != "" {
 		body.Nonce, body.EnforceNonce = nonce(msg.Key), true

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // DefaultPoll is how often the mailbox is searched when the server has no
@@ -76,11 +77,11 @@ type Config struct {
 
 // Check implements channel.Config.
 func (c *Config) Check(in channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "imap_url", c.IMAPURL, "imaps://host:993, or imap://host:143 with STARTTLS")
-	channel.Required(problem, "smtp_url", c.SMTPURL, "smtps://host:465, or smtp://host:587 with STARTTLS")
-	channel.Required(problem, "username", c.Username, "the mailbox's login (use ${ENV})")
-	channel.Required(problem, "password", c.Password, "the mailbox's password or app password (use ${ENV})")
-	channel.Required(problem, "from", c.From, "the bot's address, e.g. bot@example.com")
+	httpkit.Required(problem, "imap_url", c.IMAPURL, "imaps://host:993, or imap://host:143 with STARTTLS")
+	httpkit.Required(problem, "smtp_url", c.SMTPURL, "smtps://host:465, or smtp://host:587 with STARTTLS")
+	httpkit.Required(problem, "username", c.Username, "the mailbox's login (use ${ENV})")
+	httpkit.Required(problem, "password", c.Password, "the mailbox's password or app password (use ${ENV})")
+	httpkit.Required(problem, "from", c.From, "the bot's address, e.g. bot@example.com")
 	var hosts []string
 	if c.IMAPURL != "" {
 		if h, err := serverURL(c.IMAPURL, "imap"); err != nil {
@@ -111,7 +112,7 @@ func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 	}
 	if c.TLSInsecure {
 		for _, h := range hosts {
-			if !channel.LoopbackHost(h) {
+			if !httpkit.LoopbackHost(h) {
 				problem("tls_insecure", "refused for %s: certificate checks may be skipped for a loopback test server only", h)
 			}
 		}
@@ -120,7 +121,7 @@ func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // serverURL checks an imap_url or smtp_url and returns its host.
@@ -156,7 +157,7 @@ func newEndpoint(raw, proto string, insecure bool) (endpoint, error) {
 	u, _ := url.Parse(raw)
 	cfg := &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
 	if insecure {
-		if !channel.LoopbackHost(u.Hostname()) {
+		if !httpkit.LoopbackHost(u.Hostname()) {
 			return endpoint{}, fmt.Errorf("tls_insecure is refused for %s: loopback only", u.Hostname())
 		}
 		cfg.InsecureSkipVerify = true

@@ -11,12 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/emersion/go-smtp"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
@@ -25,6 +22,8 @@ import (
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/email"
 	"github.com/botrun/botrun/host/channel/email/emailtest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
+	"github.com/emersion/go-smtp"
 )
 
 const within = 30 * time.Second
@@ -104,17 +103,6 @@ func running(t *testing.T) (*emailtest.Server, durability.Kv, *counting, *email.
 	return s, kv, j, p
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func withAttachment(id string, data []byte) []byte {
 	return []byte("From: alice@example.org\r\nTo: bot@example.test\r\nSubject: photo\r\nMessage-ID: <" + id + ">\r\n" +
 		"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=XX\r\n\r\n" +
@@ -129,12 +117,12 @@ func TestIdleDeliveryThreadingAndReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the message admitted", func() bool { return len(j.Admitted()) == 1 })
+	fakekit.WaitFor(t, "the message admitted", func() bool { return len(j.Admitted()) == 1 })
 	m := j.Admitted()[0]
 	if m.ID != "m1@example.org" || m.Chat != "alice@example.org" || m.From != "alice@example.org" || m.Text != "Hi bot!" {
 		t.Fatalf("admitted %+v", m)
 	}
-	waitFor(t, "\\Seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 && seen[0] == uid })
+	fakekit.WaitFor(t, "\\Seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 && seen[0] == uid })
 
 	ref, err := p.Send(context.Background(), channel.Outbound{Chat: m.Chat, Text: "Hello Alice", Key: "k1"})
 	if err != nil {
@@ -157,14 +145,14 @@ func TestIdleDeliveryThreadingAndReplies(t *testing.T) {
 	// Alice answers the bot's reply: the same chat.
 	s.Append(emailtest.Mail("alice@example.org", "m2@example.org", "Re: Hello", "Thanks\r\n\r\nOn Mon, Alice wrote:\r\n> Hello Alice",
 		"In-Reply-To: <"+ref+">", "References: <m1@example.org> <"+ref+">"))
-	waitFor(t, "the answer admitted", func() bool { return len(j.Admitted()) == 2 })
+	fakekit.WaitFor(t, "the answer admitted", func() bool { return len(j.Admitted()) == 2 })
 	if m := j.Admitted()[1]; m.Chat != "alice@example.org" || m.Text != "Thanks" {
 		t.Fatalf("answer %+v", m)
 	}
 	// Bob writes in a thread rooted elsewhere: his own chat, the reply
 	// threaded under his message.
 	s.Append(emailtest.Mail("bob@example.org", "m3@example.org", "Re: plans", "ok", "References: <root@example.org>"))
-	waitFor(t, "bob's admitted", func() bool { return len(j.Admitted()) == 3 })
+	fakekit.WaitFor(t, "bob's admitted", func() bool { return len(j.Admitted()) == 3 })
 	if m := j.Admitted()[2]; m.Chat != "bob@example.org" {
 		t.Fatalf("bob's chat %q", m.Chat)
 	}
@@ -184,14 +172,14 @@ func TestRestartMidMailboxLosesAndDoublesNothing(t *testing.T) {
 		s.Append(emailtest.Mail("alice@example.org", fmt.Sprintf("a%d@example.org", i), "s", "text"))
 	}
 	stop := run(t, open(t, config(s), kv, j))
-	waitFor(t, "three admitted", func() bool { return len(j.Admitted()) == 3 })
-	waitFor(t, "three seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
+	fakekit.WaitFor(t, "three admitted", func() bool { return len(j.Admitted()) == 3 })
+	fakekit.WaitFor(t, "three seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
 	stop()
 	for i := 3; i < 5; i++ {
 		s.Append(emailtest.Mail("alice@example.org", fmt.Sprintf("a%d@example.org", i), "s", "text"))
 	}
 	run(t, open(t, config(s), kv, j))
-	waitFor(t, "five admitted", func() bool { return len(j.Admitted()) == 5 })
+	fakekit.WaitFor(t, "five admitted", func() bool { return len(j.Admitted()) == 5 })
 	if n := j.calls.Load(); n != 5 {
 		t.Errorf("Admit was called %d times for 5 messages", n)
 	}
@@ -234,7 +222,7 @@ func TestRestartInsideTheMailbox(t *testing.T) {
 			if !tc.first {
 				// A cursor saved on an empty mailbox.
 				stop := run(t, open(t, config(s), kv, j))
-				waitFor(t, "the cursor saved", func() bool {
+				fakekit.WaitFor(t, "the cursor saved", func() bool {
 					b, _, err := kv.Get(context.Background(), "/bot/default/email/mail/cursor")
 					return err == nil && b != nil
 				})
@@ -262,8 +250,8 @@ func TestRestartInsideTheMailbox(t *testing.T) {
 				t.Fatalf("seen before the restart: %v", seen)
 			}
 			run(t, open(t, config(s), kv, j))
-			waitFor(t, "five admitted", func() bool { return len(j.Admitted()) == 5 })
-			waitFor(t, "five seen", func() bool { seen, _ := s.Seen(); return len(seen) == 5 })
+			fakekit.WaitFor(t, "five admitted", func() bool { return len(j.Admitted()) == 5 })
+			fakekit.WaitFor(t, "five seen", func() bool { seen, _ := s.Seen(); return len(seen) == 5 })
 			// Two admitted, the interrupted third, then the three left.
 			if n := j.calls.Load(); n != 6 {
 				t.Errorf("Admit was called %d times; want 6 (one interrupted)", n)
@@ -290,13 +278,13 @@ func TestFirstStartSkipsReadMail(t *testing.T) {
 	kv := newKv(t)
 	run(t, open(t, config(s), kv, j))
 	// The first drain saves the cursor; the new message arrives after it.
-	waitFor(t, "the cursor saved", func() bool {
+	fakekit.WaitFor(t, "the cursor saved", func() bool {
 		b, _, err := kv.Get(context.Background(), "/bot/default/email/mail/cursor")
 		return err == nil && b != nil
 	})
 	s.Append(emailtest.Mail("alice@example.org", "new@example.org", "s", "new"))
-	waitFor(t, "the new one admitted", func() bool { return len(j.Admitted()) >= 1 })
-	waitFor(t, "the new one seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
+	fakekit.WaitFor(t, "the new one admitted", func() bool { return len(j.Admitted()) >= 1 })
+	fakekit.WaitFor(t, "the new one seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
 	if got := j.Admitted(); len(got) != 1 || got[0].ID != "new@example.org" || j.calls.Load() != 1 {
 		t.Fatalf("admitted %+v in %d calls; want only new@example.org", got, j.calls.Load())
 	}
@@ -308,13 +296,13 @@ func TestAMessageIsSeenOnlyOnceJournaled(t *testing.T) {
 	j.Fail(errors.New("the journal is down"))
 	s.Append(emailtest.Mail("alice@example.org", "x@example.org", "s", "text"))
 	run(t, open(t, config(s), newKv(t), j))
-	waitFor(t, "an attempt", func() bool { return j.calls.Load() > 0 })
+	fakekit.WaitFor(t, "an attempt", func() bool { return j.calls.Load() > 0 })
 	if seen, _ := s.Seen(); len(seen) != 0 {
 		t.Fatalf("\\Seen before journaled: %v", seen)
 	}
 	j.Fail(nil)
-	waitFor(t, "admitted after the journal is back (polling)", func() bool { return len(j.Admitted()) == 1 })
-	waitFor(t, "seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 })
+	fakekit.WaitFor(t, "admitted after the journal is back (polling)", func() bool { return len(j.Admitted()) == 1 })
+	fakekit.WaitFor(t, "seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 })
 }
 
 func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
@@ -323,7 +311,7 @@ func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
 	j := &counting{Journal: channeltest.NewJournal()}
 	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one"))
 	stop := run(t, open(t, config(s), kv, j))
-	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
+	fakekit.WaitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
 	stop()
 	if err := s.Renumber(); err != nil {
 		t.Fatal(err)
@@ -331,7 +319,7 @@ func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
 	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one")) // the same message, renumbered
 	s.Append(emailtest.Mail("alice@example.org", "v2@example.org", "s", "two"))
 	run(t, open(t, config(s), kv, j))
-	waitFor(t, "the new one admitted", func() bool { return len(j.Admitted()) == 2 })
+	fakekit.WaitFor(t, "the new one admitted", func() bool { return len(j.Admitted()) == 2 })
 	if j.Admitted()[1].ID != "v2@example.org" {
 		t.Fatalf("admitted %+v", j.Admitted())
 	}
@@ -346,8 +334,8 @@ func TestUIDValidityChangeRescansOnlyUnread(t *testing.T) {
 	j := &counting{Journal: channeltest.NewJournal()}
 	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one"))
 	stop := run(t, open(t, config(s), kv, j))
-	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
-	waitFor(t, "seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 })
+	fakekit.WaitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
+	fakekit.WaitFor(t, "seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 })
 	stop()
 	if err := s.Renumber(); err != nil {
 		t.Fatal(err)
@@ -357,12 +345,12 @@ func TestUIDValidityChangeRescansOnlyUnread(t *testing.T) {
 	s.Append(emailtest.Mail("alice@example.org", "v2@example.org", "s", "two"))
 	later := &counting{Journal: channeltest.NewJournal()} // remembers nothing
 	run(t, open(t, config(s), kv, later))
-	waitFor(t, "the new one admitted", func() bool { return len(later.Admitted()) >= 1 })
-	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
+	fakekit.WaitFor(t, "the new one admitted", func() bool { return len(later.Admitted()) >= 1 })
+	fakekit.WaitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 3 })
 	// One more after the rescan: the cursor moved past the read ones.
 	s.Append(emailtest.Mail("alice@example.org", "v3@example.org", "s", "three"))
-	waitFor(t, "the next one admitted", func() bool { return len(later.Admitted()) >= 2 })
-	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 4 })
+	fakekit.WaitFor(t, "the next one admitted", func() bool { return len(later.Admitted()) >= 2 })
+	fakekit.WaitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 4 })
 	if got := later.Admitted(); len(got) != 2 || got[0].ID != "v2@example.org" || got[1].ID != "v3@example.org" || later.calls.Load() != 2 {
 		t.Fatalf("admitted %+v in %d calls; want v2 and v3 only", got, later.calls.Load())
 	}
@@ -372,7 +360,7 @@ func TestAttachmentRoundTrip(t *testing.T) {
 	s, _, j, _ := running(t)
 	png := []byte("\x89PNG\r\n\x1a\nnot really a png")
 	s.Append(withAttachment("att@example.org", png))
-	waitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
+	fakekit.WaitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
 	m := j.Admitted()[0]
 	if m.Text != "Here is the photo" || len(m.Media) != 1 || m.Media[0].Type != "image" || m.Media[0].MIME != "image/png" {
 		t.Fatalf("admitted %+v", m)
@@ -545,11 +533,11 @@ func TestAnUnparsableMessageIsSkippedAndTheBotLives(t *testing.T) {
 	}
 	bad, _ := s.Append(emailtest.Mail("mallory@evil.example", "", "no id", "y"))
 	good, _ := s.Append(emailtest.Mail("alice@example.org", "good@example.org", "Hello", "Hi bot"))
-	waitFor(t, "the good message admitted", func() bool { return len(j.Admitted()) == 2 })
+	fakekit.WaitFor(t, "the good message admitted", func() bool { return len(j.Admitted()) == 2 })
 	if m := j.Admitted(); m[0].ID != "bad@evil.example" || m[0].Text != "x" || m[1].ID != "good@example.org" {
 		t.Fatalf("admitted %+v", m)
 	}
-	waitFor(t, "all seen", func() bool {
+	fakekit.WaitFor(t, "all seen", func() bool {
 		seen, _ := s.Seen()
 		return len(seen) == 3 && seen[0] == odd && seen[1] == bad && seen[2] == good
 	})
@@ -598,7 +586,7 @@ func putThread(t *testing.T, kv durability.Kv, chat, record string) {
 func TestAStrangerCannotJoinAnotherUsersThread(t *testing.T) {
 	s, _, j, p := running(t)
 	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "My account", "What is my balance?"))
-	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
+	fakekit.WaitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
 	ref, err := p.Send(context.Background(), channel.Outbound{Chat: "alice@example.org", Text: "Your balance is 1,234", Key: "k1"})
 	if err != nil {
 		t.Fatal(err)
@@ -606,7 +594,7 @@ func TestAStrangerCannotJoinAnotherUsersThread(t *testing.T) {
 	s.Append(emailtest.Mail("mallory@evil.example", "m1@evil.example", "Re: My account", "and my balance?", "References: <alice@example.org>"))
 	s.Append(emailtest.Mail("mallory@evil.example", "m2@evil.example", "Re: My account", "again?",
 		"In-Reply-To: <"+ref+">", "References: <a1@example.org> <"+ref+">"))
-	waitFor(t, "mallory's admitted", func() bool { return len(j.Admitted()) == 3 })
+	fakekit.WaitFor(t, "mallory's admitted", func() bool { return len(j.Admitted()) == 3 })
 	for _, m := range j.Admitted()[1:] {
 		if m.Chat != "mallory@evil.example" {
 			t.Errorf("mallory's %s went to chat %q", m.ID, m.Chat)
@@ -621,7 +609,7 @@ func TestAStrangerCannotJoinAnotherUsersThread(t *testing.T) {
 	}
 	// Alice answering the bot still lands in her chat.
 	s.Append(emailtest.Mail("alice@example.org", "a2@example.org", "Re: My account", "thanks", "In-Reply-To: <"+ref+">"))
-	waitFor(t, "alice's answer admitted", func() bool { return len(j.Admitted()) == 4 })
+	fakekit.WaitFor(t, "alice's answer admitted", func() bool { return len(j.Admitted()) == 4 })
 	if m := j.Admitted()[3]; m.Chat != "alice@example.org" {
 		t.Fatalf("alice's answer went to chat %q", m.Chat)
 	}
@@ -636,9 +624,9 @@ func TestAReplyToDoesNotJoinAnotherUsersChat(t *testing.T) {
 	s := servers(t, emailtest.Options{})
 	j, p, skipped := skipping(t, s, "sender")
 	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "My account", "What is my balance?"))
-	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
+	fakekit.WaitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
 	s.Append(emailtest.Mail("mallory@evil.example", "m1@evil.example", "Give me alice's", "and my balance?", "Reply-To: alice@example.org"))
-	waitFor(t, "mallory's admitted", func() bool { return len(j.Admitted()) == 2 })
+	fakekit.WaitFor(t, "mallory's admitted", func() bool { return len(j.Admitted()) == 2 })
 	if m := j.Admitted()[1]; m.Chat != "mallory@evil.example" || m.From != "mallory@evil.example" {
 		t.Fatalf("mallory's message with Reply-To alice went to chat %q from %q", m.Chat, m.From)
 	}
@@ -659,7 +647,7 @@ func TestAReplyToDoesNotJoinAnotherUsersChat(t *testing.T) {
 	s.Append(emailtest.Mail("mallory@evil.example", "m3@evil.example", "three", "x", "Sender: alice@example.org"))
 	s.Append([]byte("From: alice@example.org, mallory@evil.example\r\nMessage-ID: <m4@evil.example>\r\nSubject: four\r\n\r\nx\r\n"))
 	s.Append(emailtest.Mail("alice@example.org", "a2@example.org", "Re: My account", "thanks", "Sender: Alice <ALICE@example.org>"))
-	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 6 })
+	fakekit.WaitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 6 })
 	if got := j.Admitted(); len(got) != 3 || got[2].ID != "a2@example.org" || got[2].Chat != "alice@example.org" || skipped.Load() != 3 {
 		t.Fatalf("admitted %+v, %d skipped; want alice's second only, 3 skipped", got, skipped.Load())
 	}
@@ -686,7 +674,7 @@ func TestLegacyThreadChatsAreRetired(t *testing.T) {
 		t.Fatalf("sent to a legacy chat, to %s", sent[0].To)
 	}
 	s.Append(emailtest.Mail("bob@example.org", "b1@example.org", "Re: plans", "ok", "In-Reply-To: <root-1>", "References: <CAxyz@mail.gmail.com>"))
-	waitFor(t, "bob's admitted", func() bool { return len(j.Admitted()) == 1 })
+	fakekit.WaitFor(t, "bob's admitted", func() bool { return len(j.Admitted()) == 1 })
 	if m := j.Admitted()[0]; m.Chat != "bob@example.org" {
 		t.Fatalf("bob's went to %q", m.Chat)
 	}
@@ -702,7 +690,7 @@ func TestLegacyThreadChatsAreRetired(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "Hi", "hello"))
-	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 2 })
+	fakekit.WaitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 2 })
 	if _, err := p.Send(context.Background(), channel.Outbound{Chat: "alice@example.org", Text: "hello", Key: "r3"}); err != nil {
 		t.Fatal(err)
 	}
@@ -744,8 +732,8 @@ func TestAutomaticMailIsNotAnswered(t *testing.T) {
 		s.Append(emailtest.Mail("responder@example.org", fmt.Sprintf("auto%d@example.org", i), "Out of office", "I am away", h))
 	}
 	s.Append(emailtest.Mail("carol@example.org", "human@example.org", "Hi", "a person", "Auto-Submitted: no", "Return-Path: <carol@example.org>"))
-	waitFor(t, "the person's admitted", func() bool { return len(j.Admitted()) >= 1 })
-	waitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 7 })
+	fakekit.WaitFor(t, "the person's admitted", func() bool { return len(j.Admitted()) >= 1 })
+	fakekit.WaitFor(t, "all seen", func() bool { seen, _ := s.Seen(); return len(seen) == 7 })
 	if got := j.Admitted(); len(got) != 1 || got[0].ID != "human@example.org" || skipped.Load() != 6 {
 		t.Fatalf("admitted %+v, %d skipped; want the person's only, 6 skipped", got, skipped.Load())
 	}
@@ -775,31 +763,13 @@ func (p panicking) Admit(ctx context.Context, prov string, m channel.Message) (c
 	return p.counting.Admit(ctx, prov, m)
 }
 
-// lockedLog is a log the channel's goroutine writes while the test reads.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A message whose taking panics is skipped, \Seen, counted, and its log
 // line names its UID (never its text), so an operator can find it.
 func TestAPanicOnAMessageIsSkippedAndNamesItsUID(t *testing.T) {
 	s := servers(t, emailtest.Options{})
 	j := panicking{&counting{Journal: channeltest.NewJournal()}}
 	var panics atomic.Int32
-	logged := &lockedLog{}
+	logged := &fakekit.Log{}
 	p, err := email.Open(config(s), channel.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
 		Logger: slog.New(slog.NewTextHandler(logged, nil)), Panicked: func() { panics.Add(1) }})
 	if err != nil {
@@ -808,8 +778,8 @@ func TestAPanicOnAMessageIsSkippedAndNamesItsUID(t *testing.T) {
 	run(t, p)
 	bad, _ := s.Append(emailtest.Mail("mallory@evil.example", "boom@evil.example", "boom", "the secret text"))
 	s.Append(emailtest.Mail("alice@example.org", "a1@example.org", "Hi", "hello"))
-	waitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
-	waitFor(t, "both seen", func() bool { seen, _ := s.Seen(); return len(seen) == 2 })
+	fakekit.WaitFor(t, "alice's admitted", func() bool { return len(j.Admitted()) == 1 })
+	fakekit.WaitFor(t, "both seen", func() bool { seen, _ := s.Seen(); return len(seen) == 2 })
 	if panics.Load() != 1 || !strings.Contains(logged.String(), fmt.Sprintf("taking UID %d (UIDVALIDITY", bad)) || strings.Contains(logged.String(), "secret text") {
 		t.Fatalf("%d panics; the log does not name UID %d (or shows the text):\n%s", panics.Load(), bad, logged.String())
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Send implements channel.Provider: one SMTP submission with AUTH, a reply
@@ -32,7 +33,7 @@ import (
 func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, error) {
 	text := msg.Text
 	if msg.Media != nil {
-		text = channel.CaptionText(msg.Media.Caption, msg.Text)
+		text = httpkit.CaptionText(msg.Media.Caption, msg.Text)
 	}
 	switch {
 	case len(msg.Buttons) > 0 || msg.List != nil:

@@ -11,6 +11,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/email/emailtest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // afterCounting is a context, never done, that counts the functions
@@ -70,16 +71,10 @@ func TestASessionReleasesItsContext(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.session(ctx) }()
 	// The first drain saves the cursor; then the session waits in IDLE.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, known, _ := p.store.cursor(context.Background()); known {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the first drain")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	fakekit.WaitFor(t, "the first drain", func() bool {
+		_, known, _ := p.store.cursor(context.Background())
+		return known
+	})
 	s.Close()
 	select {
 	case err := <-done:

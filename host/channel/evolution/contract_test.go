@@ -10,7 +10,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/evolution/evolutiontest"
-	"github.com/botrun/botrun/host/channel/gateway/gatewaytest"
+	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 )
 
 const (
@@ -26,11 +26,7 @@ var photo = []byte("\xff\xd8\xff\xe0 an evolution jpeg")
 // newProvider opens the channel at api; jwt is its jwt_key ("" checks the
 // body's apikey instead).
 func newProvider(t testing.TB, api string, admit channel.Admitter, jwt string) *Provider {
-	p, err := Open(Config{ID: "evo", APIURL: api, APIKey: apiKey, Instance: instance, JWTKey: jwt}, channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "evo", APIURL: api, APIKey: apiKey, Instance: instance, JWTKey: jwt}, channel.Env{Admitter: admit}))
 }
 
 // post is a webhook request for body, with a JWT signed by key ("" none).

@@ -34,7 +34,8 @@ import (
 	"unicode"
 
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/gateway"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/gateway"
 )
 
 // MaxBody is the largest webhook body accepted (turn webhook_base64 off).
@@ -70,10 +71,10 @@ const minJWTKey = 16
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "api_url", c.APIURL, "the Evolution API server's URL (https, or http on loopback)")
-	channel.CheckAPIURL(c.APIURL, problem)
-	channel.Required(problem, "api_key", c.APIKey, "the instance's token (its apikey) from Evolution, or the server's AUTHENTICATION_API_KEY with jwt_key set (use ${ENV})")
-	channel.Required(problem, "instance", c.Instance, "the Evolution instance's name")
+	httpkit.Required(problem, "api_url", c.APIURL, "the Evolution API server's URL (https, or http on loopback)")
+	httpkit.CheckAPIURL(c.APIURL, problem)
+	httpkit.Required(problem, "api_key", c.APIKey, "the instance's token (its apikey) from Evolution, or the server's AUTHENTICATION_API_KEY with jwt_key set (use ${ENV})")
+	httpkit.Required(problem, "instance", c.Instance, "the Evolution instance's name")
 	if strings.ContainsFunc(c.Instance, unicode.IsControl) {
 		problem("instance", "%q holds a control character", c.Instance)
 	}
@@ -94,7 +95,7 @@ func (c *Config) ReplayWindow() time.Duration {
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one Evolution API instance.

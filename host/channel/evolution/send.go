@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/gateway"
+	"github.com/botrun/botrun/host/channel/internal/gateway"
 )
 
 // Send implements channel.Provider: a text by sendText, a media by

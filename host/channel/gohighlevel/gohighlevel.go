@@ -45,7 +45,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"path"
@@ -55,7 +54,8 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // DefaultAPI is GoHighLevel's API; api_url replaces it (tests).
@@ -119,7 +119,7 @@ var locationID = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "token", c.Token, "a Private Integration token (Settings > Private Integrations) with the conversations/message.write scope (use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "token", c.Token, "a Private Integration token (Settings > Private Integrations) with the conversations/message.write scope (use ${ENV} to keep it out of the file)")
 	if !locationID.MatchString(c.LocationID) {
 		problem("location_id", "%q: want the sub-account's location id (Settings > Business Profile, or the app URL's /location/<id>/)", c.LocationID)
 	}
@@ -131,7 +131,7 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	if _, ok := TextLimits[c.MessageType]; !ok {
 		problem("message_type", "%q: want SMS, WhatsApp, FB, IG or Live_Chat (Email and Custom need fields botrun does not send)", c.MessageType)
 	}
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.CheckAPIURL(c.APIURL, problem)
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
@@ -143,7 +143,7 @@ func (c *Config) ReplayWindow() time.Duration { return max(2*Window, RetryKeep) 
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // ParsePublicKey parses public_key: a PEM RSA public key (PKIX "PUBLIC
@@ -187,15 +187,12 @@ func ParsePublicKey(s string) (crypto.PublicKey, error) {
 // Provider is one location's conversations of one type. Its embedded Media
 // journals and loads the inbound attachments.
 type Provider struct {
+	httpkit.Base
 	*urlmedia.Media
 	cfg Config
-	api *url.URL
 	key *rsa.PublicKey
 	// ed verifies X-GHL-Signature (GoHighLevel's published Ed25519 key).
 	ed     ed25519.PublicKey
-	admit  channel.Admitter
-	log    *slog.Logger
-	client *http.Client
 	seen   *seen
 	window *window
 	now    func() time.Time
@@ -203,16 +200,14 @@ type Provider struct {
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
-	}
 	if cfg.MessageType == "" {
 		cfg.MessageType = "SMS"
 	}
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("gohighlevel %s: %w", cfg.ID, err)
+	p := &Provider{now: time.Now}
+	if err := p.Open("gohighlevel", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
+	cfg.ID = p.ID()
 	// GoHighLevel's published keys, one of them replaced by public_key.
 	k, _ := ParsePublicKey(DefaultPublicKey)
 	key := k.(*rsa.PublicKey)
@@ -231,14 +226,12 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if hosts == nil {
 		hosts = MediaHosts
 	}
-	return &Provider{Media: urlmedia.New("gohighlevel "+cfg.ID, api, hosts, MediaPrefixes), cfg: cfg, api: api, key: key, ed: ed,
-		admit: env.Admitter, log: env.Log(), client: channel.NewClient(30*time.Second, api, nil),
-		seen:   &seen{kv: env.Kv, group: env.KeyPrefix + "gohighlevel/" + cfg.ID + "/webhook/", mem: map[string]seenID{}},
-		window: windowOf(cfg.LocationID), now: time.Now}, nil
+	p.Media, p.cfg, p.key, p.ed = urlmedia.New("gohighlevel "+cfg.ID, p.API, hosts, MediaPrefixes), cfg, key, ed
+	p.seen = &seen{kv: env.Kv, group: env.KeyPrefix + "gohighlevel/" + cfg.ID + "/webhook/", mem: map[string]seenID{}}
+	p.window = windowOf(cfg.LocationID)
+	p.Dial(30*time.Second, nil)
+	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter: the message type's.
 func (p *Provider) TextLimit() int { return TextLimits[p.cfg.MessageType] }
@@ -365,7 +358,7 @@ func (p *Provider) Routes(mux *http.ServeMux) {
 }
 
 func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -390,7 +383,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wh.LocationID != p.cfg.LocationID {
-		p.log.Warn("gohighlevel: a message of another location ignored", "provider", p.cfg.ID, "location", wh.LocationID)
+		p.Log.Warn("gohighlevel: a message of another location ignored", "provider", p.cfg.ID, "location", wh.LocationID)
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -414,7 +407,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg, ok := wh.Inbound(); ok {
-		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
+		if _, err := p.Admitter.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
 			p.retryLater(w, r, wh.WebhookID, sum[:], now, err)
 			return
 		}
@@ -427,9 +420,9 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 // most), and remembers to accept those retries past the window.
 func (p *Provider) retryLater(w http.ResponseWriter, r *http.Request, id string, hash []byte, now time.Time, cause error) {
 	if err := p.seen.retry(r.Context(), id, hash, now); err != nil {
-		p.log.Error("gohighlevel: a webhook not admitted, and its retries cannot be let in: they will be refused as stale",
+		p.Log.Error("gohighlevel: a webhook not admitted, and its retries cannot be let in: they will be refused as stale",
 			"provider", p.cfg.ID, "webhookId", id, "err", err)
 	}
-	channel.NotAdmitted(w.Header(), cause)
+	httpkit.NotAdmitted(w.Header(), cause)
 	http.Error(w, "not admitted, retry: "+cause.Error(), http.StatusTooManyRequests)
 }

@@ -88,21 +88,12 @@ func contract() channeltest.Channel {
 		},
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "429", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: contact, Text: "x"}
-			}, RetryAfter: 3e9},
-			{Name: "unknown contact", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "noSuchContact", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "DND", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "dndContact0000000001", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: contact} }, Is: channel.ErrUnsupportedContent},
-			{Name: "media that is not a URL", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: contact, Media: &channel.Media{Type: "image", Ref: "photo.jpg"}}
-			}, Is: channel.ErrUnsupportedContent},
-			{Name: "buttons", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: contact, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}
-			}, Is: channel.ErrUnsupportedContent},
+			channeltest.RateLimited("429", api.LimitNext, contact, 3e9),
+			channeltest.Refusal("unknown contact", channel.Outbound{Chat: "noSuchContact", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("DND", channel.Outbound{Chat: "dndContact0000000001", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("empty text", channel.Outbound{Chat: contact}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("media that is not a URL", channel.Outbound{Chat: contact, Media: &channel.Media{Type: "image", Ref: "photo.jpg"}}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("buttons", channel.Outbound{Chat: contact, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}, channel.ErrUnsupportedContent),
 		},
 		Secrets: []string{token},
 	}

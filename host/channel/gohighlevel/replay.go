@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Keep is how long the webhookId of an accepted webhook is remembered:
@@ -159,16 +160,9 @@ func (s *seen) purge(ctx context.Context, now time.Time) (int, error) {
 // Run implements channel.Runner: every minute, the webhookIds that
 // expired are forgotten.
 func (p *Provider) Run(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := p.seen.purge(ctx, p.now()); err != nil && ctx.Err() == nil {
-				p.log.Error("gohighlevel: forgetting expired webhookIds failed", "provider", p.cfg.ID, "err", err)
-			}
+	httpkit.Every(ctx, time.Minute, func() {
+		if _, err := p.seen.purge(ctx, p.now()); err != nil && ctx.Err() == nil {
+			p.Log.Error("gohighlevel: forgetting expired webhookIds failed", "provider", p.cfg.ID, "err", err)
 		}
-	}
+	})
 }

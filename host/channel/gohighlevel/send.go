@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // GoHighLevel's burst limit: Burst requests per Per, per location.
@@ -83,7 +84,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 			return "", fmt.Errorf("%w: gohighlevel %s: attachments go by public URL; %q is not one", channel.ErrUnsupportedContent, p.cfg.ID, src)
 		}
 		body["attachments"] = []string{src}
-		text = channel.CaptionText(m.Caption, text)
+		text = httpkit.CaptionText(m.Caption, text)
 	}
 	if n, limit := utf8.RuneCountInString(text), p.TextLimit(); n > limit {
 		return "", fmt.Errorf("%w: gohighlevel %s: a text of %d characters, %s allows %d", channel.ErrPayloadTooLarge, p.cfg.ID, n, p.cfg.MessageType, limit)
@@ -98,7 +99,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 	if wait := p.window.take(p.now()); wait > 0 {
 		return "", &channel.RateLimitedError{RetryAfter: wait, Err: fmt.Errorf("gohighlevel %s: %w", p.cfg.ID, ErrRateLimited)}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.api.String()+"/conversations/messages", bytes.NewReader(js))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.API.String()+"/conversations/messages", bytes.NewReader(js))
 	if err != nil {
 		return "", fmt.Errorf("gohighlevel %s: %w", p.cfg.ID, err)
 	}
@@ -110,7 +111,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 		ConversationID string `json:"conversationId"`
 		MessageID      string `json:"messageId"`
 	}
-	if err := channel.CallJSON(p.client, req, &out, mapError); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, &out, mapError); err != nil {
 		return "", fmt.Errorf("gohighlevel %s: %w", p.cfg.ID, err)
 	}
 	if out.MessageID == "" {
@@ -122,12 +123,12 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 // mapError maps a GoHighLevel error answer ({"statusCode","message"}, the
 // message a string or a list of them) onto the taxonomy.
 func mapError(status int, header http.Header, body []byte) error {
-	what := channel.ErrorMessage(body)
+	what := httpkit.ErrorMessage(body)
 	cause := fmt.Errorf("HTTP %d: %s", status, what)
 	low := strings.ToLower(what)
 	switch {
 	case status == http.StatusTooManyRequests:
-		return &channel.RateLimitedError{RetryAfter: channel.HeaderRetryAfter(header, DefaultRetryAfter), Err: cause}
+		return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, DefaultRetryAfter), Err: cause}
 	case status == http.StatusUnauthorized:
 		return &channel.PermanentError{Err: fmt.Errorf("%w (is token valid? location access tokens expire within a day; use a Private Integration token)", cause)}
 	case status == http.StatusForbidden:

@@ -3,6 +3,10 @@
 // handshake, the X-Hub-Signature-256 HMAC of a webhook's raw body, and the
 // Graph error body mapped onto the provider taxonomy. Each channel keeps its
 // own wire format and its own table of error codes.
+//
+// graph is not under host/channel/internal because cmd/botrun's end-to-end
+// tests sign webhooks with it. It imports the standard library, the SPI
+// (host/channel) and the toolkit (host/channel/httpkit).
 package graph
 
 import (
@@ -18,6 +22,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // SignatureHeader carries the HMAC-SHA256 of a webhook's raw body.
@@ -57,7 +62,7 @@ func ReadSigned(w http.ResponseWriter, r *http.Request, max int64, appSecret str
 		http.Error(w, "missing "+SignatureHeader, http.StatusUnauthorized)
 		return nil, false
 	}
-	body, ok = channel.ReadWebhook(w, r, max)
+	body, ok = httpkit.ReadWebhook(w, r, max)
 	if !ok {
 		return nil, false
 	}
@@ -68,11 +73,11 @@ func ReadSigned(w http.ResponseWriter, r *http.Request, max int64, appSecret str
 	return body, true
 }
 
-// Admit admits a webhook's messages and answers it (channel.AdmitAndAnswer):
+// Admit admits a webhook's messages and answers it (httpkit.AdmitAndAnswer):
 // Meta redelivers the whole body; what was admitted comes back as
 // duplicates.
 func Admit(w http.ResponseWriter, r *http.Request, admitter channel.Admitter, id string, msgs []channel.Message) {
-	channel.AdmitAndAnswer(w, r, admitter, id, msgs...)
+	httpkit.AdmitAndAnswer(w, r, admitter, id, msgs...)
 }
 
 // Error is a Graph API error body's error.
@@ -114,14 +119,14 @@ func Decode(body []byte) (Error, bool) {
 }
 
 // MapError maps a Graph answer that is not 2xx onto the taxonomy with
-// codes: the signature of channel.CallJSON's mapErr.
+// codes: the signature of httpkit.CallJSON's mapErr.
 func (c Codes) MapError(status int, header http.Header, body []byte) error {
 	e, ok := Decode(body)
 	if !ok {
 		err := fmt.Errorf("HTTP %d", status)
 		switch {
 		case status == http.StatusTooManyRequests:
-			return &channel.RateLimitedError{RetryAfter: channel.HeaderRetryAfter(header, time.Second), Err: err}
+			return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, time.Second), Err: err}
 		case status == http.StatusUnauthorized, status == http.StatusForbidden:
 			return &channel.PermanentError{Err: err}
 		}
@@ -135,7 +140,7 @@ func (c Codes) MapError(status int, header http.Header, body []byte) error {
 		cause = fmt.Errorf("%w (%s)", cause, e.ErrorData.Details)
 	}
 	if wait, ok := c.RateLimits[e.Code]; ok {
-		return &channel.RateLimitedError{RetryAfter: channel.HeaderRetryAfter(header, wait), Err: cause}
+		return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, wait), Err: cause}
 	}
 	if c.Classify == nil {
 		return cause

@@ -29,16 +29,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // DefaultAPI is Gupshup's API; api_url replaces it (tests).
@@ -91,56 +90,48 @@ var (
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "api_key", c.APIKey, "the API key from Gupshup's console (your profile > API key; use ${ENV} to keep it out of the file)")
-	channel.Required(problem, "app_name", c.AppName, "the Gupshup app's name, as in the console's dashboard")
+	httpkit.Required(problem, "api_key", c.APIKey, "the API key from Gupshup's console (your profile > API key; use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "app_name", c.AppName, "the Gupshup app's name, as in the console's dashboard")
 	if !digits.MatchString(c.Source) {
 		problem("source", "%q: want the app's WhatsApp number, country code and number in digits, without + (917834811114)", c.Source)
 	}
 	if !tokenChar.MatchString(c.WebhookToken) {
 		problem("webhook_token", "missing or not 16-256 of A-Z a-z 0-9 . _ ~ -: Gupshup does not sign its webhooks, so its callback URL must carry this secret as ?token=<webhook_token> (use ${ENV})")
 	}
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.CheckAPIURL(c.APIURL, problem)
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one Gupshup app. Its embedded Media journals and loads the
 // inbound media.
 type Provider struct {
+	httpkit.Base
 	*urlmedia.Media
-	cfg    Config
-	api    *url.URL
-	admit  channel.Admitter
-	log    *slog.Logger
-	client *http.Client
+	cfg Config
 }
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
+	p := &Provider{}
+	if err := p.Open("gupshup", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("gupshup %s: %w", cfg.ID, err)
-	}
+	cfg.ID = p.ID()
 	hosts := cfg.MediaRefHosts
 	if hosts == nil {
 		hosts = MediaHosts
 	}
-	return &Provider{Media: urlmedia.New("gupshup "+cfg.ID, api, hosts, nil), cfg: cfg, api: api,
-		admit: env.Admitter, log: env.Log(),
-		// The api key rides in a header Go keeps on a redirect: sends
-		// follow none.
-		client: channel.NewClient(30*time.Second, api, nil)}, nil
+	p.Media, p.cfg = urlmedia.New("gupshup "+cfg.ID, p.API, hosts, nil), cfg
+	// The api key rides in a header Go keeps on a redirect: sends follow
+	// none.
+	p.Dial(30*time.Second, nil)
+	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
@@ -260,10 +251,10 @@ func (p *Provider) Routes(mux *http.ServeMux) {
 }
 
 func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
-	if !channel.CheckQueryToken(w, r, p.cfg.WebhookToken) {
+	if !httpkit.CheckQueryToken(w, r, p.cfg.WebhookToken) {
 		return
 	}
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -277,7 +268,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	channel.AdmitAndAnswer(w, r, p.admit, p.cfg.ID, p.messages(ev, m)...)
+	p.Answer(w, r, p.messages(ev, m)...)
 }
 
 // messages are what botrun admits of a webhook: its message, unless it is
@@ -285,12 +276,12 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 func (p *Provider) messages(ev Event, m *Message) []channel.Message {
 	switch {
 	case m == nil && ev.Type == "":
-		p.log.Warn("gupshup: a webhook that is not in Gupshup's format (version 2) ignored: set the app's callback format to Gupshup's", "provider", p.cfg.ID)
+		p.Log.Warn("gupshup: a webhook that is not in Gupshup's format (version 2) ignored: set the app's callback format to Gupshup's", "provider", p.cfg.ID)
 		return nil
 	case m == nil:
 		return nil
 	case ev.App != p.cfg.AppName:
-		p.log.Warn("gupshup: a message for another app ignored", "provider", p.cfg.ID, "app", ev.App)
+		p.Log.Warn("gupshup: a message for another app ignored", "provider", p.cfg.ID, "app", ev.App)
 		return nil
 	}
 	if msg, ok := m.Inbound(ev.Time()); ok {

@@ -25,12 +25,8 @@ const (
 )
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	p, err := Open(Config{ID: "gs", APIURL: api, APIKey: apiKey, AppName: app, Source: source, WebhookToken: token},
-		channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "gs", APIURL: api, APIKey: apiKey, AppName: app, Source: source, WebhookToken: token},
+		channel.Env{Admitter: admit}))
 }
 
 // signed is a webhook request as Gupshup makes it: the token in the URL.
@@ -76,21 +72,12 @@ func contract() channeltest.Channel {
 		},
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "429", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: user, Text: "x"}
-			}, RetryAfter: 3e9},
-			{Name: "unknown destination", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "919000000000", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "malformed destination", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "+91 98", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: user} }, Is: channel.ErrUnsupportedContent},
-			{Name: "media that is not a URL", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: user, Media: &channel.Media{Type: "image", Ref: "0f1c5cc4"}}
-			}, Is: channel.ErrUnsupportedContent},
-			{Name: "caption over 1,024 characters", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: user, Text: strings.Repeat("a", MaxCaption+1), Media: &channel.Media{Type: "image", URL: "https://x.example/a.jpg"}}
-			}, Is: channel.ErrPayloadTooLarge},
+			channeltest.RateLimited("429", api.LimitNext, user, 3e9),
+			channeltest.Refusal("unknown destination", channel.Outbound{Chat: "919000000000", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("malformed destination", channel.Outbound{Chat: "+91 98", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("empty text", channel.Outbound{Chat: user}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("media that is not a URL", channel.Outbound{Chat: user, Media: &channel.Media{Type: "image", Ref: "0f1c5cc4"}}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("caption over 1,024 characters", channel.Outbound{Chat: user, Text: strings.Repeat("a", MaxCaption+1), Media: &channel.Media{Type: "image", URL: "https://x.example/a.jpg"}}, channel.ErrPayloadTooLarge),
 		},
 		Secrets: []string{apiKey, token},
 	}

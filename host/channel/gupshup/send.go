@@ -13,6 +13,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // WhatsApp's limits as Gupshup documents them, in characters. A send over
@@ -86,7 +87,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 	}
 	form := url.Values{"channel": {"whatsapp"}, "source": {p.cfg.Source}, "destination": {msg.Chat},
 		"src.name": {p.cfg.AppName}, "message": {string(js)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.api.String()+SendPath, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.API.String()+SendPath, strings.NewReader(form.Encode()))
 	if err != nil {
 		return "", fmt.Errorf("gupshup %s: %w", p.cfg.ID, err)
 	}
@@ -97,7 +98,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 		Status    string `json:"status"`
 		MessageID string `json:"messageId"`
 	}
-	if err := channel.CallJSON(p.client, req, &out, mapError); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, &out, mapError); err != nil {
 		return "", fmt.Errorf("gupshup %s: %w", p.cfg.ID, err)
 	}
 	if out.Status != "submitted" || out.MessageID == "" {
@@ -141,7 +142,7 @@ func message(msg channel.Outbound) (map[string]any, error) {
 	default:
 		return nil, unsupported("cannot send media of type %q (image, video, audio, document or sticker)", m.Type)
 	}
-	caption := channel.CaptionText(m.Caption, msg.Text)
+	caption := httpkit.CaptionText(m.Caption, msg.Text)
 	switch n := utf8.RuneCountInString(caption); {
 	case caption == "":
 	case m.Type == "audio" || m.Type == "sticker":
@@ -204,7 +205,7 @@ func interactive(msg channel.Outbound) (map[string]any, error) {
 			return nil, err
 		}
 		content = map[string]any{"type": m.Type, "url": src}
-		body = channel.CaptionText(m.Caption, body)
+		body = httpkit.CaptionText(m.Caption, body)
 	}
 	if err := fit(text{"the text of a message with choices", body, MaxChoiceBody, false}); err != nil {
 		return nil, err
@@ -296,12 +297,12 @@ func list(l *abi.List, body string) (map[string]any, error) {
 // mapError maps a Gupshup error answer ({"status":"error","message":…})
 // onto the taxonomy.
 func mapError(status int, header http.Header, body []byte) error {
-	what := channel.ErrorMessage(body)
+	what := httpkit.ErrorMessage(body)
 	cause := fmt.Errorf("HTTP %d: %s", status, what)
 	low := strings.ToLower(what)
 	switch {
 	case status == http.StatusTooManyRequests:
-		return &channel.RateLimitedError{RetryAfter: channel.HeaderRetryAfter(header, time.Second), Err: cause}
+		return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, time.Second), Err: cause}
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return &channel.PermanentError{Err: fmt.Errorf("%w (is api_key right?)", cause)}
 	case strings.Contains(low, "destination"):

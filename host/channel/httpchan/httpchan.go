@@ -42,6 +42,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/unit"
 )
 
@@ -173,7 +174,7 @@ func (c *Config) ReplayWindow() time.Duration { return 2 * c.Window.D() }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one HTTP channel.
@@ -196,7 +197,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if err != nil || (gw.Scheme != "http" && gw.Scheme != "https") || gw.Host == "" {
 		return nil, fmt.Errorf("http channel %s: url %q is not an absolute http(s) URL", cfg.ID, cfg.URL)
 	}
-	return &Provider{cfg: cfg, secret: []byte(cfg.Secret), admit: env.Admitter, client: channel.NewClient(30*time.Second, gw, nil)}, nil
+	return &Provider{cfg: cfg, secret: []byte(cfg.Secret), admit: env.Admitter, client: httpkit.NewClient(30*time.Second, gw, nil)}, nil
 }
 
 // ID implements channel.Provider.
@@ -265,7 +266,7 @@ func (p *Provider) inbound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		channel.NotAdmitted(w.Header(), err)
+		httpkit.NotAdmitted(w.Header(), err)
 		reply(w, http.StatusServiceUnavailable, map[string]string{"error": "not admitted, redeliver: " + err.Error()})
 		return
 	}

@@ -11,32 +11,16 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/channeltest"
 )
 
-type admitter struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (a *admitter) Admit(_ context.Context, prov string, m channel.Message) (channel.Admission, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	id := prov + ":" + m.ID
-	if a.seen[id] {
-		return channel.Admission{ID: id, Duplicate: true}, nil
-	}
-	a.seen[id] = true
-	return channel.Admission{ID: id}, nil
-}
-
 // server serves the channel's routes with admit as the host.
-func server(t *testing.T, a *admitter) string {
+func server(t *testing.T, a *channeltest.Journal) string {
 	p, err := Open(Config{ID: "gw", URL: "http://unused", Secret: "s3cret"}, channel.Env{Admitter: a})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +59,7 @@ func hmacHex(secret, msg string) string {
 }
 
 func TestInboundVerifiesTheSignature(t *testing.T) {
-	a := &admitter{seen: map[string]bool{}}
+	a := channeltest.NewJournal()
 	url := server(t, a)
 	body := `{"id":"1","chat":"c1","from":"u","text":"hi"}`
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
@@ -96,8 +80,8 @@ func TestInboundVerifiesTheSignature(t *testing.T) {
 			t.Errorf("%s: %d, want %d", tt.name, got, tt.code)
 		}
 	}
-	if len(a.seen) != 1 {
-		t.Fatalf("admitted %v", a.seen)
+	if len(a.Admitted()) != 1 {
+		t.Fatalf("admitted %v", a.Admitted())
 	}
 }
 
@@ -123,7 +107,7 @@ func TestSignedRequestReplayRefused(t *testing.T) {
 		{"fresh", at(-time.Minute), hmacHex("s3cret", at(-time.Minute)+"."+body), 202},
 	} {
 		// A new admitter: the record of an earlier delivery has been purged.
-		url := server(t, &admitter{seen: map[string]bool{}})
+		url := server(t, channeltest.NewJournal())
 		if got := post(t, url, body, tt.ts, tt.sig); got != tt.code {
 			t.Errorf("%s: %d, want %d", tt.name, got, tt.code)
 		}

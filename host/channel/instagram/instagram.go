@@ -21,6 +21,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/graph"
 	"github.com/botrun/botrun/host/channel/graph/messaging"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // DefaultAPI is the Instagram Graph API with the version botrun speaks;
@@ -66,20 +67,20 @@ type Config struct {
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "token", c.Token, "the Instagram user access token from the Meta app's Instagram > API setup with Instagram login (use ${ENV} to keep it out of the file)")
-	channel.Required(problem, "app_secret", c.AppSecret, "the Instagram app secret (Instagram > API setup with Instagram login > Business login settings), which signs every webhook (use ${ENV})")
-	channel.Required(problem, "verify_token", c.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
-	channel.Required(problem, "account_id", c.AccountID, "the professional account's id: user_id from GET /me?fields=user_id with the token")
+	httpkit.Required(problem, "token", c.Token, "the Instagram user access token from the Meta app's Instagram > API setup with Instagram login (use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "app_secret", c.AppSecret, "the Instagram app secret (Instagram > API setup with Instagram login > Business login settings), which signs every webhook (use ${ENV})")
+	httpkit.Required(problem, "verify_token", c.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
+	httpkit.Required(problem, "account_id", c.AccountID, "the professional account's id: user_id from GET /me?fields=user_id with the token")
 	if c.AccountID != "" && strings.Trim(c.AccountID, "0123456789") != "" {
 		problem("account_id", "%q is not an account id (digits only)", c.AccountID)
 	}
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.CheckAPIURL(c.APIURL, problem)
 	messaging.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one Instagram professional account.

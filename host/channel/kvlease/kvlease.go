@@ -14,6 +14,10 @@
 // less than the remaining quarter. A frozen process (SIGSTOP, a long GC
 // pause) runs no timer: it learns of the loss only when it thaws, and what
 // it guards must check Held (the fencing token) before acting.
+//
+// kvlease is not under host/channel/internal because the host (its leader
+// election and status) imports it beside the WhatsApp Web channel. It
+// imports the standard library and durability.
 package kvlease
 
 import (

@@ -11,19 +11,8 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
-
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func kvs(t *testing.T) map[string]durability.Kv {
 	s, err := sqlite.OpenStore(filepath.Join(t.TempDir(), "bot.db"), nil)
@@ -121,7 +110,7 @@ func TestHoldRenewsUntilLost(t *testing.T) {
 	// Another writer overwrites the record: a notices and held ends.
 	_, v, _ := kv.Get(ctx, "k")
 	kv.Commit(ctx, []durability.Write{{Key: "k", Version: v, Next: v + 1, Value: []byte(`{"owner":"c","token":9,"until":99999999999999}`)}})
-	waitFor(t, "the hold to end", func() bool { return held.Err() != nil })
+	fakekit.WaitFor(t, "the hold to end", func() bool { return held.Err() != nil })
 	if !lost.Load() {
 		t.Fatal("the hold ended without reporting the loss")
 	}
@@ -219,7 +208,7 @@ func TestHoldEndsBeforeTheRecordExpires(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the hold never ended")
 			}
-			waitFor(t, "held to end", func() bool { return held.Err() != nil })
+			fakekit.WaitFor(t, "held to end", func() bool { return held.Err() != nil })
 			if ok, _ := a.Held(); ok {
 				t.Fatal("a still counts itself the holder")
 			}

@@ -17,6 +17,10 @@
 // The channel is not registered by importing the package: a program built
 // for such tests calls Register (cmd/botrun does with -tags
 // botrun_testchannels), so it never appears among the channels botrun ships.
+//
+// leadertest is not under host/channel/internal because cmd/botrun's
+// failover tests register it. It imports the standard library and the SPI
+// (host/channel).
 package leadertest
 
 import (

@@ -17,11 +17,7 @@ const (
 )
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	p, err := Open(Config{ID: "fb", PageToken: pageToken, AppSecret: appSecret, VerifyToken: "verify-me", PageID: pageID, APIURL: api}, channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "fb", PageToken: pageToken, AppSecret: appSecret, VerifyToken: "verify-me", PageID: pageID, APIURL: api}, channel.Env{Admitter: admit}))
 }
 
 // contract is the channel and its fake as the contract suite sees them.

@@ -20,6 +20,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/graph"
 	"github.com/botrun/botrun/host/channel/graph/messaging"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // DefaultAPI is the Graph API with the version botrun speaks; api_url
@@ -64,17 +65,17 @@ type Config struct {
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "page_token", c.PageToken, "the Page access token from Messenger > Messenger API Settings (use ${ENV} to keep it out of the file)")
-	channel.Required(problem, "app_secret", c.AppSecret, "the Meta app's secret (App settings > Basic), which signs every webhook (use ${ENV})")
-	channel.Required(problem, "verify_token", c.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
-	channel.Required(problem, "page_id", c.PageID, "the Facebook Page's id (GET /me with the page token answers it)")
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.Required(problem, "page_token", c.PageToken, "the Page access token from Messenger > Messenger API Settings (use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "app_secret", c.AppSecret, "the Meta app's secret (App settings > Basic), which signs every webhook (use ${ENV})")
+	httpkit.Required(problem, "verify_token", c.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
+	httpkit.Required(problem, "page_id", c.PageID, "the Facebook Page's id (GET /me with the page token answers it)")
+	httpkit.CheckAPIURL(c.APIURL, problem)
 	messaging.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one Facebook Page on Messenger.

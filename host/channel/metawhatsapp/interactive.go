@@ -7,6 +7,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // WhatsApp's limits on interactive messages, in characters. A send over one
@@ -99,7 +100,7 @@ func interactive(msg channel.Outbound) (map[string]any, error) {
 			return nil, err
 		}
 		header = map[string]any{"type": m.Type, m.Type: obj}
-		body = channel.CaptionText(m.Caption, body)
+		body = httpkit.CaptionText(m.Caption, body)
 	}
 	var out map[string]any
 	var err error

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/graph"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // DefaultAPI is the Graph API with the version botrun speaks; api_url
@@ -67,45 +67,35 @@ type Config struct {
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "token", c.Token, "the WhatsApp Cloud API access token (use ${ENV} to keep it out of the file)")
-	channel.Required(problem, "app_secret", c.AppSecret, "the Meta app's secret, which signs every webhook (use ${ENV})")
-	channel.Required(problem, "verify_token", c.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
-	channel.Required(problem, "phone_number_id", c.PhoneNumberID, "the phone number id from WhatsApp > API Setup (not the number itself)")
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.Required(problem, "token", c.Token, "the WhatsApp Cloud API access token (use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "app_secret", c.AppSecret, "the Meta app's secret, which signs every webhook (use ${ENV})")
+	httpkit.Required(problem, "verify_token", c.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
+	httpkit.Required(problem, "phone_number_id", c.PhoneNumberID, "the phone number id from WhatsApp > API Setup (not the number itself)")
+	httpkit.CheckAPIURL(c.APIURL, problem)
 }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one WhatsApp Business phone number.
 type Provider struct {
-	cfg    Config
-	admit  channel.Admitter
-	log    *slog.Logger
-	client *http.Client
-	api    *url.URL
+	httpkit.Base
+	cfg Config
 }
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
+	p := &Provider{}
+	if err := p.Open("meta-whatsapp", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("meta-whatsapp %s: %w", cfg.ID, err)
-	}
-	cfg.APIURL = api.String()
-	log := env.Log()
-	p := &Provider{cfg: cfg, admit: env.Admitter, log: log, api: api}
-	p.client = channel.NewClient(60*time.Second, api, p.downloadAllowed)
+	cfg.ID, cfg.APIURL = p.ID(), p.API.String()
+	p.cfg = cfg
+	p.Dial(60*time.Second, p.downloadAllowed)
 	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
@@ -290,20 +280,20 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if id := c.Value.Metadata.PhoneNumberID; id != "" && id != p.cfg.PhoneNumberID {
-				p.log.Warn("meta-whatsapp: a notification for another phone number ignored", "provider", p.cfg.ID, "phone_number_id", id)
+				p.Log.Warn("meta-whatsapp: a notification for another phone number ignored", "provider", p.cfg.ID, "phone_number_id", id)
 				continue
 			}
 			for _, m := range c.Value.Messages {
 				msg, ok := m.inbound()
 				if !ok {
-					p.log.Info("meta-whatsapp: message type not handled", "provider", p.cfg.ID, "type", m.Type, "id", m.ID)
+					p.Log.Info("meta-whatsapp: message type not handled", "provider", p.cfg.ID, "type", m.Type, "id", m.ID)
 					continue
 				}
 				msgs = append(msgs, msg)
 			}
 		}
 	}
-	graph.Admit(w, r, p.admit, p.cfg.ID, msgs)
+	graph.Admit(w, r, p.Admitter, p.cfg.ID, msgs)
 }
 
 // codes maps WhatsApp's Graph error codes onto the taxonomy. Rate limits
@@ -339,7 +329,7 @@ var codes = graph.Codes{
 // do sends an authorized Graph request and decodes a 2xx JSON answer into out.
 func (p *Provider) do(req *http.Request, out any) error {
 	req.Header.Set("Authorization", "Bearer "+p.cfg.Token)
-	if err := channel.CallJSON(p.client, req, out, codes.MapError); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, out, codes.MapError); err != nil {
 		return fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
 	}
 	return nil
@@ -472,7 +462,7 @@ func (p *Provider) RehydrateMediaRef(s channel.StoredRef) (channel.Media, error)
 // downloadAllowed reports whether the Bearer token may be sent to u: https on
 // a Meta host, or the configured API's own origin.
 func (p *Provider) downloadAllowed(u *url.URL) bool {
-	return channel.CredentialsAllowed(u, p.api, "fbsbx.com", "facebook.com", "whatsapp.net", "fbcdn.net")
+	return httpkit.CredentialsAllowed(u, p.API, "fbsbx.com", "facebook.com", "whatsapp.net", "fbcdn.net")
 }
 
 // LoadMedia implements channel.MediaLoader: GET /{media-id} gives a URL that
@@ -500,5 +490,5 @@ func (p *Provider) LoadMedia(ctx context.Context, m channel.Media, max int64) ([
 		return nil, fmt.Errorf("meta-whatsapp %s: %w", p.cfg.ID, err)
 	}
 	dl.Header.Set("Authorization", "Bearer "+p.cfg.Token)
-	return channel.Download(p.client, dl, max, func(err error) string { return err.Error() })
+	return httpkit.Download(p.Client, dl, max, func(err error) string { return err.Error() })
 }

@@ -29,11 +29,7 @@ func signed(t testing.TB, body []byte) *http.Request {
 }
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	p, err := Open(Config{ID: "wa", Token: token, AppSecret: appSecret, VerifyToken: "verify-me", PhoneNumberID: phoneID, APIURL: api}, channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "wa", Token: token, AppSecret: appSecret, VerifyToken: "verify-me", PhoneNumberID: phoneID, APIURL: api}, channel.Env{Admitter: admit}))
 }
 
 // contract is the channel and its fake as the contract suite sees them.
@@ -72,15 +68,10 @@ func contract() channeltest.Channel {
 		GoneMedia: func(string) channel.Media { return channel.Media{Type: "image", Ref: "999000999"} },
 		Texts:     api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "130429 throughput", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: user, Text: "x"}
-			}, RetryAfter: 1e9},
-			{Name: "131047 outside the 24 h window", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "15550000002", Text: "x"} }, Is: channel.ErrOutsideSessionWindow},
-			{Name: "131026 undeliverable", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "15550000003", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "100 empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: user} }, Is: channel.ErrUnsupportedContent},
+			channeltest.RateLimited("130429 throughput", api.LimitNext, user, 1e9),
+			channeltest.Refusal("131047 outside the 24 h window", channel.Outbound{Chat: "15550000002", Text: "x"}, channel.ErrOutsideSessionWindow),
+			channeltest.Refusal("131026 undeliverable", channel.Outbound{Chat: "15550000003", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("100 empty text", channel.Outbound{Chat: user}, channel.ErrUnsupportedContent),
 			{Name: "100 media without id or link", Arrange: func() channel.Outbound {
 				return channel.Outbound{Chat: user, Media: &channel.Media{Type: "image"}}
 			}, Permanent: true},

@@ -11,10 +11,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/telegram/telegramtest"
 )
 
@@ -197,7 +197,7 @@ func (f *flaky) Admit(ctx context.Context, prov string, m channel.Message) (chan
 func TestCallbackQueryAdmittedAndAnswered(t *testing.T) {
 	p, api, a := setup(t, false)
 	fl := &flaky{admitter: a, n: 1}
-	p.admit = fl
+	p.Admitter = fl
 	mux := http.NewServeMux()
 	p.Routes(mux)
 	post := func(body []byte) int {
@@ -286,17 +286,10 @@ func TestPollDeliversCallbackQueries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	fakekit.WaitFor(t, "getUpdates with offset 102", func() bool {
 		offsets := api.Offsets()
-		if len(offsets) >= 2 && offsets[len(offsets)-1] == 102 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("offsets %v", offsets)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(offsets) >= 2 && offsets[len(offsets)-1] == 102
+	})
 	cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()

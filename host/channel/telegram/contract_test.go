@@ -72,10 +72,10 @@ func contract() channeltest.Channel {
 				api.Unlock()
 				return channel.Outbound{Chat: "42", Text: "x"}
 			}, RetryAfter: 7e9},
-			{Name: "403 bot blocked", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "43", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "400 chat not found", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "44", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
+			channeltest.Refusal("403 bot blocked", channel.Outbound{Chat: "43", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("400 chat not found", channel.Outbound{Chat: "44", Text: "x"}, channel.ErrRecipientUnreachable),
 			{Name: "400 empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "42"} }, Permanent: true},
-			{Name: "not a chat id", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "@name", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
+			channeltest.Refusal("not a chat id", channel.Outbound{Chat: "@name", Text: "x"}, channel.ErrRecipientUnreachable),
 		},
 		Secrets: []string{token, "s3cret_token"},
 	}

@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -41,6 +40,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // DefaultAPI is the public Bot API; api_url replaces it (tests, self-hosted
@@ -80,7 +80,7 @@ var secretToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "token", c.Token, "the bot token from @BotFather (use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "token", c.Token, "the bot token from @BotFather (use ${ENV} to keep it out of the file)")
 	if c.Mode == "" {
 		c.Mode = "webhook"
 	}
@@ -93,43 +93,35 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	default:
 		problem("mode", "%q: want webhook or poll", c.Mode)
 	}
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.CheckAPIURL(c.APIURL, problem)
 }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one Telegram bot.
 type Provider struct {
-	cfg    Config
-	admit  channel.Admitter
-	log    *slog.Logger
-	client *http.Client
+	httpkit.Base
+	cfg Config
 	// guard recovers a panic on an update (channel.Env.Guard).
 	guard func(what string, f func() error) error
 }
 
 // Open returns the channel cfg describes; with mode poll, Run polls.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
+	p := &Provider{guard: env.Guard}
+	if err := p.Open("telegram", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	log := env.Log()
+	cfg.ID, cfg.APIURL = p.ID(), strings.TrimRight(p.API.String(), "/")
+	p.cfg = cfg
 	// The API's own origin only: Telegram does not redirect, and every URL
 	// holds the token.
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("telegram %s: %w", cfg.ID, err)
-	}
-	cfg.APIURL = strings.TrimRight(api.String(), "/")
-	client := channel.NewClient(60*time.Second, api, func(u *url.URL) bool { return channel.CredentialsAllowed(u, api) })
-	return &Provider{cfg: cfg, admit: env.Admitter, log: log, client: client, guard: env.Guard}, nil
+	p.Dial(60*time.Second, func(u *url.URL) bool { return httpkit.CredentialsAllowed(u, p.API) })
+	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
@@ -315,7 +307,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad secret token", http.StatusUnauthorized)
 		return
 	}
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -325,7 +317,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := p.take(r.Context(), u); err != nil {
-		channel.NotAdmitted(w.Header(), err)
+		httpkit.NotAdmitted(w.Header(), err)
 		http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable) // Telegram retries
 		return
 	}
@@ -352,7 +344,7 @@ func (p *Provider) deliver(ctx context.Context, u Update) error {
 		msg, ok = u.interaction()
 	}
 	if ok {
-		if _, err := p.admit.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
+		if _, err := p.Admitter.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
 			return err
 		}
 	}
@@ -372,7 +364,7 @@ func (p *Provider) answer(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), answerTimeout)
 	defer cancel()
 	if err := p.call(ctx, "answerCallbackQuery", map[string]any{"callback_query_id": id}, nil); err != nil {
-		p.log.Warn("telegram: answerCallbackQuery failed", "provider", p.cfg.ID, "err", err)
+		p.Log.Warn("telegram: answerCallbackQuery failed", "provider", p.cfg.ID, "err", err)
 	}
 }
 
@@ -389,7 +381,7 @@ func (p *Provider) Run(ctx context.Context) {
 		err := p.call(ctx, "getUpdates", map[string]any{"offset": offset, "timeout": 25}, &updates)
 		if err != nil {
 			if ctx.Err() == nil {
-				p.log.Warn("telegram getUpdates failed", "provider", p.cfg.ID, "err", err)
+				p.Log.Warn("telegram getUpdates failed", "provider", p.cfg.ID, "err", err)
 				select {
 				case <-time.After(time.Second):
 				case <-ctx.Done():
@@ -401,11 +393,11 @@ func (p *Provider) Run(ctx context.Context) {
 		for _, raw := range updates {
 			u, err := DecodeUpdate(raw)
 			if err != nil {
-				p.log.Warn("telegram: bad update skipped", "err", err)
+				p.Log.Warn("telegram: bad update skipped", "err", err)
 				continue
 			}
 			if err := p.take(ctx, u); err != nil {
-				p.log.Error("telegram: not admitted; will poll it again", "err", err)
+				p.Log.Error("telegram: not admitted; will poll it again", "err", err)
 				wait = max(time.Second, channel.RetryAfter(err))
 				break
 			}
@@ -441,7 +433,7 @@ func (p *Provider) call(ctx context.Context, method string, args any, result any
 		return fmt.Errorf("telegram %s: %s: bad api_url", p.cfg.ID, method)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := p.client.Do(req)
+	resp, err := p.Client.Do(req)
 	if err != nil {
 		// The URL holds the token: never put it in an error.
 		return fmt.Errorf("telegram %s: %s: %v", p.cfg.ID, method, redact(err, p.cfg.Token))
@@ -637,5 +629,5 @@ func (p *Provider) LoadMedia(ctx context.Context, m channel.Media, max int64) ([
 	if err != nil {
 		return nil, fmt.Errorf("%w: telegram %s: bad file_path", channel.ErrMediaUnavailable, p.cfg.ID)
 	}
-	return channel.Download(p.client, req, max, func(err error) string { return redact(err, p.cfg.Token) })
+	return httpkit.Download(p.Client, req, max, func(err error) string { return redact(err, p.cfg.Token) })
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/telegram/telegramtest"
 )
 
@@ -150,17 +152,10 @@ func TestPollAdmitsAndAdvancesTheOffset(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go p.Run(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	fakekit.WaitFor(t, "getUpdates with offset 103", func() bool {
 		offsets := api.Offsets()
-		if len(offsets) >= 2 && offsets[len(offsets)-1] == 103 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("offsets %v", offsets)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(offsets) >= 2 && offsets[len(offsets)-1] == 103
+	})
 	cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -260,7 +255,7 @@ func TestMediaRedirectsChecked(t *testing.T) {
 	}
 	for _, ref := range []string{"away", "https-away"} {
 		b, err := p.LoadMedia(context.Background(), channel.Media{Type: "image", Ref: ref}, 1<<20)
-		if err == nil || !errors.Is(err, channel.ErrRedirectRefused) {
+		if err == nil || !errors.Is(err, httpkit.ErrRedirectRefused) {
 			t.Errorf("%s: got %q, %v; want the redirect refused", ref, b, err)
 		}
 		if err != nil && strings.Contains(err.Error(), token) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Coords are where TikTok keeps an inbound media: what media/download
@@ -74,7 +75,7 @@ func (p *Provider) SerializeMediaRef(m channel.Media) (channel.StoredRef, bool) 
 	case err != nil:
 		return channel.StoredRef{}, false
 	case u != "":
-		return channel.StoreURL(u), true
+		return httpkit.StoreURL(u), true
 	}
 	b, _ := json.Marshal(co)
 	return channel.StoredRef{V: 1, Data: b}, true
@@ -134,14 +135,14 @@ func (p *Provider) downloadURL(ctx context.Context, co Coords) (string, error) {
 // call POSTs a JSON body to path below api_url with the token and decodes
 // the answer's data into out; a code other than 0 is mapped by mapCode.
 func (p *Provider) call(ctx context.Context, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.api.String()+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.API.String()+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Access-Token", p.cfg.AccessToken)
 	var ans answer
-	if err := channel.CallJSON(p.client, req, &ans, mapStatus); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, &ans, mapStatus); err != nil {
 		return err
 	}
 	if ans.Code != 0 {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // TikTok's answer codes botrun maps (every answer is HTTP 200).
@@ -48,10 +49,10 @@ func mapCode(code int, message string) error {
 
 // mapStatus maps an HTTP answer other than 2xx (a gateway's, not the API's).
 func mapStatus(status int, header http.Header, body []byte) error {
-	cause := fmt.Errorf("HTTP %d: %s", status, channel.ErrorMessage(body))
+	cause := fmt.Errorf("HTTP %d: %s", status, httpkit.ErrorMessage(body))
 	switch {
 	case status == http.StatusTooManyRequests:
-		return &channel.RateLimitedError{RetryAfter: channel.HeaderRetryAfter(header, RateLimitWait), Err: cause}
+		return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, RateLimitWait), Err: cause}
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return &channel.PermanentError{Err: fmt.Errorf("%w (is access_token right?)", cause)}
 	case status == http.StatusRequestEntityTooLarge:
@@ -88,7 +89,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 		if err != nil {
 			return "", fmt.Errorf("tiktok %s: %w", p.cfg.ID, err)
 		}
-		text = channel.CaptionText(m.Caption, text)
+		text = httpkit.CaptionText(m.Caption, text)
 		if err := checkText(text, true); err != nil {
 			return "", fmt.Errorf("tiktok %s: %w", p.cfg.ID, err)
 		}
@@ -99,7 +100,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 		if _, err := p.send(ctx, msg.Chat, "TEXT", map[string]any{"text": map[string]string{"body": text}}); err != nil {
 			if channel.Permanent(err) {
 				// The image went out: a retry would send it again.
-				p.log.Warn("tiktok: the text after an image was refused; the image was sent", "provider", p.cfg.ID, "err", err)
+				p.Log.Warn("tiktok: the text after an image was refused; the image was sent", "provider", p.cfg.ID, "err", err)
 				return ref, nil
 			}
 			return "", err
@@ -161,7 +162,7 @@ func (p *Provider) send(ctx context.Context, chat, typ string, fields map[string
 	if out.Message.MessageID == "" {
 		// TikTok took the message (code 0): sending it again would send it
 		// twice, so it counts as sent, without a ref.
-		p.log.Warn("tiktok: a send accepted without data.message.message_id", "provider", p.cfg.ID)
+		p.Log.Warn("tiktok: a send accepted without data.message.message_id", "provider", p.cfg.ID)
 	}
 	return out.Message.MessageID, nil
 }

@@ -38,16 +38,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // DefaultAPI is TikTok's Business API; api_url replaces it (tests).
@@ -103,10 +102,10 @@ type Config struct {
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "access_token", c.AccessToken, "the Business Account's access token from the TikTok for Business developer portal (use ${ENV} to keep it out of the file)")
-	channel.Required(problem, "client_secret", c.ClientSecret, "the developer app's secret, which signs the webhooks (use ${ENV})")
-	channel.Required(problem, "business_id", c.BusinessID, "the Business Account's id (the business_id the authorization returned)")
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.Required(problem, "access_token", c.AccessToken, "the Business Account's access token from the TikTok for Business developer portal (use ${ENV} to keep it out of the file)")
+	httpkit.Required(problem, "client_secret", c.ClientSecret, "the developer app's secret, which signs the webhooks (use ${ENV})")
+	httpkit.Required(problem, "business_id", c.BusinessID, "the Business Account's id (the business_id the authorization returned)")
+	httpkit.CheckAPIURL(c.APIURL, problem)
 	urlmedia.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
 }
 
@@ -116,42 +115,34 @@ func (c *Config) ReplayWindow() time.Duration { return 2 * MaxSkew }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one Business Account.
 type Provider struct {
-	cfg    Config
-	api    *url.URL
-	urls   *urlmedia.Media
-	admit  channel.Admitter
-	log    *slog.Logger
-	client *http.Client
-	now    func() time.Time
+	httpkit.Base
+	cfg  Config
+	urls *urlmedia.Media
+	now  func() time.Time
 }
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
+	p := &Provider{now: time.Now}
+	if err := p.Open("tiktok", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("tiktok %s: %w", cfg.ID, err)
-	}
+	cfg.ID = p.ID()
 	hosts := cfg.MediaRefHosts
 	if hosts == nil {
 		hosts = MediaHosts
 	}
-	return &Provider{cfg: cfg, api: api, urls: urlmedia.New("tiktok "+cfg.ID, api, hosts, nil),
-		admit: env.Admitter, log: env.Log(),
-		// The token rides in a header Go keeps on a redirect: API calls
-		// follow none.
-		client: channel.NewClient(30*time.Second, api, nil), now: time.Now}, nil
+	p.cfg, p.urls = cfg, urlmedia.New("tiktok "+cfg.ID, p.API, hosts, nil)
+	// The token rides in a header Go keeps on a redirect: API calls
+	// follow none.
+	p.Dial(30*time.Second, nil)
+	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
@@ -223,7 +214,7 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing the "+SignatureHeader+" header", http.StatusUnauthorized)
 		return
 	}
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -243,9 +234,9 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if c == nil && ev.Event == "" {
-		p.log.Warn("tiktok: a webhook without an event ignored", "provider", p.cfg.ID)
+		p.Log.Warn("tiktok: a webhook without an event ignored", "provider", p.cfg.ID)
 	}
-	channel.AdmitAndAnswer(w, r, p.admit, p.cfg.ID, msgs...)
+	p.Answer(w, r, msgs...)
 }
 
 // ReceiveEvent is the event of a message a user sent the business.

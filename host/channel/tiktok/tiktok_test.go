@@ -28,12 +28,8 @@ const (
 )
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	p, err := Open(Config{ID: "tt", APIURL: api, AccessToken: token, ClientSecret: secret, BusinessID: business},
-		channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "tt", APIURL: api, AccessToken: token, ClientSecret: secret, BusinessID: business},
+		channel.Env{Admitter: admit}))
 }
 
 func signed(t testing.TB, body []byte) *http.Request {
@@ -79,23 +75,12 @@ func contract() channeltest.Channel {
 		},
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "40100", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: conv, Text: "x"}
-			}, RetryAfter: RateLimitWait},
-			{Name: "unknown conversation", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "0:1:1:2", Text: "x"} }, Is: channel.ErrUnsupportedContent},
-			{Name: "empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: conv} }, Is: channel.ErrUnsupportedContent},
-			{Name: "image by URL", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: conv, Media: &channel.Media{Type: "image", URL: "https://x.example/a.jpg"}}
-			}, Is: channel.ErrUnsupportedContent},
-			{Name: "unknown upload", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: conv, Media: &channel.Media{Type: "image", Ref: "upload-none"}}
-			}, Is: channel.ErrUnsupportedContent},
-			{Name: "buttons", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: conv, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}
-			}, Is: channel.ErrUnsupportedContent},
+			channeltest.RateLimited("40100", api.LimitNext, conv, RateLimitWait),
+			channeltest.Refusal("unknown conversation", channel.Outbound{Chat: "0:1:1:2", Text: "x"}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("empty text", channel.Outbound{Chat: conv}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("image by URL", channel.Outbound{Chat: conv, Media: &channel.Media{Type: "image", URL: "https://x.example/a.jpg"}}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("unknown upload", channel.Outbound{Chat: conv, Media: &channel.Media{Type: "image", Ref: "upload-none"}}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("buttons", channel.Outbound{Chat: conv, Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}, channel.ErrUnsupportedContent),
 		},
 		Secrets: []string{token, secret},
 	}

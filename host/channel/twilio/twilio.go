@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // DefaultAPI is Twilio's REST API; api_url replaces it (tests).
@@ -70,48 +71,41 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	if !accountSID.MatchString(c.AccountSID) {
 		problem("account_sid", "%q: want the account SID from Twilio's console (AC and 32 hex digits)", c.AccountSID)
 	}
-	channel.Required(problem, "auth_token", c.AuthToken, "the account's auth token, which signs every webhook (use ${ENV})")
-	channel.Required(problem, "from", c.From, "the sender: +E164, whatsapp:+E164 or a Messaging Service SID (MG…)")
-	channel.CheckHTTPURL(problem, "public_url", c.PublicURL, "want the webhook URL exactly as entered in Twilio's console (Twilio signs it)")
-	channel.CheckAPIURL(c.APIURL, problem)
+	httpkit.Required(problem, "auth_token", c.AuthToken, "the account's auth token, which signs every webhook (use ${ENV})")
+	httpkit.Required(problem, "from", c.From, "the sender: +E164, whatsapp:+E164 or a Messaging Service SID (MG…)")
+	httpkit.CheckHTTPURL(problem, "public_url", c.PublicURL, "want the webhook URL exactly as entered in Twilio's console (Twilio signs it)")
+	httpkit.CheckAPIURL(c.APIURL, problem)
 }
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one Twilio sender.
 type Provider struct {
+	httpkit.Base
 	cfg     Config
-	admit   channel.Admitter
-	client  *http.Client
-	api     *url.URL
 	choices *choices
 }
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	if cfg.ID == "" {
-		cfg.ID = env.ID
+	p := &Provider{}
+	if err := p.Open("twilio", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
+		return nil, err
 	}
-	api, err := channel.APIBase(cfg.APIURL, DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("twilio %s: %w", cfg.ID, err)
-	}
-	cfg.APIURL = api.String()
+	cfg.ID, cfg.APIURL = p.ID(), p.API.String()
+	p.cfg = cfg
+	p.choices = &choices{kv: env.Kv, prefix: env.KeyPrefix + "twilio/" + cfg.ID + "/choices/"}
 	// Media URLs redirect to Twilio's storage: mms.twiliocdn.com, or
 	// s3-external-1.amazonaws.com for media without HTTP auth. The Basic
 	// credentials never follow to another host.
-	redirect := func(u *url.URL) bool {
-		return channel.CredentialsAllowed(u, api, "twilio.com", "twiliocdn.com", "s3-external-1.amazonaws.com")
-	}
-	return &Provider{cfg: cfg, admit: env.Admitter, client: channel.NewClient(60*time.Second, api, redirect), api: api,
-		choices: &choices{kv: env.Kv, prefix: env.KeyPrefix + "twilio/" + cfg.ID + "/choices/"}}, nil
+	p.Dial(60*time.Second, func(u *url.URL) bool {
+		return httpkit.CredentialsAllowed(u, p.API, "twilio.com", "twiliocdn.com", "s3-external-1.amazonaws.com")
+	})
+	return p, nil
 }
-
-// ID implements channel.Provider.
-func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (p *Provider) TextLimit() int { return TextLimit }
@@ -207,7 +201,7 @@ func (p *Provider) signedURL(r *http.Request) string {
 }
 
 func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -236,12 +230,12 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok {
 		if err := p.pressOf(r.Context(), &msg); err != nil {
-			channel.NotAdmitted(w.Header(), err)
+			httpkit.NotAdmitted(w.Header(), err)
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		if _, err := p.admit.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
-			channel.NotAdmitted(w.Header(), err)
+		if _, err := p.Admitter.Admit(r.Context(), p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
+			httpkit.NotAdmitted(w.Header(), err)
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -329,7 +323,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 	var out struct {
 		SID string `json:"sid"`
 	}
-	if err := channel.CallJSON(p.client, req, &out, mapError); err != nil {
+	if err := httpkit.CallJSON(p.Client, req, &out, mapError); err != nil {
 		return "", fmt.Errorf("twilio %s: %w", p.cfg.ID, err)
 	}
 	if out.SID == "" {
@@ -343,7 +337,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 // own origin.
 func (p *Provider) mediaAllowed(raw string) bool {
 	u, err := url.Parse(raw)
-	return err == nil && len(raw) <= 2048 && channel.CredentialsAllowed(u, p.api, "twilio.com")
+	return err == nil && len(raw) <= 2048 && httpkit.CredentialsAllowed(u, p.API, "twilio.com")
 }
 
 // SerializeMediaRef implements channel.MediaRefCodec: the media URL (no
@@ -352,13 +346,13 @@ func (p *Provider) SerializeMediaRef(m channel.Media) (channel.StoredRef, bool) 
 	if !p.mediaAllowed(m.Ref) {
 		return channel.StoredRef{}, false
 	}
-	return channel.StoreURL(m.Ref), true
+	return httpkit.StoreURL(m.Ref), true
 }
 
 // RehydrateMediaRef implements channel.MediaRefCodec: the URL is checked
 // against the allowed hosts again.
 func (p *Provider) RehydrateMediaRef(s channel.StoredRef) (channel.Media, error) {
-	u, err := channel.StoredURL(s, p.mediaAllowed)
+	u, err := httpkit.StoredURL(s, p.mediaAllowed)
 	if err != nil {
 		return channel.Media{}, fmt.Errorf("twilio: %w", err)
 	}
@@ -377,5 +371,5 @@ func (p *Provider) LoadMedia(ctx context.Context, m channel.Media, max int64) ([
 		return nil, fmt.Errorf("%w: twilio %s: %v", channel.ErrMediaUnavailable, p.cfg.ID, err)
 	}
 	req.SetBasicAuth(p.cfg.AccountSID, p.cfg.AuthToken)
-	return channel.Download(p.client, req, max, func(err error) string { return err.Error() })
+	return httpkit.Download(p.Client, req, max, func(err error) string { return err.Error() })
 }

@@ -41,11 +41,7 @@ func signed(t testing.TB, body []byte) *http.Request {
 }
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	p, err := Open(Config{ID: "tw", AccountSID: sid, AuthToken: authToken, From: "+15550001111", PublicURL: publicURL, APIURL: api}, channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "tw", AccountSID: sid, AuthToken: authToken, From: "+15550001111", PublicURL: publicURL, APIURL: api}, channel.Env{Admitter: admit}))
 }
 
 // contract is the channel and its fake as the contract suite sees them.
@@ -83,21 +79,12 @@ func contract() channeltest.Channel {
 		},
 		Texts: api.Texts,
 		Failures: []channeltest.Failure{
-			{Name: "429 / 20429", Arrange: func() channel.Outbound {
-				api.Lock()
-				api.Limited = 1
-				api.Unlock()
-				return channel.Outbound{Chat: user, Text: "x"}
-			}, RetryAfter: 3e9},
-			{Name: "21610 unsubscribed", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "+15550000002", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "21211 invalid To", Arrange: func() channel.Outbound { return channel.Outbound{Chat: "+1555", Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-			{Name: "63016 outside the WhatsApp window", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: "whatsapp:+15550000003", Text: "x"}
-			}, Is: channel.ErrOutsideSessionWindow},
-			{Name: "21602 no body", Arrange: func() channel.Outbound { return channel.Outbound{Chat: user} }, Is: channel.ErrUnsupportedContent},
-			{Name: "media that is not a URL", Arrange: func() channel.Outbound {
-				return channel.Outbound{Chat: user, Media: &channel.Media{Type: "image", Ref: "ME0001"}}
-			}, Is: channel.ErrUnsupportedContent},
+			channeltest.RateLimited("429 / 20429", api.LimitNext, user, 3e9),
+			channeltest.Refusal("21610 unsubscribed", channel.Outbound{Chat: "+15550000002", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("21211 invalid To", channel.Outbound{Chat: "+1555", Text: "x"}, channel.ErrRecipientUnreachable),
+			channeltest.Refusal("63016 outside the WhatsApp window", channel.Outbound{Chat: "whatsapp:+15550000003", Text: "x"}, channel.ErrOutsideSessionWindow),
+			channeltest.Refusal("21602 no body", channel.Outbound{Chat: user}, channel.ErrUnsupportedContent),
+			channeltest.Refusal("media that is not a URL", channel.Outbound{Chat: user, Media: &channel.Media{Type: "image", Ref: "ME0001"}}, channel.ErrUnsupportedContent),
 		},
 		Secrets: []string{authToken},
 	}

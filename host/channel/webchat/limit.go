@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // maxClients bounds the buckets kept; past it, full buckets (clients quiet
@@ -75,7 +75,7 @@ func (p *Provider) limited(next http.HandlerFunc) http.HandlerFunc {
 			client = r.RemoteAddr
 		}
 		if ok, wait := p.limit.allow(client, time.Now()); !ok {
-			channel.SetRetryAfter(w.Header(), wait)
+			httpkit.SetRetryAfter(w.Header(), wait)
 			writeError(w, http.StatusTooManyRequests, "too many requests from your address; wait and try again")
 			return
 		}

@@ -38,6 +38,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Entry is one message the bot sent, as the transcript keeps it.
@@ -116,7 +117,7 @@ func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 // checkListen refuses a listen address other machines reach unless the entry
 // allows it.
 func (c *Config) checkListen(listen string) error {
-	if host, _, err := net.SplitHostPort(listen); err == nil && !channel.LoopbackHost(host) && !c.AllowPublic {
+	if host, _, err := net.SplitHostPort(listen); err == nil && !httpkit.LoopbackHost(host) && !c.AllowPublic {
 		return fmt.Errorf("webchat %q has no authentication and the listen address %q is not loopback: listen on 127.0.0.1, or set allow_public = true in its [[channels]] entry to expose it on purpose", c.ID, listen)
 	}
 	return nil
@@ -124,7 +125,7 @@ func (c *Config) checkListen(listen string) error {
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is a webchat channel.
@@ -182,14 +183,7 @@ func (p *Provider) Run(ctx context.Context) {
 	if p.retention <= 0 {
 		return
 	}
-	t := time.NewTicker(min(p.retention, time.Minute))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	httpkit.Every(ctx, min(p.retention, time.Minute), func() {
 		n, err := p.store.Purge(ctx, time.Now().Add(-p.retention))
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -197,7 +191,7 @@ func (p *Provider) Run(ctx context.Context) {
 		case n > 0:
 			p.log.Info("webchat: transcript retention purge", "provider", p.id, "entries", n)
 		}
-	}
+	})
 }
 
 // ID implements channel.Provider.
@@ -454,7 +448,7 @@ func (p *Provider) post(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// The caller is not authenticated: the details go to the log only.
 		p.log.Error("webchat: message not admitted", "provider", p.id, "chat", m.Chat, "err", err)
-		channel.NotAdmitted(w.Header(), err)
+		httpkit.NotAdmitted(w.Header(), err)
 		writeError(w, http.StatusServiceUnavailable, "not admitted, send it again")
 		return
 	}

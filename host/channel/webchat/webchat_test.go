@@ -18,34 +18,13 @@ import (
 
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
-// admitter admits each message id once, like the host, and records them.
-type admitter struct {
-	mu   sync.Mutex
-	seen map[string]bool
-	msgs []channel.Message
-	fail error
-}
-
-func (a *admitter) Admit(_ context.Context, prov string, m channel.Message) (channel.Admission, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.fail != nil {
-		return channel.Admission{}, a.fail
-	}
-	id := prov + ":" + m.ID
-	if a.seen[id] {
-		return channel.Admission{ID: id, Duplicate: true}, nil
-	}
-	a.seen[id] = true
-	a.msgs = append(a.msgs, m)
-	return channel.Admission{ID: id}, nil
-}
-
-func newServer(t *testing.T) (*Provider, *admitter, *httptest.Server) {
+func newServer(t *testing.T) (*Provider, *channeltest.Journal, *httptest.Server) {
 	t.Helper()
-	a := &admitter{seen: map[string]bool{}}
+	a := channeltest.NewJournal()
 	p, _ := Open(Config{ID: "web"}, channel.Env{Admitter: a})
 	mux := http.NewServeMux()
 	p.Routes(mux)
@@ -84,8 +63,8 @@ func TestPostAdmitsOnceAndAnswersDuplicates(t *testing.T) {
 	if code != http.StatusAccepted || !strings.HasPrefix(out["id"].(string), "web:") {
 		t.Fatalf("post without id: %d %v", code, out)
 	}
-	if len(a.msgs) != 2 || a.msgs[0].From != "u1" || a.msgs[1].From != "c1" {
-		t.Fatalf("admitted %+v", a.msgs)
+	if len(a.Admitted()) != 2 || a.Admitted()[0].From != "u1" || a.Admitted()[1].From != "c1" {
+		t.Fatalf("admitted %+v", a.Admitted())
 	}
 }
 
@@ -114,8 +93,8 @@ func TestPostRejectsBadRequests(t *testing.T) {
 			}
 		})
 	}
-	if len(a.msgs) != 0 {
-		t.Fatalf("bad requests were admitted: %+v", a.msgs)
+	if len(a.Admitted()) != 0 {
+		t.Fatalf("bad requests were admitted: %+v", a.Admitted())
 	}
 	resp, _ := http.Get(url + "?after=1")
 	if resp.StatusCode != 400 {
@@ -131,7 +110,8 @@ func TestPostRejectsBadRequests(t *testing.T) {
 // authenticated, so a journal or transcript failure answers a generic message
 // (503 to send again, 500 to read again); the details go to the log.
 func TestWebchatExposureNoInternalErrors(t *testing.T) {
-	a := &admitter{seen: map[string]bool{}, fail: errors.New("journal down: /var/lib/botrun/bot.db: disk I/O error")}
+	a := channeltest.NewJournal()
+	a.Fail(errors.New("journal down: /var/lib/botrun/bot.db: disk I/O error"))
 	var logs bytes.Buffer
 	p, _ := Open(Config{ID: "web", Transcript: failingTranscript{}}, channel.Env{Admitter: a, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	mux := http.NewServeMux()
@@ -265,7 +245,7 @@ func FuzzDecodePost(f *testing.F) {
 // past it the answer is 429 with Retry-After, and other addresses are not
 // affected.
 func TestWebchatExposureRateLimited(t *testing.T) {
-	a := &admitter{seen: map[string]bool{}}
+	a := channeltest.NewJournal()
 	// One token every 1000 s: the bucket cannot refill during the test.
 	p, _ := Open(Config{ID: "web", RateLimit: 0.001, Burst: 3}, channel.Env{Admitter: a})
 	mux := http.NewServeMux()
@@ -292,8 +272,8 @@ func TestWebchatExposureRateLimited(t *testing.T) {
 	if w := call("[2001:db8::1]:5000", "POST", `{"chat":"c2","text":"x"}`); w.Code != http.StatusAccepted {
 		t.Fatalf("another address: %d", w.Code)
 	}
-	if len(a.msgs) != 4 {
-		t.Fatalf("admitted %d messages, want 4", len(a.msgs))
+	if len(a.Admitted()) != 4 {
+		t.Fatalf("admitted %d messages, want 4", len(a.Admitted()))
 	}
 }
 
@@ -322,20 +302,14 @@ func (c *countingTranscript) count(chat string) int {
 // transcript again.
 func TestWebchatExposureLongPollOwnChat(t *testing.T) {
 	tr := &countingTranscript{MemoryTranscript: NewMemoryTranscript(), reads: map[string]int{}}
-	p, _ := Open(Config{ID: "web", Transcript: tr}, channel.Env{Admitter: &admitter{seen: map[string]bool{}}})
+	p, _ := Open(Config{ID: "web", Transcript: tr}, channel.Env{Admitter: channeltest.NewJournal()})
 	mux := http.NewServeMux()
 	p.Routes(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	got := make(chan listing, 1)
 	go func() { got <- get(t, srv.URL+"/webchat/web/messages?chat=mine&after=0&wait=30s") }()
-	deadline := time.Now().Add(30 * time.Second)
-	for tr.count("mine") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the long poll never read the transcript")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	fakekit.WaitFor(t, "the long poll reading the transcript", func() bool { return tr.count("mine") > 0 })
 	p.mu.Lock()
 	mine := p.waiting["mine"].ch
 	p.mu.Unlock()
@@ -465,7 +439,7 @@ func TestEditAndTyping(t *testing.T) {
 func TestEditsKeptInTheStore(t *testing.T) {
 	kv := memory.NewKv()
 	open := func() *Provider {
-		p, _ := Open(Config{ID: "web"}, channel.Env{Admitter: &admitter{seen: map[string]bool{}}, Kv: kv, KeyPrefix: "bot/"})
+		p, _ := Open(Config{ID: "web"}, channel.Env{Admitter: channeltest.NewJournal(), Kv: kv, KeyPrefix: "bot/"})
 		return p
 	}
 	ctx := context.Background()

@@ -12,17 +12,17 @@ import (
 	"testing"
 	"time"
 
-	"go.mau.fi/whatsmeow/store"
-	"go.mau.fi/whatsmeow/types"
-	waLog "go.mau.fi/whatsmeow/util/log"
-
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/kvlease"
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
+	"go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/types"
+	waLog "go.mau.fi/whatsmeow/util/log"
 )
 
 var _ whatsappweb.Client = (*whatsappwebtest.Client)(nil)
@@ -32,24 +32,6 @@ var account = types.NewJID("15550001111", types.DefaultUserServer)
 
 // alice is a user on WhatsApp who writes to the bot.
 var alice = types.NewJID("15552223333", types.DefaultUserServer)
-
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // alerts records the alerts a provider raises.
 type alerts struct {
@@ -78,7 +60,7 @@ type bot struct {
 	env    channel.Env
 	p      *whatsappweb.Provider
 	admit  *channeltest.Journal
-	logs   *logBuffer
+	logs   *fakekit.Log
 	alerts *alerts
 	stop   func()
 	// lease elects the session's holder among bots on one Kv, as the host
@@ -99,7 +81,7 @@ func newBot(t *testing.T, net *whatsappwebtest.Network, kv durability.Kv, tweak 
 		t.Cleanup(func() { s.Close() })
 		kv = s
 	}
-	b := &bot{t: t, net: net, kv: kv, admit: channeltest.NewJournal(), logs: &logBuffer{}, alerts: &alerts{}}
+	b := &bot{t: t, net: net, kv: kv, admit: channeltest.NewJournal(), logs: &fakekit.Log{}, alerts: &alerts{}}
 	b.cfg = whatsappweb.Config{ID: "wa",
 		NewClient:    func(dev *store.Device, log waLog.Logger) whatsappweb.Client { return net.NewClient(dev, log) },
 		UnpairedPoll: 20 * time.Millisecond, MediaRetryWait: 5 * time.Second, RedeliverAfter: 10 * time.Millisecond}
@@ -175,23 +157,11 @@ func device() types.JID { return types.NewADJID(account.User, 0, 17) }
 func (b *bot) online() *whatsappwebtest.Client {
 	b.t.Helper()
 	var c *whatsappwebtest.Client
-	waitFor(b.t, "the device to connect", func() bool {
+	fakekit.WaitFor(b.t, "the device to connect", func() bool {
 		c = b.net.Online(device())
 		return c != nil && c.IsLoggedIn() && b.p.Connected()
 	})
 	return c
-}
-
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // connectedBot is a paired, running, connected bot.

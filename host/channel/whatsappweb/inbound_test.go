@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
+	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/botrun/botrun/abi"
-	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/whatsappweb"
 )
 
 var group = types.NewJID("120363040000000001", types.GroupServer)
@@ -149,7 +149,7 @@ func TestAMessageIsAcknowledgedOnlyOnceJournaled(t *testing.T) {
 	}
 	// The adapter reconnects, so WhatsApp delivers what is unacknowledged
 	// again.
-	waitFor(t, "the reconnection", func() bool {
+	fakekit.WaitFor(t, "the reconnection", func() bool {
 		return strings.Contains(b.logs.String(), "reconnecting so WhatsApp delivers the unjournaled message again") && c.IsLoggedIn()
 	})
 	b.admit.Fail(nil)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // MaxMediaOut is the largest outbound media file fetched from a URL.
@@ -120,7 +121,7 @@ func checkMedia(m *channel.Media, text string) error {
 	if m.Ref == "" && m.URL == "" {
 		return fmt.Errorf("%w: whatsapp-web: media without ref or url", channel.ErrUnsupportedContent)
 	}
-	if (m.Type == "audio" || m.Type == "sticker") && channel.CaptionText(m.Caption, text) != "" {
+	if (m.Type == "audio" || m.Type == "sticker") && httpkit.CaptionText(m.Caption, text) != "" {
 		return fmt.Errorf("%w: whatsapp-web: %s carries no caption: send the text on its own", channel.ErrUnsupportedContent, m.Type)
 	}
 	return nil
@@ -161,7 +162,7 @@ func (p *Provider) recipient(ctx context.Context, cli Client, to types.JID) (typ
 // it is (WhatsApp forwards by reusing the uploaded file); a URL is fetched
 // (public addresses only) and uploaded.
 func (p *Provider) mediaMessage(ctx context.Context, cli Client, m *channel.Media, text string) (*waE2E.Message, error) {
-	caption := channel.CaptionText(m.Caption, text)
+	caption := httpkit.CaptionText(m.Caption, text)
 	var r mediaRef
 	fileName := ""
 	if m.Ref != "" {
@@ -223,8 +224,8 @@ func (p *Provider) fetch(ctx context.Context, raw string) (data []byte, ctype, n
 	if err != nil {
 		// The error names the URL, whose path or query may be a credential:
 		// only its scheme and host are kept (the outbox stores and logs it).
-		redacted := errors.New(channel.HostOnly(req.URL)(err))
-		if errors.Is(err, channel.ErrAddressRefused) || errors.Is(err, channel.ErrRedirectRefused) {
+		redacted := errors.New(httpkit.HostOnly(req.URL)(err))
+		if errors.Is(err, httpkit.ErrAddressRefused) || errors.Is(err, httpkit.ErrRedirectRefused) {
 			return nil, "", "", fmt.Errorf("%w: whatsapp-web: fetching the media: %s", channel.ErrUnsupportedContent, redacted)
 		}
 		return nil, "", "", fmt.Errorf("whatsapp-web: fetching the media: %w", redacted)

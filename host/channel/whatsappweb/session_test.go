@@ -11,16 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"go.mau.fi/whatsmeow/types/events"
-
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
 	"github.com/botrun/botrun/internal/testserver"
-
+	"go.mau.fi/whatsmeow/types/events"
 	_ "modernc.org/sqlite"
 )
 
@@ -97,7 +96,7 @@ func TestUnpairedSessionSaysHowToPairAndConnectsOncePaired(t *testing.T) {
 	b := newBot(t, net, nil, nil)
 	b.run()
 	line := "whatsapp-web wa: not paired: run botrun whatsapp pair -c <your bot.toml> --provider wa"
-	waitFor(t, "the not-paired line", func() bool { return strings.Contains(b.logs.String(), line) })
+	fakekit.WaitFor(t, "the not-paired line", func() bool { return strings.Contains(b.logs.String(), line) })
 	if _, err := b.p.Send(context.Background(), channel.Outbound{Chat: alice.String(), Text: "hi"}); err == nil || channel.Permanent(err) {
 		t.Fatalf("a send while unpaired: %v, want a retryable error", err)
 	}
@@ -115,7 +114,7 @@ func TestUnpairedSessionSaysHowToPairAndConnectsOncePaired(t *testing.T) {
 
 func TestSessionStateChangesAreLogged(t *testing.T) {
 	b, c := connectedBot(t, nil)
-	waitFor(t, "the connected line", func() bool { return strings.Contains(b.logs.String(), "whatsapp-web: connected") })
+	fakekit.WaitFor(t, "the connected line", func() bool { return strings.Contains(b.logs.String(), "whatsapp-web: connected") })
 	c.Drop()
 	c.Emit(&events.KeepAliveTimeout{ErrorCount: 2})
 	c.Emit(&events.KeepAliveRestored{})
@@ -128,7 +127,7 @@ func TestSessionStateChangesAreLogged(t *testing.T) {
 func TestARefusedConnectionEndsTheSession(t *testing.T) {
 	b, c := connectedBot(t, nil)
 	c.Emit(&events.ConnectFailure{Reason: events.ConnectFailureServiceUnavailable + 1, Message: "odd"})
-	waitFor(t, "the next session's wait", func() bool { return strings.Contains(b.logs.String(), "next session") })
+	fakekit.WaitFor(t, "the next session's wait", func() bool { return strings.Contains(b.logs.String(), "next session") })
 	if b.p.Connected() || c.Connected() {
 		t.Fatal("still connected after WhatsApp refused the connection")
 	}
@@ -138,12 +137,12 @@ func TestARefusedConnectionEndsTheSession(t *testing.T) {
 func TestLoggedOutIsAnAlertNotACrashLoop(t *testing.T) {
 	b, c := connectedBot(t, nil)
 	c.LogOut()
-	waitFor(t, "the logged-out alert", func() bool { return len(b.alerts.list()) == 1 })
+	fakekit.WaitFor(t, "the logged-out alert", func() bool { return len(b.alerts.list()) == 1 })
 	if a := b.alerts.list()[0]; !strings.HasPrefix(a, whatsappweb.AlertLoggedOut+": ") || !strings.Contains(a, "pair it again") {
 		t.Fatalf("alert %q", a)
 	}
 	line := "not paired: run botrun whatsapp pair"
-	waitFor(t, "the session to go back to unpaired", func() bool { return strings.Contains(b.logs.String(), line) })
+	fakekit.WaitFor(t, "the session to go back to unpaired", func() bool { return strings.Contains(b.logs.String(), line) })
 	mustContain(t, "the log", b.logs.String(), "level=ERROR msg=\"whatsapp-web wa: logged out")
 	if strings.Contains(b.logs.String(), "forgetting the logged-out device failed") {
 		t.Fatalf("the logged-out device was not forgotten:\n%s", b.logs.String())
@@ -172,11 +171,11 @@ func TestAnotherConnectionReplacingTheSessionIsAnAlert(t *testing.T) {
 	if err := other.ConnectContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the replaced alert", func() bool { return len(b.alerts.list()) == 1 })
+	fakekit.WaitFor(t, "the replaced alert", func() bool { return len(b.alerts.list()) == 1 })
 	if a := b.alerts.list()[0]; !strings.HasPrefix(a, whatsappweb.AlertReplaced) {
 		t.Fatalf("alert %q", a)
 	}
-	waitFor(t, "the session to end", func() bool { return !b.p.Connected() })
+	fakekit.WaitFor(t, "the session to end", func() bool { return !b.p.Connected() })
 }
 
 func TestASecondReplicaWaitsForTheSession(t *testing.T) {
@@ -189,7 +188,7 @@ func TestASecondReplicaWaitsForTheSession(t *testing.T) {
 	clients := len(net.Clients())
 	second := newBot(t, net, first.kv, nil)
 	second.run()
-	waitFor(t, "the second replica to wait", func() bool { return second.waitedFor.Load() == first.lease.Name() })
+	fakekit.WaitFor(t, "the second replica to wait", func() bool { return second.waitedFor.Load() == first.lease.Name() })
 	if second.p.Connected() || len(net.Clients()) != clients {
 		t.Fatalf("the waiting replica connected (%d clients)", len(net.Clients())-clients)
 	}
@@ -220,9 +219,9 @@ func TestAReplicaThatLosesTheLeaseDisconnects(t *testing.T) {
 	key := "/bot/default/session/wa"
 	_, v, _ := b.kv.Get(ctx, key)
 	b.kv.Commit(ctx, []durability.Write{{Key: key, Version: v, Next: v + 1, Value: []byte(`{"owner":"elsewhere","token":7,"until":99999999999999}`)}})
-	waitFor(t, "the disconnection", func() bool { return !b.p.Connected() && net.Online(device()) == nil })
+	fakekit.WaitFor(t, "the disconnection", func() bool { return !b.p.Connected() && net.Online(device()) == nil })
 	mustContain(t, "the log", b.logs.String(), "whatsapp-web: disconnected")
-	waitFor(t, "the wait for the lease", func() bool { return b.waitedFor.Load() == "elsewhere" })
+	fakekit.WaitFor(t, "the wait for the lease", func() bool { return b.waitedFor.Load() == "elsewhere" })
 }
 
 func TestSessionInPostgres(t *testing.T) {
@@ -272,6 +271,6 @@ func TestUnpairedBotStopsPromptly(t *testing.T) {
 	net := whatsappwebtest.NewNetwork(account)
 	b := newBot(t, net, nil, func(c *whatsappweb.Config) { c.UnpairedPoll = time.Hour })
 	b.run()
-	waitFor(t, "the not-paired line", func() bool { return strings.Contains(b.logs.String(), "not paired") })
+	fakekit.WaitFor(t, "the not-paired line", func() bool { return strings.Contains(b.logs.String(), "not paired") })
 	b.stop() // fails the test if Run does not return
 }

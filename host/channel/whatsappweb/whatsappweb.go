@@ -45,6 +45,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Type is the channel's type name in bot.toml.
@@ -140,7 +141,7 @@ func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 func isPostgresURL(s string) bool {
@@ -244,7 +245,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 // ignored), because through a proxy the proxy would dial the address and
 // the guard, which checks the addresses this client dials, would not apply.
 func mediaFetcher() *http.Client {
-	c := channel.NewClient(60*time.Second, nil, func(*url.URL) bool { return true })
+	c := httpkit.NewClient(60*time.Second, nil, func(*url.URL) bool { return true })
 	c.Transport.(*http.Transport).Proxy = nil
 	return c
 }

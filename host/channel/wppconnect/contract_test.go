@@ -9,7 +9,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
-	"github.com/botrun/botrun/host/channel/gateway/gatewaytest"
+	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 	"github.com/botrun/botrun/host/channel/wppconnect/wppconnecttest"
 )
 
@@ -24,11 +24,7 @@ const (
 var photo = []byte("\xff\xd8\xff\xe0 a wppconnect jpeg")
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	p, err := Open(Config{ID: "wpp", APIURL: api, Token: apiToken, Session: session, WebhookToken: hookToken}, channel.Env{Admitter: admit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return channeltest.Must[*Provider](t)(Open(Config{ID: "wpp", APIURL: api, Token: apiToken, Session: session, WebhookToken: hookToken}, channel.Env{Admitter: admit}))
 }
 
 // post is a webhook request for body on the URL with the webhook token.

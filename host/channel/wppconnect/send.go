@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/gateway"
+	"github.com/botrun/botrun/host/channel/internal/gateway"
 )
 
 // recipient is the part of a send that names the chat: phone, and isGroup

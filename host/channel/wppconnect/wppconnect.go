@@ -4,7 +4,7 @@
 // Inbound, WPPConnect POSTs its events to the session's webhook URL, which
 // is /webhooks/<id>?token=<webhook_token>: WPPConnect signs nothing, so the
 // secret rides in the URL and is compared in constant time before the body
-// is read (channel.CheckQueryToken). onmessage and unreadmessages are
+// is read (httpkit.CheckQueryToken). onmessage and unreadmessages are
 // admitted under the message's serialized id; the session's own messages
 // (fromMe), status broadcasts, channels, other sessions' events and every
 // other event are acknowledged and ignored. A media's body (a thumbnail, or
@@ -31,7 +31,8 @@ import (
 	"unicode"
 
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/gateway"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/gateway"
 )
 
 // MaxBody is the largest webhook body accepted (turn autoDownload off).
@@ -69,10 +70,10 @@ var webhookToken = regexp.MustCompile(`^[A-Za-z0-9._~-]{16,256}$`)
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
-	channel.Required(problem, "api_url", c.APIURL, "the WPPConnect server's URL (https, or http on loopback)")
-	channel.CheckAPIURL(c.APIURL, problem)
-	channel.Required(problem, "token", c.Token, "the session's token from POST /api/<session>/<secretkey>/generate-token (use ${ENV})")
-	channel.Required(problem, "session", c.Session, "the WPPConnect session's name")
+	httpkit.Required(problem, "api_url", c.APIURL, "the WPPConnect server's URL (https, or http on loopback)")
+	httpkit.CheckAPIURL(c.APIURL, problem)
+	httpkit.Required(problem, "token", c.Token, "the session's token from POST /api/<session>/<secretkey>/generate-token (use ${ENV})")
+	httpkit.Required(problem, "session", c.Session, "the WPPConnect session's name")
 	if strings.ContainsAny(c.Session, ":/") || strings.ContainsFunc(c.Session, unicode.IsControl) {
 		problem("session", "%q: a session's name holds no ':', '/' or control character", c.Session)
 	}
@@ -86,7 +87,7 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 
 // Open implements channel.Config.
 func (c *Config) Open(env channel.Env) (channel.Channel, error) {
-	return channel.Opened(Open(*c, env))
+	return httpkit.Opened(Open(*c, env))
 }
 
 // Provider is one WPPConnect session.
@@ -113,7 +114,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 // Routes implements channel.Router: the webhook.
 func (p *Provider) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /webhooks/"+p.cfg.ID, func(w http.ResponseWriter, r *http.Request) {
-		if channel.CheckQueryToken(w, r, p.cfg.WebhookToken) {
+		if httpkit.CheckQueryToken(w, r, p.cfg.WebhookToken) {
 			p.Serve(w, r)
 		}
 	})

@@ -14,7 +14,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
-	"github.com/botrun/botrun/host/channel/gateway/gatewaytest"
+	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 	"github.com/botrun/botrun/host/channel/wppconnect/wppconnecttest"
 )
 

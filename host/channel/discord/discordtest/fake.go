@@ -22,9 +22,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // TextLimit is Discord's longest message content.
@@ -95,24 +96,22 @@ type API struct {
 	// Gateway is the fake Gateway, served at /gateway and /resume.
 	Gateway *Gateway
 
-	mu sync.Mutex
+	// Kit: Limited message creates and follow-ups answer 429 with
+	// RetryAfter seconds (Global: the global limit); Sent are the accepted
+	// messages, channel messages and follow-ups, in order.
+	fakekit.Kit[*Message]
 	// Channels exist; ClosedDMs answer 50007 (the user does not take DMs);
 	// NoAccess answer 50013 (missing permissions).
 	Channels  map[string]bool
 	ClosedDMs map[string]bool
 	NoAccess  map[string]bool
-	// Limited message creates and follow-ups answer 429 with RetryAfter
-	// seconds (Global: the global limit).
-	Limited    int
+	// RetryAfter and Global shape the answer to a Limited send.
 	RetryAfter float64
 	Global     bool
 	// Spent: message creates answer X-RateLimit-Remaining 0 with
 	// X-RateLimit-Reset-After ResetAfter seconds.
 	Spent      bool
 	ResetAfter float64
-	// Sent are the accepted messages, channel messages and follow-ups, in
-	// order.
-	Sent []*Message
 	// Callbacks are the accepted interaction callbacks, in order.
 	Callbacks []Callback
 	// Typing are the channels typing was shown in.
@@ -132,22 +131,13 @@ type API struct {
 // given channels.
 func New(token, appID string, channels ...string) *API {
 	f := &API{token: token, appID: appID, BotUser: "900000000000000001",
-		Channels: map[string]bool{}, ClosedDMs: map[string]bool{}, NoAccess: map[string]bool{},
+		Channels: fakekit.Set(channels...), ClosedDMs: map[string]bool{}, NoAccess: map[string]bool{},
 		RetryAfter: 1.5, ResetAfter: 0.25,
 		files: map[string][]byte{}, calls: map[string]int{}, interactions: map[string]*interaction{},
 		nonces: map[string]string{}, started: time.Now().UnixMilli(), cdnKey: []byte(randomHex(16))}
-	for _, c := range channels {
-		f.Channels[c] = true
-	}
 	f.Gateway = newGateway(f)
 	return f
 }
-
-// Lock and Unlock guard the exported fields while the fake serves.
-func (f *API) Lock() { f.mu.Lock() }
-
-// Unlock releases Lock.
-func (f *API) Unlock() { f.mu.Unlock() }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -177,8 +167,8 @@ func (f *API) newID() string {
 // FailNext makes the next message create or follow-up answer status with
 // the JSON error code.
 func (f *API) FailNext(status, code int, message string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	f.fail = append(f.fail, Failure{status, code, message})
 }
 
@@ -186,16 +176,16 @@ func (f *API) FailNext(status, code int, message string) {
 // "callbacks", "edits", "typing", "gateway/bot", "cdn") the fake received,
 // accepted or not.
 func (f *API) Calls(kind string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	return f.calls[kind]
 }
 
 // Texts returns the contents of the messages accepted in channel, channel
 // messages and follow-ups, in order.
 func (f *API) Texts(channel string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	var out []string
 	for _, m := range f.Sent {
 		if m.ChannelID == channel {
@@ -207,8 +197,8 @@ func (f *API) Texts(channel string) []string {
 
 // Message returns a copy of the accepted message id, or nil.
 func (f *API) Message(id string) *Message {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	for _, m := range f.Sent {
 		if m.ID == id {
 			c := *m
@@ -220,16 +210,16 @@ func (f *API) Message(id string) *Message {
 
 // CallbackList returns a copy of Callbacks.
 func (f *API) CallbackList() []Callback {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	return append([]Callback(nil), f.Callbacks...)
 }
 
 // Expire makes an interaction's token unknown, as Discord does after 15
 // minutes.
 func (f *API) Expire(interactionID string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	for _, ix := range f.interactions {
 		if ix.id == interactionID {
 			ix.expired = true
@@ -251,8 +241,8 @@ type Attachment struct {
 // it with a URL signed as Discord's CDN signs them (ex, is, hm), expiring
 // after life (negative: expired already).
 func (f *API) Attachment(base, channel, filename, contentType string, b []byte, life time.Duration) Attachment {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	id := f.newID()
 	path := "/attachments/" + channel + "/" + id + "/" + filename
 	f.files[path] = b
@@ -273,11 +263,11 @@ func (f *API) cdnSign(path, ex, is string) string {
 // bad signature or an expired URL.
 func (f *API) cdn(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f.mu.Lock()
+	f.Lock()
 	f.calls["cdn"]++
 	b, ok := f.files[r.URL.Path]
 	good := hmac.Equal([]byte(q.Get("hm")), []byte(f.cdnSign(r.URL.Path, q.Get("ex"), q.Get("is"))))
-	f.mu.Unlock()
+	f.Unlock()
 	ex, err := strconv.ParseInt(q.Get("ex"), 16, 64)
 	if !ok || !good || err != nil || time.Now().Unix() >= ex {
 		http.Error(w, "This content is no longer available.", http.StatusNotFound)
@@ -347,7 +337,7 @@ func (f *API) Press(p Press) []byte {
 }
 
 func (f *API) interaction(id string, typ int, channel, user string, bot bool, data, msg map[string]any) []byte {
-	f.mu.Lock()
+	f.Lock()
 	if id == "" {
 		id = f.newID()
 	}
@@ -358,7 +348,7 @@ func (f *API) interaction(id string, typ int, channel, user string, bot bool, da
 		}
 	}
 	f.interactions[tok] = &interaction{id: id, token: tok, channel: channel}
-	f.mu.Unlock()
+	f.Unlock()
 	body := map[string]any{"id": id, "application_id": f.appID, "type": typ, "data": data, "channel_id": channel,
 		"channel": map[string]any{"id": channel, "type": 0}, "guild_id": "800000000000000001", "token": tok, "version": 1,
 		"member": map[string]any{"user": map[string]any{"id": user, "username": "user", "bot": bot}}}
@@ -378,9 +368,7 @@ func apiError(w http.ResponseWriter, status, code int, message string, errs any)
 	if errs != nil {
 		body["errors"] = errs
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
+	fakekit.JSON(w, status, body)
 }
 
 // fieldError is a 50035 errors object for one field.
@@ -435,8 +423,8 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			apiError(w, 401, 0, "401: Unauthorized", nil)
 			return
 		}
-		f.mu.Lock()
-		defer f.mu.Unlock()
+		f.Lock()
+		defer f.Unlock()
 		if !f.Channels[parts[1]] {
 			apiError(w, 404, 10003, "Unknown Channel", nil)
 			return
@@ -463,16 +451,16 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *API) count(kind string) {
-	f.mu.Lock()
+	f.Lock()
 	f.calls[kind]++
-	f.mu.Unlock()
+	f.Unlock()
 }
 
 // followUp finds the live interaction of a webhook path, or answers 404
 // Unknown Webhook.
 func (f *API) followUp(w http.ResponseWriter, app, token string) *interaction {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	ix := f.interactions[token]
 	if app != f.appID || ix == nil || ix.expired {
 		apiError(w, 404, 10015, "Unknown Webhook", nil)
@@ -490,8 +478,8 @@ func (f *API) callback(w http.ResponseWriter, r *http.Request, id, token string)
 		apiError(w, 400, 50109, "The request body contains invalid JSON.", nil)
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	ix := f.interactions[token]
 	switch {
 	case ix == nil || ix.id != id || ix.expired:
@@ -544,16 +532,15 @@ func (f *API) create(w http.ResponseWriter, r *http.Request, channel string, ix 
 	if !ok {
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	if len(f.fail) > 0 {
 		e := f.fail[0]
 		f.fail = f.fail[1:]
 		apiError(w, e.Status, e.Code, e.Message, nil)
 		return
 	}
-	if f.Limited > 0 {
-		f.Limited--
+	if f.RateLimited() {
 		h := w.Header()
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(f.RetryAfter))))
 		h.Set("X-RateLimit-Limit", "5")
@@ -562,9 +549,7 @@ func (f *API) create(w http.ResponseWriter, r *http.Request, channel string, ix 
 		if f.Global {
 			h.Set("X-RateLimit-Global", "true")
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		json.NewEncoder(w).Encode(map[string]any{"message": "You are being rate limited.", "retry_after": f.RetryAfter, "global": f.Global})
+		fakekit.JSON(w, http.StatusTooManyRequests, map[string]any{"message": "You are being rate limited.", "retry_after": f.RetryAfter, "global": f.Global})
 		return
 	}
 	switch {
@@ -656,8 +641,8 @@ func (f *API) edit(w http.ResponseWriter, r *http.Request, channel, id, ixID str
 	if !ok {
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	if !f.Channels[channel] {
 		apiError(w, 404, 10003, "Unknown Channel", nil)
 		return

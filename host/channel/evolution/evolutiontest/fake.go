@@ -19,7 +19,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/botrun/botrun/host/channel/gateway/gatewaytest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
+	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 )
 
 // API is the fake server with one instance, and the WhatsApp account it
@@ -56,21 +57,17 @@ func number(chat string) string {
 }
 
 func fail(w http.ResponseWriter, status int, message any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"status": status, "error": http.StatusText(status), "response": map[string]any{"message": message}})
+	fakekit.JSON(w, status, map[string]any{"status": status, "error": http.StatusText(status), "response": map[string]any{"message": message}})
 }
 
 func answer(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(v)
+	fakekit.JSON(w, http.StatusCreated, v)
 }
 
 // ServeHTTP implements http.Handler.
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.Requests.Add(1)
-	if r.Header.Get("apikey") != f.key {
+	if !fakekit.HeaderIs(r, "apikey", f.key) {
 		fail(w, http.StatusUnauthorized, "Unauthorized")
 		return
 	}

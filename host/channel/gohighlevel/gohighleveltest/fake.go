@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // key is the fake's webhook signing key, made once per process (an RSA key
@@ -61,22 +63,16 @@ var types = map[string]bool{"SMS": true, "Email": true, "WhatsApp": true, "GMB":
 type API struct {
 	token, location string
 
-	// Mutex guards the exported fields while the fake serves.
-	sync.Mutex
+	// Kit: Limited sends answer 429 with Retry-After: 3; Media are served
+	// at MediaURL by name; Sent are the accepted sends' bodies.
+	fakekit.Kit[map[string]any]
 	// Contacts can be messaged; DND contacts have Do Not Disturb on.
 	Contacts map[string]bool
 	DND      map[string]bool
-	// Limited sends answer 429 with Retry-After: 3.
-	Limited int
-	// Media are served at MediaURL by name.
-	Media map[string][]byte
-	// Sent are the accepted sends' bodies.
-	Sent []map[string]any
 	// Requests are the send requests made, accepted or not, with their
 	// times by Clock (time.Now when nil).
 	Requests []time.Time
 	Clock    func() time.Time
-	nextID   int
 	// stamps are the times of the webhooks built, by webhookId: a webhook
 	// built again is its redelivery, the same bytes.
 	stamps map[string]time.Time
@@ -84,26 +80,18 @@ type API struct {
 
 // New returns a fake for the location whose token is token, with contacts.
 func New(token, location string, contacts ...string) *API {
-	f := &API{token: token, location: location, Contacts: map[string]bool{}, DND: map[string]bool{}, Media: map[string][]byte{},
+	f := &API{token: token, location: location, Contacts: fakekit.Set(contacts...), DND: map[string]bool{},
 		stamps: map[string]time.Time{}}
-	for _, c := range contacts {
-		f.Contacts[c] = true
-	}
+	f.MediaStore()
 	return f
 }
 
 // Texts returns the message texts accepted for the contact, in order.
 func (f *API) Texts(contact string) []string {
-	f.Lock()
-	defer f.Unlock()
-	var out []string
-	for _, s := range f.Sent {
-		if s["contactId"] == contact {
-			m, _ := s["message"].(string)
-			out = append(out, m)
-		}
-	}
-	return out
+	return f.Collect(func(s map[string]any) (string, bool) {
+		m, _ := s["message"].(string)
+		return m, s["contactId"] == contact
+	})
 }
 
 // MediaURL is the URL of an attachment on the fake at base, shaped as
@@ -113,24 +101,14 @@ func (f *API) MediaURL(base, name string) string {
 }
 
 func fail(w http.ResponseWriter, status int, msg any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"statusCode": status, "message": msg, "error": http.StatusText(status)})
+	fakekit.JSON(w, status, map[string]any{"statusCode": status, "message": msg, "error": http.StatusText(status)})
 }
 
 // ServeHTTP implements http.Handler.
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/msgsndr/"+f.location+"/media/"):
-		f.Lock()
-		b, ok := f.Media[strings.TrimPrefix(r.URL.Path, "/msgsndr/"+f.location+"/media/")]
-		f.Unlock()
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "image/jpeg")
-		w.Write(b)
+		f.ServeMedia(w, r, strings.TrimPrefix(r.URL.Path, "/msgsndr/"+f.location+"/media/"), "image/jpeg")
 	case r.Method == http.MethodPost && r.URL.Path == "/conversations/messages":
 		f.send(w, r)
 	default:
@@ -139,7 +117,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *API) send(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+f.token {
+	if !fakekit.Bearer(r, f.token) {
 		fail(w, http.StatusUnauthorized, "Invalid JWT")
 		return
 	}
@@ -170,10 +148,7 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch {
-	case f.Limited > 0 || recent > 100:
-		if f.Limited > 0 {
-			f.Limited--
-		}
+	case f.RateLimited() || recent > 100:
 		w.Header().Set("Retry-After", "3")
 		fail(w, http.StatusTooManyRequests, "Too Many Requests")
 	case !types[typ]:
@@ -191,11 +166,8 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		f.nextID++
-		f.Sent = append(f.Sent, body)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		json.NewEncoder(w).Encode(map[string]any{"conversationId": "conv-" + contact, "messageId": fmt.Sprintf("msg%017d", f.nextID),
+		n := f.Record(body)
+		fakekit.JSON(w, http.StatusCreated, map[string]any{"conversationId": "conv-" + contact, "messageId": fmt.Sprintf("msg%017d", n),
 			"msg": "Message queued successfully."})
 	}
 }

@@ -2,7 +2,7 @@ package messaging
 
 import (
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // Attachment URLs are the durable media references (package urlmedia): the

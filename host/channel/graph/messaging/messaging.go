@@ -29,9 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +38,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/graph"
-	"github.com/botrun/botrun/host/channel/urlmedia"
+	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
 
 // MaxBody is the largest webhook body accepted.
@@ -79,12 +78,9 @@ type Spec struct {
 // Channel is the Messenger Platform half of a Messenger or Instagram
 // provider: everything but the text limit.
 type Channel struct {
+	httpkit.Base
 	*urlmedia.Media
-	spec   Spec
-	api    *url.URL
-	admit  channel.Admitter
-	log    *slog.Logger
-	client *http.Client
+	spec Spec
 	// sent remembers, per Outbound.Key, the messages of a send made of
 	// several (an attachment, then its text) that went out before a later
 	// one failed, so the retry sends only the rest.
@@ -105,24 +101,19 @@ const maxProgress = 1024
 // New returns the channel s describes, for the host's env; the entry's id is
 // env's when s has none.
 func New(s Spec, env channel.Env) (*Channel, error) {
-	if s.ID == "" {
-		s.ID = env.ID
+	c := &Channel{sent: map[string]progress{}}
+	if err := c.Open(s.Type, s.ID, env, s.APIURL, s.DefaultAPI); err != nil {
+		return nil, err
 	}
-	api, err := channel.APIBase(s.APIURL, s.DefaultAPI)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", s.Type, s.ID, err)
-	}
+	s.ID = c.ID()
 	hosts := s.MediaHosts
 	if hosts == nil {
 		hosts = s.DefaultMediaHosts
 	}
-	c := &Channel{Media: urlmedia.New(s.Type+" "+s.ID, api, hosts, nil), spec: s, api: api, admit: env.Admitter, log: env.Log(), sent: map[string]progress{}}
-	c.client = channel.NewClient(60*time.Second, api, c.URLAllowed)
+	c.Media, c.spec = urlmedia.New(s.Type+" "+s.ID, c.API, hosts, nil), s
+	c.Dial(60*time.Second, c.URLAllowed)
 	return c, nil
 }
-
-// ID implements channel.Provider.
-func (c *Channel) ID() string { return c.spec.ID }
 
 // Routes implements channel.Router: the verification handshake and the
 // webhook at /webhooks/<id>.
@@ -308,20 +299,20 @@ func (c *Channel) webhook(w http.ResponseWriter, r *http.Request) {
 	var msgs []channel.Message
 	for _, e := range n.Entry {
 		if e.ID != "" && e.ID != c.spec.Owner {
-			c.log.Warn(c.spec.Type+": a notification for another page or account ignored", "provider", c.spec.ID, "entry", e.ID)
+			c.Log.Warn(c.spec.Type+": a notification for another page or account ignored", "provider", c.spec.ID, "entry", e.ID)
 			continue
 		}
 		for _, ev := range e.Messaging {
 			msg, ok := ev.Inbound()
 			if !ok && (ev.Message != nil && !ev.Message.IsEcho || ev.Postback != nil) && (msg.ID == "" || msg.Chat == "") {
-				c.log.Warn(c.spec.Type+": an event without its sender or message id skipped", "provider", c.spec.ID)
+				c.Log.Warn(c.spec.Type+": an event without its sender or message id skipped", "provider", c.spec.ID)
 			}
 			if ok {
 				msgs = append(msgs, msg)
 			}
 		}
 	}
-	graph.Admit(w, r, c.admit, c.spec.ID, msgs)
+	graph.Admit(w, r, c.Admitter, c.spec.ID, msgs)
 }
 
 // Codes maps the Send API's Graph errors onto the taxonomy. The Graph sends

@@ -11,6 +11,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // The Platform's limits on buttons, in characters. A send over one of them
@@ -137,7 +138,7 @@ func (c *Channel) messages(msg channel.Outbound) ([]map[string]any, error) {
 			return nil, err
 		}
 		out = append(out, map[string]any{"attachment": att})
-		switch joined := channel.CaptionText(m.Caption, text); {
+		switch joined := httpkit.CaptionText(m.Caption, text); {
 		case c.fits(joined, msg):
 			text = joined
 		default:
@@ -322,13 +323,13 @@ func (c *Channel) call(ctx context.Context, body map[string]any, out any) error 
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.spec.Type, c.spec.ID, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.api.String()+c.spec.SendPath, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.API.String()+c.spec.SendPath, bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.spec.Type, c.spec.ID, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.spec.Token)
-	if err := channel.CallJSON(c.client, req, out, Codes.MapError); err != nil {
+	if err := httpkit.CallJSON(c.Client, req, out, Codes.MapError); err != nil {
 		return fmt.Errorf("%s %s: %w", c.spec.Type, c.spec.ID, err)
 	}
 	return nil

@@ -16,60 +16,49 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"unicode/utf8"
+
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // API is the fake API of one app and its WhatsApp number.
 type API struct {
 	key, app, source string
 
-	// Mutex guards the exported fields while the fake serves.
-	sync.Mutex
+	// Kit: Limited sends answer 429 with Retry-After: 3; Media are served
+	// at MediaURL by name; Sent are the accepted sends' message objects,
+	// with "destination".
+	fakekit.Kit[map[string]any]
 	// Recipients can be messaged.
 	Recipients map[string]bool
-	// Limited sends answer 429 with Retry-After: 3.
-	Limited int
-	// Media are served at MediaURL by name.
-	Media map[string][]byte
-	// Sent are the accepted sends' message objects, with "destination".
-	Sent   []map[string]any
-	nextID int
 }
 
 // New returns a fake for the app app_name with number source and api key,
 // which can message recipients.
 func New(key, app, source string, recipients ...string) *API {
-	f := &API{key: key, app: app, source: source, Recipients: map[string]bool{}, Media: map[string][]byte{}}
-	for _, r := range recipients {
-		f.Recipients[r] = true
-	}
+	f := &API{key: key, app: app, source: source, Recipients: fakekit.Set(recipients...)}
+	f.MediaStore()
 	return f
 }
 
 // Texts returns what the user reads of the accepted sends to destination:
 // a text's text, a media's caption, a quick_reply's or a list's body.
 func (f *API) Texts(destination string) []string {
-	f.Lock()
-	defer f.Unlock()
-	var out []string
-	for _, m := range f.Sent {
+	return f.Collect(func(m map[string]any) (string, bool) {
 		if m["destination"] != destination {
-			continue
+			return "", false
 		}
 		switch m["type"] {
 		case "text":
-			out = append(out, str(m["text"]))
+			return str(m["text"]), true
 		case "quick_reply":
 			c, _ := m["content"].(map[string]any)
-			out = append(out, str(c["text"])+str(c["caption"]))
+			return str(c["text"]) + str(c["caption"]), true
 		case "list":
-			out = append(out, str(m["body"]))
-		default:
-			out = append(out, str(m["caption"]))
+			return str(m["body"]), true
 		}
-	}
-	return out
+		return str(m["caption"]), true
+	})
 }
 
 func str(v any) string { s, _ := v.(string); return s }
@@ -81,24 +70,14 @@ func (f *API) MediaURL(base, name string) string {
 }
 
 func fail(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"status": "error", "message": msg})
+	fakekit.JSON(w, status, map[string]any{"status": "error", "message": msg})
 }
 
 // ServeHTTP implements http.Handler.
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/fm/wamedia/"+f.app+"/"):
-		f.Lock()
-		b, ok := f.Media[strings.TrimPrefix(r.URL.Path, "/fm/wamedia/"+f.app+"/")]
-		f.Unlock()
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "image/jpeg")
-		w.Write(b)
+		f.ServeMedia(w, r, strings.TrimPrefix(r.URL.Path, "/fm/wamedia/"+f.app+"/"), "image/jpeg")
 	case r.URL.Path == "/wa/api/v1/msg" && r.Method == http.MethodPost:
 		f.send(w, r)
 	default:
@@ -112,7 +91,7 @@ var (
 )
 
 func (f *API) send(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("apikey") != f.key {
+	if !fakekit.HeaderIs(r, "apikey", f.key) {
 		fail(w, http.StatusUnauthorized, "Portal User Not Found With APIKey")
 		return
 	}
@@ -142,17 +121,13 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "Invalid Destination")
 	case invalid(m) != "":
 		fail(w, http.StatusBadRequest, invalid(m))
-	case f.Limited > 0:
-		f.Limited--
+	case f.RateLimited():
 		w.Header().Set("Retry-After", "3")
 		fail(w, http.StatusTooManyRequests, "Too Many Requests")
 	default:
-		f.nextID++
 		m["destination"] = dest
-		f.Sent = append(f.Sent, m)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusAccepted)
-		json.NewEncoder(w).Encode(map[string]any{"status": "submitted", "messageId": fmt.Sprintf("ee4a68a0-1203-4c85-8dc3-%012d", f.nextID)})
+		n := f.Record(m)
+		fakekit.JSON(w, http.StatusAccepted, map[string]any{"status": "submitted", "messageId": fmt.Sprintf("ee4a68a0-1203-4c85-8dc3-%012d", n)})
 	}
 }
 

@@ -11,8 +11,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"unicode/utf8"
+
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // Version is the Graph version the fake serves under: api_url is
@@ -23,45 +24,32 @@ const Version = "v21.0"
 type API struct {
 	token, phoneNumberID string
 
-	mu sync.Mutex
+	// Kit: Limited sends answer the throughput rate limit (130429); Media
+	// are the downloadable media by id; Sent are the accepted sends'
+	// bodies (Interactives decodes the interactive ones).
+	fakekit.Kit[map[string]any]
 	// Recipients can be messaged; Closed are outside the 24 h window;
 	// Unreachable are not on WhatsApp.
 	Recipients  map[string]bool
 	Closed      map[string]bool
 	Unreachable map[string]bool
-	// Limited sends answer the throughput rate limit (130429).
-	Limited int
 	// Read are the message ids marked read (with a typing indicator).
 	Read []string
-	// Media are the downloadable media by id.
-	Media map[string][]byte
-	// Sent are the accepted sends' bodies (Interactives decodes the
-	// interactive ones).
-	Sent   []map[string]any
-	nextID int
 }
 
 // New returns a fake for the phone number id and token, with recipients.
 func New(token, phoneNumberID string, recipients ...string) *API {
-	f := &API{token: token, phoneNumberID: phoneNumberID, Recipients: map[string]bool{},
-		Closed: map[string]bool{}, Unreachable: map[string]bool{}, Media: map[string][]byte{}}
-	for _, r := range recipients {
-		f.Recipients[r] = true
-	}
+	f := &API{token: token, phoneNumberID: phoneNumberID, Recipients: fakekit.Set(recipients...),
+		Closed: map[string]bool{}, Unreachable: map[string]bool{}}
+	f.MediaStore()
 	return f
 }
-
-// Lock guards the exported fields while the fake serves.
-func (f *API) Lock() { f.mu.Lock() }
-
-// Unlock releases Lock.
-func (f *API) Unlock() { f.mu.Unlock() }
 
 // Interactives returns the interactive objects of the accepted sends to a
 // recipient, in order.
 func (f *API) Interactives(to string) []Interactive {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	var out []Interactive
 	for _, s := range f.Sent {
 		if s["to"] == to && s["type"] == "interactive" {
@@ -76,28 +64,23 @@ func (f *API) Interactives(to string) []Interactive {
 
 // Texts returns the accepted text bodies sent to a recipient.
 func (f *API) Texts(to string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, s := range f.Sent {
-		if s["to"] == to && s["type"] == "text" {
-			out = append(out, s["text"].(map[string]any)["body"].(string))
+	return f.Collect(func(s map[string]any) (string, bool) {
+		if s["to"] != to || s["type"] != "text" {
+			return "", false
 		}
-	}
-	return out
+		return s["text"].(map[string]any)["body"].(string), true
+	})
 }
 
 func fail(w http.ResponseWriter, status, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+	fakekit.JSON(w, status, map[string]any{"error": map[string]any{
 		"message": msg, "type": "OAuthException", "code": code, "fbtrace_id": "AbCdEf",
 		"error_data": map[string]any{"messaging_product": "whatsapp", "details": msg}}})
 }
 
 // ServeHTTP implements http.Handler.
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+f.token {
+	if !fakekit.Bearer(r, f.token) {
 		fail(w, 401, 190, "Invalid OAuth access token - Cannot parse access token")
 		return
 	}
@@ -117,9 +100,9 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *API) mediaInfo(w http.ResponseWriter, r *http.Request, id string) {
-	f.mu.Lock()
+	f.Lock()
 	b, ok := f.Media[id]
-	f.mu.Unlock()
+	f.Unlock()
 	if !ok {
 		fail(w, 400, 100, "Unsupported get request. Object with ID '"+id+"' does not exist")
 		return
@@ -133,15 +116,7 @@ func (f *API) mediaInfo(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 func (f *API) download(w http.ResponseWriter, id string) {
-	f.mu.Lock()
-	b, ok := f.Media[id]
-	f.mu.Unlock()
-	if !ok {
-		http.NotFound(w, nil)
-		return
-	}
-	w.Header().Set("Content-Type", "image/jpeg")
-	w.Write(b)
+	f.ServeMedia(w, nil, id, "image/jpeg")
 }
 
 var mediaTypes = map[string]bool{"image": true, "document": true, "audio": true, "video": true, "sticker": true}
@@ -156,8 +131,8 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 		fail(w, 400, 100, "Invalid JSON")
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	if req["status"] != nil {
 		// Mark as read, with a typing indicator: the message must be one
 		// the business received.
@@ -188,8 +163,7 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 	case to == "":
 		fail(w, 400, 100, "The parameter to is required.")
 		return
-	case f.Limited > 0:
-		f.Limited--
+	case f.RateLimited():
 		fail(w, 400, 130429, "Rate limit hit")
 		return
 	case f.Unreachable[to]:
@@ -235,11 +209,10 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 		fail(w, 400, 131051, "Unsupported message type")
 		return
 	}
-	f.nextID++
-	f.Sent = append(f.Sent, req)
+	n := f.Record(req)
 	json.NewEncoder(w).Encode(map[string]any{"messaging_product": "whatsapp",
 		"contacts": []any{map[string]any{"input": to, "wa_id": to}},
-		"messages": []any{map[string]any{"id": fmt.Sprintf("wamid.OUT%d", f.nextID)}}})
+		"messages": []any{map[string]any{"id": fmt.Sprintf("wamid.OUT%d", n)}}})
 }
 
 // Notification builds a webhook body for phoneNumberID carrying the messages

@@ -8,8 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"unicode/utf8"
+
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // MaxCallbackData is the longest callback_data the Bot API takes, in bytes.
@@ -23,14 +24,13 @@ const MaxCallbackData = 64
 type API struct {
 	token string
 
-	mu sync.Mutex
-	// Chats exist; Blocked answer 403; Limited calls answer 429.
+	// Kit: Limited calls answer 429; Sent are the accepted sends'
+	// arguments (with "method" and the "message_id" the fake gave the
+	// message). Its Media is unused: Files are the telegram files.
+	fakekit.Kit[map[string]any]
+	// Chats exist; Blocked answer 403.
 	Chats   map[int64]bool
 	Blocked map[int64]bool
-	Limited int
-	// Sent are the accepted sends' arguments (with "method" and the
-	// "message_id" the fake gave the message).
-	Sent []map[string]any
 	// Files are the downloadable files by file_id.
 	Files map[string][]byte
 	// Updates are served to getUpdates.
@@ -58,52 +58,43 @@ func New(token string, chats ...int64) *API {
 	return f
 }
 
-// Lock and Unlock guard the exported fields while the fake serves.
-func (f *API) Lock() { f.mu.Lock() }
-
-// Unlock releases Lock.
-func (f *API) Unlock() { f.mu.Unlock() }
-
 // Offsets returns the offsets getUpdates was called with.
 func (f *API) Offsets() []int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	return append([]int64(nil), f.offsets...)
 }
 
 // Texts returns the texts of the accepted sendMessage calls to chat.
 func (f *API) Texts(chat int64) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, s := range f.Sent {
-		if s["method"] == "sendMessage" && int64(s["chat_id"].(float64)) == chat {
-			out = append(out, s["text"].(string))
+	return f.Collect(func(s map[string]any) (string, bool) {
+		if s["method"] != "sendMessage" || int64(s["chat_id"].(float64)) != chat {
+			return "", false
 		}
-	}
-	return out
+		return s["text"].(string), true
+	})
 }
 
 // Calls returns how many requests named method (with the right token) the
 // fake received, accepted or not.
 func (f *API) Calls(method string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	return f.calls[method]
 }
 
 // AnsweredQueries returns a copy of Answered.
 func (f *API) AnsweredQueries() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	return append([]string(nil), f.Answered...)
 }
 
 // ReplyMarkup returns the reply_markup the accepted send of messageID
 // carried (normalized JSON), or nil.
 func (f *API) ReplyMarkup(messageID int64) json.RawMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	return f.markups[messageID]
 }
 
@@ -146,10 +137,10 @@ type Callback struct {
 // Press returns the body of a callback_query update (webhook or getUpdates)
 // for c, and lets answerCallbackQuery accept c.ID.
 func (f *API) Press(c Callback) []byte {
-	f.mu.Lock()
+	f.Lock()
 	f.queries[c.ID] = true
 	markup := f.markups[c.MessageID]
-	f.mu.Unlock()
+	f.Unlock()
 	return CallbackUpdate(c, markup)
 }
 
@@ -254,8 +245,8 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(400, "Bad Request: can't parse JSON", 0)
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	method := strings.TrimPrefix(r.URL.Path, prefix)
 	f.calls[method]++
 	if method == "getUpdates" {
@@ -294,8 +285,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": true})
 		return
 	}
-	if f.Limited > 0 {
-		f.Limited--
+	if f.RateLimited() {
 		fail(429, "Too Many Requests: retry after 7", 7)
 		return
 	}
@@ -383,9 +373,9 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // for a wrong token or an unknown path.
 func (f *API) download(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/file/bot"+f.token+"/photos/")
-	f.mu.Lock()
+	f.Lock()
 	b, known := f.Files[strings.TrimSuffix(rest, ".jpg")]
-	f.mu.Unlock()
+	f.Unlock()
 	if !ok || !known {
 		http.NotFound(w, r)
 		return

@@ -16,9 +16,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // The API's paths, as TikTok serves them below /open_api/v1.3.
@@ -55,44 +56,29 @@ const CDNPath = "/cdn/"
 type API struct {
 	token, business string
 
-	// Mutex guards the exported fields while the fake serves.
-	sync.Mutex
+	// Kit: Limited sends answer code 40100; Media are the bytes of inbound
+	// media by media_id (served through media/download) and of uploads the
+	// bot may send; Sent are the accepted sends' bodies.
+	fakekit.Kit[map[string]any]
 	// Conversations can be messaged.
 	Conversations map[string]bool
-	// Limited sends answer code 40100.
-	Limited int
-	// Media are the bytes of inbound media by media_id (served through
-	// media/download) and of uploads the bot may send.
-	Media map[string][]byte
-	// Sent are the accepted sends' bodies.
-	Sent   []map[string]any
-	nextID int
 }
 
 // New returns a fake for the business with the access token, which can
 // message conversations.
 func New(token, business string, conversations ...string) *API {
-	f := &API{token: token, business: business, Conversations: map[string]bool{}, Media: map[string][]byte{}}
-	for _, c := range conversations {
-		f.Conversations[c] = true
-	}
+	f := &API{token: token, business: business, Conversations: fakekit.Set(conversations...)}
+	f.MediaStore()
 	return f
 }
 
 // Texts returns the text bodies of the accepted sends to conversation.
 func (f *API) Texts(conversation string) []string {
-	f.Lock()
-	defer f.Unlock()
-	var out []string
-	for _, m := range f.Sent {
-		if m["recipient"] != conversation || m["message_type"] != "TEXT" {
-			continue
-		}
+	return f.Collect(func(m map[string]any) (string, bool) {
 		t, _ := m["text"].(map[string]any)
 		s, _ := t["body"].(string)
-		out = append(out, s)
-	}
-	return out
+		return s, m["recipient"] == conversation && m["message_type"] == "TEXT"
+	})
 }
 
 func answer(w http.ResponseWriter, code int, msg string, data any) {
@@ -104,15 +90,7 @@ func answer(w http.ResponseWriter, code int, msg string, data any) {
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, CDNPath):
-		f.Lock()
-		b, ok := f.Media[strings.TrimPrefix(r.URL.Path, CDNPath)]
-		f.Unlock()
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "image/jpeg")
-		w.Write(b)
+		f.ServeMedia(w, r, strings.TrimPrefix(r.URL.Path, CDNPath), "image/jpeg")
 		return
 	case r.Method != http.MethodPost || (r.URL.Path != sendPath && r.URL.Path != downloadPath):
 		w.WriteHeader(http.StatusNotFound)
@@ -120,7 +98,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body map[string]any
-	if r.Header.Get("Access-Token") != f.token {
+	if !fakekit.HeaderIs(r, "Access-Token", f.token) {
 		answer(w, codeBadToken, "Access token is incorrect or has been revoked.", nil)
 		return
 	}
@@ -141,13 +119,11 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch bad := f.invalid(body); {
 	case bad != "":
 		answer(w, codeBadParameters, bad, nil)
-	case f.Limited > 0:
-		f.Limited--
+	case f.RateLimited():
 		answer(w, codeRateLimited, "Too many requests", nil)
 	default:
-		f.nextID++
-		f.Sent = append(f.Sent, body)
-		answer(w, 0, "OK", map[string]any{"message": map[string]any{"message_id": fmt.Sprintf("msg_%016d", f.nextID)}})
+		n := f.Record(body)
+		answer(w, 0, "OK", map[string]any{"message": map[string]any{"message_id": fmt.Sprintf("msg_%016d", n)}})
 	}
 }
 

@@ -4,61 +4,42 @@
 package twiliotest
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"unicode/utf8"
+
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // API is the fake REST API for one account.
 type API struct {
 	sid, token string
 
-	mu sync.Mutex
+	// Kit: Limited sends answer 429 (code 20429); Media are downloadable by
+	// their media sid (ME…); Sent are the accepted sends' forms.
+	fakekit.Kit[url.Values]
 	// Recipients can be messaged; Unsubscribed replied STOP; Closed are
 	// WhatsApp users outside the 24 h window.
 	Recipients   map[string]bool
 	Unsubscribed map[string]bool
 	Closed       map[string]bool
-	// Limited sends answer 429 (code 20429).
-	Limited int
-	// Media are downloadable by their media sid (ME…).
-	Media map[string][]byte
-	// Sent are the accepted sends' forms.
-	Sent   []url.Values
-	nextID int
 }
 
 // New returns a fake for the account with recipients.
 func New(accountSID, authToken string, recipients ...string) *API {
-	f := &API{sid: accountSID, token: authToken, Recipients: map[string]bool{}, Unsubscribed: map[string]bool{},
-		Closed: map[string]bool{}, Media: map[string][]byte{}}
-	for _, r := range recipients {
-		f.Recipients[r] = true
-	}
+	f := &API{sid: accountSID, token: authToken, Recipients: fakekit.Set(recipients...), Unsubscribed: map[string]bool{},
+		Closed: map[string]bool{}}
+	f.MediaStore()
 	return f
 }
 
-// Lock guards the exported fields while the fake serves.
-func (f *API) Lock() { f.mu.Lock() }
-
-// Unlock releases Lock.
-func (f *API) Unlock() { f.mu.Unlock() }
-
 // Texts returns the accepted Bodies sent to a recipient.
 func (f *API) Texts(to string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, s := range f.Sent {
-		if s.Get("To") == to {
-			out = append(out, s.Get("Body"))
-		}
-	}
-	return out
+	return f.Collect(func(s url.Values) (string, bool) {
+		return s.Get("Body"), s.Get("To") == to
+	})
 }
 
 // MediaURL is the URL of a media sid on the fake at base (its server URL),
@@ -68,9 +49,7 @@ func (f *API) MediaURL(base, mediaSID string) string {
 }
 
 func fail(w http.ResponseWriter, status, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"code": code, "message": msg,
+	fakekit.JSON(w, status, map[string]any{"code": code, "message": msg,
 		"more_info": fmt.Sprintf("https://www.twilio.com/docs/errors/%d", code), "status": status})
 }
 
@@ -93,9 +72,9 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.send(w, r)
 	case strings.HasPrefix(rest, "Messages/") && strings.Contains(rest, "/Media/") && r.Method == http.MethodGet:
 		me := rest[strings.LastIndex(rest, "/")+1:]
-		f.mu.Lock()
+		f.Lock()
 		_, known := f.Media[me]
-		f.mu.Unlock()
+		f.Unlock()
 		if !known {
 			fail(w, 404, 20404, "The requested resource "+r.URL.Path+" was not found")
 			return
@@ -108,15 +87,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *API) cdn(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	b, ok := f.Media[strings.TrimPrefix(r.URL.Path, "/cdn/")]
-	f.mu.Unlock()
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	w.Header().Set("Content-Type", "image/jpeg")
-	w.Write(b)
+	f.ServeMedia(w, r, strings.TrimPrefix(r.URL.Path, "/cdn/"), "image/jpeg")
 }
 
 func (f *API) send(w http.ResponseWriter, r *http.Request) {
@@ -130,8 +101,8 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 	}
 	form := r.PostForm
 	to, body := form.Get("To"), form.Get("Body")
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	switch {
 	case to == "":
 		fail(w, 400, 21604, "A 'To' phone number is required.")
@@ -148,8 +119,7 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 	case len(form["MediaUrl"]) > 10:
 		fail(w, 400, 21623, "Number of media files exceeds allowed limit.")
 		return
-	case f.Limited > 0:
-		f.Limited--
+	case f.RateLimited():
 		w.Header().Set("Retry-After", "3")
 		fail(w, 429, 20429, "Too Many Requests")
 		return
@@ -169,11 +139,8 @@ func (f *API) send(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	f.nextID++
-	f.Sent = append(f.Sent, form)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(map[string]any{"sid": fmt.Sprintf("SM%032d", f.nextID), "status": "queued",
+	n := f.Record(form)
+	fakekit.JSON(w, http.StatusCreated, map[string]any{"sid": fmt.Sprintf("SM%032d", n), "status": "queued",
 		"to": to, "from": form.Get("From"), "body": body, "account_sid": f.sid})
 }
 

@@ -16,7 +16,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/botrun/botrun/host/channel/gateway/gatewaytest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
+	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 )
 
 // API is the fake server with one session, and the WhatsApp account it is
@@ -53,27 +54,21 @@ func resolve(phone string, group, lid bool) string {
 	return nonWord.ReplaceAllString(id, "") + "@c.us"
 }
 
-func reply(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
-
 // ServeHTTP implements http.Handler.
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.Requests.Add(1)
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	if len(parts) < 3 || parts[0] != "api" {
-		reply(w, http.StatusNotFound, map[string]any{"message": "Cannot " + r.Method + " " + r.URL.Path})
+		fakekit.JSON(w, http.StatusNotFound, map[string]any{"message": "Cannot " + r.Method + " " + r.URL.Path})
 		return
 	}
 	bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	switch {
 	case !ok || bearer == "":
-		reply(w, http.StatusUnauthorized, map[string]any{"message": "Token is not present. Check your header and try again"})
+		fakekit.JSON(w, http.StatusUnauthorized, map[string]any{"message": "Token is not present. Check your header and try again"})
 		return
 	case parts[1] != f.session || bearer != f.token:
-		reply(w, http.StatusUnauthorized, map[string]any{"error": "Check that the Session and Token are correct"})
+		fakekit.JSON(w, http.StatusUnauthorized, map[string]any{"error": "Check that the Session and Token are correct"})
 		return
 	}
 	if len(parts) == 4 && parts[2] == "get-media-by-message" && r.Method == http.MethodGet {
@@ -82,7 +77,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var body map[string]any
 	if len(parts) != 3 || r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&body) != nil {
-		reply(w, http.StatusNotFound, map[string]any{"message": "Cannot " + r.Method + " " + r.URL.Path})
+		fakekit.JSON(w, http.StatusNotFound, map[string]any{"message": "Cannot " + r.Method + " " + r.URL.Path})
 		return
 	}
 	f.Lock()
@@ -96,9 +91,9 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.send(w, parts[2], jids, body)
 	case "typing":
 		f.Typing = append(f.Typing, jids...)
-		reply(w, http.StatusOK, map[string]any{"status": "success", "response": true})
+		fakekit.JSON(w, http.StatusOK, map[string]any{"status": "success", "response": true})
 	default:
-		reply(w, http.StatusNotFound, map[string]any{"message": "Cannot POST " + r.URL.Path})
+		fakekit.JSON(w, http.StatusNotFound, map[string]any{"message": "Cannot POST " + r.URL.Path})
 	}
 }
 
@@ -106,7 +101,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and each phone (not a group's or a LID) must be on WhatsApp.
 func (f *API) check(w http.ResponseWriter, body map[string]any) ([]string, bool) {
 	if f.Disconnected {
-		reply(w, http.StatusNotFound, map[string]any{"response": nil, "status": "Disconnected", "message": "A sessão do WhatsApp não está ativa."})
+		fakekit.JSON(w, http.StatusNotFound, map[string]any{"response": nil, "status": "Disconnected", "message": "A sessão do WhatsApp não está ativa."})
 		return nil, false
 	}
 	group, _ := body["isGroup"].(bool)
@@ -129,7 +124,7 @@ func (f *API) check(w http.ResponseWriter, body map[string]any) ([]string, bool)
 		jid := resolve(phone, group, lid)
 		id, _, _ := strings.Cut(jid, "@")
 		if (group && !f.Groups[id]) || (!group && !strings.HasSuffix(jid, "@lid") && !f.Numbers[id]) {
-			reply(w, http.StatusBadRequest, map[string]any{"response": nil, "status": "Connected", "message": fmt.Sprintf("O número %s não existe.", id)})
+			fakekit.JSON(w, http.StatusBadRequest, map[string]any{"response": nil, "status": "Connected", "message": fmt.Sprintf("O número %s não existe.", id)})
 			return nil, false
 		}
 		jids = append(jids, jid)
@@ -147,26 +142,26 @@ func (f *API) send(w http.ResponseWriter, action string, jids []string, body map
 		}
 		switch {
 		case s.Media == "":
-			reply(w, http.StatusUnauthorized, map[string]any{"message": "Sending the file is mandatory"})
+			fakekit.JSON(w, http.StatusUnauthorized, map[string]any{"message": "Sending the file is mandatory"})
 			return
 		case !strings.HasPrefix(s.Media, "http://") && !strings.HasPrefix(s.Media, "https://") && !dataURI(s.Media):
 			// wa-js: a path it cannot fetch, or not a data: URI ("Invalid base64!").
-			reply(w, http.StatusInternalServerError, map[string]any{"status": "Error", "message": "Error sending the message.", "error": map[string]any{"erro": true, "text": "Invalid base64!"}})
+			fakekit.JSON(w, http.StatusInternalServerError, map[string]any{"status": "Error", "message": "Error sending the message.", "error": map[string]any{"erro": true, "text": "Invalid base64!"}})
 			return
 		}
 	}
 	switch {
 	case len(jids) == 0:
-		reply(w, http.StatusBadRequest, "Error sending message")
+		fakekit.JSON(w, http.StatusBadRequest, "Error sending message")
 		return
 	case action == "send-message" && s.Text == "":
 		// UNVERIFIED: wa-js refuses an empty text; the server answers its catch-all.
-		reply(w, http.StatusInternalServerError, map[string]any{"status": "Error", "message": "Error sending the message.", "error": map[string]any{}})
+		fakekit.JSON(w, http.StatusInternalServerError, map[string]any{"status": "Error", "message": "Error sending the message.", "error": map[string]any{}})
 		return
 	case f.Limited > 0:
 		f.Limited--
 		w.Header().Set("Retry-After", "6")
-		reply(w, http.StatusTooManyRequests, map[string]any{"status": "error", "message": "Too many requests, please try again later."})
+		fakekit.JSON(w, http.StatusTooManyRequests, map[string]any{"status": "error", "message": "Too many requests, please try again later."})
 		return
 	}
 	var results []any
@@ -175,7 +170,7 @@ func (f *API) send(w http.ResponseWriter, action string, jids []string, body map
 		s := f.Record(s, func(n int) string { return fmt.Sprintf("true_%s_3EB0%016X", jid, n) })
 		results = append(results, map[string]any{"id": s.ID, "ack": 0, "from": "5511888888888@c.us", "to": jid, "sendMsgResult": map[string]any{}})
 	}
-	reply(w, http.StatusCreated, map[string]any{"status": "success", "response": results, "mapper": "return"})
+	fakekit.JSON(w, http.StatusCreated, map[string]any{"status": "success", "response": results, "mapper": "return"})
 }
 
 // dataURI reports whether s is data:<mime>;base64,<base64>.
@@ -192,11 +187,11 @@ func (f *API) media(w http.ResponseWriter, id string) {
 	f.Unlock()
 	switch {
 	case down:
-		reply(w, http.StatusInternalServerError, map[string]any{"status": "error", "message": "The session is not active"})
+		fakekit.JSON(w, http.StatusInternalServerError, map[string]any{"status": "error", "message": "The session is not active"})
 	case !ok:
-		reply(w, http.StatusBadRequest, map[string]any{"status": "error", "message": "Message not found"})
+		fakekit.JSON(w, http.StatusBadRequest, map[string]any{"status": "error", "message": "Message not found"})
 	default:
-		reply(w, http.StatusOK, map[string]any{"base64": base64.StdEncoding.EncodeToString(b), "mimetype": "image/jpeg"})
+		fakekit.JSON(w, http.StatusOK, map[string]any{"base64": base64.StdEncoding.EncodeToString(b), "mimetype": "image/jpeg"})
 	}
 }
 

@@ -15,8 +15,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"unicode/utf8"
+
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // Options are what differs between the channels' fakes.
@@ -79,42 +80,30 @@ type Sent struct {
 type API struct {
 	opt Options
 
-	mu sync.Mutex
+	// Kit: Limited sends answer the rate limit (613); Media are the
+	// attachment bytes the CDN serves, by name; Sent are the accepted
+	// messages.
+	fakekit.Kit[Sent]
 	// Recipients can be messaged; Closed are outside the messaging window;
 	// Unavailable answer 551.
 	Recipients  map[string]bool
 	Closed      map[string]bool
 	Unavailable map[string]bool
-	// Limited sends answer the rate limit (613).
-	Limited int
-	// Media are the attachment bytes the CDN serves, by name.
-	Media map[string][]byte
-	// Sent are the accepted messages, Actions the accepted sender actions
-	// ("<recipient> <action>").
-	Sent    []Sent
+	// Actions are the accepted sender actions ("<recipient> <action>").
 	Actions []string
-	nextID  int
 }
 
 // New returns a fake with recipients.
 func New(opt Options, recipients ...string) *API {
-	f := &API{opt: opt, Recipients: map[string]bool{}, Closed: map[string]bool{}, Unavailable: map[string]bool{}, Media: map[string][]byte{}}
-	for _, r := range recipients {
-		f.Recipients[r] = true
-	}
+	f := &API{opt: opt, Recipients: fakekit.Set(recipients...), Closed: map[string]bool{}, Unavailable: map[string]bool{}}
+	f.MediaStore()
 	return f
 }
 
-// Lock guards the exported fields while the fake serves.
-func (f *API) Lock() { f.mu.Lock() }
-
-// Unlock releases Lock.
-func (f *API) Unlock() { f.mu.Unlock() }
-
 // Messages returns the accepted messages to a recipient, in order.
 func (f *API) Messages(to string) []Message {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	var out []Message
 	for _, s := range f.Sent {
 		if s.To == to {
@@ -159,9 +148,9 @@ func Fail(w http.ResponseWriter, status, code, subcode int, msg string) {
 func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if name, ok := strings.CutPrefix(r.URL.Path, "/cdn/"); ok && r.Method == http.MethodGet {
 		// Signed CDN URLs need no token.
-		f.mu.Lock()
+		f.Lock()
 		b, ok := f.Media[name]
-		f.mu.Unlock()
+		f.Unlock()
 		if !ok || r.URL.Query().Get("oe") == "" {
 			http.Error(w, "URL signature expired", http.StatusForbidden)
 			return
@@ -170,7 +159,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(b)
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+f.opt.Token {
+	if !fakekit.Bearer(r, f.opt.Token) {
 		Fail(w, 401, 190, 0, "Invalid OAuth access token - Cannot parse access token")
 		return
 	}
@@ -194,15 +183,14 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Fail(w, 400, 100, 0, "(#100) Invalid JSON for postcall param")
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Lock()
+	defer f.Unlock()
 	to := req.Recipient.ID
 	switch {
 	case to == "":
 		Fail(w, 400, 100, 0, "(#100) The parameter recipient is required")
 		return
-	case f.Limited > 0:
-		f.Limited--
+	case f.RateLimited():
 		Fail(w, 400, 613, 0, "(#613) Calls to this api have exceeded the rate limit.")
 		return
 	case f.Unavailable[to]:
@@ -243,8 +231,7 @@ func (f *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Fail(w, 400, 100, 0, msg)
 		return
 	}
-	f.nextID++
-	id := fmt.Sprintf("m_OUT%d", f.nextID)
+	id := fmt.Sprintf("m_OUT%d", f.Next())
 	f.Sent = append(f.Sent, Sent{To: to, ID: id, Message: *req.Message})
 	json.NewEncoder(w).Encode(map[string]any{"recipient_id": to, "message_id": id})
 }

@@ -1,4 +1,4 @@
-package channel
+package httpkit
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/botrun/botrun/host/channel"
 )
 
 // AdmitAndAnswer admits a webhook's messages in order for the provider id
@@ -14,9 +16,9 @@ import (
 // ErrInvalidMessage), else 503 with Retry-After at the first the host did
 // not take. The channel redelivers the whole body; what was admitted comes
 // back as duplicates.
-func AdmitAndAnswer(w http.ResponseWriter, r *http.Request, admitter Admitter, id string, msgs ...Message) {
+func AdmitAndAnswer(w http.ResponseWriter, r *http.Request, admitter channel.Admitter, id string, msgs ...channel.Message) {
 	for _, msg := range msgs {
-		if _, err := admitter.Admit(r.Context(), id, msg); err != nil && !errors.Is(err, ErrInvalidMessage) {
+		if _, err := admitter.Admit(r.Context(), id, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
 			NotAdmitted(w.Header(), err)
 			http.Error(w, "not admitted: "+err.Error(), http.StatusServiceUnavailable)
 			return

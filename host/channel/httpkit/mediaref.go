@@ -1,22 +1,24 @@
-package channel
+package httpkit
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/botrun/botrun/host/channel"
 )
 
 // StoreURL is the stored form of a media reference that is a URL (a signed
 // CDN URL, a URL fetched with credentials added at download):
 // {"v":1,"data":{"url":…}}. The caller checks the URL is one it may fetch.
-func StoreURL(u string) StoredRef {
+func StoreURL(u string) channel.StoredRef {
 	data, _ := json.Marshal(map[string]string{"url": u})
-	return StoredRef{V: 1, Data: data}
+	return channel.StoredRef{V: 1, Data: data}
 }
 
 // StoredURL returns the URL of a StoreURL form; an unknown version, bad data
 // or a URL allowed refuses is an error.
-func StoredURL(s StoredRef, allowed func(string) bool) (string, error) {
+func StoredURL(s channel.StoredRef, allowed func(string) bool) (string, error) {
 	if s.V != 1 {
 		return "", fmt.Errorf("media ref version %d is unknown", s.V)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // messageID is what a gateway's message id looks like: Evolution's key.id
@@ -89,7 +90,7 @@ func (c *Channel) LoadBase64(ctx context.Context, method, path string, in any, m
 	if limit < 1<<40 {
 		limit = (max+2)/3*4 + answerSlack // base64's length, and the rest of the answer
 	}
-	body, err := channel.Download(c.client, req, limit, func(err error) string { return err.Error() })
+	body, err := httpkit.Download(c.Client, req, limit, func(err error) string { return err.Error() })
 	if err != nil {
 		return nil, "", c.Errorf("%w", err)
 	}

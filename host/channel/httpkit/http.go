@@ -1,4 +1,4 @@
-package channel
+package httpkit
 
 import (
 	"crypto/subtle"
@@ -9,13 +9,15 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/botrun/botrun/host/channel"
 )
 
 // NotAdmitted sets the Retry-After of a webhook's 503 answer to a message
 // Admit refused: the wait err asks for (a full admission queue), at least a
 // second, so the sender redelivers later rather than at once.
 func NotAdmitted(h http.Header, err error) {
-	SetRetryAfter(h, RetryAfter(err))
+	SetRetryAfter(h, channel.RetryAfter(err))
 }
 
 // SetRetryAfter sets Retry-After to wait in whole seconds, at least one.

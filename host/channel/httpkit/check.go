@@ -1,9 +1,11 @@
-package channel
+package httpkit
 
 import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/botrun/botrun/host/channel"
 )
 
 // LoopbackHost reports whether host (a listen or URL host, without the port)
@@ -21,7 +23,7 @@ func LoopbackHost(host string) bool {
 // CheckAPIURL checks an optional api_url key: https, or plain http on
 // loopback only (a local fake or API server), since the channel's credentials
 // travel in every request.
-func CheckAPIURL(raw string, problem Problem) {
+func CheckAPIURL(raw string, problem channel.Problem) {
 	if raw == "" {
 		return
 	}
@@ -36,14 +38,14 @@ func CheckAPIURL(raw string, problem Problem) {
 
 // Required reports key as missing when value is empty; how says where to
 // get it.
-func Required(problem Problem, key, value, how string) {
+func Required(problem channel.Problem, key, value, how string) {
 	if value == "" {
 		problem(key, "missing: %s", how)
 	}
 }
 
 // CheckHTTPURL reports key unless raw is an absolute http(s) URL.
-func CheckHTTPURL(problem Problem, key, raw, want string) {
+func CheckHTTPURL(problem channel.Problem, key, raw, want string) {
 	if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		problem(key, "%q: %s", raw, want)
 	}

@@ -1,9 +1,14 @@
 // Package urlmedia is inbound media that a channel's webhook references by a
 // URL on the channel's storage (Messenger's and Instagram's CDN, Gupshup's
 // file manager, GoHighLevel's buckets): the URL itself is the durable
-// reference (channel.StoreURL), journaled and fetched only when it is https
+// reference (httpkit.StoreURL), journaled and fetched only when it is https
 // on one of the channel's media hosts (or a subdomain), on one of its URL
 // prefixes, or on api_url's own origin, and fetched without credentials.
+//
+// urlmedia is internal to host/channel: Messenger's and Instagram's base
+// (graph/messaging), Gupshup, GoHighLevel, TikTok and Discord use it. It
+// imports the standard library, the SPI (host/channel) and the toolkit
+// (host/channel/httpkit).
 package urlmedia
 
 import (
@@ -16,6 +21,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // MaxURL bounds a journaled media URL (signed CDN URLs are a few hundred
@@ -38,13 +44,13 @@ type Media struct {
 // api's origin. Downloads follow redirects to the same URLs only.
 func New(name string, api *url.URL, hosts, prefixes []string) *Media {
 	m := &Media{name: name, api: api, hosts: hosts, prefixes: prefixes}
-	m.client = channel.NewClient(60*time.Second, api, m.URLAllowed)
+	m.client = httpkit.NewClient(60*time.Second, api, m.URLAllowed)
 	return m
 }
 
 // URLAllowed reports whether u may be journaled and fetched.
 func (m *Media) URLAllowed(u *url.URL) bool {
-	if channel.CredentialsAllowed(u, m.api, m.hosts...) {
+	if httpkit.CredentialsAllowed(u, m.api, m.hosts...) {
 		return true
 	}
 	if u == nil || u.User != nil || u.Scheme != "https" {
@@ -77,13 +83,13 @@ func (m *Media) SerializeMediaRef(md channel.Media) (channel.StoredRef, bool) {
 	if !m.Allowed(md.Ref) {
 		return channel.StoredRef{}, false
 	}
-	return channel.StoreURL(md.Ref), true
+	return httpkit.StoreURL(md.Ref), true
 }
 
 // RehydrateMediaRef implements channel.MediaRefCodec, checking the URL
 // against the allowed hosts again.
 func (m *Media) RehydrateMediaRef(s channel.StoredRef) (channel.Media, error) {
-	u, err := channel.StoredURL(s, m.Allowed)
+	u, err := httpkit.StoredURL(s, m.Allowed)
 	if err != nil {
 		return channel.Media{}, fmt.Errorf("%s: %w", m.name, err)
 	}
@@ -102,7 +108,7 @@ func (m *Media) LoadMedia(ctx context.Context, md channel.Media, max int64) ([]b
 		return nil, fmt.Errorf("%w: %s: %v", channel.ErrMediaUnavailable, m.name, err)
 	}
 	// The URL's query may be its signature: errors name the host only.
-	return channel.Download(m.client, req, max, channel.HostOnly(req.URL))
+	return httpkit.Download(m.client, req, max, httpkit.HostOnly(req.URL))
 }
 
 var hostName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`)

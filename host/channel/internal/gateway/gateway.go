@@ -10,6 +10,10 @@
 // download, an inbound media sent again, the checks of a send, the
 // timestamps, and the chats botrun answers. Each channel keeps its own
 // credentials, wire format and error table.
+//
+// gateway is internal to host/channel: only Evolution and WPPConnect use
+// it. It embeds httpkit.Base, and imports the standard library, the SPI
+// (host/channel) and the toolkit (host/channel/httpkit).
 package gateway
 
 import (
@@ -19,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -27,6 +30,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // TextLimit is the longest text botrun sends in one WhatsApp message, in
@@ -83,11 +87,8 @@ func (r *Refusal) Error() string { return r.Reason }
 
 // Channel is the half of a gateway provider the gateways share.
 type Channel struct {
-	spec   Spec
-	api    *url.URL
-	client *http.Client
-	admit  channel.Admitter
-	log    *slog.Logger
+	httpkit.Base
+	spec Spec
 }
 
 // New returns the channel s describes, for the host's env; the entry's id is
@@ -100,15 +101,13 @@ func New(s Spec, env channel.Env) (*Channel, error) {
 	if s.APIURL == "" {
 		return nil, fmt.Errorf("%s %s: api_url is required (the gateway's own URL)", s.Type, s.ID)
 	}
-	api, err := channel.APIBase(s.APIURL, "")
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", s.Type, s.ID, err)
+	c := &Channel{spec: s}
+	if err := c.Open(s.Type, s.ID, env, s.APIURL, ""); err != nil {
+		return nil, err
 	}
-	return &Channel{spec: s, api: api, client: channel.NewClient(60*time.Second, api, nil), admit: env.Admitter, log: env.Log()}, nil
+	c.Dial(60*time.Second, nil)
+	return c, nil
 }
-
-// ID implements channel.Provider.
-func (c *Channel) ID() string { return c.spec.ID }
 
 // TextLimit implements channel.TextLimiter.
 func (c *Channel) TextLimit() int { return TextLimit }
@@ -116,9 +115,9 @@ func (c *Channel) TextLimit() int { return TextLimit }
 // Serve answers a webhook whose credential (in a header or the URL) the
 // channel checked: the body is read (at most MaxBody) and decoded
 // (Spec.Decode), an event of another instance or session is acknowledged
-// and ignored, and the messages are admitted (channel.AdmitAndAnswer).
+// and ignored, and the messages are admitted (httpkit.AdmitAndAnswer).
 func (c *Channel) Serve(w http.ResponseWriter, r *http.Request) {
-	body, ok := channel.ReadWebhook(w, r, MaxBody)
+	body, ok := httpkit.ReadWebhook(w, r, MaxBody)
 	if !ok {
 		return
 	}
@@ -132,11 +131,11 @@ func (c *Channel) Serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	case ev.Owner != c.spec.Owner:
-		c.log.Warn(c.spec.Type+": an event of another instance or session ignored", "provider", c.spec.ID, "of", ev.Owner)
+		c.Log.Warn(c.spec.Type+": an event of another instance or session ignored", "provider", c.spec.ID, "of", ev.Owner)
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	channel.AdmitAndAnswer(w, r, c.admit, c.spec.ID, ev.Messages...)
+	c.Answer(w, r, ev.Messages...)
 }
 
 // Path is an API path of escaped segments: Path("message", "sendText",
@@ -163,7 +162,7 @@ func (c *Channel) Call(ctx context.Context, method, path string, in, out any) er
 	if err != nil {
 		return c.Errorf("%w", err)
 	}
-	if err := channel.CallJSON(c.client, req, out, c.spec.MapError); err != nil {
+	if err := httpkit.CallJSON(c.Client, req, out, c.spec.MapError); err != nil {
 		return c.Errorf("%w", err)
 	}
 	return nil
@@ -178,7 +177,7 @@ func (c *Channel) request(ctx context.Context, method, path string, in any) (*ht
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.api.String()+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.API.String()+path, body)
 	if err != nil {
 		return nil, err
 	}

@@ -10,13 +10,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Outgoing is a send a gateway can make: a text, or a media by its public
 // URL with a caption.
 type Outgoing struct {
 	// Text is the text; with Media, the caption (the media's caption, a
-	// blank line, the text: channel.CaptionText).
+	// blank line, the text: httpkit.CaptionText).
 	Text string
 	// Media is the attachment, nil for a text.
 	Media *channel.Media
@@ -80,7 +81,7 @@ func (c *Channel) Prepare(msg channel.Outbound) (Outgoing, error) {
 		default:
 			return Outgoing{}, c.Unsupported("cannot send media of type %q (image, video, audio or document)", m.Type)
 		}
-		out.Media, out.URL, out.Text = m, m.URL, channel.CaptionText(m.Caption, msg.Text)
+		out.Media, out.URL, out.Text = m, m.URL, httpkit.CaptionText(m.Caption, msg.Text)
 		if out.URL == "" {
 			out.URL = m.Ref
 		}

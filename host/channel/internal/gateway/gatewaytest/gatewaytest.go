@@ -3,18 +3,21 @@
 // gateway (the numbers on WhatsApp, the groups it is in, the media it
 // holds, a rate limit, a lost connection), the sends it accepted, and the
 // failure classes every gateway channel maps for the contract suite.
+//
+// gatewaytest embeds fakekit in its Account; it imports the standard
+// library, abi, the SPI, channeltest and fakekit.
 package gatewaytest
 
 import (
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/internal/fakekit"
 )
 
 // Sent is a send a fake accepted.
@@ -38,42 +41,28 @@ type Account struct {
 	// Requests counts the fake's requests.
 	Requests atomic.Int32
 
-	mu sync.Mutex
+	// Kit: Limited sends answer 429; Media are the bytes of the media
+	// messages the account holds, by message id; Sent are the accepted
+	// sends.
+	fakekit.Kit[Sent]
 	// Numbers are the phone numbers (digits) on WhatsApp; Groups the
 	// groups' ids (digits) the account is in.
 	Numbers, Groups map[string]bool
-	// Limited sends answer 429; Disconnected is an account not connected
-	// to WhatsApp.
-	Limited      int
+	// Disconnected is an account not connected to WhatsApp.
 	Disconnected bool
-	// Media are the bytes of the media messages the account holds, by
-	// message id.
-	Media map[string][]byte
-	// Sent are the accepted sends.
-	Sent []Sent
-	next int
 }
 
 // NewAccount returns an account with numbers on WhatsApp.
 func NewAccount(numbers ...string) *Account {
-	a := &Account{Numbers: map[string]bool{}, Groups: map[string]bool{}, Media: map[string][]byte{}}
-	for _, n := range numbers {
-		a.Numbers[n] = true
-	}
+	a := &Account{Numbers: fakekit.Set(numbers...), Groups: map[string]bool{}}
+	a.MediaStore()
 	return a
 }
-
-// Lock guards the exported fields while the fake serves.
-func (a *Account) Lock() { a.mu.Lock() }
-
-// Unlock releases Lock.
-func (a *Account) Unlock() { a.mu.Unlock() }
 
 // Record accepts s, its ID made by id from the count of sends so far; call
 // it with the lock held.
 func (a *Account) Record(s Sent, id func(n int) string) Sent {
-	a.next++
-	s.ID = id(a.next)
+	s.ID = id(a.Next())
 	a.Sent = append(a.Sent, s)
 	return s
 }
@@ -81,25 +70,7 @@ func (a *Account) Record(s Sent, id func(n int) string) Sent {
 // TextsTo returns the texts and captions accepted for to (as the gateway
 // resolves it), in order.
 func (a *Account) TextsTo(to string) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []string
-	for _, s := range a.Sent {
-		if s.To == to {
-			out = append(out, s.Text)
-		}
-	}
-	return out
-}
-
-// Last is the last accepted send.
-func (a *Account) Last() Sent {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.Sent) == 0 {
-		return Sent{}
-	}
-	return a.Sent[len(a.Sent)-1]
+	return a.Collect(func(s Sent) (string, bool) { return s.Text, s.To == to })
 }
 
 // Serve answers req with r's routes and returns the status.
@@ -128,14 +99,9 @@ func Failures(a *Account, c Chats, wait time.Duration) []channeltest.Failure {
 		return func() channel.Outbound { o.Chat = c.Chat; return o }
 	}
 	return []channeltest.Failure{
-		{Name: "429", Arrange: func() channel.Outbound {
-			a.Lock()
-			a.Limited = 1
-			a.Unlock()
-			return channel.Outbound{Chat: c.Chat, Text: "x"}
-		}, RetryAfter: wait},
-		{Name: "a number without WhatsApp", Arrange: func() channel.Outbound { return channel.Outbound{Chat: c.Unknown, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
-		{Name: "a group the account is not in", Arrange: func() channel.Outbound { return channel.Outbound{Chat: c.Group, Text: "x"} }, Is: channel.ErrRecipientUnreachable},
+		channeltest.RateLimited("429", a.LimitNext, c.Chat, wait),
+		channeltest.Refusal("a number without WhatsApp", channel.Outbound{Chat: c.Unknown, Text: "x"}, channel.ErrRecipientUnreachable),
+		channeltest.Refusal("a group the account is not in", channel.Outbound{Chat: c.Group, Text: "x"}, channel.ErrRecipientUnreachable),
 		{Name: "an empty text", Arrange: to(channel.Outbound{Text: " "}), Is: channel.ErrUnsupportedContent},
 		{Name: "buttons", Arrange: to(channel.Outbound{Text: "x", Buttons: []abi.Button{{ID: "y", Title: "Yes"}}}), Is: channel.ErrUnsupportedContent},
 		{Name: "an inbound media the gateway no longer has", Arrange: to(channel.Outbound{Media: &channel.Media{Type: "image", Ref: c.Gone}}), Is: channel.ErrUnsupportedContent},
