@@ -12,6 +12,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/observe"
 )
 
 // ErrStopping is returned by Admit while the bot shuts down; the channel should
@@ -43,7 +44,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	if refused := b.leaders.refuse(providerID); refused != nil {
 		// Only the session's leader holds the transport: a message
 		// reaching another replica is left for the channel to redeliver.
-		b.metrics.providerNotLeader.Add(1)
+		b.metrics.ProviderNotLeader.Add(1)
 		return channel.Admission{}, refused
 	}
 	if msg.ID == "" {
@@ -60,9 +61,9 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 		}
 	}
 	id := providerID + ":" + msg.ID
-	ctx, span := b.tr.start(ctx, spanAdmit)
+	ctx, span := b.tr.Start(ctx, observe.SpanAdmit)
 	defer span.End()
-	idAttr(span, id, providerID)
+	observe.IDAttr(span, id, providerID)
 	at := msg.ReceivedAt
 	if at.IsZero() {
 		at = time.Now()
@@ -87,7 +88,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 		if b.isStopping() {
 			return channel.Admission{}, ErrStopping
 		}
-		b.metrics.inboundRefused.Add(1)
+		b.metrics.InboundRefused.Add(1)
 		return channel.Admission{}, &channel.RateLimitedError{RetryAfter: queueFullRetry,
 			Err: fmt.Errorf("%w: %d admitted messages wait for a worker, %s was not journaled: redeliver it later (raise [bot] max_queue or workers if this lasts)", ErrQueueFull, b.cfg.Bot.MaxQueue, id)}
 	}
@@ -100,11 +101,11 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	// The record is created already claimed: this process handles it next,
 	// and a crash leaves it to be reclaimed (one write instead of two).
 	lease := b.leases.lease(b.policy.inboxLease)
-	jctx, jspan := b.tr.start(ctx, spanJournal)
+	jctx, jspan := b.tr.Start(ctx, observe.SpanJournal)
 	st, rec, err := b.inbox.Put(jctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
-	fail(jspan, err)
+	observe.Fail(jspan, err)
 	jspan.End()
-	fail(span, err)
+	observe.Fail(span, err)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The client hung up (or the bot is stopping): not a failure of
@@ -114,7 +115,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 		}
 		if !b.policy.failOpen {
 			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)
-			b.admissionFailed.refused(b.alerts, providerID, id, err)
+			b.admissionFailed.Refused(b.alerts, providerID, id, err)
 			return channel.Admission{}, fmt.Errorf("inbox journal: %w", err)
 		}
 		b.log.Warn("fail_open: dispatching without a journal record", "id", id, "err", err)
@@ -124,11 +125,11 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 		return channel.Admission{ID: id}, nil
 	}
 	if st == durability.Exists {
-		b.metrics.inboundDuplicates.Add(1)
+		b.metrics.InboundDuplicates.Add(1)
 		return channel.Admission{ID: id, Duplicate: true}, nil
 	}
-	b.metrics.inboundJournaled.Add(1)
-	b.obs.admitted(time.Since(start))
+	b.metrics.InboundJournaled.Add(1)
+	b.obs.Admitted(time.Since(start))
 	// Stopping: the lease expires and the record is reclaimed.
 	reserved = false
 	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media, trace: span.SpanContext()})

@@ -92,7 +92,7 @@ func (b *Bot) forwardAlerts(ctx context.Context, in <-chan Alert) {
 		case al := <-in:
 			body, _ := json.Marshal(alertBody{Alert: al, Bot: Scope(b.cfg).ID(), At: time.Now().UnixMilli()})
 			key := "alert:" + randomID()
-			if _, err := Enqueue(ctx, b.outbox, alertsProvider, "alerts", string(body), key, 0); err != nil && ctx.Err() == nil {
+			if _, err := enqueue(ctx, b.outbox, alertsProvider, "alerts", string(body), key, 0); err != nil && ctx.Err() == nil {
 				// The journal is down (the very alert may say so): post it
 				// once without it, not retried.
 				b.postUnjournaled(ctx, al, key, string(body), err)

@@ -18,6 +18,8 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -44,9 +46,10 @@ type Options struct {
 	Guest Guest
 	// Channels replace the config's channels.
 	Channels []channel.Channel
-	// TracerProvider, when set, receives the bot's traces instead of the
-	// exporter [tracing] otlp_endpoint configures (tests pass one with an
-	// in-memory exporter).
+	// TracerProvider, when set, receives the bot's traces; unset, the bot
+	// traces nothing. botrun builds the OTLP exporter [tracing]
+	// otlp_endpoint configures and passes it here (tests pass one with an
+	// in-memory exporter); shutting it down is the caller's.
 	TracerProvider trace.TracerProvider
 }
 
@@ -85,27 +88,27 @@ type Bot struct {
 
 	dispatch *dispatcher
 	sender   *sender
+	// op is the bot's operator (Operator).
+	op *ops.Operator
 	// leaders are this replica's elections of the providers whose session
 	// is "leader".
 	leaders leaders
-	metrics counters
-	// obs are the Prometheus metrics (Gatherer).
-	obs *instruments
+	// metrics are the durability counters.
+	metrics observe.Counters
+	// obs is the bot's observability (Observer): Prometheus metrics, queue
+	// depths, last hour.
+	obs *observe.Observer
 	// modules is the module's history: its load and hot reloads.
-	modules moduleHistory
-	// depths is the last reading of the queue depths (QueueDepths).
-	depths depthCache
+	modules observe.ModuleHistory
 	// tr traces each inbound message ([tracing]); off by default.
-	tr tracing
-	// replaysOnNewModule counts records run again under another module.
-	replaysOnNewModule atomic.Int64
+	tr observe.Tracer
 	// admissionFailed rate-limits the alerts of fail-closed admissions.
-	admissionFailed admissionFailures
+	admissionFailed observe.AdmissionFailures
 	mediaRefs       bool
 	boot            time.Time
 	wake            signal
 	leases          *leases
-	alerts          *alerts
+	alerts          *observe.Alerts
 	// sendsOut counts the claimed sends of the last outbox claim that the
 	// workers have not delivered yet; inboxBacklog is set when the last
 	// inbound claim was full.
@@ -146,23 +149,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	if b.log == nil {
 		b.log = slog.Default()
 	}
-	tr, err := newTracing(cfg.Tracing, opts.TracerProvider)
-	if err != nil {
-		return nil, err
+	b.tr = observe.NewTracer(opts.TracerProvider)
+	if b.tr.On() {
+		b.log = slog.New(observe.TraceHandler{Handler: b.log.Handler()})
 	}
-	if tr.tracer != nil {
-		b.log = slog.New(traceHandler{Handler: b.log.Handler()})
-	}
-	built := false
-	defer func() {
-		if !built && tr.shutdown != nil {
-			tr.shutdown(context.Background()) // the exporter New built
-		}
-	}()
-	b.tr = tr
 	b.baseCtx, b.abandon = context.WithCancel(context.Background())
 	b.leases = &leases{owner: b.policy.instanceID, base: b.baseCtx, metrics: &b.metrics, log: b.log}
-	b.alerts = &alerts{log: b.log}
+	b.alerts = observe.NewAlerts(b.log, alertsProvider)
 	if err := b.openBackend(ctx, opts.Backend); err != nil {
 		return nil, err
 	}
@@ -188,15 +181,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 			return nil, err
 		}
 		b.providers[alertsProvider] = sink
-		b.alerts.out = make(chan Alert, 1024)
+		b.alerts.Out = make(chan Alert, 1024)
 	}
-	b.obs = newInstruments(b)
+	b.obs = newObserver(b)
 	ids := make([]string, 0, len(b.providers))
 	for id := range b.providers {
 		ids = append(ids, id)
 	}
 	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
-		sendTime: b.obs.sendObservers(ids), tr: b.tr,
+		sendTime: b.obs.SendObservers(ids), tr: b.tr,
 		leases: b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
 		afterBudgets:   newEventBudgets(time.Duration(cfg.Bot.HandlerTimeout)),
 		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli(), channel: b.channelEnv}
@@ -214,7 +207,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		}
 	}
 	b.dispatch.setOnLow(b.sweepBatch()/4, b.queueLow)
-	built = true
+	b.op = newOperator(b)
 	return b, nil
 }
 
@@ -302,7 +295,7 @@ func (b *Bot) loadModule(ctx context.Context) error {
 		b.reload = newReloader(engine, b.cfg.Bot.Module, mod, b)
 		b.guest = b.reload
 	}
-	b.modules.add("loaded", nil, mod.Digest(), nil)
+	b.modules.Add("loaded", nil, mod.Digest(), nil)
 	b.log.Info("module loaded", "module", b.cfg.Bot.Module, "sha256", mod.Digest()[:12], "hot_reload", b.cfg.Bot.HotReload)
 	return nil
 }
@@ -323,7 +316,7 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 		counted := b.channelEnv(id)
 		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
-			Alert:    func(name, detail string) { b.alerts.emit(Alert{Provider: id, Name: name, Error: detail}) },
+			Alert:    func(name, detail string) { b.alerts.Emit(Alert{Provider: id, Name: name, Error: detail}) },
 			Panicked: counted.Panicked, Skipped: counted.Skipped})
 		if err != nil {
 			return fmt.Errorf("%s: provider %q (%s): %w", b.cfg.File, pc.ID, pc.Type, err)
@@ -373,8 +366,8 @@ func (b *Bot) Start() {
 	if !b.started && !b.stopping {
 		b.started = true
 		go b.sweepLoop()
-		if b.alerts.out != nil {
-			b.runners.Go(func() { b.forwardAlerts(b.baseCtx, b.alerts.out) })
+		if b.alerts.Out != nil {
+			b.runners.Go(func() { b.forwardAlerts(b.baseCtx, b.alerts.Out) })
 		}
 		for _, p := range b.ordered {
 			if r, ok := p.(channel.Runner); ok {
@@ -476,12 +469,7 @@ func (b *Bot) Stop(ctx context.Context) error {
 		b.log.Warn("a channel's background work did not stop within the grace period")
 	}
 	b.close()
-	if b.tr.shutdown != nil {
-		if err := b.tr.shutdown(ctx); err != nil {
-			b.log.Warn("tracing: the last spans were not exported", "err", err)
-		}
-	}
-	m := b.Metrics()
+	m := b.obs.Metrics()
 	b.log.Info("durability metrics", "inbound_journaled", m.InboundJournaled, "inbound_duplicates", m.InboundDuplicates, "inbound_refused", m.InboundRefused,
 		"inbound_replayed", m.InboundReplayed, "inbound_dead", m.InboundDead, "outbox_journaled", m.OutboxJournaled,
 		"outbox_deduped", m.OutboxDeduped, "outbox_retried", m.OutboxRetried, "outbox_deferred", m.OutboxDeferred,
@@ -521,7 +509,7 @@ func canceled() context.Context {
 
 func (b *Bot) close() {
 	if b.obs != nil {
-		b.obs.close()
+		b.obs.Close()
 	}
 	if b.engine != nil {
 		b.engine.Close(context.Background())

@@ -195,7 +195,7 @@ func TestCoordinationStatusShowsTurns(t *testing.T) {
 	ctx := context.Background()
 	turns := func() int {
 		t.Helper()
-		st, err := b.Status(ctx)
+		st, err := b.Operator().Status(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/eventjournal"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/testserver"
 )
@@ -64,7 +65,7 @@ var crashMessages = []struct{ chat, id, text string }{
 // the same backend and instance id, takes over while the channel redelivers
 // every message. It then checks the seed's guarantee table and returns B's
 // metrics.
-func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c crashCase) Metrics {
+func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c crashCase) observe.Metrics {
 	t.Helper()
 	shared := newBackend(t)
 	defer shared.Close()
@@ -114,12 +115,12 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 		}
 	}
 	if !b.quiet(len(crashMessages), 60*time.Second) {
-		in, _ := b.ListInbox(context.Background(), durability.ListFilter{})
-		out, _ := b.ListOutbox(context.Background(), durability.ListFilter{})
+		in, _ := b.Operator().ListInbox(context.Background(), durability.ListFilter{})
+		out, _ := b.Operator().ListOutbox(context.Background(), durability.ListFilter{})
 		t.Fatalf("%s: bot B did not settle:\ninbox %+v\noutbox %+v", c, in, out)
 	}
 	checkGuarantees(t, c, b, ch)
-	m := b.Metrics()
+	m := b.Observer().Metrics()
 	t.Logf("%s: crashed=%v; bot B: journaled %d, duplicates %d, replayed %d, deduped %d, ambiguous %d, resolved %d; channel got %d sends",
 		c, crash.Crashed(), m.InboundJournaled, m.InboundDuplicates, m.InboundReplayed, m.OutboxDeduped, m.OutboxAmbiguous, m.OutboxAmbiguousResolved, len(ch.texts()))
 	return m
@@ -142,13 +143,13 @@ func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *fakeChannel) {
 			ambiguous[e.Key] = true
 		}
 	}
-	if n := b.Metrics().OutboxAmbiguous; int(n) != len(ambiguous) {
+	if n := b.Observer().Metrics().OutboxAmbiguous; int(n) != len(ambiguous) {
 		t.Fatalf("%s: outbox_ambiguous = %d but %d ambiguous events", c, n, len(ambiguous))
 	}
 	if c.channel != "" && len(ambiguous) > 0 {
 		t.Fatalf("%s: a channel that closes the window left %d sends ambiguous", c, len(ambiguous))
 	}
-	out, _ := b.ListOutbox(ctx, durability.ListFilter{})
+	out, _ := b.Operator().ListOutbox(ctx, durability.ListFilter{})
 	byText := map[string]durability.OutboxRecord{}
 	for _, r := range out {
 		var m outMsg

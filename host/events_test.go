@@ -53,7 +53,7 @@ func TestEventsJournalReplayIsSwept(t *testing.T) {
 			if got := ch.texts(); len(got) != 2 {
 				t.Fatalf("channel got %q: the replay's sends must come from the outbox", got)
 			}
-			if m := b.Metrics(); m.OutboxDeduped != 2 {
+			if m := b.Observer().Metrics(); m.OutboxDeduped != 2 {
 				t.Fatalf("outbox_deduped = %d, want 2", m.OutboxDeduped)
 			}
 		})

@@ -109,8 +109,8 @@ func TestGuaranteeRow6_NonPersistentFlowLost_OnDivergedDecides(t *testing.T) {
 			if !b.quiet(1, 60*time.Second) {
 				t.Fatal("did not settle")
 			}
-			if b.Metrics().OutboxDiverged != 1 {
-				t.Fatalf("outbox_diverged = %d", b.Metrics().OutboxDiverged)
+			if b.Observer().Metrics().OutboxDiverged != 1 {
+				t.Fatalf("outbox_diverged = %d", b.Observer().Metrics().OutboxDiverged)
 			}
 			got := ch.texts()
 			want := []string{"Nice to meet you, Ana"}
@@ -157,8 +157,8 @@ func TestGuaranteeRow7_PoisonMessageDeadAfterMaxAttempts(t *testing.T) {
 				e := <-b.events
 				dead = dead || e.Name == AlertDead && e.Kind == "inbox" && e.ID == "web:poison"
 			}
-			if !dead || b.Metrics().InboundDead != 1 {
-				t.Fatalf("no durability:dead event or inbound_dead count: %+v", b.Metrics())
+			if !dead || b.Observer().Metrics().InboundDead != 1 {
+				t.Fatalf("no durability:dead event or inbound_dead count: %+v", b.Observer().Metrics())
 			}
 			b.stop(t)
 			break
@@ -213,7 +213,7 @@ func TestGuestFaultRetriedThenDeadThenReplayed(t *testing.T) {
 	}
 	broken = false
 	mu.Unlock()
-	if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
+	if err := b.Operator().ReplayInbound(context.Background(), "web:m1"); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -223,7 +223,7 @@ func TestGuestFaultRetriedThenDeadThenReplayed(t *testing.T) {
 	if got := ch.texts(); len(got) != 1 || got[0] != "fixed" {
 		t.Fatalf("after replay: %q", got)
 	}
-	if m := b.Metrics(); m.InboundDead != 1 || m.InboundReplayed < 1 {
+	if m := b.Observer().Metrics(); m.InboundDead != 1 || m.InboundReplayed < 1 {
 		t.Fatalf("metrics %+v", m)
 	}
 }

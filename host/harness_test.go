@@ -257,7 +257,7 @@ func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h 
 		t.Fatal(err)
 	}
 	tb := &testBot{Bot: b, events: make(chan Alert, 1000)}
-	b.OnAlert(func(e Alert) {
+	b.Observer().OnAlert(func(e Alert) {
 		select {
 		case tb.events <- e:
 		default:
@@ -296,7 +296,7 @@ func (b *testBot) quiet(wantInbox int, timeout time.Duration) bool {
 
 func (b *testBot) settled(wantInbox int) bool {
 	ctx := context.Background()
-	in, err := b.ListInbox(ctx, durability.ListFilter{})
+	in, err := b.Operator().ListInbox(ctx, durability.ListFilter{})
 	if err != nil || len(in) < wantInbox {
 		return false
 	}
@@ -305,7 +305,7 @@ func (b *testBot) settled(wantInbox int) bool {
 			return false
 		}
 	}
-	out, err := b.ListOutbox(ctx, durability.ListFilter{})
+	out, err := b.Operator().ListOutbox(ctx, durability.ListFilter{})
 	if err != nil {
 		return false
 	}

@@ -152,7 +152,7 @@ func TestLeaderOnlySession(t *testing.T) {
 	}
 	// An operator's send the standby journals, which its sweeper claims
 	// first.
-	if _, err := b.SendLater(ctx, "wa", "c2", "later", "k-later", 0); err != nil {
+	if _, err := b.Operator().SendLater(ctx, "wa", "c2", "later", "k-later", 0); err != nil {
 		t.Fatal(err)
 	}
 	// A message the leader journaled, handled on the standby (as after a
@@ -183,13 +183,13 @@ func TestLeaderOnlySession(t *testing.T) {
 			t.Errorf("%s: %s after %d attempts, want sent after the leader's one", k, r.State, r.Attempts)
 		}
 	}
-	if m := b.Metrics(); m.ProviderNotLeader < 3 || m.OutboxDead != 0 {
+	if m := b.Observer().Metrics(); m.ProviderNotLeader < 3 || m.OutboxDead != 0 {
 		t.Errorf("the standby's metrics: provider_not_leader %d (want at least 3), outbox_dead %d", m.ProviderNotLeader, m.OutboxDead)
 	}
-	if m := a.Metrics(); m.ProviderNotLeader != 0 || m.OutboxDead != 0 {
+	if m := a.Observer().Metrics(); m.ProviderNotLeader != 0 || m.OutboxDead != 0 {
 		t.Errorf("the leader's metrics: provider_not_leader %d, outbox_dead %d", m.ProviderNotLeader, m.OutboxDead)
 	}
-	st, err := b.Status(ctx)
+	st, err := b.Operator().Status(ctx)
 	if err != nil || len(st.Sessions) != 1 || st.Sessions[0].Leader != "replica-a" || st.Sessions[0].Token != 1 {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
@@ -209,7 +209,7 @@ func TestLeaderOnlySession(t *testing.T) {
 	if got := net.delivered("wa:m2:1"); got[0] != "replica-b" {
 		t.Fatalf("wa:m2:1 delivered by %v", got)
 	}
-	if st, _ := b.Status(ctx); st.Sessions[0].Leader != "replica-b" || st.Sessions[0].Token != 2 {
+	if st, _ := b.Operator().Status(ctx); st.Sessions[0].Leader != "replica-b" || st.Sessions[0].Token != 2 {
 		t.Fatalf("status after the failover: %+v", st.Sessions)
 	}
 	net.mu.Lock()

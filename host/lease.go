@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/internal/observe"
 )
 
 // heartbeat extends a lease every third of its length while work runs. If the
@@ -44,7 +45,7 @@ type leases struct {
 	owner string
 	// base is cancelled when the bot stops or crashes.
 	base    context.Context
-	metrics *counters
+	metrics *observe.Counters
 	log     *slog.Logger
 }
 
@@ -83,7 +84,7 @@ func (l *leases) heartbeatAfter(lease, first time.Duration, extend func(ctx cont
 				}
 				if errors.Is(err, durability.ErrStaleLease) {
 					h.lost.Store(true)
-					l.metrics.staleLeases.Add(1)
+					l.metrics.StaleLeases.Add(1)
 					l.log.Warn("lease lost to another owner; stopping this work", "err", err)
 					cancel()
 					return
@@ -126,7 +127,7 @@ func (b *Bot) turnLease(ctx context.Context, rec *durability.InboxRecord) (*hear
 		err := b.inbox.Extend(ctx, rec.ID, rec.Token, until)
 		switch {
 		case errors.Is(err, durability.ErrStaleLease):
-			b.metrics.staleLeases.Add(1)
+			b.metrics.StaleLeases.Add(1)
 			b.log.Warn("lease lost while queued: another owner claimed the record; skipping it here", "id", rec.ID)
 			return nil, false
 		case err != nil:

@@ -5,179 +5,129 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/botrun/botrun/abi"
 	"log/slog"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/ops"
 )
 
-// ListInbox lists inbound records (state "dead" is the inbound DLQ).
-func (b *Bot) ListInbox(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error) {
-	return b.inbox.List(ctx, f)
+// Operator is the bot's operator (host/ops): what the admin API reads and
+// does, acting on this running bot.
+func (b *Bot) Operator() *ops.Operator { return b.op }
+
+// NewOperator is an operator over the journals j (and the backend's Kv kv,
+// nil without one) of the bot cfg describes, with no running bot: botrun's
+// CLI, from another process than the bot's.
+func NewOperator(cfg *config.Config, j durability.Journals, kv durability.Kv) *ops.Operator {
+	return ops.New(operatorOptions(cfg, j, kv))
 }
 
-// ListOutbox lists sends (state "dead" is the outbound DLQ; a pending send
-// held until later shows as "scheduled").
-func (b *Bot) ListOutbox(ctx context.Context, f durability.ListFilter) ([]durability.OutboxRecord, error) {
-	return durability.ListShown(ctx, b.outbox, f, time.Now().UnixMilli())
+// operatorOptions are the settings of an operator of the bot cfg
+// describes, over its journals j and Kv kv.
+func operatorOptions(cfg *config.Config, j durability.Journals, kv durability.Kv) ops.Options {
+	var sessions []string
+	for _, p := range sessionProviders(cfg) {
+		sessions = append(sessions, p.ID)
+	}
+	return ops.Options{Journals: j, Kv: kv, Scope: Scope(cfg).ID() + "/", Sessions: sessions, Book: book{}}
 }
 
-// InboxRecord reads one inbound record (durability.ErrNotFound when there
-// is none).
-func (b *Bot) InboxRecord(ctx context.Context, id string) (durability.InboxRecord, error) {
-	return b.inbox.Get(ctx, id)
+// newOperator is b's operator (Bot.Operator).
+func newOperator(b *Bot) *ops.Operator {
+	o := operatorOptions(b.cfg, durability.Journals{Inbox: b.inbox, Outbox: b.outbox, State: b.state}, b.kv)
+	o.Live = live{b}
+	return ops.New(o)
 }
 
-// OutboxRecord reads one send by its key (durability.ErrNotFound when there
-// is none); a pending send held until later shows as "scheduled".
-func (b *Bot) OutboxRecord(ctx context.Context, key string) (durability.OutboxRecord, error) {
-	rec, err := b.outbox.Get(ctx, key)
-	if err == nil {
-		rec.State = rec.Shown(nowMs())
-	}
-	return rec, err
+// live is the running bot as its operator acts on it (ops.Live).
+type live struct{ b *Bot }
+
+func (l live) Replayed() { l.b.metrics.InboundReplayed.Add(1) }
+
+func (l live) Submit(rec durability.InboxRecord) {
+	l.b.dispatch.submit(job{chatKey: chatKey(rec.Provider, rec.Chat), id: rec.ID})
 }
 
-// ReplayInbound processes a done, failed or dead inbound record again, with a
-// fresh attempt budget. Its sends are answered from the outbox where their keys
-// are journaled.
-func (b *Bot) ReplayInbound(ctx context.Context, id string) error {
-	if err := b.inbox.Replay(ctx, id, nowMs()); err != nil {
-		return err
-	}
-	b.metrics.inboundReplayed.Add(1)
-	rec, err := b.inbox.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	b.dispatch.submit(job{chatKey: chatKey(rec.Provider, rec.Chat), id: id})
-	return nil
+func (l live) Wake()                        { l.b.wakeSweeper() }
+func (l live) Leads(providerID string) bool { return l.b.leaders.refuse(providerID) == nil }
+func (l live) MaxBroadcast() int            { return l.b.cfg.Bot.MaxBroadcast }
+func (l live) Journaled(n int)              { l.b.metrics.OutboxJournaled.Add(int64(n)) }
+func (l live) Configured(providerID string) bool {
+	_, ok := l.b.providers[providerID]
+	return ok
 }
 
-// RetrySend sends a dead, failed or unknown send again.
-func (b *Bot) RetrySend(ctx context.Context, key string) error {
-	if err := RetrySend(ctx, b.outbox, key); err != nil {
-		return err
-	}
-	b.wakeSweeper()
-	return nil
+// heldLease is one leased record (a chat turn's, for a status): its
+// owner and lease expiry.
+type heldLease struct {
+	owner string
+	until int64
 }
 
-// RetrySend makes the send key (dead, failed or unknown) due again, for a
-// running bot's sweeper: POST /admin/outbox/{key}/retry and botrun retry
-// (from another process) both retry through it. Delivered then, the send
-// runs the module's botrun_after_send, which was settled without running
-// while the send was dead or unknown.
-func RetrySend(ctx context.Context, outbox durability.OutboxJournal, key string) error {
-	if err := outbox.Retry(ctx, key, nowMs()); err != nil {
-		return err
-	}
-	if err := rearmAfterSend(ctx, outbox, key); err != nil {
-		return fmt.Errorf("re-arming the botrun_after_send of %s: %w", key, err)
-	}
-	return nil
+// book is the turn's rule book as an operator's actions need it (ops.Book).
+type book struct{}
+
+// Broadcast journals an operator's broadcast (ops.Book): botrun
+// broadcast, POST /admin/broadcast, and the guest's broadcast all journal
+// through broadcast.
+func (book) Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
+	return broadcast(ctx, outbox, providerID, "", req, nil)
 }
 
-// Discard forgets a send: a later send with its key goes out again.
-func (b *Bot) Discard(ctx context.Context, key string) error {
-	return DiscardSend(ctx, b.outbox, key)
+func (book) Rearm(ctx context.Context, outbox durability.OutboxJournal, key string) error {
+	return rearmAfterSend(ctx, outbox, key)
 }
 
-// DiscardSend deletes the send key and the later parts of its text
-// (key#2, key#3, …): discarding a scheduled send cancels all of it.
-func DiscardSend(ctx context.Context, outbox durability.OutboxJournal, key string) error {
-	if err := outbox.Discard(ctx, key); err != nil {
-		return err
-	}
-	return discardRest(ctx, outbox, key, nil)
+func (book) AfterSendKey(key string) string  { return afterSendKey(key) }
+func (book) Internal(providerID string) bool { return InternalProvider(providerID) }
+
+func (book) Inbound(payload []byte) (abi.Event, error) {
+	ev, _, err := ParseJournaled(payload)
+	return ev, err
 }
 
-// discardRest deletes what goes with the deleted send key: its
-// after_send record and the later parts of its text, up to the first part
-// missing that is not in gone (parts deleted already).
-func discardRest(ctx context.Context, outbox durability.OutboxJournal, key string, gone map[string]bool) error {
-	// A later send under the key journals its own botrun_after_send.
-	if err := outbox.Discard(ctx, afterSendKey(key)); err != nil && !errors.Is(err, durability.ErrNotFound) {
-		return err
+func (book) Outbound(payload []byte) (string, *abi.Media, error) {
+	var m outMsg
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return "", nil, err
 	}
-	for n := 2; ; n++ {
-		part := fmt.Sprintf("%s#%d", key, n)
-		if gone[part] {
-			continue
-		}
-		err := outbox.Discard(ctx, part)
-		if errors.Is(err, durability.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
+	return m.Text, m.Media, nil
 }
 
-// DiscardInbound deletes a dead inbound record (the operator's explicit
-// deletion of one dead letter): the channel's redelivery of its message is
-// processed as a new message.
-func (b *Bot) DiscardInbound(ctx context.Context, id string) error {
-	return b.inbox.Discard(ctx, id)
+func (book) Turns(ctx context.Context, kv durability.Kv, group string) ([]ops.Lease, error) {
+	held, err := heldTurns(ctx, kv, group)
+	out := make([]ops.Lease, len(held))
+	for i, h := range held {
+		out[i] = ops.Lease{Owner: h.owner, Until: h.until}
+	}
+	return out, err
 }
 
-// PurgeDeadLetters deletes the dead letters completed before before (Unix
-// ms): the dead inbound records, and the dead and unknown sends with what
-// goes with each (as DiscardSend). It returns how many inbound records and
-// sends it deleted.
-func (b *Bot) PurgeDeadLetters(ctx context.Context, before int64) (inbox, outbox int, err error) {
-	return PurgeDeadLetters(ctx, b.inbox, b.outbox, before)
+// Enqueue journals an operator's send (ops.Book).
+func (book) Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
+	return enqueue(ctx, outbox, providerID, chat, text, key, at)
 }
 
-// PurgeDeadLetters is Bot.PurgeDeadLetters on journals (the CLI's botrun
-// purge --dead).
-func PurgeDeadLetters(ctx context.Context, in durability.InboxJournal, out durability.OutboxJournal, before int64) (inbox, outbox int, err error) {
-	ids, err := in.PurgeDead(ctx, before)
-	if err != nil {
-		return len(ids), 0, fmt.Errorf("purging the inbound dead letters: %w", err)
-	}
-	keys, err := out.PurgeDead(ctx, before)
-	gone := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		gone[k] = true
-	}
-	for _, k := range keys {
-		if err != nil {
-			break
-		}
-		err = discardRest(ctx, out, k, gone)
-	}
-	if err != nil {
-		return len(ids), len(keys), fmt.Errorf("purging the outbound dead letters: %w", err)
-	}
-	return len(ids), len(keys), nil
-}
-
-// ErrInvalidSend is wrapped by the errors of Enqueue, SendLater and
-// BroadcastLater for a request that can never be journaled (a bad name, a
-// missing field, an unknown provider); their other errors are the journal's.
-var ErrInvalidSend = errors.New("invalid send")
-
-// Enqueue journals a send made outside any handler (an operator's, a
-// script's), for a running bot's sweeper to deliver: now, or held until at
-// (Unix ms) when at is later. Without a key, a random one. It works on a
-// running bot's backend from another process (SQLite, PostgreSQL, Redis). A
-// key already journaled answers from its record.
-func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
+// enqueue journals a send made outside any handler (an operator's, a
+// script's, an alert's), for a running bot's sweeper to deliver: now, or
+// held until at (Unix ms) when at is later. Without a key, a random one. It
+// works on a running bot's backend from another process (SQLite,
+// PostgreSQL, Redis). A key already journaled answers from its record.
+func enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
 	if key == "" {
 		key = "rnd:" + randomID()
 	}
 	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckKey("idempotency key", key)); err != nil {
-		return abi.SendResult{}, fmt.Errorf("send: %w: %w", ErrInvalidSend, err)
+		return abi.SendResult{}, fmt.Errorf("send: %w: %w", ops.ErrInvalidSend, err)
 	}
 	if text == "" || chat == "" || providerID == "" {
-		return abi.SendResult{}, fmt.Errorf("send: %w: a provider, a chat and a text are required", ErrInvalidSend)
+		return abi.SendResult{}, fmt.Errorf("send: %w: a provider, a chat and a text are required", ops.ErrInvalidSend)
 	}
 	if at < 0 {
-		return abi.SendResult{}, fmt.Errorf("send: %w: at %d is negative (Unix milliseconds)", ErrInvalidSend, at)
+		return abi.SendResult{}, fmt.Errorf("send: %w: at %d is negative (Unix milliseconds)", ops.ErrInvalidSend, at)
 	}
 	payload, _ := json.Marshal(outMsg{Text: text})
 	now := time.Now().UnixMilli()
@@ -196,27 +146,6 @@ func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 		res.Status = abi.SendScheduled
 	}
 	return res, nil
-}
-
-// SendLater journals a send for this bot's sweeper (see Enqueue) and wakes it.
-func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
-	if _, ok := b.providers[providerID]; !ok || InternalProvider(providerID) {
-		return abi.SendResult{}, fmt.Errorf("send: %w: provider %q is not configured", ErrInvalidSend, providerID)
-	}
-	res, err := Enqueue(ctx, b.outbox, providerID, chat, text, key, at)
-	if err == nil && b.leaders.refuse(providerID) == nil {
-		b.wakeSweeper() // (a standby leaves it to the leader's next sweep)
-	}
-	return res, err
-}
-
-// Broadcast journals one send of text to each chat, under the key
-// "<keyPrefix>:<chat>", for a running bot's sweeper to deliver (held until
-// at when it is later): botrun broadcast, POST /admin/broadcast, and the
-// guest's broadcast all journal through it. A key journaled before is not
-// sent again (it counts in Existing).
-func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
-	return broadcast(ctx, outbox, providerID, inbound, req, nil)
 }
 
 // chatHook runs a module's send hooks on one chat's send of a broadcast:
@@ -278,27 +207,6 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 	}
 	return res, nil
 }
-
-// BroadcastLater journals a broadcast for this bot's sweeper (see
-// Broadcast) and wakes it.
-func (b *Bot) BroadcastLater(ctx context.Context, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
-	if _, ok := b.providers[providerID]; !ok || InternalProvider(providerID) {
-		return abi.BroadcastResult{}, fmt.Errorf("broadcast: %w: provider %q is not configured", ErrInvalidSend, providerID)
-	}
-	if max := b.cfg.Bot.MaxBroadcast; len(req.Chats) > max {
-		return abi.BroadcastResult{}, fmt.Errorf("broadcast: %w: %d chats, over bot.max_broadcast (%d)", ErrInvalidSend, len(req.Chats), max)
-	}
-	res, err := Broadcast(ctx, b.outbox, providerID, "", req)
-	if err == nil {
-		b.metrics.outboxJournaled.Add(int64(res.Journaled))
-		b.wakeSweeper()
-	}
-	return res, err
-}
-
-// ModuleDigest is the sha256 digest of the module that runs the bot's turns
-// now (after a hot reload, the new one).
-func (b *Bot) ModuleDigest() string { return b.guest.Digest() }
 
 // Logger is the bot's logger, for the surfaces mounted on it (the admin
 // API's log of operator actions).

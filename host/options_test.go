@@ -132,8 +132,8 @@ func TestOption_InboxLease_HeartbeatKeepsALongHandler(t *testing.T) {
 	if !a.quiet(1, 60*time.Second) {
 		t.Fatal("did not settle")
 	}
-	if runs.Load() != 1 || a.Metrics().StaleLeases != 0 || len(ch.texts()) != 1 {
-		t.Fatalf("runs %d, stale %d, sends %q: the live lease was taken", runs.Load(), a.Metrics().StaleLeases, ch.texts())
+	if runs.Load() != 1 || a.Observer().Metrics().StaleLeases != 0 || len(ch.texts()) != 1 {
+		t.Fatalf("runs %d, stale %d, sends %q: the live lease was taken", runs.Load(), a.Observer().Metrics().StaleLeases, ch.texts())
 	}
 }
 
@@ -157,11 +157,11 @@ func TestOption_InboxLease_ExpiredLeaseTakenOverAndLateCompletionRefused(t *test
 	b := newTestBot(t, cfgB, shared, reply("b: "), ch)
 	defer b.stop(t)
 	if !waitFor(60*time.Second, func() bool { return ch.count("c1", "b: x") == 1 }) {
-		t.Fatalf("replica b did not take over the expired lease: %+v; b metrics %+v", b.inboxState(t, "web:m1"), b.Metrics())
+		t.Fatalf("replica b did not take over the expired lease: %+v; b metrics %+v", b.inboxState(t, "web:m1"), b.Observer().Metrics())
 	}
 	close(release)
-	if !waitFor(60*time.Second, func() bool { return a.Metrics().StaleLeases == 1 }) {
-		t.Fatalf("late completion not counted: %+v", a.Metrics())
+	if !waitFor(60*time.Second, func() bool { return a.Observer().Metrics().StaleLeases == 1 }) {
+		t.Fatalf("late completion not counted: %+v", a.Observer().Metrics())
 	}
 	a.stop(t)
 	if r := b.inboxState(t, "web:m1"); r.State != durability.InboxDone || r.Owner != "b" {
@@ -221,7 +221,7 @@ func TestOption_OutboxRetries_ThenDead(t *testing.T) {
 	if r.State != durability.OutboxDead || r.Attempts != 3 || ch.calls != 3 {
 		t.Fatalf("record %+v after %d calls; want dead after 1 + retries(2) = 3 calls", r, ch.calls)
 	}
-	if m := b.Metrics(); m.OutboxDead != 1 || m.OutboxRetried != 2 {
+	if m := b.Observer().Metrics(); m.OutboxDead != 1 || m.OutboxRetried != 2 {
 		t.Fatalf("metrics %+v", m)
 	}
 }
@@ -292,7 +292,7 @@ func TestOption_OutboxInlineMax_DeferredWithKeyThenSweeperDelivers(t *testing.T)
 			if !b.quiet(1, 60*time.Second) || ch.count("c1", "hello") != 1 {
 				t.Fatalf("the sweeper did not deliver: %q", ch.texts())
 			}
-			if m := b.Metrics(); m.OutboxDeferred != 1 {
+			if m := b.Observer().Metrics(); m.OutboxDeferred != 1 {
 				t.Fatalf("outbox_deferred = %d", m.OutboxDeferred)
 			}
 		})
@@ -334,8 +334,8 @@ func TestOption_OnDiverged_ExplicitKeysNeverCompared(t *testing.T) {
 	text = "second"
 	b.admit(t, "c1", "m2", "y")
 	b.quiet(2, 60*time.Second)
-	if got := ch.texts(); len(got) != 1 || got[0] != "first" || b.Metrics().OutboxDiverged != 0 || b.Metrics().OutboxDeduped != 1 {
-		t.Fatalf("sends %q, metrics %+v: an explicit key names the send", got, b.Metrics())
+	if got := ch.texts(); len(got) != 1 || got[0] != "first" || b.Observer().Metrics().OutboxDiverged != 0 || b.Observer().Metrics().OutboxDeduped != 1 {
+		t.Fatalf("sends %q, metrics %+v: an explicit key names the send", got, b.Observer().Metrics())
 	}
 }
 
@@ -355,8 +355,8 @@ func TestOption_MaxPayloadBytes_BypassesTheOutbox(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	b.quiet(1, 60*time.Second)
-	if out, _ := b.ListOutbox(context.Background(), durability.ListFilter{}); len(out) != 0 || b.Metrics().OutboxBypassed != 1 || len(ch.texts()) != 1 {
-		t.Fatalf("outbox %v, metrics %+v", out, b.Metrics())
+	if out, _ := b.Operator().ListOutbox(context.Background(), durability.ListFilter{}); len(out) != 0 || b.Observer().Metrics().OutboxBypassed != 1 || len(ch.texts()) != 1 {
+		t.Fatalf("outbox %v, metrics %+v", out, b.Observer().Metrics())
 	}
 }
 
@@ -415,7 +415,7 @@ func TestOption_OutboxLease_MinimumAndHeartbeat(t *testing.T) {
 	if !a.quiet(1, 60*time.Second) {
 		t.Fatal("did not settle")
 	}
-	if m := b.Metrics(); m.OutboxAmbiguous != 0 || ch.count("c1", "r: x") != 1 {
+	if m := b.Observer().Metrics(); m.OutboxAmbiguous != 0 || ch.count("c1", "r: x") != 1 {
 		t.Fatalf("replica b took a live send as ambiguous: %+v, %q", m, ch.texts())
 	}
 }
@@ -462,8 +462,8 @@ func TestOption_Retention_PurgesSettledRecords(t *testing.T) {
 				window = 60 * time.Second
 			}
 			purged := waitFor(window, func() bool {
-				in, _ := b.ListInbox(context.Background(), durability.ListFilter{})
-				out, _ := b.ListOutbox(context.Background(), durability.ListFilter{})
+				in, _ := b.Operator().ListInbox(context.Background(), durability.ListFilter{})
+				out, _ := b.Operator().ListOutbox(context.Background(), durability.ListFilter{})
 				return len(in) == 0 && len(out) == 0
 			})
 			if purged != (retention != "0") {
@@ -653,27 +653,27 @@ func TestOperations_ListRetryDiscard(t *testing.T) {
 	ctx := context.Background()
 	b.admit(t, "c1", "m1", "x")
 	b.quiet(1, 60*time.Second)
-	dead, _ := b.ListOutbox(ctx, durability.ListFilter{State: "dead"})
+	dead, _ := b.Operator().ListOutbox(ctx, durability.ListFilter{State: "dead"})
 	if len(dead) != 1 {
 		t.Fatalf("outbound DLQ %v", dead)
 	}
 	ch.mu.Lock()
 	ch.fail = nil
 	ch.mu.Unlock()
-	if err := b.RetrySend(ctx, dead[0].Key); err != nil {
+	if err := b.Operator().RetrySend(ctx, dead[0].Key); err != nil {
 		t.Fatal(err)
 	}
 	if !waitFor(60*time.Second, func() bool { return ch.count("c1", "r: x") == 1 }) {
 		t.Fatal("retry did not send")
 	}
-	if err := b.RetrySend(ctx, dead[0].Key); !errors.Is(err, durability.ErrInvalidState) {
+	if err := b.Operator().RetrySend(ctx, dead[0].Key); !errors.Is(err, durability.ErrInvalidState) {
 		t.Fatalf("retry of a sent record: %v", err)
 	}
-	if err := b.Discard(ctx, dead[0].Key); err != nil {
+	if err := b.Operator().Discard(ctx, dead[0].Key); err != nil {
 		t.Fatal(err)
 	}
 	// The discarded key sends again on a replay.
-	if err := b.ReplayInbound(ctx, "web:m1"); err != nil {
+	if err := b.Operator().ReplayInbound(ctx, "web:m1"); err != nil {
 		t.Fatal(err)
 	}
 	if !waitFor(60*time.Second, func() bool { return ch.count("c1", "r: x") == 2 }) {
@@ -681,51 +681,11 @@ func TestOperations_ListRetryDiscard(t *testing.T) {
 	}
 	// The reply goes out before the record completes: wait for the completion.
 	if !waitFor(60*time.Second, func() bool {
-		in, _ := b.ListInbox(ctx, durability.ListFilter{State: "done", Chat: "c1"})
+		in, _ := b.Operator().ListInbox(ctx, durability.ListFilter{State: "done", Chat: "c1"})
 		return len(in) == 1
 	}) {
-		in, _ := b.ListInbox(ctx, durability.ListFilter{})
+		in, _ := b.Operator().ListInbox(ctx, durability.ListFilter{})
 		t.Fatalf("inbox list %v", in)
-	}
-}
-
-// TestMetrics_TheSeedsThirteenCounters: the seed's thirteen counters, and
-// inbound_refused (admissions refused past bot.max_queue).
-func TestMetrics_TheSeedsCountersAndOurs(t *testing.T) {
-	b, _ := json.Marshal(Metrics{})
-	var m map[string]int64
-	json.Unmarshal(b, &m)
-	want := []string{"inbound_journaled", "inbound_duplicates", "inbound_replayed", "inbound_dead", "outbox_journaled",
-		"outbox_deduped", "outbox_retried", "outbox_deferred", "outbox_dead", "outbox_ambiguous", "outbox_bypassed",
-		"stale_leases", "outbox_diverged", "inbound_refused", "modules_loaded", "modules_refused", "replays_on_new_module", "outbox_ambiguous_resolved", "provider_not_leader"}
-	if len(m) != len(want) {
-		t.Fatalf("%d counters: %v", len(m), m)
-	}
-	for _, k := range want {
-		if _, ok := m[k]; !ok {
-			t.Fatalf("missing %s", k)
-		}
-	}
-}
-
-// TestMetrics_PrometheusNamesAreTheJSONNames: every counter of the JSON
-// metrics is exported to Prometheus as botrun_<its JSON name>_total, and no
-// other (the module reload counters were named apart).
-func TestMetrics_PrometheusNamesAreTheJSONNames(t *testing.T) {
-	b, _ := json.Marshal(Metrics{})
-	var m map[string]int64
-	json.Unmarshal(b, &m)
-	prom := map[string]bool{}
-	for _, c := range counterDefs {
-		prom[c.name] = true
-		if _, ok := m[c.name]; !ok {
-			t.Errorf("Prometheus counter botrun_%s_total has no JSON counter %q", c.name, c.name)
-		}
-	}
-	for k := range m {
-		if !prom[k] {
-			t.Errorf("JSON counter %q is not exported as botrun_%s_total", k, k)
-		}
 	}
 }
 
@@ -805,7 +765,7 @@ func TestMediaLoad_Reasons(t *testing.T) {
 	}
 	b.quiet(1, 60*time.Second)
 	// A replay has the journaled ones.
-	if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
+	if err := b.Operator().ReplayInbound(context.Background(), "web:m1"); err != nil {
 		t.Fatal(err)
 	}
 	want = []string{"bytes of photo-1?sig=fresh", "not-durable", "rehydrate-failed", "rehydrate-failed", "too large"}
@@ -818,7 +778,7 @@ func TestMediaLoad_Reasons(t *testing.T) {
 	// The same journal under a provider "web" that no longer stores refs.
 	b2 := newTestBot(t, cfg, backend, h, newChannel())
 	defer b2.stop(t)
-	if err := b2.ReplayInbound(context.Background(), "web:m1"); err != nil {
+	if err := b2.Operator().ReplayInbound(context.Background(), "web:m1"); err != nil {
 		t.Fatal(err)
 	}
 	want = []string{"provider-mismatch", "not-durable", "provider-mismatch", "provider-mismatch", "provider-mismatch"}
@@ -860,7 +820,7 @@ func TestOption_InboxMediaRefs(t *testing.T) {
 				t.Fatalf("the first run saw refs %q, want the channel's live ones", live)
 			}
 			b.quiet(1, 60*time.Second)
-			if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
+			if err := b.Operator().ReplayInbound(context.Background(), "web:m1"); err != nil {
 				t.Fatal(err)
 			}
 			got := <-refs
@@ -1047,7 +1007,7 @@ func TestOption_MaxEventBytes_BoundsWhatOneEventSends(t *testing.T) {
 // their payloads.
 func (b *testBot) journaled(t *testing.T) (records, bytes int) {
 	t.Helper()
-	out, err := b.ListOutbox(context.Background(), durability.ListFilter{Limit: 1000})
+	out, err := b.Operator().ListOutbox(context.Background(), durability.ListFilter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

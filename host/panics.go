@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/botrun/botrun/host/channel"
 )
 
@@ -17,28 +15,16 @@ import (
 // again at every restart. Each is logged with the channel's id and counted
 // in botrun_channel_panics_total{channel}.
 
-// newPanicCounter is botrun_channel_panics_total.
-func newPanicCounter() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "botrun_channel_panics_total",
-		Help: "Panics recovered in a channel's loop, webhook handler or input (the input skipped or refused), by channel."}, []string{"channel"})
-}
-
-// newSkipCounter is botrun_channel_skipped_total.
-func newSkipCounter() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "botrun_channel_skipped_total",
-		Help: "Inputs a channel took and did not admit by design (automatic: an auto-reply, after RFC 3834; sender: an email whose sender is not one From address), by channel and reason."}, []string{"channel", "reason"})
-}
-
 // channelEnv is the part of a channel's Env that recovering its panics and
 // counting its skipped inputs need: its id, the log and the counters.
 func (b *Bot) channelEnv(id string) channel.Env {
 	return channel.Env{ID: id, Logger: b.log, Panicked: func() {
 		if b.obs != nil {
-			b.obs.panics.WithLabelValues(id).Inc()
+			b.obs.Panics.WithLabelValues(id).Inc()
 		}
 	}, Skipped: func(reason string) {
 		if b.obs != nil {
-			b.obs.skipped.WithLabelValues(id, reason).Inc()
+			b.obs.Skipped.WithLabelValues(id, reason).Inc()
 		}
 	}}
 }

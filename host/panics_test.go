@@ -133,7 +133,7 @@ func (preparePanics) Delivered(channel.Outbound, string) {
 // channelPanics reads botrun_channel_panics_total{channel=id}.
 func channelPanics(t *testing.T, b *Bot, id string) float64 {
 	t.Helper()
-	families, err := b.Gatherer().Gather()
+	families, err := b.Observer().Gatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestChannelOutageDefersNotDeadLetters(t *testing.T) {
 			if st := b.inboxState(t, "web:m1").State; st != durability.InboxDone {
 				t.Fatalf("inbound record is %s during the outage, want done", st)
 			}
-			if m := b.Metrics(); m.OutboxDeferred != 1 || m.InboundDead != 0 {
+			if m := b.Observer().Metrics(); m.OutboxDeferred != 1 || m.InboundDead != 0 {
 				t.Fatalf("outbox_deferred = %d, inbound_dead = %d; want 1 and 0", m.OutboxDeferred, m.InboundDead)
 			}
 			if n := ch.count("c1", "echo: hola"); n != 0 {
@@ -177,7 +177,7 @@ func TestScopeSeparatesTenantsAndEnvironments(t *testing.T) {
 		if n := ch.count("c1", "reminder"); n != 1 {
 			t.Fatalf("%+v: the explicit key reminder:1 was sent %d times in its own scope, want 1", s, n)
 		}
-		in, err := b.ListInbox(context.Background(), durability.ListFilter{})
+		in, err := b.Operator().ListInbox(context.Background(), durability.ListFilter{})
 		if err != nil || len(in) != 1 {
 			t.Fatalf("%+v: sees %d inbox records (%v), want only its own", s, len(in), err)
 		}
@@ -200,7 +200,7 @@ func TestControlCharactersRejected(t *testing.T) {
 			t.Fatalf("admit %#v: %v, want ErrInvalidMessage", m, err)
 		}
 	}
-	if in, err := b.ListInbox(context.Background(), durability.ListFilter{}); err != nil || len(in) != 0 {
+	if in, err := b.Operator().ListInbox(context.Background(), durability.ListFilter{}); err != nil || len(in) != 0 {
 		t.Fatalf("journaled %d records (%v), want none", len(in), err)
 	}
 	// Text may hold any character.
@@ -276,7 +276,7 @@ func TestChannelOutageDefersLaterSendsWithoutWaiting(t *testing.T) {
 			t.Fatalf("send %d waited inline again: %+v", i+1, res)
 		}
 	}
-	if m := b.Metrics(); m.OutboxDeferred != 3 {
+	if m := b.Observer().Metrics(); m.OutboxDeferred != 3 {
 		t.Fatalf("outbox_deferred = %d, want 3", m.OutboxDeferred)
 	}
 	down.Store(false)

@@ -117,7 +117,7 @@ func TestAdmissionQueueBounded(t *testing.T) {
 			t.Fatalf("refused %s was journaled (%v)", id, err)
 		}
 	}
-	if got := b.Metrics().InboundRefused; got != int64(len(refused)) {
+	if got := b.Observer().Metrics().InboundRefused; got != int64(len(refused)) {
 		t.Errorf("inbound_refused = %d, want %d", got, len(refused))
 	}
 	close(g.open)
@@ -219,7 +219,7 @@ func TestHeartbeatStartsWithTurn(t *testing.T) {
 	if _, err := b.inbox.Claim(ctx, "web:m1", durability.Lease{Owner: "replica-2", Now: now, Until: now + time.Hour.Milliseconds()}); err != nil {
 		t.Fatalf("another replica could not claim m1 after its lease expired: %v", err)
 	}
-	stale := b.Metrics().StaleLeases
+	stale := b.Observer().Metrics().StaleLeases
 	close(g.open)
 	if !waitFor(60*time.Second, func() bool {
 		for i := 0; i <= queued; i++ {
@@ -243,7 +243,7 @@ func TestHeartbeatStartsWithTurn(t *testing.T) {
 			t.Errorf("%s ran %d times, record %s after %d attempts; want once, done, 1", id, g.ran(id), r.State, r.Attempts)
 		}
 	}
-	if got := b.Metrics().StaleLeases; got != stale+1 {
+	if got := b.Observer().Metrics().StaleLeases; got != stale+1 {
 		t.Errorf("stale_leases went from %d to %d, want one more (m1)", stale, got)
 	}
 }

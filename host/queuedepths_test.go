@@ -49,7 +49,7 @@ func TestQueueDepthsCountDeadLettersBehindOlderRecords(t *testing.T) {
 	if err := b.outbox.MarkFailed(ctx, "web:dead:1", 1, "refused", durability.FailOptions{Now: 30_001, Dead: true}); err != nil {
 		t.Fatal(err)
 	}
-	inbox, outbox, err := b.QueueDepths(ctx)
+	inbox, outbox, err := b.Observer().QueueDepths(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -36,7 +37,7 @@ type reloader struct {
 	// refused, when set, alerts the operator of a refused module.
 	refused func(err error)
 	// history, when set, keeps the module's changes.
-	history *moduleHistory
+	history *observe.ModuleHistory
 
 	mu  sync.Mutex
 	cur *loaded
@@ -55,7 +56,7 @@ func newReloader(engine *wasm.Engine, path string, mod *wasm.Module, b *Bot) *re
 	r := &reloader{engine: engine, path: path, cur: &loaded{mod: mod},
 		log: b.log.Info, logErr: b.log.Error, history: &b.modules}
 	if b.alerts != nil {
-		r.refused = func(err error) { b.alerts.emit(Alert{Name: AlertModuleRefused, ID: path, Error: err.Error()}) }
+		r.refused = func(err error) { b.alerts.Emit(Alert{Name: AlertModuleRefused, ID: path, Error: err.Error()}) }
 	}
 	return r
 }
@@ -64,7 +65,7 @@ func newReloader(engine *wasm.Engine, path string, mod *wasm.Module, b *Bot) *re
 // operator's alerts and the module history.
 func (r *reloader) refuse(module []byte, err error) {
 	if r.history != nil {
-		r.history.add("refused", module, "", err)
+		r.history.Add("refused", module, "", err)
 	}
 	if r.refused != nil {
 		r.refused(err)
@@ -190,7 +191,7 @@ func (r *reloader) watch(ctx context.Context) error {
 					r.refuse(b, err)
 				case swapped:
 					if r.history != nil {
-						r.history.add("reloaded", nil, r.Digest(), nil)
+						r.history.Add("reloaded", nil, r.Digest(), nil)
 					}
 					r.log("hot reload: new module live", "module", r.path, "sha256", r.Digest()[:12])
 				}

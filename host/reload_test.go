@@ -77,22 +77,22 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if m := bot.Metrics(); m.ModulesLoaded != 1 || m.ModulesRefused != 0 {
+	if m := bot.Observer().Metrics(); m.ModulesLoaded != 1 || m.ModulesRefused != 0 {
 		t.Fatalf("reloads %d, refused %d", m.ModulesLoaded, m.ModulesRefused)
 	}
 	replaceFile(t, module, []byte("not wasm at all"))
 	deadline = time.Now().Add(15 * time.Second)
 	for {
 		// The history's entry follows the counter.
-		if bot.Metrics().ModulesRefused == 1 && len(bot.ModuleHistory()) == 3 {
+		if bot.Observer().Metrics().ModulesRefused == 1 && len(bot.Observer().ModuleHistory()) == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the broken module was not refused (history %+v)", bot.ModuleHistory())
+			t.Fatalf("the broken module was not refused (history %+v)", bot.Observer().ModuleHistory())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	hist := bot.ModuleHistory()
+	hist := bot.Observer().ModuleHistory()
 	if len(hist) != 3 || hist[0].Event != "loaded" || hist[1].Event != "reloaded" || hist[1].Digest != bot.guest.Digest() ||
 		hist[2].Event != "refused" || hist[2].Error == "" || hist[0].Digest == hist[1].Digest {
 		t.Fatalf("module history: %+v", hist)
@@ -110,12 +110,12 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 	}
 	// c1 ran under the echo module: a replay now runs under the new one and
 	// is counted.
-	if err := bot.ReplayInbound(context.Background(), "web:c1"); err != nil {
+	if err := bot.Operator().ReplayInbound(context.Background(), "web:c1"); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		if bot.Metrics().ReplaysOnNewModule == 1 {
+		if bot.Observer().Metrics().ReplaysOnNewModule == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -260,7 +260,7 @@ func TestHotReloadUnderTrafficLosesNothing(t *testing.T) {
 	if !b.quiet(messages, 20*time.Second) {
 		t.Fatal("did not settle")
 	}
-	live, refused := b.Metrics().ModulesLoaded, b.Metrics().ModulesRefused
+	live, refused := b.Observer().Metrics().ModulesLoaded, b.Observer().Metrics().ModulesRefused
 	if live < 2 || refused != 0 {
 		t.Fatalf("reloads: %d live, %d refused", live, refused)
 	}

@@ -45,7 +45,7 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 			}
 			var key string
 			if !waitFor(30*time.Second, func() bool {
-				recs, _ := a.ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxScheduled)})
+				recs, _ := a.Operator().ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxScheduled)})
 				if len(recs) == 1 {
 					key = recs[0].Key
 				}
@@ -93,25 +93,25 @@ func TestSendLaterAndDiscard(t *testing.T) {
 	defer b.stop(t)
 	ctx := context.Background()
 	at := time.Now().Add(time.Hour).UnixMilli()
-	res, err := b.SendLater(ctx, "web", "c9", "cancel me", "op:1", at)
+	res, err := b.Operator().SendLater(ctx, "web", "c9", "cancel me", "op:1", at)
 	if err != nil || res.Status != abi.SendScheduled || res.Key != "op:1" {
 		t.Fatalf("SendLater: %+v %v", res, err)
 	}
-	if err := b.Discard(ctx, "op:1"); err != nil {
+	if err := b.Operator().Discard(ctx, "op:1"); err != nil {
 		t.Fatal(err)
 	}
 	// A send under the key of a scheduled one waits with it: it is not sent
 	// before its time.
-	if _, err := b.SendLater(ctx, "web", "c9", "held", "op:3", at); err != nil {
+	if _, err := b.Operator().SendLater(ctx, "web", "c9", "held", "op:3", at); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := b.Send(ctx, "web", "c9", "held", "op:3"); err != nil || res.Status != abi.SendScheduled {
 		t.Fatalf("a send with a scheduled key: %+v %v", res, err)
 	}
-	if _, err := b.SendLater(ctx, "_alerts", "c9", "x", "", 0); err == nil {
+	if _, err := b.Operator().SendLater(ctx, "_alerts", "c9", "x", "", 0); err == nil {
 		t.Fatal("SendLater accepted the internal alerts channel")
 	}
-	res, err = b.SendLater(ctx, "web", "c9", "now", "op:2", 0)
+	res, err = b.Operator().SendLater(ctx, "web", "c9", "now", "op:2", 0)
 	if err != nil || res.Status != abi.SendDeferred {
 		t.Fatalf("SendLater now: %+v %v", res, err)
 	}
@@ -121,7 +121,7 @@ func TestSendLaterAndDiscard(t *testing.T) {
 	if ch.count("c9", "cancel me") != 0 || ch.count("c9", "held") != 0 {
 		t.Fatal("a discarded scheduled send went out")
 	}
-	if _, err := b.SendLater(ctx, "nope", "c9", "x", "", 0); err == nil {
+	if _, err := b.Operator().SendLater(ctx, "nope", "c9", "x", "", 0); err == nil {
 		t.Fatal("SendLater accepted an unknown provider")
 	}
 }
@@ -162,7 +162,7 @@ func TestBroadcastSendsEachChatOnce(t *testing.T) {
 		t.Fatalf("a broadcast counts once against max_sends = 1: the event is %s (%s)", r.State, r.Error)
 	}
 	// A replay journals nothing new and sends nothing again.
-	if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
+	if err := b.Operator().ReplayInbound(context.Background(), "web:m1"); err != nil {
 		t.Fatal(err)
 	}
 	if !waitFor(30*time.Second, func() bool { return b.inboxState(t, "web:m1").Attempts == 1 && b.quiet(1, time.Millisecond) }) {

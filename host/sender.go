@@ -17,6 +17,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/internal/observe"
 )
 
 // sender owns the send path: it journals each send under its idempotency key
@@ -28,15 +29,15 @@ type sender struct {
 	outbox    durability.OutboxJournal
 	providers map[string]channel.Channel
 	policy    *policy
-	metrics   *counters
-	tr        tracing
+	metrics   *observe.Counters
+	tr        observe.Tracer
 	// sendTime observes each channel send's latency, by channel.
 	sendTime map[string]prometheus.Observer
 	log      *slog.Logger
 	// leases take and extend the sends' leases.
 	leases *leases
 	// alerts tell the operator of a dead or ambiguous send.
-	alerts *alerts
+	alerts *observe.Alerts
 	// wake asks the sweeper for a sweep now.
 	wake signal
 	// hooks run the module's botrun_after_send (nil: a guest without hooks).
@@ -188,8 +189,8 @@ func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendRe
 		// the channel.
 		res, err := o.enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
-			o.metrics.outboxDeferred.Add(1)
-			o.metrics.providerNotLeader.Add(1)
+			o.metrics.OutboxDeferred.Add(1)
+			o.metrics.ProviderNotLeader.Add(1)
 			res.Error = refused.Error()
 		}
 		return res, nil, err
@@ -230,10 +231,10 @@ func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendRe
 func (o *sender) bypass(ctx context.Context, prov channel.Channel, s sendSpec, size int) abi.SendResult {
 	if refused := o.leaders.refuse(s.provider); refused != nil {
 		// Nothing journals it for the leader: it cannot go from here.
-		o.metrics.providerNotLeader.Add(1)
+		o.metrics.ProviderNotLeader.Add(1)
 		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: fmt.Sprintf("payload over durability.outbox.max_payload_bytes (%d bytes), which is sent without the outbox: %v", size, refused)}
 	}
-	o.metrics.outboxBypassed.Add(1)
+	o.metrics.OutboxBypassed.Add(1)
 	o.log.WarnContext(ctx, "payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
 	// Split at the channel's text limit as a journaled send is: the parts
 	// go in order, and the first one the channel refuses ends the send.
@@ -321,10 +322,10 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func (o *sender) existing(rec durability.OutboxRecord) (abi.SendResult, bool) {
 	switch rec.State {
 	case durability.OutboxSent:
-		o.metrics.outboxDeduped.Add(1)
+		o.metrics.OutboxDeduped.Add(1)
 		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Ref: rec.Ref}, true
 	case durability.OutboxUnknown:
-		o.metrics.outboxDeduped.Add(1)
+		o.metrics.OutboxDeduped.Add(1)
 		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Error: "outcome unknown after a crash (on_ambiguous = skip)"}, true
 	case durability.OutboxDead:
 		return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: rec.Error}, true
@@ -341,7 +342,7 @@ func (o *sender) diverged(s sendSpec, p part, rec durability.OutboxRecord, fp st
 	if !s.derived || rec.Fingerprint == "" || rec.Fingerprint == fp {
 		return p.key, false
 	}
-	o.metrics.diverged.Add(1)
+	o.metrics.Diverged.Add(1)
 	o.log.Warn("replay produced other content under a derived key", "key", p.key, "on_diverged", map[bool]string{true: "send", false: "skip"}[o.policy.divergedSend])
 	if !o.policy.divergedSend {
 		return p.key, false
@@ -408,7 +409,7 @@ func (o *sender) sendPart(ctx context.Context, prov channel.Channel, s sendSpec,
 			break
 		}
 	} else {
-		o.metrics.outboxJournaled.Add(1)
+		o.metrics.OutboxJournaled.Add(1)
 	}
 	return o.deliverInline(ctx, prov, rec, hold)
 }
@@ -434,7 +435,7 @@ func (o *sender) journal(ctx context.Context, s sendSpec, p part) (abi.SendResul
 		}
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 	}
-	o.metrics.outboxJournaled.Add(1)
+	o.metrics.OutboxJournaled.Add(1)
 	if rec.RetryAt > rec.CreatedAt {
 		return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil
 	}
@@ -465,12 +466,12 @@ func (o *sender) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error
 // deliverInline calls the provider for a begun record and retries inline with
 // backoff until outbox.inline_max, then leaves it failed for the sweeper.
 func (o *sender) deliverInline(ctx context.Context, prov channel.Channel, rec durability.OutboxRecord, hold bool) (abi.SendResult, *pendingMark, error) {
-	_, span := o.tr.start(ctx, spanSend)
+	_, span := o.tr.Start(ctx, observe.SpanSend)
 	defer span.End()
-	idAttr(span, rec.Key, rec.Provider)
+	observe.IDAttr(span, rec.Key, rec.Provider)
 	inlineUntil := time.Now().Add(o.policy.inlineMax)
 	deferred := func(sendErr error) (abi.SendResult, *pendingMark, error) {
-		o.metrics.outboxDeferred.Add(1)
+		o.metrics.OutboxDeferred.Add(1)
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil, nil
 	}
 	for {
@@ -536,7 +537,7 @@ func (o *sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref st
 		return "", hb, false, &permanentError{fmt.Errorf("journaled content is unreadable: %w", err)}
 	}
 	if rec.Attempts > 1 {
-		o.metrics.outboxRetried.Add(1)
+		o.metrics.OutboxRetried.Add(1)
 	}
 	msg := toOutbound(rec.Chat, m, rec.Key)
 	if tp, ok := prov.(channel.Transactional); ok {
@@ -618,7 +619,7 @@ func (o *sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, re
 	err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, ref, at)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.staleLeases.Add(1)
+		o.metrics.StaleLeases.Add(1)
 		o.log.WarnContext(ctx, "sent, but the lease was lost to another owner", "key", rec.Key)
 	case err != nil:
 		o.log.ErrorContext(ctx, "sent, but recording it failed: the send is ambiguous until its lease expires", "key", rec.Key, "err", err)
@@ -640,8 +641,8 @@ func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 	if channel.Permanent(sendErr) || rec.Attempts >= 1+o.policy.retries {
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
 		if o.noteFailWrite(rec.Key, err) {
-			o.metrics.outboxDead.Add(1)
-			o.alerts.emit(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat, Error: sendErr.Error()})
+			o.metrics.OutboxDead.Add(1)
+			o.alerts.Emit(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat, Error: sendErr.Error()})
 		}
 		return 0, true, false
 	}
@@ -662,7 +663,7 @@ func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 // due again shortly, for the leader's sweeper, and not charged as an
 // attempt, so it never goes to the dead-letter queue for it.
 func (o *sender) handBack(ctx context.Context, rec durability.OutboxRecord, refused error) {
-	o.metrics.providerNotLeader.Add(1)
+	o.metrics.ProviderNotLeader.Add(1)
 	now := time.Now()
 	err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, refused.Error(),
 		durability.FailOptions{Now: now.UnixMilli(), RetryAt: now.Add(o.policy.notLeaderWait()).UnixMilli(), Refund: true})
@@ -673,7 +674,7 @@ func (o *sender) handBack(ctx context.Context, rec durability.OutboxRecord, refu
 func (o *sender) noteFailWrite(key string, err error) bool {
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.staleLeases.Add(1)
+		o.metrics.StaleLeases.Add(1)
 		return false
 	case err != nil:
 		o.log.Error("recording a failed send failed", "key", key, "err", err)
@@ -700,8 +701,8 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		return
 	}
 	if c.Ambiguous {
-		o.metrics.outboxAmbiguous.Add(1)
-		o.alerts.emit(Alert{Name: AlertAmbiguous, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat})
+		o.metrics.OutboxAmbiguous.Add(1)
+		o.alerts.Emit(Alert{Name: AlertAmbiguous, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat})
 		to := durability.OutboxUnknown
 		if o.policy.resend {
 			to = durability.OutboxPending
@@ -797,14 +798,14 @@ func (o *sender) settleAmbiguous(ctx context.Context, prov channel.Channel, rec 
 	if delivered {
 		err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, "", now)
 		if o.noteFailWrite(rec.Key, err) {
-			o.metrics.outboxAmbiguousResolved.Add(1)
+			o.metrics.OutboxAmbiguousResolved.Add(1)
 			o.log.InfoContext(ctx, "ambiguous send settled: the channel has it", "key", rec.Key)
 		}
 		return true
 	}
 	err := o.outbox.ResolveAmbiguous(ctx, rec.Key, rec.Token, durability.OutboxPending, now)
 	if o.noteFailWrite(rec.Key, err) {
-		o.metrics.outboxAmbiguousResolved.Add(1)
+		o.metrics.OutboxAmbiguousResolved.Add(1)
 		o.log.InfoContext(ctx, "ambiguous send settled: sent again, the channel takes it once", "key", rec.Key)
 		o.wake.notify()
 	}
@@ -825,7 +826,7 @@ func (o *sender) stillHeld(ctx context.Context, rec *durability.OutboxRecord) bo
 	err := o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.staleLeases.Add(1)
+		o.metrics.StaleLeases.Add(1)
 		o.log.WarnContext(ctx, "send's lease lost while queued: another owner claimed it; skipping it here", "key", rec.Key)
 		return false
 	case err != nil:

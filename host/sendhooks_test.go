@@ -13,6 +13,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -149,7 +150,7 @@ func TestBeforeSendRewritesAndCancels(t *testing.T) {
 	}
 	g.mu.Unlock()
 
-	if err := b.ReplayInbound(context.Background(), "web:m1"); err != nil {
+	if err := b.Operator().ReplayInbound(context.Background(), "web:m1"); err != nil {
 		t.Fatal(err)
 	}
 	if !waitFor(60*time.Second, func() bool {
@@ -160,7 +161,7 @@ func TestBeforeSendRewritesAndCancels(t *testing.T) {
 		t.Fatal("the replay did not run the hooks again")
 	}
 	check("after the replay")
-	if m := b.Metrics(); m.OutboxDiverged != 0 {
+	if m := b.Observer().Metrics(); m.OutboxDiverged != 0 {
 		t.Errorf("outbox_diverged = %d: a rewritten send is compared by its content before the hook", m.OutboxDiverged)
 	}
 }
@@ -215,7 +216,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 		}
 		return b.quiet(1, time.Millisecond)
 	}) {
-		recs, _ := b.ListOutbox(context.Background(), durability.ListFilter{})
+		recs, _ := b.Operator().ListOutbox(context.Background(), durability.ListFilter{})
 		t.Fatalf("the after_send records did not settle: %+v", recs)
 	}
 	for key, text := range keys {
@@ -242,11 +243,11 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 	if rec, err := b.outbox.Get(context.Background(), afterSendKey("web:m1:2")); err != nil || rec.State != durability.OutboxSent {
 		t.Errorf("the after_send record of a send dead at once: %+v, %v; want settled without running", rec, err)
 	}
-	dead, _ := b.ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxDead)})
+	dead, _ := b.Operator().ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxDead)})
 	if len(dead) != 2 || dead[0].Key != "web:m1:2" || dead[1].Key != "web:m1:4" {
 		t.Errorf("dead-letter queue %+v, want only the two dead sends", dead)
 	}
-	log, err := b.MessageLog(context.Background(), "c1", 0)
+	log, err := b.Operator().MessageLog(context.Background(), "c1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { return b.outboxRecord(t, afterSendKey("k1")).State == durability.OutboxSent }) {
 		t.Fatalf("record %+v, want sent", b.outboxRecord(t, afterSendKey("k1")))
 	}
-	if m := b.Metrics(); m.OutboxAmbiguous != 0 {
+	if m := b.Observer().Metrics(); m.OutboxAmbiguous != 0 {
 		t.Errorf("outbox_ambiguous = %d: a hook's record is run again, not counted ambiguous", m.OutboxAmbiguous)
 	}
 }
@@ -397,7 +398,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 	mu.Lock()
 	cancel, down = true, false
 	mu.Unlock()
-	if err := b.ReplayInbound(ctx, "web:m1"); err != nil {
+	if err := b.Operator().ReplayInbound(ctx, "web:m1"); err != nil {
 		t.Fatal(err)
 	}
 	if !waitFor(60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(results) == 2 }) || !b.quiet(1, 60*time.Second) {
@@ -411,7 +412,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 	if n := ch.count("c1", "x"); n != 1 {
 		t.Errorf("x delivered %d times", n)
 	}
-	if err := b.RetrySend(ctx, "web:m1:2"); err != nil {
+	if err := b.Operator().RetrySend(ctx, "web:m1:2"); err != nil {
 		t.Fatal(err)
 	}
 	if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns("web:m1:2"); return n == 1 && settled("web:m1:2") }) {
@@ -420,7 +421,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 	if n, _ := g.afterRuns("web:m1:1"); n != 1 {
 		t.Errorf("after_send of web:m1:1 ran %d times, want 1", n)
 	}
-	if err := b.Discard(ctx, "web:m1:1"); err != nil {
+	if err := b.Operator().Discard(ctx, "web:m1:1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.outbox.Get(ctx, afterSendKey("web:m1:1")); !errors.Is(err, durability.ErrNotFound) {
@@ -465,10 +466,10 @@ func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	if err := b.RetrySend(ctx, "web:m1:1"); err != nil {
+	if err := b.Operator().RetrySend(ctx, "web:m1:1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := RetrySend(ctx, b.outbox, "web:m1:2"); err != nil {
+	if err := cliOperator(b.Bot).RetrySend(ctx, "web:m1:2"); err != nil {
 		t.Fatal(err)
 	}
 	b.wakeSweeper()
@@ -531,17 +532,18 @@ func TestOperatorSendsRunTheSendHooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := b.SendLater(ctx, "web", "c1", "secret admin", "k1", 0)
+	_, err := b.Operator().SendLater(ctx, "web", "c1", "secret admin", "k1", 0)
 	must(err)
-	_, err = b.SendLater(ctx, "web", "c1", "hello admin", "k2", 0)
+	_, err = b.Operator().SendLater(ctx, "web", "c1", "hello admin", "k2", 0)
 	must(err)
-	_, err = Enqueue(ctx, b.outbox, "web", "c1", "secret cli", "k3", 0)
+	cli := cliOperator(b.Bot)
+	_, err = cli.SendLater(ctx, "web", "c1", "secret cli", "k3", 0)
 	must(err)
-	_, err = Enqueue(ctx, b.outbox, "web", "c1", "hello cli", "k4", 0)
+	_, err = cli.SendLater(ctx, "web", "c1", "hello cli", "k4", 0)
 	must(err)
-	_, err = b.BroadcastLater(ctx, "web", abi.BroadcastRequest{Chats: []string{"c2", "c3"}, Text: "secret news", KeyPrefix: "a"})
+	_, err = b.Operator().BroadcastLater(ctx, "web", abi.BroadcastRequest{Chats: []string{"c2", "c3"}, Text: "secret news", KeyPrefix: "a"})
 	must(err)
-	_, err = Broadcast(ctx, b.outbox, "web", "", abi.BroadcastRequest{Chats: []string{"c4"}, Text: "cli news", KeyPrefix: "b"})
+	_, err = cli.BroadcastLater(ctx, "web", abi.BroadcastRequest{Chats: []string{"c4"}, Text: "cli news", KeyPrefix: "b"})
 	must(err)
 	b.wakeSweeper()
 	keys := []string{"k1", "k2", "k3", "k4", "a:c2", "a:c3", "b:c4"}
@@ -634,7 +636,7 @@ func TestOperatorBroadcastHooksShareABudget(t *testing.T) {
 	for i := range chats {
 		chats[i] = fmt.Sprint("c", i)
 	}
-	if _, err := b.BroadcastLater(ctx, "web", abi.BroadcastRequest{Chats: chats, Text: "spin", KeyPrefix: "op"}); err != nil {
+	if _, err := b.Operator().BroadcastLater(ctx, "web", abi.BroadcastRequest{Chats: chats, Text: "spin", KeyPrefix: "op"}); err != nil {
 		t.Fatal(err)
 	}
 	ran := func() int { return strings.Count(logs.String(), "hook ran for") }
@@ -763,7 +765,7 @@ func TestOperatorSendRefusedByAHookErrorIsADeadLetter(t *testing.T) {
 	defer b.stop(t)
 	ctx := context.Background()
 	for key, text := range map[string]string{"k-bad": "bad", "k-secret": "secret"} {
-		if _, err := b.SendLater(ctx, "web", "c1", text, key, 0); err != nil {
+		if _, err := b.Operator().SendLater(ctx, "web", "c1", text, key, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -778,7 +780,7 @@ func TestOperatorSendRefusedByAHookErrorIsADeadLetter(t *testing.T) {
 	}) {
 		t.Fatal("the operator's sends were not settled dead")
 	}
-	if n := b.metrics.outboxDead.Load(); n != 1 {
+	if n := b.metrics.OutboxDead.Load(); n != 1 {
 		t.Errorf("outbox_dead = %d, want 1 (the hook's error; not the cancel)", n)
 	}
 	var dead []string
@@ -793,4 +795,10 @@ func TestOperatorSendRefusedByAHookErrorIsADeadLetter(t *testing.T) {
 	if !slices.Equal(dead, []string{"k-bad"}) {
 		t.Errorf("outbox:dead alerts for %q, want for k-bad only", dead)
 	}
+}
+
+// cliOperator is an operator over b's journals alone, as botrun's CLI
+// builds one from another process.
+func cliOperator(b *Bot) *ops.Operator {
+	return NewOperator(b.cfg, durability.Journals{Inbox: b.inbox, Outbox: b.outbox, State: b.state}, b.kv)
 }

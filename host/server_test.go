@@ -95,7 +95,7 @@ func TestHTTPServerTimeouts(t *testing.T) {
 	} else if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		t.Fatal("the server was still reading the trickled body after 60 s")
 	}
-	if n := b.Metrics().InboundJournaled; n != 0 {
+	if n := b.Observer().Metrics().InboundJournaled; n != 0 {
 		t.Fatalf("%d message(s) admitted from a trickled body", n)
 	}
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/ops"
 )
 
 // TestStatusCountsLeases: each replica's leased records, by kind, with the
@@ -33,14 +34,14 @@ func TestStatusCountsLeases(t *testing.T) {
 	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "k", Provider: "wa", Chat: "c", Payload: []byte(`{}`)}, now, lease("r2", now+5_000)); err != nil {
 		t.Fatal(err)
 	}
-	st, err := ReadStatus(ctx, cfg, j, backend.(*durability.KvDurability).Kv())
+	st, err := NewOperator(cfg, j, backend.(*durability.KvDurability).Kv()).Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Sessions) != 1 || st.Sessions[0].Provider != "wa" || st.Sessions[0].Leader != "" {
 		t.Fatalf("sessions %+v, want wa without a leader", st.Sessions)
 	}
-	want := map[string]map[string]HeldLeases{
+	want := map[string]map[string]ops.HeldLeases{
 		"r1": {"inbox": {Count: 2, Earliest: now + 30_000}},
 		"r2": {"inbox": {Count: 1, Expired: 1, Earliest: now - 1_000}, "outbox": {Count: 1, Earliest: now + 5_000}},
 	}

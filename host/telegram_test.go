@@ -59,8 +59,8 @@ func TestTelegramWebhookAndLongReplies(t *testing.T) {
 		}
 	}
 	if !b.quiet(1, 60*time.Second) {
-		in, _ := b.ListInbox(context.Background(), durability.ListFilter{})
-		out, _ := b.ListOutbox(context.Background(), durability.ListFilter{})
+		in, _ := b.Operator().ListInbox(context.Background(), durability.ListFilter{})
+		out, _ := b.Operator().ListOutbox(context.Background(), durability.ListFilter{})
 		for _, r := range out {
 			t.Logf("outbox %s %s %s", r.Key, r.State, r.Error)
 		}
@@ -75,7 +75,7 @@ func TestTelegramWebhookAndLongReplies(t *testing.T) {
 			t.Fatalf("a part of %d characters", utf8.RuneCountInString(p))
 		}
 	}
-	if m := b.Metrics(); m.InboundDuplicates != 1 || m.InboundJournaled != 1 {
+	if m := b.Observer().Metrics(); m.InboundDuplicates != 1 || m.InboundJournaled != 1 {
 		t.Fatalf("the redelivered update was not deduplicated: %+v", m)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -57,7 +58,7 @@ func TestTracingOneTracePerMessage(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	// The turn's span ends last on the worker; the admission's when Admit
 	// returns, which may be later still.
-	for len(byName[spanTurn]) == 0 || len(byName[spanAdmit]) == 0 {
+	for len(byName[observe.SpanTurn]) == 0 || len(byName[observe.SpanAdmit]) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no turn span after 2 minutes; spans: %v", byName)
 		}
@@ -67,7 +68,7 @@ func TestTracingOneTracePerMessage(t *testing.T) {
 			byName[s.Name] = append(byName[s.Name], s)
 		}
 	}
-	want := map[string]int{spanAdmit: 1, spanJournal: 1, spanTurn: 1, spanGuest: 1, spanSend: 2, spanComplete: 1}
+	want := map[string]int{observe.SpanAdmit: 1, observe.SpanJournal: 1, observe.SpanTurn: 1, observe.SpanGuest: 1, observe.SpanSend: 2, observe.SpanComplete: 1}
 	for name, n := range want {
 		if len(byName[name]) != n {
 			t.Fatalf("%d %s spans, want %d (spans: %v)", len(byName[name]), name, n, byName)
@@ -76,12 +77,12 @@ func TestTracingOneTracePerMessage(t *testing.T) {
 	if n := len(exp.GetSpans()); n != 7 {
 		t.Errorf("%d spans, want 7: %v", n, byName)
 	}
-	root := byName[spanAdmit][0]
+	root := byName[observe.SpanAdmit][0]
 	traceID := root.SpanContext.TraceID()
 	if root.Parent.IsValid() {
 		t.Errorf("the admission span has a parent: %v", root.Parent)
 	}
-	parentOf := map[string]string{spanJournal: spanAdmit, spanTurn: spanAdmit, spanGuest: spanTurn, spanSend: spanGuest, spanComplete: spanTurn}
+	parentOf := map[string]string{observe.SpanJournal: observe.SpanAdmit, observe.SpanTurn: observe.SpanAdmit, observe.SpanGuest: observe.SpanTurn, observe.SpanSend: observe.SpanGuest, observe.SpanComplete: observe.SpanTurn}
 	for name, parent := range parentOf {
 		for _, s := range byName[name] {
 			if s.SpanContext.TraceID() != traceID {
@@ -119,36 +120,18 @@ func TestTracingOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Stop(context.Background())
-	if b.tr.tracer != nil || b.tr.shutdown != nil {
+	if b.tr.On() {
 		t.Fatalf("tracing is on without [tracing] otlp_endpoint")
 	}
-	ctx, span := b.tr.start(context.Background(), spanAdmit)
+	ctx, span := b.tr.Start(context.Background(), observe.SpanAdmit)
 	if span.IsRecording() || span.SpanContext().IsValid() || ctx != context.Background() {
 		t.Fatalf("an off tracer made a span: %v", span.SpanContext())
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		_, s := b.tr.start(ctx, spanTurn)
-		idAttr(s, "id", "web")
+		_, s := b.tr.Start(ctx, observe.SpanTurn)
+		observe.IDAttr(s, "id", "web")
 		s.End()
 	}); n != 0 {
 		t.Fatalf("an off span allocates %v times", n)
-	}
-}
-
-// TestTracingConfigured builds the OTLP/HTTP exporter [tracing]
-// otlp_endpoint names, sampled by sample_ratio.
-func TestTracingConfigured(t *testing.T) {
-	cfg := testConfig(t, "[tracing]\notlp_endpoint = \"http://127.0.0.1:4318/v1/traces\"\nsample_ratio = 0.5\n").Tracing
-	tr, err := newTracing(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tr.tracer == nil || tr.shutdown == nil {
-		t.Fatalf("[tracing] otlp_endpoint set, but no tracer or exporter")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := tr.shutdown(ctx); err != nil {
-		t.Fatalf("shutdown with no span to export: %v", err)
 	}
 }

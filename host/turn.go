@@ -16,6 +16,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -27,7 +28,7 @@ type turn struct {
 	sender    *sender
 	state     durability.StateStore
 	providers map[string]channel.Channel
-	metrics   *counters
+	metrics   *observe.Counters
 	// maxSends is bot.max_sends, maxBroadcast bot.max_broadcast; quota
 	// bot.max_chat_state in bytes.
 	maxSends, maxBroadcast int
@@ -142,21 +143,21 @@ func (b *Bot) takeTurn(j job) {
 func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	ctx := b.baseCtx
 	start := time.Now()
-	ctx, span := b.tr.startUnder(ctx, j.trace, spanTurn)
+	ctx, span := b.tr.StartUnder(ctx, j.trace, observe.SpanTurn)
 	defer span.End()
-	idAttr(span, rec.ID, rec.Provider)
+	observe.IDAttr(span, rec.ID, rec.Provider)
 	hb, ok := b.turnLease(ctx, rec)
 	if !ok {
 		return
 	}
 	defer hb.release()
-	defer func() { b.obs.turned(time.Since(start)) }()
+	defer func() { b.obs.Turned(time.Since(start)) }()
 	if rec.Attempts > b.policy.maxAttempts {
 		b.failInbound(ctx, rec, hb, fmt.Errorf("claimed %d times without finishing (durability.inbox.max_attempts = %d): the process died each time", rec.Attempts-1, b.policy.maxAttempts), true, nil)
 		return
 	}
 	if rec.Attempts > 1 {
-		b.metrics.inboundReplayed.Add(1)
+		b.metrics.InboundReplayed.Add(1)
 	}
 	var jr journaled
 	if err := json.Unmarshal(rec.Payload, &jr); err != nil {
@@ -172,7 +173,7 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	if rec.Module != "" && rec.Module != b.guest.Digest() {
 		// A replay under another module than the one that ran it: its sends
 		// may differ; on_diverged settles derived keys.
-		b.replaysOnNewModule.Add(1)
+		b.metrics.ReplaysOnNewModule.Add(1)
 		b.log.WarnContext(ctx, "replaying under a different module", "id", rec.ID, "ran", short(rec.Module), "now", short(b.guest.Digest()))
 	}
 	var held func() error
@@ -198,18 +199,18 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	if held != nil && (err == nil || errors.As(err, &he)) {
 		if lost := held(); lost != nil {
 			t.flushMark(ctx)
-			b.metrics.staleLeases.Add(1)
+			b.metrics.StaleLeases.Add(1)
 			b.log.WarnContext(ctx, "not completed: the lease or the chat's turn expired while the handler ran; the record runs again", "id", rec.ID, "err", lost)
 			return
 		}
 	}
 	if err == nil || errors.As(err, &he) {
-		cctx, cspan := b.tr.start(ctx, spanComplete)
+		cctx, cspan := b.tr.Start(ctx, observe.SpanComplete)
 		err := b.complete(cctx, rec, t)
-		fail(cspan, err)
+		observe.Fail(cspan, err)
 		cspan.End()
 		if errors.Is(err, durability.ErrStaleLease) {
-			b.metrics.staleLeases.Add(1)
+			b.metrics.StaleLeases.Add(1)
 			b.log.WarnContext(ctx, "completion refused: the lease was lost to another owner", "id", rec.ID)
 		} else if err != nil {
 			b.log.ErrorContext(ctx, "completion failed; the record is released to run again, its sends answered from the outbox", "id", rec.ID, "err", err)
@@ -264,11 +265,11 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held
 	t := b.newTurn(ev)
 	t.held = held
 	t.mediaReasons = mediaReasons
-	gctx, gspan := b.tr.start(ctx, spanGuest)
+	gctx, gspan := b.tr.Start(ctx, observe.SpanGuest)
 	start := time.Now()
 	ran, err := b.guest.Handle(gctx, ev, t)
-	b.obs.guest.Observe(time.Since(start).Seconds())
-	fail(gspan, err)
+	b.obs.Guest.Observe(time.Since(start).Seconds())
+	observe.Fail(gspan, err)
 	gspan.End()
 	t.module = ran
 	var he *wasm.HandlerError
@@ -286,7 +287,7 @@ func (b *Bot) run(ctx context.Context, ev abi.Event, mediaReasons []string, held
 	case err == nil:
 	case errors.As(err, &he):
 		b.log.ErrorContext(ctx, "handler returned an error; the message is confirmed, not retried (its sends already happened)", "event", ev.ID, "err", he.Message)
-		b.alerts.emit(Alert{Name: AlertHandlerError, ID: ev.ID, Chat: ev.Chat, Error: he.Message})
+		b.alerts.Emit(Alert{Name: AlertHandlerError, ID: ev.ID, Chat: ev.Chat, Error: he.Message})
 	case errors.As(err, &fault):
 		b.log.ErrorContext(ctx, "event failed: guest fault; the instance was discarded", "event", ev.ID, "attempt", ev.Attempt, "kind", fault.Kind, "err", fault.Err)
 	default:
@@ -307,12 +308,12 @@ func (b *Bot) failInbound(ctx context.Context, rec *durability.InboxRecord, hb *
 	err := b.inbox.Fail(ctx, rec.ID, rec.Token, cause.Error(), opts)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		b.metrics.staleLeases.Add(1)
+		b.metrics.StaleLeases.Add(1)
 	case err != nil:
 		b.log.ErrorContext(ctx, "recording the failure failed; the lease will expire and the record be reclaimed", "id", rec.ID, "err", err)
 	case dead:
-		b.metrics.inboundDead.Add(1)
-		b.alerts.emit(Alert{Name: AlertDead, Kind: "inbox", ID: rec.ID, Chat: rec.Chat, Error: cause.Error()})
+		b.metrics.InboundDead.Add(1)
+		b.alerts.Emit(Alert{Name: AlertDead, Kind: "inbox", ID: rec.ID, Chat: rec.Chat, Error: cause.Error()})
 	default:
 		b.log.InfoContext(ctx, "event will be retried", "id", rec.ID, "attempt", rec.Attempts, "retry_at", time.UnixMilli(opts.RetryAt).Format(time.RFC3339Nano))
 	}
@@ -451,7 +452,7 @@ func (t *turn) sendNow(ctx context.Context, s sendSpec) (abi.SendResult, error) 
 	if t.down[s.provider] {
 		res, err := t.sender.enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
-			t.metrics.outboxDeferred.Add(1)
+			t.metrics.OutboxDeferred.Add(1)
 			res.Error = "not tried: an earlier send of this event to the channel was deferred"
 		}
 		return res, err
@@ -539,7 +540,7 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 	}
 	res, err := broadcast(ctx, t.sender.outbox, t.event.Provider, t.event.ID, req, hook)
 	if err == nil {
-		t.metrics.outboxJournaled.Add(int64(res.Journaled))
+		t.metrics.OutboxJournaled.Add(int64(res.Journaled))
 		t.sender.wake.notify()
 	}
 	return res, err

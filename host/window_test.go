@@ -17,6 +17,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/webchat"
+	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -67,7 +68,7 @@ func TestWebchatReplyCommitsWithItsRecord(t *testing.T) {
 	if es := transcriptOf(t, b.Bot, "c2"); len(es) != 1 || es[0].Text != "left in flight" {
 		t.Fatalf("transcript of c2: %+v; want the send exactly once", es)
 	}
-	if m := b.Metrics(); m.OutboxAmbiguous != 0 || m.OutboxAmbiguousResolved != 1 {
+	if m := b.Observer().Metrics(); m.OutboxAmbiguous != 0 || m.OutboxAmbiguousResolved != 1 {
 		t.Fatalf("outbox_ambiguous %d, outbox_ambiguous_resolved %d; want 0 and 1", m.OutboxAmbiguous, m.OutboxAmbiguousResolved)
 	}
 }
@@ -85,7 +86,7 @@ func TestMessageLog(t *testing.T) {
 			t.Fatal("not handled")
 		}
 	}
-	log, err := b.MessageLog(context.Background(), "c1", 0)
+	log, err := b.Operator().MessageLog(context.Background(), "c1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +98,10 @@ func TestMessageLog(t *testing.T) {
 	if strings.Join(got, " | ") != strings.Join(want, " | ") {
 		t.Fatalf("log of c1:\n%q\nwant\n%q", got, want)
 	}
-	if last, _ := b.MessageLog(context.Background(), "c1", 1); len(last) != 1 || last[0].Text != "echo: adios" {
+	if last, _ := b.Operator().MessageLog(context.Background(), "c1", 1); len(last) != 1 || last[0].Text != "echo: adios" {
 		t.Fatalf("limit 1: %+v", last)
 	}
-	if _, err := b.MessageLog(context.Background(), "", 0); err == nil {
+	if _, err := b.Operator().MessageLog(context.Background(), "", 0); err == nil {
 		t.Fatal("a log without a chat")
 	}
 }
@@ -151,8 +152,8 @@ func TestWebchatButtons(t *testing.T) {
 	// A press is journaled like a message: the log shows it. (Entries of
 	// one millisecond may come in either order: the menu's "out" entry is
 	// stamped when its send is recorded, which can be as late as the press.)
-	log, _ := b.MessageLog(context.Background(), "c1", 0)
-	if len(log) != 4 || !slices.ContainsFunc(log, func(e LogEntry) bool { return e.Direction == "in" && e.Text == "Yes" && e.ID == "p1" }) {
+	log, _ := b.Operator().MessageLog(context.Background(), "c1", 0)
+	if len(log) != 4 || !slices.ContainsFunc(log, func(e ops.LogEntry) bool { return e.Direction == "in" && e.Text == "Yes" && e.ID == "p1" }) {
 		t.Fatalf("log %+v", log)
 	}
 }

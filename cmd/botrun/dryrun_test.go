@@ -258,7 +258,7 @@ func liveBot(t *testing.T, cfgPath string) *countingChannel {
 		}
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
-			r, err := b.ListInbox(ctx, durability.ListFilter{State: string(durability.InboxDone)})
+			r, err := b.Operator().ListInbox(ctx, durability.ListFilter{State: string(durability.InboxDone)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/admin"
 	"github.com/botrun/botrun/host/channel/leadertest"
+	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -267,7 +267,7 @@ func adminSend(t *testing.T, r *replica, key, chat, text string) {
 // session's leader, in JSON and in its table.
 func statusLeader(t *testing.T, bin, cfg, leader string, token int64) {
 	t.Helper()
-	var st host.Status
+	var st ops.Status
 	out, err := exec.Command(bin, "status", "-c", cfg, "--json").Output()
 	if err != nil || json.Unmarshal(out, &st) != nil {
 		t.Fatalf("botrun status --json: %v\n%s", err, out)

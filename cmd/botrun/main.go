@@ -225,7 +225,21 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	bot, err := host.New(ctx, cfg, host.Options{Logger: logger})
+	tp, shutdownTracing, err := newTracerProvider(cfg.Tracing)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	grace := cfg.Bot.HandlerTimeout.D() + 5*time.Second
+	defer func() {
+		// After the bot stopped: its last spans are exported.
+		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			logger.Warn("tracing: the last spans were not exported", "err", err)
+		}
+	}()
+	bot, err := host.New(ctx, cfg, host.Options{Logger: logger, TracerProvider: tp})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -250,7 +264,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	logger.Info("botrun is up", "chat", "http://"+ln.Addr().String()+"/", "config", cfg.File)
 	fmt.Fprintf(stdout, "botrun: chat page at http://%s/\n", ln.Addr())
-	if err := bot.Run(ctx, ln, cfg.Bot.HandlerTimeout.D()+5*time.Second); err != nil {
+	if err := bot.Run(ctx, ln, grace); err != nil {
 		logger.Error("stopped with an error", "err", err)
 		return 1
 	}

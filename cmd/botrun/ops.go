@@ -17,6 +17,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/unit"
 )
 
@@ -27,16 +28,21 @@ func opsFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, *string) 
 	return fs, cfg
 }
 
-// openJournals opens the journals of the bot a config describes, from outside
-// the running bot. SQLite may be shared with a live bot; a file journal held by
-// a live bot refuses; the memory backend has nothing outside its process.
-func openJournals(path string, stderr io.Writer) (durability.Journals, func(), bool) {
-	_, j, _, done, ok := openBackend(path, stderr)
-	return j, done, ok
+// openOperator opens the journals of the bot a config describes, from
+// outside the running bot, and an operator over them. SQLite may be shared
+// with a live bot; a file journal held by a live bot refuses; the memory
+// backend has nothing outside its process.
+func openOperator(path string, stderr io.Writer) (*ops.Operator, durability.Journals, func(), bool) {
+	cfg, j, kv, done, ok := openBackend(path, stderr)
+	if !ok {
+		return nil, j, done, ok
+	}
+	return host.NewOperator(cfg, j, kv), j, done, ok
 }
 
-// openBackend is openJournals that also returns the config and the
-// backend's Kv (nil when it keeps none).
+// openBackend opens the journals of the bot a config describes (see
+// openOperator), and returns the config and the backend's Kv (nil when it
+// keeps none).
 func openBackend(path string, stderr io.Writer) (*config.Config, durability.Journals, durability.Kv, func(), bool) {
 	cfg, j, b, err := openScope(path, false)
 	if err != nil {
@@ -95,7 +101,7 @@ func ms(t int64) string {
 type listing[R any] struct {
 	name, doc string
 	states    []string
-	list      func(j durability.Journals, f durability.ListFilter) ([]R, error)
+	list      func(op *ops.Operator, f durability.ListFilter) ([]R, error)
 	header    string
 	row       func(r R) string
 }
@@ -121,12 +127,12 @@ func cmdList[R any](l listing[R], args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "botrun: --state %q: want one of %s\n", *state, strings.Join(l.states, ", "))
 		return 2
 	}
-	j, done, ok := openJournals(*cfgPath, stderr)
+	op, _, done, ok := openOperator(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
-	recs, err := l.list(j, durability.ListFilter{State: *state, Chat: *chat, Limit: *limit})
+	recs, err := l.list(op, durability.ListFilter{State: *state, Chat: *chat, Limit: *limit})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -155,8 +161,8 @@ func cmdInbox(args []string, stdout, stderr io.Writer) int {
 	return cmdList(listing[durability.InboxRecord]{
 		name: "inbox", doc: "Lists inbound records, oldest first. --state dead is the inbound dead-letter queue.",
 		states: states(durability.InboxStates),
-		list: func(j durability.Journals, f durability.ListFilter) ([]durability.InboxRecord, error) {
-			recs, err := j.Inbox.List(context.Background(), f)
+		list: func(op *ops.Operator, f durability.ListFilter) ([]durability.InboxRecord, error) {
+			recs, err := op.ListInbox(context.Background(), f)
 			return durability.WithoutInputs(recs), err // large, and they hold state values
 		},
 		header: "ID\tSTATE\tATTEMPTS\tCHAT\tCREATED\tERROR",
@@ -170,8 +176,8 @@ func cmdOutbox(args []string, stdout, stderr io.Writer) int {
 	return cmdList(listing[durability.OutboxRecord]{
 		name: "outbox", doc: "Lists sends, oldest first. --state dead is the outbound dead-letter queue; --state scheduled lists the sends held until a later time (botrun discard KEY cancels one).",
 		states: states(durability.OutboxStates),
-		list: func(j durability.Journals, f durability.ListFilter) ([]durability.OutboxRecord, error) {
-			return durability.ListShown(context.Background(), j.Outbox, f, time.Now().UnixMilli())
+		list: func(op *ops.Operator, f durability.ListFilter) ([]durability.OutboxRecord, error) {
+			return op.ListOutbox(context.Background(), f)
 		},
 		header: "KEY\tSTATE\tATTEMPTS\tCHAT\tREF\tCREATED\tERROR",
 		row: func(r durability.OutboxRecord) string {
@@ -181,17 +187,17 @@ func cmdOutbox(args []string, stdout, stderr io.Writer) int {
 }
 
 // cmdOne runs an operator action on one record.
-func cmdOne(name, what, synopsis string, act func(j durability.Journals, arg string) (string, error), args []string, stdout, stderr io.Writer) int {
+func cmdOne(name, what, synopsis string, act func(op *ops.Operator, arg string) (string, error), args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := opsFlags(name, synopsis, stderr)
 	if code, stop := parse(fs, args, 1); stop {
 		return code
 	}
-	j, done, ok := openJournals(*cfgPath, stderr)
+	op, _, done, ok := openOperator(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
-	msg, err := act(j, fs.Arg(0))
+	msg, err := act(op, fs.Arg(0))
 	switch {
 	case errors.Is(err, durability.ErrNotFound):
 		fmt.Fprintf(stderr, "botrun %s: no %s %q (list them with botrun %s list)\n", name, what, fs.Arg(0), strings.Split(what, " ")[0])
@@ -211,8 +217,8 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return cmdOne("replay", "inbox record", "Usage: botrun replay [-c bot.toml] ID\n\nProcesses a done, failed or dead inbound record again with a fresh attempt budget;\nits sends are answered from the outbox where already sent.\n(botrun replay --dry-run --module NEW.wasm tests a new module against the journal instead.)",
-		func(j durability.Journals, id string) (string, error) {
-			if err := j.Inbox.Replay(context.Background(), id, time.Now().UnixMilli()); err != nil {
+		func(op *ops.Operator, id string) (string, error) {
+			if err := op.ReplayInbound(context.Background(), id); err != nil {
 				return "", err
 			}
 			return fmt.Sprintf("replayed %s: the bot processes it on its next sweep", id), nil
@@ -221,8 +227,8 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 
 func cmdRetry(args []string, stdout, stderr io.Writer) int {
 	return cmdOne("retry", "outbox record", "Usage: botrun retry [-c bot.toml] KEY\n\nSends a dead, failed or unknown send again.",
-		func(j durability.Journals, key string) (string, error) {
-			if err := host.RetrySend(context.Background(), j.Outbox, key); err != nil {
+		func(op *ops.Operator, key string) (string, error) {
+			if err := op.RetrySend(context.Background(), key); err != nil {
 				return "", err
 			}
 			return fmt.Sprintf("retrying %s: the bot sends it on its next sweep", key), nil
@@ -231,8 +237,8 @@ func cmdRetry(args []string, stdout, stderr io.Writer) int {
 
 func cmdDiscard(args []string, stdout, stderr io.Writer) int {
 	return cmdOne("discard", "outbox record", "Usage: botrun discard [-c bot.toml] KEY\n\nForgets a send: a later send with the same key goes out again.",
-		func(j durability.Journals, key string) (string, error) {
-			if err := host.DiscardSend(context.Background(), j.Outbox, key); err != nil {
+		func(op *ops.Operator, key string) (string, error) {
+			if err := op.Discard(context.Background(), key); err != nil {
 				return "", err
 			}
 			return "discarded " + key, nil
@@ -274,14 +280,14 @@ func cmdPurge(args []string, stdout, stderr io.Writer) int {
 		cut = time.Now().Add(-d).UnixMilli()
 		since = " completed before " + ms(cut)
 	}
-	j, done, ok := openJournals(*cfgPath, stderr)
+	op, j, done, ok := openOperator(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
 	ctx := context.Background()
 	if *dead {
-		in, out, err := host.PurgeDeadLetters(ctx, j.Inbox, j.Outbox, cut)
+		in, out, err := op.PurgeDeadLetters(ctx, cut)
 		if err != nil {
 			fmt.Fprintf(stderr, "botrun purge: %v (deleted %d inbox and %d outbox records before it; run it again)\n", err, in, out)
 			return 1
@@ -342,12 +348,12 @@ func cmdSend(args []string, stdout, stderr io.Writer) int {
 	if code := checkProvider("send", *cfgPath, *provider, stderr); code != 0 {
 		return code
 	}
-	j, done, ok := openJournals(*cfgPath, stderr)
+	op, _, done, ok := openOperator(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
-	res, err := host.Enqueue(context.Background(), j.Outbox, *provider, *chat, fs.Arg(0), *key, when)
+	res, err := op.SendLater(context.Background(), *provider, *chat, fs.Arg(0), *key, when)
 	if err != nil {
 		fmt.Fprintf(stderr, "botrun %v\n", err)
 		return 1
@@ -424,12 +430,12 @@ func cmdBroadcast(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "botrun broadcast: %d chats, over bot.max_broadcast (%d): raise it in [bot] or split the list\n", len(chats), cfg.Bot.MaxBroadcast)
 		return 2
 	}
-	j, done, ok := openJournals(*cfgPath, stderr)
+	op, _, done, ok := openOperator(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
-	res, err := host.Broadcast(context.Background(), j.Outbox, *provider, "", req)
+	res, err := op.BroadcastLater(context.Background(), *provider, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "botrun %v\n", err)
 		return 1
@@ -478,19 +484,19 @@ func cmdLog(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "botrun log: --chat is required")
 		return 2
 	}
-	j, done, ok := openJournals(*cfgPath, stderr)
+	op, _, done, ok := openOperator(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
-	log, err := host.ReadLog(context.Background(), j, *chat, *limit)
+	log, err := op.MessageLog(context.Background(), *chat, *limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "botrun log: %v\n", err)
 		return 1
 	}
 	if *asJSON {
 		if log == nil {
-			log = []host.LogEntry{}
+			log = []ops.LogEntry{}
 		}
 		json.NewEncoder(stdout).Encode(log)
 		return 0
@@ -521,12 +527,12 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if code, stop := parse(fs, args, 0); stop {
 		return code
 	}
-	cfg, j, kv, done, ok := openBackend(*cfgPath, stderr)
+	op, _, done, ok := openOperator(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
-	st, err := host.ReadStatus(context.Background(), cfg, j, kv)
+	st, err := op.Status(context.Background())
 	if err != nil {
 		fmt.Fprintf(stderr, "botrun status: %v\n", err)
 		return 1
@@ -539,7 +545,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 }
 
 // printStatus writes st as two tables: sessions, then replicas.
-func printStatus(w io.Writer, st host.Status) {
+func printStatus(w io.Writer, st ops.Status) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(st.Sessions) == 0 {
 		fmt.Fprintln(tw, "no provider has a leader-only session (session = \"leader\")")
@@ -557,7 +563,7 @@ func printStatus(w io.Writer, st host.Status) {
 		}
 	}
 	fmt.Fprintln(tw)
-	kinds := host.LeaseKinds()
+	kinds := ops.LeaseKinds()
 	if len(st.Replicas) == 0 {
 		fmt.Fprintln(tw, "no replica holds a lease")
 		tw.Flush()
@@ -584,7 +590,7 @@ func printStatus(w io.Writer, st host.Status) {
 
 // heldCell is one kind of leases a replica holds: "0", or the count, the
 // expired ones and the earliest expiry.
-func heldCell(h host.HeldLeases, now int64) string {
+func heldCell(h ops.HeldLeases, now int64) string {
 	if h.Count == 0 {
 		return "0"
 	}

@@ -24,44 +24,27 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/unit"
 )
 
 // Bot is what the admin surface operates; *host.Bot implements it.
 type Bot interface {
-	Metrics() host.Metrics
-	// Gatherer is the bot's Prometheus registry, served at /admin/metrics.
-	Gatherer() prometheus.Gatherer
-	ListInbox(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error)
-	ListOutbox(ctx context.Context, f durability.ListFilter) ([]durability.OutboxRecord, error)
-	InboxRecord(ctx context.Context, id string) (durability.InboxRecord, error)
-	OutboxRecord(ctx context.Context, key string) (durability.OutboxRecord, error)
-	ReplayInbound(ctx context.Context, id string) error
-	RetrySend(ctx context.Context, key string) error
-	Discard(ctx context.Context, key string) error
-	// DiscardInbound deletes a dead inbound record; PurgeDeadLetters every
-	// dead letter completed before a time (host.Bot's).
-	DiscardInbound(ctx context.Context, id string) error
-	PurgeDeadLetters(ctx context.Context, before int64) (inbox, outbox int, err error)
-	SendLater(ctx context.Context, provider, chat, text, key string, at int64) (abi.SendResult, error)
-	BroadcastLater(ctx context.Context, provider string, req abi.BroadcastRequest) (abi.BroadcastResult, error)
-	MessageLog(ctx context.Context, chat string, limit int) ([]host.LogEntry, error)
-	Status(ctx context.Context) (host.Status, error)
-	ModuleDigest() string
-	// QueueDepths counts the records in each queue (host.Bot.QueueDepths).
-	QueueDepths(ctx context.Context) (inbox, outbox map[string]int, err error)
-	// LastHour and ModuleHistory feed the console's charts and module
-	// history.
-	LastHour() []host.Minute
-	ModuleHistory() []host.ModuleChange
+	// Observer is the bot's observability: its counters, its Prometheus
+	// registry (served at /admin/metrics), the queue depths, the last hour
+	// and the module's history and digest (the console's charts), and the
+	// alerts (the live tail).
+	Observer() *observe.Observer
+	// Operator reads and acts on the bot's journals: lists, records, the
+	// message log, the status, replays, retries, discards, purges, sends.
+	Operator() *ops.Operator
 	Logger() *slog.Logger
-	OnAlert(fn func(host.Alert))
 	Draining() <-chan struct{}
 }
 
@@ -106,7 +89,8 @@ func Routes(mux *http.ServeMux, bot Bot, token string) {
 // RoutesWith is Routes with all of the surface's options.
 func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 	token := opts.Token
-	metrics := promhttp.HandlerFor(bot.Gatherer(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	obs := bot.Observer()
+	metrics := promhttp.HandlerFor(obs.Gatherer(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	if opts.MetricsPublic {
 		mux.Handle("GET /admin/metrics", metrics)
 	}
@@ -116,8 +100,9 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 		})
 		return
 	}
-	a := &api{bot: bot, token: []byte(token), tail: newTail()}
-	bot.OnAlert(a.tail.publish)
+	op := bot.Operator()
+	a := &api{bot: bot, obs: obs, operator: op, token: []byte(token), tail: newTail()}
+	obs.OnAlert(a.tail.publish)
 	consoleRoutes(mux, a)
 	if !opts.MetricsPublic {
 		mux.HandleFunc("GET /admin/metrics", a.auth(metrics.ServeHTTP))
@@ -125,12 +110,12 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 	mux.HandleFunc("GET /admin/inbox", a.auth(a.listInbox))
 	mux.HandleFunc("GET /admin/outbox", a.auth(a.listOutbox))
 	mux.HandleFunc("GET /admin/status", a.auth(a.status))
-	mux.HandleFunc("GET /admin/inbox/{id}", a.auth(record(bot.InboxRecord)))
-	mux.HandleFunc("GET /admin/outbox/{id}", a.auth(record(bot.OutboxRecord)))
-	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op("replay", bot.ReplayInbound)))
-	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op("retry", bot.RetrySend)))
-	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op("discard", bot.Discard)))
-	mux.HandleFunc("POST /admin/inbox/{id}/discard", a.auth(a.op("discard-inbound", bot.DiscardInbound)))
+	mux.HandleFunc("GET /admin/inbox/{id}", a.auth(record(op.InboxRecord)))
+	mux.HandleFunc("GET /admin/outbox/{id}", a.auth(record(op.OutboxRecord)))
+	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op("replay", op.ReplayInbound)))
+	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op("retry", op.RetrySend)))
+	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op("discard", op.Discard)))
+	mux.HandleFunc("POST /admin/inbox/{id}/discard", a.auth(a.op("discard-inbound", op.DiscardInbound)))
 	mux.HandleFunc("POST /admin/purge-dead", a.auth(a.purgeDead))
 	mux.HandleFunc("POST /admin/send", a.auth(a.send))
 	mux.HandleFunc("GET /admin/log", a.auth(a.messageLog))
@@ -150,11 +135,14 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 }
 
 type api struct {
-	bot     Bot
-	token   []byte
-	tail    *tail
-	logins  logins
-	tickets tickets
+	bot Bot
+	// obs and operator are bot's Observer and Operator.
+	obs      *observe.Observer
+	operator *ops.Operator
+	token    []byte
+	tail     *tail
+	logins   logins
+	tickets  tickets
 }
 
 // auth refuses a request without the bearer token (see authorized).
@@ -227,9 +215,9 @@ func list[T any](w http.ResponseWriter, r *http.Request, fn func(context.Context
 }
 
 // status answers GET /admin/status: the leader of each session and the
-// leases each replica holds (host.Status).
+// leases each replica holds (ops.Operator.Status).
 func (a *api) status(w http.ResponseWriter, r *http.Request) {
-	st, err := a.bot.Status(r.Context())
+	st, err := a.operator.Status(r.Context())
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -242,12 +230,12 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 // /admin/inbox/{id} has them).
 func (a *api) listInbox(w http.ResponseWriter, r *http.Request) {
 	list(w, r, func(ctx context.Context, f durability.ListFilter) ([]durability.InboxRecord, error) {
-		recs, err := a.bot.ListInbox(ctx, f)
+		recs, err := a.operator.ListInbox(ctx, f)
 		return durability.WithoutInputs(recs), err
 	})
 }
 
-func (a *api) listOutbox(w http.ResponseWriter, r *http.Request) { list(w, r, a.bot.ListOutbox) }
+func (a *api) listOutbox(w http.ResponseWriter, r *http.Request) { list(w, r, a.operator.ListOutbox) }
 
 // messageLog answers GET /admin/log?chat=C[&limit=N]: the chat's delivered
 // messages, inbound and outbound, oldest first.
@@ -266,13 +254,13 @@ func (a *api) messageLog(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: chat is required (GET /admin/log?chat=<chat id>)", http.StatusBadRequest)
 		return
 	}
-	log, err := a.bot.MessageLog(r.Context(), chat, limit)
+	log, err := a.operator.MessageLog(r.Context(), chat, limit)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	if log == nil {
-		log = []host.LogEntry{}
+		log = []ops.LogEntry{}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(log)
@@ -298,7 +286,7 @@ func (a *api) send(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `botrun admin: body must be {"provider","chat","text","key"?,"at"?}: `+err.Error(), http.StatusBadRequest)
 		return
 	}
-	res, err := a.bot.SendLater(r.Context(), body.Provider, body.Chat, body.Text, body.Key, body.At)
+	res, err := a.operator.SendLater(r.Context(), body.Provider, body.Chat, body.Text, body.Key, body.At)
 	a.logAction(r, "send", err, "provider", body.Provider, "chat", body.Chat, "key", res.Key)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), sendStatus(err))
@@ -328,7 +316,7 @@ func (a *api) broadcast(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	res, err := a.bot.BroadcastLater(r.Context(), body.Provider, body.BroadcastRequest)
+	res, err := a.operator.BroadcastLater(r.Context(), body.Provider, body.BroadcastRequest)
 	a.logAction(r, "broadcast", err, "provider", body.Provider, "chats", len(body.Chats), "key_prefix", body.KeyPrefix)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), sendStatus(err))
@@ -342,7 +330,7 @@ func (a *api) broadcast(w http.ResponseWriter, r *http.Request) {
 // sendStatus is the HTTP status of a failed operator send: 400 for a request
 // that can never be journaled, 503 when the journal failed (try again).
 func sendStatus(err error) int {
-	if errors.Is(err, host.ErrInvalidSend) {
+	if errors.Is(err, ops.ErrInvalidSend) {
 		return http.StatusBadRequest
 	}
 	return http.StatusServiceUnavailable
@@ -381,7 +369,7 @@ func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) {
 	}
 	var res PurgeDeadResult
 	var err error
-	res.Inbox, res.Outbox, err = a.bot.PurgeDeadLetters(r.Context(), cut)
+	res.Inbox, res.Outbox, err = a.operator.PurgeDeadLetters(r.Context(), cut)
 	a.logAction(r, "purge-dead", err, "before", before, "all", all, "inbox", res.Inbox, "outbox", res.Outbox)
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)

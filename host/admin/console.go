@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host"
+	"github.com/botrun/botrun/host/internal/observe"
 )
 
 // The console: plain HTML, CSS and JavaScript, committed and built into the
@@ -65,8 +65,8 @@ type Overview struct {
 	At int64 `json:"at"`
 	// Module is the sha256 digest of the module running now.
 	Module string `json:"module"`
-	// Counters are the bot's counters since it started (host.Metrics).
-	Counters host.Metrics `json:"counters"`
+	// Counters are the bot's counters since it started (observe.Metrics).
+	Counters observe.Metrics `json:"counters"`
 	// Inbox and Outbox are the queue depths (Bot.QueueDepths), in order,
 	// each up to DepthCap (a count equal to DepthCap means at least that
 	// many).
@@ -75,26 +75,26 @@ type Overview struct {
 	DepthCap int     `json:"depth_cap"`
 	// LastHour is the activity of each minute of the last hour, oldest
 	// first: inbound journaled, turns ended, turn p50/p99.
-	LastHour []host.Minute `json:"last_hour"`
+	LastHour []observe.Minute `json:"last_hour"`
 	// Modules is the module's history: its load and each hot reload that
 	// went live or was refused, oldest first.
-	Modules []host.ModuleChange `json:"modules"`
+	Modules []observe.ModuleChange `json:"modules"`
 }
 
 // overview answers GET /admin/overview.
 func (a *api) overview(w http.ResponseWriter, r *http.Request) {
-	o := Overview{At: time.Now().UnixMilli(), Module: a.bot.ModuleDigest(), Counters: a.bot.Metrics(),
-		DepthCap: host.DepthCap,
-		LastHour: a.bot.LastHour(), Modules: a.bot.ModuleHistory()}
-	inbox, outbox, err := a.bot.QueueDepths(r.Context())
+	o := Overview{At: time.Now().UnixMilli(), Module: a.obs.ModuleDigest(), Counters: a.obs.Metrics(),
+		DepthCap: observe.DepthCap,
+		LastHour: a.obs.LastHour(), Modules: a.obs.ModuleHistory()}
+	inbox, outbox, err := a.obs.QueueDepths(r.Context())
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	for _, q := range host.InboxQueues {
+	for _, q := range observe.InboxQueues {
 		o.Inbox = append(o.Inbox, Depth{q, inbox[q]})
 	}
-	for _, q := range host.OutboxQueues {
+	for _, q := range observe.OutboxQueues {
 		o.Outbox = append(o.Outbox, Depth{q, outbox[q]})
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -103,7 +103,7 @@ func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 
 // Depth is one queue's depth in the overview.
 type Depth struct {
-	// Queue is the queue's state: host.InboxQueues or host.OutboxQueues.
+	// Queue is the queue's state: observe.InboxQueues or observe.OutboxQueues.
 	Queue string `json:"queue"`
 	// Records counts its records, up to the overview's DepthCap.
 	Records int `json:"records"`
@@ -124,14 +124,14 @@ func (a *api) retryDead(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: chat is required (POST /admin/outbox/retry-dead?chat=<chat id>)", http.StatusBadRequest)
 		return
 	}
-	dead, err := a.bot.ListOutbox(r.Context(), durability.ListFilter{State: string(durability.OutboxDead), Chat: chat, Limit: 10000})
+	dead, err := a.operator.ListOutbox(r.Context(), durability.ListFilter{State: string(durability.OutboxDead), Chat: chat, Limit: 10000})
 	if err != nil {
 		http.Error(w, "botrun admin: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	res := RetryDeadResult{Retried: []string{}}
 	for _, rec := range dead {
-		if err := a.bot.RetrySend(r.Context(), rec.Key); err != nil {
+		if err := a.operator.RetrySend(r.Context(), rec.Key); err != nil {
 			if res.Failed == nil {
 				res.Failed = map[string]string{}
 			}
@@ -165,7 +165,7 @@ func (a *api) logAction(r *http.Request, action string, err error, args ...any) 
 type TailEvent struct {
 	Seq int64 `json:"seq"`
 	At  int64 `json:"at"`
-	host.Alert
+	observe.Alert
 }
 
 // tail keeps the recent alerts and wakes the live-tail streams. publish runs
@@ -201,7 +201,7 @@ func (t *tail) lastSeen(id string) int64 {
 	return n
 }
 
-func (t *tail) publish(al host.Alert) {
+func (t *tail) publish(al observe.Alert) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.seq++

@@ -107,7 +107,7 @@ func TestDashboard(t *testing.T) {
 	}
 	b, _, srv := setup(t, token)
 	flowed(t, b, srv)
-	families, err := b.Gatherer().Gather()
+	families, err := b.Observer().Gatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package host
+package observe
 
 import (
 	"fmt"
@@ -59,18 +59,18 @@ func TestLastHourCountsAndQuantiles(t *testing.T) {
 }
 
 func TestModuleHistoryKeepsTheLast(t *testing.T) {
-	var h moduleHistory
-	h.add("loaded", nil, "aaa", nil)
-	h.add("refused", []byte("not wasm"), "", errString("bad magic"))
-	got := h.list()
+	var h ModuleHistory
+	h.Add("loaded", nil, "aaa", nil)
+	h.Add("refused", []byte("not wasm"), "", errString("bad magic"))
+	got := h.List()
 	if len(got) != 2 || got[0].Event != "loaded" || got[0].Digest != "aaa" || got[1].Event != "refused" ||
 		got[1].Digest != "dc0cbbe931352caad7a936203e1d540bb96efc8aaafbf760fb94774364aeac06" || got[1].Error != "bad magic" {
 		t.Fatalf("history: %+v", got)
 	}
 	for i := range moduleHistoryCap + 5 {
-		h.add("reloaded", nil, fmt.Sprint(i), nil)
+		h.Add("reloaded", nil, fmt.Sprint(i), nil)
 	}
-	if got := h.list(); len(got) != moduleHistoryCap || got[0].Digest != "5" || got[len(got)-1].Digest != fmt.Sprint(moduleHistoryCap+4) {
+	if got := h.List(); len(got) != moduleHistoryCap || got[0].Digest != "5" || got[len(got)-1].Digest != fmt.Sprint(moduleHistoryCap+4) {
 		t.Fatalf("after %d more: %d entries, first %+v", moduleHistoryCap+5, len(got), got[0])
 	}
 }

@@ -1,9 +1,8 @@
-package host
+package ops
 
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 
@@ -32,47 +31,48 @@ type LogEntry struct {
 	Key string `json:"key,omitempty"`
 }
 
-// ReadLog returns the message log of a chat: the messages the inbox admitted
-// and the sends the outbox recorded sent, oldest first, at most limit (0: no
-// cap; the latest ones when capped). It is a view over the journals, so it is
-// as durable as they are and purged with them (durability.retention); a send
-// over outbox.max_payload_bytes, which bypasses the outbox, is not in it.
-func ReadLog(ctx context.Context, j durability.Journals, chat string, limit int) ([]LogEntry, error) {
+// MessageLog returns the message log of a chat: the messages the inbox
+// admitted and the sends the outbox recorded sent, oldest first, at most
+// limit (0: no cap; the latest ones when capped). It is a view over the
+// journals, so it is as durable as they are and purged with them
+// (durability.retention); a send over outbox.max_payload_bytes, which
+// bypasses the outbox, is not in it.
+func (op *Operator) MessageLog(ctx context.Context, chat string, limit int) ([]LogEntry, error) {
 	if chat == "" {
 		return nil, errors.New("message log: a chat is required")
 	}
-	in, err := j.Inbox.List(ctx, durability.ListFilter{Chat: chat})
+	in, err := op.in.List(ctx, durability.ListFilter{Chat: chat})
 	if err != nil {
 		return nil, err
 	}
-	out, err := j.Outbox.List(ctx, durability.ListFilter{Chat: chat, State: string(durability.OutboxSent)})
+	out, err := op.out.List(ctx, durability.ListFilter{Chat: chat, State: string(durability.OutboxSent)})
 	if err != nil {
 		return nil, err
 	}
 	log := make([]LogEntry, 0, len(in)+len(out))
 	for _, r := range in {
-		var jr journaled
-		if json.Unmarshal(r.Payload, &jr) != nil {
+		ev, err := op.o.Book.Inbound(r.Payload)
+		if err != nil {
 			continue
 		}
-		id := jr.ID
+		id := ev.ID
 		if p := r.Provider + ":"; len(id) > len(p) && id[:len(p)] == p {
 			id = id[len(p):]
 		}
-		log = append(log, LogEntry{At: jr.ReceivedAt, Direction: "in", Provider: r.Provider, Chat: r.Chat, From: jr.From,
-			Text: jr.Text, Media: jr.Media, ID: id})
+		log = append(log, LogEntry{At: ev.ReceivedAt, Direction: "in", Provider: r.Provider, Chat: r.Chat, From: ev.From,
+			Text: ev.Text, Media: ev.Media, ID: id})
 	}
 	for _, r := range out {
-		if InternalProvider(r.Provider) {
+		if op.o.Book.Internal(r.Provider) {
 			continue // an alert's or an after_send hook's record, not a message
 		}
-		var m outMsg
-		if json.Unmarshal(r.Payload, &m) != nil {
+		text, media, err := op.o.Book.Outbound(r.Payload)
+		if err != nil {
 			continue
 		}
-		e := LogEntry{At: r.CompletedAt, Direction: "out", Provider: r.Provider, Chat: r.Chat, Text: m.Text, ID: r.Ref, Key: r.Key}
-		if m.Media != nil {
-			e.Media = []abi.Media{*m.Media}
+		e := LogEntry{At: r.CompletedAt, Direction: "out", Provider: r.Provider, Chat: r.Chat, Text: text, ID: r.Ref, Key: r.Key}
+		if media != nil {
+			e.Media = []abi.Media{*media}
 		}
 		log = append(log, e)
 	}
@@ -81,9 +81,4 @@ func ReadLog(ctx context.Context, j durability.Journals, chat string, limit int)
 		log = log[len(log)-limit:]
 	}
 	return log, nil
-}
-
-// MessageLog returns the message log of a chat (see ReadLog).
-func (b *Bot) MessageLog(ctx context.Context, chat string, limit int) ([]LogEntry, error) {
-	return ReadLog(ctx, durability.Journals{Inbox: b.inbox, Outbox: b.outbox, State: b.state}, chat, limit)
 }

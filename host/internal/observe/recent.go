@@ -1,4 +1,4 @@
-package host
+package observe
 
 import (
 	"crypto/sha256"
@@ -139,14 +139,24 @@ type ModuleChange struct {
 // moduleHistoryCap bounds the module history: the oldest entries go first.
 const moduleHistoryCap = 50
 
-// moduleHistory keeps the module's recent changes.
-type moduleHistory struct {
+// ModuleHistory keeps the module's recent changes; the zero value is ready
+// (its clock time.Now).
+type ModuleHistory struct {
+	// Now is the clock (nil: time.Now).
+	Now     func() time.Time
 	mu      sync.Mutex
 	changes []ModuleChange
 }
 
-func (h *moduleHistory) add(event string, module []byte, digest string, err error) {
-	c := ModuleChange{At: time.Now().UnixMilli(), Event: event, Digest: digest}
+// Add notes a change: event ("loaded", "reloaded" or "refused"), the
+// module's digest (computed from module's bytes when empty) and why it was
+// refused.
+func (h *ModuleHistory) Add(event string, module []byte, digest string, err error) {
+	now := time.Now
+	if h.Now != nil {
+		now = h.Now
+	}
+	c := ModuleChange{At: now().UnixMilli(), Event: event, Digest: digest}
 	if c.Digest == "" && module != nil {
 		sum := sha256.Sum256(module)
 		c.Digest = hex.EncodeToString(sum[:])
@@ -162,18 +172,9 @@ func (h *moduleHistory) add(event string, module []byte, digest string, err erro
 	}
 }
 
-func (h *moduleHistory) list() []ModuleChange {
+// List is the history, oldest first.
+func (h *ModuleHistory) List() []ModuleChange {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]ModuleChange(nil), h.changes...)
 }
-
-// LastHour is the bot's activity in each minute of the last hour, oldest
-// first, the current (partial) minute last: inbound messages journaled,
-// turns ended and their p50/p99 duration.
-func (b *Bot) LastHour() []Minute { return b.obs.recent.minutes(time.Now()) }
-
-// ModuleHistory is the module's changes since the bot started, oldest
-// first (the last 50): its load, and each hot reload that went live or was
-// refused. A bot given a native guest has none.
-func (b *Bot) ModuleHistory() []ModuleChange { return b.modules.list() }

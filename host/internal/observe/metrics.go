@@ -1,4 +1,4 @@
-package host
+package observe
 
 import (
 	"context"
@@ -26,15 +26,40 @@ const (
 	depthFresh = time.Second
 )
 
-// instruments are the bot's Prometheus metrics, on a registry of its own
-// (not the process's default one): the counters, latency histograms, queue
-// depth and instance gauges, and Go's runtime and process metrics.
-type instruments struct {
+// Sources are what an Observer reads besides what it keeps.
+type Sources struct {
+	// Counters, Modules and Alerts are the bot's (kept by the bot, so that
+	// the parts built before the Observer bump them).
+	Counters *Counters
+	Modules  *ModuleHistory
+	Alerts   *Alerts
+	// Inbox and Outbox are the journals whose queue depths it reads.
+	Inbox  durability.InboxJournal
+	Outbox durability.OutboxJournal
+	// Instances reports the guest's handler instances (ok false: the
+	// guest keeps no pool).
+	Instances func() (busy, idle int, ok bool)
+	// Reloads counts the modules hot reload put live and refused.
+	Reloads func() (loaded, refused int64)
+	// Digest is the sha256 digest of the module that runs the turns now.
+	Digest func() string
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Observer is the bot's observability: the counters (Metrics), its
+// Prometheus metrics on a registry of its own (not the process's default
+// one: the counters, latency histograms, queue depth and instance gauges,
+// and Go's runtime and process metrics), the queue depths, the last hour,
+// the module's history and the alerts' listeners.
+type Observer struct {
+	src Sources
 	reg *prometheus.Registry
 	// admission is webhook to journaled; turn is a claimed record's whole
-	// turn (handler, sends, completion); guest is the handler's own run.
-	admission, turn, guest prometheus.Histogram
-	sendVec                *prometheus.HistogramVec
+	// turn (handler, sends, completion); Guest is the handler's own run.
+	admission, turn prometheus.Histogram
+	Guest           prometheus.Histogram
+	sendVec         *prometheus.HistogramVec
 	// commit and batch are the group commit's latency and batch size.
 	commit, batch prometheus.Histogram
 	stopCommit    func()
@@ -42,33 +67,87 @@ type instruments struct {
 	recent *lastHour
 	// turns counts the turns ended.
 	turns atomic.Int64
-	// panics counts the panics recovered in channels, by channel; skipped
+	// Panics counts the panics recovered in channels, by channel; Skipped
 	// the inputs channels did not admit by design, by channel and reason.
-	panics, skipped *prometheus.CounterVec
+	Panics, Skipped *prometheus.CounterVec
+	// depths is the last reading of the queue depths (QueueDepths).
+	depths depthCache
 }
 
-// admitted observes an admission that took d.
-func (in *instruments) admitted(d time.Duration) {
+// Admitted observes an admission that took d.
+func (in *Observer) Admitted(d time.Duration) {
 	in.admission.Observe(d.Seconds())
-	in.recent.admitted(time.Now())
+	in.recent.admitted(in.src.Now())
 }
 
-// turned observes a turn that took d.
-func (in *instruments) turned(d time.Duration) {
+// Turned observes a turn that took d.
+func (in *Observer) Turned(d time.Duration) {
 	in.turn.Observe(d.Seconds())
-	in.recent.turned(time.Now(), d.Seconds())
+	in.recent.turned(in.src.Now(), d.Seconds())
 	in.turns.Add(1)
 }
 
 // moves changes whenever a record may have changed queue: the sum of the
 // counters and of the turns ended.
-func (b *Bot) moves() int64 {
-	m := b.Metrics()
-	n := b.obs.turns.Load()
+func (in *Observer) moves() int64 {
+	m := in.Metrics()
+	n := in.turns.Load()
 	for _, c := range counterDefs {
 		n += c.value(m)
 	}
 	return n
+}
+
+// Metrics are the seed's thirteen durability counters, the admissions
+// refused by [bot] max_queue, and the module counters of hot reload, since
+// start.
+type Metrics struct {
+	InboundJournaled  int64 `json:"inbound_journaled"`
+	InboundDuplicates int64 `json:"inbound_duplicates"`
+	InboundReplayed   int64 `json:"inbound_replayed"`
+	InboundDead       int64 `json:"inbound_dead"`
+	OutboxJournaled   int64 `json:"outbox_journaled"`
+	OutboxDeduped     int64 `json:"outbox_deduped"`
+	OutboxRetried     int64 `json:"outbox_retried"`
+	OutboxDeferred    int64 `json:"outbox_deferred"`
+	OutboxDead        int64 `json:"outbox_dead"`
+	OutboxAmbiguous   int64 `json:"outbox_ambiguous"`
+	OutboxBypassed    int64 `json:"outbox_bypassed"`
+	StaleLeases       int64 `json:"stale_leases"`
+	OutboxDiverged    int64 `json:"outbox_diverged"`
+	// InboundRefused counts messages refused unjournaled because [bot]
+	// max_queue messages waited for a worker (the channel redelivers them).
+	InboundRefused int64 `json:"inbound_refused"`
+	// OutboxAmbiguousResolved counts sends a crash left in flight that their
+	// channel settled (transactional, reconciled or idempotent): neither
+	// lost nor doubled, and not counted in OutboxAmbiguous.
+	OutboxAmbiguousResolved int64 `json:"outbox_ambiguous_resolved"`
+	// ProviderNotLeader counts sends and admissions this replica refused
+	// on a channel whose session another replica leads (session =
+	// "leader"): each send was handed back to the outbox without being
+	// charged an attempt, for the leader to deliver; each message was left
+	// for the channel to redeliver.
+	ProviderNotLeader int64 `json:"provider_not_leader"`
+	// ModulesLoaded and ModulesRefused count the modules hot reload put
+	// live and refused since start.
+	ModulesLoaded  int64 `json:"modules_loaded"`
+	ModulesRefused int64 `json:"modules_refused"`
+	// ReplaysOnNewModule counts records run again under another module than
+	// the one that ran them before.
+	ReplaysOnNewModule int64 `json:"replays_on_new_module"`
+}
+
+// Counters are the durability counters the message path bumps (see
+// Metrics for each); the zero value is ready.
+type Counters struct {
+	InboundJournaled, InboundDuplicates, InboundReplayed, InboundDead  atomic.Int64
+	OutboxJournaled, OutboxDeduped, OutboxRetried, OutboxDeferred      atomic.Int64
+	OutboxDead, OutboxAmbiguous, OutboxBypassed, StaleLeases, Diverged atomic.Int64
+	OutboxAmbiguousResolved                                            atomic.Int64
+	InboundRefused                                                     atomic.Int64
+	ProviderNotLeader                                                  atomic.Int64
+	// ReplaysOnNewModule counts records run again under another module.
+	ReplaysOnNewModule atomic.Int64
 }
 
 // counterDefs are the counters, exported as botrun_<name>_total: name is
@@ -98,30 +177,34 @@ var counterDefs = []struct {
 	{"replays_on_new_module", "Replays run by another module than the first run.", func(m Metrics) int64 { return m.ReplaysOnNewModule }},
 }
 
-// newInstruments builds b's metrics and starts observing the process's
-// group commits (close stops it).
-func newInstruments(b *Bot) *instruments {
+// New builds the bot's metrics over src and starts observing the
+// process's group commits (Close stops it).
+func New(src Sources) *Observer {
+	if src.Now == nil {
+		src.Now = time.Now
+	}
 	seconds := func(name, help string, buckets []float64) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "botrun_" + name, Help: help, Buckets: buckets})
 	}
 	ms := func(start float64, n int) []float64 { return prometheus.ExponentialBuckets(start, 2, n) }
 	turnBuckets := ms(0.001, 16)
-	in := &instruments{
+	in := &Observer{
+		src:       src,
 		recent:    newLastHour(turnBuckets),
 		reg:       prometheus.NewRegistry(),
 		admission: seconds("admission_seconds", "Admission: from the channel handing a message over to its inbox record journaled.", ms(0.0005, 14)),
 		turn:      seconds("turn_seconds", "A claimed inbound record's turn: its handler, sends and completion.", turnBuckets),
-		guest:     seconds("guest_seconds", "The guest's handler run for one event (its host calls included).", ms(0.001, 16)),
+		Guest:     seconds("guest_seconds", "The guest's handler run for one event (its host calls included).", ms(0.001, 16)),
 		commit:    seconds("journal_commit_seconds", "One group commit of the journal (a batch of writes in one transaction); process-wide.", ms(0.0001, 15)),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "botrun_journal_commit_batch_size",
 			Help: "Writes per group commit of the journal; process-wide.", Buckets: ms(1, 10)}),
 		sendVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "botrun_send_seconds",
 			Help: "One call of a channel's send (an attempt), by provider.", Buckets: ms(0.001, 15)}, []string{"provider"}),
-		panics:  newPanicCounter(),
-		skipped: newSkipCounter(),
+		Panics:  newPanicCounter(),
+		Skipped: newSkipCounter(),
 	}
-	in.reg.MustRegister(in.admission, in.turn, in.guest, in.commit, in.batch, in.sendVec, in.panics, in.skipped,
-		counterCollector{b}, &depthCollector{b: b}, instanceCollector{b},
+	in.reg.MustRegister(in.admission, in.turn, in.Guest, in.commit, in.batch, in.sendVec, in.Panics, in.Skipped,
+		counterCollector{in}, depthCollector{in}, instanceCollector{in},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	in.stopCommit = groupcommit.Observe(func(size int, took time.Duration) {
 		in.batch.Observe(float64(size))
@@ -130,9 +213,9 @@ func newInstruments(b *Bot) *instruments {
 	return in
 }
 
-// sendObservers are the send latency histograms of each of providers,
+// SendObservers are the send latency histograms of each of providers,
 // curried once so that a send observes without a label lookup.
-func (in *instruments) sendObservers(providers []string) map[string]prometheus.Observer {
+func (in *Observer) SendObservers(providers []string) map[string]prometheus.Observer {
 	out := make(map[string]prometheus.Observer, len(providers))
 	for _, p := range providers {
 		out[p] = in.sendVec.WithLabelValues(p)
@@ -140,13 +223,14 @@ func (in *instruments) sendObservers(providers []string) map[string]prometheus.O
 	return out
 }
 
-func (in *instruments) close() { in.stopCommit() }
+// Close stops observing the group commits.
+func (in *Observer) Close() { in.stopCommit() }
 
 // Gatherer is the bot's Prometheus registry, for /admin/metrics.
-func (b *Bot) Gatherer() prometheus.Gatherer { return b.obs.reg }
+func (in *Observer) Gatherer() prometheus.Gatherer { return in.reg }
 
 // counterCollector exports the counters of Metrics.
-type counterCollector struct{ b *Bot }
+type counterCollector struct{ in *Observer }
 
 var counterDescs = func() []*prometheus.Desc {
 	out := make([]*prometheus.Desc, len(counterDefs))
@@ -163,7 +247,7 @@ func (c counterCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c counterCollector) Collect(ch chan<- prometheus.Metric) {
-	m := c.b.Metrics()
+	m := c.in.Metrics()
 	for i, def := range counterDefs {
 		ch <- prometheus.MustNewConstMetric(counterDescs[i], prometheus.CounterValue, float64(def.value(m)))
 	}
@@ -176,13 +260,13 @@ var (
 		"Outbox records by state: pending (due), deferred (failed, due for a retry), scheduled (held until later), dead, unknown (ambiguous, skipped); counted up to 10000, read at most every 10 s.", []string{"state"}, nil)
 )
 
-// depthCollector exports the queue depths (Bot.QueueDepths).
-type depthCollector struct{ b *Bot }
+// depthCollector exports the queue depths (Observer.QueueDepths).
+type depthCollector struct{ in *Observer }
 
-func (d *depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inboxDepth; ch <- outboxDepth }
+func (d depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inboxDepth; ch <- outboxDepth }
 
-func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
-	inbox, outbox, err := d.b.QueueDepths(context.Background())
+func (d depthCollector) Collect(ch chan<- prometheus.Metric) {
+	inbox, outbox, err := d.in.QueueDepths(context.Background())
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(inboxDepth, err)
 		return
@@ -219,19 +303,19 @@ var (
 // Inbox: queued (pending or failed, due for a run), leased (processing),
 // dead. Outbox: pending (due), deferred (failed, due for a retry), scheduled
 // (held until later), dead, unknown (ambiguous, skipped).
-func (b *Bot) QueueDepths(ctx context.Context) (inbox, outbox map[string]int, err error) {
-	d := &b.depths
+func (in *Observer) QueueDepths(ctx context.Context) (inbox, outbox map[string]int, err error) {
+	d := &in.depths
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	moves := b.moves()
-	if age := time.Since(d.at); d.at.IsZero() || age > depthTTL || (moves != d.moves && age > depthFresh) {
+	moves := in.moves()
+	if age := in.src.Now().Sub(d.at); d.at.IsZero() || age > depthTTL || (moves != d.moves && age > depthFresh) {
 		d.moves = moves
 		// Not the caller's context: the reading is shared, and one
 		// caller's cancelled request must not become everyone's error.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		d.inbox, d.outbox, d.err = b.readDepths(rctx, DepthCap)
+		d.inbox, d.outbox, d.err = in.readDepths(rctx, DepthCap)
 		cancel()
-		d.at = time.Now()
+		d.at = in.src.Now()
 	}
 	if d.err != nil {
 		return nil, nil, d.err
@@ -240,27 +324,27 @@ func (b *Bot) QueueDepths(ctx context.Context) (inbox, outbox map[string]int, er
 }
 
 // readDepths counts the records of each queue state up to limit.
-func (b *Bot) readDepths(ctx context.Context, limit int) (inbox, outbox map[string]int, err error) {
+func (in *Observer) readDepths(ctx context.Context, limit int) (inbox, outbox map[string]int, err error) {
 	inbox, outbox = map[string]int{}, map[string]int{}
 	count := func(state string) int {
 		if err != nil {
 			return 0
 		}
 		var recs []durability.InboxRecord
-		recs, err = b.inbox.List(ctx, durability.ListFilter{State: state, Limit: limit})
+		recs, err = in.src.Inbox.List(ctx, durability.ListFilter{State: state, Limit: limit})
 		return len(recs)
 	}
 	inbox["queued"] = min(count(string(durability.InboxPending))+count(string(durability.InboxFailed)), limit)
 	inbox["leased"] = count(string(durability.InboxProcessing))
 	inbox["dead"] = count(string(durability.InboxDead))
-	now := nowMs()
+	now := in.src.Now().UnixMilli()
 	for shown, stored := range map[string]durability.OutboxState{"pending": durability.OutboxPending,
 		"deferred": durability.OutboxFailed, "dead": durability.OutboxDead, "unknown": durability.OutboxUnknown} {
 		if err != nil {
 			break
 		}
 		var recs []durability.OutboxRecord
-		recs, err = b.outbox.List(ctx, durability.ListFilter{State: string(stored), Limit: limit})
+		recs, err = in.src.Outbox.List(ctx, durability.ListFilter{State: string(stored), Limit: limit})
 		if stored != durability.OutboxPending {
 			outbox[shown] = len(recs)
 			continue
@@ -280,19 +364,68 @@ var instancesDesc = prometheus.NewDesc("botrun_guest_instances",
 
 // instanceCollector exports the guest's instance pool (none for a guest
 // without one).
-type instanceCollector struct{ b *Bot }
-
-// instancePool is a Guest that reports its instances.
-type instancePool interface{ Instances() (busy, idle int) }
+type instanceCollector struct{ in *Observer }
 
 func (c instanceCollector) Describe(ch chan<- *prometheus.Desc) { ch <- instancesDesc }
 
 func (c instanceCollector) Collect(ch chan<- prometheus.Metric) {
-	p, ok := c.b.guest.(instancePool)
+	if c.in.src.Instances == nil {
+		return
+	}
+	busy, idle, ok := c.in.src.Instances()
 	if !ok {
 		return
 	}
-	busy, idle := p.Instances()
 	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(busy), "busy")
 	ch <- prometheus.MustNewConstMetric(instancesDesc, prometheus.GaugeValue, float64(idle), "idle")
+}
+
+// Metrics returns the counters.
+func (in *Observer) Metrics() Metrics {
+	c := in.src.Counters
+	m := Metrics{
+		InboundJournaled: c.InboundJournaled.Load(), InboundDuplicates: c.InboundDuplicates.Load(),
+		InboundReplayed: c.InboundReplayed.Load(), InboundDead: c.InboundDead.Load(),
+		OutboxJournaled: c.OutboxJournaled.Load(), OutboxDeduped: c.OutboxDeduped.Load(),
+		OutboxRetried: c.OutboxRetried.Load(), OutboxDeferred: c.OutboxDeferred.Load(),
+		OutboxDead: c.OutboxDead.Load(), OutboxAmbiguous: c.OutboxAmbiguous.Load(),
+		OutboxBypassed: c.OutboxBypassed.Load(), StaleLeases: c.StaleLeases.Load(),
+		OutboxDiverged: c.Diverged.Load(), InboundRefused: c.InboundRefused.Load(),
+		ReplaysOnNewModule: c.ReplaysOnNewModule.Load(), OutboxAmbiguousResolved: c.OutboxAmbiguousResolved.Load(),
+		ProviderNotLeader: c.ProviderNotLeader.Load(),
+	}
+	if in.src.Reloads != nil {
+		m.ModulesLoaded, m.ModulesRefused = in.src.Reloads()
+	}
+	return m
+}
+
+// LastHour is the bot's activity in each minute of the last hour, oldest
+// first, the current (partial) minute last: inbound messages journaled,
+// turns ended and their p50/p99 duration.
+func (in *Observer) LastHour() []Minute { return in.recent.minutes(in.src.Now()) }
+
+// ModuleHistory is the module's changes since the bot started, oldest
+// first (the last 50): its load, and each hot reload that went live or was
+// refused. A bot given a native guest has none.
+func (in *Observer) ModuleHistory() []ModuleChange { return in.src.Modules.List() }
+
+// ModuleDigest is the sha256 digest of the module that runs the bot's
+// turns now (after a hot reload, the new one).
+func (in *Observer) ModuleDigest() string { return in.src.Digest() }
+
+// OnAlert registers fn for every alert. fn runs synchronously on the
+// bot's goroutines: keep it short.
+func (in *Observer) OnAlert(fn func(Alert)) { in.src.Alerts.OnAlert(fn) }
+
+// newPanicCounter is botrun_channel_panics_total.
+func newPanicCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "botrun_channel_panics_total",
+		Help: "Panics recovered in a channel's loop, webhook handler or input (the input skipped or refused), by channel."}, []string{"channel"})
+}
+
+// newSkipCounter is botrun_channel_skipped_total.
+func newSkipCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "botrun_channel_skipped_total",
+		Help: "Inputs a channel took and did not admit by design (automatic: an auto-reply, after RFC 3834; sender: an email whose sender is not one From address), by channel and reason."}, []string{"channel", "reason"})
 }

@@ -1,16 +1,14 @@
-package host
+package ops
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/kvlease"
-	"github.com/botrun/botrun/host/config"
 )
 
 // Status is who holds what among a bot's replicas, as its backend records
@@ -62,17 +60,10 @@ type HeldLeases struct {
 	Earliest int64 `json:"earliest_until"`
 }
 
-// heldLease is one leased record: its owner and lease expiry.
-type heldLease struct {
-	owner string
-	until int64
-}
-
-// statusSource is what a status is read from.
-type statusSource struct {
-	journals durability.Journals
-	kv       durability.Kv
-	scope    string
+// Lease is one leased record: its owner and lease expiry (Unix ms).
+type Lease struct {
+	Owner string
+	Until int64
 }
 
 // leaseKinds are the kinds of leased records a status counts, in the order
@@ -80,27 +71,27 @@ type statusSource struct {
 // ([durability] coordination).
 var leaseKinds = []struct {
 	name string
-	list func(ctx context.Context, src statusSource) ([]heldLease, error)
+	list func(ctx context.Context, op *Operator) ([]Lease, error)
 }{
-	{"inbox", func(ctx context.Context, src statusSource) ([]heldLease, error) {
-		recs, err := src.journals.Inbox.List(ctx, durability.ListFilter{State: string(durability.InboxProcessing)})
-		return leasesOf(recs, err, func(r durability.InboxRecord) heldLease { return heldLease{r.Owner, r.LeaseUntil} })
+	{"inbox", func(ctx context.Context, op *Operator) ([]Lease, error) {
+		recs, err := op.in.List(ctx, durability.ListFilter{State: string(durability.InboxProcessing)})
+		return leasesOf(recs, err, func(r durability.InboxRecord) Lease { return Lease{r.Owner, r.LeaseUntil} })
 	}},
-	{"outbox", func(ctx context.Context, src statusSource) ([]heldLease, error) {
-		recs, err := src.journals.Outbox.List(ctx, durability.ListFilter{State: string(durability.OutboxSending)})
-		return leasesOf(recs, err, func(r durability.OutboxRecord) heldLease { return heldLease{r.Owner, r.LeaseUntil} })
+	{"outbox", func(ctx context.Context, op *Operator) ([]Lease, error) {
+		recs, err := op.out.List(ctx, durability.ListFilter{State: string(durability.OutboxSending)})
+		return leasesOf(recs, err, func(r durability.OutboxRecord) Lease { return Lease{r.Owner, r.LeaseUntil} })
 	}},
-	{"turn", func(ctx context.Context, src statusSource) ([]heldLease, error) {
-		if src.kv == nil {
+	{"turn", func(ctx context.Context, op *Operator) ([]Lease, error) {
+		if op.o.Kv == nil {
 			return nil, nil
 		}
-		return heldTurns(ctx, src.kv, src.scope+"turn/")
+		return op.o.Book.Turns(ctx, op.o.Kv, op.o.Scope+"turn/")
 	}},
 }
 
 // leasesOf is the lease of each of recs (listed with err).
-func leasesOf[R any](recs []R, err error, lease func(R) heldLease) ([]heldLease, error) {
-	out := make([]heldLease, len(recs))
+func leasesOf[R any](recs []R, err error, lease func(R) Lease) ([]Lease, error) {
+	out := make([]Lease, len(recs))
 	for i, r := range recs {
 		out[i] = lease(r)
 	}
@@ -116,12 +107,11 @@ func LeaseKinds() []string {
 	return names
 }
 
-// ReadStatus reads the status of the bot cfg describes from its journals
-// and its backend's Kv (nil: the sessions show no leader), from the running
-// bot or from another process.
-func ReadStatus(ctx context.Context, cfg *config.Config, j durability.Journals, kv durability.Kv) (Status, error) {
-	src := statusSource{journals: j, kv: kv, scope: Scope(cfg).ID() + "/"}
-	now := time.Now().UnixMilli()
+// Status reads who holds what among the bot's replicas from its journals
+// and its backend's Kv (none: the sessions show no leader), from the
+// running bot or from another process.
+func (op *Operator) Status(ctx context.Context) (Status, error) {
+	now := op.nowMs()
 	st := Status{At: now, Sessions: []SessionStatus{}, Replicas: []ReplicaStatus{}}
 	replicas := map[string]*ReplicaStatus{}
 	replica := func(owner string) *ReplicaStatus {
@@ -132,37 +122,37 @@ func ReadStatus(ctx context.Context, cfg *config.Config, j durability.Journals, 
 		}
 		return r
 	}
-	for _, p := range sessionProviders(cfg) {
-		s := SessionStatus{Provider: p.ID}
-		if kv != nil {
-			key := channel.Env{ID: p.ID, KeyPrefix: src.scope}.SessionKey()
-			rec, _, err := kvlease.Read(ctx, kv, key)
+	for _, id := range op.o.Sessions {
+		s := SessionStatus{Provider: id}
+		if op.o.Kv != nil {
+			key := channel.Env{ID: id, KeyPrefix: op.o.Scope}.SessionKey()
+			rec, _, err := kvlease.Read(ctx, op.o.Kv, key)
 			if err != nil {
-				return Status{}, fmt.Errorf("status: the leader of %s: %w", p.ID, err)
+				return Status{}, fmt.Errorf("status: the leader of %s: %w", id, err)
 			}
 			s.Leader, s.Token, s.Until = rec.Owner, rec.Token, rec.Until
 			s.Expired = rec.Owner != "" && rec.Until <= now
 		}
 		if s.Leader != "" && !s.Expired {
 			r := replica(s.Leader)
-			r.Leads = append(r.Leads, p.ID)
+			r.Leads = append(r.Leads, id)
 		}
 		st.Sessions = append(st.Sessions, s)
 	}
 	for _, kind := range leaseKinds {
-		leases, err := kind.list(ctx, src)
+		leases, err := kind.list(ctx, op)
 		if err != nil {
 			return Status{}, fmt.Errorf("status: the %s leases: %w", kind.name, err)
 		}
 		for _, l := range leases {
-			r := replica(l.owner)
+			r := replica(l.Owner)
 			h := r.Held[kind.name]
 			h.Count++
-			if l.until <= now {
+			if l.Until <= now {
 				h.Expired++
 			}
-			if h.Earliest == 0 || l.until < h.Earliest {
-				h.Earliest = l.until
+			if h.Earliest == 0 || l.Until < h.Earliest {
+				h.Earliest = l.Until
 			}
 			r.Held[kind.name] = h
 		}
@@ -172,9 +162,4 @@ func ReadStatus(ctx context.Context, cfg *config.Config, j durability.Journals, 
 	}
 	slices.SortFunc(st.Replicas, func(a, b ReplicaStatus) int { return strings.Compare(a.Owner, b.Owner) })
 	return st, nil
-}
-
-// Status reads the status of this bot's replicas from its backend.
-func (b *Bot) Status(ctx context.Context) (Status, error) {
-	return ReadStatus(ctx, b.cfg, durability.Journals{Inbox: b.inbox, Outbox: b.outbox, State: b.state}, b.kv)
 }
