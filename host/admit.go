@@ -12,6 +12,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/rules"
 )
 
 // ErrStopping is returned by Admit while the bot shuts down; the channel should
@@ -77,13 +79,13 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 			ev.Text = in.Title // a module that knows no interactions reads a message
 		}
 	}
-	jr := journaled{Event: ev}
+	jr := rules.Journaled{Event: ev}
 	b.serializeMedia(providerID, &jr)
 	payload, err := json.Marshal(jr)
 	if err != nil {
 		return channel.Admission{}, fmt.Errorf("admit %s: %w", id, err)
 	}
-	if !b.dispatch.reserve() {
+	if !b.dispatch.Reserve() {
 		if b.isStopping() {
 			return channel.Admission{}, ErrStopping
 		}
@@ -94,7 +96,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	reserved := true
 	defer func() {
 		if reserved {
-			b.dispatch.unreserve()
+			b.dispatch.Unreserve()
 		}
 	}()
 	// The record is created already claimed: this process handles it next,
@@ -120,7 +122,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 		b.log.Warn("fail_open: dispatching without a journal record", "id", id, "err", err)
 		ev.Attempt = 1
 		reserved = false
-		b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, event: &ev, unjournaled: true})
+		b.dispatch.SubmitReserved(dispatch.Job{ChatKey: dispatch.ChatKey(providerID, msg.Chat), ID: id, Event: &ev, Unjournaled: true})
 		return channel.Admission{ID: id}, nil
 	}
 	if st == durability.Exists {
@@ -131,11 +133,9 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	b.obs.admitted(time.Since(start))
 	// Stopping: the lease expires and the record is reclaimed.
 	reserved = false
-	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media, trace: span.SpanContext()})
+	b.dispatch.SubmitReserved(dispatch.Job{ChatKey: dispatch.ChatKey(providerID, msg.Chat), ID: id, Claimed: &rec, Live: ev.Media, Trace: span.SpanContext()})
 	return channel.Admission{ID: id}, nil
 }
-
-func chatKey(providerID, chat string) string { return providerID + "\x00" + chat }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
 

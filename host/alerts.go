@@ -16,11 +16,8 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/rules"
 )
-
-// alertsProvider is the id of the internal channel that POSTs alerts to
-// [alerts] url; no [[providers]] id can take it.
-const alertsProvider = "_alerts"
 
 // alertSink delivers alerts as signed JSON POSTs, journaled in the outbox
 // like any send (so they are retried, and survive a restart). The signature
@@ -41,7 +38,7 @@ func newAlertSink(rawURL, secret string) (*alertSink, error) {
 }
 
 // ID implements channel.Provider.
-func (s *alertSink) ID() string { return alertsProvider }
+func (s *alertSink) ID() string { return rules.AlertsChannel }
 
 // Send implements channel.Provider: msg.Text is the alert's JSON.
 func (s *alertSink) Send(ctx context.Context, msg channel.Outbound) (string, error) {
@@ -91,7 +88,7 @@ func (b *Bot) forwardAlerts(ctx context.Context, in <-chan Alert) {
 		case al := <-in:
 			body, _ := json.Marshal(alertBody{Alert: al, Bot: Scope(b.cfg).ID(), At: time.Now().UnixMilli()})
 			key := "alert:" + randomID()
-			if _, err := Enqueue(ctx, b.outbox, alertsProvider, "alerts", string(body), key, 0); err != nil && ctx.Err() == nil {
+			if _, err := Enqueue(ctx, b.outbox, rules.AlertsChannel, "alerts", string(body), key, 0); err != nil && ctx.Err() == nil {
 				// The journal is down (the very alert may say so): post it
 				// once without it, not retried.
 				b.postUnjournaled(ctx, al, key, string(body), err)
@@ -106,7 +103,7 @@ func (b *Bot) forwardAlerts(ctx context.Context, in <-chan Alert) {
 // straight to [alerts] url, once: when the journal is down, the alert that
 // says so still reaches the operator.
 func (b *Bot) postUnjournaled(ctx context.Context, al Alert, key, body string, journalErr error) {
-	sink, ok := b.providers[alertsProvider]
+	sink, ok := b.providers[rules.AlertsChannel]
 	if !ok {
 		return
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -83,7 +85,7 @@ type Bot struct {
 	outbox durability.OutboxJournal
 	state  durability.StateStore
 
-	dispatch *dispatcher
+	dispatch *dispatch.Dispatcher
 	sender   *sender
 	// leaders are this replica's elections of the providers whose session
 	// is "leader".
@@ -187,7 +189,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 			b.close()
 			return nil, err
 		}
-		b.providers[alertsProvider] = sink
+		b.providers[rules.AlertsChannel] = sink
 		b.alerts.out = make(chan Alert, 1024)
 	}
 	b.obs = newInstruments(b)
@@ -203,17 +205,17 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	if h, ok := b.guest.(SendHooks); ok {
 		b.sender.hooks = h
 	}
-	b.dispatch = newDispatcher(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
+	b.dispatch = dispatch.New(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
 	if b.coord != nil {
 		b.sender.runQueued = func(providerID, chat, key string) bool {
-			j, ok := b.dispatch.takeSend(chatKey(providerID, chat), key)
+			j, ok := b.dispatch.TakeSend(dispatch.ChatKey(providerID, chat), key)
 			if ok {
 				b.handle(b.baseCtx, j)
 			}
 			return ok
 		}
 	}
-	b.dispatch.setOnLow(b.sweepBatch()/4, b.queueLow)
+	b.dispatch.SetOnLow(b.sweepBatch()/4, b.queueLow)
 	built = true
 	return b, nil
 }
@@ -451,7 +453,7 @@ func (b *Bot) Stop(ctx context.Context) error {
 	b.drainOnce.Do(func() { close(b.draining) })
 	defer close(b.stopped)
 	b.wakeSweeper()
-	dropped, err := b.dispatch.stop(ctx)
+	dropped, err := b.dispatch.Stop(ctx)
 	if started {
 		<-b.sweepDone
 	}
@@ -461,8 +463,8 @@ func (b *Bot) Stop(ctx context.Context) error {
 	if b.coord != nil {
 		// Another replica runs them now, not once their leases expire.
 		for _, j := range dropped {
-			if j.claimed != nil {
-				b.park(ctx, j.claimed, nowMs())
+			if j.Claimed != nil {
+				b.park(ctx, j.Claimed, nowMs())
 			}
 		}
 	}
@@ -498,7 +500,7 @@ func (b *Bot) crash() {
 	b.stopping = true
 	b.mu.Unlock()
 	b.abandon()
-	b.dispatch.stop(canceled())
+	b.dispatch.Stop(canceled())
 }
 
 // waitGroup waits for wg until ctx ends; it reports whether wg finished.
@@ -552,4 +554,17 @@ func (b *Bot) Send(ctx context.Context, providerID, chat, text, key string) (abi
 	}
 	res, _, err := b.sender.sendNow(ctx, sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: text}, key: key}, false)
 	return res, err
+}
+
+// handle runs one job on a worker: a claimed send goes to the sender, an
+// inbound record gets its turn.
+func (b *Bot) handle(_ context.Context, j dispatch.Job) {
+	if j.Send != nil {
+		b.sender.deliverClaimed(b.baseCtx, *j.Send)
+		if b.sendsOut.Add(-1) == 0 && b.sendsFull.Load() {
+			b.wakeSweeper() // more may be due
+		}
+		return
+	}
+	b.takeTurn(j)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/internal/dispatch"
 )
 
 // coordination serializes each chat's turns across the replicas that share
@@ -151,7 +152,7 @@ const waitingForTurn = "waiting for the chat's turn (coordination)"
 // among them. No worker ever waits for a turn: a record whose chat's turn
 // another replica holds is parked (released, due again in one poll, its
 // attempt refunded) for that holder, or the next sweep, to run.
-func (b *Bot) coordinatedTurn(j job, rec *durability.InboxRecord) {
+func (b *Bot) coordinatedTurn(j dispatch.Job, rec *durability.InboxRecord) {
 	ctx := b.baseCtx
 	if b.isStopping() {
 		b.park(ctx, rec, nowMs())
@@ -185,7 +186,7 @@ func (b *Bot) park(ctx context.Context, rec *durability.InboxRecord, due int64) 
 // (parked or not started), until the chat has none, or its oldest is held
 // by a live replica or waits for its retry. rec, if it cannot run before
 // that, is parked behind it.
-func (b *Bot) runChat(j job, rec *durability.InboxRecord, t *chatTurn) {
+func (b *Bot) runChat(j dispatch.Job, rec *durability.InboxRecord, t *chatTurn) {
 	ctx := b.baseCtx
 	hb := b.leases.heartbeat(b.coord.ttl, t.extend)
 	defer hb.release()
@@ -221,7 +222,7 @@ func (b *Bot) runChat(j job, rec *durability.InboxRecord, t *chatTurn) {
 			break
 		}
 		ran[next.ID] = true
-		nj := job{chatKey: j.chatKey, id: next.ID}
+		nj := dispatch.Job{ChatKey: j.ChatKey, ID: next.ID}
 		if next.ID == rec.ID {
 			nj, pending = j, false
 		}

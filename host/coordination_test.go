@@ -13,6 +13,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -121,7 +122,7 @@ func TestCoordinationOlderRecordFirst(t *testing.T) {
 	// A replica that died holding the chat's turn and its first message.
 	until := time.Now().Add(500 * time.Millisecond)
 	lease := durability.Lease{Owner: "dead-replica", Now: nowMs(), Until: until.UnixMilli()}
-	payload, _ := json.Marshal(journaled{Event: abi.Event{ID: "web:old", Provider: "web", Chat: "c", From: "u", Text: "m0"}})
+	payload, _ := json.Marshal(rules.Journaled{Event: abi.Event{ID: "web:old", Provider: "web", Chat: "c", From: "u", Text: "m0"}})
 	if _, _, err := b.inbox.Put(ctx, durability.InboxPut{ID: "web:old", Provider: "web", Chat: "c", Payload: payload}, lease.Now, &lease); err != nil {
 		t.Fatal(err)
 	}

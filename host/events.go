@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/botrun/botrun/host/internal/rules"
 )
 
 // Alert names.
@@ -80,7 +82,7 @@ func (a *alerts) emit(ev Alert) {
 		fn(ev)
 	}
 	// An alert about an alert's own delivery is not posted again.
-	if a.out != nil && ev.Provider != alertsProvider {
+	if a.out != nil && ev.Provider != rules.AlertsChannel {
 		select {
 		case a.out <- ev:
 		default:

@@ -2,55 +2,29 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
-
-// journaled is the inbox payload: the event as the guest will see it, plus the
-// durable media references the provider serialized (durability.inbox.media_refs).
-type journaled struct {
-	abi.Event
-	DurableMedia []*durableMedia `json:"durable_media,omitempty"`
-}
-
-// ParseJournaled reads an inbox record's payload: the event as the guest saw
-// it, and whether its media were journaled as the channel's durable
-// references (their live references blanked; a channel's codec rebuilds them).
-func ParseJournaled(payload []byte) (ev abi.Event, durableMedia bool, err error) {
-	var jr journaled
-	if err := json.Unmarshal(payload, &jr); err != nil {
-		return abi.Event{}, false, fmt.Errorf("journaled event is unreadable: %w", err)
-	}
-	return jr.Event, len(jr.DurableMedia) > 0, nil
-}
-
-// durableMedia is one serialized media reference, or why there is none.
-type durableMedia struct {
-	Provider string             `json:"provider"`
-	Stored   *channel.StoredRef `json:"stored,omitempty"`
-	// Reason is set when the media has no durable reference: "not-durable".
-	Reason string `json:"reason,omitempty"`
-}
 
 // serializeMedia replaces live media tokens by the provider's durable
 // references before the event is journaled. Providers without a codec, or
 // media_refs = false, journal the tokens as they are.
-func (b *Bot) serializeMedia(providerID string, j *journaled) {
+func (b *Bot) serializeMedia(providerID string, j *rules.Journaled) {
 	codec, ok := b.providers[providerID].(channel.MediaRefCodec)
 	if !ok || !b.mediaRefs || len(j.Media) == 0 {
 		return
 	}
 	j.Media = append([]abi.Media(nil), j.Media...) // the caller keeps the live refs
-	j.DurableMedia = make([]*durableMedia, len(j.Media))
+	j.DurableMedia = make([]*rules.DurableMedia, len(j.Media))
 	for i, m := range j.Media {
 		stored, ok := codec.SerializeMediaRef(channel.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME, Caption: m.Caption})
-		d := &durableMedia{Provider: providerID}
+		d := &rules.DurableMedia{Provider: providerID}
 		if ok {
 			d.Stored = &stored
 		} else {
@@ -65,7 +39,7 @@ func (b *Bot) serializeMedia(providerID string, j *journaled) {
 // the channel's own references: media that could not be made durable still
 // download live. Codecs rebuild the same references, so replays see the same
 // event.
-func useLiveMedia(j *journaled, live []abi.Media) bool {
+func useLiveMedia(j *rules.Journaled, live []abi.Media) bool {
 	if len(live) == 0 || len(live) != len(j.Media) {
 		return false
 	}
@@ -79,7 +53,7 @@ func useLiveMedia(j *journaled, live []abi.Media) bool {
 // handler runs, and returns for each media why it is unavailable ("" when it
 // is not). A reference that cannot be rebuilt leaves that media without a ref
 // (media_load fails with the reason); the message is processed all the same.
-func (b *Bot) rehydrateMedia(recProvider string, j *journaled) []string {
+func (b *Bot) rehydrateMedia(recProvider string, j *rules.Journaled) []string {
 	if len(j.DurableMedia) == 0 {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/internal/rules"
 )
 
 // LogEntry is one delivered message of a chat, inbound or outbound.
@@ -51,7 +52,7 @@ func ReadLog(ctx context.Context, j durability.Journals, chat string, limit int)
 	}
 	log := make([]LogEntry, 0, len(in)+len(out))
 	for _, r := range in {
-		var jr journaled
+		var jr rules.Journaled
 		if json.Unmarshal(r.Payload, &jr) != nil {
 			continue
 		}
@@ -63,7 +64,7 @@ func ReadLog(ctx context.Context, j durability.Journals, chat string, limit int)
 			Text: jr.Text, Media: jr.Media, ID: id})
 	}
 	for _, r := range out {
-		if InternalProvider(r.Provider) {
+		if rules.Internal(r.Provider) {
 			continue // an alert's or an after_send hook's record, not a message
 		}
 		var m outMsg

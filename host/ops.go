@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"github.com/botrun/botrun/abi"
-	"log/slog"
-	"time"
-
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/rules"
+	"log/slog"
+	"time"
 )
 
 // ListInbox lists inbound records (state "dead" is the inbound DLQ).
@@ -52,7 +53,7 @@ func (b *Bot) ReplayInbound(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	b.dispatch.submit(job{chatKey: chatKey(rec.Provider, rec.Chat), id: id})
+	b.dispatch.Submit(dispatch.Job{ChatKey: dispatch.ChatKey(rec.Provider, rec.Chat), ID: id})
 	return nil
 }
 
@@ -99,7 +100,7 @@ func DiscardSend(ctx context.Context, outbox durability.OutboxJournal, key strin
 // missing that is not in gone (parts deleted already).
 func discardRest(ctx context.Context, outbox durability.OutboxJournal, key string, gone map[string]bool) error {
 	// A later send under the key journals its own botrun_after_send.
-	if err := outbox.Discard(ctx, afterSendKey(key)); err != nil && !errors.Is(err, durability.ErrNotFound) {
+	if err := outbox.Discard(ctx, rules.AfterSendKey(key)); err != nil && !errors.Is(err, durability.ErrNotFound) {
 		return err
 	}
 	for n := 2; ; n++ {
@@ -182,7 +183,7 @@ func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 	payload, _ := json.Marshal(outMsg{Text: text})
 	now := time.Now().UnixMilli()
 	st, rec, err := outbox.Put(ctx, durability.OutboxPut{Key: key, Provider: providerID, Chat: chat, Payload: payload,
-		Fingerprint: fingerprint(chat, payload), NotBefore: at}, now, nil)
+		Fingerprint: rules.Fingerprint(chat, payload), NotBefore: at}, now, nil)
 	if err != nil {
 		return abi.SendResult{}, fmt.Errorf("send: outbox journal: %w", err)
 	}
@@ -200,7 +201,7 @@ func Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 
 // SendLater journals a send for this bot's sweeper (see Enqueue) and wakes it.
 func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
-	if _, ok := b.providers[providerID]; !ok || InternalProvider(providerID) {
+	if _, ok := b.providers[providerID]; !ok || rules.Internal(providerID) {
 		return abi.SendResult{}, fmt.Errorf("send: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	res, err := Enqueue(ctx, b.outbox, providerID, chat, text, key, at)
@@ -260,7 +261,7 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 			}
 		}
 		put := durability.OutboxPut{Key: s.key, Provider: providerID, Chat: s.chat, Payload: p,
-			Fingerprint: fingerprint(chat, payload), Inbound: inbound, NotBefore: req.At}
+			Fingerprint: rules.Fingerprint(chat, payload), Inbound: inbound, NotBefore: req.At}
 		st, _, err := outbox.Put(ctx, put, now, nil)
 		if err != nil {
 			return res, fmt.Errorf("broadcast: outbox journal: %w", err)
@@ -282,7 +283,7 @@ func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID,
 // BroadcastLater journals a broadcast for this bot's sweeper (see
 // Broadcast) and wakes it.
 func (b *Bot) BroadcastLater(ctx context.Context, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
-	if _, ok := b.providers[providerID]; !ok || InternalProvider(providerID) {
+	if _, ok := b.providers[providerID]; !ok || rules.Internal(providerID) {
 		return abi.BroadcastResult{}, fmt.Errorf("broadcast: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	if max := b.cfg.Bot.MaxBroadcast; len(req.Chats) > max {

@@ -13,6 +13,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -209,7 +210,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 	keys := map[string]string{"web:m1:1": "x", "web:m1:3": "y", "n:c2": "news", "n:c3": "news"}
 	if !waitFor(60*time.Second, func() bool {
 		for _, key := range append([]string{"web:m1:4"}, mapKeys(keys)...) {
-			if rec, err := b.outbox.Get(context.Background(), afterSendKey(key)); err != nil || rec.State != durability.OutboxSent {
+			if rec, err := b.outbox.Get(context.Background(), rules.AfterSendKey(key)); err != nil || rec.State != durability.OutboxSent {
 				return false
 			}
 		}
@@ -239,7 +240,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 	}
 	// A send dead at once keeps its after_send record, settled without
 	// running, for an operator's retry to re-arm.
-	if rec, err := b.outbox.Get(context.Background(), afterSendKey("web:m1:2")); err != nil || rec.State != durability.OutboxSent {
+	if rec, err := b.outbox.Get(context.Background(), rules.AfterSendKey("web:m1:2")); err != nil || rec.State != durability.OutboxSent {
 		t.Errorf("the after_send record of a send dead at once: %+v, %v; want settled without running", rec, err)
 	}
 	dead, _ := b.ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxDead)})
@@ -251,7 +252,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range log {
-		if InternalProvider(e.Provider) {
+		if rules.Internal(e.Provider) {
 			t.Errorf("the message log shows a hook record: %+v", e)
 		}
 	}
@@ -290,13 +291,13 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 	}
 	b.wakeSweeper()
 	if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns("k1"); return n > 0 }) {
-		t.Fatalf("after_send never ran again: %+v", b.outboxRecord(t, afterSendKey("k1")))
+		t.Fatalf("after_send never ran again: %+v", b.outboxRecord(t, rules.AfterSendKey("k1")))
 	}
 	if _, h := g.afterRuns("k1"); h.Ref != "ref-9" || h.Event != "web:m0" || h.Text != "hi" {
 		t.Errorf("after_send saw %+v", h)
 	}
-	if !waitFor(30*time.Second, func() bool { return b.outboxRecord(t, afterSendKey("k1")).State == durability.OutboxSent }) {
-		t.Fatalf("record %+v, want sent", b.outboxRecord(t, afterSendKey("k1")))
+	if !waitFor(30*time.Second, func() bool { return b.outboxRecord(t, rules.AfterSendKey("k1")).State == durability.OutboxSent }) {
+		t.Fatalf("record %+v, want sent", b.outboxRecord(t, rules.AfterSendKey("k1")))
 	}
 	if m := b.Metrics(); m.OutboxAmbiguous != 0 {
 		t.Errorf("outbox_ambiguous = %d: a hook's record is run again, not counted ambiguous", m.OutboxAmbiguous)
@@ -385,7 +386,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	settled := func(key string) bool {
-		rec, err := b.outbox.Get(ctx, afterSendKey(key))
+		rec, err := b.outbox.Get(ctx, rules.AfterSendKey(key))
 		return err == nil && rec.State == durability.OutboxSent
 	}
 	if !waitFor(60*time.Second, func() bool { return settled("web:m1:1") && settled("web:m1:2") }) {
@@ -415,7 +416,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns("web:m1:2"); return n == 1 && settled("web:m1:2") }) {
-		t.Fatalf("after_send did not run once the retried send was delivered: %+v", b.outboxRecord(t, afterSendKey("web:m1:2")))
+		t.Fatalf("after_send did not run once the retried send was delivered: %+v", b.outboxRecord(t, rules.AfterSendKey("web:m1:2")))
 	}
 	if n, _ := g.afterRuns("web:m1:1"); n != 1 {
 		t.Errorf("after_send of web:m1:1 ran %d times, want 1", n)
@@ -423,7 +424,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 	if err := b.Discard(ctx, "web:m1:1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.outbox.Get(ctx, afterSendKey("web:m1:1")); !errors.Is(err, durability.ErrNotFound) {
+	if _, err := b.outbox.Get(ctx, rules.AfterSendKey("web:m1:1")); !errors.Is(err, durability.ErrNotFound) {
 		t.Errorf("the discarded send's after_send record is still there (err %v)", err)
 	}
 }
@@ -474,7 +475,7 @@ func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
 	b.wakeSweeper()
 	for _, key := range []string{"web:m1:1", "web:m1:2"} {
 		if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns(key); return n == 1 }) {
-			t.Errorf("after_send of %s did not run once the retried send was delivered (after_send record: %+v)", key, b.outboxRecord(t, afterSendKey(key)))
+			t.Errorf("after_send of %s did not run once the retried send was delivered (after_send record: %+v)", key, b.outboxRecord(t, rules.AfterSendKey(key)))
 		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -105,21 +107,21 @@ func (b *Bot) newTurn(ev abi.Event) *turn {
 // already did), run the handler with a heartbeat started with its turn, then
 // complete with the buffered state writes, or fail with a retry or to the
 // dead-letter queue.
-func (b *Bot) takeTurn(j job) {
+func (b *Bot) takeTurn(j dispatch.Job) {
 	ctx := b.baseCtx
-	if j.unjournaled {
-		t, _ := b.run(ctx, *j.event, nil, nil)
+	if j.Unjournaled {
+		t, _ := b.run(ctx, *j.Event, nil, nil)
 		t.flushMark(ctx) // no completion to carry the last send's MarkSent
 		return
 	}
-	rec := j.claimed
+	rec := j.Claimed
 	if rec == nil {
-		r, err := b.inbox.Claim(ctx, j.id, b.leases.lease(b.policy.inboxLease))
+		r, err := b.inbox.Claim(ctx, j.ID, b.leases.lease(b.policy.inboxLease))
 		switch {
 		case errors.Is(err, durability.ErrNotClaimable), errors.Is(err, durability.ErrNotFound):
 			return // another worker or replica has it, or it is done
 		case err != nil:
-			b.log.Error("claim failed; the sweeper will retry it", "id", j.id, "err", err)
+			b.log.Error("claim failed; the sweeper will retry it", "id", j.ID, "err", err)
 			return
 		}
 		rec = &r
@@ -139,10 +141,10 @@ func (b *Bot) takeTurn(j job) {
 // turn, when set, is the chat turn it runs under (coordination): once it is
 // lost by this process's clock the record makes no more sends and does not
 // complete.
-func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
+func (b *Bot) runRecord(j dispatch.Job, rec *durability.InboxRecord, turn func() error) {
 	ctx := b.baseCtx
 	start := time.Now()
-	ctx, span := b.tr.startUnder(ctx, j.trace, spanTurn)
+	ctx, span := b.tr.startUnder(ctx, j.Trace, spanTurn)
 	defer span.End()
 	idAttr(span, rec.ID, rec.Provider)
 	hb, ok := b.turnLease(ctx, rec)
@@ -158,13 +160,13 @@ func (b *Bot) runRecord(j job, rec *durability.InboxRecord, turn func() error) {
 	if rec.Attempts > 1 {
 		b.metrics.inboundReplayed.Add(1)
 	}
-	var jr journaled
+	var jr rules.Journaled
 	if err := json.Unmarshal(rec.Payload, &jr); err != nil {
 		b.failInbound(ctx, rec, hb, fmt.Errorf("journaled event is unreadable: %w", err), true, nil)
 		return
 	}
 	var reasons []string
-	if !useLiveMedia(&jr, j.live) {
+	if !useLiveMedia(&jr, j.Live) {
 		reasons = b.rehydrateMedia(rec.Provider, &jr)
 	}
 	ev := jr.Event
@@ -325,39 +327,6 @@ func short(digest string) string {
 	return digest
 }
 
-// ErrSendCap fails an event whose handler sends more than bot.max_sends.
-var ErrSendCap = errors.New("the handler sent more than bot.max_sends")
-
-// CheckSendCap refuses the n-th send (or broadcast) of event eventID, counted
-// from 1, past maxSends (ErrSendCap).
-func CheckSendCap(eventID string, n, maxSends int) error {
-	if n > maxSends {
-		return fmt.Errorf("event %s: %w (%d): raise it in [bot] if the bot means it", eventID, ErrSendCap, maxSends)
-	}
-	return nil
-}
-
-// CheckBroadcast refuses a broadcast, the event's n-th send, past maxSends
-// or to more than maxBroadcast chats (wasm.ErrTooLarge).
-func CheckBroadcast(eventID string, n, maxSends, chats, maxBroadcast int) error {
-	if err := CheckSendCap(eventID, n, maxSends); err != nil {
-		return err
-	}
-	if chats > maxBroadcast {
-		return fmt.Errorf("event %s: a broadcast to %d chats is over bot.max_broadcast (%d): %w", eventID, chats, maxBroadcast, wasm.ErrTooLarge)
-	}
-	return nil
-}
-
-// SendKey is the idempotency key of event eventID's n-th send (counted from
-// 1): explicit when the guest named one, else derived, "<event id>:<n>".
-func SendKey(eventID string, n int, explicit string) (key string, derived bool) {
-	if explicit != "" {
-		return explicit, false
-	}
-	return fmt.Sprintf("%s:%d", eventID, n), true
-}
-
 // spec builds the send of req by the idempotency key rules: explicit, else
 // derived from the event and the send's position.
 func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
@@ -365,11 +334,11 @@ func (t *turn) spec(req abi.SendRequest) (sendSpec, error) {
 		return sendSpec{}, err
 	}
 	t.n++
-	if err := CheckSendCap(t.event.ID, t.n, t.maxSends); err != nil {
+	if err := rules.CheckSendCap(t.event.ID, t.n, t.maxSends); err != nil {
 		return sendSpec{}, err
 	}
 	s := sendSpec{provider: t.event.Provider, chat: req.Chat, msg: outMsg{Text: req.Text, Media: req.Media, Buttons: req.Buttons, List: req.List}, inbound: t.event.ID}
-	s.key, s.derived = SendKey(t.event.ID, t.n, req.IdempotencyKey)
+	s.key, s.derived = rules.SendKey(t.event.ID, t.n, req.IdempotencyKey)
 	return s, nil
 }
 
@@ -404,7 +373,7 @@ func (t *turn) Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, e
 	}
 	// Charged when made; refused now if the event's sends so far and the
 	// posts held already leave no room for it.
-	cs := contentSize(s.msg)
+	cs := rules.ContentSize(s.msg)
 	if held := t.sentBytes + t.postedContent + cs; held > t.maxBytes {
 		return abi.SendResult{}, fmt.Errorf("event %s: a post of %d bytes would bring the content the event sends to %d bytes, over bot.max_event_bytes (%d): %w", t.event.ID, cs, held, t.maxBytes, wasm.ErrTooLarge)
 	}
@@ -494,12 +463,12 @@ func (t *turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 		return abi.BroadcastResult{}, err
 	}
 	t.n++
-	if err := CheckBroadcast(t.event.ID, t.n, t.maxSends, len(req.Chats), t.maxBroadcast); err != nil {
+	if err := rules.CheckBroadcast(t.event.ID, t.n, t.maxSends, len(req.Chats), t.maxBroadcast); err != nil {
 		return abi.BroadcastResult{}, err
 	}
 	// The copies as listed are checked before any is journaled; each is
 	// then charged as journaled (a hook's rewrite may make it larger).
-	size := contentSize(outMsg{Text: req.Text, Media: req.Media})
+	size := rules.ContentSize(outMsg{Text: req.Text, Media: req.Media})
 	// With botrun_after_send, each chat's after_send record copies it too.
 	first := sendSpec{provider: t.event.Provider, msg: outMsg{Text: req.Text, Media: req.Media}, key: req.KeyPrefix + ":", inbound: t.event.ID, at: req.At}
 	size += t.afterBytes(first, []string{first.key})
@@ -554,12 +523,6 @@ func (t *turn) chargeBytes(n int64, what string) error {
 	}
 	t.sentBytes += n
 	return nil
-}
-
-// contentSize is the size of m as journaled.
-func contentSize(m outMsg) int64 {
-	b, _ := json.Marshal(m)
-	return int64(len(b))
 }
 
 // uniqueChats counts the distinct chats of a broadcast.
@@ -692,10 +655,6 @@ type stateUsage struct {
 	stored, delta int64
 }
 
-// usageKey is where the usage record of an owner lives; guest keys always
-// start with "chat/" or "user/", so no guest can reach it.
-func usageKey(owner string) string { return "botrun/usage/" + owner }
-
 // stateWrite buffers a set or a delete within the state limits.
 func (t *turn) stateWrite(ctx context.Context, key string, value []byte, del bool) error {
 	owner, rest := t.stateScope(key)
@@ -750,7 +709,7 @@ func (t *turn) account(ctx context.Context, owner string) (*stateUsage, error) {
 	if u, ok := t.usage[owner]; ok {
 		return u, nil
 	}
-	v, ok, err := t.state.Get(ctx, usageKey(owner))
+	v, ok, err := t.state.Get(ctx, rules.UsageKey(owner))
 	if err != nil {
 		return nil, err
 	}
@@ -789,7 +748,7 @@ func (t *turn) effects() []durability.StateWrite {
 	}
 	for owner, u := range t.usage {
 		if u.delta != 0 {
-			out = append(out, durability.StateWrite{Key: usageKey(owner), Value: []byte(strconv.FormatInt(max(u.stored+u.delta, 0), 10))})
+			out = append(out, durability.StateWrite{Key: rules.UsageKey(owner), Value: []byte(strconv.FormatInt(max(u.stored+u.delta, 0), 10))})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
