@@ -42,7 +42,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	if b.isStopping() {
 		return channel.Admission{}, ErrStopping
 	}
-	if refused := b.leaders.refuse(providerID); refused != nil {
+	if refused := b.leaders.Refuse(providerID); refused != nil {
 		// Only the session's leader holds the transport: a message
 		// reaching another replica is left for the channel to redeliver.
 		b.metrics.providerNotLeader.Add(1)
@@ -101,9 +101,9 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	}()
 	// The record is created already claimed: this process handles it next,
 	// and a crash leaves it to be reclaimed (one write instead of two).
-	lease := b.leases.lease(b.policy.inboxLease)
+	l := b.leases.Lease(b.policy.inboxLease)
 	jctx, jspan := b.tr.start(ctx, spanJournal)
-	st, rec, err := b.inbox.Put(jctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
+	st, rec, err := b.inbox.Put(jctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, l.Now, &l)
 	fail(jspan, err)
 	jspan.End()
 	fail(span, err)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/internal/rules"
 )
@@ -67,7 +68,7 @@ func (s *alertSink) Send(ctx context.Context, msg channel.Outbound) (string, err
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return "", fmt.Errorf("alerts: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(rb)))
 	}
-	return "", &permanentError{fmt.Errorf("alerts: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(rb)))}
+	return "", &channel.PermanentError{Err: fmt.Errorf("alerts: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(rb)))}
 }
 
 // alertBody is what an alert POST carries.
@@ -112,4 +113,17 @@ func (b *Bot) postUnjournaled(ctx context.Context, al Alert, key, body string, j
 	if _, err := sink.Send(ctx, channel.Outbound{Chat: "alerts", Text: body, Key: key}); err != nil {
 		b.log.Error("alerts: journaling an alert failed, and posting it without the journal too; it is only in this log", "alert", al.Name, "journal_err", journalErr, "err", err)
 	}
+}
+
+// sendAlerts tell the operator of the sender's dead and ambiguous sends.
+type sendAlerts struct{ a *alerts }
+
+// Dead implements send.Alerts.
+func (s sendAlerts) Dead(rec durability.OutboxRecord, why string) {
+	s.a.emit(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat, Error: why})
+}
+
+// Ambiguous implements send.Alerts.
+func (s sendAlerts) Ambiguous(rec durability.OutboxRecord) {
+	s.a.emit(Alert{Name: AlertAmbiguous, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat})
 }

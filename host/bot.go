@@ -18,8 +18,13 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/clock"
 	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/lease"
 	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
+	"github.com/botrun/botrun/host/internal/sweep"
+	"github.com/botrun/botrun/host/internal/turn"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -50,6 +55,9 @@ type Options struct {
 	// exporter [tracing] otlp_endpoint configures (tests pass one with an
 	// in-memory exporter).
 	TracerProvider trace.TracerProvider
+	// Clock is the time the message path reads: leases, retries, sweeps
+	// (nil: the wall clock; tests pass a clock.Fake).
+	Clock clock.Clock
 }
 
 // Bot is one running bot: its guest, providers, journals, dispatcher,
@@ -86,7 +94,9 @@ type Bot struct {
 	state  durability.StateStore
 
 	dispatch *dispatch.Dispatcher
-	sender   *sender
+	sender   *send.Sender
+	// turnCfg is what every turn shares.
+	turnCfg turn.Config
 	// leaders are this replica's elections of the providers whose session
 	// is "leader".
 	leaders leaders
@@ -105,23 +115,20 @@ type Bot struct {
 	admissionFailed admissionFailures
 	mediaRefs       bool
 	boot            time.Time
-	wake            signal
-	leases          *leases
-	alerts          *alerts
-	// sendsOut counts the claimed sends of the last outbox claim that the
-	// workers have not delivered yet; inboxBacklog is set when the last
-	// inbound claim was full.
+	// clock is Options.Clock, or the wall clock.
+	clock clock.Clock
+	// wake asks the sweeper for a sweep now.
+	wake    sweep.Wake
+	sweeper *sweep.Sweeper
+	leases  *lease.Leases
+	alerts  *alerts
 	// runners are the channels' Run goroutines (channel.Runner).
-	runners      sync.WaitGroup
-	sendsOut     atomic.Int64
-	sendsFull    atomic.Bool
-	inboxBacklog atomic.Bool
+	runners sync.WaitGroup
 
-	mu        sync.Mutex
-	started   bool
-	stopping  bool
-	stopped   chan struct{}
-	sweepDone chan struct{}
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	stopped  chan struct{}
 	// draining is closed when the bot begins to stop (Draining).
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -136,13 +143,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		cfg:       cfg,
 		log:       opts.Logger,
 		policy:    newPolicy(cfg),
+		clock:     clock.Or(opts.Clock),
 		mediaRefs: *cfg.Durability.Inbox.MediaRefs,
 		providers: map[string]channel.Channel{},
-		boot:      time.Now(),
+		boot:      clock.Or(opts.Clock).Now(),
 		timeouts:  defaultTimeouts,
-		wake:      make(signal, 1),
+		wake:      sweep.NewWake(),
 		stopped:   make(chan struct{}),
-		sweepDone: make(chan struct{}),
 		draining:  make(chan struct{}),
 	}
 	if b.log == nil {
@@ -163,7 +170,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	}()
 	b.tr = tr
 	b.baseCtx, b.abandon = context.WithCancel(context.Background())
-	b.leases = &leases{owner: b.policy.instanceID, base: b.baseCtx, metrics: &b.metrics, log: b.log}
+	b.leases = &lease.Leases{Owner: b.policy.instanceID, Base: b.baseCtx, Stale: &b.metrics.staleLeases, Log: b.log, Clock: b.clock}
 	b.alerts = &alerts{log: b.log}
 	if err := b.openBackend(ctx, opts.Backend); err != nil {
 		return nil, err
@@ -197,25 +204,28 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	for id := range b.providers {
 		ids = append(ids, id)
 	}
-	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
-		sendTime: b.obs.sendObservers(ids), tr: b.tr,
-		leases: b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
-		afterBudgets:   newEventBudgets(time.Duration(cfg.Bot.HandlerTimeout)),
-		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli(), channel: b.channelEnv}
-	if h, ok := b.guest.(SendHooks); ok {
-		b.sender.hooks = h
-	}
 	b.dispatch = dispatch.New(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
-	if b.coord != nil {
-		b.sender.runQueued = func(providerID, chat, key string) bool {
-			j, ok := b.dispatch.TakeSend(dispatch.ChatKey(providerID, chat), key)
-			if ok {
-				b.handle(b.baseCtx, j)
-			}
-			return ok
-		}
+	b.sweeper = sweep.New(sweep.Config{Inbox: b.inbox, Outbox: b.outbox, Queue: b.dispatch, Leases: b.leases,
+		Instance: b.policy.instanceID, Boot: b.boot, Poll: b.policy.poll, Retention: b.policy.retention,
+		InboxLease: b.policy.inboxLease, OutboxLease: b.policy.outboxLease, Workers: cfg.Bot.Workers,
+		Wake: b.wake, Log: b.log, Clock: b.clock})
+	sc := send.Config{Outbox: b.outbox, Channels: b.providers, Policy: b.policy.send(), Counters: b.metrics.send(),
+		Tracer: b.tr.tracer, SendTime: b.obs.sendObservers(ids), Log: b.log, Leases: b.leases,
+		Alerts: sendAlerts{b.alerts}, Wake: b.wake, Sweeper: b.sweeper,
+		HookTimeout: time.Duration(cfg.Bot.HandlerTimeout), Boot: b.boot, Leaders: b.leaders,
+		Guard: b.channelEnv, Clock: b.clock}
+	if h, ok := b.guest.(SendHooks); ok {
+		sc.Hooks = h
 	}
-	b.dispatch.SetOnLow(b.sweepBatch()/4, b.queueLow)
+	if b.coord != nil {
+		sc.Queued = b.dispatch
+	}
+	b.sender = send.New(sc)
+	b.turnCfg = turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
+		Counters: turn.Counters{Deferred: &b.metrics.outboxDeferred, Journaled: &b.metrics.outboxJournaled},
+		Caps: turn.Caps{MaxSends: cfg.Bot.MaxSends, MaxBroadcast: cfg.Bot.MaxBroadcast, MaxChatState: int64(cfg.Bot.MaxChatState),
+			MaxEventBytes: int64(cfg.Bot.MaxEventBytes), HandlerTimeout: time.Duration(cfg.Bot.HandlerTimeout)},
+		Wake: b.wake, Log: b.log}
 	built = true
 	return b, nil
 }
@@ -252,7 +262,7 @@ func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) erro
 		if !ok || b.kv == nil {
 			return fmt.Errorf("durability.coordination: the %s backend opened journals without a chat order or a Kv", b.cfg.Durability.Backend)
 		}
-		b.coord = newCoordination(order, b.kv, scope.ID(), b.policy.instanceID, b.boot, b.policy.inboxLease)
+		b.coord = &coordination{order: order, turns: lease.NewChatTurns(b.kv, scope.ID(), b.policy.instanceID, b.boot, b.policy.inboxLease, b.clock)}
 	}
 	return nil
 }
@@ -374,7 +384,7 @@ func (b *Bot) Start() {
 	defer b.mu.Unlock()
 	if !b.started && !b.stopping {
 		b.started = true
-		go b.sweepLoop()
+		go b.sweeper.Run(b.baseCtx)
 		if b.alerts.out != nil {
 			b.runners.Go(func() { b.forwardAlerts(b.baseCtx, b.alerts.out) })
 		}
@@ -452,10 +462,11 @@ func (b *Bot) Stop(ctx context.Context) error {
 	b.mu.Unlock()
 	b.drainOnce.Do(func() { close(b.draining) })
 	defer close(b.stopped)
+	b.sweeper.Stop()
 	b.wakeSweeper()
 	dropped, err := b.dispatch.Stop(ctx)
 	if started {
-		<-b.sweepDone
+		<-b.sweeper.Done()
 	}
 	if len(dropped) > 0 {
 		b.log.Info("queued events left journaled for the next start", "count", len(dropped))
@@ -499,6 +510,7 @@ func (b *Bot) crash() {
 	b.mu.Lock()
 	b.stopping = true
 	b.mu.Unlock()
+	b.sweeper.Stop()
 	b.abandon()
 	b.dispatch.Stop(canceled())
 }
@@ -537,6 +549,9 @@ func (b *Bot) closeBackend() {
 	}
 }
 
+// wakeSweeper asks for a sweep now (an enqueue, a replay, a stop).
+func (b *Bot) wakeSweeper() { b.wake.Notify() }
+
 func (b *Bot) isStopping() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -552,7 +567,7 @@ func (b *Bot) Send(ctx context.Context, providerID, chat, text, key string) (abi
 	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckName("idempotency key", key)); err != nil {
 		return abi.SendResult{}, fmt.Errorf("send: %w", err)
 	}
-	res, _, err := b.sender.sendNow(ctx, sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: text}, key: key}, false)
+	res, _, err := b.sender.SendNow(ctx, send.Spec{Provider: providerID, Chat: chat, Msg: outMsg{Text: text}, Key: key}, false)
 	return res, err
 }
 
@@ -560,10 +575,7 @@ func (b *Bot) Send(ctx context.Context, providerID, chat, text, key string) (abi
 // inbound record gets its turn.
 func (b *Bot) handle(_ context.Context, j dispatch.Job) {
 	if j.Send != nil {
-		b.sender.deliverClaimed(b.baseCtx, *j.Send)
-		if b.sendsOut.Add(-1) == 0 && b.sendsFull.Load() {
-			b.wakeSweeper() // more may be due
-		}
+		b.sender.DeliverQueued(*j.Send)
 		return
 	}
 	b.takeTurn(j)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
 )
 
 // Alert names.
@@ -120,16 +121,6 @@ func (f *admissionFailures) refused(a *alerts, providerID, id string, err error)
 	a.emit(Alert{Name: AlertAdmissionFailed, Provider: providerID, ID: id, Error: msg})
 }
 
-// signal wakes one waiter; signals sent while it is set are merged.
-type signal chan struct{}
-
-func (s signal) notify() {
-	select {
-	case s <- struct{}{}:
-	default:
-	}
-}
-
 // Metrics are the seed's thirteen durability counters, the admissions
 // refused by [bot] max_queue, and the module counters of hot reload, since
 // start.
@@ -176,6 +167,13 @@ type counters struct {
 	outboxAmbiguousResolved                                            atomic.Int64
 	inboundRefused                                                     atomic.Int64
 	providerNotLeader                                                  atomic.Int64
+}
+
+// send are the counters the sender moves.
+func (c *counters) send() send.Counters {
+	return send.Counters{Journaled: &c.outboxJournaled, Deduped: &c.outboxDeduped, Retried: &c.outboxRetried,
+		Deferred: &c.outboxDeferred, Dead: &c.outboxDead, Ambiguous: &c.outboxAmbiguous, Bypassed: &c.outboxBypassed,
+		Stale: &c.staleLeases, Diverged: &c.diverged, AmbiguousResolved: &c.outboxAmbiguousResolved, NotLeader: &c.providerNotLeader}
 }
 
 // Metrics returns the counters.

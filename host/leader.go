@@ -3,9 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
-	"time"
 
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/kvlease"
@@ -49,11 +47,11 @@ func (e *election) refusal() error {
 // whose session is "leader".
 type leaders map[string]*election
 
-// refuse returns a ProviderNotLeader error when providerID's session is
+// Refuse returns a ProviderNotLeader error when providerID's session is
 // "leader" and this replica does not hold it now, else nil. It is checked
 // right before the transport is used (a send, an admission): a replica
 // frozen past its lease learns here that it lost it.
-func (l leaders) refuse(providerID string) error {
+func (l leaders) Refuse(providerID string) error {
 	e, ok := l[providerID]
 	if !ok {
 		return nil
@@ -62,15 +60,6 @@ func (l leaders) refuse(providerID string) error {
 		return nil
 	}
 	return e.refusal()
-}
-
-// notLeaderWait is how long a send a standby handed back waits before it is
-// due again: long enough that the leader's sweeper, which polls as often,
-// usually claims it first, short enough that the leader delivers it
-// promptly; a random part keeps replicas from claiming in step.
-func (p *policy) notLeaderWait() time.Duration {
-	base := max(2*p.poll, 200*time.Millisecond)
-	return base + rand.N(max(p.poll, time.Millisecond))
 }
 
 // buildLeaders sets up an election for each provider whose session is

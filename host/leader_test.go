@@ -160,7 +160,7 @@ func TestLeaderOnlySession(t *testing.T) {
 	// A message the leader journaled, handled on the standby (as after a
 	// failover): the handler's send is deferred to the leader.
 	payload, _ := json.Marshal(rules.Journaled{Event: abi.Event{ID: "wa:m1", Provider: "wa", Chat: "c3", From: "u", Text: "m1", ReceivedAt: nowMs()}})
-	l := b.leases.lease(b.policy.inboxLease)
+	l := b.leases.Lease(b.policy.inboxLease)
 	if _, _, err := b.inbox.Put(ctx, durability.InboxPut{ID: "wa:m1", Provider: "wa", Chat: "c3", Payload: payload}, l.Now, &l); err != nil {
 		t.Fatal(err)
 	}

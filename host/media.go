@@ -1,15 +1,9 @@
 package host
 
 import (
-	"context"
-	"errors"
-	"fmt"
-
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
-	"github.com/botrun/botrun/host/inputs"
 	"github.com/botrun/botrun/host/internal/rules"
-	"github.com/botrun/botrun/host/wasm"
 )
 
 // serializeMedia replaces live media tokens by the provider's durable
@@ -81,56 +75,4 @@ func (b *Bot) rehydrateMedia(recProvider string, j *rules.Journaled) []string {
 		j.Media[i].Ref, j.Media[i].URL = m.Ref, m.URL
 	}
 	return reasons
-}
-
-// mediaLoad is one media_load answer kept for the rest of the event: the
-// bytes, or a final error.
-type mediaLoad struct {
-	b   []byte
-	err error
-}
-
-// LoadMedia implements wasm.Env: the bytes of the event's media[index],
-// downloaded by its provider once per event (a second load of the same index
-// is answered from the first). A permanent download failure is a
-// rehydrate-failed MediaUnavailableError; a transient one fails the attempt,
-// which is retried.
-func (t *turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
-	if index < 0 || index >= len(t.event.Media) {
-		return nil, wasm.ErrNoMedia
-	}
-	if index < len(t.mediaReasons) && t.mediaReasons[index] != "" {
-		t.inputs.MediaUnavailable(index, t.mediaReasons[index], "", "")
-		return nil, &abi.MediaUnavailableError{Reason: t.mediaReasons[index]}
-	}
-	if r, ok := t.media[index]; ok {
-		return r.b, r.err
-	}
-	loader, ok := t.providers[t.event.Provider].(channel.MediaLoader)
-	if !ok {
-		t.inputs.MediaUnavailable(index, "", "", inputs.ErrUnsupported)
-		return nil, fmt.Errorf("provider %q cannot download media: %w", t.event.Provider, wasm.ErrUnsupported)
-	}
-	m := t.event.Media[index]
-	b, err := loader.LoadMedia(ctx, channel.Media{Type: m.Type, Ref: m.Ref, URL: m.URL, MIME: m.MIME}, abi.MaxMedia)
-	var r mediaLoad
-	switch {
-	case err == nil:
-		r.b = b
-		t.inputs.Media(index, b)
-	case errors.Is(err, channel.ErrMediaTooLarge):
-		r.err = fmt.Errorf("media %d of %s: %w", index, t.event.ID, wasm.ErrMediaTooLarge)
-		t.inputs.MediaUnavailable(index, "", "", inputs.ErrTooLarge)
-	case channel.MediaGone(err):
-		r.err = &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: err.Error()}
-		t.inputs.MediaUnavailable(index, abi.MediaRehydrateFailed, err.Error(), "")
-	default:
-		// Transient: not kept, so a retry in this event downloads again.
-		return nil, fmt.Errorf("downloading media %d of %s: %w", index, t.event.ID, err)
-	}
-	if t.media == nil {
-		t.media = map[int]mediaLoad{}
-	}
-	t.media[index] = r
-	return r.b, r.err
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/internal/dispatch"
 	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
 	"log/slog"
 	"time"
 )
@@ -75,7 +76,7 @@ func RetrySend(ctx context.Context, outbox durability.OutboxJournal, key string)
 	if err := outbox.Retry(ctx, key, nowMs()); err != nil {
 		return err
 	}
-	if err := rearmAfterSend(ctx, outbox, key); err != nil {
+	if err := send.RearmAfterSend(ctx, outbox, key, nowMs()); err != nil {
 		return fmt.Errorf("re-arming the botrun_after_send of %s: %w", key, err)
 	}
 	return nil
@@ -205,7 +206,7 @@ func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string,
 		return abi.SendResult{}, fmt.Errorf("send: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
 	res, err := Enqueue(ctx, b.outbox, providerID, chat, text, key, at)
-	if err == nil && b.leaders.refuse(providerID) == nil {
+	if err == nil && b.leaders.Refuse(providerID) == nil {
 		b.wakeSweeper() // (a standby leaves it to the leader's next sweep)
 	}
 	return res, err
@@ -217,67 +218,7 @@ func (b *Bot) SendLater(ctx context.Context, providerID, chat, text, key string,
 // guest's broadcast all journal through it. A key journaled before is not
 // sent again (it counts in Existing).
 func Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
-	return broadcast(ctx, outbox, providerID, inbound, req, nil)
-}
-
-// chatHook runs a module's send hooks on one chat's send of a broadcast:
-// before it is journaled (it may rewrite it, or cancel it: keep is false),
-// and after (journal the after_send record).
-type chatHook struct {
-	before func(s *sendSpec) (keep bool, err error)
-	after  func(s sendSpec) error
-	// charge takes a chat's copy s (its journaled bytes) of the event's
-	// bot.max_event_bytes; its error refuses the rest of the broadcast.
-	charge func(s sendSpec, bytes int) error
-}
-
-func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest, hook *chatHook) (abi.BroadcastResult, error) {
-	var res abi.BroadcastResult
-	payload, _ := json.Marshal(outMsg{Text: req.Text, Media: req.Media})
-	now := time.Now().UnixMilli()
-	seen := make(map[string]bool, len(req.Chats))
-	for _, chat := range req.Chats {
-		if seen[chat] {
-			continue
-		}
-		seen[chat] = true
-		s := sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: req.Text, Media: req.Media},
-			key: req.KeyPrefix + ":" + chat, inbound: inbound, at: req.At}
-		p := payload
-		if hook != nil && hook.before != nil {
-			keep, err := hook.before(&s)
-			if err != nil {
-				return res, fmt.Errorf("broadcast: %w", err)
-			}
-			if !keep {
-				res.Cancelled++
-				continue
-			}
-			p, _ = json.Marshal(s.msg)
-		}
-		if hook != nil && hook.charge != nil {
-			if err := hook.charge(s, len(p)); err != nil {
-				return res, fmt.Errorf("broadcast: %w", err)
-			}
-		}
-		put := durability.OutboxPut{Key: s.key, Provider: providerID, Chat: s.chat, Payload: p,
-			Fingerprint: rules.Fingerprint(chat, payload), Inbound: inbound, NotBefore: req.At}
-		st, _, err := outbox.Put(ctx, put, now, nil)
-		if err != nil {
-			return res, fmt.Errorf("broadcast: outbox journal: %w", err)
-		}
-		if st == durability.Exists {
-			res.Existing++
-		} else {
-			res.Journaled++
-		}
-		if hook != nil && hook.after != nil {
-			if err := hook.after(s); err != nil {
-				return res, fmt.Errorf("broadcast: %w", err)
-			}
-		}
-	}
-	return res, nil
+	return send.Broadcast(ctx, outbox, providerID, inbound, req, nil, nowMs())
 }
 
 // BroadcastLater journals a broadcast for this bot's sweeper (see

@@ -14,6 +14,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -198,7 +199,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 	ch := newChannel()
 	ch.fail = func(_ int, out channel.Outbound) error {
 		if strings.HasPrefix(out.Text, "dead") {
-			return &permanentError{errors.New("blocked")}
+			return &channel.PermanentError{Err: errors.New("blocked")}
 		}
 		return nil
 	}
@@ -279,10 +280,10 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 	} else if err := b.outbox.MarkSent(ctx, "k1", rec.Token, "ref-9", now-50_000); err != nil {
 		t.Fatal(err)
 	}
-	s := sendSpec{provider: "web", chat: "c1", msg: outMsg{Text: "hi"}, key: "k1", inbound: "web:m0"}
+	s := send.Spec{Provider: "web", Chat: "c1", Msg: outMsg{Text: "hi"}, Key: "k1", Inbound: "web:m0"}
 	// The crashed incarnation had claimed the hook's record: it is put in
 	// flight at once (no sweep can take it first), its lease expired.
-	put, err := afterPut(s, []string{"k1"})
+	put, err := send.AfterPut(s, []string{"k1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +376,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if out.Text == "flaky" && down {
-			return &permanentError{errors.New("blocked for now")}
+			return &channel.PermanentError{Err: errors.New("blocked for now")}
 		}
 		return nil
 	}
@@ -450,7 +451,7 @@ func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if down {
-			return &permanentError{errors.New("blocked for now")}
+			return &channel.PermanentError{Err: errors.New("blocked for now")}
 		}
 		return nil
 	}

@@ -1,10 +1,10 @@
 // Package rules is the turn's rule book, one copy shared by the live turn
 // (host) and the dry run (host/dryrun): the idempotency keys of a handler's
 // sends ("<inbound id>:<n>"), the caps on an event's sends, the outcome of a
-// botrun_before_send hook, and the formats journaled for an event and a
+// botrun_before_send hook, the retry schedules, and the formats journaled for an event and a
 // send, including the kinds of outbox record the host keeps for itself.
 //
-// rules imports abi, host/channel and host/wasm; it never imports host, and
+// rules imports abi, host/channel, host/config and host/wasm; it never imports host, and
 // holds no state: every function answers from its arguments.
 package rules
 
@@ -14,9 +14,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -134,3 +137,28 @@ const RandomSecretKey = "botrun/secret/random"
 // UsageKey is where the state quota usage record of an owner (a chat or a
 // sender) lives.
 func UsageKey(owner string) string { return "botrun/usage/" + owner }
+
+// Backoff is a retry schedule: base * 2^(n-1), capped, then moved by up to
+// ±Jitter of itself.
+type Backoff struct {
+	Base, Cap time.Duration
+	Jitter    float64
+}
+
+// NewBackoff is the schedule b configures.
+func NewBackoff(b config.Backoff) Backoff {
+	return Backoff{Base: b.Base.D(), Cap: b.Cap.D(), Jitter: *b.Jitter}
+}
+
+// Wait is the delay after the n-th failed attempt (n >= 1).
+func (b Backoff) Wait(n int) time.Duration {
+	d := b.Base
+	for i := 1; i < n && d < b.Cap; i++ {
+		d *= 2
+	}
+	d = min(d, b.Cap)
+	if b.Jitter > 0 {
+		d = time.Duration(float64(d) * (1 + b.Jitter*(2*rand.Float64()-1)))
+	}
+	return max(d, 0)
+}
