@@ -99,7 +99,7 @@ type Bot struct {
 	turnCfg turn.Config
 	// leaders are this replica's elections of the providers whose session
 	// is "leader".
-	leaders leaders
+	leaders lease.Elections
 	metrics counters
 	// obs are the Prometheus metrics (Gatherer).
 	obs *instruments

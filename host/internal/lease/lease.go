@@ -1,10 +1,12 @@
 // Package lease is every lease the message path holds: a record's lease in
 // a journal (an inbox record's turn, an outbox send's delivery) kept alive
 // by a heartbeat, and a chat's turn across replicas ([durability]
-// coordination), a fenced lease in the backend's Kv. The leader elections
-// of channel sessions are kvlease leases (host/channel/kvlease).
+// coordination), a fenced lease in the backend's Kv, and this replica's
+// elections for the channels whose session one replica leads (Election,
+// over a kvlease lease).
 //
-// lease imports durability and host/internal/clock; it never imports host.
+// lease imports durability, host/channel, host/channel/kvlease and
+// host/internal/clock; it never imports host.
 package lease
 
 import (
