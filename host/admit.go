@@ -12,7 +12,9 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/dispatch"
 	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/rules"
 )
 
 // ErrStopping is returned by Admit while the bot shuts down; the channel should
@@ -41,7 +43,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	if b.isStopping() {
 		return channel.Admission{}, ErrStopping
 	}
-	if refused := b.leaders.refuse(providerID); refused != nil {
+	if refused := b.leaders.Refuse(providerID); refused != nil {
 		// Only the session's leader holds the transport: a message
 		// reaching another replica is left for the channel to redeliver.
 		b.metrics.ProviderNotLeader.Add(1)
@@ -78,13 +80,13 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 			ev.Text = in.Title // a module that knows no interactions reads a message
 		}
 	}
-	jr := journaled{Event: ev}
+	jr := rules.Journaled{Event: ev}
 	b.serializeMedia(providerID, &jr)
 	payload, err := json.Marshal(jr)
 	if err != nil {
 		return channel.Admission{}, fmt.Errorf("admit %s: %w", id, err)
 	}
-	if !b.dispatch.reserve() {
+	if !b.dispatch.Reserve() {
 		if b.isStopping() {
 			return channel.Admission{}, ErrStopping
 		}
@@ -95,14 +97,14 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	reserved := true
 	defer func() {
 		if reserved {
-			b.dispatch.unreserve()
+			b.dispatch.Unreserve()
 		}
 	}()
 	// The record is created already claimed: this process handles it next,
 	// and a crash leaves it to be reclaimed (one write instead of two).
-	lease := b.leases.lease(b.policy.inboxLease)
+	l := b.leases.Lease(b.policy.inboxLease)
 	jctx, jspan := b.tr.Start(ctx, observe.SpanJournal)
-	st, rec, err := b.inbox.Put(jctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, lease.Now, &lease)
+	st, rec, err := b.inbox.Put(jctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, l.Now, &l)
 	observe.Fail(jspan, err)
 	jspan.End()
 	observe.Fail(span, err)
@@ -121,7 +123,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 		b.log.Warn("fail_open: dispatching without a journal record", "id", id, "err", err)
 		ev.Attempt = 1
 		reserved = false
-		b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, event: &ev, unjournaled: true})
+		b.dispatch.SubmitReserved(dispatch.Job{ChatKey: dispatch.ChatKey(providerID, msg.Chat), ID: id, Event: &ev, Unjournaled: true})
 		return channel.Admission{ID: id}, nil
 	}
 	if st == durability.Exists {
@@ -132,11 +134,9 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	b.obs.Admitted(time.Since(start))
 	// Stopping: the lease expires and the record is reclaimed.
 	reserved = false
-	b.dispatch.submitReserved(job{chatKey: chatKey(providerID, msg.Chat), id: id, claimed: &rec, live: ev.Media, trace: span.SpanContext()})
+	b.dispatch.SubmitReserved(dispatch.Job{ChatKey: dispatch.ChatKey(providerID, msg.Chat), ID: id, Claimed: &rec, Live: ev.Media, Trace: span.SpanContext()})
 	return channel.Admission{ID: id}, nil
 }
-
-func chatKey(providerID, chat string) string { return providerID + "\x00" + chat }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
 

@@ -15,13 +15,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/rules"
 )
-
-// alertsProvider is the id of the internal channel that POSTs alerts to
-// [alerts] url; no [[providers]] id can take it.
-const alertsProvider = "_alerts"
 
 // alertSink delivers alerts as signed JSON POSTs, journaled in the outbox
 // like any send (so they are retried, and survive a restart). The signature
@@ -42,7 +41,7 @@ func newAlertSink(rawURL, secret string) (*alertSink, error) {
 }
 
 // ID implements channel.Provider.
-func (s *alertSink) ID() string { return alertsProvider }
+func (s *alertSink) ID() string { return rules.AlertsChannel }
 
 // Send implements channel.Provider: msg.Text is the alert's JSON.
 func (s *alertSink) Send(ctx context.Context, msg channel.Outbound) (string, error) {
@@ -71,7 +70,7 @@ func (s *alertSink) Send(ctx context.Context, msg channel.Outbound) (string, err
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return "", fmt.Errorf("alerts: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(rb)))
 	}
-	return "", &permanentError{fmt.Errorf("alerts: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(rb)))}
+	return "", &channel.PermanentError{Err: fmt.Errorf("alerts: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(rb)))}
 }
 
 // alertBody is what an alert POST carries.
@@ -92,7 +91,7 @@ func (b *Bot) forwardAlerts(ctx context.Context, in <-chan Alert) {
 		case al := <-in:
 			body, _ := json.Marshal(alertBody{Alert: al, Bot: Scope(b.cfg).ID(), At: time.Now().UnixMilli()})
 			key := "alert:" + randomID()
-			if _, err := enqueue(ctx, b.outbox, alertsProvider, "alerts", string(body), key, 0); err != nil && ctx.Err() == nil {
+			if _, err := enqueue(ctx, b.outbox, rules.AlertsChannel, "alerts", string(body), key, 0); err != nil && ctx.Err() == nil {
 				// The journal is down (the very alert may say so): post it
 				// once without it, not retried.
 				b.postUnjournaled(ctx, al, key, string(body), err)
@@ -107,7 +106,7 @@ func (b *Bot) forwardAlerts(ctx context.Context, in <-chan Alert) {
 // straight to [alerts] url, once: when the journal is down, the alert that
 // says so still reaches the operator.
 func (b *Bot) postUnjournaled(ctx context.Context, al Alert, key, body string, journalErr error) {
-	sink, ok := b.providers[alertsProvider]
+	sink, ok := b.providers[rules.AlertsChannel]
 	if !ok {
 		return
 	}
@@ -116,4 +115,17 @@ func (b *Bot) postUnjournaled(ctx context.Context, al Alert, key, body string, j
 	if _, err := sink.Send(ctx, channel.Outbound{Chat: "alerts", Text: body, Key: key}); err != nil {
 		b.log.Error("alerts: journaling an alert failed, and posting it without the journal too; it is only in this log", "alert", al.Name, "journal_err", journalErr, "err", err)
 	}
+}
+
+// sendAlerts tell the operator of the sender's dead and ambiguous sends.
+type sendAlerts struct{ a *observe.Alerts }
+
+// Dead implements send.Alerts.
+func (s sendAlerts) Dead(rec durability.OutboxRecord, why string) {
+	s.a.Emit(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat, Error: why})
+}
+
+// Ambiguous implements send.Alerts.
+func (s sendAlerts) Ambiguous(rec durability.OutboxRecord) {
+	s.a.Emit(Alert{Name: AlertAmbiguous, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat})
 }

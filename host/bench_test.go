@@ -92,7 +92,7 @@ func BenchmarkDurableEcho(b *testing.B) {
 					})
 				}
 				wg.Wait()
-				for ch.n.Load() < to || !bot.dispatch.idle() {
+				for ch.n.Load() < to || !bot.dispatch.Idle() {
 					time.Sleep(time.Millisecond)
 				}
 			}
@@ -203,7 +203,7 @@ func BenchmarkReplicas(b *testing.B) {
 						time.Sleep(time.Millisecond)
 					}
 					for _, bot := range bots {
-						for !bot.dispatch.idle() {
+						for !bot.dispatch.Idle() {
 							time.Sleep(time.Millisecond)
 						}
 					}
@@ -316,7 +316,7 @@ func BenchmarkRestartBacklog(b *testing.B) {
 	bot.Start()
 	defer bot.Stop(context.Background())
 	deadline := start.Add(5 * time.Minute)
-	for ch.n.Load() < backlog || !bot.dispatch.idle() {
+	for ch.n.Load() < backlog || !bot.dispatch.Idle() {
 		if time.Now().After(deadline) {
 			b.Fatalf("after 5 minutes %d of %d replies", ch.n.Load(), backlog)
 		}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -18,7 +17,14 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/clock"
+	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/lease"
 	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
+	"github.com/botrun/botrun/host/internal/sweep"
+	"github.com/botrun/botrun/host/internal/turn"
 	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -51,6 +57,9 @@ type Options struct {
 	// otlp_endpoint configures and passes it here (tests pass one with an
 	// in-memory exporter); shutting it down is the caller's.
 	TracerProvider trace.TracerProvider
+	// Clock is the time the message path reads: leases, retries, sweeps
+	// (nil: the wall clock; tests pass a clock.Fake).
+	Clock clock.Clock
 }
 
 // Bot is one running bot: its guest, providers, journals, dispatcher,
@@ -86,13 +95,15 @@ type Bot struct {
 	outbox durability.OutboxJournal
 	state  durability.StateStore
 
-	dispatch *dispatcher
-	sender   *sender
+	dispatch *dispatch.Dispatcher
+	sender   *send.Sender
+	// turnCfg is what every turn shares.
+	turnCfg turn.Config
 	// op is the bot's operator (Operator).
 	op *ops.Operator
 	// leaders are this replica's elections of the providers whose session
 	// is "leader".
-	leaders leaders
+	leaders lease.Elections
 	// metrics are the durability counters.
 	metrics observe.Counters
 	// obs is the bot's observability (Observer): Prometheus metrics, queue
@@ -106,23 +117,20 @@ type Bot struct {
 	admissionFailed observe.AdmissionFailures
 	mediaRefs       bool
 	boot            time.Time
-	wake            signal
-	leases          *leases
-	alerts          *observe.Alerts
-	// sendsOut counts the claimed sends of the last outbox claim that the
-	// workers have not delivered yet; inboxBacklog is set when the last
-	// inbound claim was full.
+	// clock is Options.Clock, or the wall clock.
+	clock clock.Clock
+	// wake asks the sweeper for a sweep now.
+	wake    sweep.Wake
+	sweeper *sweep.Sweeper
+	leases  *lease.Leases
+	alerts  *observe.Alerts
 	// runners are the channels' Run goroutines (channel.Runner).
-	runners      sync.WaitGroup
-	sendsOut     atomic.Int64
-	sendsFull    atomic.Bool
-	inboxBacklog atomic.Bool
+	runners sync.WaitGroup
 
-	mu        sync.Mutex
-	started   bool
-	stopping  bool
-	stopped   chan struct{}
-	sweepDone chan struct{}
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	stopped  chan struct{}
 	// draining is closed when the bot begins to stop (Draining).
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -137,13 +145,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		cfg:       cfg,
 		log:       opts.Logger,
 		policy:    newPolicy(cfg),
+		clock:     clock.Or(opts.Clock),
 		mediaRefs: *cfg.Durability.Inbox.MediaRefs,
 		providers: map[string]channel.Channel{},
-		boot:      time.Now(),
+		boot:      clock.Or(opts.Clock).Now(),
 		timeouts:  defaultTimeouts,
-		wake:      make(signal, 1),
+		wake:      sweep.NewWake(),
 		stopped:   make(chan struct{}),
-		sweepDone: make(chan struct{}),
 		draining:  make(chan struct{}),
 	}
 	if b.log == nil {
@@ -154,8 +162,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.log = slog.New(observe.TraceHandler{Handler: b.log.Handler()})
 	}
 	b.baseCtx, b.abandon = context.WithCancel(context.Background())
-	b.leases = &leases{owner: b.policy.instanceID, base: b.baseCtx, metrics: &b.metrics, log: b.log}
-	b.alerts = observe.NewAlerts(b.log, alertsProvider)
+	b.leases = &lease.Leases{Owner: b.policy.instanceID, Base: b.baseCtx, Stale: &b.metrics.StaleLeases, Log: b.log, Clock: b.clock}
+	b.alerts = observe.NewAlerts(b.log, rules.AlertsChannel)
 	if err := b.openBackend(ctx, opts.Backend); err != nil {
 		return nil, err
 	}
@@ -180,7 +188,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 			b.close()
 			return nil, err
 		}
-		b.providers[alertsProvider] = sink
+		b.providers[rules.AlertsChannel] = sink
 		b.alerts.Out = make(chan Alert, 1024)
 	}
 	b.obs = newObserver(b)
@@ -188,25 +196,28 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	for id := range b.providers {
 		ids = append(ids, id)
 	}
-	b.sender = &sender{outbox: b.outbox, providers: b.providers, policy: &b.policy, metrics: &b.metrics, log: b.log,
-		sendTime: b.obs.SendObservers(ids), tr: b.tr,
-		leases: b.leases, alerts: b.alerts, wake: b.wake, leaders: b.leaders,
-		afterBudgets:   newEventBudgets(time.Duration(cfg.Bot.HandlerTimeout)),
-		settleInFlight: b.coord != nil, boot: b.boot.UnixMilli(), channel: b.channelEnv}
+	b.dispatch = dispatch.New(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
+	b.sweeper = sweep.New(sweep.Config{Inbox: b.inbox, Outbox: b.outbox, Queue: b.dispatch, Leases: b.leases,
+		Instance: b.policy.instanceID, Boot: b.boot, Poll: b.policy.poll, Retention: b.policy.retention,
+		InboxLease: b.policy.inboxLease, OutboxLease: b.policy.outboxLease, Workers: cfg.Bot.Workers,
+		Wake: b.wake, Log: b.log, Clock: b.clock})
+	sc := send.Config{Outbox: b.outbox, Channels: b.providers, Policy: b.policy.send(), Counters: sendCounters(&b.metrics),
+		Tracer: b.tr.Tracer(), SendTime: b.obs.SendObservers(ids), Log: b.log, Leases: b.leases,
+		Alerts: sendAlerts{b.alerts}, Wake: b.wake, Sweeper: b.sweeper,
+		HookTimeout: time.Duration(cfg.Bot.HandlerTimeout), Boot: b.boot, Leaders: b.leaders,
+		Guard: b.channelEnv, Clock: b.clock}
 	if h, ok := b.guest.(SendHooks); ok {
-		b.sender.hooks = h
+		sc.Hooks = h
 	}
-	b.dispatch = newDispatcher(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
 	if b.coord != nil {
-		b.sender.runQueued = func(providerID, chat, key string) bool {
-			j, ok := b.dispatch.takeSend(chatKey(providerID, chat), key)
-			if ok {
-				b.handle(b.baseCtx, j)
-			}
-			return ok
-		}
+		sc.Queued = b.dispatch
 	}
-	b.dispatch.setOnLow(b.sweepBatch()/4, b.queueLow)
+	b.sender = send.New(sc)
+	b.turnCfg = turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
+		Counters: turn.Counters{Deferred: &b.metrics.OutboxDeferred, Journaled: &b.metrics.OutboxJournaled},
+		Caps: turn.Caps{MaxSends: cfg.Bot.MaxSends, MaxBroadcast: cfg.Bot.MaxBroadcast, MaxChatState: int64(cfg.Bot.MaxChatState),
+			MaxEventBytes: int64(cfg.Bot.MaxEventBytes), HandlerTimeout: time.Duration(cfg.Bot.HandlerTimeout)},
+		Wake: b.wake, Log: b.log}
 	b.op = newOperator(b)
 	return b, nil
 }
@@ -243,7 +254,7 @@ func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) erro
 		if !ok || b.kv == nil {
 			return fmt.Errorf("durability.coordination: the %s backend opened journals without a chat order or a Kv", b.cfg.Durability.Backend)
 		}
-		b.coord = newCoordination(order, b.kv, scope.ID(), b.policy.instanceID, b.boot, b.policy.inboxLease)
+		b.coord = &coordination{order: order, turns: lease.NewChatTurns(b.kv, scope.ID(), b.policy.instanceID, b.boot, b.policy.inboxLease, b.clock)}
 	}
 	return nil
 }
@@ -365,7 +376,7 @@ func (b *Bot) Start() {
 	defer b.mu.Unlock()
 	if !b.started && !b.stopping {
 		b.started = true
-		go b.sweepLoop()
+		go b.sweeper.Run(b.baseCtx)
 		if b.alerts.Out != nil {
 			b.runners.Go(func() { b.forwardAlerts(b.baseCtx, b.alerts.Out) })
 		}
@@ -443,10 +454,11 @@ func (b *Bot) Stop(ctx context.Context) error {
 	b.mu.Unlock()
 	b.drainOnce.Do(func() { close(b.draining) })
 	defer close(b.stopped)
+	b.sweeper.Stop()
 	b.wakeSweeper()
-	dropped, err := b.dispatch.stop(ctx)
+	dropped, err := b.dispatch.Stop(ctx)
 	if started {
-		<-b.sweepDone
+		<-b.sweeper.Done()
 	}
 	if len(dropped) > 0 {
 		b.log.Info("queued events left journaled for the next start", "count", len(dropped))
@@ -454,8 +466,8 @@ func (b *Bot) Stop(ctx context.Context) error {
 	if b.coord != nil {
 		// Another replica runs them now, not once their leases expire.
 		for _, j := range dropped {
-			if j.claimed != nil {
-				b.park(ctx, j.claimed, nowMs())
+			if j.Claimed != nil {
+				b.park(ctx, j.Claimed, nowMs())
 			}
 		}
 	}
@@ -485,8 +497,9 @@ func (b *Bot) crash() {
 	b.mu.Lock()
 	b.stopping = true
 	b.mu.Unlock()
+	b.sweeper.Stop()
 	b.abandon()
-	b.dispatch.stop(canceled())
+	b.dispatch.Stop(canceled())
 }
 
 // waitGroup waits for wg until ctx ends; it reports whether wg finished.
@@ -523,6 +536,9 @@ func (b *Bot) closeBackend() {
 	}
 }
 
+// wakeSweeper asks for a sweep now (an enqueue, a replay, a stop).
+func (b *Bot) wakeSweeper() { b.wake.Notify() }
+
 func (b *Bot) isStopping() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -538,6 +554,16 @@ func (b *Bot) Send(ctx context.Context, providerID, chat, text, key string) (abi
 	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckName("idempotency key", key)); err != nil {
 		return abi.SendResult{}, fmt.Errorf("send: %w", err)
 	}
-	res, _, err := b.sender.sendNow(ctx, sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: text}, key: key}, false)
+	res, _, err := b.sender.SendNow(ctx, send.Spec{Provider: providerID, Chat: chat, Msg: outMsg{Text: text}, Key: key}, false)
 	return res, err
+}
+
+// handle runs one job on a worker: a claimed send goes to the sender, an
+// inbound record gets its turn.
+func (b *Bot) handle(_ context.Context, j dispatch.Job) {
+	if j.Send != nil {
+		b.sender.DeliverQueued(*j.Send)
+		return
+	}
+	b.takeTurn(j)
 }

@@ -13,6 +13,9 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/internal/clock"
+	"github.com/botrun/botrun/host/internal/lease"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -120,18 +123,16 @@ func TestCoordinationOlderRecordFirst(t *testing.T) {
 	ctx := context.Background()
 	// A replica that died holding the chat's turn and its first message.
 	until := time.Now().Add(500 * time.Millisecond)
-	lease := durability.Lease{Owner: "dead-replica", Now: nowMs(), Until: until.UnixMilli()}
-	payload, _ := json.Marshal(journaled{Event: abi.Event{ID: "web:old", Provider: "web", Chat: "c", From: "u", Text: "m0"}})
-	if _, _, err := b.inbox.Put(ctx, durability.InboxPut{ID: "web:old", Provider: "web", Chat: "c", Payload: payload}, lease.Now, &lease); err != nil {
+	l := durability.Lease{Owner: "dead-replica", Now: nowMs(), Until: until.UnixMilli()}
+	payload, _ := json.Marshal(rules.Journaled{Event: abi.Event{ID: "web:old", Provider: "web", Chat: "c", From: "u", Text: "m0"}})
+	if _, _, err := b.inbox.Put(ctx, durability.InboxPut{ID: "web:old", Provider: "web", Chat: "c", Payload: payload}, l.Now, &l); err != nil {
 		t.Fatal(err)
 	}
-	dead, holder, err := b.coord.acquire(ctx, "web", "c")
-	if err != nil || dead == nil {
+	// The dead replica's boot is 1 ns past the epoch: its owner is
+	// "dead-replica#1"; its turn expires with the record's lease.
+	deadReplica := lease.NewChatTurns(b.kv, Scope(b.cfg).ID(), "dead-replica", time.Unix(0, 1), time.Until(until), clock.Real)
+	if dead, holder, err := deadReplica.Acquire(ctx, "web", "c"); err != nil || dead == nil {
 		t.Fatalf("acquire: %v (held by %s)", err, holder)
-	}
-	dead.rec.Owner = "dead-replica#1"
-	if err := dead.write(ctx, turnRecord{Owner: "dead-replica#1", Token: dead.rec.Token, Until: until.UnixMilli()}); err != nil {
-		t.Fatal(err)
 	}
 	if _, err := b.admit(t, "c", "new", "m1"); err != nil {
 		t.Fatal(err)
@@ -209,22 +210,22 @@ func TestCoordinationStatusShowsTurns(t *testing.T) {
 		}
 		return n
 	}
-	t1, _, err := b.coord.acquire(ctx, "web", "a")
+	t1, _, err := b.coord.turns.Acquire(ctx, "web", "a")
 	if err != nil || t1 == nil {
 		t.Fatal(err)
 	}
-	t2, _, err := b.coord.acquire(ctx, "web", "b/c")
+	t2, _, err := b.coord.turns.Acquire(ctx, "web", "b/c")
 	if err != nil || t2 == nil {
 		t.Fatal(err)
 	}
 	if n := turns(); n != 2 {
 		t.Fatalf("status shows %d turns held, want 2", n)
 	}
-	if again, holder, _ := b.coord.acquire(ctx, "web", "a"); again != nil || holder == "" {
+	if again, holder, _ := b.coord.turns.Acquire(ctx, "web", "a"); again != nil || holder == "" {
 		t.Fatal("a held turn was taken again")
 	}
-	t1.release(ctx)
-	t2.release(ctx)
+	t1.Release(ctx)
+	t2.Release(ctx)
 	if n := turns(); n != 0 {
 		t.Fatalf("status shows %d turns after release, want 0", n)
 	}

@@ -1,16 +1,17 @@
-// Package host is the composition root of a bot: New builds one from its
-// config (the journals, the module, the channels) and Run, Stop, Admit,
-// Handler and Mount drive it; a few accessors hand out what the surfaces
-// mounted on it use: Operator (host/ops: what an operator reads and does,
-// shared with botrun's CLI) and Observer (host/internal/observe: counters,
-// Prometheus metrics, queue depths, last hour, module history, alerts).
+// Package host is the botrun runtime's composition root: New builds a bot
+// from its config (module, channels, journals) and Run, Stop, Admit,
+// Handler and Mount drive it, over packages of one concept each under
+// host/internal: rules (the turn's rule book, shared with host/dryrun),
+// dispatch (the per-chat queue), turn (one event's run, its wasm.Env), send
+// (the sender and its outbox), lease (record leases, chats' turns, leader
+// elections), sweep (the sweeper), observe (counters, Prometheus metrics,
+// queue depths, last hour, module history, alerts, tracing) and clock. A
+// few accessors hand out what the surfaces mounted on it use: Operator
+// (host/ops: what an operator reads and does, shared with botrun's CLI) and
+// Observer.
 //
-// The path of every message, from admission through the per-chat queues and
-// the WASM handler to the send path, is wired here over host's own
-// packages: each concept in one package under host/internal (observe, …),
-// calls running down from host to them and never back up.
-//
-// host imports abi, durability, its own subpackages and host/internal/...;
-// none of those imports host. host is imported by cmd/botrun, host/admin
-// (the admin API and console) and host/dryrun.
+// Calls run one way, down from host into those packages; none of them
+// imports host (internal/archtest checks it). host imports abi,
+// durability, the channel SPI, host/wasm, host/config and its own
+// subpackages; cmd/botrun, host/admin and host/dryrun's callers import it.
 package host

@@ -83,7 +83,7 @@ func TestFlowRepliesNotRepeated(t *testing.T) {
 				ch := newChannel()
 				a := flowBot(t, module, false, nil, crash, ch)
 				a.say(t, 1, "m1", "/signup")
-				crash.CrashAfter("provider.send") // "Nice to meet you" reaches the chat, then the process dies
+				crash.CrashAfter("channel.send") // "Nice to meet you" reaches the chat, then the process dies
 				if _, err := a.admit(t, "c1", "m2", "Ana"); err != nil {
 					t.Fatal(err)
 				}

@@ -256,7 +256,7 @@ func TestHandlerErrorConfirmedNotRetried(t *testing.T) {
 // its checkpoint is conversation state committed with each message.
 func TestGuaranteeRow5_PersistentFlowResumesWithoutRepeatingTheQuestion(t *testing.T) {
 	module := wasmbuild.Go(t, "../examples/flow")
-	for _, c := range []crashCase{{op: "inbox.complete"}, {op: "inbox.complete", after: true}, {op: "provider.send", after: true}} {
+	for _, c := range []crashCase{{op: "inbox.complete"}, {op: "inbox.complete", after: true}, {op: "channel.send", after: true}} {
 		t.Run(c.String(), func(t *testing.T) {
 			shared := memory.New()
 			crash := durabilitytest.NewCrashable(shared)

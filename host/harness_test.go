@@ -15,6 +15,7 @@ import (
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/wait"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/unit"
 )
@@ -379,16 +380,7 @@ func (i *hookedInbox) ClaimDue(ctx context.Context, o durability.ClaimOptions) (
 	return i.InboxJournal.ClaimDue(ctx, o)
 }
 
-// waitFor polls cond every 2ms until it holds or timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return true
-}
+// waitFor polls cond every 2ms until it holds or timeout passes (wait.For).
+func waitFor(timeout time.Duration, cond func() bool) bool { return wait.For(timeout, cond) }
 
 var discard = slog.New(slog.DiscardHandler)

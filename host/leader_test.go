@@ -17,6 +17,8 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -157,13 +159,13 @@ func TestLeaderOnlySession(t *testing.T) {
 	}
 	// A message the leader journaled, handled on the standby (as after a
 	// failover): the handler's send is deferred to the leader.
-	payload, _ := json.Marshal(journaled{Event: abi.Event{ID: "wa:m1", Provider: "wa", Chat: "c3", From: "u", Text: "m1", ReceivedAt: nowMs()}})
-	l := b.leases.lease(b.policy.inboxLease)
+	payload, _ := json.Marshal(rules.Journaled{Event: abi.Event{ID: "wa:m1", Provider: "wa", Chat: "c3", From: "u", Text: "m1", ReceivedAt: nowMs()}})
+	l := b.leases.Lease(b.policy.inboxLease)
 	if _, _, err := b.inbox.Put(ctx, durability.InboxPut{ID: "wa:m1", Provider: "wa", Chat: "c3", Payload: payload}, l.Now, &l); err != nil {
 		t.Fatal(err)
 	}
 	rec, _ := b.inbox.Get(ctx, "wa:m1")
-	b.dispatch.submit(job{chatKey: chatKey("wa", "c3"), id: rec.ID, claimed: &rec})
+	b.dispatch.Submit(dispatch.Job{ChatKey: dispatch.ChatKey("wa", "c3"), ID: rec.ID, Claimed: &rec})
 
 	keys := []string{"k-inline", "k-later", "wa:m1:1"}
 	for _, k := range keys {

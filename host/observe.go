@@ -2,6 +2,7 @@ package host
 
 import (
 	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/send"
 )
 
 // Observer is the bot's observability (host/internal/observe): its
@@ -55,4 +56,11 @@ func (s signal) notify() {
 	case s <- struct{}{}:
 	default:
 	}
+}
+
+// sendCounters are the counters the sender moves.
+func sendCounters(c *observe.Counters) send.Counters {
+	return send.Counters{Journaled: &c.OutboxJournaled, Deduped: &c.OutboxDeduped, Retried: &c.OutboxRetried,
+		Deferred: &c.OutboxDeferred, Dead: &c.OutboxDead, Ambiguous: &c.OutboxAmbiguous, Bypassed: &c.OutboxBypassed,
+		Stale: &c.StaleLeases, Diverged: &c.Diverged, AmbiguousResolved: &c.OutboxAmbiguousResolved, NotLeader: &c.ProviderNotLeader}
 }

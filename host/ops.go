@@ -11,6 +11,10 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/lease"
+	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/ops"
 )
 
@@ -48,11 +52,11 @@ type live struct{ b *Bot }
 func (l live) Replayed() { l.b.metrics.InboundReplayed.Add(1) }
 
 func (l live) Submit(rec durability.InboxRecord) {
-	l.b.dispatch.submit(job{chatKey: chatKey(rec.Provider, rec.Chat), id: rec.ID})
+	l.b.dispatch.Submit(dispatch.Job{ChatKey: dispatch.ChatKey(rec.Provider, rec.Chat), ID: rec.ID})
 }
 
 func (l live) Wake()                        { l.b.wakeSweeper() }
-func (l live) Leads(providerID string) bool { return l.b.leaders.refuse(providerID) == nil }
+func (l live) Leads(providerID string) bool { return l.b.leaders.Refuse(providerID) == nil }
 func (l live) MaxBroadcast() int            { return l.b.cfg.Bot.MaxBroadcast }
 func (l live) Journaled(n int)              { l.b.metrics.OutboxJournaled.Add(int64(n)) }
 func (l live) Configured(providerID string) bool {
@@ -60,37 +64,30 @@ func (l live) Configured(providerID string) bool {
 	return ok
 }
 
-// heldLease is one leased record (a chat turn's, for a status): its
-// owner and lease expiry.
-type heldLease struct {
-	owner string
-	until int64
-}
-
 // book is the turn's rule book as an operator's actions need it (ops.Book).
 type book struct{}
 
 // Broadcast journals an operator's broadcast (ops.Book): botrun
 // broadcast, POST /admin/broadcast, and the guest's broadcast all journal
-// through broadcast.
+// through send.Broadcast.
 func (book) Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
-	return broadcast(ctx, outbox, providerID, "", req, nil)
+	return send.Broadcast(ctx, outbox, providerID, "", req, nil, time.Now().UnixMilli())
 }
 
 func (book) Rearm(ctx context.Context, outbox durability.OutboxJournal, key string) error {
-	return rearmAfterSend(ctx, outbox, key)
+	return send.RearmAfterSend(ctx, outbox, key, time.Now().UnixMilli())
 }
 
-func (book) AfterSendKey(key string) string  { return afterSendKey(key) }
-func (book) Internal(providerID string) bool { return InternalProvider(providerID) }
+func (book) AfterSendKey(key string) string  { return rules.AfterSendKey(key) }
+func (book) Internal(providerID string) bool { return rules.Internal(providerID) }
 
 func (book) Inbound(payload []byte) (abi.Event, error) {
-	ev, _, err := ParseJournaled(payload)
+	ev, _, err := rules.ParseJournaled(payload)
 	return ev, err
 }
 
 func (book) Outbound(payload []byte) (string, *abi.Media, error) {
-	var m outMsg
+	var m rules.OutboxMessage
 	if err := json.Unmarshal(payload, &m); err != nil {
 		return "", nil, err
 	}
@@ -98,10 +95,10 @@ func (book) Outbound(payload []byte) (string, *abi.Media, error) {
 }
 
 func (book) Turns(ctx context.Context, kv durability.Kv, group string) ([]ops.Lease, error) {
-	held, err := heldTurns(ctx, kv, group)
+	held, err := lease.HeldTurns(ctx, kv, group)
 	out := make([]ops.Lease, len(held))
 	for i, h := range held {
-		out[i] = ops.Lease{Owner: h.owner, Until: h.until}
+		out[i] = ops.Lease{Owner: h.Owner, Until: h.Until}
 	}
 	return out, err
 }
@@ -129,10 +126,10 @@ func enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 	if at < 0 {
 		return abi.SendResult{}, fmt.Errorf("send: %w: at %d is negative (Unix milliseconds)", ops.ErrInvalidSend, at)
 	}
-	payload, _ := json.Marshal(outMsg{Text: text})
+	payload, _ := json.Marshal(rules.OutboxMessage{Text: text})
 	now := time.Now().UnixMilli()
 	st, rec, err := outbox.Put(ctx, durability.OutboxPut{Key: key, Provider: providerID, Chat: chat, Payload: payload,
-		Fingerprint: fingerprint(chat, payload), NotBefore: at}, now, nil)
+		Fingerprint: rules.Fingerprint(chat, payload), NotBefore: at}, now, nil)
 	if err != nil {
 		return abi.SendResult{}, fmt.Errorf("send: outbox journal: %w", err)
 	}
@@ -144,66 +141,6 @@ func enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, c
 		res = abi.SendResult{Status: abi.SendDead, Key: key, Error: rec.Error}
 	case rec.Shown(now) == durability.OutboxScheduled:
 		res.Status = abi.SendScheduled
-	}
-	return res, nil
-}
-
-// chatHook runs a module's send hooks on one chat's send of a broadcast:
-// before it is journaled (it may rewrite it, or cancel it: keep is false),
-// and after (journal the after_send record).
-type chatHook struct {
-	before func(s *sendSpec) (keep bool, err error)
-	after  func(s sendSpec) error
-	// charge takes a chat's copy s (its journaled bytes) of the event's
-	// bot.max_event_bytes; its error refuses the rest of the broadcast.
-	charge func(s sendSpec, bytes int) error
-}
-
-func broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID, inbound string, req abi.BroadcastRequest, hook *chatHook) (abi.BroadcastResult, error) {
-	var res abi.BroadcastResult
-	payload, _ := json.Marshal(outMsg{Text: req.Text, Media: req.Media})
-	now := time.Now().UnixMilli()
-	seen := make(map[string]bool, len(req.Chats))
-	for _, chat := range req.Chats {
-		if seen[chat] {
-			continue
-		}
-		seen[chat] = true
-		s := sendSpec{provider: providerID, chat: chat, msg: outMsg{Text: req.Text, Media: req.Media},
-			key: req.KeyPrefix + ":" + chat, inbound: inbound, at: req.At}
-		p := payload
-		if hook != nil && hook.before != nil {
-			keep, err := hook.before(&s)
-			if err != nil {
-				return res, fmt.Errorf("broadcast: %w", err)
-			}
-			if !keep {
-				res.Cancelled++
-				continue
-			}
-			p, _ = json.Marshal(s.msg)
-		}
-		if hook != nil && hook.charge != nil {
-			if err := hook.charge(s, len(p)); err != nil {
-				return res, fmt.Errorf("broadcast: %w", err)
-			}
-		}
-		put := durability.OutboxPut{Key: s.key, Provider: providerID, Chat: s.chat, Payload: p,
-			Fingerprint: fingerprint(chat, payload), Inbound: inbound, NotBefore: req.At}
-		st, _, err := outbox.Put(ctx, put, now, nil)
-		if err != nil {
-			return res, fmt.Errorf("broadcast: outbox journal: %w", err)
-		}
-		if st == durability.Exists {
-			res.Existing++
-		} else {
-			res.Journaled++
-		}
-		if hook != nil && hook.after != nil {
-			if err := hook.after(s); err != nil {
-				return res, fmt.Errorf("broadcast: %w", err)
-			}
-		}
 	}
 	return res, nil
 }

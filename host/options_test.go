@@ -21,6 +21,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -196,12 +197,12 @@ func TestOption_InboxMaxAttempts_And_InboxBackoff(t *testing.T) {
 	if len(waits) != 1 || waits[0] != 40 {
 		t.Fatalf("first retry waited %v ms, want inbox.backoff.base = 40", waits)
 	}
-	if got := newBackoff(cfg.Durability.Inbox.Backoff); got.wait(1) != 40*time.Millisecond || got.wait(2) != 80*time.Millisecond || got.wait(10) != time.Second {
-		t.Fatalf("backoff schedule %v %v %v", got.wait(1), got.wait(2), got.wait(10))
+	if got := rules.NewBackoff(cfg.Durability.Inbox.Backoff); got.Wait(1) != 40*time.Millisecond || got.Wait(2) != 80*time.Millisecond || got.Wait(10) != time.Second {
+		t.Fatalf("backoff schedule %v %v %v", got.Wait(1), got.Wait(2), got.Wait(10))
 	}
-	j := backoff{base: 100 * time.Millisecond, cap: time.Second, jitter: 0.2}
+	j := rules.Backoff{Base: 100 * time.Millisecond, Cap: time.Second, Jitter: 0.2}
 	for range 100 {
-		if w := j.wait(1); w < 80*time.Millisecond || w > 120*time.Millisecond {
+		if w := j.Wait(1); w < 80*time.Millisecond || w > 120*time.Millisecond {
 			t.Fatalf("jittered wait %v outside ±20%%", w)
 		}
 	}
@@ -597,7 +598,7 @@ func TestSplit_SweeperSplitsAnOversizedJournaledRecord(t *testing.T) {
 }
 
 func TestPermanentErrorsGoStraightToTheDLQ(t *testing.T) {
-	for _, perm := range []error{channel.ErrUnsupportedContent, channel.ErrPayloadTooLarge, channel.ErrOutsideSessionWindow, channel.ErrRecipientUnreachable, permanentError{errors.New("retryable=false")}} {
+	for _, perm := range []error{channel.ErrUnsupportedContent, channel.ErrPayloadTooLarge, channel.ErrOutsideSessionWindow, channel.ErrRecipientUnreachable, &channel.PermanentError{Err: errors.New("retryable=false")}} {
 		t.Run(perm.Error(), func(t *testing.T) {
 			ch := newChannel()
 			ch.fail = func(int, channel.Outbound) error { return fmt.Errorf("channel: %w", perm) }

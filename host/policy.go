@@ -1,11 +1,11 @@
 package host
 
 import (
-	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
 )
 
 // policy is the durability configuration the send and receive paths use.
@@ -16,9 +16,9 @@ type policy struct {
 	retention     time.Duration
 	inboxLease    time.Duration
 	maxAttempts   int
-	inboxBackoff  backoff
+	inboxBackoff  rules.Backoff
 	retries       int
-	outboxBackoff backoff
+	outboxBackoff rules.Backoff
 	inlineMax     time.Duration
 	resend        bool // on_ambiguous = resend
 	divergedSend  bool // on_diverged = send
@@ -35,9 +35,9 @@ func newPolicy(cfg *config.Config) policy {
 		retention:     d.Retention.D(),
 		inboxLease:    d.Inbox.Lease.D(),
 		maxAttempts:   d.Inbox.MaxAttempts,
-		inboxBackoff:  newBackoff(d.Inbox.Backoff),
+		inboxBackoff:  rules.NewBackoff(d.Inbox.Backoff),
 		retries:       *d.Outbox.Retries,
-		outboxBackoff: newBackoff(d.Outbox.Backoff),
+		outboxBackoff: rules.NewBackoff(d.Outbox.Backoff),
 		inlineMax:     d.Outbox.InlineMax.D(),
 		resend:        d.Outbox.OnAmbiguous == "resend",
 		divergedSend:  d.Outbox.OnDiverged == "send",
@@ -46,35 +46,8 @@ func newPolicy(cfg *config.Config) policy {
 	}
 }
 
-// inlineCall bounds a channel call made inline outside the outbox (an
-// edit, a typing indicator) by outbox.inline_max; with inline_max = 0 (no
-// inline retry) by ctx's own deadline only, so the call is still made.
-func (p policy) inlineCall(ctx context.Context) (context.Context, context.CancelFunc) {
-	if p.inlineMax <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, p.inlineMax)
-}
-
-// backoff is base * 2^(n-1), capped, then moved by up to ±jitter of itself.
-type backoff struct {
-	base, cap time.Duration
-	jitter    float64
-}
-
-func newBackoff(b config.Backoff) backoff {
-	return backoff{base: b.Base.D(), cap: b.Cap.D(), jitter: *b.Jitter}
-}
-
-// wait is the delay after the n-th failed attempt (n >= 1).
-func (b backoff) wait(n int) time.Duration {
-	d := b.base
-	for i := 1; i < n && d < b.cap; i++ {
-		d *= 2
-	}
-	d = min(d, b.cap)
-	if b.jitter > 0 {
-		d = time.Duration(float64(d) * (1 + b.jitter*(2*rand.Float64()-1)))
-	}
-	return max(d, 0)
+// send is the outbox policy the sender follows.
+func (p policy) send() send.Policy {
+	return send.Policy{Poll: p.poll, Retries: p.retries, Backoff: p.outboxBackoff, InlineMax: p.inlineMax,
+		Resend: p.resend, DivergedSend: p.divergedSend, MaxPayload: p.maxPayload, Lease: p.outboxLease}
 }

@@ -121,13 +121,13 @@ func TestRetentionKeepsDeadLetters(t *testing.T) {
 		t.Fatal("the dead letters and the reply did not settle")
 	}
 	if !waitFor(30*time.Second, func() bool {
-		b.purge()
+		b.sweeper.Purge(b.baseCtx)
 		_, err := b.inbox.Get(context.Background(), "web:m3")
 		return errors.Is(err, durability.ErrNotFound)
 	}) {
 		t.Fatal("retention never purged the done record")
 	}
-	b.purge()
+	b.sweeper.Purge(b.baseCtx)
 	if r := b.inboxState(t, "web:m1"); r.State != durability.InboxDead {
 		t.Fatalf("inbound dead letter is %s", r.State)
 	}

@@ -227,7 +227,7 @@ func TestHeartbeatStartsWithTurn(t *testing.T) {
 				return false
 			}
 		}
-		return b.dispatch.idle()
+		return b.dispatch.Idle()
 	}) {
 		t.Fatal("the queued records did not all run")
 	}
@@ -246,70 +246,4 @@ func TestHeartbeatStartsWithTurn(t *testing.T) {
 	if got := b.Observer().Metrics().StaleLeases; got != stale+1 {
 		t.Errorf("stale_leases went from %d to %d, want one more (m1)", stale, got)
 	}
-}
-
-// TestDispatcherRefreshesQueuedClaim: the sweeper's new claim of a record
-// already waiting in its chat's queue (its lease expired there) replaces the
-// waiting job's claim rather than queueing the record twice.
-func TestDispatcherRefreshesQueuedClaim(t *testing.T) {
-	release := make(chan struct{})
-	ran := make(chan job, 10)
-	d := newDispatcher(1, 10, func(_ context.Context, j job) {
-		if j.id == "a" {
-			<-release
-		}
-		ran <- j
-	})
-	defer d.stop(context.Background())
-	d.submit(job{chatKey: "c", id: "a"})
-	if !waitFor(60*time.Second, func() bool { return d.queued() == 0 && !d.idle() }) {
-		t.Fatal("the first job never started")
-	}
-	d.submit(job{chatKey: "c", id: "b", claimed: &durability.InboxRecord{ID: "b", Token: 1}})
-	d.submit(job{chatKey: "c", id: "b", claimed: &durability.InboxRecord{ID: "b", Token: 2}})
-	if n := d.queued(); n != 1 {
-		t.Fatalf("%d jobs queued after the record was claimed again, want 1", n)
-	}
-	close(release)
-	if j := <-ran; j.id != "a" {
-		t.Fatalf("ran %s first", j.id)
-	}
-	if j := <-ran; j.id != "b" || j.claimed.Token != 2 {
-		t.Fatalf("ran %s with token %d, want b with the new claim's token 2", j.id, j.claimed.Token)
-	}
-}
-
-// TestTakeSendOnlyFromTheRunningQueue: a turn may take a queued send out of
-// its own chat's queue, never out of another chat's waiting queue (which
-// would leave the ready list an empty queue to run).
-func TestTakeSendOnlyFromTheRunningQueue(t *testing.T) {
-	started, release := make(chan struct{}), make(chan struct{})
-	var took, tookOther bool
-	var d *dispatcher
-	d = newDispatcher(1, 100, func(_ context.Context, j job) {
-		if j.id != "turn" {
-			return
-		}
-		close(started)
-		<-release
-		_, took = d.takeSend("a", "send-a")
-		_, tookOther = d.takeSend("b", "send-b")
-	})
-	send := &durability.ClaimedSend{}
-	d.submit(job{chatKey: "a", id: "turn"})
-	<-started
-	d.submit(job{chatKey: "a", id: "send-a", send: send})
-	d.submit(job{chatKey: "b", id: "send-b", send: send})
-	close(release)
-	deadline := time.Now().Add(time.Minute)
-	for !d.idle() {
-		if time.Now().After(deadline) {
-			t.Fatal("the dispatcher did not drain")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if !took || tookOther {
-		t.Fatalf("took own chat's send %v (want true), another chat's %v (want false)", took, tookOther)
-	}
-	d.stop(context.Background())
 }

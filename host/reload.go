@@ -13,6 +13,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -199,4 +200,30 @@ func (r *reloader) watch(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// SendHooks is implemented by a Guest that runs the module's send hooks
+// (botrun_before_send and botrun_after_send, abi/SPEC.md section 4.7); see
+// send.Hooks.
+type SendHooks = send.Hooks
+
+// Hooks implements SendHooks on the current module.
+func (r *reloader) Hooks() (before, after bool) {
+	l := r.acquire()
+	defer r.release(l)
+	return l.mod.Hooks()
+}
+
+// BeforeSend implements SendHooks on the current module.
+func (r *reloader) BeforeSend(ctx context.Context, h abi.SendHook) (wasm.BeforeSend, error) {
+	l := r.acquire()
+	defer r.release(l)
+	return l.mod.BeforeSend(ctx, h)
+}
+
+// AfterSend implements SendHooks on the current module.
+func (r *reloader) AfterSend(ctx context.Context, h abi.SendHook) error {
+	l := r.acquire()
+	defer r.release(l)
+	return l.mod.AfterSend(ctx, h)
 }

@@ -6,13 +6,8 @@ import (
 	"fmt"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/internal/rules"
 )
-
-// RandomSecretKey is where the bot's random secret lives in its scope's state
-// (a dry run reads it to give the guest the same random bytes).
-// Guest keys are always scoped under "chat/" or "user/" (turn.stateKey), so no
-// guest can read or write it.
-const RandomSecretKey = "botrun/secret/random"
 
 // randomSecretSize is the secret's length in bytes.
 const randomSecretSize = 32
@@ -34,12 +29,12 @@ func (b *Bot) randomSecret(ctx context.Context) ([]byte, error) {
 		b.log.Warn("the durability backend cannot keep the bot's random secret (its state store has no PutIfAbsent): guest random bytes will differ after a restart and between replicas", "backend", fmt.Sprintf("%T", b.backend))
 		return fresh, nil
 	}
-	secret, created, err := sc.PutIfAbsent(ctx, RandomSecretKey, fresh)
+	secret, created, err := sc.PutIfAbsent(ctx, rules.RandomSecretKey, fresh)
 	if err != nil {
 		return nil, fmt.Errorf("durability: create or read the bot's random secret: %w (is the backend reachable?)", err)
 	}
 	if len(secret) != randomSecretSize {
-		return nil, fmt.Errorf("durability: the bot's random secret (state key %q) is %d bytes, want %d: the backend holds something else there; delete that key to make a new secret (guest random bytes of old events then change)", RandomSecretKey, len(secret), randomSecretSize)
+		return nil, fmt.Errorf("durability: the bot's random secret (state key %q) is %d bytes, want %d: the backend holds something else there; delete that key to make a new secret (guest random bytes of old events then change)", rules.RandomSecretKey, len(secret), randomSecretSize)
 	}
 	if created {
 		b.log.Info("created the bot's random secret in the backend")

@@ -14,6 +14,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -80,7 +81,7 @@ func TestGuestRandomSeededBySecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok, err := j.State.Get(context.Background(), RandomSecretKey)
+	v, ok, err := j.State.Get(context.Background(), rules.RandomSecretKey)
 	if err != nil || !ok || len(v) != randomSecretSize {
 		t.Fatalf("secret in the backend = %x %v %v, want %d random bytes", v, ok, err, randomSecretSize)
 	}

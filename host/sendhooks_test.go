@@ -13,6 +13,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -198,7 +200,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 	ch := newChannel()
 	ch.fail = func(_ int, out channel.Outbound) error {
 		if strings.HasPrefix(out.Text, "dead") {
-			return &permanentError{errors.New("blocked")}
+			return &channel.PermanentError{Err: errors.New("blocked")}
 		}
 		return nil
 	}
@@ -210,7 +212,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 	keys := map[string]string{"web:m1:1": "x", "web:m1:3": "y", "n:c2": "news", "n:c3": "news"}
 	if !waitFor(60*time.Second, func() bool {
 		for _, key := range append([]string{"web:m1:4"}, mapKeys(keys)...) {
-			if rec, err := b.outbox.Get(context.Background(), afterSendKey(key)); err != nil || rec.State != durability.OutboxSent {
+			if rec, err := b.outbox.Get(context.Background(), rules.AfterSendKey(key)); err != nil || rec.State != durability.OutboxSent {
 				return false
 			}
 		}
@@ -240,7 +242,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 	}
 	// A send dead at once keeps its after_send record, settled without
 	// running, for an operator's retry to re-arm.
-	if rec, err := b.outbox.Get(context.Background(), afterSendKey("web:m1:2")); err != nil || rec.State != durability.OutboxSent {
+	if rec, err := b.outbox.Get(context.Background(), rules.AfterSendKey("web:m1:2")); err != nil || rec.State != durability.OutboxSent {
 		t.Errorf("the after_send record of a send dead at once: %+v, %v; want settled without running", rec, err)
 	}
 	dead, _ := b.Operator().ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxDead)})
@@ -252,7 +254,7 @@ func TestAfterSendRunsAfterDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range log {
-		if InternalProvider(e.Provider) {
+		if rules.Internal(e.Provider) {
 			t.Errorf("the message log shows a hook record: %+v", e)
 		}
 	}
@@ -279,10 +281,10 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 	} else if err := b.outbox.MarkSent(ctx, "k1", rec.Token, "ref-9", now-50_000); err != nil {
 		t.Fatal(err)
 	}
-	s := sendSpec{provider: "web", chat: "c1", msg: outMsg{Text: "hi"}, key: "k1", inbound: "web:m0"}
+	s := send.Spec{Provider: "web", Chat: "c1", Msg: outMsg{Text: "hi"}, Key: "k1", Inbound: "web:m0"}
 	// The crashed incarnation had claimed the hook's record: it is put in
 	// flight at once (no sweep can take it first), its lease expired.
-	put, err := afterPut(s, []string{"k1"})
+	put, err := send.AfterPut(s, []string{"k1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,13 +293,13 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 	}
 	b.wakeSweeper()
 	if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns("k1"); return n > 0 }) {
-		t.Fatalf("after_send never ran again: %+v", b.outboxRecord(t, afterSendKey("k1")))
+		t.Fatalf("after_send never ran again: %+v", b.outboxRecord(t, rules.AfterSendKey("k1")))
 	}
 	if _, h := g.afterRuns("k1"); h.Ref != "ref-9" || h.Event != "web:m0" || h.Text != "hi" {
 		t.Errorf("after_send saw %+v", h)
 	}
-	if !waitFor(30*time.Second, func() bool { return b.outboxRecord(t, afterSendKey("k1")).State == durability.OutboxSent }) {
-		t.Fatalf("record %+v, want sent", b.outboxRecord(t, afterSendKey("k1")))
+	if !waitFor(30*time.Second, func() bool { return b.outboxRecord(t, rules.AfterSendKey("k1")).State == durability.OutboxSent }) {
+		t.Fatalf("record %+v, want sent", b.outboxRecord(t, rules.AfterSendKey("k1")))
 	}
 	if m := b.Observer().Metrics(); m.OutboxAmbiguous != 0 {
 		t.Errorf("outbox_ambiguous = %d: a hook's record is run again, not counted ambiguous", m.OutboxAmbiguous)
@@ -375,7 +377,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if out.Text == "flaky" && down {
-			return &permanentError{errors.New("blocked for now")}
+			return &channel.PermanentError{Err: errors.New("blocked for now")}
 		}
 		return nil
 	}
@@ -386,7 +388,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	settled := func(key string) bool {
-		rec, err := b.outbox.Get(ctx, afterSendKey(key))
+		rec, err := b.outbox.Get(ctx, rules.AfterSendKey(key))
 		return err == nil && rec.State == durability.OutboxSent
 	}
 	if !waitFor(60*time.Second, func() bool { return settled("web:m1:1") && settled("web:m1:2") }) {
@@ -416,7 +418,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns("web:m1:2"); return n == 1 && settled("web:m1:2") }) {
-		t.Fatalf("after_send did not run once the retried send was delivered: %+v", b.outboxRecord(t, afterSendKey("web:m1:2")))
+		t.Fatalf("after_send did not run once the retried send was delivered: %+v", b.outboxRecord(t, rules.AfterSendKey("web:m1:2")))
 	}
 	if n, _ := g.afterRuns("web:m1:1"); n != 1 {
 		t.Errorf("after_send of web:m1:1 ran %d times, want 1", n)
@@ -424,7 +426,7 @@ func TestHookReplayAndOperatorActions(t *testing.T) {
 	if err := b.Operator().Discard(ctx, "web:m1:1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.outbox.Get(ctx, afterSendKey("web:m1:1")); !errors.Is(err, durability.ErrNotFound) {
+	if _, err := b.outbox.Get(ctx, rules.AfterSendKey("web:m1:1")); !errors.Is(err, durability.ErrNotFound) {
 		t.Errorf("the discarded send's after_send record is still there (err %v)", err)
 	}
 }
@@ -450,7 +452,7 @@ func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if down {
-			return &permanentError{errors.New("blocked for now")}
+			return &channel.PermanentError{Err: errors.New("blocked for now")}
 		}
 		return nil
 	}
@@ -475,7 +477,7 @@ func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
 	b.wakeSweeper()
 	for _, key := range []string{"web:m1:1", "web:m1:2"} {
 		if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns(key); return n == 1 }) {
-			t.Errorf("after_send of %s did not run once the retried send was delivered (after_send record: %+v)", key, b.outboxRecord(t, afterSendKey(key)))
+			t.Errorf("after_send of %s did not run once the retried send was delivered (after_send record: %+v)", key, b.outboxRecord(t, rules.AfterSendKey(key)))
 		}
 	}
 }

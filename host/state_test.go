@@ -11,6 +11,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -81,7 +82,7 @@ func TestStateWritesCapped(t *testing.T) {
 	run("c2", "state 3 300000 e", "state set 1 of 3; "+tooLarge)
 	run("c2", "state 3 300000 a", "state set 3 of 3; first error: ")
 	run("c3", "state 3 300000 a", "state set 3 of 3; first error: ")
-	v, ok, err := j.State.Get(context.Background(), usageKey("chat/web/c2/"))
+	v, ok, err := j.State.Get(context.Background(), rules.UsageKey("chat/web/c2/"))
 	if err != nil || !ok {
 		t.Fatalf("usage record: %v %v", ok, err)
 	}

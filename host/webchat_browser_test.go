@@ -10,8 +10,8 @@ import (
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
-// send types text into the chat page and presses its Send button.
-func send(t *testing.T, ctx context.Context, text string) {
+// typeInChat types text into the chat page and presses its Send button.
+func typeInChat(t *testing.T, ctx context.Context, text string) {
 	t.Helper()
 	browsertest.Do(t, ctx, "sending "+text,
 		chromedp.WaitVisible(chromedp.CSS("#t")),
@@ -28,12 +28,12 @@ func TestChatPageInBrowser(t *testing.T) {
 	ctx := browsertest.Tab(t)
 	browsertest.Do(t, ctx, "opening the chat page", chromedp.Navigate(base+"/webchat/web/"))
 
-	send(t, ctx, "hello")
+	typeInChat(t, ctx, "hello")
 	browsertest.Do(t, ctx, "waiting for the reply to hello",
 		browsertest.WaitText(".msg.me", "hello"),
 		browsertest.WaitText(".msg.bot", "usage: menu | remind <n> <text> | edit"))
 
-	send(t, ctx, "menu")
+	typeInChat(t, ctx, "menu")
 	browsertest.Do(t, ctx, "waiting for the menu's buttons",
 		browsertest.WaitText(".msg.bot", "Pick one"),
 		browsertest.WaitText(".choices button", "Yes"),
@@ -50,7 +50,7 @@ func TestChatPageInBrowser(t *testing.T) {
 	// transcript's long poll do not both draw it. A new exchange after the
 	// reload passes through the long poll, so anything it would have drawn
 	// twice is on the page by its reply.
-	send(t, ctx, "after the reload")
+	typeInChat(t, ctx, "after the reload")
 	browsertest.Do(t, ctx, "waiting for the reply after the reload",
 		browsertest.WaitText(".msg.me", "after the reload"),
 		chromedp.Poll[chromedp.Void](`Array.from(document.querySelectorAll(".msg.bot")).filter((e) => e.textContent.startsWith("usage:")).length >= 2`,

@@ -290,7 +290,7 @@ func legacyRecord(t *testing.T, cfgPath string) {
 	if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:old1", Provider: "web", Chat: "c9", Payload: payload}, now, &l); err != nil {
 		t.Fatal(err)
 	}
-	msg, _ := json.Marshal(host.OutboxMessage{Text: "echo: old"})
+	msg, _ := json.Marshal(dryrun.OutboxMessage{Text: "echo: old"})
 	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "web:old1:1", Provider: "web", Chat: "c9", Payload: msg, Inbound: "web:old1"}, now, &l); err != nil {
 		t.Fatal(err)
 	}

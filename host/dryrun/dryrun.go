@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/unit"
 )
@@ -92,6 +92,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// OutboxMessage is a send's content as the outbox journals it.
+type OutboxMessage = rules.OutboxMessage
+
 // Send is one send: journaled by the original run, or the candidate's.
 type Send struct {
 	Key string `json:"key"`
@@ -100,7 +103,7 @@ type Send struct {
 	Chat    string `json:"chat"`
 	// At is an enqueued send's hold time (Unix ms), 0 for now.
 	At int64 `json:"at,omitempty"`
-	host.OutboxMessage
+	OutboxMessage
 	// atUnknown: the journal no longer holds the send's hold time (it was
 	// tried: the outbox keeps only its next retry time), so At is not
 	// compared.
@@ -305,7 +308,7 @@ const clockMargin = 10 * time.Minute
 // randomSecret reads the bot's random secret, so the guest reads the random
 // bytes its original turn read; a bot that has none yet gets zeros.
 func randomSecret(ctx context.Context, st durability.StateStore) ([]byte, error) {
-	v, ok, err := st.Get(ctx, host.RandomSecretKey)
+	v, ok, err := st.Get(ctx, rules.RandomSecretKey)
 	if err != nil {
 		return nil, fmt.Errorf("reading the bot's random secret: %w", err)
 	}
@@ -393,10 +396,10 @@ func outboxByInbound(ctx context.Context, out durability.OutboxJournal, since in
 	var order []string
 	for i := range recs {
 		r := &recs[i]
-		if r.Inbound == "" || host.InternalProvider(r.Provider) {
+		if r.Inbound == "" || rules.Internal(r.Provider) {
 			continue // not a turn's, or the host's own (an after_send hook's)
 		}
-		var m host.OutboxMessage
+		var m OutboxMessage
 		if err := json.Unmarshal(r.Payload, &m); err != nil {
 			m.Text = fmt.Sprintf("(unreadable payload: %v)", err)
 		}
@@ -465,7 +468,7 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("inputs too large (over %d bytes): not recorded", inputs.MaxBytes)
 		return
 	}
-	ev, durable, err := host.ParseJournaled(rec.Payload)
+	ev, durable, err := rules.ParseJournaled(rec.Payload)
 	if err != nil {
 		res.Outcome, res.Reason = CannotReplay, err.Error()
 		return

@@ -14,9 +14,9 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/sqlite"
-	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -60,7 +60,7 @@ func TestEnvAnswersFromTheRecord(t *testing.T) {
 	for range 5 {
 		e.Send(ctx, abi.SendRequest{Chat: "c1", Text: "x"})
 	}
-	if _, err := e.Send(ctx, abi.SendRequest{Chat: "c1"}); !errors.Is(err, host.ErrSendCap) {
+	if _, err := e.Send(ctx, abi.SendRequest{Chat: "c1"}); !errors.Is(err, rules.ErrSendCap) {
 		t.Fatalf("sixth send: %v", err)
 	}
 	if e.sends[0].Key != "web:1:1" || !e.sends[0].Derived {
@@ -77,7 +77,7 @@ func TestOutboxByInboundJoinsParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	put := func(key, prev, inbound, text string, at int64) {
-		p, _ := json.Marshal(host.OutboxMessage{Text: text})
+		p, _ := json.Marshal(OutboxMessage{Text: text})
 		if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: key, Chat: "c1", Payload: p, PreviousPart: prev, Inbound: inbound}, at, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func journalEcho(ctx context.Context, j durability.Journals, i int) error {
 	if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: id, Provider: "web", Chat: chat, Payload: payload}, now, &l); err != nil {
 		return err
 	}
-	msg, _ := json.Marshal(host.OutboxMessage{Text: fmt.Sprint("echo: message ", i)})
+	msg, _ := json.Marshal(OutboxMessage{Text: fmt.Sprint("echo: message ", i)})
 	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: id + ":1", Provider: "web", Chat: chat, Payload: msg, Inbound: id}, now, &l); err != nil {
 		return err
 	}
@@ -318,7 +318,7 @@ func TestScheduledTimeCompared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := json.Marshal(host.OutboxMessage{Text: "later"})
+	p, _ := json.Marshal(OutboxMessage{Text: "later"})
 	if _, _, err := j.Outbox.Put(ctx, durability.OutboxPut{Key: "web:1:1", Chat: "c1", Payload: p, Inbound: "web:1", NotBefore: 5000}, 100, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestScheduledTimeCompared(t *testing.T) {
 	if diff(lines(sent1), lines(would)) == "" {
 		t.Fatal("another hold time is no change")
 	}
-	would = []Send{{Key: "web:2:1", Chat: "c1", At: 9000, OutboxMessage: host.OutboxMessage{Text: "later"}}}
+	would = []Send{{Key: "web:2:1", Chat: "c1", At: 9000, OutboxMessage: OutboxMessage{Text: "later"}}}
 	compareAt(sent2, would, 50)
 	if d := diff(lines(sent2), lines(would)); d != "" {
 		t.Fatalf("an unknown hold time compared: %s", d)

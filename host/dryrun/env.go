@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/botrun/botrun/abi"
-	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -53,10 +53,10 @@ func newEnv(ev abi.Event, rec inputs.Record, maxSends, maxBroadcast int) *env {
 // and the send's position, as the host numbers them.
 func (e *env) key(req abi.SendRequest) (string, bool, error) {
 	e.n++
-	if err := host.CheckSendCap(e.event.ID, e.n, e.maxSends); err != nil {
+	if err := rules.CheckSendCap(e.event.ID, e.n, e.maxSends); err != nil {
 		return "", false, err
 	}
-	key, derived := host.SendKey(e.event.ID, e.n, req.IdempotencyKey)
+	key, derived := rules.SendKey(e.event.ID, e.n, req.IdempotencyKey)
 	return key, derived, nil
 }
 
@@ -66,7 +66,7 @@ func (e *env) record(ctx context.Context, req abi.SendRequest, status abi.SendSt
 		return abi.SendResult{}, err
 	}
 	s := Send{Key: key, Derived: derived, Chat: req.Chat, At: req.At,
-		OutboxMessage: host.OutboxMessage{Text: req.Text, Media: req.Media, Buttons: req.Buttons, List: req.List}}
+		OutboxMessage: OutboxMessage{Text: req.Text, Media: req.Media, Buttons: req.Buttons, List: req.List}}
 	if res, done, err := e.beforeSend(ctx, &s); done || err != nil {
 		return res, err
 	}
@@ -89,12 +89,12 @@ func (e *env) beforeSend(ctx context.Context, s *Send) (abi.SendResult, bool, er
 	}
 	out, err := e.hooks.BeforeSend(ctx, abi.SendHook{Event: e.event.ID, Provider: e.event.Provider, Chat: s.Chat, Key: s.Key,
 		Text: s.Text, Media: s.Media, Buttons: s.Buttons, List: s.List, At: s.At, Time: e.event.ReceivedAt})
-	if res, done, err := host.BeforeSendOutcome(s.Key, out, err); done || err != nil {
+	if res, done, err := rules.BeforeSendOutcome(s.Key, out, err); done || err != nil {
 		return res, done, err
 	}
 	if out.Rewrite != nil {
 		r := out.Rewrite
-		s.Chat, s.OutboxMessage = r.Chat, host.OutboxMessage{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
+		s.Chat, s.OutboxMessage = r.Chat, OutboxMessage{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
 	}
 	return abi.SendResult{}, false, nil
 }
@@ -124,7 +124,7 @@ func (e *env) Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult,
 // "<key_prefix>:<chat>", counted once against bot.max_sends.
 func (e *env) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
 	e.n++
-	if err := host.CheckBroadcast(e.event.ID, e.n, e.maxSends, len(req.Chats), e.maxBroadcast); err != nil {
+	if err := rules.CheckBroadcast(e.event.ID, e.n, e.maxSends, len(req.Chats), e.maxBroadcast); err != nil {
 		return abi.BroadcastResult{}, err
 	}
 	var res abi.BroadcastResult
@@ -134,7 +134,7 @@ func (e *env) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Broa
 			continue
 		}
 		seen[chat] = true
-		s := Send{Key: req.KeyPrefix + ":" + chat, Chat: chat, At: req.At, OutboxMessage: host.OutboxMessage{Text: req.Text, Media: req.Media}}
+		s := Send{Key: req.KeyPrefix + ":" + chat, Chat: chat, At: req.At, OutboxMessage: OutboxMessage{Text: req.Text, Media: req.Media}}
 		_, done, err := e.beforeSend(ctx, &s)
 		if err != nil {
 			return res, fmt.Errorf("broadcast: %w", err)

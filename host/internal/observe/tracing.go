@@ -37,6 +37,10 @@ func NewTracer(tp trace.TracerProvider) Tracer {
 	return Tracer{tracer: tp.Tracer(tracerName)}
 }
 
+// Tracer is the OpenTelemetry tracer (nil: tracing off), for a package
+// that starts its own spans.
+func (tr Tracer) Tracer() trace.Tracer { return tr.tracer }
+
 // On reports whether spans are recorded.
 func (tr Tracer) On() bool { return tr.tracer != nil }
 

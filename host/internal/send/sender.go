@@ -1,47 +1,153 @@
-package host
+// Package send is the sender: it journals each send of a turn, an
+// operator or a broadcast in the outbox under its idempotency key before
+// the channel is called, splits it into parts at the channel's text limit,
+// delivers it inline (a handler's send) or as a worker job (a send the
+// sweeper claimed), and settles retries, ambiguity and dead letters; it
+// runs the module's send hooks on operators' sends and botrun_after_send
+// once a send is delivered. The inline path and the sweeper share every
+// rule here.
+//
+// send imports abi, durability, host/channel, host/wasm and
+// host/internal/{clock,dispatch,lease,rules,sweep}; it never imports host.
+// What it tells the host (alerts, counters) goes through the values its
+// Config hands it.
+package send
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
-	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/clock"
+	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/lease"
+	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/sweep"
 )
 
-// sender owns the send path: it journals each send under its idempotency key
-// before the channel is called, splits it into parts at the channel's text
-// limit, delivers it inline (a handler's send) or as a worker job (a send the
-// sweeper claimed), and settles retries, ambiguity and dead letters. The
-// inline path and the sweeper share every rule here.
-type sender struct {
+// Policy is the outbox configuration ([durability.outbox]) the sender
+// follows.
+type Policy struct {
+	// Poll is durability.poll.
+	Poll time.Duration
+	// Retries is outbox.retries; Backoff the wait after each failed try.
+	Retries int
+	Backoff rules.Backoff
+	// InlineMax is outbox.inline_max.
+	InlineMax time.Duration
+	// Resend is on_ambiguous = resend; DivergedSend on_diverged = send.
+	Resend, DivergedSend bool
+	// MaxPayload is outbox.max_payload_bytes.
+	MaxPayload int
+	// Lease is outbox.lease.
+	Lease time.Duration
+}
+
+// InlineCall bounds a channel call made inline outside the outbox (an
+// edit, a typing indicator) by outbox.inline_max; with inline_max = 0 (no
+// inline retry) by ctx's own deadline only, so the call is still made.
+func (p Policy) InlineCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	if p.InlineMax <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, p.InlineMax)
+}
+
+// NotLeaderWait is how long a send a standby handed back waits before it is
+// due again: long enough that the leader's sweeper, which polls as often,
+// usually claims it first, short enough that the leader delivers it
+// promptly; a random part keeps replicas from claiming in step.
+func (p Policy) NotLeaderWait() time.Duration {
+	base := max(2*p.Poll, 200*time.Millisecond)
+	return base + rand.N(max(p.Poll, time.Millisecond))
+}
+
+// Counters are the durability counters the sender moves (the host's
+// metrics).
+type Counters struct {
+	Journaled, Deduped, Retried, Deferred, Dead, Ambiguous, Bypassed *atomic.Int64
+	Stale, Diverged, AmbiguousResolved, NotLeader                    *atomic.Int64
+}
+
+// Alerts tell the operator of a send gone wrong.
+type Alerts interface {
+	// Dead tells of a send gone to the dead-letter queue, and why.
+	Dead(rec durability.OutboxRecord, why string)
+	// Ambiguous tells of a send a crash left in flight that its channel
+	// could not settle (on_ambiguous decides).
+	Ambiguous(rec durability.OutboxRecord)
+}
+
+// Leaders refuse the sends of a channel whose session another replica
+// leads (channel.ErrNotLeader): this replica never calls its transport.
+type Leaders interface {
+	Refuse(channelID string) error
+}
+
+// Config is what a Sender sends through and tells.
+type Config struct {
+	Outbox   durability.OutboxJournal
+	Channels map[string]channel.Channel
+	Policy   Policy
+	Counters Counters
+	// Tracer traces each delivery (nil: tracing off).
+	Tracer trace.Tracer
+	// SendTime observes each channel send's latency, by channel.
+	SendTime map[string]prometheus.Observer
+	Log      *slog.Logger
+	Leases   *lease.Leases
+	Alerts   Alerts
+	// Wake asks the sweeper for a sweep now; Sweeper counts the claimed
+	// sends delivered.
+	Wake    sweep.Wake
+	Sweeper *sweep.Sweeper
+	// Hooks run the module's send hooks (nil: a guest without them);
+	// HookTimeout is bot.handler_timeout, the budget of an event's
+	// botrun_after_send hooks.
+	Hooks       Hooks
+	HookTimeout time.Duration
+	// Queued, with coordination on, hands over a send this process's
+	// sweeper claimed that waits in its chat's queue (the dispatcher), for
+	// the turn waiting on it to deliver it first (nil: coordination off,
+	// and a turn does not wait for a send in flight elsewhere).
+	Queued interface {
+		TakeSend(chatKey, key string) (dispatch.Job, bool)
+	}
+	// Boot is when this process started.
+	Boot    time.Time
+	Leaders Leaders
+	// Guard recovers a channel's panics (channel.Env.Guard).
+	Guard func(channelID string) channel.Env
+	Clock clock.Clock
+}
+
+// Sender is the send path (see the package doc).
+type Sender struct {
 	outbox    durability.OutboxJournal
 	providers map[string]channel.Channel
-	policy    *policy
-	metrics   *observe.Counters
-	tr        observe.Tracer
-	// sendTime observes each channel send's latency, by channel.
-	sendTime map[string]prometheus.Observer
-	log      *slog.Logger
-	// leases take and extend the sends' leases.
-	leases *leases
-	// alerts tell the operator of a dead or ambiguous send.
-	alerts *observe.Alerts
-	// wake asks the sweeper for a sweep now.
-	wake signal
-	// hooks run the module's botrun_after_send (nil: a guest without hooks).
-	hooks SendHooks
+	policy    Policy
+	metrics   Counters
+	tracer    trace.Tracer
+	sendTime  map[string]prometheus.Observer
+	log       *slog.Logger
+	leases    *lease.Leases
+	alerts    Alerts
+	wake      sweep.Wake
+	hooks     Hooks
 	// afterBudgets hold the budget the after_send hooks of each recent
 	// event share, and the budgets of operators' sends (operatorBudgetKey).
 	afterBudgets *eventBudgets
@@ -49,50 +155,129 @@ type sender struct {
 	// settle it before going on (coordination: the chat's next turn must
 	// not overtake it).
 	settleInFlight bool
-	// runQueued delivers the send key now if this process's sweeper
-	// claimed it and it waits in its chat's queue; false when it is not
-	// there.
-	runQueued func(provider, chat, key string) bool
+	queued         interface {
+		TakeSend(chatKey, key string) (dispatch.Job, bool)
+	}
+	sweeper *sweep.Sweeper
 	// boot is when this process started (Unix milliseconds).
-	boot int64
-	// leaders refuse the sends of a channel whose session another replica
-	// leads: this replica never calls its transport.
-	leaders leaders
-	// channel recovers a provider's panics (Bot.channelEnv).
+	boot    int64
+	leaders Leaders
 	channel func(id string) channel.Env
+	clock   clock.Clock
 }
 
-// OutboxMessage is the journaled content of a send: the JSON of an outbox
-// record's Payload (a dry run reads it back).
-type OutboxMessage struct {
-	Text    string       `json:"text,omitempty"`
-	Media   *abi.Media   `json:"media,omitempty"`
-	Buttons []abi.Button `json:"buttons,omitempty"`
-	List    *abi.List    `json:"list,omitempty"`
+// New returns the sender c describes.
+func New(c Config) *Sender {
+	return &Sender{outbox: c.Outbox, providers: c.Channels, policy: c.Policy, metrics: c.Counters,
+		tracer: c.Tracer, sendTime: c.SendTime, log: c.Log, leases: c.Leases, alerts: c.Alerts,
+		wake: c.Wake, hooks: c.Hooks, afterBudgets: newEventBudgets(c.HookTimeout),
+		settleInFlight: c.Queued != nil, queued: c.Queued, sweeper: c.Sweeper, boot: c.Boot.UnixMilli(),
+		leaders: c.Leaders, channel: c.Guard, clock: clock.Or(c.Clock)}
 }
 
-// outMsg is OutboxMessage, as the host's code names it.
-type outMsg = OutboxMessage
+// Hooks are the module's send hooks (nil: a guest without them).
+func (o *Sender) Hooks() Hooks { return o.hooks }
 
-// sendSpec is one send as the handler asked for it.
-type sendSpec struct {
-	provider string
-	chat     string
-	msg      outMsg
-	key      string
-	// derived is true for keys of rule 2 (<inbound id>:<n>): only those are
+// Policy is the outbox configuration the sender follows.
+func (o *Sender) Policy() Policy { return o.policy }
+
+func (o *Sender) now() int64 { return o.clock.Now().UnixMilli() }
+
+// Now is the sender's time (Unix ms), as the journal keeps it.
+func (o *Sender) Now() int64 { return o.now() }
+
+// span starts the span of a delivery; off, it returns ctx and a no-op span
+// without allocating.
+func (o *Sender) span(ctx context.Context) (context.Context, trace.Span) {
+	if o.tracer == nil {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return o.tracer.Start(ctx, "botrun.send")
+}
+
+// idAttr names the record a span is about.
+func idAttr(span trace.Span, id, channelID string) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("botrun.id", id), attribute.String("botrun.provider", channelID))
+	}
+}
+
+// outMsg is a send's journaled content.
+type outMsg = rules.OutboxMessage
+
+// Spec is one send as the handler (or the operator) asked for it.
+type Spec struct {
+	Provider string
+	Chat     string
+	Msg      rules.OutboxMessage
+	Key      string
+	// Derived is true for keys of rule 2 (<inbound id>:<n>): only those are
 	// compared by fingerprint.
-	derived bool
-	inbound string
-	// at holds an enqueued send until this time (Unix ms; 0: now).
-	at int64
-	// prehook holds the fingerprints of the parts of the send as the
+	Derived bool
+	Inbound string
+	// At holds an enqueued send until this time (Unix ms; 0: now).
+	At int64
+	// Prehook holds the fingerprints of the parts of the send as the
 	// handler asked for it, before botrun_before_send rewrote it (nil when
 	// it did not): the journal keeps those, so a replay compares what the
 	// handler asked for, as the seed does, whatever the hook made of it.
-	prehook []string
-	// keys, when set, collects the key of each part journaled.
-	keys *[]string
+	Prehook []string
+	// Keys, when set, collects the key of each part journaled.
+	Keys *[]string
+}
+
+// SendNow journals the send and delivers it inline, retrying until
+// outbox.inline_max; past that it answers deferred and the sweeper goes on.
+// An error means the journal failed (the caller's attempt fails). With hold,
+// the last delivered part's MarkSent is not written but returned, for the
+// caller to land with the inbound completion (Land, or the completion's
+// SentMark).
+func (o *Sender) SendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult, *PendingMark, error) {
+	return o.sendNow(ctx, s, hold)
+}
+
+// Enqueue journals every part of s and returns at once; the sweeper claims
+// them and the workers deliver them.
+func (o *Sender) Enqueue(ctx context.Context, s Spec) (abi.SendResult, error) {
+	return o.enqueue(ctx, s)
+}
+
+// Land writes a held MarkSent on its own (m may be nil).
+func (o *Sender) Land(ctx context.Context, m *PendingMark) { o.land(ctx, m) }
+
+// DeliverQueued delivers a send the sweeper claimed and queued (a worker
+// runs it, in its chat's order), and counts it delivered for the sweeper.
+func (o *Sender) DeliverQueued(c durability.ClaimedSend) { o.deliverQueued(c) }
+
+// PartKeys are the keys the parts of s are journaled under.
+func (o *Sender) PartKeys(s Spec) []string {
+	var keys []string
+	for _, p := range o.parts(s) {
+		keys = append(keys, p.key)
+	}
+	return keys
+}
+
+// Fingerprints are the fingerprints of the parts of s, as a hook's rewrite
+// keeps them (Spec.Prehook).
+func (o *Sender) Fingerprints(s Spec) []string {
+	var fps []string
+	for _, p := range o.parts(s) {
+		fps = append(fps, rules.Fingerprint(s.Chat, p.payload))
+	}
+	return fps
+}
+
+// JournalAfter puts the after_send record of s, whose parts are journaled
+// under parts, and wakes the sweeper.
+func (o *Sender) JournalAfter(ctx context.Context, s Spec, parts []string) error {
+	return o.journalAfter(ctx, s, parts)
+}
+
+// AfterSize is the size of the after_send record of s, in parts.
+func AfterSize(s Spec, parts []string) int64 {
+	put, _ := AfterPut(s, parts)
+	return int64(len(put.Payload))
 }
 
 // part is one journal record of a send: the whole send, or one piece of a text
@@ -105,23 +290,14 @@ type part struct {
 	payload []byte
 }
 
-// fingerprint identifies chat + content (before any hooks).
-func fingerprint(chat string, payload []byte) string {
-	h := sha256.New()
-	h.Write([]byte(chat))
-	h.Write([]byte{0})
-	h.Write(payload)
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// collect notes a journaled part's key (see sendSpec.keys).
-func (s sendSpec) collect(key string) {
-	if s.keys != nil {
-		*s.keys = append(*s.keys, key)
+// collect notes a journaled part's key (see Spec.keys).
+func (s Spec) collect(key string) {
+	if s.Keys != nil {
+		*s.Keys = append(*s.Keys, key)
 	}
 }
 
-func (o *sender) textLimit(providerID string) int {
+func (o *Sender) textLimit(providerID string) int {
 	if tl, ok := o.providers[providerID].(channel.TextLimiter); ok {
 		return tl.TextLimit()
 	}
@@ -129,7 +305,7 @@ func (o *sender) textLimit(providerID string) int {
 }
 
 // byteLimit is the channel's limit on a text in bytes of UTF-8, or 0.
-func (o *sender) byteLimit(providerID string) int {
+func (o *Sender) byteLimit(providerID string) int {
 	if bl, ok := o.providers[providerID].(channel.ByteLimiter); ok {
 		return bl.TextByteLimit()
 	}
@@ -138,36 +314,36 @@ func (o *sender) byteLimit(providerID string) int {
 
 // parts splits a send by the provider's text limit into records key, key#2, …
 // each linked to the one before.
-func (o *sender) parts(s sendSpec) []part {
-	limit := o.textLimit(s.provider)
-	if cl, ok := o.providers[s.provider].(channel.ChoiceLimiter); ok && (len(s.msg.Buttons) > 0 || s.msg.List != nil) {
-		if c := cl.ChoiceTextLimit(s.msg.Buttons, s.msg.List); c > 0 && (limit == 0 || c < limit) {
+func (o *Sender) parts(s Spec) []part {
+	limit := o.textLimit(s.Provider)
+	if cl, ok := o.providers[s.Provider].(channel.ChoiceLimiter); ok && (len(s.Msg.Buttons) > 0 || s.Msg.List != nil) {
+		if c := cl.ChoiceTextLimit(s.Msg.Buttons, s.Msg.List); c > 0 && (limit == 0 || c < limit) {
 			limit = c
 		}
 	}
-	texts := httpkit.Split(s.msg.Text, limit, o.byteLimit(s.provider))
+	texts := httpkit.Split(s.Msg.Text, limit, o.byteLimit(s.Provider))
 	ps := make([]part, len(texts))
 	for i, text := range texts {
 		m := outMsg{Text: text}
 		if i == 0 {
-			m.Media = s.msg.Media
+			m.Media = s.Msg.Media
 		}
 		if i == len(texts)-1 {
 			// The choices go under the last part, which the user reads last.
-			m.Buttons, m.List = s.msg.Buttons, s.msg.List
+			m.Buttons, m.List = s.Msg.Buttons, s.Msg.List
 		}
 		ps[i].msg, ps[i].n = m, i+1
 		ps[i].payload, _ = json.Marshal(m)
-		ps[i].key = s.key
+		ps[i].key = s.Key
 		if i > 0 {
-			ps[i].key = fmt.Sprintf("%s#%d", s.key, i+1)
+			ps[i].key = fmt.Sprintf("%s#%d", s.Key, i+1)
 			ps[i].prev = ps[i-1].key
 		}
 	}
 	return ps
 }
 
-func (o *sender) outboxLease() durability.Lease { return o.leases.lease(o.policy.outboxLease) }
+func (o *Sender) outboxLease() durability.Lease { return o.leases.Lease(o.policy.Lease) }
 
 // sendNow journals the send and delivers it inline, retrying until
 // outbox.inline_max; past that it answers deferred and the sweeper goes on.
@@ -175,28 +351,28 @@ func (o *sender) outboxLease() durability.Lease { return o.leases.lease(o.policy
 // the last delivered part's MarkSent is not written but returned, for the
 // caller to land with the inbound completion (an earlier part's lands before
 // the next part is sent).
-func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendResult, *pendingMark, error) {
-	prov, ok := o.providers[s.provider]
+func (o *Sender) sendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult, *PendingMark, error) {
+	prov, ok := o.providers[s.Provider]
 	if !ok {
-		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: fmt.Sprintf("provider %q is not configured", s.provider)}, nil, nil
+		return abi.SendResult{Status: abi.SendDead, Key: s.Key, Error: fmt.Sprintf("provider %q is not configured", s.Provider)}, nil, nil
 	}
-	whole, _ := json.Marshal(s.msg)
-	if len(whole) > o.policy.maxPayload {
+	whole, _ := json.Marshal(s.Msg)
+	if len(whole) > o.policy.MaxPayload {
 		return o.bypass(ctx, prov, s, len(whole)), nil, nil
 	}
-	if refused := o.leaders.refuse(s.provider); refused != nil {
+	if refused := o.leaders.Refuse(s.Provider); refused != nil {
 		// Journaled for the leader's sweeper; this replica never calls
 		// the channel.
 		res, err := o.enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
-			o.metrics.OutboxDeferred.Add(1)
-			o.metrics.ProviderNotLeader.Add(1)
+			o.metrics.Deferred.Add(1)
+			o.metrics.NotLeader.Add(1)
 			res.Error = refused.Error()
 		}
 		return res, nil, err
 	}
 	var res abi.SendResult
-	var held *pendingMark
+	var held *PendingMark
 	blocked := false
 	for i, p := range o.parts(s) {
 		var r abi.SendResult
@@ -228,23 +404,23 @@ func (o *sender) sendNow(ctx context.Context, s sendSpec, hold bool) (abi.SendRe
 }
 
 // bypass sends a payload over max_payload_bytes without the outbox.
-func (o *sender) bypass(ctx context.Context, prov channel.Channel, s sendSpec, size int) abi.SendResult {
-	if refused := o.leaders.refuse(s.provider); refused != nil {
+func (o *Sender) bypass(ctx context.Context, prov channel.Channel, s Spec, size int) abi.SendResult {
+	if refused := o.leaders.Refuse(s.Provider); refused != nil {
 		// Nothing journals it for the leader: it cannot go from here.
-		o.metrics.ProviderNotLeader.Add(1)
-		return abi.SendResult{Status: abi.SendDead, Key: s.key, Error: fmt.Sprintf("payload over durability.outbox.max_payload_bytes (%d bytes), which is sent without the outbox: %v", size, refused)}
+		o.metrics.NotLeader.Add(1)
+		return abi.SendResult{Status: abi.SendDead, Key: s.Key, Error: fmt.Sprintf("payload over durability.outbox.max_payload_bytes (%d bytes), which is sent without the outbox: %v", size, refused)}
 	}
-	o.metrics.OutboxBypassed.Add(1)
-	o.log.WarnContext(ctx, "payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.key, "bytes", size, "limit", o.policy.maxPayload)
+	o.metrics.Bypassed.Add(1)
+	o.log.WarnContext(ctx, "payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.Key, "bytes", size, "limit", o.policy.MaxPayload)
 	// Split at the channel's text limit as a journaled send is: the parts
 	// go in order, and the first one the channel refuses ends the send.
-	res := abi.SendResult{Status: abi.SendBypassed, Key: s.key}
+	res := abi.SendResult{Status: abi.SendBypassed, Key: s.Key}
 	for _, p := range o.parts(s) {
-		start := time.Now()
-		ref, err := o.send(ctx, prov, toOutbound(s.chat, p.msg, p.key))
-		o.observeSend(s.provider, start)
+		start := o.clock.Now()
+		ref, err := o.send(ctx, prov, toOutbound(s.Chat, p.msg, p.key))
+		o.observeSend(s.Provider, start)
 		if err != nil {
-			return abi.SendResult{Status: abi.SendDead, Key: s.key, Ref: res.Ref, Error: fmt.Sprintf("part %d (%s): %v", p.n, p.key, err)}
+			return abi.SendResult{Status: abi.SendDead, Key: s.Key, Ref: res.Ref, Error: fmt.Sprintf("part %d (%s): %v", p.n, p.key, err)}
 		}
 		if p.n == 1 {
 			res.Ref = ref
@@ -259,31 +435,31 @@ func (o *sender) bypass(ctx context.Context, prov channel.Channel, s sendSpec, s
 // (the channel closes the window, or on_ambiguous decides). A send this
 // process's sweeper claimed waits behind this turn in the chat's queue: it
 // is delivered now. It returns the record as it stands then.
-func (o *sender) settleElsewhere(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, error) {
+func (o *Sender) settleElsewhere(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, error) {
 	claimer, ok := o.outbox.(durability.ExpiredClaimer)
 	wait := 5 * time.Millisecond
 	// A sweep queues what it claimed at once: a claim of this process's
 	// not queued within queuedBy is not a sweep's.
-	queuedBy := time.Now().Add(2 * time.Second)
+	queuedBy := o.clock.Now().Add(2 * time.Second)
 	for rec.State == durability.OutboxSending && ok {
 		switch {
-		case rec.Owner == o.leases.owner && rec.LeasedAt < o.boot:
+		case rec.Owner == o.leases.Owner && rec.LeasedAt < o.boot:
 			// This instance's earlier boot: the sweeper's reclaim takes it.
 			return rec, nil
-		case rec.Owner == o.leases.owner:
+		case rec.Owner == o.leases.Owner:
 			// This process's sweeper claimed it: deliver it now, ahead of
 			// the turn that waits for it in the queue (or, if the sweeper
 			// has not queued it yet, wait for that).
-			if o.runQueued == nil || time.Now().After(queuedBy) {
+			if o.queued == nil || o.clock.Now().After(queuedBy) {
 				return rec, nil // not the sweeper's (this turn's own key, sent twice)
 			}
 			if !o.runQueued(rec.Provider, rec.Chat, rec.Key) {
-				if !sleepCtx(ctx, wait) {
+				if !o.sleep(ctx, wait) {
 					return rec, ctx.Err()
 				}
 				wait = min(2*wait, 100*time.Millisecond)
 			}
-		case rec.LeaseUntil <= nowMs():
+		case rec.LeaseUntil <= o.now():
 			c, err := claimer.ClaimExpired(ctx, rec.Key, o.outboxLease())
 			if err == nil {
 				o.deliverClaimed(ctx, c)
@@ -291,7 +467,7 @@ func (o *sender) settleElsewhere(ctx context.Context, rec durability.OutboxRecor
 				return rec, err
 			}
 		default:
-			if !sleepCtx(ctx, wait) {
+			if !o.sleep(ctx, wait) {
 				return rec, ctx.Err()
 			}
 			wait = min(2*wait, 100*time.Millisecond)
@@ -305,27 +481,44 @@ func (o *sender) settleElsewhere(ctx context.Context, rec durability.OutboxRecor
 	return rec, nil
 }
 
-// sleepCtx waits d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// runQueued delivers the send key now if this process's sweeper claimed it
+// and it waits in its chat's queue; false when it is not there.
+func (o *Sender) runQueued(channelID, chat, key string) bool {
+	j, ok := o.queued.TakeSend(dispatch.ChatKey(channelID, chat), key)
+	if ok {
+		o.deliverQueued(*j.Send)
+	}
+	return ok
+}
+
+// deliverQueued delivers a send the sweeper claimed and queued, and counts
+// it delivered for the sweeper.
+func (o *Sender) deliverQueued(c durability.ClaimedSend) {
+	o.deliverClaimed(o.leases.Base, c)
+	o.sweeper.SendDelivered()
+}
+
+// sleep waits d by the sender's clock; false when ctx ended first.
+func (o *Sender) sleep(ctx context.Context, d time.Duration) bool {
+	t := o.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }
 
 // existing answers a send whose key is already journaled. It returns ok=false
 // when the record still needs delivering (pending or failed).
-func (o *sender) existing(rec durability.OutboxRecord) (abi.SendResult, bool) {
+func (o *Sender) existing(rec durability.OutboxRecord) (abi.SendResult, bool) {
 	switch rec.State {
 	case durability.OutboxSent:
-		o.metrics.OutboxDeduped.Add(1)
+		o.metrics.Deduped.Add(1)
 		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Ref: rec.Ref}, true
 	case durability.OutboxUnknown:
-		o.metrics.OutboxDeduped.Add(1)
+		o.metrics.Deduped.Add(1)
 		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Error: "outcome unknown after a crash (on_ambiguous = skip)"}, true
 	case durability.OutboxDead:
 		return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: rec.Error}, true
@@ -338,33 +531,33 @@ func (o *sender) existing(rec durability.OutboxRecord) (abi.SendResult, bool) {
 // diverged checks a derived key's fingerprint. It returns the key to use: the
 // same key (answer from the journal), or with on_diverged = send a new key
 // derived from the new content.
-func (o *sender) diverged(s sendSpec, p part, rec durability.OutboxRecord, fp string) (string, bool) {
-	if !s.derived || rec.Fingerprint == "" || rec.Fingerprint == fp {
+func (o *Sender) diverged(s Spec, p part, rec durability.OutboxRecord, fp string) (string, bool) {
+	if !s.Derived || rec.Fingerprint == "" || rec.Fingerprint == fp {
 		return p.key, false
 	}
 	o.metrics.Diverged.Add(1)
-	o.log.Warn("replay produced other content under a derived key", "key", p.key, "on_diverged", map[bool]string{true: "send", false: "skip"}[o.policy.divergedSend])
-	if !o.policy.divergedSend {
+	o.log.Warn("replay produced other content under a derived key", "key", p.key, "on_diverged", map[bool]string{true: "send", false: "skip"}[o.policy.DivergedSend])
+	if !o.policy.DivergedSend {
 		return p.key, false
 	}
 	return p.key + "~" + fp[:12], true
 }
 
-func (o *sender) put(s sendSpec, p part, key, prev string) durability.OutboxPut {
-	fp := fingerprint(s.chat, p.payload)
-	if n := len(s.prehook); n > 0 {
+func (o *Sender) put(s Spec, p part, key, prev string) durability.OutboxPut {
+	fp := rules.Fingerprint(s.Chat, p.payload)
+	if n := len(s.Prehook); n > 0 {
 		// A rewrite may make more parts than the handler's send had.
-		fp = s.prehook[min(p.n, n)-1]
+		fp = s.Prehook[min(p.n, n)-1]
 		if p.n > n {
-			fp = fingerprint(fp, []byte(strconv.Itoa(p.n)))
+			fp = rules.Fingerprint(fp, []byte(strconv.Itoa(p.n)))
 		}
 	}
-	return durability.OutboxPut{Key: key, Provider: s.provider, Chat: s.chat, Payload: p.payload,
-		Fingerprint: fp, PreviousPart: prev, Inbound: s.inbound, NotBefore: s.at}
+	return durability.OutboxPut{Key: key, Provider: s.Provider, Chat: s.Chat, Payload: p.payload,
+		Fingerprint: fp, PreviousPart: prev, Inbound: s.Inbound, NotBefore: s.At}
 }
 
 // sendPart journals one part and delivers it inline (see sendNow for hold).
-func (o *sender) sendPart(ctx context.Context, prov channel.Channel, s sendSpec, p part, hold bool) (abi.SendResult, *pendingMark, error) {
+func (o *Sender) sendPart(ctx context.Context, prov channel.Channel, s Spec, p part, hold bool) (abi.SendResult, *PendingMark, error) {
 	put := o.put(s, p, p.key, p.prev)
 	l := o.outboxLease()
 	st, rec, err := o.outbox.Put(ctx, put, l.Now, &l)
@@ -373,7 +566,7 @@ func (o *sender) sendPart(ctx context.Context, prov channel.Channel, s sendSpec,
 	}
 	if st == durability.Exists {
 		if key, renamed := o.diverged(s, p, rec, put.Fingerprint); renamed {
-			s.derived = false
+			s.Derived = false
 			p.key = key
 			return o.sendPart(ctx, prov, s, p, hold)
 		}
@@ -386,7 +579,7 @@ func (o *sender) sendPart(ctx context.Context, prov channel.Channel, s sendSpec,
 			if res, done := o.existing(rec); done {
 				return res, nil, nil
 			}
-			if rec.Shown(nowMs()) == durability.OutboxScheduled {
+			if rec.Shown(o.now()) == durability.OutboxScheduled {
 				// Held until its time: the sweeper sends it then, not this send.
 				return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil, nil
 			}
@@ -409,46 +602,46 @@ func (o *sender) sendPart(ctx context.Context, prov channel.Channel, s sendSpec,
 			break
 		}
 	} else {
-		o.metrics.OutboxJournaled.Add(1)
+		o.metrics.Journaled.Add(1)
 	}
 	return o.deliverInline(ctx, prov, rec, hold)
 }
 
 // journal records a part for the sweeper without sending it.
-func (o *sender) journal(ctx context.Context, s sendSpec, p part) (abi.SendResult, error) {
+func (o *Sender) journal(ctx context.Context, s Spec, p part) (abi.SendResult, error) {
 	put := o.put(s, p, p.key, p.prev)
-	st, rec, err := o.outbox.Put(ctx, put, nowMs(), nil)
+	st, rec, err := o.outbox.Put(ctx, put, o.now(), nil)
 	if err != nil {
 		return abi.SendResult{}, fmt.Errorf("outbox journal: %w", err)
 	}
 	if st == durability.Exists {
 		if key, renamed := o.diverged(s, p, rec, put.Fingerprint); renamed {
-			s.derived = false
+			s.Derived = false
 			p.key = key
 			return o.journal(ctx, s, p)
 		}
 		if res, done := o.existing(rec); done {
 			return res, nil
 		}
-		if rec.Shown(nowMs()) == durability.OutboxScheduled {
+		if rec.Shown(o.now()) == durability.OutboxScheduled {
 			return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil
 		}
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 	}
-	o.metrics.OutboxJournaled.Add(1)
+	o.metrics.Journaled.Add(1)
 	if rec.RetryAt > rec.CreatedAt {
 		return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil
 	}
-	if o.leaders.refuse(s.provider) == nil {
+	if o.leaders.Refuse(s.Provider) == nil {
 		// (A standby leaves it to the leader's next sweep.)
-		o.wake.notify()
+		o.wake.Notify()
 	}
 	return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 }
 
 // enqueue journals every part and returns at once; the sweeper claims them
 // and the workers deliver them.
-func (o *sender) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error) {
+func (o *Sender) enqueue(ctx context.Context, s Spec) (abi.SendResult, error) {
 	var first abi.SendResult
 	for i, p := range o.parts(s) {
 		res, err := o.journal(ctx, s, p)
@@ -465,30 +658,30 @@ func (o *sender) enqueue(ctx context.Context, s sendSpec) (abi.SendResult, error
 
 // deliverInline calls the provider for a begun record and retries inline with
 // backoff until outbox.inline_max, then leaves it failed for the sweeper.
-func (o *sender) deliverInline(ctx context.Context, prov channel.Channel, rec durability.OutboxRecord, hold bool) (abi.SendResult, *pendingMark, error) {
-	_, span := o.tr.Start(ctx, observe.SpanSend)
+func (o *Sender) deliverInline(ctx context.Context, prov channel.Channel, rec durability.OutboxRecord, hold bool) (abi.SendResult, *PendingMark, error) {
+	_, span := o.span(ctx)
 	defer span.End()
-	observe.IDAttr(span, rec.Key, rec.Provider)
-	inlineUntil := time.Now().Add(o.policy.inlineMax)
-	deferred := func(sendErr error) (abi.SendResult, *pendingMark, error) {
-		o.metrics.OutboxDeferred.Add(1)
+	idAttr(span, rec.Key, rec.Provider)
+	inlineUntil := o.clock.Now().Add(o.policy.InlineMax)
+	deferred := func(sendErr error) (abi.SendResult, *PendingMark, error) {
+		o.metrics.Deferred.Add(1)
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil, nil
 	}
 	for {
 		ref, hb, marked, sendErr := o.call(prov, rec)
 		if sendErr == nil {
 			if marked {
-				hb.release()
+				hb.Release()
 				return abi.SendResult{Status: abi.SendSent, Key: rec.Key, Ref: ref}, nil, nil
 			}
-			m := &pendingMark{rec: rec, ref: ref, at: nowMs(), hb: hb}
+			m := &PendingMark{rec: rec, ref: ref, at: o.now(), hb: hb}
 			if !hold {
 				o.land(ctx, m)
 				m = nil
 			}
 			return abi.SendResult{Status: abi.SendSent, Key: rec.Key, Ref: ref}, m, nil
 		}
-		hb.release()
+		hb.Release()
 		wait, dead, inline := o.settleFailure(ctx, rec, sendErr, inlineUntil)
 		if dead {
 			return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: sendErr.Error()}, nil, nil
@@ -496,9 +689,7 @@ func (o *sender) deliverInline(ctx context.Context, prov channel.Channel, rec du
 		if !inline {
 			return deferred(sendErr)
 		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if !o.sleep(ctx, wait) {
 			return deferred(sendErr)
 		}
 		next, err := o.outbox.Begin(ctx, rec.Key, o.outboxLease())
@@ -525,28 +716,28 @@ func toOutbound(chat string, m outMsg, key string) channel.Outbound {
 // the record's key (Outbound.Key). A transactional channel's delivery commits
 // with the record marked sent: marked is then true, and the caller writes no
 // MarkSent.
-func (o *sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref string, hb *heartbeat, marked bool, err error) {
-	hb = o.leases.heartbeat(o.policy.outboxLease, func(ctx context.Context, until int64) error {
+func (o *Sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref string, hb *lease.Heartbeat, marked bool, err error) {
+	hb = o.leases.Heartbeat(o.policy.Lease, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
-	if err := o.leaders.refuse(rec.Provider); err != nil {
+	if err := o.leaders.Refuse(rec.Provider); err != nil {
 		return "", hb, false, err
 	}
 	var m outMsg
 	if err := json.Unmarshal(rec.Payload, &m); err != nil {
-		return "", hb, false, &permanentError{fmt.Errorf("journaled content is unreadable: %w", err)}
+		return "", hb, false, &channel.PermanentError{Err: fmt.Errorf("journaled content is unreadable: %w", err)}
 	}
 	if rec.Attempts > 1 {
-		o.metrics.OutboxRetried.Add(1)
+		o.metrics.Retried.Add(1)
 	}
 	msg := toOutbound(rec.Chat, m, rec.Key)
 	if tp, ok := prov.(channel.Transactional); ok {
 		if sw, ok := o.outbox.(durability.SentWriter); ok {
 			// The heartbeat's extensions would conflict with the commit
 			// that marks the record; the lease was taken just now.
-			hb.stop()
+			hb.Stop()
 			ch := o.channel(prov.ID())
-			ref, err := sw.MarkSentWith(hb.ctx, rec.Key, rec.Token, nowMs(), func(ctx context.Context, retry bool) (ref string, writes []durability.Write, err error) {
+			ref, err := sw.MarkSentWith(hb.Context(), rec.Key, rec.Token, o.now(), func(ctx context.Context, retry bool) (ref string, writes []durability.Write, err error) {
 				// A panic is an error worth a retry, as in Send.
 				err = ch.Guard("preparing a send", func() (err error) {
 					ref, writes, err = tp.PrepareSend(ctx, msg, retry)
@@ -565,8 +756,8 @@ func (o *sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref st
 			}
 		}
 	}
-	start := time.Now()
-	ref, err = o.send(hb.ctx, prov, msg)
+	start := o.clock.Now()
+	ref, err = o.send(hb.Context(), prov, msg)
 	o.observeSend(rec.Provider, start)
 	return ref, hb, false, err
 }
@@ -574,7 +765,7 @@ func (o *sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref st
 // send calls prov's Send, a panic in it an error worth a retry (as a
 // connection lost before the answer is: delivered or not, unknown), logged
 // and counted; the send goes dead when its attempts run out.
-func (o *sender) send(ctx context.Context, prov channel.Channel, msg channel.Outbound) (ref string, err error) {
+func (o *Sender) send(ctx context.Context, prov channel.Channel, msg channel.Outbound) (ref string, err error) {
 	err = o.channel(prov.ID()).Guard("sending", func() (err error) {
 		ref, err = prov.Send(ctx, msg)
 		return err
@@ -583,43 +774,39 @@ func (o *sender) send(ctx context.Context, prov channel.Channel, msg channel.Out
 }
 
 // observeSend records a send to providerID that started at start.
-func (o *sender) observeSend(providerID string, start time.Time) {
+func (o *Sender) observeSend(providerID string, start time.Time) {
 	if h := o.sendTime[providerID]; h != nil {
-		h.Observe(time.Since(start).Seconds())
+		h.Observe(o.clock.Now().Sub(start).Seconds())
 	}
 }
 
-type permanentError struct{ error }
-
-func (permanentError) Retryable() bool { return false }
-
-// pendingMark is a delivered send's MarkSent held back to land with the
+// PendingMark is a delivered send's MarkSent held back to land with the
 // inbound completion; its heartbeat keeps the send's lease until then.
-type pendingMark struct {
+type PendingMark struct {
 	rec durability.OutboxRecord
 	ref string
 	at  int64
-	hb  *heartbeat
+	hb  *lease.Heartbeat
 }
 
 // land writes a held MarkSent on its own (m may be nil).
-func (o *sender) land(ctx context.Context, m *pendingMark) {
+func (o *Sender) land(ctx context.Context, m *PendingMark) {
 	if m != nil {
-		m.hb.stop()
+		m.hb.Stop()
 		o.markSentAt(ctx, m.rec, m.ref, m.at)
-		m.hb.release()
+		m.hb.Release()
 	}
 }
 
-func (o *sender) markSent(ctx context.Context, rec durability.OutboxRecord, ref string) {
-	o.markSentAt(ctx, rec, ref, nowMs())
+func (o *Sender) markSent(ctx context.Context, rec durability.OutboxRecord, ref string) {
+	o.markSentAt(ctx, rec, ref, o.now())
 }
 
-func (o *sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, ref string, at int64) {
+func (o *Sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, ref string, at int64) {
 	err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, ref, at)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.StaleLeases.Add(1)
+		o.metrics.Stale.Add(1)
 		o.log.WarnContext(ctx, "sent, but the lease was lost to another owner", "key", rec.Key)
 	case err != nil:
 		o.log.ErrorContext(ctx, "sent, but recording it failed: the send is ambiguous until its lease expires", "key", rec.Key, "err", err)
@@ -632,25 +819,25 @@ func (o *sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, re
 // the journaled retry time is pushed past it by a margin so this process's
 // sweeper does not take the send over and reorder the chat; the margin only
 // delays the retry if the process dies meanwhile.
-func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord, sendErr error, inlineUntil time.Time) (wait time.Duration, dead, inline bool) {
+func (o *Sender) settleFailure(ctx context.Context, rec durability.OutboxRecord, sendErr error, inlineUntil time.Time) (wait time.Duration, dead, inline bool) {
 	if errors.Is(sendErr, channel.ErrNotLeader) {
 		o.handBack(ctx, rec, sendErr)
 		return 0, false, false
 	}
-	now := time.Now()
-	if channel.Permanent(sendErr) || rec.Attempts >= 1+o.policy.retries {
+	now := o.clock.Now()
+	if channel.Permanent(sendErr) || rec.Attempts >= 1+o.policy.Retries {
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
 		if o.noteFailWrite(rec.Key, err) {
-			o.metrics.OutboxDead.Add(1)
-			o.alerts.Emit(Alert{Name: AlertDead, Kind: "outbox", ID: rec.Key, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat, Error: sendErr.Error()})
+			o.metrics.Dead.Add(1)
+			o.alerts.Dead(rec, sendErr.Error())
 		}
 		return 0, true, false
 	}
-	wait = max(o.policy.outboxBackoff.wait(rec.Attempts), channel.RetryAfter(sendErr))
+	wait = max(o.policy.Backoff.Wait(rec.Attempts), channel.RetryAfter(sendErr))
 	retryAt := now.Add(wait)
 	inline = !retryAt.After(inlineUntil)
 	if inline {
-		retryAt = retryAt.Add(max(2*o.policy.poll, time.Second))
+		retryAt = retryAt.Add(max(2*o.policy.Poll, time.Second))
 	}
 	err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), RetryAt: retryAt.UnixMilli()})
 	o.noteFailWrite(rec.Key, err)
@@ -662,19 +849,19 @@ func (o *sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 // channel's session is another replica's: ProviderNotLeader) to the outbox:
 // due again shortly, for the leader's sweeper, and not charged as an
 // attempt, so it never goes to the dead-letter queue for it.
-func (o *sender) handBack(ctx context.Context, rec durability.OutboxRecord, refused error) {
-	o.metrics.ProviderNotLeader.Add(1)
-	now := time.Now()
+func (o *Sender) handBack(ctx context.Context, rec durability.OutboxRecord, refused error) {
+	o.metrics.NotLeader.Add(1)
+	now := o.clock.Now()
 	err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, refused.Error(),
-		durability.FailOptions{Now: now.UnixMilli(), RetryAt: now.Add(o.policy.notLeaderWait()).UnixMilli(), Refund: true})
+		durability.FailOptions{Now: now.UnixMilli(), RetryAt: now.Add(o.policy.NotLeaderWait()).UnixMilli(), Refund: true})
 	o.noteFailWrite(rec.Key, err)
 	o.log.DebugContext(ctx, "send handed back to the session's leader", "key", rec.Key, "err", refused)
 }
 
-func (o *sender) noteFailWrite(key string, err error) bool {
+func (o *Sender) noteFailWrite(key string, err error) bool {
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.StaleLeases.Add(1)
+		o.metrics.Stale.Add(1)
 		return false
 	case err != nil:
 		o.log.Error("recording a failed send failed", "key", key, "err", err)
@@ -683,39 +870,46 @@ func (o *sender) noteFailWrite(key string, err error) bool {
 	return true
 }
 
+// ownRecords deliver the host's own outbox records, by kind, in place of a
+// channel. An alert (rules.KindAlert) is not here: the alert sink is a
+// channel of its own. A claim a crash left in flight runs its record
+// again: at least once.
+var ownRecords = map[rules.Kind]func(o *Sender, ctx context.Context, rec durability.OutboxRecord){
+	rules.KindAfterSend: (*Sender).runAfterSend,
+}
+
 // deliverClaimed delivers one send the sweeper claimed (a worker runs it,
 // in its chat's order).
-func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
+func (o *Sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 	rec := c.Record
 	if !o.stillHeld(ctx, &rec) {
 		return
 	}
-	if rec.Provider == afterSendProvider {
-		// A claim a crash left in flight runs the hook again: at least once.
-		o.runAfterSend(ctx, rec)
+	if deliver, own := ownRecords[rules.KindOf(rec.Provider)]; own {
+		deliver(o, ctx, rec)
 		return
 	}
-	now := time.Now().UnixMilli()
+	now := o.clock.Now().UnixMilli()
 	prov, configured := o.providers[rec.Provider]
 	if c.Ambiguous && configured && o.settleAmbiguous(ctx, prov, rec) {
 		return
 	}
 	if c.Ambiguous {
-		o.metrics.OutboxAmbiguous.Add(1)
-		o.alerts.Emit(Alert{Name: AlertAmbiguous, Key: rec.Key, Provider: rec.Provider, Chat: rec.Chat})
+		o.metrics.Ambiguous.Add(1)
+		o.alerts.Ambiguous(rec)
 		to := durability.OutboxUnknown
-		if o.policy.resend {
+		if o.policy.Resend {
 			to = durability.OutboxPending
 		}
 		if err := o.outbox.ResolveAmbiguous(ctx, rec.Key, rec.Token, to, now); !o.noteFailWrite(rec.Key, err) {
 			return
 		}
 		if to == durability.OutboxPending {
-			o.wake.notify()
+			o.wake.Notify()
 		}
 		return
 	}
-	if refused := o.leaders.refuse(rec.Provider); refused != nil {
+	if refused := o.leaders.Refuse(rec.Provider); refused != nil {
 		o.handBack(ctx, rec, refused)
 		return
 	}
@@ -724,18 +918,18 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		switch {
 		case errors.Is(err, durability.ErrNotFound), err == nil && (prev.State == durability.OutboxSent || prev.State == durability.OutboxUnknown):
 		case err == nil && prev.State == durability.OutboxDead:
-			o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("previous part %s is dead", prev.Key)}, time.Time{})
+			o.settleFailure(ctx, rec, &channel.PermanentError{Err: fmt.Errorf("previous part %s is dead", prev.Key)}, time.Time{})
 			return
 		default:
 			// Waiting behind an earlier part is not an attempt.
 			err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, "waiting for "+rec.PreviousPart,
-				durability.FailOptions{Now: now, RetryAt: now + o.policy.poll.Milliseconds(), Refund: true})
+				durability.FailOptions{Now: now, RetryAt: now + o.policy.Poll.Milliseconds(), Refund: true})
 			o.noteFailWrite(rec.Key, err)
 			return
 		}
 	}
 	if !configured {
-		o.settleFailure(ctx, rec, &permanentError{fmt.Errorf("provider %q is not configured", rec.Provider)}, time.Time{})
+		o.settleFailure(ctx, rec, &channel.PermanentError{Err: fmt.Errorf("provider %q is not configured", rec.Provider)}, time.Time{})
 		return
 	}
 	rec, ok := o.hookOperatorSend(ctx, rec)
@@ -746,8 +940,8 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		return
 	}
 	ref, hb, marked, err := o.call(prov, rec)
-	hb.stop()
-	defer hb.release()
+	hb.Stop()
+	defer hb.Release()
 	if err != nil {
 		o.settleFailure(ctx, rec, err, time.Time{})
 		return
@@ -764,12 +958,12 @@ func (o *sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 // takes it again under the same key. It reports false when the channel
 // cannot settle it (the policy applies), and true when the send is settled,
 // or left in flight to be asked again after a reconciling error.
-func (o *sender) settleAmbiguous(ctx context.Context, prov channel.Channel, rec durability.OutboxRecord) bool {
+func (o *Sender) settleAmbiguous(ctx context.Context, prov channel.Channel, rec durability.OutboxRecord) bool {
 	var delivered bool
 	switch p := prov.(type) {
 	case channel.Transactional:
 	case channel.Reconciler:
-		if o.leaders.refuse(rec.Provider) != nil {
+		if o.leaders.Refuse(rec.Provider) != nil {
 			// Only the leader may ask the channel: the send stays in
 			// flight until its lease expires and a claim asks again.
 			return true
@@ -794,20 +988,20 @@ func (o *sender) settleAmbiguous(ctx context.Context, prov channel.Channel, rec 
 	default:
 		return false
 	}
-	now := nowMs()
+	now := o.now()
 	if delivered {
 		err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, "", now)
 		if o.noteFailWrite(rec.Key, err) {
-			o.metrics.OutboxAmbiguousResolved.Add(1)
+			o.metrics.AmbiguousResolved.Add(1)
 			o.log.InfoContext(ctx, "ambiguous send settled: the channel has it", "key", rec.Key)
 		}
 		return true
 	}
 	err := o.outbox.ResolveAmbiguous(ctx, rec.Key, rec.Token, durability.OutboxPending, now)
 	if o.noteFailWrite(rec.Key, err) {
-		o.metrics.OutboxAmbiguousResolved.Add(1)
+		o.metrics.AmbiguousResolved.Add(1)
 		o.log.InfoContext(ctx, "ambiguous send settled: sent again, the channel takes it once", "key", rec.Key)
-		o.wake.notify()
+		o.wake.Notify()
 	}
 	return true
 }
@@ -817,20 +1011,20 @@ func (o *sender) settleAmbiguous(ctx context.Context, prov channel.Channel, rec 
 // not extended; if a third of the lease is gone the job first extends it, and
 // if the journal refuses, the lease expired while queued and another owner
 // claimed it (the fencing token decides): this job is skipped.
-func (o *sender) stillHeld(ctx context.Context, rec *durability.OutboxRecord) bool {
-	lease := o.policy.outboxLease
-	if time.Until(time.UnixMilli(rec.LeaseUntil)) > 2*lease/3 {
+func (o *Sender) stillHeld(ctx context.Context, rec *durability.OutboxRecord) bool {
+	length := o.policy.Lease
+	if time.UnixMilli(rec.LeaseUntil).Sub(o.clock.Now()) > 2*length/3 {
 		return true
 	}
-	until := time.Now().Add(lease).UnixMilli()
+	until := o.clock.Now().Add(length).UnixMilli()
 	err := o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.StaleLeases.Add(1)
+		o.metrics.Stale.Add(1)
 		o.log.WarnContext(ctx, "send's lease lost while queued: another owner claimed it; skipping it here", "key", rec.Key)
 		return false
 	case err != nil:
-		o.log.ErrorContext(ctx, "extending a queued send's lease failed; it is reclaimed when its lease expires", "key", rec.Key, "err", err)
+		o.log.ErrorContext(ctx, "extending a queued send's length failed; it is reclaimed when its length expires", "key", rec.Key, "err", err)
 		return false
 	}
 	rec.LeaseUntil = until
@@ -841,7 +1035,7 @@ func (o *sender) stillHeld(ctx context.Context, rec *durability.OutboxRecord) bo
 // was journaled by an older version, or with a larger limit): the parts after
 // the first are journaled as key#2, key#3, … before the first is sent under the
 // record's own key, so a retry journals and sends nothing twice.
-func (o *sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, bool) {
+func (o *Sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, bool) {
 	var m outMsg
 	if json.Unmarshal(rec.Payload, &m) != nil {
 		return rec, true // call reports it
@@ -850,7 +1044,7 @@ func (o *sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord
 	if len(texts) == 1 {
 		return rec, true
 	}
-	s := sendSpec{provider: rec.Provider, chat: rec.Chat, msg: m, key: rec.Key, inbound: rec.Inbound}
+	s := Spec{Provider: rec.Provider, Chat: rec.Chat, Msg: m, Key: rec.Key, Inbound: rec.Inbound}
 	ps := o.parts(s)
 	for _, p := range ps[1:] {
 		if _, err := o.journal(ctx, s, p); err != nil {
@@ -861,3 +1055,15 @@ func (o *sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord
 	rec.Payload = ps[0].payload
 	return rec, true
 }
+
+// Pause stops the held mark's heartbeat, so the write that lands it (with
+// the inbound completion) comes after the lease's last extension.
+func (m *PendingMark) Pause() { m.hb.Stop() }
+
+// SentMark is the MarkSent the inbound completion lands.
+func (m *PendingMark) SentMark() durability.SentMark {
+	return durability.SentMark{Key: m.rec.Key, Token: m.rec.Token, Ref: m.ref, Now: m.at}
+}
+
+// Landed releases the lease of a mark the completion landed.
+func (m *PendingMark) Landed() { m.hb.Release() }

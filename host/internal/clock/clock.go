@@ -1,0 +1,144 @@
+// Package clock is the time the host's message path reads: the wall clock
+// in production (Real), a clock a test moves by hand (Fake). The packages
+// under host/internal read time only through a Clock passed at
+// construction, so a test can step through leases, retries and sweeps
+// without sleeping.
+//
+// clock imports only the standard library.
+package clock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock tells the time and waits for it.
+type Clock interface {
+	// Now is the current time.
+	Now() time.Time
+	// NewTimer returns a timer that fires once d has passed.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a time.Timer of a Clock.
+type Timer interface {
+	// C receives the time once the timer fires.
+	C() <-chan time.Time
+	// Reset makes the timer fire d from now (see time.Timer.Reset).
+	Reset(d time.Duration)
+	// Stop stops the timer; it reports whether it was still pending.
+	Stop() bool
+}
+
+// Real is the wall clock.
+var Real Clock = real{}
+
+type real struct{}
+
+func (real) Now() time.Time { return time.Now() }
+
+func (real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time   { return r.t.C }
+func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
+func (r realTimer) Stop() bool            { return r.t.Stop() }
+
+// Or is c, or Real when c is nil.
+func Or(c Clock) Clock {
+	if c == nil {
+		return Real
+	}
+	return c
+}
+
+// UnixMilli is c's time in Unix milliseconds, as the journals keep it.
+func UnixMilli(c Clock) int64 { return c.Now().UnixMilli() }
+
+// Fake is a clock that moves only when told (Advance, Set); its timers
+// fire as it passes their time. The zero value is not usable: NewFake.
+type Fake struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+// NewFake returns a fake clock at now.
+func NewFake(now time.Time) *Fake { return &Fake{now: now} }
+
+// Now implements Clock.
+func (f *Fake) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// NewTimer implements Clock.
+func (f *Fake) NewTimer(d time.Duration) Timer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := &fakeTimer{f: f, c: make(chan time.Time, 1)}
+	t.at, t.armed = f.now.Add(d), true
+	f.timers = append(f.timers, t)
+	f.fireLocked()
+	return t
+}
+
+// Advance moves the clock d forward, firing the timers it passes.
+func (f *Fake) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	f.fireLocked()
+}
+
+// Timers reports how many timers wait to fire (a test waits for a
+// goroutine to arm its timer before advancing past it).
+func (f *Fake) Timers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, t := range f.timers {
+		if t.armed {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *Fake) fireLocked() {
+	for _, t := range f.timers {
+		if t.armed && !t.at.After(f.now) {
+			t.armed = false
+			select {
+			case t.c <- f.now:
+			default:
+			}
+		}
+	}
+}
+
+type fakeTimer struct {
+	f     *Fake
+	c     chan time.Time
+	at    time.Time
+	armed bool
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Reset(d time.Duration) {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	t.at, t.armed = t.f.now.Add(d), true
+	t.f.fireLocked()
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	was := t.armed
+	t.armed = false
+	return was
+}

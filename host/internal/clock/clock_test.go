@@ -1,0 +1,45 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFakeFiresTimersAsItPassesThem(t *testing.T) {
+	start := time.Unix(1000, 0)
+	f := NewFake(start)
+	a, b := f.NewTimer(time.Second), f.NewTimer(3*time.Second)
+	if f.Timers() != 2 {
+		t.Fatalf("armed timers = %d, want 2", f.Timers())
+	}
+	f.Advance(time.Second)
+	select {
+	case at := <-a.C():
+		if !at.Equal(start.Add(time.Second)) {
+			t.Errorf("fired at %v", at)
+		}
+	default:
+		t.Fatal("the 1s timer did not fire at 1s")
+	}
+	select {
+	case <-b.C():
+		t.Fatal("the 3s timer fired at 1s")
+	default:
+	}
+	if !b.Stop() || b.Stop() {
+		t.Error("Stop: want true for a pending timer, then false")
+	}
+	b.Reset(time.Second)
+	f.Advance(2 * time.Second)
+	select {
+	case <-b.C():
+	default:
+		t.Fatal("a reset timer did not fire")
+	}
+	if got := UnixMilli(f); got != start.Add(3*time.Second).UnixMilli() {
+		t.Errorf("UnixMilli = %d", got)
+	}
+	if Or(nil) != Real || Or(f) != f {
+		t.Error("Or: want Real for nil, else the clock given")
+	}
+}

@@ -1,0 +1,104 @@
+package lease
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/internal/clock"
+	"github.com/botrun/botrun/host/internal/wait"
+)
+
+func fakeLeases(c clock.Clock, stale *atomic.Int64) *Leases {
+	return &Leases{Owner: "me", Base: context.Background(), Stale: stale, Log: slog.New(slog.DiscardHandler), Clock: c}
+}
+
+// TestHeartbeatExtendsUntilTheLeaseIsLost: a heartbeat extends its lease
+// every third of its length by its clock; once the journal calls the lease
+// stale it counts it, stops and cancels the work's context, and Held
+// refuses once the last extension has passed.
+func TestHeartbeatExtendsUntilTheLeaseIsLost(t *testing.T) {
+	start := time.Unix(1000, 0)
+	fake := clock.NewFake(start)
+	var stale atomic.Int64
+	l := fakeLeases(fake, &stale)
+	if got := l.Lease(3 * time.Second); got.Owner != "me" || got.Now != start.UnixMilli() || got.Until != start.Add(3*time.Second).UnixMilli() {
+		t.Fatalf("Lease = %+v", got)
+	}
+	extended := make(chan int64, 10)
+	var refuse atomic.Bool
+	hb := l.Heartbeat(3*time.Second, func(_ context.Context, until int64) error {
+		if refuse.Load() {
+			return durability.ErrStaleLease
+		}
+		extended <- until
+		return nil
+	})
+	defer hb.Release()
+	if !wait.For(time.Minute, func() bool { return fake.Timers() == 1 }) {
+		t.Fatal("the heartbeat never armed its timer")
+	}
+	fake.Advance(time.Second)
+	if until := <-extended; until != start.Add(4*time.Second).UnixMilli() {
+		t.Errorf("extended to %d, want now + the lease", until)
+	}
+	if err := hb.Held(); err != nil {
+		t.Errorf("Held = %v within the lease", err)
+	}
+	refuse.Store(true)
+	if !wait.For(time.Minute, func() bool { return fake.Timers() == 1 }) {
+		t.Fatal("the heartbeat never armed its next timer")
+	}
+	fake.Advance(time.Second)
+	<-hb.Context().Done()
+	if !hb.Lost() || stale.Load() != 1 {
+		t.Errorf("lost %v, stale %d: want the loss noted and counted once", hb.Lost(), stale.Load())
+	}
+	fake.Advance(3 * time.Second)
+	if err := hb.Held(); err == nil {
+		t.Error("Held = nil past the last extension")
+	}
+}
+
+// TestChatTurnsFenceAndRelease: a chat's turn is taken once; another
+// replica sees its holder until it expires by the clock, then takes it
+// with a greater token, and the first holder's extension is refused.
+func TestChatTurnsFenceAndRelease(t *testing.T) {
+	ctx := context.Background()
+	kv := memory.NewKv()
+	fake := clock.NewFake(time.Unix(1000, 0))
+	a := NewChatTurns(kv, "s", "a", time.Unix(1, 0), time.Second, fake)
+	b := NewChatTurns(kv, "s", "b", time.Unix(2, 0), time.Second, fake)
+	ta, _, err := a.Acquire(ctx, "web", "c/1")
+	if err != nil || ta == nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if tb, holder, err := b.Acquire(ctx, "web", "c/1"); tb != nil || err != nil || holder != "a#1000000000" {
+		t.Fatalf("a held turn: got %v, holder %q, %v", tb, holder, err)
+	}
+	held, err := HeldTurns(ctx, kv, "s/turn/")
+	if err != nil || len(held) != 1 || held[0].Owner != "a" {
+		t.Fatalf("HeldTurns = %+v, %v", held, err)
+	}
+	fake.Advance(time.Second)
+	if ta.Held() == nil {
+		t.Error("Held = nil once the turn expired by the clock")
+	}
+	tb, _, err := b.Acquire(ctx, "web", "c/1")
+	if err != nil || tb == nil || tb.rec.Token != ta.rec.Token+1 {
+		t.Fatalf("expired turn: got %+v, %v; want it taken with the next token", tb, err)
+	}
+	if err := ta.Extend(ctx, 0); err == nil {
+		t.Error("the first holder extended a turn another replica took")
+	}
+	if err := tb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, _ := HeldTurns(ctx, kv, "s/turn/"); len(held) != 0 {
+		t.Errorf("turns held after release: %+v", held)
+	}
+}
