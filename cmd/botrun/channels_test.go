@@ -448,7 +448,7 @@ poll = "50ms"
 [durability.inbox]
 lease = "2s"
 [[providers]]
-%s`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, filepath.Join(dir, "bot.db"), c.toml(api))), 0o644)
+%s`, module, testDataDir(), addr, filepath.Join(dir, "bot.db"), c.toml(api))), 0o644)
 	r = &replica{name: c.name, addr: addr, cfg: cfg}
 	r.start(t, bin)
 	t.Cleanup(func() {

@@ -23,7 +23,11 @@ import (
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
-func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }
+func TestMain(m *testing.M) {
+	code := testserver.Run(m)
+	removeBins()
+	os.Exit(code)
+}
 
 // replica is one botrun process of a failover test.
 type replica struct {
@@ -76,7 +80,7 @@ lease = "1500ms"
 max_attempts = 20
 [durability.outbox]
 lease = "1500ms"
-%s`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, backend, name, rest)
+%s`, module, testDataDir(), r.addr, backend, name, rest)
 	if err := os.WriteFile(r.cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -156,9 +160,7 @@ func failover(t *testing.T, bin, module, name, backend string) {
 	for i := range messages / 2 {
 		wg.Go(func() { send(i, false) })
 	}
-	for gw.sends() < 6 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, "6 sends at the gateway", 5*time.Minute, func() bool { return gw.sends() >= 6 })
 	a.cmd.Process.Signal(syscall.SIGKILL) // in the middle of handlers waiting on the slow channel
 	a.cmd.Wait()
 	wg.Wait()
@@ -170,8 +172,10 @@ func failover(t *testing.T, bin, module, name, backend string) {
 
 	// A frozen replica: its leases expire while it is stopped; the survivor
 	// takes its records; thawed, its completions are refused as stale.
-	c := mk("replica-c")
+	c := newReplica(t, dir, "replica-c", module, backend, fmt.Sprintf("[admin]\ntoken = %q\n[[providers]]\nid = \"gw\"\ntype = \"http\"\nurl = %q\nsecret = %q\n",
+		killAdminToken, gwSrv.URL, killSecret))
 	c.start(t, bin)
+	arrived := gw.arrivals()
 	for i := range 4 {
 		text := fmt.Sprintf("frozen-%d", i)
 		chat := fmt.Sprintf("fchat-%d", i)
@@ -180,11 +184,16 @@ func failover(t *testing.T, bin, module, name, backend string) {
 		}
 		admitted[text] = chat
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Frozen in the middle of a handler: its send is at the (slow) gateway,
+	// its records' leases held.
+	waitUntil(t, "replica-c's first send at the gateway", 60*time.Second, func() bool { return gw.arrivals() > arrived })
 	c.cmd.Process.Signal(syscall.SIGSTOP)
-	time.Sleep(3 * time.Second)
+	// Past its leases: the survivor settles all of replica-c's records.
+	waitSettled(t, bin, b.cfg, len(admitted), 60*time.Second)
 	c.cmd.Process.Signal(syscall.SIGCONT)
-	time.Sleep(1 * time.Second)
+	waitUntil(t, "replica-c's refused completion (stale_leases)", 60*time.Second, func() bool {
+		return metric(c.addr, "botrun_stale_leases_total") >= 1
+	})
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	c.cmd.Wait()
 	waitSettled(t, bin, b.cfg, len(admitted), 60*time.Second)
@@ -205,6 +214,43 @@ func failover(t *testing.T, bin, module, name, backend string) {
 	}
 	fmt.Printf("failover %s: messages %d, taken over %d, lost %d, duplicated %d, ambiguous %d, stale leases %d\n",
 		name, len(admitted), o.takenOver, o.lost, o.duplicated, o.ambiguous, stale)
+}
+
+// waitUntil waits until cond holds, polling it every 10 ms, and fails the
+// test when it does not within timeout.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// metric reads the counter name from the admin API of the bot at addr
+// (token killAdminToken); -1 when it does not answer.
+func metric(addr, name string) int64 {
+	req, _ := http.NewRequest("GET", "http://"+addr+"/admin/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+killAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return -1
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\d+)$`).FindSubmatch(b)
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return n
 }
 
 // waitSettled waits until want inbound records exist and every record is

@@ -45,7 +45,13 @@ type gateway struct {
 	repeats int
 	// chats lists each chat's delivered texts in the order they arrived.
 	chats map[string][]string
+	// arrived counts the sends that reached it, before their delay.
+	arrived atomic.Int64
 }
+
+// arrivals is the number of sends that reached the gateway so far, answered
+// or not yet.
+func (g *gateway) arrivals() int64 { return g.arrived.Load() }
 
 func (g *gateway) sends() int {
 	g.mu.Lock()
@@ -60,6 +66,8 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// answer, and a cut body is not a bad signature.
 		return
 	}
+	g.arrived.Add(1)
+	// The slow channel under test, not a wait.
 	time.Sleep(g.delay)
 	if httpchan.VerifyRequest(r.Header, []byte(killSecret), body, time.Now(), httpchan.DefaultWindow) != nil {
 		g.mu.Lock()
@@ -104,15 +112,47 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// bins are the botrun binaries built so far, by build tags, in dir (which
+// TestMain removes): linking botrun takes seconds, once per test binary is
+// enough.
+var bins struct {
+	sync.Mutex
+	dir    string
+	byTags map[string]string
+}
+
 // buildBotrun builds botrun, with the build tags given (botrun_testchannels
-// adds the test channels).
+// adds the test channels), once per test binary.
 func buildBotrun(t *testing.T, tags ...string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "botrun")
-	if out, err := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", bin, ".").CombinedOutput(); err != nil {
+	bins.Lock()
+	defer bins.Unlock()
+	key := strings.Join(tags, ",")
+	if bin, ok := bins.byTags[key]; ok {
+		return bin
+	}
+	if bins.dir == "" {
+		dir, err := os.MkdirTemp("", "botrun-test-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins.dir, bins.byTags = dir, map[string]string{}
+	}
+	bin := filepath.Join(bins.dir, fmt.Sprintf("botrun-%d", len(bins.byTags)))
+	if out, err := exec.Command("go", "build", "-tags", key, "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	bins.byTags[key] = bin
 	return bin
+}
+
+// removeBins removes the binaries buildBotrun built.
+func removeBins() {
+	bins.Lock()
+	defer bins.Unlock()
+	if bins.dir != "" {
+		os.RemoveAll(bins.dir)
+	}
 }
 
 // startBotrun starts botrun on cfgPath and waits until it answers /healthz
@@ -294,7 +334,7 @@ on_ambiguous = "skip"
 token = %q
 [[providers]]
 %s
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, keys, i, killAdminToken, entry)), 0o644)
+`, module, testDataDir(), r.addr, keys, i, killAdminToken, entry)), 0o644)
 		reps[i] = r
 	}
 
@@ -611,7 +651,7 @@ id = "gw"
 type = "http"
 url = %q
 secret = %q
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, backendKeys(t, backend, dir), killAdminToken, gwSrv.URL, killSecret)), 0o644)
+`, module, testDataDir(), addr, backendKeys(t, backend, dir), killAdminToken, gwSrv.URL, killSecret)), 0o644)
 
 	const chats, kills = 1000, 10
 	fans := make([]string, chats)

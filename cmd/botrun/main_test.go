@@ -37,11 +37,16 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// testDataDir is the data_dir of the tests' bots: one compilation cache
+// for all, so that a module compiles once, not once per bot (under -race a
+// Go guest takes some 15 s).
+func testDataDir() string { return filepath.Join(os.TempDir(), "botrun-test-data") }
+
 func writeConfig(t *testing.T, module string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "bot.toml")
 	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
-		module, filepath.Join(os.TempDir(), "botrun-test-data"))
+		module, testDataDir())
 	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +120,7 @@ func TestHelpAndVersion(t *testing.T) {
 // TestProcessEchoAndGracefulStop builds botrun, runs `botrun bot.toml` as a
 // child process on a free port, gets the echo reply, and stops it with SIGTERM.
 func TestProcessEchoAndGracefulStop(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "botrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBotrun(t)
 	cfg := writeConfig(t, wasmbuild.Go(t, "../../examples/echo"))
 	f, _ := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
 	fmt.Fprintf(f, "\n[admin]\ntoken = \"${BOTRUN_TEST_ADMIN_TOKEN}\"\n")
