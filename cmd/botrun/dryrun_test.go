@@ -23,6 +23,7 @@ import (
 	"github.com/botrun/botrun/host/dryrun"
 	"github.com/botrun/botrun/host/provider"
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -259,19 +260,16 @@ func liveBot(t *testing.T, cfgPath string) *countingChannel {
 		if _, err := b.Admit(ctx, "web", provider.Message{ID: m.id, Chat: m.chat, From: "u-" + m.chat, Text: m.text}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			r, err := b.ListInbox(ctx, durability.ListFilter{State: string(durability.InboxDone)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if slices.ContainsFunc(r, func(r durability.InboxRecord) bool { return r.ID == "web:"+m.id }) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s was not done in 2 minutes", m.id)
-			}
-			time.Sleep(5 * time.Millisecond)
+		var err error
+		if !waitfor.True(2*time.Minute, func() bool {
+			var r []durability.InboxRecord
+			r, err = b.ListInbox(ctx, durability.ListFilter{State: string(durability.InboxDone)})
+			return err != nil || slices.ContainsFunc(r, func(r durability.InboxRecord) bool { return r.ID == "web:"+m.id })
+		}) {
+			t.Fatalf("%s was not done in 2 minutes", m.id)
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	return ch

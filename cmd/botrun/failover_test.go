@@ -20,6 +20,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider/httpchan"
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -44,19 +45,26 @@ func (r *replica) start(t *testing.T, bin string) {
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + r.addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			r.cmd.Process.Kill()
-			t.Fatalf("%s did not come up: %v\n%s", r.name, err, r.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitHealthy(r.addr, 30*time.Second); err != nil {
+		r.cmd.Process.Kill()
+		t.Fatalf("%s did not come up: %v\n%s", r.name, err, r.stderr.String())
 	}
+}
+
+// waitHealthy waits until the bot at addr answers /healthz; the error is
+// the last refusal when it did not within timeout.
+func waitHealthy(addr string, timeout time.Duration) error {
+	var err error
+	if waitfor.True(timeout, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}) {
+		return nil
+	}
+	return err
 }
 
 // newReplica writes the bot.toml of replica name in dir: the module, the
@@ -145,16 +153,15 @@ func failover(t *testing.T, bin, module, name, backend string) {
 		if i%chats%2 == 1 {
 			owner, other = b.addr, a.addr
 		}
-		for range 100 {
-			if (!killed || owner != a.addr) && post(owner, chat, text) || post(other, chat, text) {
-				mu.Lock()
-				admitted[text] = chat
-				mu.Unlock()
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !waitfor.True(time.Minute, func() bool {
+			return (!killed || owner != a.addr) && post(owner, chat, text) || post(other, chat, text)
+		}) {
+			t.Errorf("message %s was never admitted", text)
+			return
 		}
-		t.Errorf("message %s was never admitted", text)
+		mu.Lock()
+		admitted[text] = chat
+		mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	for i := range messages / 2 {
@@ -216,18 +223,12 @@ func failover(t *testing.T, bin, module, name, backend string) {
 		name, len(admitted), o.takenOver, o.lost, o.duplicated, o.ambiguous, stale)
 }
 
-// waitUntil waits until cond holds, polling it every 10 ms, and fails the
-// test when it does not within timeout.
+// waitUntil waits until cond holds, and fails the test when it does not
+// within timeout.
 func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", timeout, what)
-		}
-		<-tick.C
+	if !waitfor.True(timeout, cond) {
+		t.Fatalf("waited %s for %s", timeout, what)
 	}
 }
 
@@ -257,22 +258,21 @@ func metric(addr, name string) int64 {
 // settled, reading the shared backend through the CLI.
 func waitSettled(t *testing.T, bin, cfg string, want int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		out, err := exec.Command(bin, "inbox", "list", "-c", cfg, "--json").Output()
-		var recs []durability.InboxRecord
-		if err == nil && json.Unmarshal(out, &recs) == nil && len(recs) >= want {
-			settled := true
-			for _, r := range recs {
-				settled = settled && r.State.Terminal()
-			}
-			if settled {
-				return
+	var recs []durability.InboxRecord
+	var err error
+	if !waitfor.True(timeout, func() bool {
+		var out []byte
+		recs = nil
+		if out, err = exec.Command(bin, "inbox", "list", "-c", cfg, "--json").Output(); err != nil || json.Unmarshal(out, &recs) != nil || len(recs) < want {
+			return false
+		}
+		for _, r := range recs {
+			if !r.State.Terminal() {
+				return false
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not settled in %s: %d records, want %d (%v)", timeout, len(recs), want, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return true
+	}) {
+		t.Fatalf("not settled in %s: %d records, want %d (%v)", timeout, len(recs), want, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/provider/httpchan"
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -164,19 +165,11 @@ func startBotrun(t *testing.T, bin, cfgPath, addr string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("botrun did not come up within 60 s: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := waitHealthy(addr, 60*time.Second); err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("botrun did not come up within 60 s: %v", err)
 	}
+	return cmd
 }
 
 // TestSIGKILL runs botrun as a child process on each backend, drives traffic
@@ -355,20 +348,27 @@ token = %q
 				text := fmt.Sprintf("msg-%d", i)
 				c := (int(i) + w) % chats
 				chat := fmt.Sprintf("chat-%d", c)
-				for try := c; ; try++ {
+				// The chat's replica first, then the next: the channel
+				// redelivers, as a load balancer would, until one is up.
+				try, stopped := c, false
+				waitfor.True(10*time.Minute, func() bool {
 					select {
 					case <-stopTraffic:
-						return
+						stopped = true
+						return true
 					default:
 					}
-					// The chat's replica first, then the next: the channel
-					// redelivers, as a load balancer would.
 					if deliver(client, reps[try%replicas].addr, channel, text, chat) {
 						admitted.Store(text, chat)
-						break
+						return true
 					}
-					time.Sleep(20 * time.Millisecond)
+					try++
+					return false
+				})
+				if stopped {
+					return
 				}
+				// The traffic's shape: messages at random intervals.
 				time.Sleep(rand.N(run.pace))
 			}
 		})
@@ -387,6 +387,7 @@ token = %q
 	}
 	for k := range kills {
 		r := reps[k%replicas]
+		// The crash point under test: a seeded random moment.
 		time.Sleep(time.Duration(50+rng.IntN(350)) * time.Millisecond)
 		r.cmd.Process.Signal(syscall.SIGKILL)
 		r.cmd.Wait()
@@ -397,20 +398,16 @@ token = %q
 	// Generous: on a loaded machine the sends the kills left in flight wait
 	// out their leases and backoffs before the last run settles them.
 	first := reps[0]
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		n := 0
+	n := 0
+	if !waitfor.True(5*time.Minute, func() bool {
+		n = 0
 		admitted.Range(func(_, _ any) bool { n++; return true })
-		if n == messages && settled(first.addr) {
-			break
+		return n == messages && settled(first.addr)
+	}) {
+		for _, r := range reps {
+			r.cmd.Process.Kill()
 		}
-		if time.Now().After(deadline) {
-			for _, r := range reps {
-				r.cmd.Process.Kill()
-			}
-			t.Fatalf("not settled after the last restart (%d of %d admitted)", n, messages)
-		}
-		time.Sleep(200 * time.Millisecond)
+		t.Fatalf("not settled after the last restart (%d of %d admitted)", n, messages)
 	}
 	all := map[string]string{}
 	admitted.Range(func(k, v any) bool { all[k.(string)] = v.(string); return true })
@@ -692,6 +689,7 @@ secret = %q
 				accepted.Store(true)
 			}
 		}()
+		// The crash point under test: a seeded random moment.
 		time.Sleep(time.Duration(30+rng.IntN(300)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
@@ -702,13 +700,9 @@ secret = %q
 	if !post(make(chan struct{})) { // accepted or not before, once more: journals only the missing chats
 		t.Fatal("the broadcast was never accepted")
 	}
-	deadline := time.Now().Add(120 * time.Second)
-	for !settled(addr) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("not settled after the last restart")
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !waitfor.True(120*time.Second, func() bool { return settled(addr) }) {
+		cmd.Process.Kill()
+		t.Fatal("not settled after the last restart")
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()

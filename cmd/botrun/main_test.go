@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -255,20 +256,16 @@ func TestSendFromTheCLIRunsTheSendHooks(t *testing.T) {
 			t.Fatalf("send %q: %d %q %q", text, code, out, errs)
 		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, dead, _ := runCLI("outbox", "list", "-c", cfg, "--state", "dead")
-		_, sent, _ := runCLI("outbox", "list", "-c", cfg, "--state", "sent")
-		if strings.Contains(dead, "op:1") && strings.Contains(sent, "op:2") {
-			if !strings.Contains(dead, "cancelled by botrun_before_send") {
-				t.Errorf("the cancelled send's dead letter does not say why:\n%s", dead)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sends did not settle: dead %q, sent %q", dead, sent)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var dead, sent string
+	if !waitfor.True(60*time.Second, func() bool {
+		_, dead, _ = runCLI("outbox", "list", "-c", cfg, "--state", "dead")
+		_, sent, _ = runCLI("outbox", "list", "-c", cfg, "--state", "sent")
+		return strings.Contains(dead, "op:1") && strings.Contains(sent, "op:2")
+	}) {
+		t.Fatalf("the sends did not settle: dead %q, sent %q", dead, sent)
+	}
+	if !strings.Contains(dead, "cancelled by botrun_before_send") {
+		t.Errorf("the cancelled send's dead letter does not say why:\n%s", dead)
 	}
 	if got, b := chatMessages(t, "http://"+addr, "c9", ""); len(got) != 1 || got[0] != "hi\n-- botrun" {
 		t.Fatalf("chat c9 got %s; want only the signed \"hi\"", b)
