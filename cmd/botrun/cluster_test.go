@@ -64,7 +64,7 @@ func TestRedisClusterFailover(t *testing.T) {
 				text, chat := fmt.Sprintf("cf-%d", i), fmt.Sprintf("chat-%d", i%chats)
 				start := time.Now()
 				// A condition's deadline, not a speed check.
-				if !waitfor.True(5*time.Minute, func() bool { return post(r.addr, chat, text) }) {
+				if !waitfor.Every(50*time.Millisecond, 5*time.Minute, func() bool { return post(r.addr, chat, text) }) {
 					t.Errorf("message %s was not admitted within 5 minutes", text)
 				}
 				mu.Lock()
@@ -150,7 +150,7 @@ func clusterFailover(t *testing.T, seeds []string, prefix string) time.Duration 
 	defer cc.Close()
 	var master string
 	var mu sync.Mutex
-	if !waitfor.True(5*time.Minute, func() bool {
+	if !waitfor.Every(20*time.Millisecond, 5*time.Minute, func() bool {
 		cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
 			keys, _, err := c.Scan(ctx, 0, prefix+":*", 1000).Result()
 			if err == nil && len(keys) > 0 {
@@ -207,7 +207,7 @@ func clusterFailover(t *testing.T, seeds []string, prefix string) time.Duration 
 	}
 	var role []any
 	// A condition's deadline, not a speed check.
-	if !waitfor.True(5*time.Minute, func() bool {
+	if !waitfor.Every(20*time.Millisecond, 5*time.Minute, func() bool {
 		role, err = rc.Do(ctx, "role").Slice()
 		return err == nil && len(role) > 0 && role[0] == "master"
 	}) {

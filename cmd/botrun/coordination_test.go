@@ -72,7 +72,7 @@ func (lb *balancer) isDown(r *replica) bool {
 // deliver posts one message until a replica admits it.
 func (lb *balancer) deliver(id, chat, text string) bool {
 	body, _ := json.Marshal(httpchan.Inbound{ID: id, Chat: chat, From: "u", Text: text})
-	return waitfor.True(5*time.Minute, func() bool {
+	return waitfor.Every(20*time.Millisecond, 5*time.Minute, func() bool {
 		r := lb.replicas[int(lb.next.Add(1))%len(lb.replicas)]
 		if lb.isDown(r) {
 			return false

@@ -153,7 +153,7 @@ func failover(t *testing.T, bin, module, name, backend string) {
 		if i%chats%2 == 1 {
 			owner, other = b.addr, a.addr
 		}
-		if !waitfor.True(time.Minute, func() bool {
+		if !waitfor.Every(50*time.Millisecond, time.Minute, func() bool {
 			return (!killed || owner != a.addr) && post(owner, chat, text) || post(other, chat, text)
 		}) {
 			t.Errorf("message %s was never admitted", text)
@@ -260,7 +260,7 @@ func waitSettled(t *testing.T, bin, cfg string, want int, timeout time.Duration)
 	t.Helper()
 	var recs []durability.InboxRecord
 	var err error
-	if !waitfor.True(timeout, func() bool {
+	if !waitfor.Every(200*time.Millisecond, timeout, func() bool {
 		var out []byte
 		recs = nil
 		if out, err = exec.Command(bin, "inbox", "list", "-c", cfg, "--json").Output(); err != nil || json.Unmarshal(out, &recs) != nil || len(recs) < want {

@@ -351,7 +351,7 @@ token = %q
 				// The chat's replica first, then the next: the channel
 				// redelivers, as a load balancer would, until one is up.
 				try, stopped := c, false
-				waitfor.True(10*time.Minute, func() bool {
+				waitfor.Every(20*time.Millisecond, 10*time.Minute, func() bool {
 					select {
 					case <-stopTraffic:
 						stopped = true
@@ -399,7 +399,7 @@ token = %q
 	// out their leases and backoffs before the last run settles them.
 	first := reps[0]
 	n := 0
-	if !waitfor.True(5*time.Minute, func() bool {
+	if !waitfor.Every(200*time.Millisecond, 5*time.Minute, func() bool {
 		n = 0
 		admitted.Range(func(_, _ any) bool { n++; return true })
 		return n == messages && settled(first.addr)
@@ -700,7 +700,7 @@ secret = %q
 	if !post(make(chan struct{})) { // accepted or not before, once more: journals only the missing chats
 		t.Fatal("the broadcast was never accepted")
 	}
-	if !waitfor.True(120*time.Second, func() bool { return settled(addr) }) {
+	if !waitfor.Every(200*time.Millisecond, 120*time.Second, func() bool { return settled(addr) }) {
 		cmd.Process.Kill()
 		t.Fatal("not settled after the last restart")
 	}

@@ -124,7 +124,7 @@ session_lease = %q
 	waitDelivered := func(what string) {
 		t.Helper()
 		missing := 0
-		if !waitfor.True(2*time.Minute, func() bool {
+		if !waitfor.Every(20*time.Millisecond, 2*time.Minute, func() bool {
 			missing = 0
 			for _, k := range keys {
 				if _, ok := net.Delivered(k); !ok {

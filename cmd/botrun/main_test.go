@@ -257,7 +257,7 @@ func TestSendFromTheCLIRunsTheSendHooks(t *testing.T) {
 		}
 	}
 	var dead, sent string
-	if !waitfor.True(60*time.Second, func() bool {
+	if !waitfor.Every(20*time.Millisecond, 60*time.Second, func() bool {
 		_, dead, _ = runCLI("outbox", "list", "-c", cfg, "--state", "dead")
 		_, sent, _ = runCLI("outbox", "list", "-c", cfg, "--state", "sent")
 		return strings.Contains(dead, "op:1") && strings.Contains(sent, "op:2")

@@ -13,8 +13,14 @@ const Period = 10 * time.Millisecond
 // it did before timeout passed. The caller fails its test with what it
 // waited for (and whatever shows why not) when it did not.
 func True(timeout time.Duration, cond func() bool) bool {
+	return Every(Period, timeout, cond)
+}
+
+// Every is True polling every period: a condition that is costly to check
+// (a process started, a whole journal listed) is checked less often.
+func Every(period, timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(Period)
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
