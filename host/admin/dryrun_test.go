@@ -111,6 +111,7 @@ func TestDryRunInBrowser(t *testing.T) {
 // TestDryRunAPILimits: a console dry run takes at most maxConsoleRecords
 // (the newest) and says so; one past its deadline stops and says so.
 func TestDryRunAPILimits(t *testing.T) {
+	roomyDeadline(t) // the capped run's: the deadline is tested below, on its own
 	base, echoWasm := consoleWithTraffic(t)
 	defer func(n int, d time.Duration) { maxConsoleRecords, dryRunDeadline = n, d }(maxConsoleRecords, dryRunDeadline)
 	maxConsoleRecords = 1
