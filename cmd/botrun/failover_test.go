@@ -182,7 +182,6 @@ func failover(t *testing.T, bin, module, name, backend string) {
 	c := newReplica(t, dir, "replica-c", module, backend, fmt.Sprintf("[admin]\ntoken = %q\n[[providers]]\nid = \"gw\"\ntype = \"http\"\nurl = %q\nsecret = %q\n",
 		killAdminToken, gwSrv.URL, killSecret))
 	c.start(t, bin)
-	arrived := gw.arrivals()
 	for i := range 4 {
 		text := fmt.Sprintf("frozen-%d", i)
 		chat := fmt.Sprintf("fchat-%d", i)
@@ -193,7 +192,7 @@ func failover(t *testing.T, bin, module, name, backend string) {
 	}
 	// Frozen in the middle of a handler: its send is at the (slow) gateway,
 	// its records' leases held.
-	waitUntil(t, "replica-c's first send at the gateway", 60*time.Second, func() bool { return gw.arrivals() > arrived })
+	waitUntil(t, "replica-c's first send at the gateway", 60*time.Second, func() bool { return gw.arrivals("fchat-") > 0 })
 	c.cmd.Process.Signal(syscall.SIGSTOP)
 	// Past its leases: the survivor settles all of replica-c's records.
 	waitSettled(t, bin, b.cfg, len(admitted), 60*time.Second)

@@ -46,13 +46,24 @@ type gateway struct {
 	repeats int
 	// chats lists each chat's delivered texts in the order they arrived.
 	chats map[string][]string
-	// arrived counts the sends that reached it, before their delay.
-	arrived atomic.Int64
+	// arrived counts, per chat, the sends that reached it, before their
+	// delay.
+	arrived map[string]int
 }
 
-// arrivals is the number of sends that reached the gateway so far, answered
-// or not yet.
-func (g *gateway) arrivals() int64 { return g.arrived.Load() }
+// arrivals is the number of sends to the chats whose name starts with
+// prefix that reached the gateway so far, answered or not yet.
+func (g *gateway) arrivals(prefix string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for chat, c := range g.arrived {
+		if strings.HasPrefix(chat, prefix) {
+			n += c
+		}
+	}
+	return n
+}
 
 func (g *gateway) sends() int {
 	g.mu.Lock()
@@ -67,7 +78,14 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// answer, and a cut body is not a bad signature.
 		return
 	}
-	g.arrived.Add(1)
+	var peek httpchan.Outbound
+	json.Unmarshal(body, &peek)
+	g.mu.Lock()
+	if g.arrived == nil {
+		g.arrived = map[string]int{}
+	}
+	g.arrived[peek.Chat]++
+	g.mu.Unlock()
 	// The slow channel under test, not a wait.
 	time.Sleep(g.delay)
 	if httpchan.VerifyRequest(r.Header, []byte(killSecret), body, time.Now(), httpchan.DefaultWindow) != nil {
