@@ -15,8 +15,8 @@ import (
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
-	"github.com/botrun/botrun/host/internal/wait"
 	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/unit"
 )
 
@@ -381,6 +381,6 @@ func (i *hookedInbox) ClaimDue(ctx context.Context, o durability.ClaimOptions) (
 }
 
 // waitFor polls cond every 2ms until it holds or timeout passes (wait.For).
-func waitFor(timeout time.Duration, cond func() bool) bool { return wait.For(timeout, cond) }
+func waitFor(timeout time.Duration, cond func() bool) bool { return waitfor.True(timeout, cond) }
 
 var discard = slog.New(slog.DiscardHandler)

@@ -33,6 +33,7 @@ import (
 	"github.com/botrun/botrun/host/channel/twilio/twiliotest"
 	"github.com/botrun/botrun/host/channel/wppconnect"
 	"github.com/botrun/botrun/host/channel/wppconnect/wppconnecttest"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -448,7 +449,7 @@ poll = "50ms"
 [durability.inbox]
 lease = "2s"
 [[providers]]
-%s`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, filepath.Join(dir, "bot.db"), c.toml(api))), 0o644)
+%s`, module, testDataDir(), addr, filepath.Join(dir, "bot.db"), c.toml(api))), 0o644)
 	r = &replica{name: c.name, addr: addr, cfg: cfg}
 	r.start(t, bin)
 	t.Cleanup(func() {
@@ -568,12 +569,8 @@ func deliverWebhook(t *testing.T, req *http.Request) int {
 // waitReply waits until c's fake accepted the reply want.
 func waitReply(t *testing.T, c channelCase, r *replica, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !slices.Contains(c.replies(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no reply %q at the fake; it has %q\n%s", want, c.replies(), r.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitfor.True(30*time.Second, func() bool { return slices.Contains(c.replies(), want) }) {
+		t.Fatalf("no reply %q at the fake; it has %q\n%s", want, c.replies(), r.stderr.String())
 	}
 }
 
@@ -600,12 +597,8 @@ func TestSendHooksOnChannels(t *testing.T) {
 			if got := c.replies(); len(got) != 2 {
 				t.Errorf("the fake accepted %q; want the two signed replies only", got)
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for strings.Count(r.stderr.String(), " to "+c.chat+" as message ") < 2 {
-				if time.Now().After(deadline) {
-					t.Fatalf("botrun_after_send did not log the delivery:\n%s", r.stderr.String())
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !waitfor.True(30*time.Second, func() bool { return strings.Count(r.stderr.String(), " to "+c.chat+" as message ") >= 2 }) {
+				t.Fatalf("botrun_after_send did not log the delivery:\n%s", r.stderr.String())
 			}
 		})
 	}

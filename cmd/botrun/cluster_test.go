@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -62,13 +63,9 @@ func TestRedisClusterFailover(t *testing.T) {
 			for i := range next {
 				text, chat := fmt.Sprintf("cf-%d", i), fmt.Sprintf("chat-%d", i%chats)
 				start := time.Now()
-				deadline := start.Add(5 * time.Minute) // a condition's deadline, not a speed check
-				for !post(r.addr, chat, text) {
-					if time.Now().After(deadline) {
-						t.Errorf("message %s was not admitted within 5 minutes", text)
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
+				// A condition's deadline, not a speed check.
+				if !waitfor.Every(50*time.Millisecond, 5*time.Minute, func() bool { return post(r.addr, chat, text) }) {
+					t.Errorf("message %s was not admitted within 5 minutes", text)
 				}
 				mu.Lock()
 				admitted[text] = chat
@@ -96,8 +93,8 @@ func TestRedisClusterFailover(t *testing.T) {
 			if i == messages/3 {
 				// The bot's keys exist by now: fail their master over while
 				// the senders keep going.
-				for admittedCount() < messages/4 {
-					time.Sleep(10 * time.Millisecond)
+				if !waitfor.True(5*time.Minute, func() bool { return admittedCount() >= messages/4 }) {
+					t.Errorf("%d messages admitted in 5 minutes, want %d before the failover", admittedCount(), messages/4)
 				}
 				go func() {
 					before = admittedCount()
@@ -113,6 +110,7 @@ func TestRedisClusterFailover(t *testing.T) {
 				}()
 			}
 			next <- i
+			// The traffic's pace: the failover lands among messages.
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
@@ -151,9 +149,8 @@ func clusterFailover(t *testing.T, seeds []string, prefix string) time.Duration 
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: seeds})
 	defer cc.Close()
 	var master string
-	deadline := time.Now().Add(5 * time.Minute)
-	for master == "" {
-		var mu sync.Mutex
+	var mu sync.Mutex
+	if !waitfor.Every(20*time.Millisecond, 5*time.Minute, func() bool {
 		cc.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
 			keys, _, err := c.Scan(ctx, 0, prefix+":*", 1000).Result()
 			if err == nil && len(keys) > 0 {
@@ -163,11 +160,12 @@ func clusterFailover(t *testing.T, seeds []string, prefix string) time.Duration 
 			}
 			return nil
 		})
-		if master == "" && time.Now().After(deadline) {
-			t.Errorf("no master holds keys under %s", prefix)
-			return 0
-		}
-		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		return master != ""
+	}) {
+		t.Errorf("no master holds keys under %s", prefix)
+		return 0
 	}
 	mc := goredis.NewClient(&goredis.Options{Addr: master})
 	defer mc.Close()
@@ -197,26 +195,24 @@ func clusterFailover(t *testing.T, seeds []string, prefix string) time.Duration 
 		if err := mc.Do(ctx, "client", "kill", "type", "normal").Err(); err != nil {
 			t.Errorf("client kill on %s: %v", master, err)
 		}
+		// Cuts spread over the commits in flight: the disruption under test.
 		time.Sleep(30 * time.Millisecond)
 	}
 	rc := goredis.NewClient(&goredis.Options{Addr: replica})
 	defer rc.Close()
 	start := time.Now()
-	deadline = start.Add(5 * time.Minute) // a condition's deadline, not a speed check
 	if err := rc.Do(ctx, "cluster", "failover").Err(); err != nil {
 		t.Errorf("cluster failover on %s: %v", replica, err)
 		return 0
 	}
-	for {
-		role, err := rc.Do(ctx, "role").Slice()
-		if err == nil && len(role) > 0 && role[0] == "master" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("replica %s did not become master within 5 minutes: %v %v", replica, role, err)
-			return 0
-		}
-		time.Sleep(20 * time.Millisecond)
+	var role []any
+	// A condition's deadline, not a speed check.
+	if !waitfor.Every(20*time.Millisecond, 5*time.Minute, func() bool {
+		role, err = rc.Do(ctx, "role").Slice()
+		return err == nil && len(role) > 0 && role[0] == "master"
+	}) {
+		t.Errorf("replica %s did not become master within 5 minutes: %v %v", replica, role, err)
+		return 0
 	}
 	return time.Since(start)
 }

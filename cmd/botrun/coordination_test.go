@@ -19,6 +19,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel/httpchan"
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -71,23 +72,20 @@ func (lb *balancer) isDown(r *replica) bool {
 // deliver posts one message until a replica admits it.
 func (lb *balancer) deliver(id, chat, text string) bool {
 	body, _ := json.Marshal(httpchan.Inbound{ID: id, Chat: chat, From: "u", Text: text})
-	for range 600 {
+	return waitfor.Every(20*time.Millisecond, 5*time.Minute, func() bool {
 		r := lb.replicas[int(lb.next.Add(1))%len(lb.replicas)]
 		if lb.isDown(r) {
-			continue
+			return false
 		}
 		req, _ := http.NewRequest("POST", "http://"+r.addr+"/webhooks/gw", bytes.NewReader(body))
 		httpchan.SignRequest(req.Header, []byte(killSecret), body, time.Now())
 		resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 202 || resp.StatusCode == 200 {
-				return true
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
+		resp.Body.Close()
+		return resp.StatusCode == 202 || resp.StatusCode == 200
+	})
 }
 
 func coordination(t *testing.T, bin, module, backend string) {
@@ -128,12 +126,8 @@ func coordination(t *testing.T, bin, module, backend string) {
 		})
 	}
 	waitSends := func(n int) {
-		deadline := time.Now().Add(5 * time.Minute)
-		for gw.sends() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("the gateway got %d sends in 5 minutes, want %d", gw.sends(), n)
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !waitfor.True(5*time.Minute, func() bool { return gw.sends() >= n }) {
+			t.Fatalf("the gateway got %d sends in 5 minutes, want %d", gw.sends(), n)
 		}
 	}
 	waitSends(30)
@@ -143,7 +137,8 @@ func coordination(t *testing.T, bin, module, backend string) {
 	waitSends(90)
 	lb.setDown(b, true)
 	b.cmd.Process.Signal(syscall.SIGSTOP)
-	time.Sleep(3 * time.Second) // past its 1.5 s leases
+	// The freeze under test: longer than its 1.5 s leases.
+	time.Sleep(3 * time.Second)
 	b.cmd.Process.Signal(syscall.SIGCONT)
 	lb.setDown(b, false)
 	wg.Wait()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel/discord"
 	"github.com/botrun/botrun/host/channel/discord/discordtest"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -91,12 +92,8 @@ func TestDiscordGatewayEndToEnd(t *testing.T) {
 	r, _, _ := channelBot(t, bin, module, t.TempDir(), srv.URL, c)
 	connected := func() {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !api.Gateway.Connected() {
-			if time.Now().After(deadline) {
-				t.Fatalf("botrun did not connect to the Gateway\n%s", r.stderr.String())
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !waitfor.True(30*time.Second, api.Gateway.Connected) {
+			t.Fatalf("botrun did not connect to the Gateway\n%s", r.stderr.String())
 		}
 	}
 	connected()

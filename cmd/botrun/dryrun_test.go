@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/dryrun"
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -60,6 +63,7 @@ var dryRunTraffic = []struct{ id, chat, text string }{
 // record completed before inputs were recorded cannot be replayed, and
 // nothing is sent or written.
 func TestReplayDryRun(t *testing.T) {
+	bin := buildBotrun(t)
 	flow := wasmbuild.Go(t, "../../examples/flow")
 	hola := flowVariant(t, "hola", func(src string) string { return strings.ReplaceAll(src, `"echo: "`, `"hola: "`) })
 	trap := flowVariant(t, "trap", func(src string) string {
@@ -85,7 +89,7 @@ func TestReplayDryRun(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfgPath := filepath.Join(t.TempDir(), "bot.toml")
 			src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n[durability]\n%s\ninstance_id = \"live\"\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
-				flow, filepath.Join(os.TempDir(), "botrun-test-data"), backends[name](t))
+				flow, testDataDir(), backends[name](t))
 			if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -95,14 +99,14 @@ func TestReplayDryRun(t *testing.T) {
 			sent := ch.count()
 
 			// The same module: nothing changed; the legacy record is not guessed.
-			code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", flow)
+			code, out, errs := runBinary(t, bin, "replay", "--dry-run", "-c", cfgPath, "--module", flow)
 			if code != 0 || !strings.Contains(out, "replayed 8 records") || !strings.Contains(out, "8 identical, 0 changed, 0 new faults") ||
 				!strings.Contains(out, "cannot replay 1 records (inputs not recorded 1)") || !strings.Contains(out, "web:old1: inputs not recorded") {
 				t.Fatalf("same module: exit %d\n%s%s", code, out, errs)
 			}
 
 			// "hola" where flow said "echo": the echoed records change.
-			code, out, errs = runCLI("replay", "--dry-run", "-c", cfgPath, "--module", hola)
+			code, out, errs = runBinary(t, bin, "replay", "--dry-run", "-c", cfgPath, "--module", hola)
 			if code != 1 {
 				t.Fatalf("hola: exit %d, want 1\n%s%s", code, out, errs)
 			}
@@ -116,7 +120,7 @@ func TestReplayDryRun(t *testing.T) {
 					t.Fatalf("hola: no %q in\n%s", want, out)
 				}
 			}
-			if got := outcomes(t, cfgPath, hola, dryrun.Changed); !slices.Equal(got, []string{"web:m3", "web:m5", "web:m6"}) {
+			if got := outcomes(t, bin, cfgPath, hola, dryrun.Changed); !slices.Equal(got, []string{"web:m3", "web:m5", "web:m6"}) {
 				t.Fatalf("hola changed %v, want web:m3 web:m5 web:m6", got)
 			}
 
@@ -124,7 +128,7 @@ func TestReplayDryRun(t *testing.T) {
 			// backends it would compile the same candidates again (each a Go
 			// guest under -race) to test what does not depend on the backend.
 			if name == "sqlite" {
-				dryRunCandidates(t, cfgPath, hola, trap, peek)
+				dryRunCandidates(t, bin, cfgPath, hola, trap, peek)
 			}
 
 			if n := ch.count(); n != sent {
@@ -140,28 +144,28 @@ func TestReplayDryRun(t *testing.T) {
 // dryRunCandidates: a module that traps on "boom" makes that record a new
 // fault; one that reads a key the original turns did not read is not
 // guessed; --chat, --since and --provider filter the records.
-func dryRunCandidates(t *testing.T, cfgPath, hola, trap, peek string) {
+func dryRunCandidates(t *testing.T, bin, cfgPath, hola, trap, peek string) {
 	t.Helper()
 	// A module that traps on "boom": that record is a new fault.
-	code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", trap)
+	code, out, errs := runBinary(t, bin, "replay", "--dry-run", "-c", cfgPath, "--module", trap)
 	if code != 1 || !strings.Contains(out, "!new fault: guest fault (trap)") || !strings.Contains(out, "7 identical, 0 changed, 1 new faults (trap 1)") {
 		t.Fatalf("trap: exit %d\n%s%s", code, out, errs)
 	}
-	if got := outcomes(t, cfgPath, trap, dryrun.Fault); !slices.Equal(got, []string{"web:m6"}) {
+	if got := outcomes(t, bin, cfgPath, trap, dryrun.Fault); !slices.Equal(got, []string{"web:m6"}) {
 		t.Fatalf("trap faulted on %v, want web:m6", got)
 	}
 	// A key the original did not read: not guessed.
-	code, out, errs = runCLI("replay", "--dry-run", "-c", cfgPath, "--module", peek)
+	code, out, errs = runBinary(t, bin, "replay", "--dry-run", "-c", cfgPath, "--module", peek)
 	if code != 0 || !strings.Contains(out, "5 identical, 0 changed") || !strings.Contains(out, "cannot replay 4 records (inputs not recorded 1, unknown input 3)") ||
 		!strings.Contains(out, `web:m3: unknown input: the candidate read state key "never-read"`) {
 		t.Fatalf("peek: exit %d\n%s%s", code, out, errs)
 	}
 
 	// Filters: one chat's records; another channel's (none).
-	if code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", hola, "--chat", "c1", "--since", "1h", "--provider", "web"); code != 1 || !strings.Contains(out, "replayed 4 records") || !strings.Contains(out, "3 identical, 1 changed") {
+	if code, out, errs := runBinary(t, bin, "replay", "--dry-run", "-c", cfgPath, "--module", hola, "--chat", "c1", "--since", "1h", "--provider", "web"); code != 1 || !strings.Contains(out, "replayed 4 records") || !strings.Contains(out, "3 identical, 1 changed") {
 		t.Fatalf("--chat c1: exit %d\n%s%s", code, out, errs)
 	}
-	if code, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", hola, "--provider", "tg"); code != 0 || !strings.Contains(out, "replayed 0 records") {
+	if code, out, errs := runBinary(t, bin, "replay", "--dry-run", "-c", cfgPath, "--module", hola, "--provider", "tg"); code != 0 || !strings.Contains(out, "replayed 0 records") {
 		t.Fatalf("--provider tg: exit %d\n%s%s", code, out, errs)
 	}
 }
@@ -171,7 +175,7 @@ func dryRunCandidates(t *testing.T, cfgPath, hola, trap, peek string) {
 func TestReplayDryRunUsage(t *testing.T) {
 	flow := wasmbuild.Go(t, "../../examples/flow")
 	cfgPath := filepath.Join(t.TempDir(), "bot.toml")
-	src := fmt.Sprintf("[bot]\nmodule = %q\n[durability]\nbackend = \"sqlite\"\npath = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", flow, filepath.Join(t.TempDir(), "bot.db"))
+	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n[durability]\nbackend = \"sqlite\"\npath = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", flow, testDataDir(), filepath.Join(t.TempDir(), "bot.db"))
 	os.WriteFile(cfgPath, []byte(src), 0o600)
 	huge := filepath.Join(t.TempDir(), "huge.wasm") // sparse: refused by its size, never read
 	if err := os.WriteFile(huge, nil, 0o600); err != nil || os.Truncate(huge, dryrun.MaxModuleBytes+1) != nil {
@@ -256,19 +260,16 @@ func liveBot(t *testing.T, cfgPath string) *countingChannel {
 		if _, err := b.Admit(ctx, "web", channel.Message{ID: m.id, Chat: m.chat, From: "u-" + m.chat, Text: m.text}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			r, err := b.Operator().ListInbox(ctx, durability.ListFilter{State: string(durability.InboxDone)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if slices.ContainsFunc(r, func(r durability.InboxRecord) bool { return r.ID == "web:"+m.id }) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s was not done in 2 minutes", m.id)
-			}
-			time.Sleep(5 * time.Millisecond)
+		var err error
+		if !waitfor.True(2*time.Minute, func() bool {
+			var r []durability.InboxRecord
+			r, err = b.Operator().ListInbox(ctx, durability.ListFilter{State: string(durability.InboxDone)})
+			return err != nil || slices.ContainsFunc(r, func(r durability.InboxRecord) bool { return r.ID == "web:"+m.id })
+		}) {
+			t.Fatalf("%s was not done in 2 minutes", m.id)
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 	return ch
@@ -324,9 +325,9 @@ func snapshot(t *testing.T, cfgPath string) string {
 
 // outcomes runs the dry run with --json and returns the ids of the records
 // with outcome want, sorted.
-func outcomes(t *testing.T, cfgPath, module string, want dryrun.Outcome) []string {
+func outcomes(t *testing.T, bin, cfgPath, module string, want dryrun.Outcome) []string {
 	t.Helper()
-	_, out, errs := runCLI("replay", "--dry-run", "-c", cfgPath, "--module", module, "--json")
+	_, out, errs := runBinary(t, bin, "replay", "--dry-run", "-c", cfgPath, "--module", module, "--json")
 	var ids []string
 	dec := json.NewDecoder(bytes.NewReader([]byte(out)))
 	n := 0
@@ -352,7 +353,9 @@ func outcomes(t *testing.T, cfgPath, module string, want dryrun.Outcome) []strin
 // the host's own) replays against itself with no change. Its records hold
 // their inputs as JSON (not base64), which the inbox list leaves out.
 func TestReplayDryRunHooks(t *testing.T) {
-	cfgPath, code, out, errs := dryRunItself(t, "../../examples/signature", "sqlite", "bot.db")
+	bin := buildBotrun(t)
+	cfgPath, code, out, errs := dryRunItself(t, func(args ...string) (int, string, string) { return runBinary(t, bin, args...) },
+		"../../examples/signature", "sqlite", "bot.db")
 	if code != 0 || !strings.Contains(out, "8 identical, 0 changed, 0 new faults") {
 		t.Fatalf("signature against itself: exit %d\n%s%s", code, out, errs)
 	}
@@ -366,9 +369,11 @@ func TestReplayDryRunHooks(t *testing.T) {
 }
 
 // TestReplayDryRunFileBackendLocked: beside a live bot on the file backend
-// the dry run cannot open the journal, and says how to get one.
+// the dry run cannot open the journal, and says how to get one. It runs in
+// this process, where the live bot holds the journal: it fails before it
+// compiles anything.
 func TestReplayDryRunFileBackendLocked(t *testing.T) {
-	_, code, out, errs := dryRunItself(t, "../../examples/flow", "file", "journal")
+	_, code, out, errs := dryRunItself(t, runCLI, "../../examples/flow", "file", "journal")
 	if code != 2 || !strings.Contains(errs, "stop the bot, or copy its journal files") {
 		t.Fatalf("beside a live file-backend bot: exit %d\n%s%s", code, out, errs)
 	}
@@ -379,7 +384,7 @@ func TestReplayDryRunFileBackendLocked(t *testing.T) {
 func webBot(t *testing.T, module, backend, file string) string {
 	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "bot.toml")
-	src := fmt.Sprintf("[bot]\nmodule = %q\n[durability]\nbackend = %q\npath = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", module, backend, filepath.Join(t.TempDir(), file))
+	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n[durability]\nbackend = %q\npath = %q\n\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", module, testDataDir(), backend, filepath.Join(t.TempDir(), file))
 	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -387,12 +392,35 @@ func webBot(t *testing.T, module, backend, file string) string {
 }
 
 // dryRunItself builds the module in dir, runs it live (webBot on backend,
-// liveBot) and, beside it, dry-runs it against itself.
-func dryRunItself(t *testing.T, dir, backend, file string) (cfgPath string, code int, out, errs string) {
+// liveBot) and, beside it, dry-runs it against itself with cli (runCLI, or
+// runBinary on a built botrun).
+func dryRunItself(t *testing.T, cli func(args ...string) (int, string, string), dir, backend, file string) (cfgPath string, code int, out, errs string) {
 	t.Helper()
 	module := wasmbuild.Go(t, dir)
 	cfgPath = webBot(t, module, backend, file)
 	liveBot(t, cfgPath)
-	code, out, errs = runCLI("replay", "--dry-run", "-c", cfgPath, "--module", module)
+	code, out, errs = cli("replay", "--dry-run", "-c", cfgPath, "--module", module)
 	return cfgPath, code, out, errs
+}
+
+// runBinary runs the built botrun bin with args, as runCLI runs them in this
+// process, and returns its exit code, stdout and stderr. The dry runs that
+// compile a candidate go through it: the binary compiles in its bounded
+// child process, as deployed, where this test binary would compile each
+// candidate itself under the race detector (some 15 s a Go guest).
+func runBinary(t *testing.T, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String(), errb.String()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), out.String(), errb.String()
+	}
+	t.Fatalf("botrun %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+	return 0, "", ""
 }

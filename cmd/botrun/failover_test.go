@@ -20,10 +20,15 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel/httpchan"
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
-func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }
+func TestMain(m *testing.M) {
+	code := testserver.Run(m)
+	removeBins()
+	os.Exit(code)
+}
 
 // replica is one botrun process of a failover test.
 type replica struct {
@@ -40,19 +45,26 @@ func (r *replica) start(t *testing.T, bin string) {
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + r.addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			r.cmd.Process.Kill()
-			t.Fatalf("%s did not come up: %v\n%s", r.name, err, r.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitHealthy(r.addr, 30*time.Second); err != nil {
+		r.cmd.Process.Kill()
+		t.Fatalf("%s did not come up: %v\n%s", r.name, err, r.stderr.String())
 	}
+}
+
+// waitHealthy waits until the bot at addr answers /healthz; the error is
+// the last refusal when it did not within timeout.
+func waitHealthy(addr string, timeout time.Duration) error {
+	var err error
+	if waitfor.True(timeout, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}) {
+		return nil
+	}
+	return err
 }
 
 // newReplica writes the bot.toml of replica name in dir: the module, the
@@ -76,7 +88,7 @@ lease = "1500ms"
 max_attempts = 20
 [durability.outbox]
 lease = "1500ms"
-%s`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, backend, name, rest)
+%s`, module, testDataDir(), r.addr, backend, name, rest)
 	if err := os.WriteFile(r.cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -141,24 +153,21 @@ func failover(t *testing.T, bin, module, name, backend string) {
 		if i%chats%2 == 1 {
 			owner, other = b.addr, a.addr
 		}
-		for range 100 {
-			if (!killed || owner != a.addr) && post(owner, chat, text) || post(other, chat, text) {
-				mu.Lock()
-				admitted[text] = chat
-				mu.Unlock()
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !waitfor.Every(50*time.Millisecond, time.Minute, func() bool {
+			return (!killed || owner != a.addr) && post(owner, chat, text) || post(other, chat, text)
+		}) {
+			t.Errorf("message %s was never admitted", text)
+			return
 		}
-		t.Errorf("message %s was never admitted", text)
+		mu.Lock()
+		admitted[text] = chat
+		mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	for i := range messages / 2 {
 		wg.Go(func() { send(i, false) })
 	}
-	for gw.sends() < 6 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, "6 sends at the gateway", 5*time.Minute, func() bool { return gw.sends() >= 6 })
 	a.cmd.Process.Signal(syscall.SIGKILL) // in the middle of handlers waiting on the slow channel
 	a.cmd.Wait()
 	wg.Wait()
@@ -170,7 +179,8 @@ func failover(t *testing.T, bin, module, name, backend string) {
 
 	// A frozen replica: its leases expire while it is stopped; the survivor
 	// takes its records; thawed, its completions are refused as stale.
-	c := mk("replica-c")
+	c := newReplica(t, dir, "replica-c", module, backend, fmt.Sprintf("[admin]\ntoken = %q\n[[providers]]\nid = \"gw\"\ntype = \"http\"\nurl = %q\nsecret = %q\n",
+		killAdminToken, gwSrv.URL, killSecret))
 	c.start(t, bin)
 	for i := range 4 {
 		text := fmt.Sprintf("frozen-%d", i)
@@ -180,11 +190,16 @@ func failover(t *testing.T, bin, module, name, backend string) {
 		}
 		admitted[text] = chat
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Frozen in the middle of a handler: its send is at the (slow) gateway,
+	// its records' leases held.
+	waitUntil(t, "replica-c's first send at the gateway", 60*time.Second, func() bool { return gw.arrivals("fchat-") > 0 })
 	c.cmd.Process.Signal(syscall.SIGSTOP)
-	time.Sleep(3 * time.Second)
+	// Past its leases: the survivor settles all of replica-c's records.
+	waitSettled(t, bin, b.cfg, len(admitted), 60*time.Second)
 	c.cmd.Process.Signal(syscall.SIGCONT)
-	time.Sleep(1 * time.Second)
+	waitUntil(t, "replica-c's refused completion (stale_leases)", 60*time.Second, func() bool {
+		return metric(c.addr, "botrun_stale_leases_total") >= 1
+	})
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	c.cmd.Wait()
 	waitSettled(t, bin, b.cfg, len(admitted), 60*time.Second)
@@ -207,26 +222,56 @@ func failover(t *testing.T, bin, module, name, backend string) {
 		name, len(admitted), o.takenOver, o.lost, o.duplicated, o.ambiguous, stale)
 }
 
+// waitUntil waits until cond holds, and fails the test when it does not
+// within timeout.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	if !waitfor.True(timeout, cond) {
+		t.Fatalf("waited %s for %s", timeout, what)
+	}
+}
+
+// metric reads the counter name from the admin API of the bot at addr
+// (token killAdminToken); -1 when it does not answer.
+func metric(addr, name string) int64 {
+	req, _ := http.NewRequest("GET", "http://"+addr+"/admin/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+killAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return -1
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\d+)$`).FindSubmatch(b)
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return n
+}
+
 // waitSettled waits until want inbound records exist and every record is
 // settled, reading the shared backend through the CLI.
 func waitSettled(t *testing.T, bin, cfg string, want int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		out, err := exec.Command(bin, "inbox", "list", "-c", cfg, "--json").Output()
-		var recs []durability.InboxRecord
-		if err == nil && json.Unmarshal(out, &recs) == nil && len(recs) >= want {
-			settled := true
-			for _, r := range recs {
-				settled = settled && r.State.Terminal()
-			}
-			if settled {
-				return
+	var recs []durability.InboxRecord
+	var err error
+	if !waitfor.Every(200*time.Millisecond, timeout, func() bool {
+		var out []byte
+		recs = nil
+		if out, err = exec.Command(bin, "inbox", "list", "-c", cfg, "--json").Output(); err != nil || json.Unmarshal(out, &recs) != nil || len(recs) < want {
+			return false
+		}
+		for _, r := range recs {
+			if !r.State.Terminal() {
+				return false
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not settled in %s: %d records, want %d (%v)", timeout, len(recs), want, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return true
+	}) {
+		t.Fatalf("not settled in %s: %d records, want %d (%v)", timeout, len(recs), want, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel/httpchan"
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -45,6 +46,23 @@ type gateway struct {
 	repeats int
 	// chats lists each chat's delivered texts in the order they arrived.
 	chats map[string][]string
+	// arrived counts, per chat, the sends that reached it, before their
+	// delay.
+	arrived map[string]int
+}
+
+// arrivals is the number of sends to the chats whose name starts with
+// prefix that reached the gateway so far, answered or not yet.
+func (g *gateway) arrivals(prefix string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for chat, c := range g.arrived {
+		if strings.HasPrefix(chat, prefix) {
+			n += c
+		}
+	}
+	return n
 }
 
 func (g *gateway) sends() int {
@@ -60,6 +78,15 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// answer, and a cut body is not a bad signature.
 		return
 	}
+	var peek httpchan.Outbound
+	json.Unmarshal(body, &peek)
+	g.mu.Lock()
+	if g.arrived == nil {
+		g.arrived = map[string]int{}
+	}
+	g.arrived[peek.Chat]++
+	g.mu.Unlock()
+	// The slow channel under test, not a wait.
 	time.Sleep(g.delay)
 	if httpchan.VerifyRequest(r.Header, []byte(killSecret), body, time.Now(), httpchan.DefaultWindow) != nil {
 		g.mu.Lock()
@@ -104,15 +131,47 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// bins are the botrun binaries built so far, by build tags, in dir (which
+// TestMain removes): linking botrun takes seconds, once per test binary is
+// enough.
+var bins struct {
+	sync.Mutex
+	dir    string
+	byTags map[string]string
+}
+
 // buildBotrun builds botrun, with the build tags given (botrun_testchannels
-// adds the test channels).
+// adds the test channels), once per test binary.
 func buildBotrun(t *testing.T, tags ...string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "botrun")
-	if out, err := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", bin, ".").CombinedOutput(); err != nil {
+	bins.Lock()
+	defer bins.Unlock()
+	key := strings.Join(tags, ",")
+	if bin, ok := bins.byTags[key]; ok {
+		return bin
+	}
+	if bins.dir == "" {
+		dir, err := os.MkdirTemp("", "botrun-test-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins.dir, bins.byTags = dir, map[string]string{}
+	}
+	bin := filepath.Join(bins.dir, fmt.Sprintf("botrun-%d", len(bins.byTags)))
+	if out, err := exec.Command("go", "build", "-tags", key, "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	bins.byTags[key] = bin
 	return bin
+}
+
+// removeBins removes the binaries buildBotrun built.
+func removeBins() {
+	bins.Lock()
+	defer bins.Unlock()
+	if bins.dir != "" {
+		os.RemoveAll(bins.dir)
+	}
 }
 
 // startBotrun starts botrun on cfgPath and waits until it answers /healthz
@@ -124,19 +183,11 @@ func startBotrun(t *testing.T, bin, cfgPath, addr string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("botrun did not come up within 60 s: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := waitHealthy(addr, 60*time.Second); err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("botrun did not come up within 60 s: %v", err)
 	}
+	return cmd
 }
 
 // TestSIGKILL runs botrun as a child process on each backend, drives traffic
@@ -294,7 +345,7 @@ on_ambiguous = "skip"
 token = %q
 [[providers]]
 %s
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), r.addr, keys, i, killAdminToken, entry)), 0o644)
+`, module, testDataDir(), r.addr, keys, i, killAdminToken, entry)), 0o644)
 		reps[i] = r
 	}
 
@@ -315,20 +366,27 @@ token = %q
 				text := fmt.Sprintf("msg-%d", i)
 				c := (int(i) + w) % chats
 				chat := fmt.Sprintf("chat-%d", c)
-				for try := c; ; try++ {
+				// The chat's replica first, then the next: the channel
+				// redelivers, as a load balancer would, until one is up.
+				try, stopped := c, false
+				waitfor.Every(20*time.Millisecond, 10*time.Minute, func() bool {
 					select {
 					case <-stopTraffic:
-						return
+						stopped = true
+						return true
 					default:
 					}
-					// The chat's replica first, then the next: the channel
-					// redelivers, as a load balancer would.
 					if deliver(client, reps[try%replicas].addr, channel, text, chat) {
 						admitted.Store(text, chat)
-						break
+						return true
 					}
-					time.Sleep(20 * time.Millisecond)
+					try++
+					return false
+				})
+				if stopped {
+					return
 				}
+				// The traffic's shape: messages at random intervals.
 				time.Sleep(rand.N(run.pace))
 			}
 		})
@@ -347,6 +405,7 @@ token = %q
 	}
 	for k := range kills {
 		r := reps[k%replicas]
+		// The crash point under test: a seeded random moment.
 		time.Sleep(time.Duration(50+rng.IntN(350)) * time.Millisecond)
 		r.cmd.Process.Signal(syscall.SIGKILL)
 		r.cmd.Wait()
@@ -357,20 +416,16 @@ token = %q
 	// Generous: on a loaded machine the sends the kills left in flight wait
 	// out their leases and backoffs before the last run settles them.
 	first := reps[0]
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		n := 0
+	n := 0
+	if !waitfor.Every(200*time.Millisecond, 5*time.Minute, func() bool {
+		n = 0
 		admitted.Range(func(_, _ any) bool { n++; return true })
-		if n == messages && settled(first.addr) {
-			break
+		return n == messages && settled(first.addr)
+	}) {
+		for _, r := range reps {
+			r.cmd.Process.Kill()
 		}
-		if time.Now().After(deadline) {
-			for _, r := range reps {
-				r.cmd.Process.Kill()
-			}
-			t.Fatalf("not settled after the last restart (%d of %d admitted)", n, messages)
-		}
-		time.Sleep(200 * time.Millisecond)
+		t.Fatalf("not settled after the last restart (%d of %d admitted)", n, messages)
 	}
 	all := map[string]string{}
 	admitted.Range(func(k, v any) bool { all[k.(string)] = v.(string); return true })
@@ -611,7 +666,7 @@ id = "gw"
 type = "http"
 url = %q
 secret = %q
-`, module, filepath.Join(os.TempDir(), "botrun-test-data"), addr, backendKeys(t, backend, dir), killAdminToken, gwSrv.URL, killSecret)), 0o644)
+`, module, testDataDir(), addr, backendKeys(t, backend, dir), killAdminToken, gwSrv.URL, killSecret)), 0o644)
 
 	const chats, kills = 1000, 10
 	fans := make([]string, chats)
@@ -652,6 +707,7 @@ secret = %q
 				accepted.Store(true)
 			}
 		}()
+		// The crash point under test: a seeded random moment.
 		time.Sleep(time.Duration(30+rng.IntN(300)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
@@ -662,13 +718,9 @@ secret = %q
 	if !post(make(chan struct{})) { // accepted or not before, once more: journals only the missing chats
 		t.Fatal("the broadcast was never accepted")
 	}
-	deadline := time.Now().Add(120 * time.Second)
-	for !settled(addr) {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("not settled after the last restart")
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !waitfor.Every(200*time.Millisecond, 120*time.Second, func() bool { return settled(addr) }) {
+		cmd.Process.Kill()
+		t.Fatal("not settled after the last restart")
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()

@@ -20,6 +20,7 @@ import (
 	"github.com/botrun/botrun/host/channel/leadertest"
 	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -80,16 +81,15 @@ session_lease = %q
 	// leader waits until a replica other than not holds the session.
 	leader := func(not *replica) (*replica, int64) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			if pid, token := net.Holder(); pid != 0 && byPID[pid] != nil && byPID[pid] != not {
-				return byPID[pid], token
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no replica holds the session; sessions %+v", net.Sessions())
-			}
-			time.Sleep(10 * time.Millisecond)
+		var pid int
+		var token int64
+		if !waitfor.True(2*time.Minute, func() bool {
+			pid, token = net.Holder()
+			return pid != 0 && byPID[pid] != nil && byPID[pid] != not
+		}) {
+			t.Fatalf("no replica holds the session; sessions %+v", net.Sessions())
 		}
+		return byPID[pid], token
 	}
 	first, firstToken := leader(nil)
 	var standby *replica
@@ -123,21 +123,17 @@ session_lease = %q
 	}
 	waitDelivered := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			missing := 0
+		missing := 0
+		if !waitfor.Every(20*time.Millisecond, 2*time.Minute, func() bool {
+			missing = 0
 			for _, k := range keys {
 				if _, ok := net.Delivered(k); !ok {
 					missing++
 				}
 			}
-			if missing == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d of %d sends never delivered; sessions %+v", what, missing, len(keys), net.Sessions())
-			}
-			time.Sleep(20 * time.Millisecond)
+			return missing == 0
+		}) {
+			t.Fatalf("%s: %d of %d sends never delivered; sessions %+v", what, missing, len(keys), net.Sessions())
 		}
 	}
 
@@ -151,18 +147,16 @@ session_lease = %q
 	before := len(keys)
 	push("m2", 16, false)
 	sendOn(standby, "s2", 8, false)
-	deadline := time.Now().Add(time.Minute)
-	for delivered := 0; delivered < 4; {
-		delivered = 0
+	if !waitfor.True(time.Minute, func() bool {
+		delivered := 0
 		for _, k := range keys[before:] {
 			if _, ok := net.Delivered(k); ok {
 				delivered++
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing of the second batch was delivered")
-		}
-		time.Sleep(time.Millisecond)
+		return delivered >= 4
+	}) {
+		t.Fatal("nothing of the second batch was delivered")
 	}
 	first.cmd.Process.Signal(syscall.SIGKILL)
 	killed := time.Now()

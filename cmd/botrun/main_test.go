@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -37,11 +38,16 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// testDataDir is the data_dir of the tests' bots: one compilation cache
+// for all, so that a module compiles once, not once per bot (under -race a
+// Go guest takes some 15 s).
+func testDataDir() string { return filepath.Join(os.TempDir(), "botrun-test-data") }
+
 func writeConfig(t *testing.T, module string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "bot.toml")
 	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n\n[[channels]]\nid = \"web\"\ntype = \"webchat\"\n",
-		module, filepath.Join(os.TempDir(), "botrun-test-data"))
+		module, testDataDir())
 	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -124,10 +130,7 @@ func TestHelpAndVersion(t *testing.T) {
 // TestProcessEchoAndGracefulStop builds botrun, runs `botrun bot.toml` as a
 // child process on a free port, gets the echo reply, and stops it with SIGTERM.
 func TestProcessEchoAndGracefulStop(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "botrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBotrun(t)
 	cfg := writeConfig(t, wasmbuild.Go(t, "../../examples/echo"))
 	f, _ := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
 	fmt.Fprintf(f, "\n[admin]\ntoken = \"${BOTRUN_TEST_ADMIN_TOKEN}\"\n")
@@ -262,20 +265,16 @@ func TestSendFromTheCLIRunsTheSendHooks(t *testing.T) {
 			t.Fatalf("send %q: %d %q %q", text, code, out, errs)
 		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, dead, _ := runCLI("outbox", "list", "-c", cfg, "--state", "dead")
-		_, sent, _ := runCLI("outbox", "list", "-c", cfg, "--state", "sent")
-		if strings.Contains(dead, "op:1") && strings.Contains(sent, "op:2") {
-			if !strings.Contains(dead, "cancelled by botrun_before_send") {
-				t.Errorf("the cancelled send's dead letter does not say why:\n%s", dead)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sends did not settle: dead %q, sent %q", dead, sent)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var dead, sent string
+	if !waitfor.Every(20*time.Millisecond, 60*time.Second, func() bool {
+		_, dead, _ = runCLI("outbox", "list", "-c", cfg, "--state", "dead")
+		_, sent, _ = runCLI("outbox", "list", "-c", cfg, "--state", "sent")
+		return strings.Contains(dead, "op:1") && strings.Contains(sent, "op:2")
+	}) {
+		t.Fatalf("the sends did not settle: dead %q, sent %q", dead, sent)
+	}
+	if !strings.Contains(dead, "cancelled by botrun_before_send") {
+		t.Errorf("the cancelled send's dead letter does not say why:\n%s", dead)
 	}
 	if got, b := chatMessages(t, "http://"+addr, "c9", ""); len(got) != 1 || got[0] != "hi\n-- botrun" {
 		t.Fatalf("chat c9 got %s; want only the signed \"hi\"", b)

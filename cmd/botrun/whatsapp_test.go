@@ -19,6 +19,7 @@ import (
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -93,12 +94,8 @@ func TestUnpairedWhatsAppWebLeavesTheBotRunning(t *testing.T) {
 	go func() { done <- bot.Run(ctx, ln, 10*time.Second) }()
 	webchatEcho(t, "http://"+ln.Addr().String())
 	line := "whatsapp-web wa: not paired: run botrun whatsapp pair -c <your bot.toml> --provider wa"
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), line) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no not-paired line:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitfor.True(30*time.Second, func() bool { return strings.Contains(logs.String(), line) }) {
+		t.Fatalf("no not-paired line:\n%s", logs.String())
 	}
 	cancel()
 	select {

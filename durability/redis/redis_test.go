@@ -18,6 +18,7 @@ import (
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/durability/redis"
 	"github.com/botrun/botrun/internal/testserver"
+	"github.com/botrun/botrun/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }
@@ -203,12 +204,8 @@ func TestClusterMasterKilled(t *testing.T) {
 		})
 	}
 	waitCommits := func(n int64) {
-		deadline := time.Now().Add(2 * time.Minute)
-		for commits.Load() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("only %d commits within 2 minutes, want %d", commits.Load(), n)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !waitfor.True(2*time.Minute, func() bool { return commits.Load() >= n }) {
+			t.Fatalf("only %d commits within 2 minutes, want %d", commits.Load(), n)
 		}
 	}
 	waitCommits(500)

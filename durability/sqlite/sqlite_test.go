@@ -14,6 +14,7 @@ import (
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/internal/journalfile"
+	"github.com/botrun/botrun/internal/waitfor"
 )
 
 func TestConformance(t *testing.T) {
@@ -60,12 +61,8 @@ func TestCheckpointsBesideTheWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for size() < before+400*1024 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s the database file is %d bytes (was %d): the WAL was not checkpointed", size(), before)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitfor.True(60*time.Second, func() bool { return size() >= before+400*1024 }) {
+		t.Fatalf("after 60 s the database file is %d bytes (was %d): the WAL was not checkpointed", size(), before)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/waitfor"
 )
 
 const token = "admin-token-0123456789"
@@ -126,14 +127,12 @@ func postBody(t *testing.T, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// waitFor waits until ok holds, with a deadline generous for a loaded
+// machine under -race.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !waitfor.True(2*time.Minute, ok) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 

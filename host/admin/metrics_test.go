@@ -16,6 +16,7 @@ import (
 
 	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/internal/waitfor"
 )
 
 // flowed admits one message and waits until its turn is counted: the send
@@ -27,14 +28,12 @@ func flowed(t *testing.T, b *host.Bot, srv *httptest.Server) string {
 		t.Fatal(err)
 	}
 	var body string
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(body, "botrun_turn_seconds_count 1\n") || !strings.Contains(body, "botrun_outbox_dead_total 1\n") ||
-		!strings.Contains(body, `botrun_outbox_records{state="dead"} 1`+"\n") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the turn is not counted after 2 minutes:\n%s", body)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitfor.True(2*time.Minute, func() bool {
 		_, body = call(t, "GET", srv.URL+"/admin/metrics", token)
+		return strings.Contains(body, "botrun_turn_seconds_count 1\n") && strings.Contains(body, "botrun_outbox_dead_total 1\n") &&
+			strings.Contains(body, `botrun_outbox_records{state="dead"} 1`+"\n")
+	}) {
+		t.Fatalf("the turn is not counted after 2 minutes:\n%s", body)
 	}
 	return body
 }

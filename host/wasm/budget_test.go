@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -78,12 +79,8 @@ func TestHookBudgetLetsHooksRunAtOnce(t *testing.T) {
 	go func() {
 		spun <- m.AfterSend(WithBudget(spinCtx, b), abi.SendHook{Event: "ev", Provider: "web", Chat: "c0", Key: "ev:0", Text: "spin after"})
 	}()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(logs.String(), "after ran for ev:0") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the spinning hook did not start:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitfor.True(2*time.Minute, func() bool { return strings.Contains(logs.String(), "after ran for ev:0") }) {
+		t.Fatalf("the spinning hook did not start:\n%s", logs.String())
 	}
 	err = m.AfterSend(WithBudget(ctx, b), abi.SendHook{Event: "ev", Provider: "web", Chat: "c1", Key: "ev:1", Text: "quick after"})
 	stop()

@@ -79,7 +79,7 @@ func TestButtonsExample(t *testing.T) {
 		t.Run(g.lang, func(t *testing.T) {
 			path := g.build(t)
 			ctx := context.Background()
-			e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, Logger: slog.New(slog.NewTextHandler(&confLog{}, nil))})
+			e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, CacheDir: wasm.TestCacheDir, Logger: slog.New(slog.NewTextHandler(&confLog{}, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -641,7 +641,7 @@ func loadLogged(t *testing.T, path string) (*wasm.Module, *confLog) {
 	t.Helper()
 	logs := &confLog{}
 	ctx := context.Background()
-	e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1,
+	e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, CacheDir: wasm.TestCacheDir,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
@@ -783,7 +783,7 @@ func TestConformanceImports(t *testing.T) {
 func TestReminderExample(t *testing.T) {
 	path := wasmbuild.Go(t, "../../examples/reminder")
 	ctx := context.Background()
-	e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, Logger: slog.New(slog.NewTextHandler(&confLog{}, nil))})
+	e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, CacheDir: wasm.TestCacheDir, Logger: slog.New(slog.NewTextHandler(&confLog{}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func newEngine(t *testing.T, cfg Config) (*Engine, *syncBuffer) {
 	logs := &syncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.CacheDir == "" {
-		cfg.CacheDir = filepath.Join(os.TempDir(), "botrun-test-wasm-cache")
+		cfg.CacheDir = TestCacheDir
 	}
 	e, err := NewEngine(context.Background(), cfg)
 	if err != nil {

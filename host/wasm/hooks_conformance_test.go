@@ -115,7 +115,7 @@ func TestConformanceHooks(t *testing.T) {
 // after_send record for its sends.
 func TestNoHooksNoExports(t *testing.T) {
 	ctx := context.Background()
-	e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, Logger: slog.New(slog.DiscardHandler)})
+	e, err := wasm.NewEngine(ctx, wasm.Config{Workers: 1, CacheDir: wasm.TestCacheDir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

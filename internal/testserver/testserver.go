@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/botrun/botrun/internal/waitfor"
 )
 
 var (
@@ -432,12 +434,8 @@ func WaitClusterOK(addrs []string, timeout time.Duration) error {
 
 // waitFor polls ok until it holds or timeout passes.
 func waitFor(timeout time.Duration, ok func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready within %s", timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitfor.Every(50*time.Millisecond, timeout, ok) {
+		return fmt.Errorf("not ready within %s", timeout)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/host/internal/wait"
+	"github.com/botrun/botrun/internal/waitfor"
 )
 
 // TestDispatcherRefreshesQueuedClaim: the sweeper's new claim of a record
@@ -23,7 +23,7 @@ func TestDispatcherRefreshesQueuedClaim(t *testing.T) {
 	})
 	defer d.Stop(context.Background())
 	d.Submit(Job{ChatKey: "c", ID: "a"})
-	if !wait.For(60*time.Second, func() bool { return d.Queued() == 0 && !d.Idle() }) {
+	if !waitfor.True(60*time.Second, func() bool { return d.Queued() == 0 && !d.Idle() }) {
 		t.Fatal("the first job never started")
 	}
 	d.Submit(Job{ChatKey: "c", ID: "b", Claimed: &durability.InboxRecord{ID: "b", Token: 1}})
@@ -62,7 +62,7 @@ func TestTakeSendOnlyFromTheRunningQueue(t *testing.T) {
 	d.Submit(Job{ChatKey: "a", ID: "send-a", Send: send})
 	d.Submit(Job{ChatKey: "b", ID: "send-b", Send: send})
 	close(release)
-	if !wait.For(time.Minute, d.Idle) {
+	if !waitfor.True(time.Minute, d.Idle) {
 		t.Fatal("the dispatcher did not drain")
 	}
 	if !took || tookOther {

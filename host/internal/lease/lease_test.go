@@ -10,7 +10,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/internal/clock"
-	"github.com/botrun/botrun/host/internal/wait"
+	"github.com/botrun/botrun/internal/waitfor"
 )
 
 func fakeLeases(c clock.Clock, stale *atomic.Int64) *Leases {
@@ -39,7 +39,7 @@ func TestHeartbeatExtendsUntilTheLeaseIsLost(t *testing.T) {
 		return nil
 	})
 	defer hb.Release()
-	if !wait.For(time.Minute, func() bool { return fake.Timers() == 1 }) {
+	if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 1 }) {
 		t.Fatal("the heartbeat never armed its timer")
 	}
 	fake.Advance(time.Second)
@@ -50,7 +50,7 @@ func TestHeartbeatExtendsUntilTheLeaseIsLost(t *testing.T) {
 		t.Errorf("Held = %v within the lease", err)
 	}
 	refuse.Store(true)
-	if !wait.For(time.Minute, func() bool { return fake.Timers() == 1 }) {
+	if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 1 }) {
 		t.Fatal("the heartbeat never armed its next timer")
 	}
 	fake.Advance(time.Second)

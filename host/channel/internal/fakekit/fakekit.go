@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"encoding/json"
+	"github.com/botrun/botrun/internal/waitfor"
 	"net/http"
 	"sync"
 	"testing"
@@ -153,12 +154,8 @@ func Bearer(r *http.Request, token string) bool {
 // never for a fixed time.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !waitfor.True(2*time.Minute, cond) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
