@@ -108,15 +108,15 @@ func TestExampleChannels(t *testing.T) {
 	lines := strings.Split(string(src), "\n")
 	first := -1
 	for i, l := range lines {
-		if l == "[[providers]]" {
+		if l == "[[channels]]" {
 			first = i
 			break
 		}
 	}
 	if first < 0 {
-		t.Fatal("bot.toml.example has no [[providers]]")
+		t.Fatal("bot.toml.example has no [[channels]]")
 	}
-	key := regexp.MustCompile(`^# ([a-z_]+ = |\[\[providers\]\])`)
+	key := regexp.MustCompile(`^# ([a-z_]+ = |\[\[channels\]\])`)
 	types := map[string]bool{"webchat": true} // the one left uncommented
 	for i := first + 1; i < len(lines); i++ {
 		if key.MatchString(lines[i]) {
@@ -163,7 +163,7 @@ func TestSendSchedulesForTheRunningBot(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "remind:1") || !strings.Contains(out, "scheduled") {
 		t.Fatalf("outbox list --state scheduled: %d %q %q", code, out, errs)
 	}
-	if code, _, errs := runCLI("send", "-c", cfg, "--provider", "tg", "--chat", "c1", "x"); code != 2 || !strings.Contains(errs, `--provider "tg" is not a [[providers]] id`) {
+	if code, _, errs := runCLI("send", "-c", cfg, "--provider", "tg", "--chat", "c1", "x"); code != 2 || !strings.Contains(errs, `--provider "tg" is not a [[channels]] id`) {
 		t.Fatalf("send to an unknown provider: %d %q", code, errs)
 	}
 	if code, _, errs := runCLI("send", "-c", cfg, "--provider", "web", "--chat", "c1", "--at", "tomorrow", "x"); code != 2 || !strings.Contains(errs, "neither an RFC 3339 time") {
