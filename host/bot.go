@@ -25,6 +25,7 @@ import (
 	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/internal/sweep"
 	"github.com/botrun/botrun/host/internal/turn"
+	"github.com/botrun/botrun/host/internal/worker"
 	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -91,14 +92,14 @@ type Bot struct {
 	inbox durability.InboxJournal
 	// coord serializes chats' turns across replicas (nil without
 	// [durability] coordination).
-	coord  *coordination
+	coord  *worker.Coordination
 	outbox durability.OutboxJournal
 	state  durability.StateStore
 
 	dispatch *dispatch.Dispatcher
 	sender   *send.Sender
-	// turnCfg is what every turn shares.
-	turnCfg turn.Config
+	// worker runs the dispatcher's jobs: sends and turns.
+	worker *worker.Worker
 	// op is the bot's operator (Operator).
 	op *ops.Operator
 	// leaders are this replica's elections of the providers whose session
@@ -196,7 +197,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	for id := range b.providers {
 		ids = append(ids, id)
 	}
-	b.dispatch = dispatch.New(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
+	b.dispatch = dispatch.New(cfg.Bot.Workers, cfg.Bot.MaxQueue, func(ctx context.Context, j dispatch.Job) { b.worker.Handle(ctx, j) })
 	b.sweeper = sweep.New(sweep.Config{Inbox: b.inbox, Outbox: b.outbox, Queue: b.dispatch, Leases: b.leases,
 		Instance: b.policy.instanceID, Boot: b.boot, Poll: b.policy.poll, Retention: b.policy.retention,
 		InboxLease: b.policy.inboxLease, OutboxLease: b.policy.outboxLease, Workers: cfg.Bot.Workers,
@@ -213,11 +214,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		sc.Queued = b.dispatch
 	}
 	b.sender = send.New(sc)
-	b.turnCfg = turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
+	turnCfg := turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
 		Counters: turn.Counters{Deferred: &b.metrics.OutboxDeferred, Journaled: &b.metrics.OutboxJournaled},
 		Caps: turn.Caps{MaxSends: cfg.Bot.MaxSends, MaxBroadcast: cfg.Bot.MaxBroadcast, MaxChatState: int64(cfg.Bot.MaxChatState),
 			MaxEventBytes: int64(cfg.Bot.MaxEventBytes), HandlerTimeout: time.Duration(cfg.Bot.HandlerTimeout)},
 		Wake: b.wake, Log: b.log}
+	b.worker = worker.New(worker.Config{Inbox: b.inbox, Coord: b.coord, Leases: b.leases, Sender: b.sender, Turn: turnCfg,
+		Guest: b.guest, Channels: b.providers, Tracer: b.tr, Observer: b.obs, Counters: &b.metrics, Alerts: b.alerts,
+		Policy: worker.Policy{Instance: b.policy.instanceID, Lease: b.policy.inboxLease, Poll: b.policy.poll,
+			MaxAttempts: b.policy.maxAttempts, Backoff: b.policy.inboxBackoff},
+		Wake: b.wake, Stopping: b.isStopping, Base: b.baseCtx, Boot: b.boot, Clock: b.clock, Log: b.log})
 	b.op = newOperator(b)
 	return b, nil
 }
@@ -254,7 +260,7 @@ func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) erro
 		if !ok || b.kv == nil {
 			return fmt.Errorf("durability.coordination: the %s backend opened journals without a chat order or a Kv", b.cfg.Durability.Backend)
 		}
-		b.coord = &coordination{order: order, turns: lease.NewChatTurns(b.kv, scope.ID(), b.policy.instanceID, b.boot, b.policy.inboxLease, b.clock)}
+		b.coord = &worker.Coordination{Order: order, Turns: lease.NewChatTurns(b.kv, scope.ID(), b.policy.instanceID, b.boot, b.policy.inboxLease, b.clock)}
 	}
 	return nil
 }
@@ -463,14 +469,7 @@ func (b *Bot) Stop(ctx context.Context) error {
 	if len(dropped) > 0 {
 		b.log.Info("queued events left journaled for the next start", "count", len(dropped))
 	}
-	if b.coord != nil {
-		// Another replica runs them now, not once their leases expire.
-		for _, j := range dropped {
-			if j.Claimed != nil {
-				b.park(ctx, j.Claimed, nowMs())
-			}
-		}
-	}
+	b.worker.ParkDropped(ctx, dropped)
 	if err != nil {
 		b.log.Warn("handlers still running at the end of the grace period; their records will be reclaimed")
 	}
@@ -558,12 +557,6 @@ func (b *Bot) Send(ctx context.Context, providerID, chat, text, key string) (abi
 	return res, err
 }
 
-// handle runs one job on a worker: a claimed send goes to the sender, an
-// inbound record gets its turn.
-func (b *Bot) handle(_ context.Context, j dispatch.Job) {
-	if j.Send != nil {
-		b.sender.DeliverQueued(*j.Send)
-		return
-	}
-	b.takeTurn(j)
-}
+// outMsg is a send's journaled content (rules.OutboxMessage), as the host's
+// code names it.
+type outMsg = rules.OutboxMessage
