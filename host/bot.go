@@ -21,6 +21,7 @@ import (
 	"github.com/botrun/botrun/host/internal/dispatch"
 	"github.com/botrun/botrun/host/internal/lease"
 	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/reload"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/internal/sweep"
@@ -71,7 +72,7 @@ type Bot struct {
 	policy    policy
 	engine    *wasm.Engine
 	guest     Guest
-	reload    *reloader
+	reload    *reload.Reloader
 	providers map[string]channel.Channel
 	// ordered are the providers in config order (the first webchat serves
 	// the chat page at /).
@@ -291,30 +292,20 @@ func (b *Bot) loadModule(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	engine, err := wasm.NewEngine(ctx, wasm.Config{
-		RandomSecret:   secret,
-		Workers:        b.cfg.Bot.Instances,
-		HandlerTimeout: b.cfg.Bot.HandlerTimeout.D(),
-		MaxMemory:      int64(b.cfg.Bot.MaxMemory),
-		CacheDir:       filepath.Join(b.cfg.Bot.DataDir, "wasm-cache"),
-		Logger:         b.log,
-	})
-	if err != nil {
-		return err
-	}
-	mod, err := engine.Load(ctx, b.cfg.Bot.Module)
-	if err != nil {
-		engine.Close(ctx)
-		return err
-	}
-	b.engine, b.guest = engine, module{mod}
-	if b.cfg.Bot.HotReload {
-		b.reload = newReloader(engine, b.cfg.Bot.Module, mod, b)
-		b.guest = b.reload
-	}
-	b.modules.Add("loaded", nil, mod.Digest(), nil)
-	b.log.Info("module loaded", "module", b.cfg.Bot.Module, "sha256", mod.Digest()[:12], "hot_reload", b.cfg.Bot.HotReload)
-	return nil
+	c := reload.Config{Path: b.cfg.Bot.Module, Hot: b.cfg.Bot.HotReload, History: b.modules.Add, Clock: b.clock, Log: b.log,
+		Refused: func(err error) {
+			b.alerts.Emit(Alert{Name: AlertModuleRefused, ID: b.cfg.Bot.Module, Error: err.Error()})
+		},
+		Engine: wasm.Config{
+			RandomSecret:   secret,
+			Workers:        b.cfg.Bot.Instances,
+			HandlerTimeout: b.cfg.Bot.HandlerTimeout.D(),
+			MaxMemory:      int64(b.cfg.Bot.MaxMemory),
+			CacheDir:       filepath.Join(b.cfg.Bot.DataDir, "wasm-cache"),
+			Logger:         b.log,
+		}}
+	b.engine, b.guest, b.reload, err = reload.Load(ctx, c)
+	return err
 }
 
 func (b *Bot) buildProviders(injected []channel.Channel) error {
@@ -393,7 +384,7 @@ func (b *Bot) Start() {
 		}
 		b.startSessions()
 		if b.reload != nil {
-			if err := b.reload.watch(b.baseCtx); err != nil {
+			if err := b.reload.Watch(b.baseCtx); err != nil {
 				b.log.Error("hot reload is off", "err", err)
 			}
 		}

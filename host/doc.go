@@ -6,10 +6,11 @@
 // heartbeat, run, completion or failure, chats' turns under coordination),
 // turn (one event's run, its wasm.Env), send (the sender and its outbox),
 // lease (record leases, chats' turns, leader elections), sweep (the
-// sweeper), observe (counters, Prometheus metrics, queue depths, last
-// hour, module history, alerts, tracing) and clock. A few accessors hand
-// out what the surfaces mounted on it use: Operator (host/ops: what an
-// operator reads and does, shared with botrun's CLI) and Observer.
+// sweeper), reload (the module: its loading and hot reload), observe
+// (counters, Prometheus metrics, queue depths, last hour, module history,
+// alerts, tracing) and clock. A few accessors hand out what the surfaces
+// mounted on it use: Operator (host/ops: what an operator reads and does,
+// shared with botrun's CLI) and Observer.
 //
 // Calls run one way, down from host into those packages; none of them
 // imports host (layers_test.go checks it). host imports abi,
