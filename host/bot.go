@@ -17,8 +17,10 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/alertsink"
 	"github.com/botrun/botrun/host/internal/clock"
 	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/guard"
 	"github.com/botrun/botrun/host/internal/lease"
 	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/internal/reload"
@@ -126,6 +128,10 @@ type Bot struct {
 	sweeper *sweep.Sweeper
 	leases  *lease.Leases
 	alerts  *observe.Alerts
+	// forward journals the alerts for [alerts] url (nil without one).
+	forward *alertsink.Forwarder
+	// guard recovers and counts the channels' panics.
+	guard *guard.Guard
 	// runners are the channels' Run goroutines (channel.Runner).
 	runners sync.WaitGroup
 
@@ -166,6 +172,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	b.baseCtx, b.abandon = context.WithCancel(context.Background())
 	b.leases = &lease.Leases{Owner: b.policy.instanceID, Base: b.baseCtx, Stale: &b.metrics.StaleLeases, Log: b.log, Clock: b.clock}
 	b.alerts = observe.NewAlerts(b.log, rules.AlertsChannel)
+	b.guard = &guard.Guard{Log: b.log, Clock: b.clock, Observer: func() *observe.Observer { return b.obs }}
 	if err := b.openBackend(ctx, opts.Backend); err != nil {
 		return nil, err
 	}
@@ -185,13 +192,18 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		return nil, err
 	}
 	if a := cfg.Alerts; a.URL != "" {
-		sink, err := newAlertSink(a.URL, a.Secret)
+		sink, err := alertsink.NewSink(a.URL, a.Secret, b.clock)
 		if err != nil {
 			b.close()
 			return nil, err
 		}
 		b.providers[rules.AlertsChannel] = sink
 		b.alerts.Out = make(chan Alert, 1024)
+		b.forward = &alertsink.Forwarder{Bot: Scope(cfg).ID(), Sink: sink, NewKey: randomID, Wake: b.wake.Notify, Clock: b.clock, Log: b.log,
+			Journal: func(ctx context.Context, key, body string) error {
+				_, err := enqueue(ctx, b.outbox, rules.AlertsChannel, "alerts", body, key, 0)
+				return err
+			}}
 	}
 	b.obs = newObserver(b)
 	ids := make([]string, 0, len(b.providers))
@@ -205,9 +217,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		Wake: b.wake, Log: b.log, Clock: b.clock})
 	sc := send.Config{Outbox: b.outbox, Channels: b.providers, Policy: b.policy.send(), Counters: sendCounters(&b.metrics),
 		Tracer: b.tr.Tracer(), SendTime: b.obs.SendObservers(ids), Log: b.log, Leases: b.leases,
-		Alerts: sendAlerts{b.alerts}, Wake: b.wake, Sweeper: b.sweeper,
+		Alerts: alertsink.SendAlerts{A: b.alerts}, Wake: b.wake, Sweeper: b.sweeper,
 		HookTimeout: time.Duration(cfg.Bot.HandlerTimeout), Boot: b.boot, Leaders: b.leaders,
-		Guard: b.channelEnv, Clock: b.clock}
+		Guard: b.guard.Env, Clock: b.clock}
 	if h, ok := b.guest.(SendHooks); ok {
 		sc.Hooks = h
 	}
@@ -321,7 +333,7 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 			return fmt.Errorf("%s: provider %q has no settings (load the config with config.Load or config.Parse, which decode them for its type %q)", b.cfg.File, pc.ID, pc.Type)
 		}
 		id := pc.ID
-		counted := b.channelEnv(id)
+		counted := b.guard.Env(id)
 		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
 			Alert:    func(name, detail string) { b.alerts.Emit(Alert{Provider: id, Name: name, Error: detail}) },
@@ -339,13 +351,13 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 // at /), mounted routes and /healthz.
 func (b *Bot) Handler() http.Handler {
 	mux := http.NewServeMux()
-	var owners []routeOwner
+	var owners []guard.Route
 	for _, p := range b.ordered {
 		if r, ok := p.(channel.Router); ok {
 			r.Routes(mux)
 			own := http.NewServeMux()
 			r.Routes(own)
-			owners = append(owners, routeOwner{id: p.ID(), mux: own})
+			owners = append(owners, guard.Route{ID: p.ID(), Mux: own})
 		}
 	}
 	for _, m := range b.mounts {
@@ -357,7 +369,7 @@ func (b *Bot) Handler() http.Handler {
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun: no chat page here: add [[providers]] id = \"web\", type = \"webchat\" to serve one", http.StatusNotFound)
 	})
-	return b.recovering(mux, owners)
+	return b.guard.Recovering(mux, owners)
 }
 
 // Mount adds routes to the bot's HTTP surface; call it before Run.
@@ -374,12 +386,12 @@ func (b *Bot) Start() {
 	if !b.started && !b.stopping {
 		b.started = true
 		go b.sweeper.Run(b.baseCtx)
-		if b.alerts.Out != nil {
-			b.runners.Go(func() { b.forwardAlerts(b.baseCtx, b.alerts.Out) })
+		if b.forward != nil {
+			b.runners.Go(func() { b.forward.Run(b.baseCtx, b.alerts.Out) })
 		}
 		for _, p := range b.ordered {
 			if r, ok := p.(channel.Runner); ok {
-				b.runners.Go(func() { b.keepRunning(b.baseCtx, p.ID(), "running", r.Run) })
+				b.runners.Go(func() { b.guard.KeepRunning(b.baseCtx, p.ID(), "running", r.Run) })
 			}
 		}
 		b.startSessions()

@@ -6,7 +6,9 @@
 // heartbeat, run, completion or failure, chats' turns under coordination),
 // turn (one event's run, its wasm.Env), send (the sender and its outbox),
 // lease (record leases, chats' turns, leader elections), sweep (the
-// sweeper), reload (the module: its loading and hot reload), observe
+// sweeper), reload (the module: its loading and hot reload), guard (the
+// channels' panics: recovered, counted, loops restarted), alertsink (the
+// [alerts] url: its sink channel and the alerts' forwarding), observe
 // (counters, Prometheus metrics, queue depths, last hour, module history,
 // alerts, tracing) and clock. A few accessors hand out what the surfaces
 // mounted on it use: Operator (host/ops: what an operator reads and does,
