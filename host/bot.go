@@ -179,7 +179,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	b.guest = opts.Guest
 	if b.guest == nil {
 		if err := b.loadModule(ctx); err != nil {
-			b.closeBackend()
+			b.close()
 			return nil, err
 		}
 	}
@@ -464,7 +464,7 @@ func (b *Bot) Stop(ctx context.Context) error {
 	b.drainOnce.Do(func() { close(b.draining) })
 	defer close(b.stopped)
 	b.sweeper.Stop()
-	b.wakeSweeper()
+	b.wake.Notify()
 	dropped, err := b.dispatch.Stop(ctx)
 	if started {
 		<-b.sweeper.Done()
@@ -529,17 +529,10 @@ func (b *Bot) close() {
 	if b.engine != nil {
 		b.engine.Close(context.Background())
 	}
-	b.closeBackend()
-}
-
-func (b *Bot) closeBackend() {
 	if b.ownBackend {
 		b.backend.Close()
 	}
 }
-
-// wakeSweeper asks for a sweep now (an enqueue, a replay, a stop).
-func (b *Bot) wakeSweeper() { b.wake.Notify() }
 
 func (b *Bot) isStopping() bool {
 	b.mu.Lock()

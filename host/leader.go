@@ -74,7 +74,7 @@ func (b *Bot) lead(ctx context.Context, e *lease.Election, sr channel.SessionRun
 		e.SawHolder(b.policy.instanceID)
 		log.Info("session: this replica leads it", "token", token)
 		// Sends other replicas handed back are due: deliver them now.
-		b.wakeSweeper()
+		b.wake.Notify()
 		if sr == nil {
 			<-held.Done()
 			return
