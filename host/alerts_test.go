@@ -20,6 +20,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/alertsink"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -29,7 +30,7 @@ type alertReceiver struct {
 	secret string
 	mu     sync.Mutex
 	tries  map[string]int
-	got    map[string]alertBody
+	got    map[string]alertsink.Body
 	bad    int
 }
 
@@ -50,15 +51,15 @@ func (a *alertReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "try again", http.StatusServiceUnavailable)
 		return
 	}
-	var al alertBody
+	var al alertsink.Body
 	json.Unmarshal(body, &al)
 	a.got[key] = al
 }
 
-func (a *alertReceiver) alerts() []alertBody {
+func (a *alertReceiver) alerts() []alertsink.Body {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []alertBody
+	var out []alertsink.Body
 	for _, al := range a.got {
 		out = append(out, al)
 	}
@@ -69,7 +70,7 @@ func (a *alertReceiver) alerts() []alertBody {
 // reaches the operator's endpoint as signed JSON, through the outbox: the
 // first attempt fails and the sweeper retries it under the same key.
 func TestAlertsArePostedSignedAndRetried(t *testing.T) {
-	rcv := &alertReceiver{secret: "alert-secret-0123456789", tries: map[string]int{}, got: map[string]alertBody{}}
+	rcv := &alertReceiver{secret: "alert-secret-0123456789", tries: map[string]int{}, got: map[string]alertsink.Body{}}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 	cfg := testConfig(t, "[alerts]\nurl = \""+srv.URL+"\"\nsecret = \"alert-secret-0123456789\"\n")
@@ -125,9 +126,9 @@ func TestFailClosedAdmissionAlerts(t *testing.T) {
 	for _, outboxDown := range []bool{false, true} {
 		t.Run(fmt.Sprint("outbox down=", outboxDown), func(t *testing.T) {
 			var mu sync.Mutex
-			var posted []alertBody
+			var posted []alertsink.Body
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var al alertBody
+				var al alertsink.Body
 				json.NewDecoder(r.Body).Decode(&al)
 				mu.Lock()
 				posted = append(posted, al)

@@ -17,14 +17,18 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/alertsink"
 	"github.com/botrun/botrun/host/internal/clock"
 	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/guard"
 	"github.com/botrun/botrun/host/internal/lease"
 	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/reload"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/internal/sweep"
 	"github.com/botrun/botrun/host/internal/turn"
+	"github.com/botrun/botrun/host/internal/worker"
 	"github.com/botrun/botrun/host/ops"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -70,7 +74,7 @@ type Bot struct {
 	policy    policy
 	engine    *wasm.Engine
 	guest     Guest
-	reload    *reloader
+	reload    *reload.Reloader
 	providers map[string]channel.Channel
 	// ordered are the providers in config order (the first webchat serves
 	// the chat page at /).
@@ -91,14 +95,14 @@ type Bot struct {
 	inbox durability.InboxJournal
 	// coord serializes chats' turns across replicas (nil without
 	// [durability] coordination).
-	coord  *coordination
+	coord  *worker.Coordination
 	outbox durability.OutboxJournal
 	state  durability.StateStore
 
 	dispatch *dispatch.Dispatcher
 	sender   *send.Sender
-	// turnCfg is what every turn shares.
-	turnCfg turn.Config
+	// worker runs the dispatcher's jobs: sends and turns.
+	worker *worker.Worker
 	// op is the bot's operator (Operator).
 	op *ops.Operator
 	// leaders are this replica's elections of the providers whose session
@@ -124,6 +128,10 @@ type Bot struct {
 	sweeper *sweep.Sweeper
 	leases  *lease.Leases
 	alerts  *observe.Alerts
+	// forward journals the alerts for [alerts] url (nil without one).
+	forward *alertsink.Forwarder
+	// guard recovers and counts the channels' panics.
+	guard *guard.Guard
 	// runners are the channels' Run goroutines (channel.Runner).
 	runners sync.WaitGroup
 
@@ -164,13 +172,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	b.baseCtx, b.abandon = context.WithCancel(context.Background())
 	b.leases = &lease.Leases{Owner: b.policy.instanceID, Base: b.baseCtx, Stale: &b.metrics.StaleLeases, Log: b.log, Clock: b.clock}
 	b.alerts = observe.NewAlerts(b.log, rules.AlertsChannel)
+	b.guard = &guard.Guard{Log: b.log, Clock: b.clock, Observer: func() *observe.Observer { return b.obs }}
 	if err := b.openBackend(ctx, opts.Backend); err != nil {
 		return nil, err
 	}
 	b.guest = opts.Guest
 	if b.guest == nil {
 		if err := b.loadModule(ctx); err != nil {
-			b.closeBackend()
+			b.close()
 			return nil, err
 		}
 	}
@@ -183,29 +192,34 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		return nil, err
 	}
 	if a := cfg.Alerts; a.URL != "" {
-		sink, err := newAlertSink(a.URL, a.Secret)
+		sink, err := alertsink.NewSink(a.URL, a.Secret, b.clock)
 		if err != nil {
 			b.close()
 			return nil, err
 		}
 		b.providers[rules.AlertsChannel] = sink
 		b.alerts.Out = make(chan Alert, 1024)
+		b.forward = &alertsink.Forwarder{Bot: Scope(cfg).ID(), Sink: sink, NewKey: randomID, Wake: b.wake.Notify, Clock: b.clock, Log: b.log,
+			Journal: func(ctx context.Context, key, body string) error {
+				_, err := enqueue(ctx, b.outbox, rules.AlertsChannel, "alerts", body, key, 0)
+				return err
+			}}
 	}
 	b.obs = newObserver(b)
 	ids := make([]string, 0, len(b.providers))
 	for id := range b.providers {
 		ids = append(ids, id)
 	}
-	b.dispatch = dispatch.New(cfg.Bot.Workers, cfg.Bot.MaxQueue, b.handle)
+	b.dispatch = dispatch.New(cfg.Bot.Workers, cfg.Bot.MaxQueue, func(ctx context.Context, j dispatch.Job) { b.worker.Handle(ctx, j) })
 	b.sweeper = sweep.New(sweep.Config{Inbox: b.inbox, Outbox: b.outbox, Queue: b.dispatch, Leases: b.leases,
 		Instance: b.policy.instanceID, Boot: b.boot, Poll: b.policy.poll, Retention: b.policy.retention,
 		InboxLease: b.policy.inboxLease, OutboxLease: b.policy.outboxLease, Workers: cfg.Bot.Workers,
 		Wake: b.wake, Log: b.log, Clock: b.clock})
 	sc := send.Config{Outbox: b.outbox, Channels: b.providers, Policy: b.policy.send(), Counters: sendCounters(&b.metrics),
 		Tracer: b.tr.Tracer(), SendTime: b.obs.SendObservers(ids), Log: b.log, Leases: b.leases,
-		Alerts: sendAlerts{b.alerts}, Wake: b.wake, Sweeper: b.sweeper,
+		Alerts: alertsink.SendAlerts{A: b.alerts}, Wake: b.wake, Sweeper: b.sweeper,
 		HookTimeout: time.Duration(cfg.Bot.HandlerTimeout), Boot: b.boot, Leaders: b.leaders,
-		Guard: b.channelEnv, Clock: b.clock}
+		Guard: b.guard.Env, Clock: b.clock}
 	if h, ok := b.guest.(SendHooks); ok {
 		sc.Hooks = h
 	}
@@ -213,11 +227,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		sc.Queued = b.dispatch
 	}
 	b.sender = send.New(sc)
-	b.turnCfg = turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
+	turnCfg := turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
 		Counters: turn.Counters{Deferred: &b.metrics.OutboxDeferred, Journaled: &b.metrics.OutboxJournaled},
 		Caps: turn.Caps{MaxSends: cfg.Bot.MaxSends, MaxBroadcast: cfg.Bot.MaxBroadcast, MaxChatState: int64(cfg.Bot.MaxChatState),
 			MaxEventBytes: int64(cfg.Bot.MaxEventBytes), HandlerTimeout: time.Duration(cfg.Bot.HandlerTimeout)},
 		Wake: b.wake, Log: b.log}
+	b.worker = worker.New(worker.Config{Inbox: b.inbox, Coord: b.coord, Leases: b.leases, Sender: b.sender, Turn: turnCfg,
+		Guest: b.guest, Channels: b.providers, Tracer: b.tr, Observer: b.obs, Counters: &b.metrics, Alerts: b.alerts,
+		Policy: worker.Policy{Instance: b.policy.instanceID, Lease: b.policy.inboxLease, Poll: b.policy.poll,
+			MaxAttempts: b.policy.maxAttempts, Backoff: b.policy.inboxBackoff},
+		Wake: b.wake, Stopping: b.isStopping, Base: b.baseCtx, Boot: b.boot, Clock: b.clock, Log: b.log})
 	b.op = newOperator(b)
 	return b, nil
 }
@@ -254,7 +273,7 @@ func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) erro
 		if !ok || b.kv == nil {
 			return fmt.Errorf("durability.coordination: the %s backend opened journals without a chat order or a Kv", b.cfg.Durability.Backend)
 		}
-		b.coord = &coordination{order: order, turns: lease.NewChatTurns(b.kv, scope.ID(), b.policy.instanceID, b.boot, b.policy.inboxLease, b.clock)}
+		b.coord = &worker.Coordination{Order: order, Turns: lease.NewChatTurns(b.kv, scope.ID(), b.policy.instanceID, b.boot, b.policy.inboxLease, b.clock)}
 	}
 	return nil
 }
@@ -285,30 +304,20 @@ func (b *Bot) loadModule(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	engine, err := wasm.NewEngine(ctx, wasm.Config{
-		RandomSecret:   secret,
-		Workers:        b.cfg.Bot.Instances,
-		HandlerTimeout: b.cfg.Bot.HandlerTimeout.D(),
-		MaxMemory:      int64(b.cfg.Bot.MaxMemory),
-		CacheDir:       filepath.Join(b.cfg.Bot.DataDir, "wasm-cache"),
-		Logger:         b.log,
-	})
-	if err != nil {
-		return err
-	}
-	mod, err := engine.Load(ctx, b.cfg.Bot.Module)
-	if err != nil {
-		engine.Close(ctx)
-		return err
-	}
-	b.engine, b.guest = engine, module{mod}
-	if b.cfg.Bot.HotReload {
-		b.reload = newReloader(engine, b.cfg.Bot.Module, mod, b)
-		b.guest = b.reload
-	}
-	b.modules.Add("loaded", nil, mod.Digest(), nil)
-	b.log.Info("module loaded", "module", b.cfg.Bot.Module, "sha256", mod.Digest()[:12], "hot_reload", b.cfg.Bot.HotReload)
-	return nil
+	c := reload.Config{Path: b.cfg.Bot.Module, Hot: b.cfg.Bot.HotReload, History: b.modules.Add, Clock: b.clock, Log: b.log,
+		Refused: func(err error) {
+			b.alerts.Emit(Alert{Name: AlertModuleRefused, ID: b.cfg.Bot.Module, Error: err.Error()})
+		},
+		Engine: wasm.Config{
+			RandomSecret:   secret,
+			Workers:        b.cfg.Bot.Instances,
+			HandlerTimeout: b.cfg.Bot.HandlerTimeout.D(),
+			MaxMemory:      int64(b.cfg.Bot.MaxMemory),
+			CacheDir:       filepath.Join(b.cfg.Bot.DataDir, "wasm-cache"),
+			Logger:         b.log,
+		}}
+	b.engine, b.guest, b.reload, err = reload.Load(ctx, c)
+	return err
 }
 
 func (b *Bot) buildProviders(injected []channel.Channel) error {
@@ -324,7 +333,7 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 			return fmt.Errorf("%s: provider %q has no settings (load the config with config.Load or config.Parse, which decode them for its type %q)", b.cfg.File, pc.ID, pc.Type)
 		}
 		id := pc.ID
-		counted := b.channelEnv(id)
+		counted := b.guard.Env(id)
 		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
 			Alert:    func(name, detail string) { b.alerts.Emit(Alert{Provider: id, Name: name, Error: detail}) },
@@ -342,13 +351,13 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 // at /), mounted routes and /healthz.
 func (b *Bot) Handler() http.Handler {
 	mux := http.NewServeMux()
-	var owners []routeOwner
+	var owners []guard.Route
 	for _, p := range b.ordered {
 		if r, ok := p.(channel.Router); ok {
 			r.Routes(mux)
 			own := http.NewServeMux()
 			r.Routes(own)
-			owners = append(owners, routeOwner{id: p.ID(), mux: own})
+			owners = append(owners, guard.Route{ID: p.ID(), Mux: own})
 		}
 	}
 	for _, m := range b.mounts {
@@ -360,7 +369,7 @@ func (b *Bot) Handler() http.Handler {
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun: no chat page here: add [[providers]] id = \"web\", type = \"webchat\" to serve one", http.StatusNotFound)
 	})
-	return b.recovering(mux, owners)
+	return b.guard.Recovering(mux, owners)
 }
 
 // Mount adds routes to the bot's HTTP surface; call it before Run.
@@ -377,17 +386,17 @@ func (b *Bot) Start() {
 	if !b.started && !b.stopping {
 		b.started = true
 		go b.sweeper.Run(b.baseCtx)
-		if b.alerts.Out != nil {
-			b.runners.Go(func() { b.forwardAlerts(b.baseCtx, b.alerts.Out) })
+		if b.forward != nil {
+			b.runners.Go(func() { b.forward.Run(b.baseCtx, b.alerts.Out) })
 		}
 		for _, p := range b.ordered {
 			if r, ok := p.(channel.Runner); ok {
-				b.runners.Go(func() { b.keepRunning(b.baseCtx, p.ID(), "running", r.Run) })
+				b.runners.Go(func() { b.guard.KeepRunning(b.baseCtx, p.ID(), "running", r.Run) })
 			}
 		}
 		b.startSessions()
 		if b.reload != nil {
-			if err := b.reload.watch(b.baseCtx); err != nil {
+			if err := b.reload.Watch(b.baseCtx); err != nil {
 				b.log.Error("hot reload is off", "err", err)
 			}
 		}
@@ -455,7 +464,7 @@ func (b *Bot) Stop(ctx context.Context) error {
 	b.drainOnce.Do(func() { close(b.draining) })
 	defer close(b.stopped)
 	b.sweeper.Stop()
-	b.wakeSweeper()
+	b.wake.Notify()
 	dropped, err := b.dispatch.Stop(ctx)
 	if started {
 		<-b.sweeper.Done()
@@ -463,14 +472,7 @@ func (b *Bot) Stop(ctx context.Context) error {
 	if len(dropped) > 0 {
 		b.log.Info("queued events left journaled for the next start", "count", len(dropped))
 	}
-	if b.coord != nil {
-		// Another replica runs them now, not once their leases expire.
-		for _, j := range dropped {
-			if j.Claimed != nil {
-				b.park(ctx, j.Claimed, nowMs())
-			}
-		}
-	}
+	b.worker.ParkDropped(ctx, dropped)
 	if err != nil {
 		b.log.Warn("handlers still running at the end of the grace period; their records will be reclaimed")
 	}
@@ -527,17 +529,10 @@ func (b *Bot) close() {
 	if b.engine != nil {
 		b.engine.Close(context.Background())
 	}
-	b.closeBackend()
-}
-
-func (b *Bot) closeBackend() {
 	if b.ownBackend {
 		b.backend.Close()
 	}
 }
-
-// wakeSweeper asks for a sweep now (an enqueue, a replay, a stop).
-func (b *Bot) wakeSweeper() { b.wake.Notify() }
 
 func (b *Bot) isStopping() bool {
 	b.mu.Lock()
@@ -558,12 +553,6 @@ func (b *Bot) Send(ctx context.Context, providerID, chat, text, key string) (abi
 	return res, err
 }
 
-// handle runs one job on a worker: a claimed send goes to the sender, an
-// inbound record gets its turn.
-func (b *Bot) handle(_ context.Context, j dispatch.Job) {
-	if j.Send != nil {
-		b.sender.DeliverQueued(*j.Send)
-		return
-	}
-	b.takeTurn(j)
-}
+// outMsg is a send's journaled content (rules.OutboxMessage), as the host's
+// code names it.
+type outMsg = rules.OutboxMessage

@@ -210,18 +210,18 @@ func TestCoordinationStatusShowsTurns(t *testing.T) {
 		}
 		return n
 	}
-	t1, _, err := b.coord.turns.Acquire(ctx, "web", "a")
+	t1, _, err := b.coord.Turns.Acquire(ctx, "web", "a")
 	if err != nil || t1 == nil {
 		t.Fatal(err)
 	}
-	t2, _, err := b.coord.turns.Acquire(ctx, "web", "b/c")
+	t2, _, err := b.coord.Turns.Acquire(ctx, "web", "b/c")
 	if err != nil || t2 == nil {
 		t.Fatal(err)
 	}
 	if n := turns(); n != 2 {
 		t.Fatalf("status shows %d turns held, want 2", n)
 	}
-	if again, holder, _ := b.coord.turns.Acquire(ctx, "web", "a"); again != nil || holder == "" {
+	if again, holder, _ := b.coord.Turns.Acquire(ctx, "web", "a"); again != nil || holder == "" {
 		t.Fatal("a held turn was taken again")
 	}
 	t1.Release(ctx)

@@ -53,7 +53,7 @@ func (b *Bot) startSessions() {
 				b.log.Info("session: the backend is this process's alone: it leads the session", "provider", p.ID())
 			}
 			b.runners.Go(func() {
-				b.keepRunning(b.baseCtx, p.ID(), "running its session", func(ctx context.Context) { sr.RunSession(ctx, channel.Always) })
+				b.guard.KeepRunning(b.baseCtx, p.ID(), "running its session", func(ctx context.Context) { sr.RunSession(ctx, channel.Always) })
 			})
 		}
 	}
@@ -74,14 +74,14 @@ func (b *Bot) lead(ctx context.Context, e *lease.Election, sr channel.SessionRun
 		e.SawHolder(b.policy.instanceID)
 		log.Info("session: this replica leads it", "token", token)
 		// Sends other replicas handed back are due: deliver them now.
-		b.wakeSweeper()
+		b.wake.Notify()
 		if sr == nil {
 			<-held.Done()
 			return
 		}
 		// A panic ends the session as a return does: the leadership is
 		// given up, and the election runs it again.
-		b.channelEnv(e.Channel).Guard("running its session", func() error { sr.RunSession(held, e); return nil })
+		b.guard.Env(e.Channel).Guard("running its session", func() error { sr.RunSession(held, e); return nil })
 		if held.Err() == nil && ctx.Err() == nil {
 			log.Warn("session: the channel ended its session; giving the leadership up")
 		}

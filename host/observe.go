@@ -44,7 +44,7 @@ func newObserver(b *Bot) *observe.Observer {
 			if b.reload == nil {
 				return 0, 0
 			}
-			return b.reload.reloads.Load(), b.reload.failures.Load()
+			return b.reload.Counts()
 		}})
 }
 

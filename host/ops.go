@@ -55,7 +55,7 @@ func (l live) Submit(rec durability.InboxRecord) {
 	l.b.dispatch.Submit(dispatch.Job{ChatKey: dispatch.ChatKey(rec.Provider, rec.Chat), ID: rec.ID})
 }
 
-func (l live) Wake()                        { l.b.wakeSweeper() }
+func (l live) Wake()                        { l.b.wake.Notify() }
 func (l live) Leads(providerID string) bool { return l.b.leaders.Refuse(providerID) == nil }
 func (l live) MaxBroadcast() int            { return l.b.cfg.Bot.MaxBroadcast }
 func (l live) Journaled(n int)              { l.b.metrics.OutboxJournaled.Add(int64(n)) }

@@ -17,6 +17,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/reload"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -160,7 +161,7 @@ func TestHotReload1000TimesMemoryBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newReloader(engine, "tiny.wasm", first, &Bot{log: discard})
+	r := reload.New(engine, first, reload.Config{Path: "tiny.wasm", Log: discard})
 	// The Go heap, plus the process's resident memory: compiled code lives
 	// in memory wazero maps outside the heap.
 	usage := func() (heap, rss uint64) {
@@ -177,7 +178,7 @@ func TestHotReload1000TimesMemoryBounded(t *testing.T) {
 		if i == 100 {
 			before, rssBefore = usage() // after warm-up
 		}
-		swapped, err := r.swap(context.Background(), tinyModule(byte(i%2+1)))
+		swapped, err := r.Swap(context.Background(), tinyModule(byte(i%2+1)))
 		if err != nil || !swapped {
 			t.Fatalf("reload %d: %v %v", i, swapped, err)
 		}
@@ -194,8 +195,8 @@ func TestHotReload1000TimesMemoryBounded(t *testing.T) {
 	if after > before+64<<20 || rssAfter > rssBefore+512<<20 {
 		t.Fatalf("memory grew over 900 reloads: heap +%d MiB, resident +%d MiB", (after-before)>>20, (rssAfter-rssBefore)>>20)
 	}
-	if r.reloads.Load() != 1000 {
-		t.Fatalf("reloads %d", r.reloads.Load())
+	if reloads, _ := r.Counts(); reloads != 1000 {
+		t.Fatalf("reloads %d", reloads)
 	}
 }
 
@@ -311,10 +312,10 @@ func BenchmarkReloadLatency(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			r := newReloader(engine, path, first, &Bot{log: discard})
+			r := reload.New(engine, first, reload.Config{Path: path, Log: discard})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			if err := r.watch(ctx); err != nil {
+			if err := r.Watch(ctx); err != nil {
 				b.Fatal(err)
 			}
 			var total time.Duration

@@ -291,7 +291,7 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 	if _, _, err := b.outbox.Put(ctx, put, l.Now, &l); err != nil {
 		t.Fatal(err)
 	}
-	b.wakeSweeper()
+	b.wake.Notify()
 	if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns("k1"); return n > 0 }) {
 		t.Fatalf("after_send never ran again: %+v", b.outboxRecord(t, rules.AfterSendKey("k1")))
 	}
@@ -474,7 +474,7 @@ func TestAfterSendAfterAnInlineDeadSendIsRetried(t *testing.T) {
 	if err := cliOperator(b.Bot).RetrySend(ctx, "web:m1:2"); err != nil {
 		t.Fatal(err)
 	}
-	b.wakeSweeper()
+	b.wake.Notify()
 	for _, key := range []string{"web:m1:1", "web:m1:2"} {
 		if !waitFor(60*time.Second, func() bool { n, _ := g.afterRuns(key); return n == 1 }) {
 			t.Errorf("after_send of %s did not run once the retried send was delivered (after_send record: %+v)", key, b.outboxRecord(t, rules.AfterSendKey(key)))
@@ -547,7 +547,7 @@ func TestOperatorSendsRunTheSendHooks(t *testing.T) {
 	must(err)
 	_, err = cli.BroadcastLater(ctx, "web", abi.BroadcastRequest{Chats: []string{"c4"}, Text: "cli news", KeyPrefix: "b"})
 	must(err)
-	b.wakeSweeper()
+	b.wake.Notify()
 	keys := []string{"k1", "k2", "k3", "k4", "a:c2", "a:c3", "b:c4"}
 	if !waitFor(60*time.Second, func() bool {
 		for _, k := range keys {
@@ -771,7 +771,7 @@ func TestOperatorSendRefusedByAHookErrorIsADeadLetter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b.wakeSweeper()
+	b.wake.Notify()
 	if !waitFor(60*time.Second, func() bool {
 		for _, k := range []string{"k-bad", "k-secret"} {
 			if rec, err := b.outbox.Get(ctx, k); err != nil || rec.State != durability.OutboxDead {

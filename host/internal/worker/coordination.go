@@ -1,4 +1,4 @@
-package host
+package worker
 
 import (
 	"context"
@@ -9,18 +9,6 @@ import (
 	"github.com/botrun/botrun/host/internal/lease"
 )
 
-// coordination serializes each chat's turns across the replicas that share
-// the backend ([durability] coordination): a chat's turn is a lease with a
-// fencing token in the backend's Kv (lease.ChatTurns), and the replica
-// holding it runs the chat's unfinished records oldest first, whichever
-// replica admitted them. Conversation state lives in the backend and lands
-// with each completion, so the next message continues the conversation on
-// whichever replica receives it.
-type coordination struct {
-	order durability.ChatOrder
-	turns *lease.ChatTurns
-}
-
 // waitingForTurn is the error of a record parked because its chat's turn
 // was held elsewhere: the holder runs it next, without its backoff.
 const waitingForTurn = "waiting for the chat's turn (coordination)"
@@ -30,32 +18,32 @@ const waitingForTurn = "waiting for the chat's turn (coordination)"
 // among them. No worker ever waits for a turn: a record whose chat's turn
 // another replica holds is parked (released, due again in one poll, its
 // attempt refunded) for that holder, or the next sweep, to run.
-func (b *Bot) coordinatedTurn(j dispatch.Job, rec *durability.InboxRecord) {
-	ctx := b.baseCtx
-	if b.isStopping() {
-		b.park(ctx, rec, nowMs())
+func (w *Worker) coordinatedTurn(j dispatch.Job, rec *durability.InboxRecord) {
+	ctx := w.c.Base
+	if w.c.Stopping() {
+		w.park(ctx, rec, w.nowMs())
 		return
 	}
-	t, _, err := b.coord.turns.Acquire(ctx, rec.Provider, rec.Chat)
+	t, _, err := w.c.Coord.Turns.Acquire(ctx, rec.Provider, rec.Chat)
 	if err != nil {
-		b.log.Warn("coordination: the chat's turn could not be taken; the record runs again shortly", "id", rec.ID, "err", err)
+		w.c.Log.Warn("coordination: the chat's turn could not be taken; the record runs again shortly", "id", rec.ID, "err", err)
 	}
 	if t == nil {
-		b.park(ctx, rec, nowMs()+b.policy.poll.Milliseconds())
+		w.park(ctx, rec, w.nowMs()+w.c.Policy.Poll.Milliseconds())
 		return
 	}
-	b.runChat(j, rec, t)
+	w.runChat(j, rec, t)
 	if err := t.Release(ctx); err != nil && ctx.Err() == nil {
-		b.log.Warn("coordination: releasing the chat's turn failed; it expires by itself", "chat", rec.Chat, "err", err)
+		w.c.Log.Warn("coordination: releasing the chat's turn failed; it expires by itself", "chat", rec.Chat, "err", err)
 	}
 }
 
 // park releases a claimed record that cannot run now, due at due, with its
 // attempt refunded.
-func (b *Bot) park(ctx context.Context, rec *durability.InboxRecord, due int64) {
-	err := b.inbox.Fail(ctx, rec.ID, rec.Token, waitingForTurn, durability.FailOptions{Now: nowMs(), RetryAt: due, Refund: true})
+func (w *Worker) park(ctx context.Context, rec *durability.InboxRecord, due int64) {
+	err := w.c.Inbox.Fail(ctx, rec.ID, rec.Token, waitingForTurn, durability.FailOptions{Now: w.nowMs(), RetryAt: due, Refund: true})
 	if err != nil && !errors.Is(err, durability.ErrStaleLease) && ctx.Err() == nil {
-		b.log.Warn("coordination: releasing a waiting record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
+		w.c.Log.Warn("coordination: releasing a waiting record failed; it is reclaimed when its lease expires", "id", rec.ID, "err", err)
 	}
 }
 
@@ -64,34 +52,34 @@ func (b *Bot) park(ctx context.Context, rec *durability.InboxRecord, due int64) 
 // (parked or not started), until the chat has none, or its oldest is held
 // by a live replica or waits for its retry. rec, if it cannot run before
 // that, is parked behind it.
-func (b *Bot) runChat(j dispatch.Job, rec *durability.InboxRecord, t *lease.ChatTurn) {
-	ctx := b.baseCtx
-	hb := b.leases.Heartbeat(b.coord.turns.TTL(), t.Extend)
+func (w *Worker) runChat(j dispatch.Job, rec *durability.InboxRecord, t *lease.ChatTurn) {
+	ctx := w.c.Base
+	hb := w.c.Leases.Heartbeat(w.c.Coord.Turns.TTL(), t.Extend)
 	defer hb.Release()
 	pending := true // rec has not run yet
 	ran := map[string]bool{}
 	for hb.Context().Err() == nil {
-		oldest, ok, err := b.coord.order.OldestUnfinished(ctx, rec.Provider, rec.Chat)
+		oldest, ok, err := w.c.Coord.Order.OldestUnfinished(ctx, rec.Provider, rec.Chat)
 		if err != nil {
-			b.log.Warn("coordination: reading the chat's order failed", "id", rec.ID, "err", err)
+			w.c.Log.Warn("coordination: reading the chat's order failed", "id", rec.ID, "err", err)
 			break
 		}
 		if !ok && pending {
 			// Not in the chat's order: finished or claimed again since
 			// this job was queued (nothing to do), or admitted before
 			// coordination was on (it runs in its place in this queue).
-			if cur, err := b.inbox.Get(ctx, rec.ID); err == nil && !cur.State.Terminal() && cur.Token == rec.Token {
-				b.runRecord(j, rec, t.Held)
+			if cur, err := w.c.Inbox.Get(ctx, rec.ID); err == nil && !cur.State.Terminal() && cur.Token == rec.Token {
+				w.runRecord(j, rec, t.Held)
 			}
 			return
 		}
 		if !ok || ran[oldest.ID] {
 			break // done, or a record that just ran failed: its retry waits
 		}
-		next, blocked := b.takeNext(ctx, rec, oldest, pending)
+		next, blocked := w.takeNext(ctx, rec, oldest, pending)
 		if blocked != 0 {
 			if pending {
-				b.park(ctx, rec, blocked)
+				w.park(ctx, rec, blocked)
 				pending = false
 			}
 			break
@@ -104,10 +92,10 @@ func (b *Bot) runChat(j dispatch.Job, rec *durability.InboxRecord, t *lease.Chat
 		if next.ID == rec.ID {
 			nj, pending = j, false
 		}
-		b.runRecord(nj, next, t.Held)
+		w.runRecord(nj, next, t.Held)
 	}
 	if pending {
-		b.park(ctx, rec, nowMs()+b.policy.poll.Milliseconds())
+		w.park(ctx, rec, w.nowMs()+w.c.Policy.Poll.Milliseconds())
 	}
 }
 
@@ -115,9 +103,9 @@ func (b *Bot) runChat(j dispatch.Job, rec *durability.InboxRecord, t *lease.Chat
 // unfinished record: run it (this job's own record, one of this process's
 // claims, or one it claims now), or stop, blocked until the returned time
 // (a live replica holds it, or it waits for its retry).
-func (b *Bot) takeNext(ctx context.Context, rec *durability.InboxRecord, oldest durability.InboxRecord, pending bool) (*durability.InboxRecord, int64) {
-	now := nowMs()
-	poll := now + b.policy.poll.Milliseconds()
+func (w *Worker) takeNext(ctx context.Context, rec *durability.InboxRecord, oldest durability.InboxRecord, pending bool) (*durability.InboxRecord, int64) {
+	now := w.nowMs()
+	poll := now + w.c.Policy.Poll.Milliseconds()
 	switch {
 	case oldest.ID == rec.ID && pending:
 		if oldest.State != durability.InboxProcessing || oldest.Token != rec.Token {
@@ -125,14 +113,14 @@ func (b *Bot) takeNext(ctx context.Context, rec *durability.InboxRecord, oldest 
 		}
 		return rec, 0
 	case oldest.State == durability.InboxProcessing && oldest.LeaseUntil > now:
-		if oldest.Owner == b.policy.instanceID && oldest.LeasedAt >= b.boot.UnixMilli() {
+		if oldest.Owner == w.c.Policy.Instance && oldest.LeasedAt >= w.c.Boot.UnixMilli() {
 			return &oldest, 0 // this process's claim, queued: run it here
 		}
 		return nil, poll // a live replica holds it; it parks it when it finds the turn taken
 	case oldest.State == durability.InboxFailed && oldest.RetryAt > now && oldest.Error != waitingForTurn:
 		return nil, oldest.RetryAt // the chat waits for its retry
 	}
-	c, err := b.inbox.Claim(ctx, oldest.ID, b.leases.Lease(b.policy.inboxLease))
+	c, err := w.c.Inbox.Claim(ctx, oldest.ID, w.c.Leases.Lease(w.c.Policy.Lease))
 	if err != nil {
 		return nil, poll
 	}
