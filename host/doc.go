@@ -15,7 +15,7 @@
 // shared with botrun's CLI) and Observer.
 //
 // Calls run one way, down from host into those packages; none of them
-// imports host (layers_test.go checks it). host imports abi,
+// imports host (internal/archtest checks it). host imports abi,
 // durability, the channel SPI, host/wasm, host/config and its own
 // subpackages; cmd/botrun, host/admin and host/dryrun's callers import it.
 package host
