@@ -328,7 +328,7 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 	if injected != nil {
 		return nil
 	}
-	for _, pc := range b.cfg.Providers {
+	for _, pc := range b.cfg.Channels {
 		if pc.Settings == nil {
 			return fmt.Errorf("%s: provider %q has no settings (load the config with config.Load or config.Parse, which decode them for its type %q)", b.cfg.File, pc.ID, pc.Type)
 		}

@@ -16,7 +16,7 @@ import (
 // background work runs on every replica.
 func (b *Bot) buildLeaders() error {
 	b.leaders = lease.Elections{}
-	for _, pc := range b.cfg.Providers {
+	for _, pc := range b.cfg.Channels {
 		p, ok := b.providers[pc.ID]
 		if !ok || pc.Session != channel.SessionLeader {
 			continue
@@ -90,9 +90,9 @@ func (b *Bot) lead(ctx context.Context, e *lease.Election, sr channel.SessionRun
 
 // sessionProviders are the entries of cfg whose session is "leader", in
 // config order.
-func sessionProviders(cfg *config.Config) []config.Provider {
-	var out []config.Provider
-	for _, p := range cfg.Providers {
+func sessionProviders(cfg *config.Config) []config.Channel {
+	var out []config.Channel
+	for _, p := range cfg.Channels {
 		if p.Session == channel.SessionLeader {
 			out = append(out, p)
 		}

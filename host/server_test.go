@@ -130,7 +130,7 @@ func isTimeout(err error) bool {
 func TestWebchatExposureRefusedOnPublicListen(t *testing.T) {
 	for _, public := range []bool{false, true} {
 		cfg := testConfig(t, "")
-		cfg.Providers[0].Settings.(*webchat.Config).AllowPublic = public
+		cfg.Channels[0].Settings.(*webchat.Config).AllowPublic = public
 		b := webchatBot(t, cfg, echoOnce)
 		ln, err := net.Listen("tcp", "0.0.0.0:0")
 		if err != nil {

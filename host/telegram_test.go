@@ -28,7 +28,7 @@ func telegramBot(t *testing.T, mode string, h Guest) (*testBot, *telegramtest.AP
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	cfg := testConfig(t, "")
-	cfg.Providers = []config.Provider{{ID: "tg", Type: "telegram", Settings: &telegram.Config{
+	cfg.Channels = []config.Channel{{ID: "tg", Type: "telegram", Settings: &telegram.Config{
 		Token: tgToken, SecretToken: "sekret", Mode: mode, APIURL: srv.URL}}}
 	b, err := New(context.Background(), cfg, Options{Logger: discard, Backend: memory.New(), Guest: h})
 	if err != nil {

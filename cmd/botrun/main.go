@@ -195,7 +195,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "ok: %s: module %s (sha256 %s), %d channel(s), durability %s\n",
-		fs.Arg(0), cfg.Bot.Module, m.Digest()[:12], len(cfg.Providers), cfg.Durability.Backend)
+		fs.Arg(0), cfg.Bot.Module, m.Digest()[:12], len(cfg.Channels), cfg.Durability.Backend)
 	return 0
 }
 

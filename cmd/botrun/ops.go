@@ -386,7 +386,7 @@ func checkProvider(cmd, path, id string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	for _, p := range cfg.Providers {
+	for _, p := range cfg.Channels {
 		if p.ID == id {
 			return 0
 		}

@@ -144,8 +144,8 @@ func TestExampleChannels(t *testing.T) {
 			t.Errorf("bot.toml.example does not show type %q", typ)
 		}
 	}
-	if len(cfg.Providers) != len(channel.Types()) {
-		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Providers), len(channel.Types()))
+	if len(cfg.Channels) != len(channel.Types()) {
+		t.Errorf("%d providers loaded, want one per type (%d)", len(cfg.Channels), len(channel.Types()))
 	}
 }
 

@@ -49,7 +49,7 @@ func cmdWhatsApp(args []string, stdout, stderr io.Writer) int {
 	}
 	var wa *whatsappweb.Config
 	var ids []string
-	for _, p := range cfg.Providers {
+	for _, p := range cfg.Channels {
 		if c, ok := p.Settings.(*whatsappweb.Config); ok {
 			ids = append(ids, p.ID)
 			if p.ID == *id {

@@ -28,9 +28,9 @@ type Config struct {
 	Alerts Alerts `toml:"alerts"`
 	// Tracing is the [tracing] section.
 	Tracing Tracing `toml:"tracing"`
-	// Providers are the [[channels]] entries ([[providers]], the old name,
+	// Channels are the [[channels]] entries ([[providers]], the old name,
 	// is still accepted).
-	Providers []Provider `toml:"-"`
+	Channels []Channel `toml:"-"`
 	// Deprecations name what the file says in a way a later version will
 	// refuse, each with its line and the way out (botrun logs them at start
 	// and `botrun check` prints them).
@@ -209,9 +209,9 @@ type Outbox struct {
 	Lease Duration `toml:"lease"`
 }
 
-// Provider is one [[channels]] entry: its id and type, and the keys its
+// Channel is one [[channels]] entry: its id and type, and the keys its
 // registered channel type decoded and checked.
-type Provider struct {
+type Channel struct {
 	// ID names the provider; it appears in URLs and record ids.
 	ID string `toml:"id"`
 	// Type selects the channel (channel.Types lists the registered ones).

@@ -70,17 +70,17 @@ func TestMinimalDefaults(t *testing.T) {
 		{"durability.outbox.on_diverged", d.Outbox.OnDiverged, "send"},
 		{"durability.outbox.max_payload_bytes", int64(*d.Outbox.MaxPayloadBytes), int64(1 << 20)},
 		{"durability.outbox.lease", d.Outbox.Lease.D(), 60 * time.Second},
-		{"providers", len(cfg.Providers), 1},
-		{"providers[0].session", cfg.Providers[0].Session, "every"},
-		{"providers[0].session_lease", cfg.Providers[0].SessionLease.D(), 30 * time.Second},
+		{"providers", len(cfg.Channels), 1},
+		{"providers[0].session", cfg.Channels[0].Session, "every"},
+		{"providers[0].session_lease", cfg.Channels[0].SessionLease.D(), 30 * time.Second},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if w, ok := cfg.Providers[0].Settings.(*webchat.Config); !ok || cfg.Providers[0].ID != "web" || cfg.Providers[0].Type != "webchat" || w.ID != "web" {
-		t.Errorf("provider = %#v", cfg.Providers[0])
+	if w, ok := cfg.Channels[0].Settings.(*webchat.Config); !ok || cfg.Channels[0].ID != "web" || cfg.Channels[0].Type != "webchat" || w.ID != "web" {
+		t.Errorf("provider = %#v", cfg.Channels[0])
 	}
 }
 
@@ -101,7 +101,7 @@ func TestSessionDefaults(t *testing.T) {
 		session string
 		lease   time.Duration
 	}{{"leader", 30 * time.Second}, {"leader", 5 * time.Second}, {"every", 30 * time.Second}} {
-		if p := cfg.Providers[i]; p.Session != want.session || p.SessionLease.D() != want.lease {
+		if p := cfg.Channels[i]; p.Session != want.session || p.SessionLease.D() != want.lease {
 			t.Errorf("providers[%d]: session %q, lease %s; want %q, %s", i, p.Session, p.SessionLease.D(), want.session, want.lease)
 		}
 	}
@@ -137,20 +137,20 @@ func TestFullFile(t *testing.T) {
 		{"outbox.retries zero kept", *d.Outbox.Retries, 0},
 		{"outbox.lease 20ms allowed", d.Outbox.Lease.D(), 20 * time.Millisecond},
 		{"media_refs false kept", *d.Inbox.MediaRefs, false},
-		{"providers", len(cfg.Providers), 4},
+		{"providers", len(cfg.Channels), 4},
 		{"admin.token", cfg.Admin.Token, "an-admin-token-of-24-chars"},
 		{"admin.listen", cfg.Admin.Listen, "127.0.0.1:9091"},
 		{"admin.metrics_public", cfg.Admin.MetricsPublic, true},
 		{"tracing.otlp_endpoint", cfg.Tracing.OTLPEndpoint, "http://127.0.0.1:4318/v1/traces"},
 		{"tracing.service_name default", cfg.Tracing.ServiceName, "botrun"},
 		{"tracing.sample_ratio", *cfg.Tracing.SampleRatio, 0.25},
-		{"webchat allow_public", cfg.Providers[0].Settings.(*webchat.Config).AllowPublic, true},
-		{"webchat rate_limit", cfg.Providers[0].Settings.(*webchat.Config).RateLimit, 5.0},
-		{"webchat burst", cfg.Providers[0].Settings.(*webchat.Config).Burst, 10},
-		{"webchat default burst", cfg.Providers[1].Settings.(*webchat.Config).Burst, 100},
-		{"meta-whatsapp keys", *cfg.Providers[2].Settings.(*metawhatsapp.Config), metawhatsapp.Config{ID: "wa",
+		{"webchat allow_public", cfg.Channels[0].Settings.(*webchat.Config).AllowPublic, true},
+		{"webchat rate_limit", cfg.Channels[0].Settings.(*webchat.Config).RateLimit, 5.0},
+		{"webchat burst", cfg.Channels[0].Settings.(*webchat.Config).Burst, 10},
+		{"webchat default burst", cfg.Channels[1].Settings.(*webchat.Config).Burst, 100},
+		{"meta-whatsapp keys", *cfg.Channels[2].Settings.(*metawhatsapp.Config), metawhatsapp.Config{ID: "wa",
 			Token: "EAAG-token", AppSecret: "app-secret", VerifyToken: "verify-me", PhoneNumberID: "1098765", APIURL: "http://127.0.0.1:9/v21.0"}},
-		{"twilio keys", *cfg.Providers[3].Settings.(*twilio.Config), twilio.Config{ID: "sms",
+		{"twilio keys", *cfg.Channels[3].Settings.(*twilio.Config), twilio.Config{ID: "sms",
 			AccountSID: "AC0123456789abcdef0123456789abcdef", AuthToken: "auth-token", From: "+15550001111", PublicURL: "https://bot.example.com/webhooks/sms"}},
 	}
 	for _, c := range checks {
@@ -252,7 +252,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, src string) {
 		cfg, err := Parse("fuzz.toml", src, env(nil))
-		if err == nil && (cfg.Bot.Module == "" || len(cfg.Providers) == 0) {
+		if err == nil && (cfg.Bot.Module == "" || len(cfg.Channels) == 0) {
 			t.Fatalf("accepted a config without module or providers")
 		}
 	})
@@ -376,7 +376,7 @@ func TestDiscordMediaRefHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Providers[0].Settings.(*discord.Config).MediaRefHosts; !slices.Equal(got, []string{"files.example.com"}) {
+	if got := cfg.Channels[0].Settings.(*discord.Config).MediaRefHosts; !slices.Equal(got, []string{"files.example.com"}) {
 		t.Fatalf("media_ref_hosts = %v", got)
 	}
 	_, err = Parse("bot.toml", entry+"media_ref_hosts = [\"https://files.example.com\"]\n", env(nil))
@@ -393,11 +393,11 @@ func TestChannelsAndTheirOldName(t *testing.T) {
 	t.Parallel()
 	entry := "id = \"web\"\ntype = \"webchat\"\n"
 	cfg, err := Parse("bot.toml", "[bot]\nmodule = \"b.wasm\"\n[[channels]]\n"+entry, env(nil))
-	if err != nil || len(cfg.Providers) != 1 || cfg.Providers[0].ID != "web" || len(cfg.Deprecations) != 0 {
+	if err != nil || len(cfg.Channels) != 1 || cfg.Channels[0].ID != "web" || len(cfg.Deprecations) != 0 {
 		t.Fatalf("[[channels]]: %+v, %v", cfg, err)
 	}
 	cfg, err = Parse("bot.toml", "[bot]\nmodule = \"b.wasm\"\n[[providers]]\n"+entry, env(nil))
-	if err != nil || len(cfg.Providers) != 1 {
+	if err != nil || len(cfg.Channels) != 1 {
 		t.Fatalf("[[providers]]: %v", err)
 	}
 	if len(cfg.Deprecations) != 1 || !strings.Contains(cfg.Deprecations[0], "bot.toml:3: [[providers]] is deprecated: rename it to [[channels]]") {
@@ -410,5 +410,21 @@ func TestChannelsAndTheirOldName(t *testing.T) {
 	_, err = Parse("bot.toml", "[bot]\nmodule = \"b.wasm\"\n[[channels]]\n"+entry+"[[providers]]\nid = \"w2\"\ntype = \"webchat\"\n", env(nil))
 	if err == nil || !strings.Contains(err.Error(), "has both: rename every [[providers]] to [[channels]]") {
 		t.Errorf("both sections: %v", err)
+	}
+}
+
+// TestEnvInAChannelEntry: ${VAR} is expanded in a channel's own keys, under
+// [[channels]] and under its old name.
+func TestEnvInAChannelEntry(t *testing.T) {
+	t.Parallel()
+	for _, section := range []string{"channels", "providers"} {
+		src := "[bot]\nmodule = \"b.wasm\"\n[[" + section + "]]\nid = \"tg\"\ntype = \"telegram\"\ntoken = \"${TG_TOKEN}\"\nmode = \"poll\"\n"
+		cfg, err := Parse("bot.toml", src, env(map[string]string{"TG_TOKEN": "123:secret"}))
+		if err != nil {
+			t.Fatalf("[[%s]]: %v", section, err)
+		}
+		if got := reflect.ValueOf(cfg.Channels[0].Settings).Elem().FieldByName("Token").String(); got != "123:secret" {
+			t.Errorf("[[%s]]: token %q, want the variable's value", section, got)
+		}
 	}
 }

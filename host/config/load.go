@@ -97,7 +97,7 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 			p.errs = append(p.errs, perr)
 			continue
 		}
-		cfg.Providers = append(cfg.Providers, prov)
+		cfg.Channels = append(cfg.Channels, prov)
 		p.providerIndex = append(p.providerIndex, i)
 	}
 	for _, k := range md.Undecoded() {
@@ -202,23 +202,23 @@ func (p *parser) decodeError(err error) *Error {
 	return &Error{File: p.file, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
 }
 
-func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Provider, *Error) {
+func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Channel, *Error) {
 	key := fmt.Sprintf("%s[%d]", p.section, i)
-	var prov Provider
+	var prov Channel
 	if err := md.PrimitiveDecode(prim, &prov); err != nil {
-		return Provider{}, p.decodeError(err)
+		return Channel{}, p.decodeError(err)
 	}
 	want := strings.Join(channel.Types(), ", ")
 	if prov.Type == "" {
-		return Provider{}, &Error{File: p.file, Line: p.line(key), Key: key + ".type", Msg: fmt.Sprintf("missing (want one of %s)", want)}
+		return Channel{}, &Error{File: p.file, Line: p.line(key), Key: key + ".type", Msg: fmt.Sprintf("missing (want one of %s)", want)}
 	}
 	t, ok := channel.Lookup(prov.Type)
 	if !ok {
-		return Provider{}, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type", Msg: fmt.Sprintf("unknown channel type %q (want one of %s)", prov.Type, want)}
+		return Channel{}, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type", Msg: fmt.Sprintf("unknown channel type %q (want one of %s)", prov.Type, want)}
 	}
 	prov.Settings = t.Config()
 	if err := md.PrimitiveDecode(prim, prov.Settings); err != nil {
-		return Provider{}, p.decodeError(err)
+		return Channel{}, p.decodeError(err)
 	}
 	p.types = append(p.types, t)
 	return prov, nil
@@ -262,7 +262,7 @@ func (p *parser) expand(v reflect.Value, key string, lookup func(string) (string
 			case f.Anonymous:
 				p.expand(v.Field(i), key, lookup)
 				continue
-			case name == "-" && f.Name == "Providers":
+			case name == "-" && f.Name == "Channels":
 				name = p.section
 			case f.Tag.Get("botrun") == "inline":
 				p.expand(v.Field(i), key, lookup)
@@ -365,11 +365,11 @@ func (p *parser) validate(c *Config) {
 			p.add("alerts.secret", "missing or shorter than 16 characters: it signs every alert (use ${ENV})")
 		}
 	}
-	if len(c.Providers) == 0 && len(p.errs) == 0 {
+	if len(c.Channels) == 0 && len(p.errs) == 0 {
 		p.add("channels", "no [[channels]]: add one, e.g. { id = \"web\", type = \"webchat\" }")
 	}
 	seen := map[string]bool{}
-	for n, prov := range c.Providers {
+	for n, prov := range c.Channels {
 		i := p.providerIndex[n]
 		key := fmt.Sprintf("%s[%d]", p.section, i)
 		switch {
@@ -386,7 +386,7 @@ func (p *parser) validate(c *Config) {
 			p.add(key+"."+k, format, args...)
 		})
 		if !sessionChecked {
-			p.session(key, &c.Providers[n], p.types[n])
+			p.session(key, &c.Channels[n], p.types[n])
 		}
 		p.replayWindow(c, key, prov)
 	}
@@ -396,7 +396,7 @@ func (p *parser) validate(c *Config) {
 // time a captured request to prov's channel still passes its check
 // (channel.Replayable): a replay after its record was purged would be
 // admitted again.
-func (p *parser) replayWindow(c *Config, key string, prov Provider) {
+func (p *parser) replayWindow(c *Config, key string, prov Channel) {
 	r, ok := prov.Settings.(channel.Replayable)
 	if !ok {
 		return
@@ -422,7 +422,7 @@ func suggestRetention(w time.Duration) string {
 // session checks an entry's session and session_lease, and fills their
 // defaults. A channel's own Check may have refused session already (a
 // value the key held in an older version): that one problem is reported.
-func (p *parser) session(key string, prov *Provider, t channel.Type) {
+func (p *parser) session(key string, prov *Channel, t channel.Type) {
 	switch {
 	case t.OwnSessionKey:
 		prov.Session = channel.SessionEvery // the key is the channel's own
