@@ -81,10 +81,13 @@ test: vet available-examples
 	cd guest-sdk/go && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
 
-# Longer crash runs than make test: 1,000 seeded random crash points per
-# backend, the SIGKILL and failover tests, under -race.
+# Longer runs than make test, under -race: 1,000 seeded random crash points
+# per backend, the SIGKILL and failover tests, and the conformance suites'
+# 42,000-record state lists on the journals that rewrite a whole snapshot per
+# commit.
 soak: examples
 	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'CrashMatrix|SIGKILL|Failover' ./host/ ./cmd/botrun/
+	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'Conformance' ./durability/...
 
 # Every parser of untrusted bytes has a fuzz target; each runs FUZZTIME inputs.
 FUZZ_TARGETS = \

@@ -69,6 +69,10 @@ func TestConformance(t *testing.T) {
 	for name, open := range kinds {
 		for _, outbox := range []string{"sidecar", "postgres"} {
 			t.Run(name+"/"+outbox, func(t *testing.T) {
+				var opts []durabilitytest.Option
+				if name == "file-snapshot" {
+					opts = append(opts, durabilitytest.WholeRewrites)
+				}
 				durabilitytest.Run(t, func(t *testing.T) durability.Backend {
 					j, err := open(filepath.Join(t.TempDir(), "events.json"))
 					if err != nil {
@@ -89,7 +93,7 @@ func TestConformance(t *testing.T) {
 						t.Fatal(err)
 					}
 					return b
-				})
+				}, opts...)
 			})
 		}
 	}

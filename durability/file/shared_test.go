@@ -33,7 +33,7 @@ func TestSharedConformance(t *testing.T) {
 					t.Fatal(err)
 				}
 				return durability.NewKvDurability(s)
-			})
+			}, whole(opts.AppendLog)...)
 		})
 	}
 }
