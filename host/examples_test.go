@@ -135,7 +135,7 @@ var testSecret = []byte("botrun test random secret")
 func TestClockAndRandomComeFromTheJournal(t *testing.T) {
 	path := wasmbuild.Go(t, "wasm/testdata/guests/faulty")
 	run := func(id string) string {
-		e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, RandomSecret: testSecret})
+		e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, RandomSecret: testSecret, CacheDir: testCacheDir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 		t.Run(ex.name, func(t *testing.T) {
 			path := ex.build(t)
 			run := func() string {
-				e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, RandomSecret: testSecret})
+				e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, RandomSecret: testSecret, CacheDir: testCacheDir})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -191,7 +191,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 			if ex.kind == "echo" {
 				// The SDK reads the event's media and loads its bytes: a photo
 				// without a caption; then one whose reference is gone.
-				e, _ := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, RandomSecret: testSecret})
+				e, _ := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, RandomSecret: testSecret, CacheDir: testCacheDir})
 				defer e.Close(context.Background())
 				m, err := e.Load(context.Background(), path)
 				if err != nil {

@@ -158,7 +158,7 @@ func TestFlowFormatAcrossLanguages(t *testing.T) {
 			continue
 		}
 		t.Run("state/"+ex.name, func(t *testing.T) {
-			e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard})
+			e, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, CacheDir: testCacheDir})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -384,3 +385,8 @@ func (i *hookedInbox) ClaimDue(ctx context.Context, o durability.ClaimOptions) (
 func waitFor(timeout time.Duration, cond func() bool) bool { return waitfor.True(timeout, cond) }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// testCacheDir is the wasm compilation cache of the engines the tests open
+// themselves; the bots of data_dir "botrun-test-data" share it too, so each
+// guest compiles once per machine, not once per test.
+var testCacheDir = filepath.Join(os.TempDir(), "botrun-test-data", "wasm-cache")

@@ -303,7 +303,7 @@ func BenchmarkReloadLatency(b *testing.B) {
 			dir := b.TempDir()
 			path := filepath.Join(dir, "bot.wasm")
 			os.WriteFile(path, mods[0], 0o644)
-			engine, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, CacheDir: filepath.Join(os.TempDir(), "botrun-test-data", "wasm-cache")})
+			engine, err := wasm.NewEngine(context.Background(), wasm.Config{Workers: 1, Logger: discard, CacheDir: testCacheDir})
 			if err != nil {
 				b.Fatal(err)
 			}
