@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/botrun/botrun/host/wasm/internal/hostfuncs"
 )
 
 // ErrHookBudget is wrapped by the error of a send hook refused or cut
@@ -34,7 +36,7 @@ type Budget struct {
 
 // NewBudget gives an event's hooks d of guest time and an event's output.
 func NewBudget(d time.Duration) *Budget {
-	return &Budget{time: d, bytes: outputBudgetBytes, lines: outputBudgetLines}
+	return &Budget{time: d, bytes: hostfuncs.OutputBudgetBytes, lines: hostfuncs.OutputBudgetLines}
 }
 
 type budgetKey struct{}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/wasm/internal/hostfuncs"
 	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -54,8 +55,8 @@ func TestHookBudgetIsSharedByTheEventsHooks(t *testing.T) {
 	}
 	out := logs.String()
 	line := strings.Repeat("x", 1000)
-	if n := strings.Count(out, line); n*1000 > outputBudgetBytes {
-		t.Errorf("50 hooks of one event logged %d lines of 1,000 bytes: over the event's output budget of %d bytes", n, outputBudgetBytes)
+	if n := strings.Count(out, line); n*1000 > hostfuncs.OutputBudgetBytes {
+		t.Errorf("50 hooks of one event logged %d lines of 1,000 bytes: over the event's output budget of %d bytes", n, hostfuncs.OutputBudgetBytes)
 	}
 	if n := strings.Count(out, "guest output truncated"); n != 1 {
 		t.Errorf("%d truncation lines, want the event's one", n)

@@ -41,14 +41,14 @@ func (g *guestDeadline) expire() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.paused || g.fired {
-		return // paused meanwhile: resume re-arms with what was left
+		return // paused meanwhile: Resume re-arms with what was left
 	}
 	g.fired = true
 	g.cancel(errGuestDeadline)
 }
 
-// pause stops the clock while the guest waits in a host call.
-func (g *guestDeadline) pause() {
+// Pause stops the clock while the guest waits in a host call.
+func (g *guestDeadline) Pause() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.paused || g.fired {
@@ -59,8 +59,8 @@ func (g *guestDeadline) pause() {
 	g.left -= time.Since(g.started)
 }
 
-// resume restarts the clock with the time the guest has left.
-func (g *guestDeadline) resume() {
+// Resume restarts the clock with the time the guest has left.
+func (g *guestDeadline) Resume() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.paused || g.fired {

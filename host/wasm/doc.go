@@ -5,6 +5,11 @@
 //
 // Like net/http's Handler, a module is isolated per call: a trap, a deadline or
 // running out of memory fails that call with a *FaultError, discards the
-// instance, and leaves every other instance serving. The package imports abi and
-// wazero, never the rest of host.
+// instance, and leaves every other instance serving.
+//
+// This package is the engine (compilation, validation, instances, pools,
+// deadlines, the hook budget); the host functions the guest calls, the Env
+// they answer through and the guest's capped output are internal/hostfuncs,
+// whose Env and errors it re-exports. The package imports abi, wazero and
+// its internal packages, never the rest of host.
 package wasm

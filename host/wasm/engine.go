@@ -13,9 +13,9 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/wasm/internal/hostfuncs"
 )
 
 // Config sets the limits of an Engine. The zero value of a field means its
@@ -94,14 +94,7 @@ func NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		rc = rc.WithCompilationCache(cache)
 	}
 	e.rt = wazero.NewRuntimeWithConfig(ctx, rc)
-	hosts := map[string]interface {
-		Compile(context.Context) (wazero.CompiledModule, error)
-	}{
-		abi.HostModule: hostModule(e.rt),
-		abi.WASIModule: wasi_snapshot_preview1.NewBuilder(e.rt),
-		abi.EnvModule:  envModule(e.rt),
-	}
-	for name, b := range hosts {
+	for name, b := range hostfuncs.Modules(e.rt) {
 		cm, err := b.Compile(ctx)
 		if err == nil {
 			_, err = e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig())

@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/wasm/internal/hostfuncs"
 )
 
 // Module is one loaded bot module with its pools of instances. Handle may be
@@ -62,24 +63,7 @@ type instance struct {
 	onEvent api.Function
 	clock   *virtualClock
 	rand    *eventRand
-	out     *outputBudget
-	stdout  *guestOutput
-	stderr  *guestOutput
-}
-
-// beginOutput gives event the whole output budget and tags its lines.
-func (inst *instance) beginOutput(event string) {
-	inst.stdout.flush(event)
-	inst.stderr.flush(event)
-	inst.out.reset()
-}
-
-// endOutput logs the event's partial lines and, if it went over budget, the
-// one truncation line.
-func (inst *instance) endOutput(logger *slog.Logger, event string) {
-	inst.stdout.flush("")
-	inst.stderr.flush("")
-	inst.out.report(logger, event)
+	out     *hostfuncs.Output
 }
 
 // Close closes the idle instances and the compiled module. Calls in flight
@@ -98,19 +82,16 @@ func (m *Module) Close(ctx context.Context) error {
 
 func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	logger := m.engine.cfg.Logger.With(slog.String("module", m.name))
-	out := newOutputBudget()
 	inst := &instance{
-		clock:  &virtualClock{},
-		rand:   newEventRand(m.engine.cfg.RandomSecret, ""),
-		out:    out,
-		stdout: &guestOutput{logger: logger, stream: "stdout", budget: out},
-		stderr: &guestOutput{logger: logger, stream: "stderr", budget: out},
+		clock: &virtualClock{},
+		rand:  newEventRand(m.engine.cfg.RandomSecret, ""),
+		out:   hostfuncs.NewOutput(logger),
 	}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(abi.ExportInitialize).
-		WithStdout(inst.stdout).
-		WithStderr(inst.stderr).
+		WithStdout(inst.out.Stdout()).
+		WithStderr(inst.out.Stderr()).
 		WithWalltime(inst.clock.walltime, 1000).
 		WithNanotime(inst.clock.nanotime, 1000).
 		WithNanosleep(inst.clock.sleep).
@@ -122,7 +103,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(m.engine.cfg.HandlerTimeout, startTimeout))
 	defer cancel()
 	mod, err := m.engine.rt.InstantiateModule(ctx, m.compiled, cfg)
-	inst.endOutput(logger, "")
+	inst.out.End(logger, "")
 	if err != nil {
 		return nil, fmt.Errorf("module %s does not start: %w", m.name, err)
 	}
@@ -243,38 +224,38 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 	if err != nil {
 		return &FaultError{Kind: FaultHost, Err: err}
 	}
-	c := &call{
-		base:       m.logger,
-		eventID:    ev.ID,
-		event:      payload,
-		receivedAt: ev.ReceivedAt,
-		env:        env,
-		out:        inst.out,
+	c := &hostfuncs.Call{
+		Logger:     m.logger,
+		EventID:    ev.ID,
+		Payload:    payload,
+		ReceivedAt: ev.ReceivedAt,
+		Env:        env,
+		Output:     inst.out,
 	}
 	inst.clock.set(ev.ReceivedAt)
 	inst.rand.reseed(ev.ID)
-	inst.beginOutput(ev.ID)
+	inst.out.Begin(ev.ID)
 
 	callCtx, dl := startDeadline(ctx, m.engine.cfg.HandlerTimeout)
-	c.deadline = dl
-	res, callErr := inst.onEvent.Call(withCall(callCtx, c), uint64(len(payload)))
+	c.Deadline = dl
+	res, callErr := inst.onEvent.Call(hostfuncs.WithCall(callCtx, c), uint64(len(payload)))
 	deadline := context.Cause(callCtx)
 	dl.stop()
-	inst.endOutput(m.logger, ev.ID)
+	inst.out.End(m.logger, ev.ID)
 
-	if callErr == nil && c.hostErr == nil {
+	if callErr == nil && c.Failure() == nil {
 		m.release(ctx, &m.events, inst, false)
 		switch abi.Status(int32(res[0])) {
 		case abi.StatusOK:
 			return nil
 		case abi.StatusHandlerError:
-			return &HandlerError{Message: c.lastError}
+			return &HandlerError{Message: c.LastError()}
 		default:
-			c.log().Warn("guest returned an unknown status; treating it as a handler error", "status", int32(res[0]))
-			return &HandlerError{Message: c.lastError}
+			c.Log().Warn("guest returned an unknown status; treating it as a handler error", "status", int32(res[0]))
+			return &HandlerError{Message: c.LastError()}
 		}
 	}
-	fault := m.classify(inst, callErr, deadline, ctx.Err(), c.hostErr)
+	fault := m.classify(inst, callErr, deadline, ctx.Err(), c.Failure())
 	m.release(ctx, &m.events, inst, true)
 	return fault
 }
@@ -306,7 +287,7 @@ func (m *Module) BeforeSend(ctx context.Context, h abi.SendHook) (BeforeSend, er
 	if status == abi.StatusCancel {
 		return BeforeSend{Cancel: true}, nil
 	}
-	return BeforeSend{Rewrite: c.rewrite}, nil
+	return BeforeSend{Rewrite: c.Rewrite()}, nil
 }
 
 // AfterSend runs botrun_after_send for h on a hook instance; a module without
@@ -322,8 +303,8 @@ func (m *Module) AfterSend(ctx context.Context, h abi.SendHook) error {
 
 // The output budget of one send hook call.
 const (
-	hookOutputBytes = outputBudgetBytes / 16
-	hookOutputLines = outputBudgetLines / 16
+	hookOutputBytes = hostfuncs.OutputBudgetBytes / 16
+	hookOutputLines = hostfuncs.OutputBudgetLines / 16
 )
 
 // runHook calls the hook export name with h as its payload (event_read),
@@ -332,7 +313,7 @@ const (
 // any other) a *HandlerError. Called with a Budget (WithBudget), the call
 // draws on it: with none left it does not run, and a call cut at its
 // deadline spends the rest; both answer an error wrapping ErrHookBudget.
-func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.Status, *call, error) {
+func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.Status, *hostfuncs.Call, error) {
 	payload, err := json.Marshal(h)
 	if err != nil {
 		return 0, nil, fmt.Errorf("wasm: encode %s hook %s: %w", name, h.Key, err)
@@ -350,33 +331,32 @@ func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.
 		return 0, nil, &FaultError{Kind: FaultHost, Err: err}
 	}
 	tag := name + " " + h.Key
-	c := &call{base: m.logger, eventID: tag, event: payload, receivedAt: h.Time, out: inst.out, hook: name}
+	c := &hostfuncs.Call{Logger: m.logger, EventID: tag, Payload: payload, ReceivedAt: h.Time, Output: inst.out, Hook: name}
 	inst.clock.set(h.Time)
 	inst.rand.reseed(name + "\x00" + h.Key)
-	inst.beginOutput(tag)
+	inst.out.Begin(tag)
 	// A hook runs once per send, up to bot.max_broadcast times for one
 	// event: its output budget is a sixteenth of an event's (and within
 	// what the event's hooks have left).
-	inst.out.resetTo(outBytes, outLines)
+	inst.out.Limit(outBytes, outLines)
 	callCtx, dl := startDeadline(ctx, limit)
-	c.deadline = dl
-	res, callErr := inst.mod.ExportedFunction(name).Call(withCall(callCtx, c), uint64(len(payload)))
+	c.Deadline = dl
+	res, callErr := inst.mod.ExportedFunction(name).Call(hostfuncs.WithCall(callCtx, c), uint64(len(payload)))
 	deadline := context.Cause(callCtx)
 	used := dl.used()
 	dl.stop()
-	inst.stdout.flush("")
-	inst.stderr.flush("")
+	inst.out.Flush()
 	report := true
 	if budget != nil {
-		bytesLeft, linesLeft, cut := inst.out.left()
+		bytesLeft, linesLeft, cut := inst.out.Left()
 		// The event's one truncation line: its later hooks are cut silently.
 		report = budget.spend(used, outBytes-bytesLeft, outLines-linesLeft, cut)
 	}
 	if report {
-		inst.out.report(m.logger, tag)
+		inst.out.Report(m.logger, tag)
 	}
-	if callErr != nil || c.hostErr != nil {
-		fault := m.classify(inst, callErr, deadline, ctx.Err(), c.hostErr)
+	if callErr != nil || c.Failure() != nil {
+		fault := m.classify(inst, callErr, deadline, ctx.Err(), c.Failure())
 		m.release(ctx, &m.hooks, inst, true)
 		if budget != nil && fault.Kind == FaultDeadline {
 			budget.exhaust()
@@ -390,9 +370,9 @@ func (m *Module) runHook(ctx context.Context, name string, h abi.SendHook) (abi.
 		return st, c, nil
 	case abi.StatusHandlerError:
 	default:
-		c.log().Warn("send hook returned an unknown status; treating it as a handler error", "status", int32(res[0]))
+		c.Log().Warn("send hook returned an unknown status; treating it as a handler error", "status", int32(res[0]))
 	}
-	return abi.StatusHandlerError, c, &HandlerError{Message: c.lastError}
+	return abi.StatusHandlerError, c, &HandlerError{Message: c.LastError()}
 }
 
 func (m *Module) classify(inst *instance, callErr, deadline, parent, hostErr error) *FaultError {

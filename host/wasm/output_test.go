@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/host/wasm/internal/hostfuncs"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -71,7 +72,7 @@ func hostileModule(t *testing.T, sink *countingSink) *Module {
 // logBound is the most one event may put in the host log: its byte budget,
 // plus each line's attributes (time, level, module, event, stream) and the
 // truncation line.
-const logBound = outputBudgetBytes + outputBudgetLines*256 + 1024
+const logBound = hostfuncs.OutputBudgetBytes + hostfuncs.OutputBudgetLines*256 + 1024
 
 // TestGuestOutputCapped checks that guest stdout is capped per event: 8 x 16
 // MiB without a newline, and one fd_write of 32 iovecs over the same 1 MiB,
@@ -101,10 +102,10 @@ func TestGuestOutputCapped(t *testing.T) {
 			if got.bytes > logBound {
 				t.Errorf("the host logged %d bytes for one event, want at most %d", got.bytes, logBound)
 			}
-			if got.longest > maxOutputLine+512 {
-				t.Errorf("the longest log line is %d bytes, want lines cut at %d", got.longest, maxOutputLine)
+			if got.longest > hostfuncs.MaxOutputLine+512 {
+				t.Errorf("the longest log line is %d bytes, want lines cut at %d", got.longest, hostfuncs.MaxOutputLine)
 			}
-			want := fmt.Sprintf("guest output truncated %d bytes", tt.wrote-outputBudgetBytes)
+			want := fmt.Sprintf("guest output truncated %d bytes", tt.wrote-hostfuncs.OutputBudgetBytes)
 			if len(got.truncated) != 1 || !strings.Contains(got.truncated[0], want) || !strings.Contains(got.truncated[0], "event=o-"+tt.cmd) {
 				t.Errorf("truncation lines %q, want one with %q", got.truncated, want)
 			}
@@ -115,8 +116,8 @@ func TestGuestOutputCapped(t *testing.T) {
 	if err := m.Handle(context.Background(), event("o-after", "log"), rec); err != nil {
 		t.Fatal(err)
 	}
-	if got := sink.take(); got.bytes < outputBudgetBytes {
-		t.Fatalf("the next event logged %d bytes, want its own budget of %d", got.bytes, outputBudgetBytes)
+	if got := sink.take(); got.bytes < hostfuncs.OutputBudgetBytes {
+		t.Fatalf("the next event logged %d bytes, want its own budget of %d", got.bytes, hostfuncs.OutputBudgetBytes)
 	}
 }
 
@@ -127,7 +128,7 @@ func TestGuestLogFloodCapped(t *testing.T) {
 	sink := &countingSink{}
 	m := hostileModule(t, sink)
 	for _, tt := range []struct{ cmd, want string }{
-		{"log", fmt.Sprintf("guest output truncated %d bytes", 5000*8<<10-outputBudgetBytes)},
+		{"log", fmt.Sprintf("guest output truncated %d bytes", 5000*8<<10-hostfuncs.OutputBudgetBytes)},
 		{"lines", "guest output truncated "},
 	} {
 		t.Run(tt.cmd, func(t *testing.T) {
@@ -140,8 +141,8 @@ func TestGuestLogFloodCapped(t *testing.T) {
 			}
 			got := sink.take()
 			t.Logf("%s: %d log bytes in %d lines", tt.cmd, got.bytes, got.lines)
-			if got.bytes > logBound || got.lines > outputBudgetLines+1 {
-				t.Errorf("the host logged %d bytes in %d lines for one event, want at most %d bytes and %d lines", got.bytes, got.lines, logBound, outputBudgetLines+1)
+			if got.bytes > logBound || got.lines > hostfuncs.OutputBudgetLines+1 {
+				t.Errorf("the host logged %d bytes in %d lines for one event, want at most %d bytes and %d lines", got.bytes, got.lines, logBound, hostfuncs.OutputBudgetLines+1)
 			}
 			if len(got.truncated) != 1 || !strings.Contains(got.truncated[0], tt.want) {
 				t.Errorf("truncation lines %q, want one with %q", got.truncated, tt.want)

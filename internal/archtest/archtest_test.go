@@ -46,6 +46,8 @@ var rules = []rule{
 		why: "the operator serves both the CLI (no running bot) and the admin API: it reaches a running bot only through what is handed to it"},
 	{from: "host/wasm/...", forbidden: []string{"host", "host/internal/...", "host/channel/..."},
 		why: "the engine knows the ABI, not the runtime around it"},
+	{from: "host/wasm/internal/...", forbidden: []string{"host/wasm"},
+		why: "the engine's parts (the host functions) are what the engine assembles: calls run down into them, never back up"},
 	{from: "host/config/...", forbidden: []string{"host", "host/internal/..."},
 		why: "the config is read before anything is built: it knows the registries, not what they build"},
 	{from: "guest-sdk/...", forbidden: []string{"host/..."},

@@ -1,9 +1,10 @@
-package wasm
+package hostfuncs
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 )
@@ -14,15 +15,69 @@ import (
 // line reports how much was dropped. The memory the host holds for guest
 // output is one partial line per stream, whatever the guest writes.
 const (
-	// maxOutputLine is the longest log line a guest makes: longer lines are
+	// MaxOutputLine is the longest log line a guest makes: longer lines are
 	// cut into lines of this size.
-	maxOutputLine = 8 << 10
-	// outputBudgetBytes is how many bytes of output one event may log.
-	outputBudgetBytes = 128 << 10
-	// outputBudgetLines is how many lines one event may log (empty lines and
+	MaxOutputLine = 8 << 10
+	// OutputBudgetBytes is how many bytes of output one event may log.
+	OutputBudgetBytes = 128 << 10
+	// OutputBudgetLines is how many lines one event may log (empty lines and
 	// the host's warnings about the guest included).
-	outputBudgetLines = 1024
+	OutputBudgetLines = 1024
 )
+
+// Output is an instance's output: its stdout and stderr (WASI's), which
+// become log lines, and the budget they share with the log host function.
+// An Output is used by one call at a time.
+type Output struct {
+	budget         *outputBudget
+	stdout, stderr *guestOutput
+}
+
+// NewOutput is an instance's output, logged to logger.
+func NewOutput(logger *slog.Logger) *Output {
+	b := newOutputBudget()
+	return &Output{
+		budget: b,
+		stdout: &guestOutput{logger: logger, stream: "stdout", budget: b},
+		stderr: &guestOutput{logger: logger, stream: "stderr", budget: b},
+	}
+}
+
+// Stdout is the guest's standard output.
+func (o *Output) Stdout() io.Writer { return o.stdout }
+
+// Stderr is the guest's standard error.
+func (o *Output) Stderr() io.Writer { return o.stderr }
+
+// Begin gives event the whole output budget and tags its lines.
+func (o *Output) Begin(event string) {
+	o.stdout.flush(event)
+	o.stderr.flush(event)
+	o.budget.reset()
+}
+
+// Limit gives the call begun a budget of bytes in lines instead.
+func (o *Output) Limit(bytes, lines int) { o.budget.resetTo(bytes, lines) }
+
+// Flush logs the call's partial lines.
+func (o *Output) Flush() {
+	o.stdout.flush("")
+	o.stderr.flush("")
+}
+
+// End logs the call's partial lines and, if it went over budget, the one
+// truncation line.
+func (o *Output) End(logger *slog.Logger, event string) {
+	o.Flush()
+	o.Report(logger, event)
+}
+
+// Left is the budget's bytes and lines not spent yet, and whether any
+// output was dropped.
+func (o *Output) Left() (bytes, lines int, dropped bool) { return o.budget.left() }
+
+// Report logs the one truncation line of a call that went over budget.
+func (o *Output) Report(logger *slog.Logger, event string) { o.budget.report(logger, event) }
 
 // outputBudget is an instance's output allowance for the event it runs. It is
 // charged before anything is copied.
@@ -40,7 +95,7 @@ func newOutputBudget() *outputBudget {
 }
 
 // reset gives a new event the whole budget.
-func (b *outputBudget) reset() { b.resetTo(outputBudgetBytes, outputBudgetLines) }
+func (b *outputBudget) reset() { b.resetTo(OutputBudgetBytes, OutputBudgetLines) }
 
 // resetTo gives the next call a budget of bytes in lines.
 func (b *outputBudget) resetTo(bytes, lines int) {
@@ -100,13 +155,13 @@ func (b *outputBudget) report(logger *slog.Logger, event string) {
 		return
 	}
 	logger.LogAttrs(context.Background(), slog.LevelWarn,
-		fmt.Sprintf("guest output truncated %d bytes: over the per-event budget of %d bytes and %d lines (stdout, stderr and log together)", dropped, outputBudgetBytes, outputBudgetLines),
+		fmt.Sprintf("guest output truncated %d bytes: over the per-event budget of %d bytes and %d lines (stdout, stderr and log together)", dropped, OutputBudgetBytes, OutputBudgetLines),
 		slog.String("event", event), slog.Int64("truncated_bytes", dropped))
 }
 
 // guestOutput turns a guest's stdout or stderr into log lines tagged with the
 // module and the event being handled. A partial line is held (at most
-// maxOutputLine bytes) until a newline, the line limit or the end of the
+// MaxOutputLine bytes) until a newline, the line limit or the end of the
 // event.
 type guestOutput struct {
 	mu     sync.Mutex
@@ -125,7 +180,7 @@ func (o *guestOutput) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for len(p) > 0 {
-		seg := p[:min(len(p), maxOutputLine-o.buf.Len())]
+		seg := p[:min(len(p), MaxOutputLine-o.buf.Len())]
 		eol := false
 		if i := bytes.IndexByte(seg, '\n'); i >= 0 {
 			seg, eol = seg[:i+1], true
@@ -139,7 +194,7 @@ func (o *guestOutput) Write(p []byte) (int, error) {
 		if eol {
 			o.buf.Write(seg[:len(seg)-1])
 			o.emit()
-		} else if o.buf.Write(seg); o.buf.Len() == maxOutputLine {
+		} else if o.buf.Write(seg); o.buf.Len() == MaxOutputLine {
 			o.emit()
 		}
 	}

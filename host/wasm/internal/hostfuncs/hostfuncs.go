@@ -1,4 +1,4 @@
-package wasm
+package hostfuncs
 
 import (
 	"context"
@@ -10,151 +10,31 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/botrun/botrun/abi"
 )
-
-// Env answers the host calls a guest makes while it handles one event. The
-// host's send path implements it; errors returned by Env are host failures
-// (HOST_ERROR to the guest, and the event's attempt fails).
-type Env interface {
-	// Send delivers req through the outbox and reports the outcome.
-	Send(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
-	// Enqueue journals req for the sweeper and returns at once.
-	Enqueue(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
-	// Post numbers and keys req and returns at once (status queued); the
-	// host makes the send when the handler returns, so the wait for the
-	// journal and the channel holds no instance.
-	Post(ctx context.Context, req abi.SendRequest) (abi.SendResult, error)
-	// StateGet reads a conversation state value; ok is false when absent.
-	StateGet(ctx context.Context, key string) (value []byte, ok bool, err error)
-	// StateSet buffers a state write; ErrStateTooLarge refuses it (the
-	// guest sees TOO_LARGE).
-	StateSet(ctx context.Context, key string, value []byte) error
-	// StateDelete buffers a state delete; ErrStateTooLarge refuses it.
-	StateDelete(ctx context.Context, key string) error
-	// LoadMedia downloads the bytes of the event's media[index]. An
-	// *abi.MediaUnavailableError reaches the guest with its reason; ErrNoMedia
-	// is NOT_FOUND, ErrMediaTooLarge TOO_LARGE, ErrUnsupported UNSUPPORTED,
-	// any other error a host failure.
-	LoadMedia(ctx context.Context, index int) ([]byte, error)
-}
-
-// Broadcaster is implemented by an Env that can broadcast (the ABI's
-// broadcast host function; without it the guest gets UNSUPPORTED).
-// ErrTooLarge refuses a broadcast over the host's limit (TOO_LARGE).
-type Broadcaster interface {
-	Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.BroadcastResult, error)
-}
-
-// Editor is implemented by an Env that can edit a sent message and show
-// "typing…" (the ABI's edit and typing; without it the guest gets
-// UNSUPPORTED). ErrUnsupported says the channel cannot; any other error is
-// the channel's failure: the guest gets CHANNEL_FAILED and the event goes
-// on.
-type Editor interface {
-	Edit(ctx context.Context, req abi.EditRequest) error
-	Typing(ctx context.Context, req abi.TypingRequest) error
-}
-
-// ErrTooLarge is returned by Env calls for a request over a host limit (a
-// broadcast to more chats than bot.max_broadcast, a send or broadcast past
-// bot.max_event_bytes); the guest sees TOO_LARGE.
-var ErrTooLarge = errors.New("the request is over the host's limit")
-
-// ErrNoMedia is returned by Env.LoadMedia for an index the event does not have.
-var ErrNoMedia = errors.New("the event has no media at that index")
-
-// ErrMediaTooLarge is returned by Env.LoadMedia for a file over abi.MaxMedia;
-// the guest sees TOO_LARGE.
-var ErrMediaTooLarge = errors.New("the media file is larger than the ABI's limit")
-
-// ErrStateTooLarge is returned by Env.StateSet and Env.StateDelete for a
-// write over the host's state limits (per event, or the chat's quota); the
-// guest sees TOO_LARGE and nothing is buffered.
-var ErrStateTooLarge = errors.New("the state write is over the host's state limits")
-
-// ErrUnsupported is returned by an Env that does not offer a function yet; the
-// guest sees UNSUPPORTED.
-var ErrUnsupported = errors.New("unsupported by this host")
-
-// call is the state of one botrun_on_event call, reached by host functions
-// through the call's context.
-type call struct {
-	// base is the module's logger; log() adds the event id on first use.
-	base       *slog.Logger
-	eventID    string
-	lg         *slog.Logger
-	event      []byte
-	receivedAt int64
-	env        Env
-	result     []byte
-	hasResult  bool
-	lastError  string
-	// out is the instance's output budget: guest log lines and the host's
-	// warnings about the guest spend it.
-	out *outputBudget
-	// hostErr is the first host failure; it turns the call into a fault.
-	hostErr error
-	// deadline is the guest's clock, paused while a host call waits.
-	deadline *guestDeadline
-	// hook is the send hook export this call runs ("" for an event): a
-	// hook reads its SendHook with event_read and may log, but the event's
-	// functions answer it as outside an event.
-	hook string
-	// rewrite is the send as botrun_before_send rewrote it.
-	rewrite *abi.SendRequest
-}
-
-// wait runs a host call that waits on a channel (a send retried inline, a
-// media download) with the guest's deadline paused. The host bounds those
-// waits itself: outbox.inline_max, bot.max_sends, one download per media.
-func (c *call) wait(f func()) {
-	c.deadline.pause()
-	defer c.deadline.resume()
-	f()
-}
-
-type callKey struct{}
-
-// log is the call's logger, tagged with the event.
-func (c *call) log() *slog.Logger {
-	if c.lg == nil {
-		c.lg = c.base.With(slog.String("event", c.eventID))
-	}
-	return c.lg
-}
-
-// warn logs a warning about the guest's doing, if the event's output budget
-// has a line left: a guest cannot flood the log through the host either.
-func (c *call) warn(msg string, args ...any) {
-	if c.out == nil || c.out.line(0) {
-		c.log().Warn(msg, args...)
-	}
-}
-
-func withCall(ctx context.Context, c *call) context.Context {
-	return context.WithValue(ctx, callKey{}, c)
-}
-
-func callOf(ctx context.Context) *call {
-	c, _ := ctx.Value(callKey{}).(*call)
-	return c
-}
-
-// eventOf is the call of the event running, nil outside one: during a send
-// hook too, so a hook neither sends nor touches state.
-func eventOf(ctx context.Context) *call {
-	if c := callOf(ctx); c != nil && c.hook == "" {
-		return c
-	}
-	return nil
-}
 
 const (
 	i32 = api.ValueTypeI32
 	i64 = api.ValueTypeI64
 )
+
+// Builder compiles a host module.
+type Builder interface {
+	Compile(context.Context) (wazero.CompiledModule, error)
+}
+
+// Modules are the host modules a guest may import, by import name, built
+// for rt: botrun (SPEC.md section 4), wasi_snapshot_preview1, and env
+// (AssemblyScript's abort).
+func Modules(rt wazero.Runtime) map[string]Builder {
+	return map[string]Builder{
+		abi.HostModule: hostModule(rt),
+		abi.WASIModule: wasi_snapshot_preview1.NewBuilder(rt),
+		abi.EnvModule:  envModule(rt),
+	}
+}
 
 // hostModule builds the botrun host module of SPEC.md section 4.
 func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
@@ -217,7 +97,7 @@ var eventRead = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack
 		stack[0] = code(abi.CodeNoResult)
 		return
 	}
-	n, ok := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), c.event)
+	n, ok := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), c.Payload)
 	if !ok {
 		stack[0] = code(abi.CodeBadPointer)
 		return
@@ -239,21 +119,21 @@ var resultRead = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stac
 	stack[0] = uint64(n)
 })
 
-func (c *call) setResult(b []byte) uint64 {
+func (c *Call) setResult(b []byte) uint64 {
 	c.result, c.hasResult = b, true
 	return uint64(len(b))
 }
 
 // fail records a host failure: the guest sees HOST_ERROR and the event's
 // attempt fails once the call returns.
-func (c *call) fail(err error) uint64 {
+func (c *Call) fail(err error) uint64 {
 	// The first failure is always logged (it fails the event); a guest that
 	// keeps calling gets the rest logged within its output budget.
 	if c.hostErr == nil {
 		c.hostErr = err
-		c.log().Error("host function failed", "err", err)
-	} else if c.out == nil || c.out.line(0) {
-		c.log().Error("host function failed", "err", err)
+		c.Log().Error("host function failed", "err", err)
+	} else if c.Output == nil || c.Output.budget.line(0) {
+		c.Log().Error("host function failed", "err", err)
 	}
 	return code(abi.CodeHostError)
 }
@@ -279,11 +159,11 @@ func sendFunc(name string) api.GoModuleFunc {
 		c.wait(func() {
 			switch name {
 			case abi.FuncEnqueue:
-				res, err = c.env.Enqueue(ctx, req)
+				res, err = c.Env.Enqueue(ctx, req)
 			case abi.FuncPost:
-				res, err = c.env.Post(ctx, req)
+				res, err = c.Env.Post(ctx, req)
 			default:
-				res, err = c.env.Send(ctx, req)
+				res, err = c.Env.Send(ctx, req)
 			}
 		})
 		switch {
@@ -307,7 +187,7 @@ func sendFunc(name string) api.GoModuleFunc {
 // payloadArg reads the (ptr, len) JSON argument of a host function called
 // within an event. ok is false when the call is answered already (stack[0]
 // holds UNSUPPORTED outside an event, TOO_LARGE or BAD_POINTER).
-func payloadArg(ctx context.Context, mod api.Module, stack []uint64) (c *call, b []byte, ok bool) {
+func payloadArg(ctx context.Context, mod api.Module, stack []uint64) (c *Call, b []byte, ok bool) {
 	c = eventOf(ctx)
 	if c == nil {
 		stack[0] = code(abi.CodeUnsupported)
@@ -337,7 +217,7 @@ func jsonArg(mod api.Module, stack []uint64) ([]byte, bool) {
 // abi.BroadcastResult.
 func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
 	if c := eventOf(ctx); c != nil {
-		if _, ok := c.env.(Broadcaster); !ok {
+		if _, ok := c.Env.(Broadcaster); !ok {
 			stack[0] = code(abi.CodeUnsupported)
 			return
 		}
@@ -346,7 +226,7 @@ func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
 	if !ok {
 		return
 	}
-	bc := c.env.(Broadcaster)
+	bc := c.Env.(Broadcaster)
 	req, err := abi.DecodeBroadcastRequest(b)
 	if err != nil {
 		c.warn("guest passed a bad payload", "func", abi.FuncBroadcast, "err", err)
@@ -378,7 +258,7 @@ func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
 func channelOp(name string) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		if c := eventOf(ctx); c != nil {
-			if _, ok := c.env.(Editor); !ok {
+			if _, ok := c.Env.(Editor); !ok {
 				stack[0] = code(abi.CodeUnsupported)
 				return
 			}
@@ -387,7 +267,7 @@ func channelOp(name string) api.GoModuleFunc {
 		if !ok {
 			return
 		}
-		ed := c.env.(Editor)
+		ed := c.Env.(Editor)
 		var err error
 		if name == abi.FuncEdit {
 			var req abi.EditRequest
@@ -438,7 +318,7 @@ func stateKey(mod api.Module, ptr, n uint32) (string, abi.Code) {
 	return string(b), 0
 }
 
-func (c *call) stateErr(err error) uint64 {
+func (c *Call) stateErr(err error) uint64 {
 	switch {
 	case errors.Is(err, ErrUnsupported):
 		return code(abi.CodeUnsupported)
@@ -465,7 +345,7 @@ var stateGet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack 
 	var err error
 	// A journal read is the guest's own time: a guest must not outlive its
 	// deadline by reading state in a loop.
-	v, ok, err = c.env.StateGet(ctx, key)
+	v, ok, err = c.Env.StateGet(ctx, key)
 	switch {
 	case err != nil:
 		stack[0] = c.stateErr(err)
@@ -497,7 +377,7 @@ var stateSet = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack 
 		stack[0] = code(abi.CodeBadPointer)
 		return
 	}
-	if err := c.env.StateSet(ctx, key, v); err != nil {
+	if err := c.Env.StateSet(ctx, key, v); err != nil {
 		stack[0] = c.stateErr(err)
 		return
 	}
@@ -515,14 +395,14 @@ var stateDelete = api.GoModuleFunc(func(ctx context.Context, mod api.Module, sta
 		stack[0] = code(bad)
 		return
 	}
-	if err := c.env.StateDelete(ctx, key); err != nil {
+	if err := c.Env.StateDelete(ctx, key); err != nil {
 		stack[0] = c.stateErr(err)
 		return
 	}
 	stack[0] = 0
 })
 
-// logFunc logs one guest line (cut at maxOutputLine) within the event's
+// logFunc logs one guest line (cut at MaxOutputLine) within the event's
 // output budget; past it the line is counted, not copied. The last line at
 // error level is kept for the HandlerError whatever the budget says.
 var logFunc = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
@@ -532,9 +412,9 @@ var logFunc = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack [
 	}
 	level := int32(api.DecodeI32(stack[0]))
 	ptr, n := api.DecodeU32(stack[1]), int(api.DecodeU32(stack[2]))
-	line := min(n, maxOutputLine)
-	c.out.drop(n - line)
-	admitted := c.out.take(line)
+	line := min(n, MaxOutputLine)
+	c.Output.budget.drop(n - line)
+	admitted := c.Output.budget.take(line)
 	read := admitted
 	if level >= abi.LogError {
 		read = line
@@ -556,8 +436,8 @@ var logFunc = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack [
 		l = slog.LevelError
 		c.lastError = msg
 	}
-	if (admitted > 0 || line == 0) && c.out.line(admitted) {
-		c.log().Log(ctx, l, msg[:admitted], slog.String("source", "guest"))
+	if (admitted > 0 || line == 0) && c.Output.budget.line(admitted) {
+		c.Log().Log(ctx, l, msg[:admitted], slog.String("source", "guest"))
 	}
 })
 
@@ -567,7 +447,7 @@ var nowMs = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []u
 		stack[0] = 0
 		return
 	}
-	stack[0] = uint64(c.receivedAt)
+	stack[0] = uint64(c.ReceivedAt)
 })
 
 var mediaLoad = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
@@ -583,7 +463,7 @@ var mediaLoad = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack
 	}
 	var b []byte
 	var err error
-	c.wait(func() { b, err = c.env.LoadMedia(ctx, int(index)) })
+	c.wait(func() { b, err = c.Env.LoadMedia(ctx, int(index)) })
 	var unavailable *abi.MediaUnavailableError
 	switch {
 	case errors.Is(err, ErrMediaTooLarge), err == nil && len(b) > abi.MaxMedia:
@@ -614,7 +494,7 @@ var mediaLoad = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack
 // else it is UNSUPPORTED.
 var rewrite = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 	c := callOf(ctx)
-	if c == nil || c.hook != abi.ExportBeforeSend {
+	if c == nil || c.Hook != abi.ExportBeforeSend {
 		stack[0] = code(abi.CodeUnsupported)
 		return
 	}
