@@ -15,6 +15,7 @@ import (
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/unit"
@@ -243,7 +244,7 @@ func duration(t testing.TB, s string) config.Duration {
 
 type testBot struct {
 	*Bot
-	events chan Alert
+	events chan observe.Alert
 }
 
 func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h Guest, provs ...channel.Channel) *testBot {
@@ -257,8 +258,8 @@ func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := &testBot{Bot: b, events: make(chan Alert, 1000)}
-	b.Observer().OnAlert(func(e Alert) {
+	tb := &testBot{Bot: b, events: make(chan observe.Alert, 1000)}
+	b.Observer().OnAlert(func(e observe.Alert) {
 		select {
 		case tb.events <- e:
 		default:
@@ -384,3 +385,6 @@ func (i *hookedInbox) ClaimDue(ctx context.Context, o durability.ClaimOptions) (
 func waitFor(timeout time.Duration, cond func() bool) bool { return waitfor.True(timeout, cond) }
 
 var discard = slog.New(slog.DiscardHandler)
+
+// nowMs is the wall clock in Unix milliseconds.
+func nowMs() int64 { return time.Now().UnixMilli() }

@@ -8,7 +8,7 @@
 // rule here.
 //
 // send imports abi, durability, host/channel, host/wasm and
-// host/internal/{clock,dispatch,lease,rules,sweep}; it never imports host.
+// host/internal/{clock,dispatch,lease,observe,rules,sweep}; it never imports host.
 // What it tells the host (alerts, counters) goes through the values its
 // Config hands it.
 package send
@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +34,7 @@ import (
 	"github.com/botrun/botrun/host/internal/clock"
 	"github.com/botrun/botrun/host/internal/dispatch"
 	"github.com/botrun/botrun/host/internal/lease"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/internal/sweep"
 )
@@ -76,13 +76,6 @@ func (p Policy) NotLeaderWait() time.Duration {
 	return base + rand.N(max(p.Poll, time.Millisecond))
 }
 
-// Counters are the durability counters the sender moves (the host's
-// metrics).
-type Counters struct {
-	Journaled, Deduped, Retried, Deferred, Dead, Ambiguous, Bypassed *atomic.Int64
-	Stale, Diverged, AmbiguousResolved, NotLeader                    *atomic.Int64
-}
-
 // Alerts tell the operator of a send gone wrong.
 type Alerts interface {
 	// Dead tells of a send gone to the dead-letter queue, and why.
@@ -103,7 +96,9 @@ type Config struct {
 	Outbox   durability.OutboxJournal
 	Channels map[string]channel.Channel
 	Policy   Policy
-	Counters Counters
+	// Counters are the bot's counters (the outbox's, stale leases,
+	// diverged replays, not-leader refusals) the sender moves.
+	Counters *observe.Counters
 	// Tracer traces each delivery (nil: tracing off).
 	Tracer trace.Tracer
 	// SendTime observes each channel send's latency, by channel.
@@ -140,7 +135,7 @@ type Sender struct {
 	outbox    durability.OutboxJournal
 	providers map[string]channel.Channel
 	policy    Policy
-	metrics   Counters
+	metrics   *observe.Counters
 	tracer    trace.Tracer
 	sendTime  map[string]prometheus.Observer
 	log       *slog.Logger
@@ -365,8 +360,8 @@ func (o *Sender) sendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult
 		// the channel.
 		res, err := o.enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
-			o.metrics.Deferred.Add(1)
-			o.metrics.NotLeader.Add(1)
+			o.metrics.OutboxDeferred.Add(1)
+			o.metrics.ProviderNotLeader.Add(1)
 			res.Error = refused.Error()
 		}
 		return res, nil, err
@@ -407,10 +402,10 @@ func (o *Sender) sendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult
 func (o *Sender) bypass(ctx context.Context, prov channel.Channel, s Spec, size int) abi.SendResult {
 	if refused := o.leaders.Refuse(s.Provider); refused != nil {
 		// Nothing journals it for the leader: it cannot go from here.
-		o.metrics.NotLeader.Add(1)
+		o.metrics.ProviderNotLeader.Add(1)
 		return abi.SendResult{Status: abi.SendDead, Key: s.Key, Error: fmt.Sprintf("payload over durability.outbox.max_payload_bytes (%d bytes), which is sent without the outbox: %v", size, refused)}
 	}
-	o.metrics.Bypassed.Add(1)
+	o.metrics.OutboxBypassed.Add(1)
 	o.log.WarnContext(ctx, "payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.Key, "bytes", size, "limit", o.policy.MaxPayload)
 	// Split at the channel's text limit as a journaled send is: the parts
 	// go in order, and the first one the channel refuses ends the send.
@@ -515,10 +510,10 @@ func (o *Sender) sleep(ctx context.Context, d time.Duration) bool {
 func (o *Sender) existing(rec durability.OutboxRecord) (abi.SendResult, bool) {
 	switch rec.State {
 	case durability.OutboxSent:
-		o.metrics.Deduped.Add(1)
+		o.metrics.OutboxDeduped.Add(1)
 		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Ref: rec.Ref}, true
 	case durability.OutboxUnknown:
-		o.metrics.Deduped.Add(1)
+		o.metrics.OutboxDeduped.Add(1)
 		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Error: "outcome unknown after a crash (on_ambiguous = skip)"}, true
 	case durability.OutboxDead:
 		return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: rec.Error}, true
@@ -602,7 +597,7 @@ func (o *Sender) sendPart(ctx context.Context, prov channel.Channel, s Spec, p p
 			break
 		}
 	} else {
-		o.metrics.Journaled.Add(1)
+		o.metrics.OutboxJournaled.Add(1)
 	}
 	return o.deliverInline(ctx, prov, rec, hold)
 }
@@ -628,7 +623,7 @@ func (o *Sender) journal(ctx context.Context, s Spec, p part) (abi.SendResult, e
 		}
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 	}
-	o.metrics.Journaled.Add(1)
+	o.metrics.OutboxJournaled.Add(1)
 	if rec.RetryAt > rec.CreatedAt {
 		return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil
 	}
@@ -664,7 +659,7 @@ func (o *Sender) deliverInline(ctx context.Context, prov channel.Channel, rec du
 	idAttr(span, rec.Key, rec.Provider)
 	inlineUntil := o.clock.Now().Add(o.policy.InlineMax)
 	deferred := func(sendErr error) (abi.SendResult, *PendingMark, error) {
-		o.metrics.Deferred.Add(1)
+		o.metrics.OutboxDeferred.Add(1)
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil, nil
 	}
 	for {
@@ -728,7 +723,7 @@ func (o *Sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref st
 		return "", hb, false, &channel.PermanentError{Err: fmt.Errorf("journaled content is unreadable: %w", err)}
 	}
 	if rec.Attempts > 1 {
-		o.metrics.Retried.Add(1)
+		o.metrics.OutboxRetried.Add(1)
 	}
 	msg := toOutbound(rec.Chat, m, rec.Key)
 	if tp, ok := prov.(channel.Transactional); ok {
@@ -806,7 +801,7 @@ func (o *Sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, re
 	err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, ref, at)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.Stale.Add(1)
+		o.metrics.StaleLeases.Add(1)
 		o.log.WarnContext(ctx, "sent, but the lease was lost to another owner", "key", rec.Key)
 	case err != nil:
 		o.log.ErrorContext(ctx, "sent, but recording it failed: the send is ambiguous until its lease expires", "key", rec.Key, "err", err)
@@ -828,7 +823,7 @@ func (o *Sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 	if channel.Permanent(sendErr) || rec.Attempts >= 1+o.policy.Retries {
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
 		if o.noteFailWrite(rec.Key, err) {
-			o.metrics.Dead.Add(1)
+			o.metrics.OutboxDead.Add(1)
 			o.alerts.Dead(rec, sendErr.Error())
 		}
 		return 0, true, false
@@ -850,7 +845,7 @@ func (o *Sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 // due again shortly, for the leader's sweeper, and not charged as an
 // attempt, so it never goes to the dead-letter queue for it.
 func (o *Sender) handBack(ctx context.Context, rec durability.OutboxRecord, refused error) {
-	o.metrics.NotLeader.Add(1)
+	o.metrics.ProviderNotLeader.Add(1)
 	now := o.clock.Now()
 	err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, refused.Error(),
 		durability.FailOptions{Now: now.UnixMilli(), RetryAt: now.Add(o.policy.NotLeaderWait()).UnixMilli(), Refund: true})
@@ -861,7 +856,7 @@ func (o *Sender) handBack(ctx context.Context, rec durability.OutboxRecord, refu
 func (o *Sender) noteFailWrite(key string, err error) bool {
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.Stale.Add(1)
+		o.metrics.StaleLeases.Add(1)
 		return false
 	case err != nil:
 		o.log.Error("recording a failed send failed", "key", key, "err", err)
@@ -895,7 +890,7 @@ func (o *Sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		return
 	}
 	if c.Ambiguous {
-		o.metrics.Ambiguous.Add(1)
+		o.metrics.OutboxAmbiguous.Add(1)
 		o.alerts.Ambiguous(rec)
 		to := durability.OutboxUnknown
 		if o.policy.Resend {
@@ -992,14 +987,14 @@ func (o *Sender) settleAmbiguous(ctx context.Context, prov channel.Channel, rec 
 	if delivered {
 		err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, "", now)
 		if o.noteFailWrite(rec.Key, err) {
-			o.metrics.AmbiguousResolved.Add(1)
+			o.metrics.OutboxAmbiguousResolved.Add(1)
 			o.log.InfoContext(ctx, "ambiguous send settled: the channel has it", "key", rec.Key)
 		}
 		return true
 	}
 	err := o.outbox.ResolveAmbiguous(ctx, rec.Key, rec.Token, durability.OutboxPending, now)
 	if o.noteFailWrite(rec.Key, err) {
-		o.metrics.AmbiguousResolved.Add(1)
+		o.metrics.OutboxAmbiguousResolved.Add(1)
 		o.log.InfoContext(ctx, "ambiguous send settled: sent again, the channel takes it once", "key", rec.Key)
 		o.wake.Notify()
 	}
@@ -1020,7 +1015,7 @@ func (o *Sender) stillHeld(ctx context.Context, rec *durability.OutboxRecord) bo
 	err := o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.Stale.Add(1)
+		o.metrics.StaleLeases.Add(1)
 		o.log.WarnContext(ctx, "send's lease lost while queued: another owner claimed it; skipping it here", "key", rec.Key)
 		return false
 	case err != nil:
