@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"github.com/botrun/botrun/host/internal/dispatch"
 	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
 )
 
 // ErrStopping is returned by Admit while the bot shuts down; the channel should
@@ -50,7 +49,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 		return channel.Admission{}, refused
 	}
 	if msg.ID == "" {
-		msg.ID = randomID()
+		msg.ID = send.RandomID()
 	}
 	names := []struct{ what, v string }{{"message id", msg.ID}, {"chat", msg.Chat}, {"sender", msg.From}}
 	if in := msg.Interaction; in != nil {
@@ -136,14 +135,6 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	reserved = false
 	b.dispatch.SubmitReserved(dispatch.Job{ChatKey: dispatch.ChatKey(providerID, msg.Chat), ID: id, Claimed: &rec, Live: ev.Media, Trace: span.SpanContext()})
 	return channel.Admission{ID: id}, nil
-}
-
-func nowMs() int64 { return time.Now().UnixMilli() }
-
-func randomID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 func mediaToABI(ms []channel.Media) []abi.Media {

@@ -21,6 +21,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/internal/alertsink"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -86,7 +87,7 @@ func TestAlertsArePostedSignedAndRetried(t *testing.T) {
 		t.Fatalf("no alert accepted (tries %v, bad signatures %d)", rcv.tries, rcv.bad)
 	}
 	al := rcv.alerts()[0]
-	if al.Name != AlertHandlerError || al.ID != "web:m1" || al.Chat != "c1" || al.Error != "no such order 42" || al.Bot == "" || al.At == 0 {
+	if al.Name != observe.AlertHandlerError || al.ID != "web:m1" || al.Chat != "c1" || al.Error != "no such order 42" || al.Bot == "" || al.At == 0 {
 		t.Fatalf("alert %+v", al)
 	}
 	rcv.mu.Lock()
@@ -150,7 +151,7 @@ func TestFailClosedAdmissionAlerts(t *testing.T) {
 			}
 			n := 0
 			for len(b.events) > 0 {
-				if al := <-b.events; al.Name == AlertAdmissionFailed {
+				if al := <-b.events; al.Name == observe.AlertAdmissionFailed {
 					n++
 					if al.ID != "web:m1" || al.Provider != "web" || !strings.Contains(al.Error, "disk full") {
 						t.Errorf("alert %+v", al)
@@ -164,7 +165,7 @@ func TestFailClosedAdmissionAlerts(t *testing.T) {
 				t.Fatal("[alerts] url got no admission alert")
 			}
 			mu.Lock()
-			if posted[0].Name != AlertAdmissionFailed {
+			if posted[0].Name != observe.AlertAdmissionFailed {
 				t.Errorf("posted %+v", posted[0])
 			}
 			mu.Unlock()
@@ -185,7 +186,7 @@ func TestAdmissionOfAHungUpClientDoesNotAlert(t *testing.T) {
 		t.Fatal("admitted with the request ended")
 	}
 	for len(b.events) > 0 {
-		if al := <-b.events; al.Name == AlertAdmissionFailed {
+		if al := <-b.events; al.Name == observe.AlertAdmissionFailed {
 			t.Errorf("an admission alert for a client that hung up: %+v", al)
 		}
 	}

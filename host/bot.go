@@ -198,10 +198,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 			return nil, err
 		}
 		b.providers[rules.AlertsChannel] = sink
-		b.alerts.Out = make(chan Alert, 1024)
-		b.forward = &alertsink.Forwarder{Bot: Scope(cfg).ID(), Sink: sink, NewKey: randomID, Wake: b.wake.Notify, Clock: b.clock, Log: b.log,
+		b.alerts.Out = make(chan observe.Alert, 1024)
+		b.forward = &alertsink.Forwarder{Bot: Scope(cfg).ID(), Sink: sink, NewKey: send.RandomID, Wake: b.wake.Notify, Clock: b.clock, Log: b.log,
 			Journal: func(ctx context.Context, key, body string) error {
-				_, err := enqueue(ctx, b.outbox, rules.AlertsChannel, "alerts", body, key, 0)
+				_, err := send.Enqueue(ctx, b.outbox, rules.AlertsChannel, "alerts", body, key, 0, time.Now().UnixMilli())
 				return err
 			}}
 	}
@@ -215,12 +215,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		Instance: b.policy.instanceID, Boot: b.boot, Poll: b.policy.poll, Retention: b.policy.retention,
 		InboxLease: b.policy.inboxLease, OutboxLease: b.policy.outboxLease, Workers: cfg.Bot.Workers,
 		Wake: b.wake, Log: b.log, Clock: b.clock})
-	sc := send.Config{Outbox: b.outbox, Channels: b.providers, Policy: b.policy.send(), Counters: sendCounters(&b.metrics),
+	sc := send.Config{Outbox: b.outbox, Channels: b.providers, Policy: b.policy.send(), Counters: &b.metrics,
 		Tracer: b.tr.Tracer(), SendTime: b.obs.SendObservers(ids), Log: b.log, Leases: b.leases,
 		Alerts: alertsink.SendAlerts{A: b.alerts}, Wake: b.wake, Sweeper: b.sweeper,
 		HookTimeout: time.Duration(cfg.Bot.HandlerTimeout), Boot: b.boot, Leaders: b.leaders,
 		Guard: b.guard.Env, Clock: b.clock}
-	if h, ok := b.guest.(SendHooks); ok {
+	if h, ok := b.guest.(send.Hooks); ok {
 		sc.Hooks = h
 	}
 	if b.coord != nil {
@@ -228,7 +228,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	}
 	b.sender = send.New(sc)
 	turnCfg := turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
-		Counters: turn.Counters{Deferred: &b.metrics.OutboxDeferred, Journaled: &b.metrics.OutboxJournaled},
+		Counters: &b.metrics,
 		Caps: turn.Caps{MaxSends: cfg.Bot.MaxSends, MaxBroadcast: cfg.Bot.MaxBroadcast, MaxChatState: int64(cfg.Bot.MaxChatState),
 			MaxEventBytes: int64(cfg.Bot.MaxEventBytes), HandlerTimeout: time.Duration(cfg.Bot.HandlerTimeout)},
 		Wake: b.wake, Log: b.log}
@@ -306,7 +306,7 @@ func (b *Bot) loadModule(ctx context.Context) error {
 	}
 	c := reload.Config{Path: b.cfg.Bot.Module, Hot: b.cfg.Bot.HotReload, History: b.modules.Add, Clock: b.clock, Log: b.log,
 		Refused: func(err error) {
-			b.alerts.Emit(Alert{Name: AlertModuleRefused, ID: b.cfg.Bot.Module, Error: err.Error()})
+			b.alerts.Emit(observe.Alert{Name: observe.AlertModuleRefused, ID: b.cfg.Bot.Module, Error: err.Error()})
 		},
 		Engine: wasm.Config{
 			RandomSecret:   secret,
@@ -336,7 +336,7 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 		counted := b.guard.Env(id)
 		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
-			Alert:    func(name, detail string) { b.alerts.Emit(Alert{Provider: id, Name: name, Error: detail}) },
+			Alert:    func(name, detail string) { b.alerts.Emit(observe.Alert{Provider: id, Name: name, Error: detail}) },
 			Panicked: counted.Panicked, Skipped: counted.Skipped})
 		if err != nil {
 			return fmt.Errorf("%s: provider %q (%s): %w", b.cfg.File, pc.ID, pc.Type, err)
@@ -544,15 +544,11 @@ func (b *Bot) isStopping() bool {
 // a key, a random one). It retries inline like a handler's send.
 func (b *Bot) Send(ctx context.Context, providerID, chat, text, key string) (abi.SendResult, error) {
 	if key == "" {
-		key = "rnd:" + randomID()
+		key = "rnd:" + send.RandomID()
 	}
 	if err := errors.Join(abi.CheckName("chat", chat), abi.CheckName("idempotency key", key)); err != nil {
 		return abi.SendResult{}, fmt.Errorf("send: %w", err)
 	}
-	res, _, err := b.sender.SendNow(ctx, send.Spec{Provider: providerID, Chat: chat, Msg: outMsg{Text: text}, Key: key}, false)
+	res, _, err := b.sender.SendNow(ctx, send.Spec{Provider: providerID, Chat: chat, Msg: rules.OutboxMessage{Text: text}, Key: key}, false)
 	return res, err
 }
-
-// outMsg is a send's journaled content (rules.OutboxMessage), as the host's
-// code names it.
-type outMsg = rules.OutboxMessage

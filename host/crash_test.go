@@ -23,6 +23,7 @@ import (
 	"github.com/botrun/botrun/eventjournal"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/testserver"
 )
@@ -139,7 +140,7 @@ func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *fakeChannel) {
 	}
 	ambiguous := map[string]bool{}
 	for len(b.events) > 0 {
-		if e := <-b.events; e.Name == AlertAmbiguous {
+		if e := <-b.events; e.Name == observe.AlertAmbiguous {
 			ambiguous[e.Key] = true
 		}
 	}
@@ -152,7 +153,7 @@ func checkGuarantees(t *testing.T, c crashCase, b *testBot, ch *fakeChannel) {
 	out, _ := b.Operator().ListOutbox(ctx, durability.ListFilter{})
 	byText := map[string]durability.OutboxRecord{}
 	for _, r := range out {
-		var m outMsg
+		var m rules.OutboxMessage
 		json.Unmarshal(r.Payload, &m)
 		byText[r.Chat+"|"+m.Text] = r
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/durability/memory"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -155,7 +156,7 @@ func TestGuaranteeRow7_PoisonMessageDeadAfterMaxAttempts(t *testing.T) {
 			var dead bool
 			for len(b.events) > 0 {
 				e := <-b.events
-				dead = dead || e.Name == AlertDead && e.Kind == "inbox" && e.ID == "web:poison"
+				dead = dead || e.Name == observe.AlertDead && e.Kind == "inbox" && e.ID == "web:poison"
 			}
 			if !dead || b.Observer().Metrics().InboundDead != 1 {
 				t.Fatalf("no durability:dead event or inbound_dead count: %+v", b.Observer().Metrics())

@@ -16,6 +16,7 @@ import (
 	"github.com/botrun/botrun/durability/durabilitytest"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/unit"
@@ -244,7 +245,7 @@ func duration(t testing.TB, s string) config.Duration {
 
 type testBot struct {
 	*Bot
-	events chan Alert
+	events chan observe.Alert
 }
 
 func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h Guest, provs ...channel.Channel) *testBot {
@@ -258,8 +259,8 @@ func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := &testBot{Bot: b, events: make(chan Alert, 1000)}
-	b.Observer().OnAlert(func(e Alert) {
+	tb := &testBot{Bot: b, events: make(chan observe.Alert, 1000)}
+	b.Observer().OnAlert(func(e observe.Alert) {
 		select {
 		case tb.events <- e:
 		default:
@@ -390,3 +391,6 @@ var discard = slog.New(slog.DiscardHandler)
 // themselves; the bots of data_dir "botrun-test-data" share it too, so each
 // guest compiles once per machine, not once per test.
 var testCacheDir = filepath.Join(os.TempDir(), "botrun-test-data", "wasm-cache")
+
+// nowMs is the wall clock in Unix milliseconds.
+func nowMs() int64 { return time.Now().UnixMilli() }

@@ -21,6 +21,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -487,7 +488,7 @@ func TestKeys_ExplicitDerivedAndRandom(t *testing.T) {
 	b.admit(t, "c1", "m1", "x")
 	b.quiet(1, 60*time.Second)
 	for key, text := range map[string]string{"web:m1:1": "one", "invoice:42": "two", "web:m1:3": "three"} {
-		var m outMsg
+		var m rules.OutboxMessage
 		json.Unmarshal(b.outboxRecord(t, key).Payload, &m)
 		if m.Text != text {
 			t.Fatalf("key %s holds %q, want %q", key, m.Text, text)
@@ -582,7 +583,7 @@ func TestSplit_SweeperSplitsAnOversizedJournaledRecord(t *testing.T) {
 	ch.limit = 10
 	shared := memory.New()
 	j, _ := shared.Open(context.Background(), durability.Scope{Bot: "bot", Connection: "default"})
-	payload, _ := json.Marshal(outMsg{Text: "aaaaaaaaa bbbbbbbbb ccccc"})
+	payload, _ := json.Marshal(rules.OutboxMessage{Text: "aaaaaaaaa bbbbbbbbb ccccc"})
 	j.Outbox.Put(context.Background(), durability.OutboxPut{Key: "old", Provider: "web", Chat: "c1", Payload: payload}, nowMs(), nil)
 	b := newTestBot(t, testConfig(t, ""), shared, reply(""), limited{ch})
 	defer b.stop(t)
@@ -609,9 +610,9 @@ func TestPermanentErrorsGoStraightToTheDLQ(t *testing.T) {
 			if r := b.outboxRecord(t, "web:m1:1"); r.State != durability.OutboxDead || ch.calls != 1 {
 				t.Fatalf("record %+v after %d calls", r, ch.calls)
 			}
-			var e Alert
+			var e observe.Alert
 			for len(b.events) > 0 {
-				if ev := <-b.events; ev.Name == AlertDead {
+				if ev := <-b.events; ev.Name == observe.AlertDead {
 					e = ev
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -161,7 +162,7 @@ func TestAChannelPanicInReconcileOrPrepareIsRecovered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		payload, _ := json.Marshal(outMsg{Text: "in flight"})
+		payload, _ := json.Marshal(rules.OutboxMessage{Text: "in flight"})
 		expired := durability.Lease{Owner: "dead", Now: nowMs() - 2000, Until: nowMs() - 1000}
 		if _, _, err := j.Outbox.Put(context.Background(), durability.OutboxPut{Key: "old", Provider: "web", Chat: "c", Payload: payload}, expired.Now, &expired); err != nil {
 			t.Fatal(err)

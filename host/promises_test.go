@@ -16,6 +16,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -158,7 +159,7 @@ func TestScopeSeparatesTenantsAndEnvironments(t *testing.T) {
 		})
 		return newTestBot(t, cfg, shared, h, ch), ch
 	}
-	suffix := randomID()
+	suffix := send.RandomID()
 	bots := []struct{ tenant, env, conn string }{
 		{"acme-" + suffix, "prod", "default"},
 		{"acme-" + suffix, "staging", "default"},

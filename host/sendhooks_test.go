@@ -13,6 +13,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/ops"
@@ -20,7 +21,7 @@ import (
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
-// hookGuest is a native Guest with send hooks (SendHooks), recording each
+// hookGuest is a native Guest with send hooks (send.Hooks), recording each
 // hook call.
 type hookGuest struct {
 	native
@@ -281,7 +282,7 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 	} else if err := b.outbox.MarkSent(ctx, "k1", rec.Token, "ref-9", now-50_000); err != nil {
 		t.Fatal(err)
 	}
-	s := send.Spec{Provider: "web", Chat: "c1", Msg: outMsg{Text: "hi"}, Key: "k1", Inbound: "web:m0"}
+	s := send.Spec{Provider: "web", Chat: "c1", Msg: rules.OutboxMessage{Text: "hi"}, Key: "k1", Inbound: "web:m0"}
 	// The crashed incarnation had claimed the hook's record: it is put in
 	// flight at once (no sweep can take it first), its lease expired.
 	put, err := send.AfterPut(s, []string{"k1"})
@@ -788,7 +789,7 @@ func TestOperatorSendRefusedByAHookErrorIsADeadLetter(t *testing.T) {
 	var dead []string
 	waitFor(60*time.Second, func() bool {
 		for len(b.events) > 0 {
-			if al := <-b.events; al.Name == AlertDead {
+			if al := <-b.events; al.Name == observe.AlertDead {
 				dead = append(dead, al.Key)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/botrun/botrun/host/channel/telegram"
 	"github.com/botrun/botrun/host/channel/telegram/telegramtest"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 )
 
@@ -34,7 +35,7 @@ func telegramBot(t *testing.T, mode string, h Guest) (*testBot, *telegramtest.AP
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := &testBot{Bot: b, events: make(chan Alert, 100)}
+	tb := &testBot{Bot: b, events: make(chan observe.Alert, 100)}
 	b.Start()
 	t.Cleanup(func() { tb.stop(t) })
 	return tb, api, b.Handler()

@@ -27,6 +27,7 @@ import (
 	"github.com/botrun/botrun/host"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/browsertest"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -238,7 +239,7 @@ func TestConsoleAPI(t *testing.T) {
 	}
 	for seen := 0; seen < 3; {
 		ev := <-events
-		if ev.Name == host.AlertDead && ev.Kind == "outbox" && ev.Chat == "c1" && ev.Seq > 0 {
+		if ev.Name == observe.AlertDead && ev.Kind == "outbox" && ev.Chat == "c1" && ev.Seq > 0 {
 			seen++
 		}
 	}

@@ -3,11 +3,13 @@ package ops
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/internal/rules"
 )
 
 // LogEntry is one delivered message of a chat, inbound or outbound.
@@ -51,7 +53,7 @@ func (op *Operator) MessageLog(ctx context.Context, chat string, limit int) ([]L
 	}
 	log := make([]LogEntry, 0, len(in)+len(out))
 	for _, r := range in {
-		ev, err := op.o.Book.Inbound(r.Payload)
+		ev, _, err := rules.ParseJournaled(r.Payload)
 		if err != nil {
 			continue
 		}
@@ -63,16 +65,16 @@ func (op *Operator) MessageLog(ctx context.Context, chat string, limit int) ([]L
 			Text: ev.Text, Media: ev.Media, ID: id})
 	}
 	for _, r := range out {
-		if op.o.Book.Internal(r.Provider) {
+		if rules.Internal(r.Provider) {
 			continue // an alert's or an after_send hook's record, not a message
 		}
-		text, media, err := op.o.Book.Outbound(r.Payload)
-		if err != nil {
+		var m rules.OutboxMessage
+		if err := json.Unmarshal(r.Payload, &m); err != nil {
 			continue
 		}
-		e := LogEntry{At: r.CompletedAt, Direction: "out", Provider: r.Provider, Chat: r.Chat, Text: text, ID: r.Ref, Key: r.Key}
-		if media != nil {
-			e.Media = []abi.Media{*media}
+		e := LogEntry{At: r.CompletedAt, Direction: "out", Provider: r.Provider, Chat: r.Chat, Text: m.Text, ID: r.Ref, Key: r.Key}
+		if m.Media != nil {
+			e.Media = []abi.Media{*m.Media}
 		}
 		log = append(log, e)
 	}

@@ -5,9 +5,12 @@
 // journals alone for the CLI (another process than the bot's), or handed
 // out by a running bot (host.Bot.Operator), which it then wakes.
 //
-// ops imports durability, abi, host/channel and host/channel/kvlease (the
-// leaders' records); never host, which builds an Operator and hands it the
-// turn's rule book through Book. It is not under host/internal so that
+// ops imports durability, abi, host/channel, host/channel/kvlease (the
+// leaders' records) and the host's rule book, sender, leases and
+// counters (host/internal/{rules,send,lease,observe}: the formats the
+// journals keep, how a send or broadcast is journaled, the chats' turns, a
+// running bot's counters); never host, which builds an
+// Operator, nor host/admin. It is not under host/internal so that
 // cmd/botrun can use it.
 package ops
 
@@ -19,48 +22,21 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/internal/observe"
+	"github.com/botrun/botrun/host/internal/rules"
+	"github.com/botrun/botrun/host/internal/send"
 )
 
 // ErrInvalidSend is wrapped by the errors of the sends and broadcasts an
-// operator journals (SendLater, BroadcastLater, Book.Enqueue) for a request
-// that can never be journaled (a bad name, a missing field, an unknown
-// provider); their other errors are the journal's.
-var ErrInvalidSend = errors.New("invalid send")
-
-// Book is the turn's rule book as an operator's actions need it: the
-// formats the journals keep. host supplies it.
-type Book interface {
-	// Enqueue journals a send made outside any handler, for a running
-	// bot's sweeper to deliver: now, or held until at (Unix ms) when at is
-	// later. Without a key, a random one. A key already journaled answers
-	// from its record.
-	Enqueue(ctx context.Context, outbox durability.OutboxJournal, providerID, chat, text, key string, at int64) (abi.SendResult, error)
-	// Broadcast journals one send of req's text to each of its chats,
-	// under the key "<keyPrefix>:<chat>" (a key journaled before counts in
-	// Existing).
-	Broadcast(ctx context.Context, outbox durability.OutboxJournal, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error)
-	// Rearm makes the botrun_after_send record of send key run again once
-	// the send is delivered.
-	Rearm(ctx context.Context, outbox durability.OutboxJournal, key string) error
-	// AfterSendKey is the key of the botrun_after_send record of send key.
-	AfterSendKey(key string) string
-	// Internal reports whether providerID names one of the host's own
-	// kinds of outbox record (alerts, after_send), not a channel.
-	Internal(providerID string) bool
-	// Inbound reads the event journaled in an inbox record's payload.
-	Inbound(payload []byte) (abi.Event, error)
-	// Outbound reads the text and media journaled in a send's payload.
-	Outbound(payload []byte) (text string, media *abi.Media, err error)
-	// Turns lists the chat turns ([durability] coordination) held under
-	// group in kv.
-	Turns(ctx context.Context, kv durability.Kv, group string) ([]Lease, error)
-}
+// operator journals (SendLater, BroadcastLater) for a request that can
+// never be journaled (a bad name, a missing field, an unknown provider);
+// their other errors are the journal's. It is send.ErrInvalidSend, named
+// here for code outside host.
+var ErrInvalidSend = send.ErrInvalidSend
 
 // Live is the running bot an Operator acts on, to have what it journaled
 // taken up at once.
 type Live interface {
-	// Replayed counts an inbound record replayed (inbound_replayed).
-	Replayed()
 	// Submit hands inbound record rec, made due again, to the bot's
 	// workers.
 	Submit(rec durability.InboxRecord)
@@ -73,8 +49,6 @@ type Live interface {
 	Configured(providerID string) bool
 	// MaxBroadcast is bot.max_broadcast.
 	MaxBroadcast() int
-	// Journaled counts n sends journaled (the outbox_journaled counter).
-	Journaled(n int)
 }
 
 // Options build an Operator.
@@ -88,10 +62,12 @@ type Options struct {
 	// Sessions are the channels whose session is "leader", in config
 	// order.
 	Sessions []string
-	Book     Book
 	// Live is the running bot; nil for an operator over the journals
 	// alone (the CLI's).
 	Live Live
+	// Counters are the running bot's counters (inbound_replayed,
+	// outbox_journaled); nil with Live.
+	Counters *observe.Counters
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -158,7 +134,9 @@ func (op *Operator) ReplayInbound(ctx context.Context, id string) error {
 	if op.live == nil {
 		return nil
 	}
-	op.live.Replayed()
+	if c := op.o.Counters; c != nil {
+		c.InboundReplayed.Add(1)
+	}
 	rec, err := op.in.Get(ctx, id)
 	if err != nil {
 		return err
@@ -176,7 +154,7 @@ func (op *Operator) RetrySend(ctx context.Context, key string) error {
 	if err := op.out.Retry(ctx, key, op.nowMs()); err != nil {
 		return err
 	}
-	if err := op.o.Book.Rearm(ctx, op.out, key); err != nil {
+	if err := send.RearmAfterSend(ctx, op.out, key, op.nowMs()); err != nil {
 		return fmt.Errorf("re-arming the botrun_after_send of %s: %w", key, err)
 	}
 	op.wake()
@@ -198,7 +176,7 @@ func (op *Operator) Discard(ctx context.Context, key string) error {
 // missing that is not in gone (parts deleted already).
 func (op *Operator) discardRest(ctx context.Context, key string, gone map[string]bool) error {
 	// A later send under the key journals its own botrun_after_send.
-	if err := op.out.Discard(ctx, op.o.Book.AfterSendKey(key)); err != nil && !errors.Is(err, durability.ErrNotFound) {
+	if err := op.out.Discard(ctx, rules.AfterSendKey(key)); err != nil && !errors.Is(err, durability.ErrNotFound) {
 		return err
 	}
 	for n := 2; ; n++ {
@@ -250,15 +228,15 @@ func (op *Operator) PurgeDeadLetters(ctx context.Context, before int64) (inbox, 
 }
 
 // SendLater journals a send made outside any handler (an operator's, a
-// script's) for the bot's sweeper to deliver (see Book.Enqueue), and wakes
+// script's) for the bot's sweeper to deliver (see send.Enqueue), and wakes
 // a running bot's sweeper when this replica leads the channel. Over the
 // journals alone it works on a running bot's backend from another process
 // (SQLite, PostgreSQL, Redis).
 func (op *Operator) SendLater(ctx context.Context, providerID, chat, text, key string, at int64) (abi.SendResult, error) {
-	if op.live != nil && (!op.live.Configured(providerID) || op.o.Book.Internal(providerID)) {
+	if op.live != nil && (!op.live.Configured(providerID) || rules.Internal(providerID)) {
 		return abi.SendResult{}, fmt.Errorf("send: %w: provider %q is not configured", ErrInvalidSend, providerID)
 	}
-	res, err := op.o.Book.Enqueue(ctx, op.out, providerID, chat, text, key, at)
+	res, err := send.Enqueue(ctx, op.out, providerID, chat, text, key, at, op.nowMs())
 	if err == nil && op.live != nil && op.live.Leads(providerID) {
 		op.live.Wake() // (a standby leaves it to the leader's next sweep)
 	}
@@ -266,20 +244,22 @@ func (op *Operator) SendLater(ctx context.Context, providerID, chat, text, key s
 }
 
 // BroadcastLater journals a broadcast for the bot's sweeper (see
-// Book.Broadcast) and wakes a running bot's sweeper; a running bot refuses
+// send.Broadcast) and wakes a running bot's sweeper; a running bot refuses
 // more chats than bot.max_broadcast.
 func (op *Operator) BroadcastLater(ctx context.Context, providerID string, req abi.BroadcastRequest) (abi.BroadcastResult, error) {
 	if op.live != nil {
-		if !op.live.Configured(providerID) || op.o.Book.Internal(providerID) {
+		if !op.live.Configured(providerID) || rules.Internal(providerID) {
 			return abi.BroadcastResult{}, fmt.Errorf("broadcast: %w: provider %q is not configured", ErrInvalidSend, providerID)
 		}
 		if max := op.live.MaxBroadcast(); len(req.Chats) > max {
 			return abi.BroadcastResult{}, fmt.Errorf("broadcast: %w: %d chats, over bot.max_broadcast (%d)", ErrInvalidSend, len(req.Chats), max)
 		}
 	}
-	res, err := op.o.Book.Broadcast(ctx, op.out, providerID, req)
+	res, err := send.Broadcast(ctx, op.out, providerID, "", req, nil, op.nowMs())
 	if err == nil && op.live != nil {
-		op.live.Journaled(res.Journaled)
+		if c := op.o.Counters; c != nil {
+			c.OutboxJournaled.Add(int64(res.Journaled))
+		}
 		op.live.Wake()
 	}
 	return res, err

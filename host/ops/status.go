@@ -9,6 +9,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/kvlease"
+	"github.com/botrun/botrun/host/internal/lease"
 )
 
 // Status is who holds what among a bot's replicas, as its backend records
@@ -85,7 +86,8 @@ var leaseKinds = []struct {
 		if op.o.Kv == nil {
 			return nil, nil
 		}
-		return op.o.Book.Turns(ctx, op.o.Kv, op.o.Scope+"turn/")
+		held, err := lease.HeldTurns(ctx, op.o.Kv, op.o.Scope+"turn/")
+		return leasesOf(held, err, func(h lease.Holder) Lease { return Lease{h.Owner, h.Until} })
 	}},
 }
 

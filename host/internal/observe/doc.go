@@ -9,6 +9,9 @@
 // builds an Observer and hands it out through Bot.Observer), and no
 // exporter: botrun builds the OTLP exporter and passes it in
 // (host.Options.TracerProvider). Its types the admin API shows (Metrics,
-// Minute, ModuleChange, Alert) are read by host/admin, which may import it;
-// host names Alert again (an alias) for code outside host/.
+// Minute, ModuleChange, Alert) are read by host/admin, which may import it.
+// Its Counters are the one set of counters of the message path: host hands
+// the same *Counters to the sender (host/internal/send), the turn
+// (host/internal/turn) and the worker, which import observe; observe
+// imports none of them.
 package observe

@@ -51,18 +51,19 @@ func AfterPut(s Spec, parts []string) (durability.OutboxPut, error) {
 	if err != nil {
 		return durability.OutboxPut{}, fmt.Errorf("after_send of %s: %w", s.Key, err)
 	}
-	payload, _ := json.Marshal(outMsg{Text: string(body)})
+	payload, _ := json.Marshal(rules.OutboxMessage{Text: string(body)})
 	return durability.OutboxPut{Key: rules.AfterSendKey(s.Key), Provider: rules.AfterSendChannel, Chat: s.Chat,
 		Payload: payload, Inbound: s.Inbound, NotBefore: s.At}, nil
 }
 
-// journalAfter puts the after_send record of s and wakes the sweeper.
-func (o *Sender) journalAfter(ctx context.Context, s Spec, parts []string) error {
+// JournalAfter puts the after_send record of s, whose parts are journaled
+// under parts, and wakes the sweeper.
+func (o *Sender) JournalAfter(ctx context.Context, s Spec, parts []string) error {
 	put, err := AfterPut(s, parts)
 	if err != nil {
 		return err
 	}
-	if _, _, err = o.outbox.Put(ctx, put, o.now(), nil); err != nil {
+	if _, _, err = o.outbox.Put(ctx, put, o.Now(), nil); err != nil {
 		return fmt.Errorf("outbox journal: after_send of %s: %w", s.Key, err)
 	}
 	o.wake.Notify()
@@ -104,7 +105,7 @@ func RearmAfterSend(ctx context.Context, outbox durability.OutboxJournal, key st
 // attempt; the hook's own error is logged and not retried. A claim left in
 // flight by a crash runs the hook again: at least once.
 func (o *Sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) {
-	var m outMsg
+	var m rules.OutboxMessage
 	var a afterRecord
 	if err := errors.Join(json.Unmarshal(rec.Payload, &m), json.Unmarshal([]byte(m.Text), &a)); err != nil || len(a.Parts) == 0 {
 		o.settleFailure(ctx, rec, &channel.PermanentError{Err: fmt.Errorf("after_send record is unreadable: %v", err)}, time.Time{})
@@ -116,7 +117,7 @@ func (o *Sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) 
 		o.markSent(ctx, rec, "")
 	}
 	later := func(why string, retryAt int64) {
-		now := o.now()
+		now := o.Now()
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, why, durability.FailOptions{Now: now, RetryAt: max(retryAt, now+o.policy.Poll.Milliseconds()), Refund: true})
 		o.noteFailWrite(rec.Key, err)
 	}
@@ -243,7 +244,7 @@ func (o *Sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 	if !before && !after {
 		return rec, true
 	}
-	var m outMsg
+	var m rules.OutboxMessage
 	if json.Unmarshal(rec.Payload, &m) != nil {
 		return rec, true // call reports it
 	}
@@ -268,7 +269,7 @@ func (o *Sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 		var fe *wasm.FaultError
 		switch {
 		case errors.As(fault, &fe) && (fe.Kind == wasm.FaultHost || fe.Kind == wasm.FaultCanceled):
-			now := o.now()
+			now := o.Now()
 			o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, fault.Error(),
 				durability.FailOptions{Now: now, RetryAt: now + o.policy.Poll.Milliseconds(), Refund: true}))
 			return rec, false
@@ -278,7 +279,7 @@ func (o *Sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 		case done && res.Status == abi.SendCancelled:
 			// The filter's deliberate choice: logged, no alert.
 			why := "cancelled by botrun_before_send"
-			if o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, why, durability.FailOptions{Now: o.now(), Dead: true})) {
+			if o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, why, durability.FailOptions{Now: o.Now(), Dead: true})) {
 				o.log.InfoContext(ctx, "an operator's send was not made: botrun_before_send cancelled it", "key", rec.Key)
 			}
 			return rec, false
@@ -289,14 +290,14 @@ func (o *Sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 			return rec, false
 		}
 		if r := out.Rewrite; r != nil {
-			s.Chat, s.Msg = r.Chat, outMsg{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
+			s.Chat, s.Msg = r.Chat, rules.OutboxMessage{Text: r.Text, Media: r.Media, Buttons: r.Buttons, List: r.List}
 			rec.Chat = s.Chat
 			rec.Payload, _ = json.Marshal(s.Msg)
 		}
 	}
 	if after {
-		if err := o.journalAfter(ctx, s, []string{rec.Key}); err != nil {
-			now := o.now()
+		if err := o.JournalAfter(ctx, s, []string{rec.Key}); err != nil {
+			now := o.Now()
 			o.noteFailWrite(rec.Key, o.outbox.MarkFailed(ctx, rec.Key, rec.Token, err.Error(),
 				durability.FailOptions{Now: now, RetryAt: now + o.policy.Poll.Milliseconds(), Refund: true}))
 			return rec, false

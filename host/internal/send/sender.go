@@ -8,7 +8,7 @@
 // rule here.
 //
 // send imports abi, durability, host/channel, host/wasm and
-// host/internal/{clock,dispatch,lease,rules,sweep}; it never imports host.
+// host/internal/{clock,dispatch,lease,observe,rules,sweep}; it never imports host.
 // What it tells the host (alerts, counters) goes through the values its
 // Config hands it.
 package send
@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +34,7 @@ import (
 	"github.com/botrun/botrun/host/internal/clock"
 	"github.com/botrun/botrun/host/internal/dispatch"
 	"github.com/botrun/botrun/host/internal/lease"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/internal/sweep"
 )
@@ -76,13 +76,6 @@ func (p Policy) NotLeaderWait() time.Duration {
 	return base + rand.N(max(p.Poll, time.Millisecond))
 }
 
-// Counters are the durability counters the sender moves (the host's
-// metrics).
-type Counters struct {
-	Journaled, Deduped, Retried, Deferred, Dead, Ambiguous, Bypassed *atomic.Int64
-	Stale, Diverged, AmbiguousResolved, NotLeader                    *atomic.Int64
-}
-
 // Alerts tell the operator of a send gone wrong.
 type Alerts interface {
 	// Dead tells of a send gone to the dead-letter queue, and why.
@@ -103,7 +96,9 @@ type Config struct {
 	Outbox   durability.OutboxJournal
 	Channels map[string]channel.Channel
 	Policy   Policy
-	Counters Counters
+	// Counters are the bot's counters (the outbox's, stale leases,
+	// diverged replays, not-leader refusals) the sender moves.
+	Counters *observe.Counters
 	// Tracer traces each delivery (nil: tracing off).
 	Tracer trace.Tracer
 	// SendTime observes each channel send's latency, by channel.
@@ -140,7 +135,7 @@ type Sender struct {
 	outbox    durability.OutboxJournal
 	providers map[string]channel.Channel
 	policy    Policy
-	metrics   Counters
+	metrics   *observe.Counters
 	tracer    trace.Tracer
 	sendTime  map[string]prometheus.Observer
 	log       *slog.Logger
@@ -181,10 +176,8 @@ func (o *Sender) Hooks() Hooks { return o.hooks }
 // Policy is the outbox configuration the sender follows.
 func (o *Sender) Policy() Policy { return o.policy }
 
-func (o *Sender) now() int64 { return o.clock.Now().UnixMilli() }
-
 // Now is the sender's time (Unix ms), as the journal keeps it.
-func (o *Sender) Now() int64 { return o.now() }
+func (o *Sender) Now() int64 { return o.clock.Now().UnixMilli() }
 
 // span starts the span of a delivery; off, it returns ctx and a no-op span
 // without allocating.
@@ -201,9 +194,6 @@ func idAttr(span trace.Span, id, channelID string) {
 		span.SetAttributes(attribute.String("botrun.id", id), attribute.String("botrun.provider", channelID))
 	}
 }
-
-// outMsg is a send's journaled content.
-type outMsg = rules.OutboxMessage
 
 // Spec is one send as the handler (or the operator) asked for it.
 type Spec struct {
@@ -226,29 +216,6 @@ type Spec struct {
 	Keys *[]string
 }
 
-// SendNow journals the send and delivers it inline, retrying until
-// outbox.inline_max; past that it answers deferred and the sweeper goes on.
-// An error means the journal failed (the caller's attempt fails). With hold,
-// the last delivered part's MarkSent is not written but returned, for the
-// caller to land with the inbound completion (Land, or the completion's
-// SentMark).
-func (o *Sender) SendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult, *PendingMark, error) {
-	return o.sendNow(ctx, s, hold)
-}
-
-// Enqueue journals every part of s and returns at once; the sweeper claims
-// them and the workers deliver them.
-func (o *Sender) Enqueue(ctx context.Context, s Spec) (abi.SendResult, error) {
-	return o.enqueue(ctx, s)
-}
-
-// Land writes a held MarkSent on its own (m may be nil).
-func (o *Sender) Land(ctx context.Context, m *PendingMark) { o.land(ctx, m) }
-
-// DeliverQueued delivers a send the sweeper claimed and queued (a worker
-// runs it, in its chat's order), and counts it delivered for the sweeper.
-func (o *Sender) DeliverQueued(c durability.ClaimedSend) { o.deliverQueued(c) }
-
 // PartKeys are the keys the parts of s are journaled under.
 func (o *Sender) PartKeys(s Spec) []string {
 	var keys []string
@@ -268,12 +235,6 @@ func (o *Sender) Fingerprints(s Spec) []string {
 	return fps
 }
 
-// JournalAfter puts the after_send record of s, whose parts are journaled
-// under parts, and wakes the sweeper.
-func (o *Sender) JournalAfter(ctx context.Context, s Spec, parts []string) error {
-	return o.journalAfter(ctx, s, parts)
-}
-
 // AfterSize is the size of the after_send record of s, in parts.
 func AfterSize(s Spec, parts []string) int64 {
 	put, _ := AfterPut(s, parts)
@@ -286,7 +247,7 @@ type part struct {
 	key, prev string
 	// n numbers the part from 1.
 	n       int
-	msg     outMsg
+	msg     rules.OutboxMessage
 	payload []byte
 }
 
@@ -324,7 +285,7 @@ func (o *Sender) parts(s Spec) []part {
 	texts := httpkit.Split(s.Msg.Text, limit, o.byteLimit(s.Provider))
 	ps := make([]part, len(texts))
 	for i, text := range texts {
-		m := outMsg{Text: text}
+		m := rules.OutboxMessage{Text: text}
 		if i == 0 {
 			m.Media = s.Msg.Media
 		}
@@ -345,13 +306,13 @@ func (o *Sender) parts(s Spec) []part {
 
 func (o *Sender) outboxLease() durability.Lease { return o.leases.Lease(o.policy.Lease) }
 
-// sendNow journals the send and delivers it inline, retrying until
+// SendNow journals the send and delivers it inline, retrying until
 // outbox.inline_max; past that it answers deferred and the sweeper goes on.
 // An error means the journal failed (the caller's attempt fails). With hold,
 // the last delivered part's MarkSent is not written but returned, for the
-// caller to land with the inbound completion (an earlier part's lands before
-// the next part is sent).
-func (o *Sender) sendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult, *PendingMark, error) {
+// caller to land with the inbound completion (Land, or the completion's
+// SentMark).
+func (o *Sender) SendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult, *PendingMark, error) {
 	prov, ok := o.providers[s.Provider]
 	if !ok {
 		return abi.SendResult{Status: abi.SendDead, Key: s.Key, Error: fmt.Sprintf("provider %q is not configured", s.Provider)}, nil, nil
@@ -363,10 +324,10 @@ func (o *Sender) sendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult
 	if refused := o.leaders.Refuse(s.Provider); refused != nil {
 		// Journaled for the leader's sweeper; this replica never calls
 		// the channel.
-		res, err := o.enqueue(ctx, s)
+		res, err := o.Enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
-			o.metrics.Deferred.Add(1)
-			o.metrics.NotLeader.Add(1)
+			o.metrics.OutboxDeferred.Add(1)
+			o.metrics.ProviderNotLeader.Add(1)
 			res.Error = refused.Error()
 		}
 		return res, nil, err
@@ -381,12 +342,12 @@ func (o *Sender) sendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult
 			// An earlier part is not sent yet: journal this one behind it.
 			r, err = o.journal(ctx, s, p)
 		} else {
-			o.land(ctx, held)
+			o.Land(ctx, held)
 			held = nil
 			r, held, err = o.sendPart(ctx, prov, s, p, hold)
 		}
 		if err != nil {
-			o.land(ctx, held)
+			o.Land(ctx, held)
 			return abi.SendResult{}, nil, err
 		}
 		s.collect(r.Key)
@@ -407,10 +368,10 @@ func (o *Sender) sendNow(ctx context.Context, s Spec, hold bool) (abi.SendResult
 func (o *Sender) bypass(ctx context.Context, prov channel.Channel, s Spec, size int) abi.SendResult {
 	if refused := o.leaders.Refuse(s.Provider); refused != nil {
 		// Nothing journals it for the leader: it cannot go from here.
-		o.metrics.NotLeader.Add(1)
+		o.metrics.ProviderNotLeader.Add(1)
 		return abi.SendResult{Status: abi.SendDead, Key: s.Key, Error: fmt.Sprintf("payload over durability.outbox.max_payload_bytes (%d bytes), which is sent without the outbox: %v", size, refused)}
 	}
-	o.metrics.Bypassed.Add(1)
+	o.metrics.OutboxBypassed.Add(1)
 	o.log.WarnContext(ctx, "payload over durability.outbox.max_payload_bytes: sent without the outbox (no dedupe, no retry)", "key", s.Key, "bytes", size, "limit", o.policy.MaxPayload)
 	// Split at the channel's text limit as a journaled send is: the parts
 	// go in order, and the first one the channel refuses ends the send.
@@ -459,7 +420,7 @@ func (o *Sender) settleElsewhere(ctx context.Context, rec durability.OutboxRecor
 				}
 				wait = min(2*wait, 100*time.Millisecond)
 			}
-		case rec.LeaseUntil <= o.now():
+		case rec.LeaseUntil <= o.Now():
 			c, err := claimer.ClaimExpired(ctx, rec.Key, o.outboxLease())
 			if err == nil {
 				o.deliverClaimed(ctx, c)
@@ -486,14 +447,14 @@ func (o *Sender) settleElsewhere(ctx context.Context, rec durability.OutboxRecor
 func (o *Sender) runQueued(channelID, chat, key string) bool {
 	j, ok := o.queued.TakeSend(dispatch.ChatKey(channelID, chat), key)
 	if ok {
-		o.deliverQueued(*j.Send)
+		o.DeliverQueued(*j.Send)
 	}
 	return ok
 }
 
-// deliverQueued delivers a send the sweeper claimed and queued, and counts
-// it delivered for the sweeper.
-func (o *Sender) deliverQueued(c durability.ClaimedSend) {
+// DeliverQueued delivers a send the sweeper claimed and queued (a worker
+// runs it, in its chat's order), and counts it delivered for the sweeper.
+func (o *Sender) DeliverQueued(c durability.ClaimedSend) {
 	o.deliverClaimed(o.leases.Base, c)
 	o.sweeper.SendDelivered()
 }
@@ -515,10 +476,10 @@ func (o *Sender) sleep(ctx context.Context, d time.Duration) bool {
 func (o *Sender) existing(rec durability.OutboxRecord) (abi.SendResult, bool) {
 	switch rec.State {
 	case durability.OutboxSent:
-		o.metrics.Deduped.Add(1)
+		o.metrics.OutboxDeduped.Add(1)
 		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Ref: rec.Ref}, true
 	case durability.OutboxUnknown:
-		o.metrics.Deduped.Add(1)
+		o.metrics.OutboxDeduped.Add(1)
 		return abi.SendResult{Status: abi.SendDeduped, Key: rec.Key, Error: "outcome unknown after a crash (on_ambiguous = skip)"}, true
 	case durability.OutboxDead:
 		return abi.SendResult{Status: abi.SendDead, Key: rec.Key, Error: rec.Error}, true
@@ -556,7 +517,7 @@ func (o *Sender) put(s Spec, p part, key, prev string) durability.OutboxPut {
 		Fingerprint: fp, PreviousPart: prev, Inbound: s.Inbound, NotBefore: s.At}
 }
 
-// sendPart journals one part and delivers it inline (see sendNow for hold).
+// sendPart journals one part and delivers it inline (see SendNow for hold).
 func (o *Sender) sendPart(ctx context.Context, prov channel.Channel, s Spec, p part, hold bool) (abi.SendResult, *PendingMark, error) {
 	put := o.put(s, p, p.key, p.prev)
 	l := o.outboxLease()
@@ -579,7 +540,7 @@ func (o *Sender) sendPart(ctx context.Context, prov channel.Channel, s Spec, p p
 			if res, done := o.existing(rec); done {
 				return res, nil, nil
 			}
-			if rec.Shown(o.now()) == durability.OutboxScheduled {
+			if rec.Shown(o.Now()) == durability.OutboxScheduled {
 				// Held until its time: the sweeper sends it then, not this send.
 				return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil, nil
 			}
@@ -602,7 +563,7 @@ func (o *Sender) sendPart(ctx context.Context, prov channel.Channel, s Spec, p p
 			break
 		}
 	} else {
-		o.metrics.Journaled.Add(1)
+		o.metrics.OutboxJournaled.Add(1)
 	}
 	return o.deliverInline(ctx, prov, rec, hold)
 }
@@ -610,7 +571,7 @@ func (o *Sender) sendPart(ctx context.Context, prov channel.Channel, s Spec, p p
 // journal records a part for the sweeper without sending it.
 func (o *Sender) journal(ctx context.Context, s Spec, p part) (abi.SendResult, error) {
 	put := o.put(s, p, p.key, p.prev)
-	st, rec, err := o.outbox.Put(ctx, put, o.now(), nil)
+	st, rec, err := o.outbox.Put(ctx, put, o.Now(), nil)
 	if err != nil {
 		return abi.SendResult{}, fmt.Errorf("outbox journal: %w", err)
 	}
@@ -623,12 +584,12 @@ func (o *Sender) journal(ctx context.Context, s Spec, p part) (abi.SendResult, e
 		if res, done := o.existing(rec); done {
 			return res, nil
 		}
-		if rec.Shown(o.now()) == durability.OutboxScheduled {
+		if rec.Shown(o.Now()) == durability.OutboxScheduled {
 			return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil
 		}
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 	}
-	o.metrics.Journaled.Add(1)
+	o.metrics.OutboxJournaled.Add(1)
 	if rec.RetryAt > rec.CreatedAt {
 		return abi.SendResult{Status: abi.SendScheduled, Key: rec.Key}, nil
 	}
@@ -639,9 +600,9 @@ func (o *Sender) journal(ctx context.Context, s Spec, p part) (abi.SendResult, e
 	return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key}, nil
 }
 
-// enqueue journals every part and returns at once; the sweeper claims them
-// and the workers deliver them.
-func (o *Sender) enqueue(ctx context.Context, s Spec) (abi.SendResult, error) {
+// Enqueue journals every part of s and returns at once; the sweeper claims
+// them and the workers deliver them.
+func (o *Sender) Enqueue(ctx context.Context, s Spec) (abi.SendResult, error) {
 	var first abi.SendResult
 	for i, p := range o.parts(s) {
 		res, err := o.journal(ctx, s, p)
@@ -664,7 +625,7 @@ func (o *Sender) deliverInline(ctx context.Context, prov channel.Channel, rec du
 	idAttr(span, rec.Key, rec.Provider)
 	inlineUntil := o.clock.Now().Add(o.policy.InlineMax)
 	deferred := func(sendErr error) (abi.SendResult, *PendingMark, error) {
-		o.metrics.Deferred.Add(1)
+		o.metrics.OutboxDeferred.Add(1)
 		return abi.SendResult{Status: abi.SendDeferred, Key: rec.Key, Error: sendErr.Error()}, nil, nil
 	}
 	for {
@@ -674,9 +635,9 @@ func (o *Sender) deliverInline(ctx context.Context, prov channel.Channel, rec du
 				hb.Release()
 				return abi.SendResult{Status: abi.SendSent, Key: rec.Key, Ref: ref}, nil, nil
 			}
-			m := &PendingMark{rec: rec, ref: ref, at: o.now(), hb: hb}
+			m := &PendingMark{rec: rec, ref: ref, at: o.Now(), hb: hb}
 			if !hold {
-				o.land(ctx, m)
+				o.Land(ctx, m)
 				m = nil
 			}
 			return abi.SendResult{Status: abi.SendSent, Key: rec.Key, Ref: ref}, m, nil
@@ -703,7 +664,7 @@ func (o *Sender) deliverInline(ctx context.Context, prov channel.Channel, rec du
 	}
 }
 
-func toOutbound(chat string, m outMsg, key string) channel.Outbound {
+func toOutbound(chat string, m rules.OutboxMessage, key string) channel.Outbound {
 	out := channel.Outbound{Chat: chat, Text: m.Text, Key: key, Buttons: m.Buttons, List: m.List}
 	if m.Media != nil {
 		out.Media = &channel.Media{Type: m.Media.Type, Ref: m.Media.Ref, URL: m.Media.URL, MIME: m.Media.MIME, Caption: m.Media.Caption}
@@ -723,12 +684,12 @@ func (o *Sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref st
 	if err := o.leaders.Refuse(rec.Provider); err != nil {
 		return "", hb, false, err
 	}
-	var m outMsg
+	var m rules.OutboxMessage
 	if err := json.Unmarshal(rec.Payload, &m); err != nil {
 		return "", hb, false, &channel.PermanentError{Err: fmt.Errorf("journaled content is unreadable: %w", err)}
 	}
 	if rec.Attempts > 1 {
-		o.metrics.Retried.Add(1)
+		o.metrics.OutboxRetried.Add(1)
 	}
 	msg := toOutbound(rec.Chat, m, rec.Key)
 	if tp, ok := prov.(channel.Transactional); ok {
@@ -737,7 +698,7 @@ func (o *Sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref st
 			// that marks the record; the lease was taken just now.
 			hb.Stop()
 			ch := o.channel(prov.ID())
-			ref, err := sw.MarkSentWith(hb.Context(), rec.Key, rec.Token, o.now(), func(ctx context.Context, retry bool) (ref string, writes []durability.Write, err error) {
+			ref, err := sw.MarkSentWith(hb.Context(), rec.Key, rec.Token, o.Now(), func(ctx context.Context, retry bool) (ref string, writes []durability.Write, err error) {
 				// A panic is an error worth a retry, as in Send.
 				err = ch.Guard("preparing a send", func() (err error) {
 					ref, writes, err = tp.PrepareSend(ctx, msg, retry)
@@ -789,8 +750,8 @@ type PendingMark struct {
 	hb  *lease.Heartbeat
 }
 
-// land writes a held MarkSent on its own (m may be nil).
-func (o *Sender) land(ctx context.Context, m *PendingMark) {
+// Land writes a held MarkSent on its own (m may be nil).
+func (o *Sender) Land(ctx context.Context, m *PendingMark) {
 	if m != nil {
 		m.hb.Stop()
 		o.markSentAt(ctx, m.rec, m.ref, m.at)
@@ -799,14 +760,14 @@ func (o *Sender) land(ctx context.Context, m *PendingMark) {
 }
 
 func (o *Sender) markSent(ctx context.Context, rec durability.OutboxRecord, ref string) {
-	o.markSentAt(ctx, rec, ref, o.now())
+	o.markSentAt(ctx, rec, ref, o.Now())
 }
 
 func (o *Sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, ref string, at int64) {
 	err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, ref, at)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.Stale.Add(1)
+		o.metrics.StaleLeases.Add(1)
 		o.log.WarnContext(ctx, "sent, but the lease was lost to another owner", "key", rec.Key)
 	case err != nil:
 		o.log.ErrorContext(ctx, "sent, but recording it failed: the send is ambiguous until its lease expires", "key", rec.Key, "err", err)
@@ -828,7 +789,7 @@ func (o *Sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 	if channel.Permanent(sendErr) || rec.Attempts >= 1+o.policy.Retries {
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
 		if o.noteFailWrite(rec.Key, err) {
-			o.metrics.Dead.Add(1)
+			o.metrics.OutboxDead.Add(1)
 			o.alerts.Dead(rec, sendErr.Error())
 		}
 		return 0, true, false
@@ -850,7 +811,7 @@ func (o *Sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 // due again shortly, for the leader's sweeper, and not charged as an
 // attempt, so it never goes to the dead-letter queue for it.
 func (o *Sender) handBack(ctx context.Context, rec durability.OutboxRecord, refused error) {
-	o.metrics.NotLeader.Add(1)
+	o.metrics.ProviderNotLeader.Add(1)
 	now := o.clock.Now()
 	err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, refused.Error(),
 		durability.FailOptions{Now: now.UnixMilli(), RetryAt: now.Add(o.policy.NotLeaderWait()).UnixMilli(), Refund: true})
@@ -861,7 +822,7 @@ func (o *Sender) handBack(ctx context.Context, rec durability.OutboxRecord, refu
 func (o *Sender) noteFailWrite(key string, err error) bool {
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.Stale.Add(1)
+		o.metrics.StaleLeases.Add(1)
 		return false
 	case err != nil:
 		o.log.Error("recording a failed send failed", "key", key, "err", err)
@@ -895,7 +856,7 @@ func (o *Sender) deliverClaimed(ctx context.Context, c durability.ClaimedSend) {
 		return
 	}
 	if c.Ambiguous {
-		o.metrics.Ambiguous.Add(1)
+		o.metrics.OutboxAmbiguous.Add(1)
 		o.alerts.Ambiguous(rec)
 		to := durability.OutboxUnknown
 		if o.policy.Resend {
@@ -968,7 +929,7 @@ func (o *Sender) settleAmbiguous(ctx context.Context, prov channel.Channel, rec 
 			// flight until its lease expires and a claim asks again.
 			return true
 		}
-		var m outMsg
+		var m rules.OutboxMessage
 		if json.Unmarshal(rec.Payload, &m) != nil {
 			return false
 		}
@@ -988,18 +949,18 @@ func (o *Sender) settleAmbiguous(ctx context.Context, prov channel.Channel, rec 
 	default:
 		return false
 	}
-	now := o.now()
+	now := o.Now()
 	if delivered {
 		err := o.outbox.MarkSent(ctx, rec.Key, rec.Token, "", now)
 		if o.noteFailWrite(rec.Key, err) {
-			o.metrics.AmbiguousResolved.Add(1)
+			o.metrics.OutboxAmbiguousResolved.Add(1)
 			o.log.InfoContext(ctx, "ambiguous send settled: the channel has it", "key", rec.Key)
 		}
 		return true
 	}
 	err := o.outbox.ResolveAmbiguous(ctx, rec.Key, rec.Token, durability.OutboxPending, now)
 	if o.noteFailWrite(rec.Key, err) {
-		o.metrics.AmbiguousResolved.Add(1)
+		o.metrics.OutboxAmbiguousResolved.Add(1)
 		o.log.InfoContext(ctx, "ambiguous send settled: sent again, the channel takes it once", "key", rec.Key)
 		o.wake.Notify()
 	}
@@ -1020,7 +981,7 @@ func (o *Sender) stillHeld(ctx context.Context, rec *durability.OutboxRecord) bo
 	err := o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	switch {
 	case errors.Is(err, durability.ErrStaleLease):
-		o.metrics.Stale.Add(1)
+		o.metrics.StaleLeases.Add(1)
 		o.log.WarnContext(ctx, "send's lease lost while queued: another owner claimed it; skipping it here", "key", rec.Key)
 		return false
 	case err != nil:
@@ -1036,7 +997,7 @@ func (o *Sender) stillHeld(ctx context.Context, rec *durability.OutboxRecord) bo
 // the first are journaled as key#2, key#3, … before the first is sent under the
 // record's own key, so a retry journals and sends nothing twice.
 func (o *Sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord) (durability.OutboxRecord, bool) {
-	var m outMsg
+	var m rules.OutboxMessage
 	if json.Unmarshal(rec.Payload, &m) != nil {
 		return rec, true // call reports it
 	}

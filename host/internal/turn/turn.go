@@ -6,7 +6,7 @@
 // guest against a Turn and completes it.
 //
 // turn imports abi, durability, host/channel, host/inputs, host/wasm and
-// host/internal/{rules,send,sweep}; it never imports host.
+// host/internal/{observe,rules,send,sweep}; it never imports host.
 package turn
 
 import (
@@ -17,25 +17,18 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/internal/send"
 	"github.com/botrun/botrun/host/internal/sweep"
 	"github.com/botrun/botrun/host/wasm"
 )
-
-// Counters are the durability counters a turn moves (the host's metrics).
-type Counters struct {
-	// Deferred counts sends deferred to the sweeper; Journaled sends
-	// journaled (a broadcast's copies).
-	Deferred, Journaled *atomic.Int64
-}
 
 // Caps are the [bot] limits on one event.
 type Caps struct {
@@ -54,7 +47,9 @@ type Config struct {
 	Outbox   durability.OutboxJournal
 	State    durability.StateStore
 	Channels map[string]channel.Channel
-	Counters Counters
+	// Counters are the bot's counters; a turn moves outbox_deferred and
+	// outbox_journaled (a broadcast's copies).
+	Counters *observe.Counters
 	Caps     Caps
 	// Wake asks the sweeper for a sweep now.
 	Wake sweep.Wake
@@ -111,7 +106,7 @@ type Turn struct {
 	wake      sweep.Wake
 	state     durability.StateStore
 	providers map[string]channel.Channel
-	metrics   Counters
+	metrics   *observe.Counters
 	// maxSends is bot.max_sends, maxBroadcast bot.max_broadcast; quota
 	// bot.max_chat_state in bytes.
 	maxSends, maxBroadcast int
@@ -277,7 +272,7 @@ func (t *Turn) sendNow(ctx context.Context, s send.Spec) (abi.SendResult, error)
 	if t.down[s.Provider] {
 		res, err := t.sender.Enqueue(ctx, s)
 		if err == nil && res.Status == abi.SendDeferred {
-			t.metrics.Deferred.Add(1)
+			t.metrics.OutboxDeferred.Add(1)
 			res.Error = "not tried: an earlier send of this event to the channel was deferred"
 		}
 		return res, err
@@ -361,7 +356,7 @@ func (t *Turn) Broadcast(ctx context.Context, req abi.BroadcastRequest) (abi.Bro
 	}
 	res, err := send.Broadcast(ctx, t.outbox, t.event.Provider, t.event.ID, req, hook, t.sender.Now())
 	if err == nil {
-		t.metrics.Journaled.Add(int64(res.Journaled))
+		t.metrics.OutboxJournaled.Add(int64(res.Journaled))
 		t.wake.Notify()
 	}
 	return res, err
