@@ -318,7 +318,8 @@ func TestCrashMatrixClosedWindow(t *testing.T) {
 	}
 }
 
-// TestCrashMatrixRandom crashes at 1,000 seeded random writes on every backend.
+// TestCrashMatrixRandom crashes at every write of a clean run (make soak: at
+// 1,000 seeded random writes) on every backend.
 func TestCrashMatrixRandom(t *testing.T) {
 	for name, nb := range backends {
 		if name == "events-shared" || name == "events-pg-outbox" || name == "redis-cluster" {
@@ -347,18 +348,21 @@ func crashRandom(t *testing.T, nb func(t *testing.T) durability.Backend) {
 	writes := len(clean.Writes())
 	t.Logf("a clean run makes %d counted writes: %s", writes, strings.Join(clean.Writes(), " "))
 
-	// make test runs 150 seeded crash points per backend; make soak 1,000.
-	runs := 150
-	if os.Getenv("BOTRUN_SOAK") != "" {
+	// make test crashes once at each of the clean run's writes (and two
+	// past them), before or after it and under either policy as the seed
+	// draws; make soak at 1,000 seeded random writes.
+	runs, soak := writes+2, os.Getenv("BOTRUN_SOAK") != ""
+	if soak {
 		runs = 1000
-	}
-	if testing.Short() {
-		runs = 100
 	}
 	rng := rand.New(rand.NewPCG(20261129, 1))
 	var ambiguous int64
 	for i := range runs {
-		c := crashCase{nth: 1 + rng.IntN(writes+2), after: rng.IntN(2) == 1, resend: rng.IntN(2) == 1}
+		nth := 1 + i
+		if soak {
+			nth = 1 + rng.IntN(writes+2)
+		}
+		c := crashCase{nth: nth, after: rng.IntN(2) == 1, resend: rng.IntN(2) == 1}
 		m := runCrash(t, nb, c)
 		ambiguous += m.OutboxAmbiguous
 		if t.Failed() {
