@@ -32,7 +32,7 @@ var appendLog = native(func(ctx context.Context, ev abi.Event, env wasm.Env) err
 	if len(log) > 0 {
 		next = string(log) + "," + ev.Text
 	}
-	time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond) // widen the window
+	time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond) // widen the window: the guest's work under test, not a wait
 	if err := env.StateSet(ctx, "log", []byte(next)); err != nil {
 		return err
 	}

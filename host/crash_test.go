@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/botrun/botrun/internal/waitfor"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -91,12 +92,10 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 	for _, m := range crashMessages {
 		a.admit(t, m.chat, m.id, m.text) // an error means "not journaled": the channel redelivers below
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for !crash.Crashed() && !a.settled(len(crashMessages)) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	// Until the crash, or the end if the crash point is past the last write.
+	waitfor.Every(time.Millisecond, 60*time.Second, func() bool { return crash.Crashed() || a.settled(len(crashMessages)) })
 	a.crash()
-	time.Sleep(2 * time.Millisecond) // B boots strictly after A's last lease
+	nextMilli(t) // B boots strictly after A's last lease
 
 	var bch channel.Channel = ch
 	switch c.channel {

@@ -43,12 +43,8 @@ func TestEventsJournalReplayIsSwept(t *testing.T) {
 			if err := backend.Journal().Replay(context.Background(), id); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(2 * time.Minute)
-			for runs.Load() < 2 || b.inboxState(t, "web:m1").State != durability.InboxDone {
-				if time.Now().After(deadline) {
-					t.Fatalf("the replayed event was not processed again: %d runs, %+v", runs.Load(), b.inboxState(t, "web:m1"))
-				}
-				time.Sleep(5 * time.Millisecond)
+			if !waitFor(2*time.Minute, func() bool { return runs.Load() >= 2 && b.inboxState(t, "web:m1").State == durability.InboxDone }) {
+				t.Fatalf("the replayed event was not processed again: %d runs, %+v", runs.Load(), b.inboxState(t, "web:m1"))
 			}
 			if got := ch.texts(); len(got) != 2 {
 				t.Fatalf("channel got %q: the replay's sends must come from the outbox", got)

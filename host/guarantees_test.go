@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"github.com/botrun/botrun/internal/waitfor"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -100,11 +101,11 @@ func TestGuaranteeRow6_NonPersistentFlowLost_OnDivergedDecides(t *testing.T) {
 			}
 			a := newTestBot(t, cfg, crash, flow(true), crashProvider{ch: ch, crash: crash})
 			a.admit(t, "c1", "m1", "Ana")
-			for !crash.Crashed() {
-				time.Sleep(time.Millisecond)
+			if !waitfor.Every(time.Millisecond, 60*time.Second, crash.Crashed) {
+				t.Fatal("no crash")
 			}
 			a.crash()
-			time.Sleep(2 * time.Millisecond)
+			nextMilli(t)
 			b := newTestBot(t, cfg, shared, flow(false), ch)
 			defer b.stop(t)
 			if !b.quiet(1, 60*time.Second) {
@@ -145,10 +146,7 @@ func TestGuaranteeRow7_PoisonMessageDeadAfterMaxAttempts(t *testing.T) {
 		if start == 0 {
 			b.admit(t, "c1", "poison", "boom")
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for !crash.Crashed() && !b.settled(1) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		waitfor.Every(time.Millisecond, 60*time.Second, func() bool { return crash.Crashed() || b.settled(1) })
 		if !crash.Crashed() {
 			if r := b.inboxState(t, "web:poison"); r.State != durability.InboxDead || r.Attempts != 4 {
 				t.Fatalf("after %d runs: record %+v, want dead after the 4th claim", runs, r)
@@ -165,7 +163,7 @@ func TestGuaranteeRow7_PoisonMessageDeadAfterMaxAttempts(t *testing.T) {
 			break
 		}
 		b.crash()
-		time.Sleep(2 * time.Millisecond)
+		nextMilli(t)
 		if start > 5 {
 			t.Fatal("the poison message never went dead")
 		}
@@ -217,10 +215,7 @@ func TestGuestFaultRetriedThenDeadThenReplayed(t *testing.T) {
 	if err := b.Operator().ReplayInbound(context.Background(), "web:m1"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for b.inboxState(t, "web:m1").State != durability.InboxDone && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitFor(60*time.Second, func() bool { return b.inboxState(t, "web:m1").State == durability.InboxDone })
 	if got := ch.texts(); len(got) != 1 || got[0] != "fixed" {
 		t.Fatalf("after replay: %q", got)
 	}
@@ -245,7 +240,7 @@ func TestHandlerErrorConfirmedNotRetried(t *testing.T) {
 	if !b.quiet(1, 60*time.Second) {
 		t.Fatal("did not settle")
 	}
-	time.Sleep(30 * time.Millisecond) // several sweeps
+	b.sweeps(t, 3) // nothing runs it again
 	if r := b.inboxState(t, "web:m1"); r.State != durability.InboxDone || runs != 1 {
 		t.Fatalf("record %+v after %d runs", r, runs)
 	}
@@ -276,7 +271,7 @@ func TestGuaranteeRow5_PersistentFlowResumesWithoutRepeatingTheQuestion(t *testi
 				t.Fatal("no crash")
 			}
 			a.crash()
-			time.Sleep(2 * time.Millisecond)
+			nextMilli(t)
 			b := newTestBot(t, cfg, shared, nil, ch)
 			defer b.stop(t)
 			b.admit(t, "c1", "m1", "/signup") // the channel redelivers

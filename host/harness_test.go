@@ -287,14 +287,27 @@ func (b *testBot) admit(t testing.TB, chat, id, text string) (channel.Admission,
 // settled, with at least wantInbox inbox records; it reports whether that
 // happened within timeout.
 func (b *testBot) quiet(wantInbox int, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if b.settled(wantInbox) {
-			return true
-		}
-		time.Sleep(2 * time.Millisecond)
+	return waitfor.Every(2*time.Millisecond, timeout, func() bool { return b.settled(wantInbox) })
+}
+
+// sweeps waits until b's sweeper has finished n more sweeps: what a test
+// waits for before it checks that nothing more happened.
+func (b *testBot) sweeps(t testing.TB, n int64) {
+	t.Helper()
+	want := b.sweeper.Sweeps() + n
+	if !waitfor.True(time.Minute, func() bool { return b.sweeper.Sweeps() >= want }) {
+		t.Fatalf("the sweeper did not sweep %d more times in a minute (at %d)", n, b.sweeper.Sweeps())
 	}
-	return false
+}
+
+// nextMilli waits until the wall clock is past the next millisecond, so that
+// a bot started now stamps its leases strictly after a crashed one's last.
+func nextMilli(t testing.TB) {
+	t.Helper()
+	now := time.Now().UnixMilli()
+	if !waitfor.Every(100*time.Microsecond, time.Minute, func() bool { return time.Now().UnixMilli() > now+1 }) {
+		t.Fatal("the wall clock did not move for a minute")
+	}
 }
 
 func (b *testBot) settled(wantInbox int) bool {

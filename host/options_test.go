@@ -88,7 +88,7 @@ func TestOption_FailOpen(t *testing.T) {
 				if err == nil {
 					t.Fatal("admitted without a journal")
 				}
-				time.Sleep(30 * time.Millisecond)
+				b.sweeps(t, 3)
 				if n := len(ch.texts()); n != 0 {
 					t.Fatalf("a message that was not journaled was dispatched (%d sends)", n)
 				}
@@ -120,7 +120,7 @@ func TestOption_InboxLease_HeartbeatKeepsALongHandler(t *testing.T) {
 	var runs atomic.Int32
 	slow := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
 		runs.Add(1)
-		time.Sleep(400 * time.Millisecond) // many leases long
+		time.Sleep(400 * time.Millisecond) // the slow handler under test: many leases long
 		_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "done"})
 		return err
 	})
@@ -406,7 +406,7 @@ func TestOption_OutboxLease_MinimumAndHeartbeat(t *testing.T) {
 	cfg := testConfig(t, "[durability.outbox]\nlease = \"2s\"\n")
 	shared := memory.New()
 	ch := newChannel()
-	ch.fail = func(n int, _ channel.Outbound) error { time.Sleep(5 * time.Second); return nil }
+	ch.fail = func(n int, _ channel.Outbound) error { time.Sleep(5 * time.Second); return nil } // the slow call under test
 	a := newTestBot(t, cfg, shared, reply("r: "), ch)
 	defer a.stop(t)
 	cfgB := testConfig(t, "[durability.outbox]\nlease = \"2s\"\n")
@@ -636,7 +636,7 @@ func TestRestartRecoversEarlierLeasesAtOnce(t *testing.T) {
 	waitFor(60*time.Second, func() bool { return a.inboxState(t, "web:m1").State == durability.InboxProcessing })
 	crash.CrashBefore("inbox.fail")
 	a.crash()
-	time.Sleep(2 * time.Millisecond)
+	nextMilli(t)
 	b := newTestBot(t, cfg, shared, reply("r: "), ch)
 	defer b.stop(t)
 	if !waitFor(60*time.Second, func() bool { return ch.count("c1", "r: x") == 1 }) {

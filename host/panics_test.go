@@ -66,12 +66,8 @@ func started(t *testing.T, backend durability.Backend, ch channel.Channel) *Bot 
 func TestAChannelPanicIsRecoveredAndCounted(t *testing.T) {
 	ch := &panicky{fakeChannel: newChannel()}
 	b := started(t, memory.New(), ch)
-	deadline := time.Now().Add(time.Minute)
-	for ch.runs.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the loop was not run again after its panic")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitFor(time.Minute, func() bool { return ch.runs.Load() >= 2 }) {
+		t.Fatal("the loop was not run again after its panic")
 	}
 	h := b.Handler()
 	for range 2 {

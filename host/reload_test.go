@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"github.com/botrun/botrun/internal/waitfor"
 	"net"
 	"os"
 	"path/filepath"
@@ -70,30 +71,22 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 	replaceFile(t, module, faulty)
 	// A Go guest compiles for many seconds under -race on a loaded machine:
 	// the deadline is for a hung reload, not a slow one.
-	deadline := time.Now().Add(3 * time.Minute)
-	for i := 0; ; i++ {
-		if got := ask(fmt.Sprint("c2-", i)); strings.HasPrefix(got, "now ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the new module never went live")
-		}
-		time.Sleep(100 * time.Millisecond)
+	i := 0
+	if !waitfor.Every(100*time.Millisecond, 3*time.Minute, func() bool {
+		i++
+		return strings.HasPrefix(ask(fmt.Sprint("c2-", i)), "now ")
+	}) {
+		t.Fatal("the new module never went live")
 	}
 	if m := bot.Observer().Metrics(); m.ModulesLoaded != 1 || m.ModulesRefused != 0 {
 		t.Fatalf("reloads %d, refused %d", m.ModulesLoaded, m.ModulesRefused)
 	}
 	replaceFile(t, module, []byte("not wasm at all"))
-	deadline = time.Now().Add(3 * time.Minute)
-	for {
-		// The history's entry follows the counter.
-		if bot.Observer().Metrics().ModulesRefused == 1 && len(bot.Observer().ModuleHistory()) == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the broken module was not refused (history %+v)", bot.Observer().ModuleHistory())
-		}
-		time.Sleep(50 * time.Millisecond)
+	// The history's entry follows the counter.
+	if !waitFor(3*time.Minute, func() bool {
+		return bot.Observer().Metrics().ModulesRefused == 1 && len(bot.Observer().ModuleHistory()) == 3
+	}) {
+		t.Fatalf("the broken module was not refused (history %+v)", bot.Observer().ModuleHistory())
 	}
 	hist := bot.Observer().ModuleHistory()
 	if len(hist) != 3 || hist[0].Event != "loaded" || hist[1].Event != "reloaded" || hist[1].Digest != bot.guest.Digest() ||
@@ -116,15 +109,8 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 	if err := bot.Operator().ReplayInbound(context.Background(), "web:c1"); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
-		if bot.Observer().Metrics().ReplaysOnNewModule == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replay under a new module was not counted")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitFor(2*time.Minute, func() bool { return bot.Observer().Metrics().ReplaysOnNewModule == 1 }) {
+		t.Fatal("the replay under a new module was not counted")
 	}
 }
 
@@ -252,19 +238,22 @@ func TestHotReloadUnderTrafficLosesNothing(t *testing.T) {
 		defer close(done)
 		for i := range messages {
 			b.Admit(context.Background(), "web", channel.Message{ID: fmt.Sprint("m", i), Chat: fmt.Sprint("c", i%10), Text: fmt.Sprint("t", i)})
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the traffic is spread over the reloads, not a wait
 		}
 	}()
+	// Each reload goes live while the traffic runs.
 	for i := 1; i <= 4; i++ {
-		time.Sleep(250 * time.Millisecond)
 		replaceFile(t, path, modules[i%2])
+		if !waitFor(3*time.Minute, func() bool { return b.Observer().Metrics().ModulesLoaded >= int64(i) }) {
+			t.Fatalf("reload %d never went live (history %+v)", i, b.Observer().ModuleHistory())
+		}
 	}
 	<-done
 	if !b.quiet(messages, 20*time.Second) {
 		t.Fatal("did not settle")
 	}
 	live, refused := b.Observer().Metrics().ModulesLoaded, b.Observer().Metrics().ModulesRefused
-	if live < 2 || refused != 0 {
+	if live != 4 || refused != 0 {
 		t.Fatalf("reloads: %d live, %d refused", live, refused)
 	}
 	for i := range messages {
@@ -327,11 +316,8 @@ func BenchmarkReloadLatency(b *testing.B) {
 				tmp := path + ".tmp"
 				os.WriteFile(tmp, mods[(i+1)%2], 0o644)
 				os.Rename(tmp, path)
-				for r.Digest() == before {
-					if time.Now().After(giveUp) {
-						b.Fatal("the new module never went live")
-					}
-					time.Sleep(time.Millisecond)
+				if !waitfor.Every(time.Millisecond, time.Until(giveUp), func() bool { return r.Digest() != before }) {
+					b.Fatal("the new module never went live")
 				}
 				total += time.Since(start)
 			}

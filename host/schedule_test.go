@@ -76,7 +76,7 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 				t.Fatalf("reminder sent at %d, before its time %d", rec.CompletedAt, start.UnixMilli()+1500)
 			}
 			// Held, then sent once: a later sweep sends nothing more.
-			time.Sleep(100 * time.Millisecond)
+			b.sweeps(t, 3)
 			if n := ch.count("c1", "later: tea"); n != 1 {
 				t.Fatalf("the reminder went out %d times: %q", n, strings.Join(ch.texts(), " | "))
 			}

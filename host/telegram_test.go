@@ -93,11 +93,7 @@ func TestTelegramLongPolling(t *testing.T) {
 		defer api.Unlock()
 		api.Updates = append(api.Updates, raw)
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for fmt.Sprint(api.Texts(42)) != "[echo: polled]" {
-		if time.Now().After(deadline) {
-			t.Fatalf("sent %q", api.Texts(42))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitFor(60*time.Second, func() bool { return fmt.Sprint(api.Texts(42)) == "[echo: polled]" }) {
+		t.Fatalf("sent %q", api.Texts(42))
 	}
 }

@@ -55,18 +55,16 @@ func TestTracingOneTracePerMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	byName := map[string][]tracetest.SpanStub{}
-	deadline := time.Now().Add(2 * time.Minute)
 	// The turn's span ends last on the worker; the admission's when Admit
 	// returns, which may be later still.
-	for len(byName[observe.SpanTurn]) == 0 || len(byName[observe.SpanAdmit]) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no turn span after 2 minutes; spans: %v", byName)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitFor(2*time.Minute, func() bool {
 		byName = map[string][]tracetest.SpanStub{}
 		for _, s := range exp.GetSpans() {
 			byName[s.Name] = append(byName[s.Name], s)
 		}
+		return len(byName[observe.SpanTurn]) > 0 && len(byName[observe.SpanAdmit]) > 0
+	}) {
+		t.Fatalf("no turn span after 2 minutes; spans: %v", byName)
 	}
 	want := map[string]int{observe.SpanAdmit: 1, observe.SpanJournal: 1, observe.SpanTurn: 1, observe.SpanGuest: 1, observe.SpanSend: 2, observe.SpanComplete: 1}
 	for name, n := range want {

@@ -68,7 +68,13 @@ type Sweeper struct {
 	sendsOut     atomic.Int64
 	sendsFull    atomic.Bool
 	inboxBacklog atomic.Bool
+	// sweeps counts the sweeps Run has finished.
+	sweeps atomic.Int64
 }
+
+// Sweeps is how many sweeps Run has finished: a test that checks nothing
+// more happens waits for a few more sweeps, not for a while.
+func (s *Sweeper) Sweeps() int64 { return s.sweeps.Load() }
 
 // New returns a sweeper of c; Run runs it.
 func New(c Config) *Sweeper {
@@ -103,6 +109,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 			return
 		}
 		s.sweep(ctx, first)
+		s.sweeps.Add(1)
 		if s.c.Retention > 0 && s.c.Clock.Now().Sub(lastPurge) > min(s.c.Retention, time.Minute) {
 			s.Purge(ctx)
 			lastPurge = s.c.Clock.Now()
