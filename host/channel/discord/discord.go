@@ -54,6 +54,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
@@ -260,15 +261,15 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 var (
 	_ channel.Router        = (*Provider)(nil)
 	_ channel.Runner        = (*Provider)(nil)
-	_ channel.TextLimiter   = (*Provider)(nil)
+	_ channel.Limiter       = (*Provider)(nil)
 	_ channel.MediaRefCodec = (*Provider)(nil)
 	_ channel.MediaLoader   = (*Provider)(nil)
 	_ channel.Editor        = (*Provider)(nil)
 	_ channel.Typist        = (*Provider)(nil)
 )
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter.
+func (p *Provider) TextLimits([]abi.Button, *abi.List) (chars, bytes int) { return TextLimit, 0 }
 
 // Routes implements channel.Router: the interactions webhook, served
 // whenever public_key is set (in gateway mode too, for an application whose

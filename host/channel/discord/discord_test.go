@@ -327,7 +327,7 @@ func TestEditAndTyping(t *testing.T) {
 	if m := api.Message(fu); m.Content != "done" || m.Interaction == "" {
 		t.Fatalf("follow-up after the edit: %+v", m)
 	}
-	if err := p.Edit(ctx, chat, "1999999999999999999", "x"); !channel.Permanent(err) {
+	if err := p.Edit(ctx, chat, "1999999999999999999", "x"); !httpkit.Permanent(err) {
 		t.Fatalf("an edit of an unknown message: %v", err)
 	}
 	if err := p.Edit(ctx, chat, "not-a-ref", "x"); !errors.Is(err, channel.ErrUnsupportedContent) {
@@ -379,13 +379,13 @@ func TestRateLimitBuckets(t *testing.T) {
 	p.Send(ctx, channel.Outbound{Chat: chat, Text: "x"})
 	before := api.Calls("messages")
 	_, err := p.Send(ctx, channel.Outbound{Chat: chat, Text: "x"})
-	if w := channel.RetryAfter(err); w <= 25*time.Second || w > 30*time.Second || api.Calls("messages") != before {
+	if w := httpkit.RetryAfter(err); w <= 25*time.Second || w > 30*time.Second || api.Calls("messages") != before {
 		t.Fatalf("a send on a bucket spent for 30 s: %v (retry after %s), %d requests", err, w, api.Calls("messages")-before)
 	}
 	api.Lock()
 	api.Limited, api.RetryAfter, api.Global = 1, 2, true
 	api.Unlock()
-	if _, err := p.Send(ctx, channel.Outbound{Chat: noPerm, Text: "x"}); channel.RetryAfter(err) != 2*time.Second {
+	if _, err := p.Send(ctx, channel.Outbound{Chat: noPerm, Text: "x"}); httpkit.RetryAfter(err) != 2*time.Second {
 		t.Fatalf("global 429: %v", err)
 	}
 	slept = nil
@@ -416,12 +416,12 @@ func TestAttachmentRefs(t *testing.T) {
 	}
 	old := api.Attachment(srv.URL, chat, "old.jpg", "image/jpeg", photo, -time.Hour)
 	before := api.Calls("cdn")
-	if _, err := p.LoadMedia(ctx, channel.Media{Ref: old.URL}, 1<<20); !channel.MediaGone(err) || api.Calls("cdn") != before {
+	if _, err := p.LoadMedia(ctx, channel.Media{Ref: old.URL}, 1<<20); !httpkit.MediaGone(err) || api.Calls("cdn") != before {
 		t.Fatalf("an expired attachment: %v (%d requests)", err, api.Calls("cdn")-before)
 	}
 	fresh := api.Attachment(srv.URL, chat, "new.jpg", "image/jpeg", photo, time.Hour)
 	tampered := strings.Replace(fresh.URL, "ex=", "ex=f", 1)
-	if _, err := p.LoadMedia(ctx, channel.Media{Ref: tampered}, 1<<20); !channel.MediaGone(err) {
+	if _, err := p.LoadMedia(ctx, channel.Media{Ref: tampered}, 1<<20); !httpkit.MediaGone(err) {
 		t.Fatalf("a tampered attachment URL: %v", err)
 	}
 }

@@ -159,10 +159,10 @@ func (g *gateway) identifyURL(ctx context.Context) (*url.URL, time.Duration, err
 		} `json:"session_start_limit"`
 	}
 	if err := g.p.call(ctx, request{method: http.MethodGet, path: "/gateway/bot", route: "GET /gateway/bot", auth: true}, &info); err != nil {
-		if channel.Permanent(err) {
+		if httpkit.Permanent(err) {
 			return nil, g.fatalWait, err
 		}
-		return nil, channel.RetryAfter(err), err
+		return nil, httpkit.RetryAfter(err), err
 	}
 	if info.Limit.Total > 0 && info.Limit.Remaining <= 0 {
 		return nil, max(time.Second, time.Duration(info.Limit.ResetAfter)*time.Millisecond),
@@ -292,7 +292,7 @@ func (g *gateway) connect(ctx context.Context) outcome {
 				// Not journaled: resume from the last dispatch handled,
 				// and Discord replays this one.
 				conn.CloseNow()
-				return outcome{ready: ready, wait: max(g.admitWait, channel.RetryAfter(err)), err: fmt.Errorf("%s %d not admitted: %w", pl.T, pl.S, err)}
+				return outcome{ready: ready, wait: max(g.admitWait, httpkit.RetryAfter(err)), err: fmt.Errorf("%s %d not admitted: %w", pl.T, pl.S, err)}
 			}
 			g.seq.Store(pl.S)
 			if pl.T == "READY" || pl.T == "RESUMED" {

@@ -43,6 +43,7 @@ import (
 
 	"go.mau.fi/whatsmeow/types"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
@@ -114,13 +115,15 @@ type Config struct {
 // Check implements channel.Config.
 func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 	switch s := c.Session; s {
-	case "", channel.SessionLeader, channel.SessionEvery:
-		// The host's: it refuses "every" for this type.
+	case "", "leader", "every":
+		// The host's session modes (config.SessionLeader and
+		// SessionEvery: this package cannot import the host's config):
+		// it refuses "every" for this type.
 	default:
 		if strings.Contains(s, "://") {
 			s = redactURL(s)
 		}
-		problem("session", "%q: the device keys' location is the key store now (session says which replicas run the channel, %q by default): write store = %q", s, channel.SessionLeader, s)
+		problem("session", "%q: the device keys' location is the key store now (session says which replicas run the channel, %q by default): write store = %q", s, "leader", s)
 	}
 	switch s := c.Store; {
 	case s == "":
@@ -258,8 +261,8 @@ func (p *Provider) key(name string) string {
 // ID implements channel.Provider.
 func (p *Provider) ID() string { return p.cfg.ID }
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter.
+func (p *Provider) TextLimits([]abi.Button, *abi.List) (chars, bytes int) { return TextLimit, 0 }
 
 // Connected reports whether a session of this process is connected and
 // logged in.
@@ -334,7 +337,7 @@ func (p *Provider) String() string { return Type + " " + p.cfg.ID }
 var _ interface {
 	channel.Channel
 	channel.SessionRunner
-	channel.TextLimiter
+	channel.Limiter
 	channel.MediaRefCodec
 	channel.MediaLoader
 	channel.Editor
