@@ -36,8 +36,8 @@
 //
 // Sends: POST /api/v10/channels/{chat}/messages with "Authorization: Bot",
 // 2,000 characters, nonce + enforce_nonce derived from the send's key, 429s
-// and the per-route buckets honoured (ratelimit.go). Buttons and lists are
-// message components (components.go). Media references are the attachment
+// and the per-route buckets honoured (internal/ratelimit). Buttons and lists are
+// message components (internal/wire). Media references are the attachment
 // URLs, accepted only on cdn.discordapp.com and media.discordapp.net
 // (MediaHosts; media_ref_hosts replaces the list) or the api_url's own
 // origin; they expire after about 24 hours (media.go).
@@ -57,6 +57,8 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/discord/internal/ratelimit"
+	"github.com/botrun/botrun/host/channel/discord/internal/wire"
 	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
@@ -71,7 +73,7 @@ const apiPath = "/api/v10"
 const MaxBody = 1 << 20
 
 // TextLimit is Discord's longest message content, in characters.
-const TextLimit = 2000
+const TextLimit = wire.TextLimit
 
 // The Gateway intents botrun identifies with.
 const (
@@ -120,7 +122,7 @@ type Config struct {
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	httpkit.Required(problem, "token", c.Token, "the bot token from the Developer Portal (Bot > Reset Token; use ${ENV} to keep it out of the file)")
 	httpkit.Required(problem, "application_id", c.ApplicationID, "the application id from the Developer Portal (General Information)")
-	if c.ApplicationID != "" && !snowflake(c.ApplicationID) {
+	if c.ApplicationID != "" && !wire.Snowflake(c.ApplicationID) {
 		problem("application_id", "%q is not a Discord id (a number)", c.ApplicationID)
 	}
 	if c.Mode == "" {
@@ -185,19 +187,6 @@ func gatewayURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// snowflake reports whether s is a Discord id: 1 to 20 decimal digits.
-func snowflake(s string) bool {
-	if s == "" || len(s) > 20 {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // Provider is one Discord application.
 type Provider struct {
 	httpkit.Base
@@ -206,7 +195,7 @@ type Provider struct {
 	guard  func(what string, f func() error) error
 	media  *http.Client // attachments: redirects to Discord's CDN only
 	pub    ed25519.PublicKey
-	limits *limiter
+	limits *ratelimit.Limiter
 	ix     *tokens
 	gw     *gateway
 	now    func() time.Time
@@ -246,7 +235,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	}
 	p.Dial(30*time.Second, nil) // the API: no redirects
 	p.media = httpkit.NewClient(60*time.Second, p.API, p.mediaAllowed)
-	p.limits = newLimiter()
+	p.limits = ratelimit.New()
 	p.ix = newTokens(env.Kv, env.KeyPrefix+"discord/"+cfg.ID+"/ix/")
 	p.kv, p.kvPrefix = env.Kv, env.KeyPrefix
 	if cfg.Mode == ModeGateway {

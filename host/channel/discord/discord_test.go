@@ -19,6 +19,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/discord/discordtest"
+	"github.com/botrun/botrun/host/channel/discord/internal/wire"
 	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
@@ -79,7 +80,7 @@ func TestInteractionsWebhook(t *testing.T) {
 		{"subcommand", `{"type":5}`, sub, &channel.Message{ID: "1200000000000000005", Chat: chat, From: user, Text: "5 123 true"}},
 		{"button", `{"type":6}`, api.Press(discordtest.Press{ID: "1200000000000000006", Channel: chat, User: user, Message: ref, CustomID: "no"}),
 			&channel.Message{ID: "1200000000000000006", Chat: chat, From: user, Interaction: &abi.Interaction{ID: "no", Title: "No", Message: ref}}},
-		{"select", `{"type":6}`, api.Press(discordtest.Press{ID: "1200000000000000007", Channel: chat, User: user, Message: menu, CustomID: listCustomID, Values: []string{"water"}}),
+		{"select", `{"type":6}`, api.Press(discordtest.Press{ID: "1200000000000000007", Channel: chat, User: user, Message: menu, CustomID: wire.ListCustomID, Values: []string{"water"}}),
 			&channel.Message{ID: "1200000000000000007", Chat: chat, From: user, Interaction: &abi.Interaction{ID: "water", Title: "Water", Message: menu}}},
 	} {
 		before := len(a.admitted())
@@ -228,7 +229,7 @@ func TestComponents(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := api.Message(ref).Components[0].Components[0]
-	if sel.Type != 3 || sel.Placeholder != "Choose" || sel.CustomID != listCustomID ||
+	if sel.Type != 3 || sel.Placeholder != "Choose" || sel.CustomID != wire.ListCustomID ||
 		!slices.Equal(sel.Options, []discordtest.SelectOption{{Label: "One", Value: "a1", Description: "first"}, {Label: "Two", Value: "b1"}}) {
 		t.Fatalf("select %+v", sel)
 	}
@@ -356,8 +357,8 @@ func TestRateLimitBuckets(t *testing.T) {
 	// slow machine does not spend a bucket's reset between two sends.
 	var slept []time.Duration
 	clock := time.Now()
-	p.limits.now = func() time.Time { return clock }
-	p.limits.sleep = func(_ context.Context, d time.Duration) error {
+	p.limits.Now = func() time.Time { return clock }
+	p.limits.Sleep = func(_ context.Context, d time.Duration) error {
 		slept = append(slept, d)
 		clock = clock.Add(d)
 		return nil
