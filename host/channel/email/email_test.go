@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
+
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/sqlite"
@@ -24,7 +26,6 @@ import (
 	"github.com/botrun/botrun/host/channel/email/emailtest"
 	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/fakekit"
-	"github.com/emersion/go-smtp"
 )
 
 const within = 30 * time.Second

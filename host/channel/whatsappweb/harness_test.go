@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/types"
+	waLog "go.mau.fi/whatsmeow/util/log"
+
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/channel"
@@ -20,9 +24,6 @@ import (
 	"github.com/botrun/botrun/host/channel/kvlease"
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
-	"go.mau.fi/whatsmeow/store"
-	"go.mau.fi/whatsmeow/types"
-	waLog "go.mau.fi/whatsmeow/util/log"
 )
 
 var _ whatsappweb.Client = (*whatsappwebtest.Client)(nil)

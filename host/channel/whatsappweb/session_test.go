@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"go.mau.fi/whatsmeow/types/events"
+	_ "modernc.org/sqlite"
+
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/postgres"
@@ -20,8 +23,6 @@ import (
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
 	"github.com/botrun/botrun/internal/testserver"
-	"go.mau.fi/whatsmeow/types/events"
-	_ "modernc.org/sqlite"
 )
 
 func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }

@@ -47,6 +47,8 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/devstore"
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/wamsg"
 )
 
 // Type is the channel's type name in bot.toml.
@@ -127,7 +129,7 @@ func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 	}
 	switch s := c.Store; {
 	case s == "":
-	case isPostgresURL(s):
+	case devstore.IsPostgresURL(s):
 	case strings.Contains(s, "://"):
 		problem("store", "%q: want a SQLite file path or a postgres:// URL (empty: the bot's own backend)", redactURL(s))
 	case strings.ContainsAny(s, "?#"):
@@ -136,7 +138,7 @@ func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 		c.Store = filepath.Join(in.Dir, s)
 	}
 	if c.PairPhone != "" {
-		if _, err := pairPhoneDigits(c.PairPhone); err != nil {
+		if _, err := wamsg.PhoneDigits(c.PairPhone); err != nil {
 			problem("pair_phone", "%v", err)
 		}
 	}
@@ -147,33 +149,10 @@ func (c *Config) Open(env channel.Env) (channel.Channel, error) {
 	return httpkit.Opened(Open(*c, env))
 }
 
-func isPostgresURL(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
-
 // redactURL names a URL by its scheme alone: it may hold a password.
 func redactURL(s string) string {
 	scheme, _, _ := strings.Cut(s, "://")
 	return scheme + "://…"
-}
-
-// pairPhoneDigits returns the digits of an international phone number.
-func pairPhoneDigits(s string) (string, error) {
-	var d strings.Builder
-	for i, r := range s {
-		switch {
-		case r >= '0' && r <= '9':
-			d.WriteRune(r)
-		case r == '+' && i == 0, r == ' ', r == '-', r == '(', r == ')':
-		default:
-			return "", fmt.Errorf("%q: want the account's number in international format, e.g. \"+15551234567\"", s)
-		}
-	}
-	n := d.String()
-	if len(n) < 7 || len(n) > 15 || n[0] == '0' {
-		return "", fmt.Errorf("%q: want the account's number in international format with its country code, e.g. \"+15551234567\"", s)
-	}
-	return n, nil
 }
 
 // Provider is one linked device of a WhatsApp account.
