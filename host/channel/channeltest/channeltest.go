@@ -244,7 +244,7 @@ func Run(t *testing.T, ch Channel) {
 		if !ok {
 			t.Fatal("the provider declares no text limit (channel.Limiter)")
 		}
-		runes, bytes := l.TextLimits(nil, nil)
+		runes, bytes := l.TextLimits(channel.Outbound{})
 		if runes > 0 && (bytes == 0 || 2*runes <= bytes) {
 			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: strings.Repeat("ñ", runes)}); err != nil {
 				t.Fatalf("a text of exactly the limit (%d characters): %v", runes, err)

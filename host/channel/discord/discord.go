@@ -54,7 +54,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/discord/internal/ratelimit"
@@ -258,7 +257,7 @@ var (
 )
 
 // TextLimits implements channel.Limiter.
-func (p *Provider) TextLimits([]abi.Button, *abi.List) (chars, bytes int) { return TextLimit, 0 }
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Routes implements channel.Router: the interactions webhook, served
 // whenever public_key is set (in gateway mode too, for an application whose

@@ -53,7 +53,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/urlmedia"
@@ -235,7 +234,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 }
 
 // TextLimits implements channel.Limiter: the message type's.
-func (p *Provider) TextLimits([]abi.Button, *abi.List) (chars, bytes int) {
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) {
 	return TextLimits[p.cfg.MessageType], 0
 }
 

@@ -135,8 +135,8 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 
 // TextLimits implements channel.Limiter: the text of a message with buttons
 // or a list holds 1,024 characters.
-func (p *Provider) TextLimits(buttons []abi.Button, list *abi.List) (chars, bytes int) {
-	if len(buttons) > 0 || list != nil {
+func (p *Provider) TextLimits(msg channel.Outbound) (chars, bytes int) {
+	if len(msg.Buttons) > 0 || msg.List != nil {
 		return min(MaxChoiceBody, TextLimit), 0
 	}
 	return TextLimit, 0

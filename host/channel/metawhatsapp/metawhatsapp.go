@@ -99,11 +99,11 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 
 // TextLimits implements channel.Limiter: a message with buttons holds 1024
 // characters of body, a list 4096.
-func (p *Provider) TextLimits(buttons []abi.Button, list *abi.List) (chars, bytes int) {
+func (p *Provider) TextLimits(msg channel.Outbound) (chars, bytes int) {
 	switch {
-	case list != nil:
+	case msg.List != nil:
 		return min(MaxListBody, TextLimit), 0
-	case len(buttons) > 0:
+	case len(msg.Buttons) > 0:
 		return min(MaxButtonBody, TextLimit), 0
 	}
 	return TextLimit, 0

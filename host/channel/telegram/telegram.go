@@ -124,7 +124,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 }
 
 // TextLimits implements channel.Limiter.
-func (p *Provider) TextLimits([]abi.Button, *abi.List) (chars, bytes int) { return TextLimit, 0 }
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Update is the part of a Telegram Update botrun reads.
 type Update struct {

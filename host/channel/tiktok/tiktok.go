@@ -44,7 +44,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/urlmedia"
@@ -146,7 +145,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 }
 
 // TextLimits implements channel.Limiter.
-func (p *Provider) TextLimits([]abi.Button, *abi.List) (chars, bytes int) { return TextLimit, 0 }
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Routes implements channel.Router: the webhook URL.
 func (p *Provider) Routes(mux *http.ServeMux) {

@@ -25,7 +25,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
 )
@@ -110,11 +109,11 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 
 // TextLimits implements channel.Limiter: the numbered lines of a message's
 // choices go in the same Body, so its text keeps the room they leave.
-func (p *Provider) TextLimits(buttons []abi.Button, list *abi.List) (chars, bytes int) {
-	if len(buttons) == 0 && list == nil {
+func (p *Provider) TextLimits(msg channel.Outbound) (chars, bytes int) {
+	if len(msg.Buttons) == 0 && msg.List == nil {
 		return TextLimit, 0
 	}
-	lines, _ := withChoices(channel.Outbound{Buttons: buttons, List: list})
+	lines, _ := withChoices(msg)
 	return min(max(TextLimit-utf8.RuneCountInString(lines)-1, 1), TextLimit), 0
 }
 

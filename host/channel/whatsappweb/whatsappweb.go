@@ -43,7 +43,6 @@ import (
 
 	"go.mau.fi/whatsmeow/types"
 
-	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
@@ -241,7 +240,7 @@ func (p *Provider) key(name string) string {
 func (p *Provider) ID() string { return p.cfg.ID }
 
 // TextLimits implements channel.Limiter.
-func (p *Provider) TextLimits([]abi.Button, *abi.List) (chars, bytes int) { return TextLimit, 0 }
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Connected reports whether a session of this process is connected and
 // logged in.

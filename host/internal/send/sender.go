@@ -301,7 +301,7 @@ func (s Spec) collect(key string) {
 // choices buttons and list, in characters and in bytes of UTF-8 (0: none).
 func (o *Sender) textLimits(providerID string, buttons []abi.Button, list *abi.List) (chars, bytes int) {
 	if l, ok := o.providers[providerID].(channel.Limiter); ok {
-		return l.TextLimits(buttons, list)
+		return l.TextLimits(channel.Outbound{Buttons: buttons, List: list})
 	}
 	return 0, 0
 }

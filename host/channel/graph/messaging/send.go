@@ -40,9 +40,9 @@ func (c *Channel) unsupported(format string, args ...any) error {
 // TextBytes; up to three buttons go as a button template, whose text holds
 // 640 characters; more reply buttons and lists go as quick replies under a
 // text of the channel's own limit.
-func (c *Channel) TextLimits(buttons []abi.Button, list *abi.List) (chars, bytes int) {
+func (c *Channel) TextLimits(msg channel.Outbound) (chars, bytes int) {
 	chars = c.spec.TextChars
-	if list == nil && len(buttons) > 0 && len(buttons) <= MaxTemplateButtons && (chars == 0 || MaxTemplateText < chars) {
+	if msg.List == nil && len(msg.Buttons) > 0 && len(msg.Buttons) <= MaxTemplateButtons && (chars == 0 || MaxTemplateText < chars) {
 		chars = MaxTemplateText
 	}
 	return chars, c.spec.TextBytes
@@ -51,7 +51,7 @@ func (c *Channel) TextLimits(buttons []abi.Button, list *abi.List) (chars, bytes
 // fits reports whether text fits one message of msg: the channel's limit,
 // and a button template's when msg's buttons go as one.
 func (c *Channel) fits(text string, msg channel.Outbound) bool {
-	chars, bytes := c.TextLimits(msg.Buttons, msg.List)
+	chars, bytes := c.TextLimits(msg)
 	return (chars == 0 || utf8.RuneCountInString(text) <= chars) && (bytes == 0 || len(text) <= bytes)
 }
 

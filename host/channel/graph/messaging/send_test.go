@@ -73,7 +73,7 @@ func replyButtons(n int) []abi.Button {
 func TestSendButtonTemplate(t *testing.T) {
 	api, c, _ := fakeAPI(t, nil)
 	buttons := []abi.Button{{ID: "pizza", Title: "Pizza"}, {ID: "pasta", Title: strings.Repeat("ñ", messaging.MaxTitle)}, {Title: "Menu", URL: "https://example.com/menu"}}
-	if got, _ := c.TextLimits(buttons, nil); got != messaging.MaxTemplateText {
+	if got, _ := c.TextLimits(channel.Outbound{Buttons: buttons}); got != messaging.MaxTemplateText {
 		t.Fatalf("TextLimits of 3 buttons: %d", got)
 	}
 	ref, err := c.Send(context.Background(), channel.Outbound{Chat: user, Text: "Pizza or pasta?", Buttons: buttons})
@@ -104,13 +104,13 @@ func TestSendButtonTemplate(t *testing.T) {
 
 // plainLimit is c's limit on a text without choices, in characters.
 func plainLimit(c *messaging.Channel) int {
-	chars, _ := c.TextLimits(nil, nil)
+	chars, _ := c.TextLimits(channel.Outbound{})
 	return chars
 }
 
 func TestSendQuickReplies(t *testing.T) {
 	api, c, _ := fakeAPI(t, nil)
-	if got, _ := c.TextLimits(replyButtons(4), nil); got != plainLimit(c) {
+	if got, _ := c.TextLimits(channel.Outbound{Buttons: replyButtons(4)}); got != plainLimit(c) {
 		t.Fatalf("TextLimits of quick replies: %d, want none smaller than the text's", got)
 	}
 	if _, err := c.Send(context.Background(), channel.Outbound{Chat: user, Text: "Pick", Buttons: replyButtons(5)}); err != nil {

@@ -29,7 +29,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
 )
@@ -111,7 +110,7 @@ func New(s Spec, env channel.Env) (*Channel, error) {
 }
 
 // TextLimits implements channel.Limiter.
-func (c *Channel) TextLimits([]abi.Button, *abi.List) (chars, bytes int) { return TextLimit, 0 }
+func (c *Channel) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Serve answers a webhook whose credential (in a header or the URL) the
 // channel checked: the body is read (at most MaxBody) and decoded

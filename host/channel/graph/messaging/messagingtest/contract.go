@@ -109,9 +109,9 @@ func Capabilities(t testing.TB, p channel.Channel, runes, bytes int) {
 	_, types := p.(channel.Typist)
 	gotRunes, gotBytes, chooses := 0, 0, false
 	if l, ok := p.(channel.Limiter); ok {
-		gotRunes, gotBytes = l.TextLimits(nil, nil)
+		gotRunes, gotBytes = l.TextLimits(channel.Outbound{})
 		// A button template's text holds less than a plain text.
-		template, _ := l.TextLimits([]abi.Button{{ID: "y", Title: "Yes"}}, nil)
+		template, _ := l.TextLimits(channel.Outbound{Buttons: []abi.Button{{ID: "y", Title: "Yes"}}})
 		chooses = template == messaging.MaxTemplateText
 	}
 	if gotRunes != runes || gotBytes != bytes || edits || !types || !chooses {
