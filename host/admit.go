@@ -36,7 +36,7 @@ const queueFullRetry = time.Second
 // max_queue messages already wait for a worker, it journals nothing and its
 // error wraps ErrQueueFull. On a channel whose session is "leader", a
 // replica that does not lead it journals nothing: its error wraps
-// channel.ErrNotLeader.
+// lease.ErrNotLeader.
 func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message) (channel.Admission, error) {
 	start := time.Now()
 	if b.isStopping() {

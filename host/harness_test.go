@@ -126,7 +126,7 @@ func (c *fakeChannel) texts() []string {
 // limited is a channel with a text limit.
 type limited struct{ *fakeChannel }
 
-func (l limited) TextLimit() int { return l.limit }
+func (l limited) TextLimits(channel.Outbound) (chars, bytes int) { return l.limit, 0 }
 
 // crashProvider is the crashable provider: its sends run under the crash plan
 // ("channel.send"), and after the crash nothing goes out.

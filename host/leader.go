@@ -18,12 +18,12 @@ func (b *Bot) buildLeaders() error {
 	b.leaders = lease.Elections{}
 	for _, pc := range b.cfg.Channels {
 		p, ok := b.providers[pc.ID]
-		if !ok || pc.Session != channel.SessionLeader {
+		if !ok || pc.Session != config.SessionLeader {
 			continue
 		}
 		if _, runs := p.(channel.Runner); runs {
 			if _, session := p.(channel.SessionRunner); !session {
-				return fmt.Errorf("%s: provider %q (%s): session = %q: this channel's background work runs on every replica and cannot follow a leader; leave session out", b.cfg.File, pc.ID, pc.Type, channel.SessionLeader)
+				return fmt.Errorf("%s: provider %q (%s): session = %q: this channel's background work runs on every replica and cannot follow a leader; leave session out", b.cfg.File, pc.ID, pc.Type, config.SessionLeader)
 			}
 		}
 		e := &lease.Election{Channel: pc.ID, Owner: b.policy.instanceID}
@@ -32,7 +32,7 @@ func (b *Bot) buildLeaders() error {
 			key := channel.Env{ID: pc.ID, KeyPrefix: Scope(b.cfg).ID() + "/"}.SessionKey()
 			e.Lease = kvlease.New(b.kv, key, b.policy.instanceID, pc.SessionLease.D())
 		case b.cfg.Durability.Shared:
-			return fmt.Errorf("%s: provider %q: session = %q needs a backend that keeps a Kv to elect the leader in; this %s backend keeps none", b.cfg.File, pc.ID, channel.SessionLeader, b.cfg.Durability.Backend)
+			return fmt.Errorf("%s: provider %q: session = %q needs a backend that keeps a Kv to elect the leader in; this %s backend keeps none", b.cfg.File, pc.ID, config.SessionLeader, b.cfg.Durability.Backend)
 		}
 		b.leaders[pc.ID] = e
 	}
@@ -53,7 +53,7 @@ func (b *Bot) startSessions() {
 				b.log.Info("session: the backend is this process's alone: it leads the session", "provider", p.ID())
 			}
 			b.runners.Go(func() {
-				b.guard.KeepRunning(b.baseCtx, p.ID(), "running its session", func(ctx context.Context) { sr.RunSession(ctx, channel.Always) })
+				b.guard.KeepRunning(b.baseCtx, p.ID(), "running its session", func(ctx context.Context) { sr.RunSession(ctx, lease.Always) })
 			})
 		}
 	}
@@ -93,7 +93,7 @@ func (b *Bot) lead(ctx context.Context, e *lease.Election, sr channel.SessionRun
 func sessionProviders(cfg *config.Config) []config.Channel {
 	var out []config.Channel
 	for _, p := range cfg.Channels {
-		if p.Session == channel.SessionLeader {
+		if p.Session == config.SessionLeader {
 			out = append(out, p)
 		}
 	}

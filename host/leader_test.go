@@ -18,6 +18,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/lease"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -144,7 +145,7 @@ func TestLeaderOnlySession(t *testing.T) {
 	ctx := context.Background()
 
 	// The standby admits nothing: the channel redelivers to the leader.
-	if _, err := b.Admit(ctx, "wa", channel.Message{ID: "m0", Chat: "c0", From: "u", Text: "hi"}); !errors.Is(err, channel.ErrNotLeader) || !strings.Contains(err.Error(), "ProviderNotLeader") {
+	if _, err := b.Admit(ctx, "wa", channel.Message{ID: "m0", Chat: "c0", From: "u", Text: "hi"}); !errors.Is(err, lease.ErrNotLeader) || !strings.Contains(err.Error(), "ProviderNotLeader") {
 		t.Fatalf("the standby admitted a message of the leader's channel: %v", err)
 	}
 	// An inline send on the standby is journaled for the leader: deferred.

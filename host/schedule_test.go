@@ -191,9 +191,12 @@ func TestBroadcastSendsEachChatOnce(t *testing.T) {
 // choiceLimited holds 1000 characters of text, 100 with choices.
 type choiceLimited struct{ *fakeChannel }
 
-func (choiceLimited) TextLimit() int { return 1000 }
-
-func (choiceLimited) ChoiceTextLimit([]abi.Button, *abi.List) int { return 100 }
+func (choiceLimited) TextLimits(msg channel.Outbound) (chars, bytes int) {
+	if len(msg.Buttons) > 0 || msg.List != nil {
+		return 100, 0
+	}
+	return 1000, 0
+}
 
 // TestChoicesSplitToFit: a text with buttons is split by the channel's
 // smaller limit for messages with choices, so the part that carries them
@@ -235,7 +238,7 @@ func sendParts(t *testing.T, prov channel.Channel, ch *fakeChannel, req abi.Send
 // byteLimited holds 100 bytes of UTF-8 a text (Instagram's kind of limit).
 type byteLimited struct{ *fakeChannel }
 
-func (byteLimited) TextByteLimit() int { return 100 }
+func (byteLimited) TextLimits(channel.Outbound) (chars, bytes int) { return 0, 100 }
 
 // TestBytesSplitToFit: a channel that limits texts in bytes gets parts of at
 // most that many bytes, cut on character boundaries, that join into the text.

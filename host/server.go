@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // serverTimeouts bound the HTTP servers a bot runs, so a client that trickles
@@ -14,7 +15,7 @@ import (
 type serverTimeouts struct {
 	// readHeader bounds reading the request line and headers; read the
 	// whole request with its body; write the handler and its answer
-	// (channel.MaxHandlerTime); idle a kept-alive connection
+	// (httpkit.MaxHandlerTime); idle a kept-alive connection
 	// between requests.
 	readHeader, read, write, idle time.Duration
 }
@@ -23,7 +24,7 @@ type serverTimeouts struct {
 var defaultTimeouts = serverTimeouts{
 	readHeader: 10 * time.Second,
 	read:       30 * time.Second,
-	write:      channel.MaxHandlerTime,
+	write:      httpkit.MaxHandlerTime,
 	idle:       2 * time.Minute,
 }
 

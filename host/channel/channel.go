@@ -2,7 +2,8 @@
 // channel implements, the optional interfaces a channel may add, the types
 // that cross it (Message, Outbound, Media, Env, Admission), the registry of
 // channel types (Register, Lookup, Types) and the error taxonomy of a send
-// (the permanent sentinels, RateLimitedError, PermanentError). It holds
+// (the permanent sentinels, RateLimitedError, PermanentError; the toolkit's
+// Permanent, MediaGone and RetryAfter read them). It holds
 // nothing else: the helpers channels share are the toolkit
 // host/channel/httpkit, the bases only some channels share live under
 // host/channel/internal, and the contract suite is host/channel/channeltest.
@@ -122,14 +123,6 @@ type Transactional interface {
 // deliver this send by writes.
 var ErrNotTransactional = errors.New("the channel cannot deliver by writes")
 
-// ChoiceLimiter is implemented by a channel whose messages with choices hold
-// less text than its TextLimit (WhatsApp's button body, Twilio's numbered
-// lines): the host splits a text with choices by ChoiceTextLimit, so the
-// part that carries them fits.
-type ChoiceLimiter interface {
-	ChoiceTextLimit(buttons []abi.Button, list *abi.List) int
-}
-
 // Editor is implemented by a channel that can change the text of a message it
 // sent: ref is the id its Send returned. Edits are not journaled (an edit is
 // idempotent); an error reaches the guest and the event goes on.
@@ -191,9 +184,10 @@ type MediaRefCodec interface {
 
 // MediaLoader is implemented by a provider that downloads inbound media: the
 // bytes of m (its Ref as the channel gave it, or as RehydrateMediaRef rebuilt
-// it), at most max bytes. An error for which MediaGone is true is final (the
-// channel no longer has the file, or the reference is refused); any other
-// error is worth a retry.
+// it), at most max bytes. An error wrapping ErrMediaUnavailable, or a
+// permanent one (httpkit.MediaGone tells), is final: the channel no longer
+// has the file, or the reference is refused; any other error is worth a
+// retry.
 type MediaLoader interface {
 	LoadMedia(ctx context.Context, m Media, max int64) ([]byte, error)
 }

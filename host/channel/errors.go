@@ -24,13 +24,6 @@ var ErrMediaUnavailable = errors.New("media unavailable")
 // size limit; it is an ErrMediaUnavailable too.
 var ErrMediaTooLarge = fmt.Errorf("%w: larger than the size limit", ErrMediaUnavailable)
 
-// MediaGone reports whether a MediaLoader error means the media cannot be
-// had at all: ErrMediaUnavailable, or a permanent channel error (the API
-// refused the reference). Any other error is worth a retry.
-func MediaGone(err error) bool {
-	return errors.Is(err, ErrMediaUnavailable) || Permanent(err)
-}
-
 // RateLimitedError asks the caller to wait at least RetryAfter before the next
 // attempt.
 type RateLimitedError struct {
@@ -54,35 +47,6 @@ func (e *PermanentError) Error() string { return e.Err.Error() }
 // Unwrap returns the channel's error.
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// Retryable reports that no retry can mend e: never.
+// Retryable reports that no retry can mend e: never (httpkit.Permanent
+// reads it).
 func (e *PermanentError) Retryable() bool { return false }
-
-// retryable is implemented by an error that knows whether a retry can
-// succeed (a Retryable() bool method); Retryable() == false sends the record
-// to the dead-letter queue.
-type retryable interface {
-	Retryable() bool
-}
-
-// Permanent reports whether err can never succeed on a retry: one of the
-// permanent sentinels, or an error in err's chain with a Retryable() bool
-// method that answers false (PermanentError, or an error type of the
-// channel's or the host's own).
-func Permanent(err error) bool {
-	for _, p := range []error{ErrUnsupportedContent, ErrPayloadTooLarge, ErrOutsideSessionWindow, ErrRecipientUnreachable} {
-		if errors.Is(err, p) {
-			return true
-		}
-	}
-	var r retryable
-	return errors.As(err, &r) && !r.Retryable()
-}
-
-// RetryAfter returns the wait a RateLimitedError asks for, or 0.
-func RetryAfter(err error) time.Duration {
-	var rl *RateLimitedError
-	if errors.As(err, &rl) {
-		return rl.RetryAfter
-	}
-	return 0
-}

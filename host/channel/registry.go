@@ -134,11 +134,6 @@ type ListenChecker interface {
 	CheckListen(addr string) error
 }
 
-// MaxHandlerTime is how long the host lets a channel's HTTP handler run
-// and write its answer (its server's write timeout): a long poll must answer
-// well within it.
-const MaxHandlerTime = 60 * time.Second
-
 var types = registry.New[Type]("channel type")
 
 // Register makes a channel type available under t.Name. It panics when the

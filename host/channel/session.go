@@ -1,20 +1,6 @@
 package channel
 
-import (
-	"context"
-	"errors"
-)
-
-// The values of a [[channels]] entry's session key: which replicas run the
-// channel's transport.
-const (
-	// SessionEvery: every replica runs the channel's transport (the
-	// default, except for a LeaderOnly type).
-	SessionEvery = "every"
-	// SessionLeader: one replica, elected leader through the backend,
-	// runs it; the others neither send on it nor admit its messages.
-	SessionLeader = "leader"
-)
+import "context"
 
 // SessionRunner is implemented by a channel whose transport is a session
 // the host starts and stops (a socket, a long poll): RunSession runs it
@@ -41,20 +27,6 @@ type Fence interface {
 	// the session is not elected: session = "every", or a single process).
 	Held() (held bool, token int64)
 }
-
-// Always is the Fence of a session no election guards: always held, token 0.
-var Always Fence = always{}
-
-type always struct{}
-
-func (always) Held() (bool, int64) { return true, 0 }
-
-// ErrNotLeader is wrapped by the error of a send, or an admission, on a
-// channel whose session is "leader" in a replica that is not its leader:
-// nothing was sent or journaled, and the leader does it. The host hands
-// such a send back to the outbox without charging an attempt; messages and
-// metrics call it ProviderNotLeader.
-var ErrNotLeader = errors.New("ProviderNotLeader")
 
 // SessionKey is the Kv key of the lease that elects the leader of the
 // entry's session ("<KeyPrefix>session/<id>"). A tool that must not run

@@ -209,6 +209,17 @@ type Outbox struct {
 	Lease Duration `toml:"lease"`
 }
 
+// The values of a [[channels]] entry's session key: which replicas run the
+// channel's transport.
+const (
+	// SessionEvery: every replica runs the channel's transport (the
+	// default, except for a LeaderOnly type).
+	SessionEvery = "every"
+	// SessionLeader: one replica, elected leader through the backend,
+	// runs it; the others neither send on it nor admit its messages.
+	SessionLeader = "leader"
+)
+
 // Channel is one [[channels]] entry: its id and type, and the keys its
 // registered channel type decoded and checked.
 type Channel struct {
@@ -217,7 +228,7 @@ type Channel struct {
 	// Type selects the channel (channel.Types lists the registered ones).
 	Type string `toml:"type"`
 	// Session says which replicas run the channel's transport:
-	// channel.SessionEvery (the default) or channel.SessionLeader, only
+	// SessionEvery (the default) or SessionLeader, only
 	// the replica elected leader through the backend (the default of a
 	// LeaderOnly type).
 	Session string `toml:"session"`

@@ -425,24 +425,24 @@ func suggestRetention(w time.Duration) string {
 func (p *parser) session(key string, prov *Channel, t channel.Type) {
 	switch {
 	case t.OwnSessionKey:
-		prov.Session = channel.SessionEvery // the key is the channel's own
+		prov.Session = SessionEvery // the key is the channel's own
 	case prov.Session == "" && t.LeaderOnly:
-		prov.Session = channel.SessionLeader
+		prov.Session = SessionLeader
 	case prov.Session == "":
-		prov.Session = channel.SessionEvery
-	case prov.Session == channel.SessionLeader:
-	case prov.Session == channel.SessionEvery:
+		prov.Session = SessionEvery
+	case prov.Session == SessionLeader:
+	case prov.Session == SessionEvery:
 		if t.LeaderOnly {
-			p.add(key+".session", "%q: a %s channel's transport runs in one process at a time: leave session out, or set it to %q (only the replica elected leader runs it)", prov.Session, prov.Type, channel.SessionLeader)
+			p.add(key+".session", "%q: a %s channel's transport runs in one process at a time: leave session out, or set it to %q (only the replica elected leader runs it)", prov.Session, prov.Type, SessionLeader)
 		}
 	default:
-		p.add(key+".session", "unknown session %q (want %q: every replica runs the channel's transport, or %q: only the replica elected leader through the backend does)", prov.Session, channel.SessionEvery, channel.SessionLeader)
+		p.add(key+".session", "unknown session %q (want %q: every replica runs the channel's transport, or %q: only the replica elected leader through the backend does)", prov.Session, SessionEvery, SessionLeader)
 	}
 	switch l := prov.SessionLease.D(); {
 	case l == 0:
 		prov.SessionLease = Duration(30 * time.Second)
-	case prov.Session == channel.SessionEvery:
-		p.add(key+".session_lease", "set while session is %q: the lease elects a leader only with session = %q", channel.SessionEvery, channel.SessionLeader)
+	case prov.Session == SessionEvery:
+		p.add(key+".session_lease", "set while session is %q: the lease elects a leader only with session = %q", SessionEvery, SessionLeader)
 	case l < 20*time.Millisecond:
 		p.add(key+".session_lease", "%s is below the 20ms minimum", l)
 	}

@@ -202,7 +202,7 @@ func Run(t *testing.T, ch Channel) {
 		if ref, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: "look", Media: &m}); err != nil || ref == "" {
 			t.Fatalf("send media: ref %q, %v", ref, err)
 		}
-		if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Media: &channel.Media{Type: "hologram", Ref: "x"}}); !channel.Permanent(err) {
+		if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Media: &channel.Media{Type: "hologram", Ref: "x"}}); !httpkit.Permanent(err) {
 			t.Fatalf("media of an unknown type: %v, want a permanent error", err)
 		}
 	})
@@ -214,19 +214,19 @@ func Run(t *testing.T, ch Channel) {
 			case err == nil:
 				t.Errorf("%s: the send succeeded", f.Name)
 			case f.RetryAfter > 0:
-				if got := channel.RetryAfter(err); got != f.RetryAfter || channel.Permanent(err) {
-					t.Errorf("%s: %v: retry after %s (permanent %v), want %s", f.Name, err, got, channel.Permanent(err), f.RetryAfter)
+				if got := httpkit.RetryAfter(err); got != f.RetryAfter || httpkit.Permanent(err) {
+					t.Errorf("%s: %v: retry after %s (permanent %v), want %s", f.Name, err, got, httpkit.Permanent(err), f.RetryAfter)
 				}
 			case f.Is != nil && !errors.Is(err, f.Is):
 				t.Errorf("%s: %v, want %v", f.Name, err, f.Is)
-			case f.Permanent && !channel.Permanent(err):
+			case f.Permanent && !httpkit.Permanent(err):
 				t.Errorf("%s: %v is not permanent", f.Name, err)
 			}
 		}
 		down.Store(true)
 		_, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: "while down"})
 		down.Store(false)
-		if err == nil || channel.Permanent(err) || channel.RetryAfter(err) > 0 {
+		if err == nil || httpkit.Permanent(err) || httpkit.RetryAfter(err) > 0 {
 			t.Errorf("API unavailable (503): %v; want a plain retryable error", err)
 		}
 		for _, s := range ch.Secrets {
@@ -240,18 +240,11 @@ func Run(t *testing.T, ch Channel) {
 		if ch.Unlimited != "" {
 			t.Skip(ch.Unlimited)
 		}
-		tl, ok := p.(channel.TextLimiter)
-		bl, okBytes := p.(channel.ByteLimiter)
-		if !ok && !okBytes {
-			t.Fatal("the provider declares no text limit (channel.TextLimiter or channel.ByteLimiter)")
+		l, ok := p.(channel.Limiter)
+		if !ok {
+			t.Fatal("the provider declares no text limit (channel.Limiter)")
 		}
-		runes, bytes := 0, 0
-		if ok {
-			runes = tl.TextLimit()
-		}
-		if okBytes {
-			bytes = bl.TextByteLimit()
-		}
+		runes, bytes := l.TextLimits(channel.Outbound{})
 		if runes > 0 && (bytes == 0 || 2*runes <= bytes) {
 			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: strings.Repeat("ñ", runes)}); err != nil {
 				t.Fatalf("a text of exactly the limit (%d characters): %v", runes, err)
@@ -330,16 +323,16 @@ func Run(t *testing.T, ch Channel) {
 		if err != nil || !bytes.Equal(got, ch.ImageBytes) {
 			t.Fatalf("LoadMedia: %d bytes, %v; want the fake's %d bytes", len(got), err, len(ch.ImageBytes))
 		}
-		if _, err := loader.LoadMedia(ctx, m, int64(len(ch.ImageBytes)-1)); !channel.MediaGone(err) {
-			t.Fatalf("LoadMedia over the size limit: %v, want the media unavailable (channel.MediaGone)", err)
+		if _, err := loader.LoadMedia(ctx, m, int64(len(ch.ImageBytes)-1)); !httpkit.MediaGone(err) {
+			t.Fatalf("LoadMedia over the size limit: %v, want the media unavailable (httpkit.MediaGone)", err)
 		}
-		if _, err := loader.LoadMedia(ctx, ch.GoneMedia(api.URL), 1<<20); !channel.MediaGone(err) {
-			t.Fatalf("LoadMedia of media the channel does not have: %v, want the media unavailable (channel.MediaGone)", err)
+		if _, err := loader.LoadMedia(ctx, ch.GoneMedia(api.URL), 1<<20); !httpkit.MediaGone(err) {
+			t.Fatalf("LoadMedia of media the channel does not have: %v, want the media unavailable (httpkit.MediaGone)", err)
 		}
 		down.Store(true)
 		_, err = loader.LoadMedia(ctx, m, 1<<20)
 		down.Store(false)
-		if err == nil || channel.MediaGone(err) {
+		if err == nil || httpkit.MediaGone(err) {
 			t.Fatalf("LoadMedia while the API is down: %v, want a retryable error", err)
 		}
 		for _, bad := range []channel.StoredRef{
@@ -601,7 +594,7 @@ func (r *Recorder) Take() []channel.Message {
 // (requests counts the fake's).
 func Refused(t testing.TB, err error, say string, requests int32) {
 	t.Helper()
-	if !errors.Is(err, channel.ErrUnsupportedContent) || !channel.Permanent(err) || !strings.Contains(err.Error(), say) {
+	if !errors.Is(err, channel.ErrUnsupportedContent) || !httpkit.Permanent(err) || !strings.Contains(err.Error(), say) {
 		t.Fatalf("send: %v, want unsupported content saying %q", err, say)
 	}
 	if requests != 0 {

@@ -36,8 +36,8 @@
 //
 // Sends: POST /api/v10/channels/{chat}/messages with "Authorization: Bot",
 // 2,000 characters, nonce + enforce_nonce derived from the send's key, 429s
-// and the per-route buckets honoured (ratelimit.go). Buttons and lists are
-// message components (components.go). Media references are the attachment
+// and the per-route buckets honoured (internal/ratelimit). Buttons and lists are
+// message components (internal/wire). Media references are the attachment
 // URLs, accepted only on cdn.discordapp.com and media.discordapp.net
 // (MediaHosts; media_ref_hosts replaces the list) or the api_url's own
 // origin; they expire after about 24 hours (media.go).
@@ -56,6 +56,8 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/discord/internal/ratelimit"
+	"github.com/botrun/botrun/host/channel/discord/internal/wire"
 	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/urlmedia"
 )
@@ -70,7 +72,7 @@ const apiPath = "/api/v10"
 const MaxBody = 1 << 20
 
 // TextLimit is Discord's longest message content, in characters.
-const TextLimit = 2000
+const TextLimit = wire.TextLimit
 
 // The Gateway intents botrun identifies with.
 const (
@@ -119,7 +121,7 @@ type Config struct {
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	httpkit.Required(problem, "token", c.Token, "the bot token from the Developer Portal (Bot > Reset Token; use ${ENV} to keep it out of the file)")
 	httpkit.Required(problem, "application_id", c.ApplicationID, "the application id from the Developer Portal (General Information)")
-	if c.ApplicationID != "" && !snowflake(c.ApplicationID) {
+	if c.ApplicationID != "" && !wire.Snowflake(c.ApplicationID) {
 		problem("application_id", "%q is not a Discord id (a number)", c.ApplicationID)
 	}
 	if c.Mode == "" {
@@ -184,19 +186,6 @@ func gatewayURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// snowflake reports whether s is a Discord id: 1 to 20 decimal digits.
-func snowflake(s string) bool {
-	if s == "" || len(s) > 20 {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // Provider is one Discord application.
 type Provider struct {
 	httpkit.Base
@@ -205,7 +194,7 @@ type Provider struct {
 	guard  func(what string, f func() error) error
 	media  *http.Client // attachments: redirects to Discord's CDN only
 	pub    ed25519.PublicKey
-	limits *limiter
+	limits *ratelimit.Limiter
 	ix     *tokens
 	gw     *gateway
 	now    func() time.Time
@@ -245,7 +234,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	}
 	p.Dial(30*time.Second, nil) // the API: no redirects
 	p.media = httpkit.NewClient(60*time.Second, p.API, p.mediaAllowed)
-	p.limits = newLimiter()
+	p.limits = ratelimit.New()
 	p.ix = newTokens(env.Kv, env.KeyPrefix+"discord/"+cfg.ID+"/ix/")
 	p.kv, p.kvPrefix = env.Kv, env.KeyPrefix
 	if cfg.Mode == ModeGateway {
@@ -260,15 +249,15 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 var (
 	_ channel.Router        = (*Provider)(nil)
 	_ channel.Runner        = (*Provider)(nil)
-	_ channel.TextLimiter   = (*Provider)(nil)
+	_ channel.Limiter       = (*Provider)(nil)
 	_ channel.MediaRefCodec = (*Provider)(nil)
 	_ channel.MediaLoader   = (*Provider)(nil)
 	_ channel.Editor        = (*Provider)(nil)
 	_ channel.Typist        = (*Provider)(nil)
 )
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter.
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Routes implements channel.Router: the interactions webhook, served
 // whenever public_key is set (in gateway mode too, for an application whose

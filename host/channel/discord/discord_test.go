@@ -19,6 +19,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/discord/discordtest"
+	"github.com/botrun/botrun/host/channel/discord/internal/wire"
 	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
@@ -79,7 +80,7 @@ func TestInteractionsWebhook(t *testing.T) {
 		{"subcommand", `{"type":5}`, sub, &channel.Message{ID: "1200000000000000005", Chat: chat, From: user, Text: "5 123 true"}},
 		{"button", `{"type":6}`, api.Press(discordtest.Press{ID: "1200000000000000006", Channel: chat, User: user, Message: ref, CustomID: "no"}),
 			&channel.Message{ID: "1200000000000000006", Chat: chat, From: user, Interaction: &abi.Interaction{ID: "no", Title: "No", Message: ref}}},
-		{"select", `{"type":6}`, api.Press(discordtest.Press{ID: "1200000000000000007", Channel: chat, User: user, Message: menu, CustomID: listCustomID, Values: []string{"water"}}),
+		{"select", `{"type":6}`, api.Press(discordtest.Press{ID: "1200000000000000007", Channel: chat, User: user, Message: menu, CustomID: wire.ListCustomID, Values: []string{"water"}}),
 			&channel.Message{ID: "1200000000000000007", Chat: chat, From: user, Interaction: &abi.Interaction{ID: "water", Title: "Water", Message: menu}}},
 	} {
 		before := len(a.admitted())
@@ -228,7 +229,7 @@ func TestComponents(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := api.Message(ref).Components[0].Components[0]
-	if sel.Type != 3 || sel.Placeholder != "Choose" || sel.CustomID != listCustomID ||
+	if sel.Type != 3 || sel.Placeholder != "Choose" || sel.CustomID != wire.ListCustomID ||
 		!slices.Equal(sel.Options, []discordtest.SelectOption{{Label: "One", Value: "a1", Description: "first"}, {Label: "Two", Value: "b1"}}) {
 		t.Fatalf("select %+v", sel)
 	}
@@ -327,7 +328,7 @@ func TestEditAndTyping(t *testing.T) {
 	if m := api.Message(fu); m.Content != "done" || m.Interaction == "" {
 		t.Fatalf("follow-up after the edit: %+v", m)
 	}
-	if err := p.Edit(ctx, chat, "1999999999999999999", "x"); !channel.Permanent(err) {
+	if err := p.Edit(ctx, chat, "1999999999999999999", "x"); !httpkit.Permanent(err) {
 		t.Fatalf("an edit of an unknown message: %v", err)
 	}
 	if err := p.Edit(ctx, chat, "not-a-ref", "x"); !errors.Is(err, channel.ErrUnsupportedContent) {
@@ -356,8 +357,8 @@ func TestRateLimitBuckets(t *testing.T) {
 	// slow machine does not spend a bucket's reset between two sends.
 	var slept []time.Duration
 	clock := time.Now()
-	p.limits.now = func() time.Time { return clock }
-	p.limits.sleep = func(_ context.Context, d time.Duration) error {
+	p.limits.Now = func() time.Time { return clock }
+	p.limits.Sleep = func(_ context.Context, d time.Duration) error {
 		slept = append(slept, d)
 		clock = clock.Add(d)
 		return nil
@@ -379,13 +380,13 @@ func TestRateLimitBuckets(t *testing.T) {
 	p.Send(ctx, channel.Outbound{Chat: chat, Text: "x"})
 	before := api.Calls("messages")
 	_, err := p.Send(ctx, channel.Outbound{Chat: chat, Text: "x"})
-	if w := channel.RetryAfter(err); w <= 25*time.Second || w > 30*time.Second || api.Calls("messages") != before {
+	if w := httpkit.RetryAfter(err); w <= 25*time.Second || w > 30*time.Second || api.Calls("messages") != before {
 		t.Fatalf("a send on a bucket spent for 30 s: %v (retry after %s), %d requests", err, w, api.Calls("messages")-before)
 	}
 	api.Lock()
 	api.Limited, api.RetryAfter, api.Global = 1, 2, true
 	api.Unlock()
-	if _, err := p.Send(ctx, channel.Outbound{Chat: noPerm, Text: "x"}); channel.RetryAfter(err) != 2*time.Second {
+	if _, err := p.Send(ctx, channel.Outbound{Chat: noPerm, Text: "x"}); httpkit.RetryAfter(err) != 2*time.Second {
 		t.Fatalf("global 429: %v", err)
 	}
 	slept = nil
@@ -416,12 +417,12 @@ func TestAttachmentRefs(t *testing.T) {
 	}
 	old := api.Attachment(srv.URL, chat, "old.jpg", "image/jpeg", photo, -time.Hour)
 	before := api.Calls("cdn")
-	if _, err := p.LoadMedia(ctx, channel.Media{Ref: old.URL}, 1<<20); !channel.MediaGone(err) || api.Calls("cdn") != before {
+	if _, err := p.LoadMedia(ctx, channel.Media{Ref: old.URL}, 1<<20); !httpkit.MediaGone(err) || api.Calls("cdn") != before {
 		t.Fatalf("an expired attachment: %v (%d requests)", err, api.Calls("cdn")-before)
 	}
 	fresh := api.Attachment(srv.URL, chat, "new.jpg", "image/jpeg", photo, time.Hour)
 	tampered := strings.Replace(fresh.URL, "ex=", "ex=f", 1)
-	if _, err := p.LoadMedia(ctx, channel.Media{Ref: tampered}, 1<<20); !channel.MediaGone(err) {
+	if _, err := p.LoadMedia(ctx, channel.Media{Ref: tampered}, 1<<20); !httpkit.MediaGone(err) {
 		t.Fatalf("a tampered attachment URL: %v", err)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/discord/internal/ratelimit"
+	"github.com/botrun/botrun/host/channel/discord/internal/wire"
 	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
@@ -132,7 +134,7 @@ func (g *gateway) run(ctx context.Context) {
 			attempt++
 		}
 		if wait > 0 {
-			sleepCtx(ctx, wait)
+			ratelimit.SleepCtx(ctx, wait)
 		}
 	}
 }
@@ -159,10 +161,10 @@ func (g *gateway) identifyURL(ctx context.Context) (*url.URL, time.Duration, err
 		} `json:"session_start_limit"`
 	}
 	if err := g.p.call(ctx, request{method: http.MethodGet, path: "/gateway/bot", route: "GET /gateway/bot", auth: true}, &info); err != nil {
-		if channel.Permanent(err) {
+		if httpkit.Permanent(err) {
 			return nil, g.fatalWait, err
 		}
-		return nil, channel.RetryAfter(err), err
+		return nil, httpkit.RetryAfter(err), err
 	}
 	if info.Limit.Total > 0 && info.Limit.Remaining <= 0 {
 		return nil, max(time.Second, time.Duration(info.Limit.ResetAfter)*time.Millisecond),
@@ -240,17 +242,17 @@ func (g *gateway) connect(ctx context.Context) outcome {
 	var hello struct {
 		Interval int64 `json:"heartbeat_interval"`
 	}
-	pl, err := DecodePayload(data)
-	if err == nil && pl.Op == opHello {
+	pl, err := wire.DecodePayload(data)
+	if err == nil && pl.Op == wire.OpHello {
 		err = json.Unmarshal(pl.D, &hello)
 	}
-	if err != nil || pl.Op != opHello || hello.Interval <= 0 || hello.Interval > 600_000 {
+	if err != nil || pl.Op != wire.OpHello || hello.Interval <= 0 || hello.Interval > 600_000 {
 		return outcome{err: errors.New("the Gateway's first frame is not a Hello with a heartbeat_interval")}
 	}
 	if resume {
-		err = send(ctx, conn, opResume, map[string]any{"token": g.p.cfg.Token, "session_id": g.sessionID, "seq": g.seq.Load()})
+		err = send(ctx, conn, wire.OpResume, map[string]any{"token": g.p.cfg.Token, "session_id": g.sessionID, "seq": g.seq.Load()})
 	} else {
-		err = send(ctx, conn, opIdentify, map[string]any{"token": g.p.cfg.Token, "intents": Intents,
+		err = send(ctx, conn, wire.OpIdentify, map[string]any{"token": g.p.cfg.Token, "intents": Intents,
 			"properties": map[string]string{"os": runtime.GOOS, "browser": "botrun", "device": "botrun"}})
 	}
 	if err != nil {
@@ -280,33 +282,33 @@ func (g *gateway) connect(ctx context.Context) outcome {
 		if err != nil {
 			return g.closed(err, ready)
 		}
-		pl, err := DecodePayload(data)
+		pl, err := wire.DecodePayload(data)
 		if err != nil {
 			g.p.Log.Warn("discord: a bad gateway frame skipped", "provider", g.p.cfg.ID, "err", err)
 			continue
 		}
 		switch pl.Op {
-		case opDispatch:
+		case wire.OpDispatch:
 			// A panic skips the event: replayed, it would panic again.
 			if err := g.p.guard(fmt.Sprintf("taking gateway event %s seq %d", pl.T, pl.S), func() error { return g.dispatch(ctx, pl) }); err != nil && !errors.Is(err, channel.ErrPanicked) {
 				// Not journaled: resume from the last dispatch handled,
 				// and Discord replays this one.
 				conn.CloseNow()
-				return outcome{ready: ready, wait: max(g.admitWait, channel.RetryAfter(err)), err: fmt.Errorf("%s %d not admitted: %w", pl.T, pl.S, err)}
+				return outcome{ready: ready, wait: max(g.admitWait, httpkit.RetryAfter(err)), err: fmt.Errorf("%s %d not admitted: %w", pl.T, pl.S, err)}
 			}
 			g.seq.Store(pl.S)
 			if pl.T == "READY" || pl.T == "RESUMED" {
 				ready = true
 			}
-		case opHeartbeat:
+		case wire.OpHeartbeat:
 			if err := g.beat(ctx, conn); err != nil {
 				return outcome{ready: ready, err: fmt.Errorf("heartbeat: %w", err)}
 			}
-		case opHeartbeatACK:
+		case wire.OpHeartbeatACK:
 			acked.Store(true)
-		case opReconnect:
+		case wire.OpReconnect:
 			return outcome{ready: true} // resume at once
-		case opInvalidSession:
+		case wire.OpInvalidSession:
 			var resumable bool
 			json.Unmarshal(pl.D, &resumable)
 			if !resumable {
@@ -344,7 +346,7 @@ func (g *gateway) beat(ctx context.Context, conn *websocket.Conn) error {
 	if s := g.seq.Load(); s > 0 {
 		d = s
 	}
-	return send(ctx, conn, opHeartbeat, d)
+	return send(ctx, conn, wire.OpHeartbeat, d)
 }
 
 // heartbeat beats every interval (the first after a random part of it) and
@@ -373,7 +375,7 @@ func (g *gateway) heartbeat(ctx context.Context, conn *websocket.Conn, interval 
 
 // dispatch handles one dispatch. An error is an admission error: the
 // dispatch is not handled.
-func (g *gateway) dispatch(ctx context.Context, pl Payload) error {
+func (g *gateway) dispatch(ctx context.Context, pl wire.Payload) error {
 	p := g.p
 	switch pl.T {
 	case "READY":
@@ -391,23 +393,23 @@ func (g *gateway) dispatch(ctx context.Context, pl Payload) error {
 	case "RESUMED":
 		p.Log.Info("discord: resumed the Gateway session", "provider", p.cfg.ID, "seq", g.seq.Load())
 	case "MESSAGE_CREATE":
-		m, err := DecodeMessage(pl.D)
+		m, err := wire.DecodeMessage(pl.D)
 		if err != nil {
 			p.Log.Warn("discord: a bad message skipped", "provider", p.cfg.ID, "err", err)
 			return nil
 		}
-		if msg, ok := m.inbound(); ok {
+		if msg, ok := m.Inbound(); ok {
 			if _, err := p.Admitter.Admit(ctx, p.cfg.ID, msg); err != nil && !errors.Is(err, channel.ErrInvalidMessage) {
 				return err
 			}
 		}
 	case "INTERACTION_CREATE":
-		ix, err := DecodeInteraction(pl.D)
+		ix, err := wire.DecodeInteraction(pl.D)
 		if err != nil {
 			p.Log.Warn("discord: a bad interaction skipped", "provider", p.cfg.ID, "err", err)
 			return nil
 		}
-		if ix.Type != interactionCommand && ix.Type != interactionComponent {
+		if ix.Type != wire.InteractionCommand && ix.Type != wire.InteractionComponent {
 			return nil
 		}
 		cb, err := p.interaction(ctx, ix)

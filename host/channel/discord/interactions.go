@@ -15,6 +15,7 @@ import (
 
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/discord/internal/wire"
 	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
@@ -65,19 +66,19 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad or missing "+SignatureHeader, http.StatusUnauthorized)
 		return
 	}
-	ix, err := DecodeInteraction(body)
+	ix, err := wire.DecodeInteraction(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	var answer any
 	switch ix.Type {
-	case interactionPing:
-		answer = map[string]int{"type": callbackPong}
-	case interactionAutocomplete:
+	case wire.InteractionPing:
+		answer = map[string]int{"type": wire.CallbackPong}
+	case wire.InteractionAutocomplete:
 		// botrun registers no autocomplete: no suggestions.
-		answer = map[string]any{"type": callbackAutocomplete, "data": map[string]any{"choices": []any{}}}
-	case interactionCommand, interactionComponent:
+		answer = map[string]any{"type": wire.CallbackAutocomplete, "data": map[string]any{"choices": []any{}}}
+	case wire.InteractionCommand, wire.InteractionComponent:
 		cb, err := p.interaction(r.Context(), ix)
 		if err != nil {
 			// Discord does not redeliver: the user sees the interaction
@@ -99,12 +100,12 @@ func (p *Provider) webhook(w http.ResponseWriter, r *http.Request) {
 // the deferred response to answer it with: 5 (a message follows) for a
 // command, 6 (the message stays) for a press. An error is an admission or a
 // store error: the interaction must not be acknowledged.
-func (p *Provider) interaction(ctx context.Context, ix Interaction) (int, error) {
-	cb := callbackDeferredMessage
-	if ix.Type == interactionComponent {
-		cb = callbackDeferredUpdate
+func (p *Provider) interaction(ctx context.Context, ix wire.Interaction) (int, error) {
+	cb := wire.CallbackDeferredMessage
+	if ix.Type == wire.InteractionComponent {
+		cb = wire.CallbackDeferredUpdate
 	}
-	msg, ok := ix.inbound()
+	msg, ok := ix.Inbound()
 	if !ok {
 		return cb, nil // a bot's, or without an id: acknowledged and ignored
 	}
@@ -125,7 +126,7 @@ const ackTimeout = 3 * time.Second
 // (POST /interactions/{id}/{token}/callback), once it is admitted. It is best
 // effort: a replayed interaction was answered already (40060), and a failure
 // only shows the user "interaction failed".
-func (p *Provider) acknowledge(ctx context.Context, ix Interaction, cb int) {
+func (p *Provider) acknowledge(ctx context.Context, ix wire.Interaction, cb int) {
 	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
 	err := p.call(ctx, request{method: http.MethodPost, path: "/interactions/" + ix.ID + "/" + ix.Token + "/callback",

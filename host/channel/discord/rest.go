@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/discord/internal/ratelimit"
+	"github.com/botrun/botrun/host/channel/discord/internal/wire"
 )
 
 // userAgent is the User-Agent Discord asks bots to send.
@@ -38,7 +40,7 @@ type request struct {
 // call makes a REST call and decodes a 2xx JSON answer into out (nil for
 // none). A non-2xx answer is mapped onto the taxonomy (apiError).
 func (p *Provider) call(ctx context.Context, r request, out any) error {
-	if err := p.limits.wait(ctx, r.route); err != nil {
+	if err := p.limits.Wait(ctx, r.route); err != nil {
 		return fmt.Errorf("discord %s: %s: %w", p.cfg.ID, r.route, err)
 	}
 	var body io.Reader
@@ -69,7 +71,7 @@ func (p *Provider) call(ctx context.Context, r request, out any) error {
 	if err != nil {
 		return fmt.Errorf("discord %s: %s: reading the answer: %s", p.cfg.ID, r.route, p.redact(err, r.secret))
 	}
-	p.limits.update(r.route, resp.Header)
+	p.limits.Update(r.route, resp.Header)
 	if resp.StatusCode/100 != 2 {
 		return p.apiError(r.route, resp.StatusCode, resp.Header, data)
 	}
@@ -126,8 +128,8 @@ func (p *Provider) apiError(route string, status int, h http.Header, body []byte
 	cause := fmt.Errorf("discord %s: %s: HTTP %d: %d %s", p.cfg.ID, route, status, e.Code, e.Message)
 	switch {
 	case status == http.StatusTooManyRequests:
-		wait := retryAfter(e.RetryAfter, h)
-		p.limits.limited(route, wait, e.Global || h.Get("X-RateLimit-Global") == "true")
+		wait := ratelimit.RetryAfter(e.RetryAfter, h)
+		p.limits.Limited(route, wait, e.Global || h.Get("X-RateLimit-Global") == "true")
 		return &channel.RateLimitedError{RetryAfter: wait, Err: cause}
 	case e.Code == codeUnknownWebhook, e.Code == codeUnknownInteraction, e.Code == codeInvalidWebhookToken:
 		return &channel.PermanentError{Err: fmt.Errorf("%w: %w", errInteractionGone, cause)}
@@ -166,10 +168,10 @@ type sent struct {
 // what Discord cannot show fails with channel.ErrUnsupportedContent before
 // any request.
 func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, error) {
-	if !snowflake(msg.Chat) {
+	if !wire.Snowflake(msg.Chat) {
 		return "", fmt.Errorf("%w: discord chat %q is not a channel id", channel.ErrRecipientUnreachable, msg.Chat)
 	}
-	body, err := messageBody(msg)
+	body, err := wire.MessageBody(msg)
 	if err != nil {
 		return "", fmt.Errorf("discord %s: %w", p.cfg.ID, err)
 	}
@@ -204,7 +206,7 @@ func (p *Provider) interactionOf(ctx context.Context, msg channel.Outbound) (iid
 		return "", "", false
 	}
 	iid, _, ok = strings.Cut(rest, ":")
-	if !ok || !snowflake(iid) {
+	if !ok || !wire.Snowflake(iid) {
 		return "", "", false
 	}
 	rec, ok := p.ix.get(ctx, iid, p.now())
@@ -223,7 +225,7 @@ type followUpRef struct {
 // sendFollowUp posts body as the follow-up of interaction iid
 // (POST /webhooks/{application_id}/{token}); the first one replaces the
 // deferred response's "thinking…".
-func (p *Provider) sendFollowUp(ctx context.Context, iid, token string, body *outMessage) (string, error) {
+func (p *Provider) sendFollowUp(ctx context.Context, iid, token string, body *wire.OutMessage) (string, error) {
 	var out sent
 	err := p.call(ctx, request{method: http.MethodPost, path: "/webhooks/" + p.cfg.ApplicationID + "/" + token,
 		route: "POST /webhooks/" + p.cfg.ApplicationID + "/" + iid, body: body, secret: token}, &out)
@@ -255,7 +257,7 @@ func (p *Provider) purgeFollowUps(now time.Time) {
 // PATCH /webhooks/{application_id}/{token}/messages/{ref}. Editing to the
 // same text succeeds.
 func (p *Provider) Edit(ctx context.Context, chat, ref, text string) error {
-	if !snowflake(chat) || !snowflake(ref) {
+	if !wire.Snowflake(chat) || !wire.Snowflake(ref) {
 		return fmt.Errorf("%w: discord edits channel ids and message ids (numbers), not %q/%q", channel.ErrUnsupportedContent, chat, ref)
 	}
 	body := map[string]any{"content": text}
@@ -276,7 +278,7 @@ func (p *Provider) Edit(ctx context.Context, chat, ref, text string) error {
 // Typing implements channel.Typist: POST /channels/{chat}/typing (shown for
 // up to 10 seconds, or until the bot's next message).
 func (p *Provider) Typing(ctx context.Context, chat, _ string) error {
-	if !snowflake(chat) {
+	if !wire.Snowflake(chat) {
 		return fmt.Errorf("%w: discord chat %q is not a channel id", channel.ErrRecipientUnreachable, chat)
 	}
 	return p.call(ctx, request{method: http.MethodPost, path: "/channels/" + chat + "/typing",

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-smtp"
+
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/sqlite"
@@ -22,8 +24,8 @@ import (
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/email"
 	"github.com/botrun/botrun/host/channel/email/emailtest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/fakekit"
-	"github.com/emersion/go-smtp"
 )
 
 const within = 30 * time.Second
@@ -412,18 +414,18 @@ func TestAttachmentRoundTrip(t *testing.T) {
 		flip = '1'
 	}
 	tampered.Ref = tampered.Ref[:i] + string(flip) + tampered.Ref[i+1:]
-	if _, err := p2.LoadMedia(context.Background(), tampered, 1<<20); !channel.MediaGone(err) || !strings.Contains(fmt.Sprint(err), "digest") {
+	if _, err := p2.LoadMedia(context.Background(), tampered, 1<<20); !httpkit.MediaGone(err) || !strings.Contains(fmt.Sprint(err), "digest") {
 		t.Errorf("tampered digest: %v", err)
 	}
 	if _, err := p2.Send(context.Background(), channel.Outbound{Chat: m.Chat, Text: "x", Media: &tampered}); !errors.Is(err, channel.ErrUnsupportedContent) {
 		t.Errorf("a reply with a tampered attachment: %v", err)
 	}
-	if _, err := p2.LoadMedia(context.Background(), channel.Media{Ref: `{"v":9}`}, 1<<20); !channel.MediaGone(err) {
+	if _, err := p2.LoadMedia(context.Background(), channel.Media{Ref: `{"v":9}`}, 1<<20); !httpkit.MediaGone(err) {
 		t.Errorf("foreign ref: %v", err)
 	}
 	// Gone after a renumbering without it.
 	s.Renumber()
-	if _, err := p2.LoadMedia(context.Background(), m.Media[0], 1<<20); !channel.MediaGone(err) {
+	if _, err := p2.LoadMedia(context.Background(), m.Media[0], 1<<20); !httpkit.MediaGone(err) {
 		t.Errorf("gone: %v", err)
 	}
 }
@@ -437,11 +439,11 @@ func TestSendErrorsMapOntoTheTaxonomy(t *testing.T) {
 		e     *smtp.SMTPError
 		check func(error) bool
 	}{
-		{"MAIL", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try later"}, func(err error) bool { return !channel.Permanent(err) }},
-		{"RCPT", &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "busy"}, func(err error) bool { return !channel.Permanent(err) }},
+		{"MAIL", &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try later"}, func(err error) bool { return !httpkit.Permanent(err) }},
+		{"RCPT", &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 2, 1}, Message: "busy"}, func(err error) bool { return !httpkit.Permanent(err) }},
 		{"RCPT", &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user"}, func(err error) bool { return errors.Is(err, channel.ErrRecipientUnreachable) }},
 		{"DATA", &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "too big"}, func(err error) bool { return errors.Is(err, channel.ErrPayloadTooLarge) }},
-		{"DATA", &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "policy"}, channel.Permanent},
+		{"DATA", &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "policy"}, httpkit.Permanent},
 	}
 	for _, tc := range cases {
 		s.Fail(func(stage string) *smtp.SMTPError {
@@ -464,7 +466,7 @@ func TestSendErrorsMapOntoTheTaxonomy(t *testing.T) {
 		{Chat: "carol@example.org", Text: ""},
 		{Chat: "unknown-root@example.org>", Text: "x"},
 	} {
-		if _, err := p.Send(context.Background(), bad); !channel.Permanent(err) {
+		if _, err := p.Send(context.Background(), bad); !httpkit.Permanent(err) {
 			t.Errorf("%+v: %v", bad, err)
 		}
 	}
@@ -475,7 +477,7 @@ func TestSendErrorsMapOntoTheTaxonomy(t *testing.T) {
 	cfg := config(s)
 	cfg.Password = "wrong-password"
 	_, err := open(t, cfg, newKv(t), channeltest.NewJournal()).Send(context.Background(), out)
-	if !channel.Permanent(err) || strings.Contains(err.Error(), "wrong-password") {
+	if !httpkit.Permanent(err) || strings.Contains(err.Error(), "wrong-password") {
 		t.Errorf("bad AUTH: %v", err)
 	}
 }

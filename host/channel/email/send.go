@@ -46,7 +46,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 	var attach *part
 	if msg.Media != nil {
 		a, err := p.loadPart(ctx, msg.Media.Ref, MaxAttachmentBytes)
-		if channel.MediaGone(err) || errors.Is(err, channel.ErrMediaTooLarge) {
+		if httpkit.MediaGone(err) || errors.Is(err, channel.ErrMediaTooLarge) {
 			return "", fmt.Errorf("%w: the attachment: %v", channel.ErrUnsupportedContent, err)
 		}
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/evolution/evolutiontest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 )
 
@@ -177,7 +178,7 @@ func TestStoredRefOfAnotherInstance(t *testing.T) {
 		if _, ok := p.SerializeMediaRef(channel.Media{Ref: id}); ok {
 			t.Errorf("%q serialized", id)
 		}
-		if _, err := p.LoadMedia(context.Background(), channel.Media{Ref: id}, 10); !channel.MediaGone(err) {
+		if _, err := p.LoadMedia(context.Background(), channel.Media{Ref: id}, 10); !httpkit.MediaGone(err) {
 			t.Errorf("%q: %v, want the media unavailable", id, err)
 		}
 	}
@@ -251,18 +252,18 @@ func TestSendErrors(t *testing.T) {
 	msg := channel.Outbound{Chat: user, Text: "x"}
 
 	bad, _ := Open(Config{ID: "evo", APIURL: srv.URL, APIKey: "not-the-key", Instance: instance}, channel.Env{})
-	if _, err := bad.Send(ctx, msg); !channel.Permanent(err) || strings.Contains(err.Error(), "not-the-key") {
+	if _, err := bad.Send(ctx, msg); !httpkit.Permanent(err) || strings.Contains(err.Error(), "not-the-key") {
 		t.Errorf("a bad api_key: %v, want a permanent error without the key", err)
 	}
 	gone, _ := Open(Config{ID: "evo", APIURL: srv.URL, APIKey: apiKey, Instance: "deleted"}, channel.Env{})
-	if _, err := gone.Send(ctx, msg); !channel.Permanent(err) {
+	if _, err := gone.Send(ctx, msg); !httpkit.Permanent(err) {
 		t.Errorf("an unknown instance: %v, want a permanent error", err)
 	}
 	p := newProvider(t, srv.URL, nil, "")
 	api.Lock()
 	api.Disconnected = true
 	api.Unlock()
-	if _, err := p.Send(ctx, msg); err == nil || channel.Permanent(err) {
+	if _, err := p.Send(ctx, msg); err == nil || httpkit.Permanent(err) {
 		t.Errorf("a disconnected instance: %v, want a retryable error", err)
 	}
 	api.Lock()

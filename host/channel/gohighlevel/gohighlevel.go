@@ -233,8 +233,10 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	return p, nil
 }
 
-// TextLimit implements channel.TextLimiter: the message type's.
-func (p *Provider) TextLimit() int { return TextLimits[p.cfg.MessageType] }
+// TextLimits implements channel.Limiter: the message type's.
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) {
+	return TextLimits[p.cfg.MessageType], 0
+}
 
 // Verify checks sig (x-wh-signature) against body with key: base64 of the
 // RSA PKCS #1 v1.5 signature of its SHA-256.

@@ -26,6 +26,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/gohighlevel/gohighleveltest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 const (
@@ -128,7 +129,7 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	_, err := p.Send(ctx, channel.Outbound{Chat: contact, Text: "x"})
-	if got := channel.RetryAfter(err); got != Per-time.Second || !errors.Is(err, ErrRateLimited) || channel.Permanent(err) {
+	if got := httpkit.RetryAfter(err); got != Per-time.Second || !errors.Is(err, ErrRateLimited) || httpkit.Permanent(err) {
 		t.Fatalf("send 101: %v (retry after %s), want a rate limit of %s", err, got, Per-time.Second)
 	}
 	api.Lock()
@@ -145,7 +146,7 @@ func TestRateLimit(t *testing.T) {
 			t.Fatalf("10 s later, send %d: %v", i+1, err)
 		}
 	}
-	if _, err := p.Send(ctx, channel.Outbound{Chat: contact, Text: "x"}); channel.RetryAfter(err) != time.Second {
+	if _, err := p.Send(ctx, channel.Outbound{Chat: contact, Text: "x"}); httpkit.RetryAfter(err) != time.Second {
 		t.Fatalf("send %d 10 s later: %v, want a rate limit of 1s", Burst/2+2, err)
 	}
 }
@@ -469,7 +470,7 @@ func TestBadTokenIsPermanent(t *testing.T) {
 	srv := httptest.NewServer(gohighleveltest.New("another-token", location, contact))
 	defer srv.Close()
 	_, err := open(t, srv.URL, location, channel.Env{}).Send(context.Background(), channel.Outbound{Chat: contact, Text: "hi"})
-	if !channel.Permanent(err) || strings.Contains(err.Error(), token) {
+	if !httpkit.Permanent(err) || strings.Contains(err.Error(), token) {
 		t.Fatalf("send with a bad token: %v, want a permanent error without the token", err)
 	}
 }

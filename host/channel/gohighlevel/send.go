@@ -86,7 +86,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 		body["attachments"] = []string{src}
 		text = httpkit.CaptionText(m.Caption, text)
 	}
-	if n, limit := utf8.RuneCountInString(text), p.TextLimit(); n > limit {
+	if n, limit := utf8.RuneCountInString(text), TextLimits[p.cfg.MessageType]; n > limit {
 		return "", fmt.Errorf("%w: gohighlevel %s: a text of %d characters, %s allows %d", channel.ErrPayloadTooLarge, p.cfg.ID, n, p.cfg.MessageType, limit)
 	}
 	if text != "" {

@@ -133,8 +133,14 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	return p, nil
 }
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter: the text of a message with buttons
+// or a list holds 1,024 characters.
+func (p *Provider) TextLimits(msg channel.Outbound) (chars, bytes int) {
+	if len(msg.Buttons) > 0 || msg.List != nil {
+		return min(MaxChoiceBody, TextLimit), 0
+	}
+	return TextLimit, 0
+}
 
 // Event is a webhook body: {"app","timestamp","version":2,"type","payload"}.
 type Event struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/gupshup/gupshuptest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 const (
@@ -94,12 +95,12 @@ func TestBadKeyIsPermanent(t *testing.T) {
 	srv := httptest.NewServer(gupshuptest.New("another-key", app, source, user))
 	defer srv.Close()
 	_, err := newProvider(t, srv.URL, nil).Send(context.Background(), channel.Outbound{Chat: user, Text: "hi"})
-	if !channel.Permanent(err) || strings.Contains(err.Error(), apiKey) {
+	if !httpkit.Permanent(err) || strings.Contains(err.Error(), apiKey) {
 		t.Fatalf("send with a bad key: %v, want a permanent error without the key", err)
 	}
 	srv2 := httptest.NewServer(gupshuptest.New(apiKey, "OtherApp", source, user))
 	defer srv2.Close()
-	if _, err := newProvider(t, srv2.URL, nil).Send(context.Background(), channel.Outbound{Chat: user, Text: "hi"}); !channel.Permanent(err) {
+	if _, err := newProvider(t, srv2.URL, nil).Send(context.Background(), channel.Outbound{Chat: user, Text: "hi"}); !httpkit.Permanent(err) {
 		t.Fatalf("send as another app: %v, want a permanent error", err)
 	}
 }

@@ -68,10 +68,6 @@ func fit(texts ...text) error {
 	return nil
 }
 
-// ChoiceTextLimit implements channel.ChoiceLimiter: the text of a message
-// with buttons or a list holds 1,024 characters.
-func (p *Provider) ChoiceTextLimit([]abi.Button, *abi.List) int { return MaxChoiceBody }
-
 // Send implements channel.Provider: one message, its object JSON in the
 // form's message field (see message). The id returned is Gupshup's
 // messageId; delivery failures (a number not on WhatsApp, the 24-hour

@@ -17,6 +17,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // server serves the channel's routes with admit as the host.
@@ -182,8 +183,8 @@ func TestSendMapsErrors(t *testing.T) {
 			retryAfter = "7"
 		}
 		_, err := p.Send(context.Background(), channel.Outbound{Chat: "c1", Text: "x"})
-		if err == nil || channel.Permanent(err) != tt.permanent || channel.RetryAfter(err) != tt.wait {
-			t.Errorf("%d: err %v permanent %v wait %v", tt.status, err, channel.Permanent(err), channel.RetryAfter(err))
+		if err == nil || httpkit.Permanent(err) != tt.permanent || httpkit.RetryAfter(err) != tt.wait {
+			t.Errorf("%d: err %v permanent %v wait %v", tt.status, err, httpkit.Permanent(err), httpkit.RetryAfter(err))
 		}
 	}
 }

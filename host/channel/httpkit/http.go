@@ -9,15 +9,18 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/botrun/botrun/host/channel"
 )
+
+// MaxHandlerTime is how long the host lets a channel's HTTP handler run
+// and write its answer (its server's write timeout): a long poll must answer
+// well within it.
+const MaxHandlerTime = 60 * time.Second
 
 // NotAdmitted sets the Retry-After of a webhook's 503 answer to a message
 // Admit refused: the wait err asks for (a full admission queue), at least a
 // second, so the sender redelivers later rather than at once.
 func NotAdmitted(h http.Header, err error) {
-	SetRetryAfter(h, channel.RetryAfter(err))
+	SetRetryAfter(h, RetryAfter(err))
 }
 
 // SetRetryAfter sets Retry-After to wait in whole seconds, at least one.

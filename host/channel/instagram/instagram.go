@@ -102,8 +102,5 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	return &Provider{ch}, nil
 }
 
-// TextByteLimit implements channel.ByteLimiter.
-func (p *Provider) TextByteLimit() int { return TextByteLimit }
-
 // Sign returns the X-Hub-Signature-256 value of body: "sha256=<hex>".
 func Sign(appSecret string, body []byte) string { return graph.Sign(appSecret, body) }

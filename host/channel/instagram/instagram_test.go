@@ -8,6 +8,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/graph/messaging/messagingtest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/instagram/instagramtest"
 )
 
@@ -23,13 +24,13 @@ func TestSendsToTheAccount(t *testing.T) {
 	srv := httptest.NewServer(instagramtest.New(token, "17841400000000999", user))
 	defer srv.Close()
 	p := newProvider(t, srv.URL+"/"+instagramtest.Version, nil)
-	if _, err := p.Send(context.Background(), channel.Outbound{Chat: user, Text: "x"}); !channel.Permanent(err) {
+	if _, err := p.Send(context.Background(), channel.Outbound{Chat: user, Text: "x"}); !httpkit.Permanent(err) {
 		t.Fatalf("a send on another account's path: %v", err)
 	}
 	srv2 := httptest.NewServer(instagramtest.New("another-token", accountID, user))
 	defer srv2.Close()
 	p = newProvider(t, srv2.URL+"/"+instagramtest.Version, nil)
-	if _, err := p.Send(context.Background(), channel.Outbound{Chat: user, Text: "x"}); !channel.Permanent(err) || strings.Contains(err.Error(), token) {
+	if _, err := p.Send(context.Background(), channel.Outbound{Chat: user, Text: "x"}); !httpkit.Permanent(err) || strings.Contains(err.Error(), token) {
 		t.Fatalf("send with a bad token: %v", err)
 	}
 }

@@ -97,8 +97,5 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	return &Provider{ch}, nil
 }
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
-
 // Sign returns the X-Hub-Signature-256 value of body: "sha256=<hex>".
 func Sign(appSecret string, body []byte) string { return graph.Sign(appSecret, body) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/graph/messaging/messagingtest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/messenger/messengertest"
 )
 
@@ -24,7 +25,7 @@ func TestTokenErrorsArePermanentAndHidden(t *testing.T) {
 	defer srv.Close()
 	p := newProvider(t, srv.URL+"/"+messengertest.Version, nil)
 	_, err := p.Send(context.Background(), channel.Outbound{Chat: user, Text: "x"})
-	if !channel.Permanent(err) || strings.Contains(err.Error(), pageToken) {
+	if !httpkit.Permanent(err) || strings.Contains(err.Error(), pageToken) {
 		t.Fatalf("send with a bad token: %v", err)
 	}
 }

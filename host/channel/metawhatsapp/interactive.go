@@ -73,15 +73,6 @@ func tooLong(what, s string, max int) error {
 // empty. Media rides as the header ({"type":"image","image":{"id"|"link"}},
 // or video, document) of a button or URL-button message; a list, whose
 // header can only be text, refuses media, and so do audio and stickers.
-// ChoiceTextLimit implements channel.ChoiceLimiter: a message with buttons
-// holds 1024 characters of body, a list 4096.
-func (p *Provider) ChoiceTextLimit(buttons []abi.Button, list *abi.List) int {
-	if list != nil {
-		return MaxListBody
-	}
-	return MaxButtonBody
-}
-
 func interactive(msg channel.Outbound) (map[string]any, error) {
 	if len(msg.Buttons) > 0 && msg.List != nil {
 		return nil, unsupported("buttons and a list cannot go on one message")

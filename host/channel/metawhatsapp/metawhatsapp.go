@@ -97,8 +97,17 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	return p, nil
 }
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter: a message with buttons holds 1024
+// characters of body, a list 4096.
+func (p *Provider) TextLimits(msg channel.Outbound) (chars, bytes int) {
+	switch {
+	case msg.List != nil:
+		return min(MaxListBody, TextLimit), 0
+	case len(msg.Buttons) > 0:
+		return min(MaxButtonBody, TextLimit), 0
+	}
+	return TextLimit, 0
+}
 
 // Sign returns the X-Hub-Signature-256 value of body: "sha256=<hex>".
 func Sign(appSecret string, body []byte) string { return graph.Sign(appSecret, body) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/metawhatsapp/metawhatsapptest"
 )
 
@@ -106,7 +107,7 @@ func TestTokenErrorsArePermanentAndHidden(t *testing.T) {
 	defer srv.Close()
 	p := newProvider(t, srv.URL+"/"+metawhatsapptest.Version, nil)
 	_, err := p.Send(context.Background(), channel.Outbound{Chat: user, Text: "x"})
-	if !channel.Permanent(err) || strings.Contains(err.Error(), token) {
+	if !httpkit.Permanent(err) || strings.Contains(err.Error(), token) {
 		t.Fatalf("send with a bad token: %v", err)
 	}
 }

@@ -123,8 +123,8 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	return p, nil
 }
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter.
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Update is the part of a Telegram Update botrun reads.
 type Update struct {
@@ -398,7 +398,7 @@ func (p *Provider) Run(ctx context.Context) {
 			}
 			if err := p.take(ctx, u); err != nil {
 				p.Log.Error("telegram: not admitted; will poll it again", "err", err)
-				wait = max(time.Second, channel.RetryAfter(err))
+				wait = max(time.Second, httpkit.RetryAfter(err))
 				break
 			}
 			offset = u.UpdateID + 1

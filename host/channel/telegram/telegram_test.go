@@ -121,7 +121,7 @@ func TestSendMapsTheAPIErrors(t *testing.T) {
 		t.Fatalf("blocked: %v", err)
 	}
 	api.Limited = 1
-	if _, err := p.Send(ctx, channel.Outbound{Chat: "42", Text: "hi"}); channel.RetryAfter(err) != 7*time.Second || channel.Permanent(err) {
+	if _, err := p.Send(ctx, channel.Outbound{Chat: "42", Text: "hi"}); httpkit.RetryAfter(err) != 7*time.Second || httpkit.Permanent(err) {
 		t.Fatalf("rate limit: %v", err)
 	}
 	ref, err = p.Send(ctx, channel.Outbound{Chat: "42", Media: &channel.Media{Type: "image", Ref: "file-1", Caption: "c"}})
@@ -132,7 +132,7 @@ func TestSendMapsTheAPIErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bad.Send(ctx, channel.Outbound{Chat: "42", Text: "hi"}); !channel.Permanent(err) {
+	if _, err := bad.Send(ctx, channel.Outbound{Chat: "42", Text: "hi"}); !httpkit.Permanent(err) {
 		t.Fatalf("bad token: %v", err)
 	}
 	// A network error never shows the token (it is in the URL).

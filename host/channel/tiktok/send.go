@@ -98,7 +98,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 			return ref, err
 		}
 		if _, err := p.send(ctx, msg.Chat, "TEXT", map[string]any{"text": map[string]string{"body": text}}); err != nil {
-			if channel.Permanent(err) {
+			if httpkit.Permanent(err) {
 				// The image went out: a retry would send it again.
 				p.Log.Warn("tiktok: the text after an image was refused; the image was sent", "provider", p.cfg.ID, "err", err)
 				return ref, nil

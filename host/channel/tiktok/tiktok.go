@@ -144,8 +144,8 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	return p, nil
 }
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter.
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Routes implements channel.Router: the webhook URL.
 func (p *Provider) Routes(mux *http.ServeMux) {

@@ -16,6 +16,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/tiktok/tiktoktest"
 )
 
@@ -229,7 +230,7 @@ func TestDownloadURLElsewhere(t *testing.T) {
 	defer srv.Close()
 	p := newProvider(t, srv.URL, nil)
 	ref := Coords{ConversationID: conv, MessageID: "m1", MediaID: "x", Type: "image"}.Ref()
-	if _, err := p.LoadMedia(context.Background(), channel.Media{Ref: ref}, 1<<10); !channel.MediaGone(err) {
+	if _, err := p.LoadMedia(context.Background(), channel.Media{Ref: ref}, 1<<10); !httpkit.MediaGone(err) {
 		t.Fatalf("LoadMedia: %v, want the media unavailable", err)
 	}
 }
@@ -240,7 +241,7 @@ func TestBadTokenIsPermanent(t *testing.T) {
 	srv := httptest.NewServer(tiktoktest.New("another-token", business, conv))
 	defer srv.Close()
 	_, err := newProvider(t, srv.URL, nil).Send(context.Background(), channel.Outbound{Chat: conv, Text: "hi"})
-	if !channel.Permanent(err) || strings.Contains(err.Error(), token) {
+	if !httpkit.Permanent(err) || strings.Contains(err.Error(), token) {
 		t.Fatalf("send with a bad token: %v, want a permanent error without the token", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
@@ -115,13 +114,6 @@ func withChoices(msg channel.Outbound) (string, []choice) {
 		body += "\n(reply with a number)"
 	}
 	return body, cs
-}
-
-// ChoiceTextLimit implements channel.ChoiceLimiter: the numbered lines go
-// in the same Body, so the text keeps the room they leave.
-func (p *Provider) ChoiceTextLimit(buttons []abi.Button, list *abi.List) int {
-	lines, _ := withChoices(channel.Outbound{Buttons: buttons, List: list})
-	return max(TextLimit-utf8.RuneCountInString(lines)-1, 1)
 }
 
 // pressOf turns a reply that is one of chat's choice numbers into its press.

@@ -107,8 +107,15 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	return p, nil
 }
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter: the numbered lines of a message's
+// choices go in the same Body, so its text keeps the room they leave.
+func (p *Provider) TextLimits(msg channel.Outbound) (chars, bytes int) {
+	if len(msg.Buttons) == 0 && msg.List == nil {
+		return TextLimit, 0
+	}
+	lines, _ := withChoices(msg)
+	return min(max(TextLimit-utf8.RuneCountInString(lines)-1, 1), TextLimit), 0
+}
 
 // Sign returns the X-Twilio-Signature of a POST to fullURL with params:
 // base64(HMAC-SHA1(authToken, fullURL + each key and value, keys sorted)).

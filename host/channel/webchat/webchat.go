@@ -74,8 +74,8 @@ const (
 	MaxIDChars = 256
 	pageLimit  = 500
 	// MaxWait is the longest a GET waits for the next send (well within
-	// channel.MaxHandlerTime).
-	MaxWait = channel.MaxHandlerTime / 2
+	// httpkit.MaxHandlerTime).
+	MaxWait = httpkit.MaxHandlerTime / 2
 )
 
 func init() {

@@ -9,9 +9,11 @@ import (
 	"go.mau.fi/whatsmeow/store"
 	"go.mau.fi/whatsmeow/types"
 	waLog "go.mau.fi/whatsmeow/util/log"
+
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/wamsg"
 )
 
-// Client is the seam between the adapter and the network: the part of
+// Client is the seam between the adapter and the network: the wamsg.Part of
 // *whatsmeow.Client the channel uses, with whatsmeow's own types. Production
 // uses whatsmeow's client (NewWhatsmeow); tests use a fake
 // (whatsappwebtest) that takes the same calls and emits the same events.
@@ -60,6 +62,6 @@ func NewWhatsmeow(dev *store.Device, log waLog.Logger) Client {
 	c.EnableAutoReconnect = true
 	c.InitialAutoReconnect = true
 	c.AutomaticMessageRerequestFromPhone = true
-	c.SetMediaHTTPClient(mediaClient())
+	c.SetMediaHTTPClient(wamsg.MediaClient())
 	return c
 }

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/types"
+	waLog "go.mau.fi/whatsmeow/util/log"
+
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/channel"
@@ -20,9 +24,6 @@ import (
 	"github.com/botrun/botrun/host/channel/kvlease"
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
-	"go.mau.fi/whatsmeow/store"
-	"go.mau.fi/whatsmeow/types"
-	waLog "go.mau.fi/whatsmeow/util/log"
 )
 
 var _ whatsappweb.Client = (*whatsappwebtest.Client)(nil)
@@ -122,6 +123,11 @@ func (b *bot) pair() string {
 	return out.String()
 }
 
+// always is the fence of a session no election guards: always held, token 0.
+type always struct{}
+
+func (always) Held() (bool, int64) { return true, 0 }
+
 // run runs the provider's session as the host runs a leader-only one:
 // whenever this bot holds the session's lease (always without a Kv); stop
 // ends it and waits.
@@ -131,7 +137,7 @@ func (b *bot) run() {
 	go func() {
 		defer close(done)
 		if b.lease == nil {
-			b.p.RunSession(ctx, channel.Always)
+			b.p.RunSession(ctx, always{})
 			return
 		}
 		b.lease.Lead(ctx, func(holder string) { b.waitedFor.Store(holder) }, nil, func(held context.Context) {

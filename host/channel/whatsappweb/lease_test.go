@@ -16,6 +16,7 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/kvlease"
 )
 
@@ -39,7 +40,7 @@ func TestNothingIsAdmittedOrSentWithoutTheLease(t *testing.T) {
 	ctx := context.Background()
 
 	_, err = p.Send(ctx, channel.Outbound{Chat: "120363000000000001@g.us", Text: "hello"})
-	if !errors.Is(err, errHeldElsewhere) || channel.Permanent(err) {
+	if !errors.Is(err, errHeldElsewhere) || httpkit.Permanent(err) {
 		t.Fatalf("a send without the lease: %v, want a retryable 'held elsewhere'", err)
 	}
 	if err := p.Edit(ctx, "120363000000000001@g.us", "3EB0AAAA", "hello"); !errors.Is(err, errHeldElsewhere) {

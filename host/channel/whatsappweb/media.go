@@ -1,207 +1,25 @@
 package whatsappweb
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"go.mau.fi/whatsmeow"
-	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/proto/waMmsRetry"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/wamsg"
 )
-
-// downloadable is what an inbound media message gives a download.
-type downloadable interface {
-	GetDirectPath() string
-	GetMediaKey() []byte
-	GetFileSHA256() []byte
-	GetFileEncSHA256() []byte
-	GetFileLength() uint64
-}
-
-// msgKey is the key of the message a media came in: a media retry names it.
-type msgKey struct {
-	ID     string `json:"id"`
-	Chat   string `json:"chat"`
-	Sender string `json:"sender"`
-}
-
-// mediaRef is a media reference: the media fields of its message (no
-// thumbnail, no caption) and the message key. It is the live reference
-// (encoded in Media.Ref) and, as JSON, the journaled one. The media key
-// decrypts that one file only; the bytes are never stored.
-type mediaRef struct {
-	Type          string `json:"type"`
-	DirectPath    string `json:"direct_path"`
-	MediaKey      []byte `json:"media_key"`
-	FileSHA256    []byte `json:"file_sha256"`
-	FileEncSHA256 []byte `json:"file_enc_sha256"`
-	FileLength    uint64 `json:"file_length"`
-	MIME          string `json:"mime,omitempty"`
-	ViewOnce      bool   `json:"view_once,omitempty"`
-	Key           msgKey `json:"key"`
-}
-
-// refPrefix starts every live reference (version 1).
-const refPrefix = "wa1."
-
-// maxDirectPath bounds a direct path (WhatsApp's are under 300 bytes).
-const maxDirectPath = 2048
-
-// encode is the live reference: refPrefix and the JSON in base64url.
-func (r mediaRef) encode() string {
-	b, _ := json.Marshal(r)
-	return refPrefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-// errBadRef is wrapped by every reference that does not decode or validate.
-var errBadRef = errors.New("whatsapp-web media reference is invalid")
-
-// decodeRef parses a live reference from untrusted text.
-func decodeRef(s string) (mediaRef, error) {
-	b64, ok := strings.CutPrefix(s, refPrefix)
-	if !ok || len(b64) > 8<<10 {
-		return mediaRef{}, errBadRef
-	}
-	b, err := base64.RawURLEncoding.DecodeString(b64)
-	if err != nil {
-		return mediaRef{}, errBadRef
-	}
-	return decodeRefJSON(b)
-}
-
-// decodeRefJSON parses the JSON of a reference from untrusted bytes.
-func decodeRefJSON(b []byte) (mediaRef, error) {
-	var r mediaRef
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return mediaRef{}, fmt.Errorf("%w: %v", errBadRef, err)
-	}
-	if dec.More() {
-		return mediaRef{}, fmt.Errorf("%w: trailing data", errBadRef)
-	}
-	if err := r.valid(); err != nil {
-		return mediaRef{}, err
-	}
-	return r, nil
-}
-
-// valid checks a reference: a known type, a direct path (a path on
-// WhatsApp's media hosts, which whatsmeow picks), 32-byte key and hashes,
-// and a message key of user or group JIDs.
-func (r mediaRef) valid() error {
-	bad := func(what string) error { return fmt.Errorf("%w: %s", errBadRef, what) }
-	switch {
-	case mediaType(r.Type) == "":
-		return bad("unknown type")
-	case !validDirectPath(r.DirectPath):
-		return bad("direct path")
-	case len(r.MediaKey) != 32 || len(r.FileSHA256) != 32 || len(r.FileEncSHA256) != 32:
-		return bad("media key or hashes")
-	case r.FileLength > 4<<30 || len(r.MIME) > 255 || strings.ContainsFunc(r.MIME, func(c rune) bool { return c < ' ' || c == 0x7f }):
-		return bad("length or mime type")
-	case !validMessageID(r.Key.ID):
-		return bad("message id")
-	}
-	chat, err := types.ParseJID(r.Key.Chat)
-	if err != nil || chat.User == "" || (chat.Server != types.DefaultUserServer && chat.Server != types.HiddenUserServer && chat.Server != types.GroupServer) {
-		return bad("chat")
-	}
-	sender, err := types.ParseJID(r.Key.Sender)
-	if err != nil || sender.User == "" || (sender.Server != types.DefaultUserServer && sender.Server != types.HiddenUserServer) {
-		return bad("sender")
-	}
-	return nil
-}
-
-// validDirectPath reports whether p is a path whatsmeow may append to one of
-// WhatsApp's media hosts: absolute, not protocol-relative, printable.
-func validDirectPath(p string) bool {
-	return strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") && len(p) <= maxDirectPath &&
-		!strings.ContainsFunc(p, func(c rune) bool { return c <= ' ' || c == 0x7f || c == '\\' || c == '#' })
-}
-
-// validMessageID reports whether id looks like a WhatsApp message id.
-func validMessageID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// mediaType is whatsmeow's media type (the key derivation's label) of a
-// botrun media type; "" for an unknown one.
-func mediaType(kind string) whatsmeow.MediaType {
-	switch kind {
-	case "image", "sticker":
-		return whatsmeow.MediaImage
-	case "video":
-		return whatsmeow.MediaVideo
-	case "audio":
-		return whatsmeow.MediaAudio
-	case "document":
-		return whatsmeow.MediaDocument
-	}
-	return ""
-}
-
-// message is the reference as the media message whatsmeow downloads (or
-// forwards): its type decides the key derivation.
-func (r mediaRef) message(directPath string) *waE2E.Message {
-	dp, mime := proto.String(directPath), proto.String(r.MIME)
-	length := proto.Uint64(r.FileLength)
-	if r.MIME == "" {
-		mime = nil
-	}
-	switch r.Type {
-	case "image":
-		return &waE2E.Message{ImageMessage: &waE2E.ImageMessage{DirectPath: dp, MediaKey: r.MediaKey, FileSHA256: r.FileSHA256, FileEncSHA256: r.FileEncSHA256, FileLength: length, Mimetype: mime}}
-	case "sticker":
-		return &waE2E.Message{StickerMessage: &waE2E.StickerMessage{DirectPath: dp, MediaKey: r.MediaKey, FileSHA256: r.FileSHA256, FileEncSHA256: r.FileEncSHA256, FileLength: length, Mimetype: mime}}
-	case "video":
-		return &waE2E.Message{VideoMessage: &waE2E.VideoMessage{DirectPath: dp, MediaKey: r.MediaKey, FileSHA256: r.FileSHA256, FileEncSHA256: r.FileEncSHA256, FileLength: length, Mimetype: mime}}
-	case "audio":
-		return &waE2E.Message{AudioMessage: &waE2E.AudioMessage{DirectPath: dp, MediaKey: r.MediaKey, FileSHA256: r.FileSHA256, FileEncSHA256: r.FileEncSHA256, FileLength: length, Mimetype: mime}}
-	default:
-		return &waE2E.Message{DocumentMessage: &waE2E.DocumentMessage{DirectPath: dp, MediaKey: r.MediaKey, FileSHA256: r.FileSHA256, FileEncSHA256: r.FileEncSHA256, FileLength: length, Mimetype: mime}}
-	}
-}
-
-// part is the downloadable part of a media message.
-func part(m *waE2E.Message) whatsmeow.DownloadableMessage {
-	switch {
-	case m.ImageMessage != nil:
-		return m.ImageMessage
-	case m.StickerMessage != nil:
-		return m.StickerMessage
-	case m.VideoMessage != nil:
-		return m.VideoMessage
-	case m.AudioMessage != nil:
-		return m.AudioMessage
-	}
-	return m.DocumentMessage
-}
 
 // SerializeMediaRef implements channel.MediaRefCodec: the reference's JSON
 // (media fields and message key; no bytes, no thumbnail). View-once media
 // are not made durable unless durable_view_once.
 func (p *Provider) SerializeMediaRef(m channel.Media) (channel.StoredRef, bool) {
-	r, err := decodeRef(m.Ref)
+	r, err := wamsg.DecodeRef(m.Ref)
 	if err != nil || (r.ViewOnce && !p.cfg.DurableViewOnce) {
 		return channel.StoredRef{}, false
 	}
@@ -215,14 +33,14 @@ func (p *Provider) RehydrateMediaRef(s channel.StoredRef) (channel.Media, error)
 	if s.V != 1 {
 		return channel.Media{}, fmt.Errorf("whatsapp-web media ref version %d is unknown", s.V)
 	}
-	r, err := decodeRefJSON(s.Data)
+	r, err := wamsg.DecodeRefJSON(s.Data)
 	if err != nil {
 		return channel.Media{}, err
 	}
 	if r.ViewOnce && !p.cfg.DurableViewOnce {
-		return channel.Media{}, fmt.Errorf("%w: view-once media is not kept (durable_view_once = false)", errBadRef)
+		return channel.Media{}, fmt.Errorf("%w: view-once media is not kept (durable_view_once = false)", wamsg.ErrBadRef)
 	}
-	return channel.Media{Type: r.Type, Ref: r.encode(), MIME: r.MIME}, nil
+	return channel.Media{Type: r.Type, Ref: r.Encode(), MIME: r.MIME}, nil
 }
 
 // LoadMedia implements channel.MediaLoader: whatsmeow downloads and
@@ -234,7 +52,7 @@ func (p *Provider) RehydrateMediaRef(s channel.StoredRef) (channel.Media, error)
 // that does not answer within MediaRetryWait (it must be online) is worth a
 // retry, and so is a lost connection.
 func (p *Provider) LoadMedia(ctx context.Context, m channel.Media, max int64) ([]byte, error) {
-	r, err := decodeRef(m.Ref)
+	r, err := wamsg.DecodeRef(m.Ref)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", channel.ErrMediaUnavailable, err)
 	}
@@ -246,20 +64,20 @@ func (p *Provider) LoadMedia(ctx context.Context, m channel.Media, max int64) ([
 		return nil, p.errNotConnected()
 	}
 	// The file length is the sender's word: the download itself is capped.
-	ctx = withMediaLimit(ctx, max+mediaOverhead)
+	ctx = wamsg.WithMediaLimit(ctx, max+wamsg.MediaOverhead)
 	path := r.DirectPath
 	p.mu.Lock()
 	if re, ok := p.rehosted[types.MessageID(r.Key.ID)]; ok {
 		path = re
 	}
 	p.mu.Unlock()
-	data, err := cli.Download(ctx, part(r.message(path)))
+	data, err := cli.Download(ctx, wamsg.Part(r.Message(path)))
 	if expired(err) {
 		p.log.Info("whatsapp-web: media expired on WhatsApp's servers; asking the sender's phone for it", "provider", p.cfg.ID, "id", r.Key.ID)
 		if path, err = p.retryMedia(ctx, cli, r); err != nil {
 			return nil, err
 		}
-		data, err = cli.Download(ctx, part(r.message(path)))
+		data, err = cli.Download(ctx, wamsg.Part(r.Message(path)))
 	}
 	if err != nil {
 		return nil, p.downloadErr(err)
@@ -279,7 +97,7 @@ func expired(err error) bool {
 // downloadErr maps a download's error: a file that fails its checks, or
 // that the hosts still refuse after a media retry, is gone.
 func (p *Provider) downloadErr(err error) error {
-	if errors.Is(err, errMediaOverLimit) {
+	if errors.Is(err, wamsg.ErrMediaOverLimit) {
 		return fmt.Errorf("%w: whatsapp-web %s: the file is larger than its message said", channel.ErrMediaTooLarge, p.cfg.ID)
 	}
 	for _, final := range []error{whatsmeow.ErrInvalidMediaHMAC, whatsmeow.ErrInvalidMediaEncSHA256, whatsmeow.ErrInvalidMediaSHA256,
@@ -299,7 +117,7 @@ type mediaRetryAnswer struct{ evt *events.MediaRetry }
 
 // retryMedia asks the sender's phone to upload r's media again and returns
 // the direct path it answers.
-func (p *Provider) retryMedia(ctx context.Context, cli Client, r mediaRef) (string, error) {
+func (p *Provider) retryMedia(ctx context.Context, cli Client, r wamsg.Ref) (string, error) {
 	chat, _ := types.ParseJID(r.Key.Chat)
 	sender, _ := types.ParseJID(r.Key.Sender)
 	id := types.MessageID(r.Key.ID)
@@ -344,7 +162,7 @@ func (p *Provider) retryMedia(ctx context.Context, cli Client, r mediaRef) (stri
 		return "", fmt.Errorf("whatsapp-web %s: the sender's phone answered %s to the media retry", p.cfg.ID, notif.GetResult())
 	}
 	path := notif.GetDirectPath()
-	if !validDirectPath(path) {
+	if !wamsg.ValidDirectPath(path) {
 		return "", fmt.Errorf("%w: whatsapp-web %s: the phone answered an invalid direct path", channel.ErrMediaUnavailable, p.cfg.ID)
 	}
 	p.mu.Lock()

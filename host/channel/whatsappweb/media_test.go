@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
 )
@@ -81,11 +82,11 @@ func TestMediaRefsRoundTripAndLoad(t *testing.T) {
 	if err != nil || string(got) != string(photo) {
 		t.Fatalf("LoadMedia: %q, %v", got, err)
 	}
-	if _, err := b.p.LoadMedia(ctx, m, int64(len(photo)-1)); !channel.MediaGone(err) {
+	if _, err := b.p.LoadMedia(ctx, m, int64(len(photo)-1)); !httpkit.MediaGone(err) {
 		t.Fatalf("LoadMedia over the limit: %v", err)
 	}
 	// Not connected (the fresh provider): worth a retry.
-	if _, err := fresh.p.LoadMedia(ctx, m, 1<<20); err == nil || channel.MediaGone(err) {
+	if _, err := fresh.p.LoadMedia(ctx, m, 1<<20); err == nil || httpkit.MediaGone(err) {
 		t.Fatalf("LoadMedia without a connection: %v", err)
 	}
 }
@@ -124,7 +125,7 @@ func TestTamperedOrForeignRefsAreRefused(t *testing.T) {
 		}
 	}
 	for _, ref := range []string{"", "wa1.", "wa1.!!!", "AgACAgQAAxkBAAI", "wa2." + strings.TrimPrefix(live.Ref, "wa1.")} {
-		if _, err := b.p.LoadMedia(context.Background(), channel.Media{Type: "image", Ref: ref}, 1<<20); !channel.MediaGone(err) {
+		if _, err := b.p.LoadMedia(context.Background(), channel.Media{Type: "image", Ref: ref}, 1<<20); !httpkit.MediaGone(err) {
 			t.Errorf("LoadMedia(%q): %v, want the media unavailable", ref, err)
 		}
 	}
@@ -166,7 +167,7 @@ func TestExpiredMediaIsAskedFromTheSendersPhone(t *testing.T) {
 	// The phone no longer has it: gone for good.
 	live2, path2 := inboundImage(t, b, c, "OLD2", false)
 	b.net.Expire(path2, true)
-	if _, err := b.p.LoadMedia(ctx, live2, 1<<20); !channel.MediaGone(err) {
+	if _, err := b.p.LoadMedia(ctx, live2, 1<<20); !httpkit.MediaGone(err) {
 		t.Fatalf("media the phone lost: %v, want gone", err)
 	}
 
@@ -178,7 +179,7 @@ func TestExpiredMediaWithThePhoneOfflineIsWorthARetry(t *testing.T) {
 	b.net.Expire(path, false)
 	b.net.PhoneOffline(true)
 	_, err := b.p.LoadMedia(context.Background(), live, 1<<20)
-	if err == nil || channel.MediaGone(err) || !strings.Contains(err.Error(), "must be online") {
+	if err == nil || httpkit.MediaGone(err) || !strings.Contains(err.Error(), "must be online") {
 		t.Fatalf("an offline phone: %v, want a retryable error", err)
 	}
 	b.net.PhoneOffline(false)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/kvlease"
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/wamsg"
 )
 
 func init() {
@@ -56,7 +57,7 @@ func Pair(ctx context.Context, cfg Config, env channel.Env, opts PairOptions) er
 		return fmt.Errorf("whatsapp-web %s: the session store: %w", p.cfg.ID, err)
 	}
 	defer st.Close()
-	if dev, err := st.device(ctx); err != nil {
+	if dev, err := st.Device(ctx); err != nil {
 		return fmt.Errorf("whatsapp-web %s: reading the session: %w", p.cfg.ID, err)
 	} else if dev != nil {
 		fmt.Fprintf(out, "whatsapp-web %s: already paired as %s. To link another account, unlink this device on the phone (Settings > Linked devices) first.\n", p.cfg.ID, dev.ID.String())
@@ -73,7 +74,7 @@ func Pair(ctx context.Context, cfg Config, env channel.Env, opts PairOptions) er
 		defer release()
 		ctx = held
 	}
-	dev := st.container.NewDevice()
+	dev := st.NewDevice()
 	cli := p.cfg.NewClient(dev, p.waLog("Pair"))
 	qrs, err := cli.GetQRChannel(ctx)
 	if err != nil {
@@ -85,7 +86,7 @@ func Pair(ctx context.Context, cfg Config, env channel.Env, opts PairOptions) er
 	defer cli.Disconnect()
 	phone := ""
 	if cfg.PairPhone != "" {
-		if phone, err = pairPhoneDigits(cfg.PairPhone); err != nil {
+		if phone, err = wamsg.PhoneDigits(cfg.PairPhone); err != nil {
 			return err
 		}
 	}
@@ -124,7 +125,7 @@ func Pair(ctx context.Context, cfg Config, env channel.Env, opts PairOptions) er
 			// The session's leader connects the device once it is
 			// recorded: this connection ends first.
 			cli.Disconnect()
-			if err := st.paired(ctx, dev); err != nil {
+			if err := st.Paired(ctx, dev); err != nil {
 				return fmt.Errorf("whatsapp-web %s: linked as %s, but recording it failed: %w", p.cfg.ID, dev.ID.String(), err)
 			}
 			fmt.Fprintf(out, "whatsapp-web %s: linked as %s. botrun run connects with it (a running bot does within %s).\n", p.cfg.ID, dev.ID.String(), p.cfg.UnpairedPoll)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/wamsg"
 )
 
 // MaxMediaOut is the largest outbound media file fetched from a URL.
@@ -30,24 +31,6 @@ const MaxMediaOut = 64 << 20
 // rateLimitWait is the wait asked after WhatsApp's rate-overlimit (429) and
 // resource-limit (419) answers, which carry none.
 const rateLimitWait = 30 * time.Second
-
-// parseChat reads a send's chat: a JID (a user's "…@s.whatsapp.net" or
-// "…@lid", a group's "…@g.us"), or a phone number in international format.
-func parseChat(chat string) (types.JID, error) {
-	if !strings.Contains(chat, "@") {
-		digits, err := pairPhoneDigits(chat)
-		if err != nil {
-			return types.JID{}, fmt.Errorf("%w: chat %q is neither a WhatsApp JID nor a phone number", channel.ErrRecipientUnreachable, chat)
-		}
-		return types.NewJID(digits, types.DefaultUserServer), nil
-	}
-	jid, err := types.ParseJID(chat)
-	if err != nil || jid.User == "" || jid.Device != 0 ||
-		(jid.Server != types.DefaultUserServer && jid.Server != types.HiddenUserServer && jid.Server != types.GroupServer) {
-		return types.JID{}, fmt.Errorf("%w: chat %q is not a WhatsApp user or group JID", channel.ErrRecipientUnreachable, chat)
-	}
-	return jid, nil
-}
 
 // messageID is the WhatsApp message id of a send: derived from the bot's
 // scope, the provider and the outbox key, so every attempt of one send
@@ -71,7 +54,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 	if len(msg.Buttons) > 0 || msg.List != nil {
 		return "", fmt.Errorf("%w: whatsapp-web sends no buttons or lists (WhatsApp shows them only from the Business API: use meta-whatsapp)", channel.ErrUnsupportedContent)
 	}
-	to, err := parseChat(msg.Chat)
+	to, err := wamsg.ParseChat(msg.Chat)
 	if err != nil {
 		return "", err
 	}
@@ -115,7 +98,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 // checkMedia refuses, before any request, what the media message cannot
 // carry.
 func checkMedia(m *channel.Media, text string) error {
-	if mediaType(m.Type) == "" {
+	if wamsg.MediaType(m.Type) == "" {
 		return fmt.Errorf("%w: whatsapp-web cannot send media of type %q", channel.ErrUnsupportedContent, m.Type)
 	}
 	if m.Ref == "" && m.URL == "" {
@@ -163,14 +146,14 @@ func (p *Provider) recipient(ctx context.Context, cli Client, to types.JID) (typ
 // (public addresses only) and uploaded.
 func (p *Provider) mediaMessage(ctx context.Context, cli Client, m *channel.Media, text string) (*waE2E.Message, error) {
 	caption := httpkit.CaptionText(m.Caption, text)
-	var r mediaRef
+	var r wamsg.Ref
 	fileName := ""
 	if m.Ref != "" {
 		var err error
-		if r, err = decodeRef(m.Ref); err != nil {
+		if r, err = wamsg.DecodeRef(m.Ref); err != nil {
 			return nil, fmt.Errorf("%w: %w", channel.ErrUnsupportedContent, err)
 		}
-		if r.Type != m.Type && !(mediaType(r.Type) == mediaType(m.Type)) {
+		if r.Type != m.Type && !(wamsg.MediaType(r.Type) == wamsg.MediaType(m.Type)) {
 			return nil, fmt.Errorf("%w: whatsapp-web: a %s ref sent as %s", channel.ErrUnsupportedContent, r.Type, m.Type)
 		}
 		r.Type = m.Type
@@ -179,11 +162,11 @@ func (p *Provider) mediaMessage(ctx context.Context, cli Client, m *channel.Medi
 		if err != nil {
 			return nil, err
 		}
-		up, err := cli.Upload(ctx, data, mediaType(m.Type))
+		up, err := cli.Upload(ctx, data, wamsg.MediaType(m.Type))
 		if err != nil {
 			return nil, p.sendErr(fmt.Errorf("uploading media: %w", err))
 		}
-		r = mediaRef{Type: m.Type, DirectPath: up.DirectPath, MediaKey: up.MediaKey, FileSHA256: up.FileSHA256,
+		r = wamsg.Ref{Type: m.Type, DirectPath: up.DirectPath, MediaKey: up.MediaKey, FileSHA256: up.FileSHA256,
 			FileEncSHA256: up.FileEncSHA256, FileLength: up.FileLength, MIME: ctype}
 		fileName = name
 	}
@@ -193,7 +176,7 @@ func (p *Provider) mediaMessage(ctx context.Context, cli Client, m *channel.Medi
 	if r.MIME == "" {
 		r.MIME = map[string]string{"image": "image/jpeg", "sticker": "image/webp", "video": "video/mp4", "audio": "audio/ogg; codecs=opus"}[m.Type]
 	}
-	out := r.message(r.DirectPath)
+	out := r.Message(r.DirectPath)
 	var c *string
 	if caption != "" {
 		c = proto.String(caption)
@@ -336,7 +319,7 @@ func (p *Provider) markRead(ctx context.Context, cli Client, chat types.JID, msg
 // WhatsApp's own timeout). The device first tells WhatsApp it is online
 // (presence "available"), once per connection.
 func (p *Provider) Typing(ctx context.Context, chat, replyTo string) error {
-	to, err := parseChat(chat)
+	to, err := wamsg.ParseChat(chat)
 	if err != nil {
 		return err
 	}
@@ -358,7 +341,7 @@ func (p *Provider) Typing(ctx context.Context, chat, replyTo string) error {
 	if len(rest) == 0 {
 		delete(p.unread, to.String())
 	}
-	if len(read) == 0 && validMessageID(replyTo) && to.Server != types.GroupServer {
+	if len(read) == 0 && wamsg.ValidMessageID(replyTo) && to.Server != types.GroupServer {
 		// Admitted before a restart: in a user's chat, the user sent it.
 		read = []unreadMessage{{id: types.MessageID(replyTo), sender: to}}
 	}
@@ -380,11 +363,11 @@ func (p *Provider) Typing(ctx context.Context, chat, replyTo string) error {
 // Edit implements channel.Editor: WhatsApp's message edit (the sender may
 // edit a text for 15 minutes after sending it).
 func (p *Provider) Edit(ctx context.Context, chat, ref, text string) error {
-	to, err := parseChat(chat)
+	to, err := wamsg.ParseChat(chat)
 	if err != nil {
 		return err
 	}
-	if !validMessageID(ref) {
+	if !wamsg.ValidMessageID(ref) {
 		return fmt.Errorf("%w: whatsapp-web: %q is not a message id", channel.ErrUnsupportedContent, ref)
 	}
 	if strings.TrimSpace(text) == "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 )
 
@@ -70,7 +71,7 @@ func TestSendRefusesBeforeAnyRequest(t *testing.T) {
 	for _, tc := range cases {
 		_, err := b.p.Send(ctx, tc.msg)
 		errorIs(t, tc.name, err, tc.want)
-		if !channel.Permanent(err) {
+		if !httpkit.Permanent(err) {
 			t.Errorf("%s: %v is not permanent", tc.name, err)
 		}
 	}
@@ -107,13 +108,13 @@ func TestSendErrorsMapOntoTheTaxonomy(t *testing.T) {
 	for _, e := range rateLimited {
 		b.net.Fail("SendMessage", e)
 		_, err := b.p.Send(ctx, to)
-		if channel.RetryAfter(err) != 30*time.Second || channel.Permanent(err) {
+		if httpkit.RetryAfter(err) != 30*time.Second || httpkit.Permanent(err) {
 			t.Errorf("%v mapped to %v, want rate limited 30s", e, err)
 		}
 	}
 	b.net.Fail("IsOnWhatsApp", whatsmeow.ErrIQRateOverLimit)
 	_, err = b.p.Send(ctx, channel.Outbound{Chat: "+15554445555", Text: "hi"})
-	if channel.RetryAfter(err) != 30*time.Second {
+	if httpkit.RetryAfter(err) != 30*time.Second {
 		t.Errorf("a rate-limited recipient check: %v", err)
 	}
 	permanent := map[error]error{
@@ -134,7 +135,7 @@ func TestSendErrorsMapOntoTheTaxonomy(t *testing.T) {
 	for _, e := range retryable {
 		b.net.Fail("SendMessage", e)
 		_, err := b.p.Send(ctx, to)
-		if err == nil || channel.Permanent(err) || channel.RetryAfter(err) != 0 {
+		if err == nil || httpkit.Permanent(err) || httpkit.RetryAfter(err) != 0 {
 			t.Errorf("%v mapped to %v, want a plain retryable error", e, err)
 		}
 	}
@@ -209,7 +210,7 @@ func TestSendMediaURLErrorNamesTheHostOnly(t *testing.T) {
 	srv.Close() // nothing listens there any more
 	b, _ := connectedBot(t, func(c *whatsappweb.Config) { c.HTTPClient = srv.Client() })
 	_, err := b.p.Send(context.Background(), channel.Outbound{Chat: alice.String(), Media: &channel.Media{Type: "image", URL: srv.URL + "/private/x.png?sig=SECRET"}})
-	if err == nil || channel.Permanent(err) {
+	if err == nil || httpkit.Permanent(err) {
 		t.Fatalf("a media URL that does not answer: %v, want a retryable error", err)
 	}
 	if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "private") {

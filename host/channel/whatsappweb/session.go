@@ -2,112 +2,22 @@ package whatsappweb
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"go.mau.fi/whatsmeow/store"
-	"go.mau.fi/whatsmeow/store/sqlstore"
-	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 	waLog "go.mau.fi/whatsmeow/util/log"
 
-	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/durability/postgres"
-	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/devstore"
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/wamsg"
 )
 
-// sessionStore is where the device keys live: whatsmeow's container (its
-// whatsmeow_* tables) and, in the Kv, which of its devices is this
-// provider's.
-type sessionStore struct {
-	db        *sql.DB
-	container *sqlstore.Container
-	kv        durability.Kv
-	key       string
-}
-
-// openStore opens the session's database and creates or upgrades
-// whatsmeow's tables in it.
-func (p *Provider) openStore(ctx context.Context) (*sessionStore, error) {
-	var db *sql.DB
-	var dialect string
-	var err error
-	switch s := p.cfg.Store; {
-	case s == "":
-		sdb, ok := p.env.Kv.(durability.SQLDatabase)
-		if !ok {
-			return nil, errors.New("the backend keeps no SQL tables")
-		}
-		db, dialect, err = sdb.OpenSQL()
-	case isPostgresURL(s):
-		db, err = postgres.OpenDB(s)
-		dialect = "postgres"
-	default:
-		db, err = sqlite.OpenDB(s)
-		dialect = "sqlite"
-	}
-	if err != nil {
-		return nil, err
-	}
-	c := sqlstore.NewWithDB(db, dialect, p.waLog("Database"))
-	if err := c.Upgrade(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("creating whatsmeow's tables: %w", err)
-	}
-	return &sessionStore{db: db, container: c, kv: p.env.Kv, key: p.key("device")}, nil
-}
-
-func (s *sessionStore) Close() error { return s.db.Close() }
-
-// device returns the provider's paired device, or nil when the session is
-// not paired (never, or logged out since: whatsmeow deletes a logged-out
-// device).
-func (s *sessionStore) device(ctx context.Context) (*store.Device, error) {
-	if s.kv != nil {
-		b, v, err := s.kv.Get(ctx, s.key)
-		if err != nil || v == 0 {
-			return nil, err
-		}
-		jid, err := types.ParseJID(string(b))
-		if err != nil {
-			return nil, fmt.Errorf("the recorded device %q: %w", b, err)
-		}
-		return s.container.GetDevice(ctx, jid)
-	}
-	devs, err := s.container.GetAllDevices(ctx)
-	switch {
-	case err != nil:
-		return nil, err
-	case len(devs) > 1:
-		return nil, fmt.Errorf("the session holds %d devices: give each whatsapp-web provider a session of its own", len(devs))
-	case len(devs) == 1:
-		return devs[0], nil
-	}
-	return nil, nil
-}
-
-// forget drops dev, logged out: whatsmeow deletes a logged-out device
-// itself, but perhaps not before the next session looks.
-func (s *sessionStore) forget(ctx context.Context, jid types.JID) error {
-	if err := s.container.DeleteDevice(ctx, &store.Device{ID: &jid}); err != nil {
-		return err
-	}
-	if s.kv == nil {
-		return nil
-	}
-	return s.kv.Commit(ctx, []durability.Write{{Key: s.key, Version: durability.AnyVersion, Delete: true}})
-}
-
-// paired records dev as the provider's device.
-func (s *sessionStore) paired(ctx context.Context, dev *store.Device) error {
-	if s.kv == nil {
-		return nil
-	}
-	return s.kv.Commit(ctx, []durability.Write{{Key: s.key, Version: durability.AnyVersion, Value: []byte(dev.ID.String())}})
+// openStore opens the session's device store (internal/devstore).
+func (p *Provider) openStore(ctx context.Context) (*devstore.Store, error) {
+	return devstore.Open(ctx, p.cfg.Store, p.env.Kv, p.key("device"), p.waLog("Database"))
 }
 
 // Session outcomes: why a session ended, and how long to wait before the
@@ -129,7 +39,7 @@ func (p *Provider) RunSession(ctx context.Context, fence channel.Fence) {
 	p.mu.Lock()
 	p.fence = fence
 	p.mu.Unlock()
-	var st *sessionStore
+	var st *devstore.Store
 	defer func() {
 		if st != nil {
 			st.Close()
@@ -152,7 +62,7 @@ func (p *Provider) RunSession(ctx context.Context, fence channel.Fence) {
 				continue
 			}
 		}
-		dev, err := st.device(ctx)
+		dev, err := st.Device(ctx)
 		if err != nil {
 			failed("reading the session", err)
 			continue
@@ -184,10 +94,10 @@ func (p *Provider) RunSession(ctx context.Context, fence channel.Fence) {
 }
 
 // session runs one connection of the paired device until ctx ends.
-func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
+func (p *Provider) session(ctx context.Context, st *devstore.Store) ending {
 	_, token := p.fenceHeld()
 	// The device may have been unlinked since the last look.
-	dev, err := st.device(ctx)
+	dev, err := st.Device(ctx)
 	if err != nil || dev == nil {
 		return ending{reason: "not paired"}
 	}
@@ -229,7 +139,7 @@ func (p *Provider) session(ctx context.Context, st *sessionStore) ending {
 			return ending{reason: "stopped"}
 		case e := <-ended:
 			if e.reason == "logged out" {
-				if err := st.forget(context.WithoutCancel(ctx), jid); err != nil {
+				if err := st.Forget(context.WithoutCancel(ctx), jid); err != nil {
 					log.Warn("whatsapp-web: forgetting the logged-out device failed", "err", err)
 				}
 			}
@@ -326,7 +236,7 @@ func (h *handler) handle(evt any) bool {
 // acknowledgement) when the journal did not take it.
 func (h *handler) message(e *events.Message) bool {
 	p := h.p
-	msg, skip := decodeEvent(e, p.cfg.Groups, p.cfg.DurableViewOnce)
+	msg, skip := wamsg.Decode(e, p.cfg.Groups, p.cfg.DurableViewOnce)
 	if skip != "" {
 		h.log.Debug("whatsapp-web: message ignored", "id", e.Info.ID, "why", skip)
 		return true

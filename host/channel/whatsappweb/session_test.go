@@ -11,16 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"go.mau.fi/whatsmeow/types/events"
+	_ "modernc.org/sqlite"
+
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/whatsappweb"
 	"github.com/botrun/botrun/host/channel/whatsappweb/whatsappwebtest"
 	"github.com/botrun/botrun/internal/testserver"
-	"go.mau.fi/whatsmeow/types/events"
-	_ "modernc.org/sqlite"
 )
 
 func TestMain(m *testing.M) { os.Exit(testserver.Run(m)) }
@@ -97,7 +99,7 @@ func TestUnpairedSessionSaysHowToPairAndConnectsOncePaired(t *testing.T) {
 	b.run()
 	line := "whatsapp-web wa: not paired: run botrun whatsapp pair -c <your bot.toml> --provider wa"
 	fakekit.WaitFor(t, "the not-paired line", func() bool { return strings.Contains(b.logs.String(), line) })
-	if _, err := b.p.Send(context.Background(), channel.Outbound{Chat: alice.String(), Text: "hi"}); err == nil || channel.Permanent(err) {
+	if _, err := b.p.Send(context.Background(), channel.Outbound{Chat: alice.String(), Text: "hi"}); err == nil || httpkit.Permanent(err) {
 		t.Fatalf("a send while unpaired: %v, want a retryable error", err)
 	}
 	// Pairing while the bot runs: the bot connects by itself.

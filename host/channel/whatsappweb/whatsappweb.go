@@ -46,6 +46,8 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/devstore"
+	"github.com/botrun/botrun/host/channel/whatsappweb/internal/wamsg"
 )
 
 // Type is the channel's type name in bot.toml.
@@ -114,17 +116,19 @@ type Config struct {
 // Check implements channel.Config.
 func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 	switch s := c.Session; s {
-	case "", channel.SessionLeader, channel.SessionEvery:
-		// The host's: it refuses "every" for this type.
+	case "", "leader", "every":
+		// The host's session modes (config.SessionLeader and
+		// SessionEvery: this package cannot import the host's config):
+		// it refuses "every" for this type.
 	default:
 		if strings.Contains(s, "://") {
 			s = redactURL(s)
 		}
-		problem("session", "%q: the device keys' location is the key store now (session says which replicas run the channel, %q by default): write store = %q", s, channel.SessionLeader, s)
+		problem("session", "%q: the device keys' location is the key store now (session says which replicas run the channel, %q by default): write store = %q", s, "leader", s)
 	}
 	switch s := c.Store; {
 	case s == "":
-	case isPostgresURL(s):
+	case devstore.IsPostgresURL(s):
 	case strings.Contains(s, "://"):
 		problem("store", "%q: want a SQLite file path or a postgres:// URL (empty: the bot's own backend)", redactURL(s))
 	case strings.ContainsAny(s, "?#"):
@@ -133,7 +137,7 @@ func (c *Config) Check(in channel.Setting, problem channel.Problem) {
 		c.Store = filepath.Join(in.Dir, s)
 	}
 	if c.PairPhone != "" {
-		if _, err := pairPhoneDigits(c.PairPhone); err != nil {
+		if _, err := wamsg.PhoneDigits(c.PairPhone); err != nil {
 			problem("pair_phone", "%v", err)
 		}
 	}
@@ -144,33 +148,10 @@ func (c *Config) Open(env channel.Env) (channel.Channel, error) {
 	return httpkit.Opened(Open(*c, env))
 }
 
-func isPostgresURL(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
-
 // redactURL names a URL by its scheme alone: it may hold a password.
 func redactURL(s string) string {
 	scheme, _, _ := strings.Cut(s, "://")
 	return scheme + "://…"
-}
-
-// pairPhoneDigits returns the digits of an international phone number.
-func pairPhoneDigits(s string) (string, error) {
-	var d strings.Builder
-	for i, r := range s {
-		switch {
-		case r >= '0' && r <= '9':
-			d.WriteRune(r)
-		case r == '+' && i == 0, r == ' ', r == '-', r == '(', r == ')':
-		default:
-			return "", fmt.Errorf("%q: want the account's number in international format, e.g. \"+15551234567\"", s)
-		}
-	}
-	n := d.String()
-	if len(n) < 7 || len(n) > 15 || n[0] == '0' {
-		return "", fmt.Errorf("%q: want the account's number in international format with its country code, e.g. \"+15551234567\"", s)
-	}
-	return n, nil
 }
 
 // Provider is one linked device of a WhatsApp account.
@@ -258,8 +239,8 @@ func (p *Provider) key(name string) string {
 // ID implements channel.Provider.
 func (p *Provider) ID() string { return p.cfg.ID }
 
-// TextLimit implements channel.TextLimiter.
-func (p *Provider) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter.
+func (p *Provider) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Connected reports whether a session of this process is connected and
 // logged in.
@@ -334,7 +315,7 @@ func (p *Provider) String() string { return Type + " " + p.cfg.ID }
 var _ interface {
 	channel.Channel
 	channel.SessionRunner
-	channel.TextLimiter
+	channel.Limiter
 	channel.MediaRefCodec
 	channel.MediaLoader
 	channel.Editor

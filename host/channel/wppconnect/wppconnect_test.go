@@ -14,6 +14,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/gateway/gatewaytest"
 	"github.com/botrun/botrun/host/channel/wppconnect/wppconnecttest"
 )
@@ -174,10 +175,10 @@ func TestSends(t *testing.T) {
 	api.Disconnected = true
 	api.Media["false_5511999999999@c.us_3EB0M"] = []byte("x")
 	api.Unlock()
-	if _, err := p.Send(ctx, channel.Outbound{Chat: userJID, Text: "x"}); err == nil || channel.Permanent(err) {
+	if _, err := p.Send(ctx, channel.Outbound{Chat: userJID, Text: "x"}); err == nil || httpkit.Permanent(err) {
 		t.Errorf("a disconnected session: %v, want a retryable error", err)
 	}
-	if _, err := p.LoadMedia(ctx, channel.Media{Ref: "false_5511999999999@c.us_3EB0M"}, 10); err == nil || channel.MediaGone(err) {
+	if _, err := p.LoadMedia(ctx, channel.Media{Ref: "false_5511999999999@c.us_3EB0M"}, 10); err == nil || httpkit.MediaGone(err) {
 		t.Errorf("media while disconnected: %v, want a retryable error", err)
 	}
 	api.Lock()
@@ -185,10 +186,10 @@ func TestSends(t *testing.T) {
 	api.Unlock()
 
 	bad, _ := Open(Config{ID: "wpp", APIURL: srv.URL, Token: "not-the-token", Session: session, WebhookToken: hookToken}, channel.Env{})
-	if _, err := bad.Send(ctx, channel.Outbound{Chat: userJID, Text: "x"}); !channel.Permanent(err) || strings.Contains(err.Error(), "not-the-token") {
+	if _, err := bad.Send(ctx, channel.Outbound{Chat: userJID, Text: "x"}); !httpkit.Permanent(err) || strings.Contains(err.Error(), "not-the-token") {
 		t.Errorf("a bad token: %v, want a permanent error without the token", err)
 	}
-	if _, err := bad.LoadMedia(ctx, channel.Media{Ref: "../../x"}, 10); !channel.MediaGone(err) {
+	if _, err := bad.LoadMedia(ctx, channel.Media{Ref: "../../x"}, 10); !httpkit.MediaGone(err) {
 		t.Errorf("a path as a media id: %v", err)
 	}
 }

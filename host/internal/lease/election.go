@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -36,13 +37,28 @@ func (e *Election) Held() (bool, int64) {
 	return e.Lease.Held()
 }
 
+// ErrNotLeader is wrapped by the error of a send, or an admission, on a
+// channel whose session is "leader" in a replica that is not its leader:
+// nothing was sent or journaled, and the leader does it. The host hands
+// such a send back to the outbox without charging an attempt; messages and
+// metrics call it ProviderNotLeader.
+var ErrNotLeader = errors.New("ProviderNotLeader")
+
+// Always is the channel.Fence of a session no election guards: always
+// held, token 0.
+var Always channel.Fence = always{}
+
+type always struct{}
+
+func (always) Held() (bool, int64) { return true, 0 }
+
 // refusal is the ProviderNotLeader error of this replica.
 func (e *Election) refusal() error {
 	leader, _ := e.holder.Load().(string)
 	if leader == "" {
 		leader = "none elected yet"
 	}
-	return fmt.Errorf("%w: provider %q: this replica (%s) does not lead its session (leader: %s); the leader delivers it", channel.ErrNotLeader, e.Channel, e.Owner, leader)
+	return fmt.Errorf("%w: provider %q: this replica (%s) does not lead its session (leader: %s); the leader delivers it", ErrNotLeader, e.Channel, e.Owner, leader)
 }
 
 // Elections are this replica's elections, by provider id: one per provider

@@ -86,7 +86,7 @@ type Alerts interface {
 }
 
 // Leaders refuse the sends of a channel whose session another replica
-// leads (channel.ErrNotLeader): this replica never calls its transport.
+// leads (lease.ErrNotLeader): this replica never calls its transport.
 type Leaders interface {
 	Refuse(channelID string) error
 }
@@ -258,31 +258,20 @@ func (s Spec) collect(key string) {
 	}
 }
 
-func (o *Sender) textLimit(providerID string) int {
-	if tl, ok := o.providers[providerID].(channel.TextLimiter); ok {
-		return tl.TextLimit()
+// textLimits are the channel's limits on the text of a message with the
+// choices buttons and list, in characters and in bytes of UTF-8 (0: none).
+func (o *Sender) textLimits(providerID string, buttons []abi.Button, list *abi.List) (chars, bytes int) {
+	if l, ok := o.providers[providerID].(channel.Limiter); ok {
+		return l.TextLimits(channel.Outbound{Buttons: buttons, List: list})
 	}
-	return 0
-}
-
-// byteLimit is the channel's limit on a text in bytes of UTF-8, or 0.
-func (o *Sender) byteLimit(providerID string) int {
-	if bl, ok := o.providers[providerID].(channel.ByteLimiter); ok {
-		return bl.TextByteLimit()
-	}
-	return 0
+	return 0, 0
 }
 
 // parts splits a send by the provider's text limit into records key, key#2, …
 // each linked to the one before.
 func (o *Sender) parts(s Spec) []part {
-	limit := o.textLimit(s.Provider)
-	if cl, ok := o.providers[s.Provider].(channel.ChoiceLimiter); ok && (len(s.Msg.Buttons) > 0 || s.Msg.List != nil) {
-		if c := cl.ChoiceTextLimit(s.Msg.Buttons, s.Msg.List); c > 0 && (limit == 0 || c < limit) {
-			limit = c
-		}
-	}
-	texts := httpkit.Split(s.Msg.Text, limit, o.byteLimit(s.Provider))
+	chars, bytes := o.textLimits(s.Provider, s.Msg.Buttons, s.Msg.List)
+	texts := httpkit.Split(s.Msg.Text, chars, bytes)
 	ps := make([]part, len(texts))
 	for i, text := range texts {
 		m := rules.OutboxMessage{Text: text}
@@ -781,12 +770,12 @@ func (o *Sender) markSentAt(ctx context.Context, rec durability.OutboxRecord, re
 // sweeper does not take the send over and reorder the chat; the margin only
 // delays the retry if the process dies meanwhile.
 func (o *Sender) settleFailure(ctx context.Context, rec durability.OutboxRecord, sendErr error, inlineUntil time.Time) (wait time.Duration, dead, inline bool) {
-	if errors.Is(sendErr, channel.ErrNotLeader) {
+	if errors.Is(sendErr, lease.ErrNotLeader) {
 		o.handBack(ctx, rec, sendErr)
 		return 0, false, false
 	}
 	now := o.clock.Now()
-	if channel.Permanent(sendErr) || rec.Attempts >= 1+o.policy.Retries {
+	if httpkit.Permanent(sendErr) || rec.Attempts >= 1+o.policy.Retries {
 		err := o.outbox.MarkFailed(ctx, rec.Key, rec.Token, sendErr.Error(), durability.FailOptions{Now: now.UnixMilli(), Dead: true})
 		if o.noteFailWrite(rec.Key, err) {
 			o.metrics.OutboxDead.Add(1)
@@ -794,7 +783,7 @@ func (o *Sender) settleFailure(ctx context.Context, rec durability.OutboxRecord,
 		}
 		return 0, true, false
 	}
-	wait = max(o.policy.Backoff.Wait(rec.Attempts), channel.RetryAfter(sendErr))
+	wait = max(o.policy.Backoff.Wait(rec.Attempts), httpkit.RetryAfter(sendErr))
 	retryAt := now.Add(wait)
 	inline = !retryAt.After(inlineUntil)
 	if inline {
@@ -1001,7 +990,8 @@ func (o *Sender) splitJournaled(ctx context.Context, rec durability.OutboxRecord
 	if json.Unmarshal(rec.Payload, &m) != nil {
 		return rec, true // call reports it
 	}
-	texts := httpkit.Split(m.Text, o.textLimit(rec.Provider), o.byteLimit(rec.Provider))
+	chars, bytes := o.textLimits(rec.Provider, nil, nil)
+	texts := httpkit.Split(m.Text, chars, bytes)
 	if len(texts) == 1 {
 		return rec, true
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/inputs"
 	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/internal/rules"
@@ -737,7 +738,7 @@ func (t *Turn) LoadMedia(ctx context.Context, index int) ([]byte, error) {
 	case errors.Is(err, channel.ErrMediaTooLarge):
 		r.err = fmt.Errorf("media %d of %s: %w", index, t.event.ID, wasm.ErrMediaTooLarge)
 		t.inputs.MediaUnavailable(index, "", "", inputs.ErrTooLarge)
-	case channel.MediaGone(err):
+	case httpkit.MediaGone(err):
 		r.err = &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: err.Error()}
 		t.inputs.MediaUnavailable(index, abi.MediaRehydrateFailed, err.Error(), "")
 	default:

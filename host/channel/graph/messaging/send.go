@@ -36,25 +36,23 @@ func (c *Channel) unsupported(format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", channel.ErrUnsupportedContent, c.spec.Type, fmt.Sprintf(format, args...))
 }
 
-// ChoiceTextLimit implements channel.ChoiceLimiter: up to three buttons go
-// as a button template, whose text holds 640 characters; more reply buttons
-// and lists go as quick replies under a text of the channel's own limit (0:
-// no smaller limit).
-func (c *Channel) ChoiceTextLimit(buttons []abi.Button, list *abi.List) int {
-	if list == nil && len(buttons) > 0 && len(buttons) <= MaxTemplateButtons {
-		return MaxTemplateText
+// TextLimits implements channel.Limiter: the spec's TextChars and
+// TextBytes; up to three buttons go as a button template, whose text holds
+// 640 characters; more reply buttons and lists go as quick replies under a
+// text of the channel's own limit.
+func (c *Channel) TextLimits(msg channel.Outbound) (chars, bytes int) {
+	chars = c.spec.TextChars
+	if msg.List == nil && len(msg.Buttons) > 0 && len(msg.Buttons) <= MaxTemplateButtons && (chars == 0 || MaxTemplateText < chars) {
+		chars = MaxTemplateText
 	}
-	return 0
+	return chars, c.spec.TextBytes
 }
 
 // fits reports whether text fits one message of msg: the channel's limit,
 // and a button template's when msg's buttons go as one.
 func (c *Channel) fits(text string, msg channel.Outbound) bool {
-	chars := c.spec.TextChars
-	if l := c.ChoiceTextLimit(msg.Buttons, msg.List); l > 0 && (chars == 0 || l < chars) {
-		chars = l
-	}
-	return (chars == 0 || utf8.RuneCountInString(text) <= chars) && (c.spec.TextBytes == 0 || len(text) <= c.spec.TextBytes)
+	chars, bytes := c.TextLimits(msg)
+	return (chars == 0 || utf8.RuneCountInString(text) <= chars) && (bytes == 0 || len(text) <= bytes)
 }
 
 // Send implements channel.Provider. A send is one message, or two when it
@@ -82,7 +80,7 @@ func (c *Channel) Send(ctx context.Context, msg channel.Outbound) (string, error
 		ref, err = c.post(ctx, map[string]any{"recipient": map[string]any{"id": msg.Chat},
 			"messaging_type": "RESPONSE", "message": msgs[i]})
 		if err != nil {
-			if channel.Permanent(err) {
+			if httpkit.Permanent(err) {
 				c.forget(msg.Key) // never retried
 			}
 			return "", err

@@ -17,6 +17,7 @@ import (
 	"github.com/botrun/botrun/host/channel/graph"
 	"github.com/botrun/botrun/host/channel/graph/messaging"
 	"github.com/botrun/botrun/host/channel/graph/messaging/messagingtest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/messenger/messengertest"
 )
 
@@ -72,8 +73,8 @@ func replyButtons(n int) []abi.Button {
 func TestSendButtonTemplate(t *testing.T) {
 	api, c, _ := fakeAPI(t, nil)
 	buttons := []abi.Button{{ID: "pizza", Title: "Pizza"}, {ID: "pasta", Title: strings.Repeat("ñ", messaging.MaxTitle)}, {Title: "Menu", URL: "https://example.com/menu"}}
-	if got := c.ChoiceTextLimit(buttons, nil); got != messaging.MaxTemplateText {
-		t.Fatalf("ChoiceTextLimit of 3 buttons: %d", got)
+	if got, _ := c.TextLimits(channel.Outbound{Buttons: buttons}); got != messaging.MaxTemplateText {
+		t.Fatalf("TextLimits of 3 buttons: %d", got)
 	}
 	ref, err := c.Send(context.Background(), channel.Outbound{Chat: user, Text: "Pizza or pasta?", Buttons: buttons})
 	if err != nil || ref != "m_OUT1" {
@@ -101,10 +102,16 @@ func TestSendButtonTemplate(t *testing.T) {
 	}
 }
 
+// plainLimit is c's limit on a text without choices, in characters.
+func plainLimit(c *messaging.Channel) int {
+	chars, _ := c.TextLimits(channel.Outbound{})
+	return chars
+}
+
 func TestSendQuickReplies(t *testing.T) {
 	api, c, _ := fakeAPI(t, nil)
-	if got := c.ChoiceTextLimit(replyButtons(4), nil); got != 0 {
-		t.Fatalf("ChoiceTextLimit of quick replies: %d, want none smaller than the text's", got)
+	if got, _ := c.TextLimits(channel.Outbound{Buttons: replyButtons(4)}); got != plainLimit(c) {
+		t.Fatalf("TextLimits of quick replies: %d, want none smaller than the text's", got)
 	}
 	if _, err := c.Send(context.Background(), channel.Outbound{Chat: user, Text: "Pick", Buttons: replyButtons(5)}); err != nil {
 		t.Fatal(err)
@@ -189,7 +196,7 @@ func TestSendResumesAfterPartialFailure(t *testing.T) {
 		return false
 	})
 	msg := channel.Outbound{Chat: user, Text: "caption", Key: "k1", Media: &channel.Media{Type: "image", URL: "https://example.com/a.jpg"}}
-	if _, err := c.Send(context.Background(), msg); err == nil || channel.Permanent(err) {
+	if _, err := c.Send(context.Background(), msg); err == nil || httpkit.Permanent(err) {
 		t.Fatalf("the failed text: %v, want a retryable error", err)
 	}
 	ref, err := c.Send(context.Background(), msg)
@@ -315,7 +322,7 @@ func TestFakeRejects(t *testing.T) {
 				t.Fatalf("HTTP %d %s, want 4xx with code %d", resp.StatusCode, b.Bytes(), tt.code)
 			}
 			mapped := messaging.Codes.MapError(resp.StatusCode, resp.Header, b.Bytes())
-			if (tt.is != nil && !errors.Is(mapped, tt.is)) || channel.Permanent(mapped) != tt.permanent {
+			if (tt.is != nil && !errors.Is(mapped, tt.is)) || httpkit.Permanent(mapped) != tt.permanent {
 				t.Fatalf("the channel maps it to %v", mapped)
 			}
 		})
@@ -352,8 +359,8 @@ func TestCodes(t *testing.T) {
 		{1200, 0, nil, false, false}, // a temporary send failure: retried
 	} {
 		err := messaging.Codes.MapError(400, http.Header{}, body(tt.code, tt.sub))
-		if (tt.is != nil && !errors.Is(err, tt.is)) || channel.Permanent(err) != tt.permanent || (channel.RetryAfter(err) > 0) != tt.wait {
-			t.Errorf("%d/%d: %v (permanent %v, retry after %s)", tt.code, tt.sub, err, channel.Permanent(err), channel.RetryAfter(err))
+		if (tt.is != nil && !errors.Is(err, tt.is)) || httpkit.Permanent(err) != tt.permanent || (httpkit.RetryAfter(err) > 0) != tt.wait {
+			t.Errorf("%d/%d: %v (permanent %v, retry after %s)", tt.code, tt.sub, err, httpkit.Permanent(err), httpkit.RetryAfter(err))
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/graph/messaging"
 	"github.com/botrun/botrun/host/channel/graph/messaging/messagingtest"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/messenger/messengertest"
 )
 
@@ -173,7 +174,7 @@ func TestMediaHosts(t *testing.T) {
 			t.Errorf("%.60s: durable %v / %v with media_ref_hosts, want %v / %v", tt.url, okDef, okRep, tt.def, tt.replaced)
 		}
 	}
-	if _, err := def.LoadMedia(context.Background(), channel.Media{Ref: "https://evil.example/x.jpg"}, 1<<20); !channel.MediaGone(err) {
+	if _, err := def.LoadMedia(context.Background(), channel.Media{Ref: "https://evil.example/x.jpg"}, 1<<20); !httpkit.MediaGone(err) {
 		t.Fatalf("loading from another host: %v", err)
 	}
 }

@@ -109,8 +109,8 @@ func New(s Spec, env channel.Env) (*Channel, error) {
 	return c, nil
 }
 
-// TextLimit implements channel.TextLimiter.
-func (c *Channel) TextLimit() int { return TextLimit }
+// TextLimits implements channel.Limiter.
+func (c *Channel) TextLimits(channel.Outbound) (chars, bytes int) { return TextLimit, 0 }
 
 // Serve answers a webhook whose credential (in a header or the URL) the
 // channel checked: the body is read (at most MaxBody) and decoded

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 func TestDecodeMedia(t *testing.T) {
@@ -40,7 +41,7 @@ func TestDecodeMedia(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.body, err, c.want)
 		}
 	}
-	if _, _, err := DecodeMedia([]byte(`{"base64":"x"}`), 10); channel.MediaGone(err) {
+	if _, _, err := DecodeMedia([]byte(`{"base64":"x"}`), 10); httpkit.MediaGone(err) {
 		t.Error("an unreadable answer is final; it may be the gateway's error page: retry")
 	}
 }
@@ -69,7 +70,7 @@ func TestResend(t *testing.T) {
 	for id, want := range map[string]func(error) bool{
 		"big":  func(err error) bool { return errors.Is(err, channel.ErrPayloadTooLarge) },
 		"gone": func(err error) bool { return errors.Is(err, channel.ErrUnsupportedContent) },
-		"down": func(err error) bool { return err != nil && !channel.Permanent(err) },
+		"down": func(err error) bool { return err != nil && !httpkit.Permanent(err) },
 	} {
 		if _, _, err := c.Resend(context.Background(), id); !want(err) {
 			t.Errorf("%s: %v", id, err)

@@ -40,7 +40,7 @@ func (c *Channel) Resend(ctx context.Context, id string) ([]byte, string, error)
 	switch {
 	case errors.Is(err, channel.ErrMediaTooLarge):
 		return nil, "", fmt.Errorf("%w: %w", channel.ErrPayloadTooLarge, err)
-	case channel.MediaGone(err):
+	case httpkit.MediaGone(err):
 		return nil, "", fmt.Errorf("%w: the media of message %q cannot be had to send again: %w", channel.ErrUnsupportedContent, id, err)
 	case err != nil:
 		return nil, "", err

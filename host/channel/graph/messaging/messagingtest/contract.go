@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/graph"
@@ -106,13 +107,12 @@ func Capabilities(t testing.TB, p channel.Channel, runes, bytes int) {
 	t.Helper()
 	_, edits := p.(channel.Editor)
 	_, types := p.(channel.Typist)
-	_, chooses := p.(channel.ChoiceLimiter)
-	gotRunes, gotBytes := 0, 0
-	if tl, ok := p.(channel.TextLimiter); ok {
-		gotRunes = tl.TextLimit()
-	}
-	if bl, ok := p.(channel.ByteLimiter); ok {
-		gotBytes = bl.TextByteLimit()
+	gotRunes, gotBytes, chooses := 0, 0, false
+	if l, ok := p.(channel.Limiter); ok {
+		gotRunes, gotBytes = l.TextLimits(channel.Outbound{})
+		// A button template's text holds less than a plain text.
+		template, _ := l.TextLimits(channel.Outbound{Buttons: []abi.Button{{ID: "y", Title: "Yes"}}})
+		chooses = template == messaging.MaxTemplateText
 	}
 	if gotRunes != runes || gotBytes != bytes || edits || !types || !chooses {
 		t.Fatalf("text limit %d characters and %d bytes (want %d and %d), edit %v, typing %v, choices %v", gotRunes, gotBytes, runes, bytes, edits, types, chooses)

@@ -1,4 +1,4 @@
-package discord
+package wire
 
 import (
 	"fmt"
@@ -27,13 +27,13 @@ const (
 	componentSelect  = 3
 	stylePrimary     = 1
 	styleLink        = 5
-	listCustomID     = "botrun:list" // the custom_id of a list's select menu
+	ListCustomID     = "botrun:list" // the custom_id of a list's select menu
 	mentionsNoneLoud = "users"       // the only mentions that notify
 )
 
-// outMessage is a message as botrun creates it (a channel message or a
+// OutMessage is a message as botrun creates it (a channel message or a
 // follow-up).
-type outMessage struct {
+type OutMessage struct {
 	Content         string      `json:"content,omitempty"`
 	Embeds          []embed     `json:"embeds,omitempty"`
 	Components      []Component `json:"components,omitempty"`
@@ -80,15 +80,15 @@ type SelectOption struct {
 	Description string `json:"description,omitempty"`
 }
 
-// messageBody builds the message msg describes. Media: an image is an embed
+// MessageBody builds the message msg describes. Media: an image is an embed
 // of its URL; a video, an audio file or a document is its URL on a line of
 // its own after the text, which Discord unfurls (botrun does not upload
 // files); a caption goes in front of the text. When that is over TextLimit
 // (the text fills its part), the text stays alone and the caption and the
 // link go into the embed. Media without an http(s) URL, of another type, and choices Discord
 // cannot show fail with channel.ErrUnsupportedContent.
-func messageBody(msg channel.Outbound) (*outMessage, error) {
-	out := &outMessage{Content: msg.Text, AllowedMentions: mentions{Parse: []string{mentionsNoneLoud}}}
+func MessageBody(msg channel.Outbound) (*OutMessage, error) {
+	out := &OutMessage{Content: msg.Text, AllowedMentions: mentions{Parse: []string{mentionsNoneLoud}}}
 	if m := msg.Media; m != nil {
 		link := m.URL
 		if link == "" {
@@ -161,7 +161,7 @@ func components(buttons []abi.Button, list *abi.List) ([]Component, error) {
 			if b.ID == "" || len(b.ID) > maxCustomID {
 				return nil, unsupported("buttons[%d] id %q is %d bytes; Discord's custom_id holds 1-%d", i, b.ID, len(b.ID), maxCustomID)
 			}
-			if ids[b.ID] || b.ID == listCustomID {
+			if ids[b.ID] || b.ID == ListCustomID {
 				return nil, unsupported("buttons[%d] id %q is used twice; Discord's custom_ids are unique in a message", i, b.ID)
 			}
 			ids[b.ID] = true
@@ -178,7 +178,7 @@ func components(buttons []abi.Button, list *abi.List) ([]Component, error) {
 	if list == nil {
 		return rows, nil
 	}
-	sel := Component{Type: componentSelect, CustomID: listCustomID, Placeholder: list.Button}
+	sel := Component{Type: componentSelect, CustomID: ListCustomID, Placeholder: list.Button}
 	if utf8.RuneCountInString(list.Button) > maxPlaceholder {
 		return nil, unsupported("the list's button title is over Discord's %d-character placeholder", maxPlaceholder)
 	}

@@ -1,4 +1,4 @@
-package discord
+package wire
 
 import (
 	"encoding/json"
@@ -94,15 +94,15 @@ type CommandOption struct {
 // The interaction types, the callback types botrun answers with, and the
 // option types it reads.
 const (
-	interactionPing         = 1
-	interactionCommand      = 2
-	interactionComponent    = 3
-	interactionAutocomplete = 4
+	InteractionPing         = 1
+	InteractionCommand      = 2
+	InteractionComponent    = 3
+	InteractionAutocomplete = 4
 
-	callbackPong            = 1
-	callbackDeferredMessage = 5
-	callbackDeferredUpdate  = 6
-	callbackAutocomplete    = 8
+	CallbackPong            = 1
+	CallbackDeferredMessage = 5
+	CallbackDeferredUpdate  = 6
+	CallbackAutocomplete    = 8
 
 	optionSubcommand      = 1
 	optionSubcommandGroup = 2
@@ -122,21 +122,21 @@ func DecodeInteraction(b []byte) (Interaction, error) {
 	if err := json.Unmarshal(b, &ix); err != nil {
 		return ix, fmt.Errorf("%w: %v", ErrBadPayload, err)
 	}
-	if !snowflake(ix.ID) || ix.Type < interactionPing {
+	if !Snowflake(ix.ID) || ix.Type < InteractionPing {
 		return ix, fmt.Errorf("%w: an interaction without id or type", ErrBadPayload)
 	}
 	if ix.ChannelID == "" && ix.Channel != nil {
 		ix.ChannelID = ix.Channel.ID
 	}
-	if ix.Type == interactionCommand || ix.Type == interactionComponent {
+	if ix.Type == InteractionCommand || ix.Type == InteractionComponent {
 		switch {
 		case ix.Data == nil:
 			return ix, fmt.Errorf("%w: interaction %s has no data", ErrBadPayload, ix.ID)
-		case !snowflake(ix.ChannelID):
+		case !Snowflake(ix.ChannelID):
 			return ix, fmt.Errorf("%w: interaction %s has no channel_id", ErrBadPayload, ix.ID)
 		case ix.Token == "" || len(ix.Token) > maxTokenLen || strings.ContainsAny(ix.Token, "/?#%"):
 			return ix, fmt.Errorf("%w: interaction %s has no usable token", ErrBadPayload, ix.ID)
-		case ix.Message != nil && !snowflake(ix.Message.ID):
+		case ix.Message != nil && !Snowflake(ix.Message.ID):
 			return ix, fmt.Errorf("%w: interaction %s: its message has no id", ErrBadPayload, ix.ID)
 		}
 	}
@@ -150,7 +150,7 @@ func DecodeMessage(b []byte) (Message, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("%w: %v", ErrBadPayload, err)
 	}
-	if !snowflake(m.ID) || !snowflake(m.ChannelID) {
+	if !Snowflake(m.ID) || !Snowflake(m.ChannelID) {
 		return m, fmt.Errorf("%w: a message without id or channel_id", ErrBadPayload)
 	}
 	return m, nil
@@ -175,7 +175,7 @@ func (a Attachment) media() channel.Media {
 // ignores: a bot's or a webhook's message (its own follow-ups among them),
 // system messages, and a message with neither text nor files (its content is
 // empty without the MESSAGE_CONTENT intent).
-func (m Message) inbound() (channel.Message, bool) {
+func (m Message) Inbound() (channel.Message, bool) {
 	if m.Author == nil || m.Author.Bot || m.WebhookID != "" || (m.Type != messageDefault && m.Type != messageReply) {
 		return channel.Message{}, false
 	}
@@ -206,21 +206,21 @@ func (ix Interaction) from() *User {
 // "/name" (with its subcommands) when it has no value; attachment options are
 // its media. A press is an interaction whose id is the button's custom_id or
 // the selected option's value, with its label and the message it was on.
-func (ix Interaction) inbound() (channel.Message, bool) {
+func (ix Interaction) Inbound() (channel.Message, bool) {
 	u := ix.from()
 	if u == nil || u.Bot || ix.Data == nil {
 		return channel.Message{}, false
 	}
 	out := channel.Message{ID: ix.ID, Chat: ix.ChannelID, From: u.ID}
 	switch ix.Type {
-	case interactionCommand:
+	case InteractionCommand:
 		var values, path []string
 		ix.Data.walk(ix.Data.Options, &values, &path, &out.Media)
 		out.Text = strings.Join(values, " ")
 		if out.Text == "" && len(out.Media) == 0 {
 			out.Text = strings.Join(append([]string{"/" + ix.Data.Name}, path...), " ")
 		}
-	case interactionComponent:
+	case InteractionComponent:
 		id := ix.Data.CustomID
 		if ix.Data.ComponentType == componentSelect {
 			if len(ix.Data.Values) == 0 {
@@ -282,14 +282,14 @@ type Payload struct {
 
 // The Gateway opcodes.
 const (
-	opDispatch       = 0
-	opHeartbeat      = 1
-	opIdentify       = 2
-	opResume         = 6
-	opReconnect      = 7
-	opInvalidSession = 9
-	opHello          = 10
-	opHeartbeatACK   = 11
+	OpDispatch       = 0
+	OpHeartbeat      = 1
+	OpIdentify       = 2
+	OpResume         = 6
+	OpReconnect      = 7
+	OpInvalidSession = 9
+	OpHello          = 10
+	OpHeartbeatACK   = 11
 )
 
 // DecodePayload parses a Gateway frame from untrusted bytes; a dispatch's
@@ -299,8 +299,24 @@ func DecodePayload(b []byte) (Payload, error) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return p, fmt.Errorf("%w: %v", ErrBadPayload, err)
 	}
-	if p.Op == opDispatch && (p.T == "" || p.S <= 0) {
+	if p.Op == OpDispatch && (p.T == "" || p.S <= 0) {
 		return p, fmt.Errorf("%w: a dispatch without t or s", ErrBadPayload)
 	}
 	return p, nil
+}
+
+// TextLimit is Discord's longest message content, in characters.
+const TextLimit = 2000
+
+// Snowflake reports whether s is a Discord id: 1 to 20 decimal digits.
+func Snowflake(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,4 +1,4 @@
-package whatsappweb
+package wamsg
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestMediaClientCapsTheBody(t *testing.T) {
 		io.WriteString(w, body)
 	}))
 	defer srv.Close()
-	cli := mediaClient()
+	cli := MediaClient()
 	get := func(ctx context.Context, url string) ([]byte, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := cli.Do(req)
@@ -34,14 +34,14 @@ func TestMediaClientCapsTheBody(t *testing.T) {
 		return io.ReadAll(resp.Body)
 	}
 	for _, url := range []string{srv.URL, srv.URL + "?chunked=1"} {
-		if _, err := get(withMediaLimit(context.Background(), 999), url); !errors.Is(err, errMediaOverLimit) {
+		if _, err := get(WithMediaLimit(context.Background(), 999), url); !errors.Is(err, ErrMediaOverLimit) {
 			t.Errorf("%s: a 1,000-byte body under a 999-byte limit: %v", url, err)
 		}
 		var ne interface{ Timeout() bool }
-		if _, err := get(withMediaLimit(context.Background(), 999), url); errors.As(err, &ne) {
+		if _, err := get(WithMediaLimit(context.Background(), 999), url); errors.As(err, &ne) {
 			t.Errorf("%s: the over-limit error is a network error (whatsmeow would retry it): %T", url, err)
 		}
-		if b, err := get(withMediaLimit(context.Background(), 1000), url); err != nil || len(b) != 1000 {
+		if b, err := get(WithMediaLimit(context.Background(), 1000), url); err != nil || len(b) != 1000 {
 			t.Errorf("%s: a body at the limit: %d bytes, %v", url, len(b), err)
 		}
 		if b, err := get(context.Background(), url); err != nil || len(b) != 1000 {

@@ -1,4 +1,4 @@
-package whatsappweb
+package wamsg
 
 import (
 	"testing"
@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// FuzzDecodeMessage feeds decodeEvent the decrypted protobuf bytes of a
-// message from untrusted senders, as whatsmeow unmarshals and unwraps them:
+// FuzzDecodeMessage feeds Decode the decrypted protobuf bytes of a
+// Message from untrusted senders, as whatsmeow unmarshals and unwraps them:
 // it must not panic, and every media reference it makes must decode again.
 func FuzzDecodeMessage(f *testing.F) {
 	seeds := []*waE2E.Message{
@@ -34,7 +34,7 @@ func FuzzDecodeMessage(f *testing.F) {
 			return
 		}
 		info := types.MessageInfo{ID: "3EB0FUZZ", Timestamp: time.Unix(1, 0), MessageSource: types.MessageSource{Chat: chat, Sender: chat, IsGroup: isGroup}}
-		msg, skip := decodeEvent((&events.Message{Info: info, RawMessage: &m}).UnwrapRaw(), true, true)
+		msg, skip := Decode((&events.Message{Info: info, RawMessage: &m}).UnwrapRaw(), true, true)
 		if skip != "" {
 			return
 		}
@@ -45,7 +45,7 @@ func FuzzDecodeMessage(f *testing.F) {
 			if md.Ref == "" {
 				continue
 			}
-			if _, err := decodeRef(md.Ref); err != nil {
+			if _, err := DecodeRef(md.Ref); err != nil {
 				t.Fatalf("a reference it made does not decode: %v", err)
 			}
 		}
@@ -56,21 +56,21 @@ func FuzzDecodeMessage(f *testing.F) {
 // untrusted bytes (a journal's, a guest's): a reference that decodes
 // validates, and encodes back to itself.
 func FuzzDecodeMediaRef(f *testing.F) {
-	good := mediaRef{Type: "image", DirectPath: "/v/t62.7118-24/1_2_n.enc?ccb=11-4", MediaKey: make([]byte, 32), FileSHA256: make([]byte, 32),
-		FileEncSHA256: make([]byte, 32), FileLength: 10, MIME: "image/jpeg", Key: msgKey{ID: "3EB0AA", Chat: "1555@s.whatsapp.net", Sender: "1555@s.whatsapp.net"}}
-	f.Add(good.encode())
+	good := Ref{Type: "image", DirectPath: "/v/t62.7118-24/1_2_n.enc?ccb=11-4", MediaKey: make([]byte, 32), FileSHA256: make([]byte, 32),
+		FileEncSHA256: make([]byte, 32), FileLength: 10, MIME: "image/jpeg", Key: MsgKey{ID: "3EB0AA", Chat: "1555@s.whatsapp.net", Sender: "1555@s.whatsapp.net"}}
+	f.Add(good.Encode())
 	f.Add("wa1.e30")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, s string) {
-		r, err := decodeRef(s)
+		r, err := DecodeRef(s)
 		if err != nil {
-			decodeRefJSON([]byte(s))
+			DecodeRefJSON([]byte(s))
 			return
 		}
-		if r.valid() != nil {
+		if r.Valid() != nil {
 			t.Fatal("decoded an invalid reference")
 		}
-		if again, err := decodeRef(r.encode()); err != nil || again.encode() != r.encode() {
+		if again, err := DecodeRef(r.Encode()); err != nil || again.Encode() != r.Encode() {
 			t.Fatalf("a decoded reference does not encode back: %v", err)
 		}
 	})

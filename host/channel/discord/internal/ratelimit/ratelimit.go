@@ -1,4 +1,10 @@
-package discord
+// Package ratelimit follows Discord's REST rate limits for one bot token:
+// the per-route buckets its answers describe and the 429s, per route or
+// global (Limiter), and reads a 429's wait (RetryAfter).
+//
+// ratelimit may import the standard library and the channel SPI
+// (host/channel, for its RateLimitedError) only.
+package ratelimit
 
 import (
 	"context"
@@ -12,18 +18,20 @@ import (
 	"github.com/botrun/botrun/host/channel"
 )
 
-// limiter follows Discord's rate limits: the per-route buckets its answers
+// Limiter follows Discord's rate limits: the per-route buckets its answers
 // describe (X-RateLimit-Remaining, X-RateLimit-Reset-After) and the 429s
 // (retry_after, per route or global). A request on a route whose bucket is
 // spent waits for its reset when that is near (maxWait), and otherwise fails
 // with a *channel.RateLimitedError without being made, so the outbox waits
 // instead of a worker.
-type limiter struct {
+type Limiter struct {
 	mu     sync.Mutex
 	routes map[string]bucket
 	global time.Time // no request before this
-	now    func() time.Time
-	sleep  func(ctx context.Context, d time.Duration) error
+	// Now is the clock and Sleep the wait, set by New (a test sets its
+	// own before the first request).
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
 	// maxWait is the longest wait made inline.
 	maxWait time.Duration
 }
@@ -38,12 +46,13 @@ type bucket struct {
 // interaction token for follow-ups); past it the reset ones are forgotten.
 const maxRoutes = 1024
 
-func newLimiter() *limiter {
-	return &limiter{routes: map[string]bucket{}, now: time.Now, sleep: sleepCtx, maxWait: 5 * time.Second}
+// New returns a Limiter that remembers no bucket yet.
+func New() *Limiter {
+	return &Limiter{routes: map[string]bucket{}, Now: time.Now, Sleep: SleepCtx, maxWait: 5 * time.Second}
 }
 
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// SleepCtx waits d or until ctx ends.
+func SleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -58,11 +67,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // because its bucket is spent.
 var errBucketSpent = errors.New("the route's rate limit bucket is spent")
 
-// wait returns when a request on route may be made: at once, after a short
+// Wait returns when a request on route may be made: at once, after a short
 // wait, or with a *channel.RateLimitedError for a long one.
-func (l *limiter) wait(ctx context.Context, route string) error {
+func (l *Limiter) Wait(ctx context.Context, route string) error {
 	l.mu.Lock()
-	now := l.now()
+	now := l.Now()
 	until := l.global
 	if b, ok := l.routes[route]; ok && b.remaining <= 0 && b.reset.After(until) {
 		until = b.reset
@@ -75,11 +84,11 @@ func (l *limiter) wait(ctx context.Context, route string) error {
 	case d > l.maxWait:
 		return &channel.RateLimitedError{RetryAfter: d, Err: errBucketSpent}
 	}
-	return l.sleep(ctx, d)
+	return l.Sleep(ctx, d)
 }
 
-// update records the bucket an answer on route describes.
-func (l *limiter) update(route string, h http.Header) {
+// Update records the bucket an answer on route describes.
+func (l *Limiter) Update(route string, h http.Header) {
 	rem, err1 := strconv.Atoi(h.Get("X-RateLimit-Remaining"))
 	after, err2 := strconv.ParseFloat(h.Get("X-RateLimit-Reset-After"), 64)
 	if err1 != nil || err2 != nil {
@@ -88,14 +97,14 @@ func (l *limiter) update(route string, h http.Header) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.forget()
-	l.routes[route] = bucket{remaining: rem, reset: l.now().Add(seconds(after))}
+	l.routes[route] = bucket{remaining: rem, reset: l.Now().Add(seconds(after))}
 }
 
-// limited records a 429: route (or every route, when global) waits wait.
-func (l *limiter) limited(route string, wait time.Duration, global bool) {
+// Limited records a 429: route (or every route, when global) waits wait.
+func (l *Limiter) Limited(route string, wait time.Duration, global bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	until := l.now().Add(wait)
+	until := l.Now().Add(wait)
 	if global {
 		if until.After(l.global) {
 			l.global = until
@@ -107,11 +116,11 @@ func (l *limiter) limited(route string, wait time.Duration, global bool) {
 }
 
 // forget drops the buckets already reset when too many are remembered.
-func (l *limiter) forget() {
+func (l *Limiter) forget() {
 	if len(l.routes) < maxRoutes {
 		return
 	}
-	now := l.now()
+	now := l.Now()
 	for r, b := range l.routes {
 		if !b.reset.After(now) {
 			delete(l.routes, r)
@@ -130,9 +139,9 @@ func seconds(s float64) time.Duration {
 	return time.Duration(math.Min(s, 86400) * float64(time.Second))
 }
 
-// retryAfter is a 429's wait: the body's retry_after (float seconds), else
+// RetryAfter is a 429's wait: the body's retry_after (float seconds), else
 // the Retry-After header, else a second.
-func retryAfter(body float64, h http.Header) time.Duration {
+func RetryAfter(body float64, h http.Header) time.Duration {
 	if d := seconds(body); d > 0 {
 		return d
 	}

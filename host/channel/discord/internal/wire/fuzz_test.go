@@ -1,4 +1,4 @@
-package discord
+package wire
 
 import (
 	"errors"
@@ -24,17 +24,17 @@ func FuzzDecodeInteraction(f *testing.F) {
 			}
 			return
 		}
-		m, ok := ix.inbound()
+		m, ok := ix.Inbound()
 		if !ok {
 			return
 		}
 		if m.ID == "" || m.Chat == "" || strings.ContainsAny(ix.Token, "/?#%") {
 			t.Fatalf("admitted %+v (token %q) from %q", m, ix.Token, b)
 		}
-		if ix.Type == interactionComponent && (m.Interaction == nil || m.Interaction.ID == "") {
+		if ix.Type == InteractionComponent && (m.Interaction == nil || m.Interaction.ID == "") {
 			t.Fatalf("a press without its id from %q", b)
 		}
-		if ix.Type == interactionCommand && m.Text == "" && len(m.Media) == 0 {
+		if ix.Type == InteractionCommand && m.Text == "" && len(m.Media) == 0 {
 			t.Fatalf("an empty command from %q", b)
 		}
 	})
@@ -60,7 +60,7 @@ func FuzzDecodePayload(f *testing.F) {
 			}
 			return
 		}
-		if p.Op == opDispatch && (p.S <= 0 || p.T == "") {
+		if p.Op == OpDispatch && (p.S <= 0 || p.T == "") {
 			t.Fatalf("a dispatch without seq or type from %q", b)
 		}
 		if p.T != "MESSAGE_CREATE" {
@@ -73,7 +73,7 @@ func FuzzDecodePayload(f *testing.F) {
 			}
 			return
 		}
-		if msg, ok := m.inbound(); ok && (msg.ID == "" || msg.Chat == "" || m.Author == nil || m.Author.Bot || (msg.Text == "" && len(msg.Media) == 0)) {
+		if msg, ok := m.Inbound(); ok && (msg.ID == "" || msg.Chat == "" || m.Author == nil || m.Author.Bot || (msg.Text == "" && len(msg.Media) == 0)) {
 			t.Fatalf("admitted %+v from %q", msg, b)
 		}
 	})

@@ -1,4 +1,4 @@
-package whatsappweb
+package wamsg
 
 import (
 	"context"
@@ -8,22 +8,22 @@ import (
 )
 
 // whatsmeow reads a media download whole into memory, and the file length a
-// message states is the sender's word. So the client whatsmeow downloads
+// Message states is the sender's word. So the client whatsmeow downloads
 // media with caps each body at the limit a download's context carries
-// (withMediaLimit); past it the read fails with errMediaOverLimit, which is
+// (WithMediaLimit); past it the read fails with ErrMediaOverLimit, which is
 // not a network error, so whatsmeow does not retry it.
 
-// errMediaOverLimit is a media body longer than its download's limit.
-var errMediaOverLimit = errors.New("whatsapp-web: the media file is over the download's limit")
+// ErrMediaOverLimit is a media body longer than its download's limit.
+var ErrMediaOverLimit = errors.New("whatsapp-web: the media file is over the download's limit")
 
 type mediaLimitKey struct{}
 
-// mediaOverhead is what encryption adds to a file: padding (at most 16
+// MediaOverhead is what encryption adds to a file: padding (at most 16
 // bytes) and the 10-byte MAC.
-const mediaOverhead = 32
+const MediaOverhead = 32
 
-// withMediaLimit makes downloads under ctx read at most n bytes of body.
-func withMediaLimit(ctx context.Context, n int64) context.Context {
+// WithMediaLimit makes downloads under ctx read at most n bytes of body.
+func WithMediaLimit(ctx context.Context, n int64) context.Context {
 	return context.WithValue(ctx, mediaLimitKey{}, n)
 }
 
@@ -42,7 +42,7 @@ func (t cappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// cappedBody reads at most left bytes; one more is errMediaOverLimit.
+// cappedBody reads at most left bytes; one more is ErrMediaOverLimit.
 type cappedBody struct {
 	io.ReadCloser
 	left int64
@@ -51,7 +51,7 @@ type cappedBody struct {
 
 func (b *cappedBody) Read(p []byte) (int, error) {
 	if b.over {
-		return 0, errMediaOverLimit
+		return 0, ErrMediaOverLimit
 	}
 	if int64(len(p)) > b.left+1 {
 		p = p[:b.left+1]
@@ -60,12 +60,12 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 	b.left -= int64(n)
 	if b.left < 0 {
 		b.over = true
-		return 0, errMediaOverLimit
+		return 0, ErrMediaOverLimit
 	}
 	return n, err
 }
 
-// mediaClient is the HTTP client whatsmeow downloads and uploads media with.
-func mediaClient() *http.Client {
+// MediaClient is the HTTP client whatsmeow downloads and uploads media with.
+func MediaClient() *http.Client {
 	return &http.Client{Transport: cappedTransport{base: http.DefaultTransport.(*http.Transport).Clone()}}
 }
