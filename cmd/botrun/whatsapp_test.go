@@ -35,7 +35,7 @@ data_dir = %q
 
 [durability]
 backend = "sqlite"
-path = "data/bot.db"
+path = %q
 
 [[providers]]
 id = "web"
@@ -44,7 +44,7 @@ type = "webchat"
 [[providers]]
 id = "wa"
 type = "whatsapp-web"
-`, module, filepath.Join(dir, "data"))
+`, module, testDataDir(), filepath.Join(dir, "data", "bot.db"))
 	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
