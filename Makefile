@@ -77,7 +77,8 @@ vet:
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: the files above need formatting" && exit 1)
 
 test: vet available-examples
-	$(GO) test -race -count=1 -timeout 45m ./...
+	@start=$$(date +%s); $(GO) test -race -count=1 -timeout 45m ./...; rc=$$?; \
+		echo "make test: go test -race ./... took $$(( $$(date +%s) - start )) s"; exit $$rc
 	cd guest-sdk/go && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
 

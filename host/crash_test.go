@@ -271,6 +271,7 @@ func eventsBackend(t *testing.T, j eventsdurability.Journal, err error, outbox d
 func TestCrashMatrix(t *testing.T) {
 	for name, nb := range backends {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // the backends wait on their disks and servers: two at a time
 			for _, op := range crashOps {
 				for _, after := range []bool{false, true} {
 					for _, resend := range []bool{false, true} {
@@ -290,6 +291,7 @@ func TestCrashMatrix(t *testing.T) {
 func TestCrashMatrixClosedWindow(t *testing.T) {
 	for name, nb := range backends {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			for _, kind := range []string{"idempotent", "reconciling"} {
 				var resolved, ran int64
 				for _, op := range []string{"channel.send", "outbox.markSent", "inbox.complete"} {
@@ -326,7 +328,10 @@ func TestCrashMatrixRandom(t *testing.T) {
 				continue // the store they share with "events" or "redis" has its random run; their own runs are in make soak
 			}
 		}
-		t.Run(name, func(t *testing.T) { crashRandom(t, nb) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			crashRandom(t, nb)
+		})
 	}
 }
 
