@@ -547,12 +547,7 @@ func registered(t *testing.T, ch Channel) {
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		t.Fatalf("Config() returns %T, want a pointer to a struct with toml tags", cfg)
 	}
-	st := v.Elem().Type()
-	for i := range st.NumField() {
-		if f := st.Field(i); f.IsExported() && f.Tag.Get("toml") == "" {
-			t.Errorf("config field %s has no toml tag (its key, or \"-\" for Go callers only)", f.Name)
-		}
-	}
+	tagged(t, v.Elem().Type())
 	var keys []string
 	cfg.Check(channel.Setting{ID: "x", Listen: "127.0.0.1:8080"}, func(key, format string, args ...any) {
 		keys = append(keys, key)
@@ -562,6 +557,22 @@ func registered(t *testing.T, ch Channel) {
 	})
 	if len(keys) == 0 && ch.Unsigned == "" {
 		t.Errorf("an entry with only id and type passes Check; a channel has credentials to require")
+	}
+}
+
+// tagged checks that every exported field of the config struct st has a toml
+// tag; an embedded struct without one is a part of the entry (the decoder
+// reads its keys as the entry's own), whose fields are checked the same way.
+func tagged(t *testing.T, st reflect.Type) {
+	for i := range st.NumField() {
+		f := st.Field(i)
+		switch {
+		case !f.IsExported() || f.Tag.Get("toml") != "":
+		case f.Anonymous && f.Type.Kind() == reflect.Struct:
+			tagged(t, f.Type)
+		default:
+			t.Errorf("config field %s has no toml tag (its key, or \"-\" for Go callers only)", f.Name)
+		}
 	}
 }
 

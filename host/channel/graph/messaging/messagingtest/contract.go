@@ -2,8 +2,10 @@ package messagingtest
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/graph"
 	"github.com/botrun/botrun/host/channel/graph/messaging"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Contract is a Messenger Platform channel and its fake as the contract
@@ -97,6 +100,24 @@ func (c Contract) Channel() channeltest.Channel {
 			channeltest.Refusal("100 empty message", channel.Outbound{Chat: user}, channel.ErrUnsupportedContent),
 		},
 		Secrets: c.Secrets,
+	}
+}
+
+// Refused fails t unless a send through fake, a Send API that refuses the
+// channel's token or its path (a fake for another token or account), fails
+// permanently (it is not retried) with none of c.Secrets in its error.
+func (c Contract) Refused(t *testing.T, fake *API) {
+	t.Helper()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	_, err := c.New(t, srv.URL, nil).Send(context.Background(), channel.Outbound{Chat: c.User, Text: "x"})
+	if !httpkit.Permanent(err) {
+		t.Fatalf("a send the Send API refuses: %v, want a permanent failure", err)
+	}
+	for _, s := range c.Secrets {
+		if strings.Contains(err.Error(), s) {
+			t.Fatalf("a refused send's error shows a secret: %v", err)
+		}
 	}
 }
 
