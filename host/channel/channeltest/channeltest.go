@@ -576,6 +576,27 @@ func tagged(t *testing.T, st reflect.Type) {
 	}
 }
 
+// Webhook returns a POST of the JSON body to path (a channel's
+// "/webhooks/<id>"), with header: names and values, in pairs.
+func Webhook(path string, body []byte, header ...string) *http.Request {
+	r := httptest.NewRequest("POST", path, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	return r
+}
+
+// Serve answers r with the routes of ch (its webhooks) and returns the
+// answer.
+func Serve(ch channel.Router, r *http.Request) *httptest.ResponseRecorder {
+	mux := http.NewServeMux()
+	ch.Routes(mux)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	return w
+}
+
 // Recorder is an Admitter that admits every message, without deduplication,
 // and keeps it: for a channel's own webhook tests.
 type Recorder struct {

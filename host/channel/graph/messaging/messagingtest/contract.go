@@ -1,7 +1,6 @@
 package messagingtest
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -45,10 +44,7 @@ const (
 
 // Signed returns a webhook request for body, signed with c.AppSecret.
 func (c Contract) Signed(t testing.TB, body []byte) *http.Request {
-	r := httptest.NewRequest("POST", "/webhooks/"+c.ID, bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set(graph.SignatureHeader, graph.Sign(c.AppSecret, body))
-	return r
+	return channeltest.Webhook("/webhooks/"+c.ID, body, graph.SignatureHeader, graph.Sign(c.AppSecret, body))
 }
 
 // Channel is the contract suite's view: the failure classes the Send API's
