@@ -25,7 +25,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -187,16 +186,6 @@ func (c *Channel) request(ctx context.Context, method, path string, in any) (*ht
 	req.Header.Set("Accept", "application/json")
 	c.spec.Auth(req.Header)
 	return req, nil
-}
-
-// RateLimited is the error of a 429 answer: wait Retry-After (whole
-// seconds), else def.
-func RateLimited(h http.Header, def time.Duration, cause error) error {
-	wait := def
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		wait = time.Duration(s) * time.Second
-	}
-	return &channel.RateLimitedError{RetryAfter: wait, Err: cause}
 }
 
 // Timestamp is a message's time in seconds since the epoch, as the gateways
