@@ -597,6 +597,23 @@ func Serve(ch channel.Router, r *http.Request) *httptest.ResponseRecorder {
 	return w
 }
 
+// Panicking is an Admitter that panics as a bug would (a write to a nil
+// map) on the messages Boom picks, and passes the others to Admitter: for
+// the tests that a panic on one message skips it and spares the rest.
+type Panicking struct {
+	channel.Admitter
+	Boom func(channel.Message) bool
+}
+
+// Admit implements channel.Admitter.
+func (p Panicking) Admit(ctx context.Context, prov string, m channel.Message) (channel.Admission, error) {
+	if p.Boom(m) {
+		var x map[string]int
+		x["boom"]++
+	}
+	return p.Admitter.Admit(ctx, prov, m)
+}
+
 // Recorder is an Admitter that admits every message, without deduplication,
 // and keeps it: for a channel's own webhook tests.
 type Recorder struct {

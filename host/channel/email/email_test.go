@@ -754,25 +754,15 @@ func TestAutomaticMailIsNotAnswered(t *testing.T) {
 	}
 }
 
-// panicking panics on the message with the Message-ID "boom@evil.example".
-type panicking struct{ *counting }
-
-func (p panicking) Admit(ctx context.Context, prov string, m channel.Message) (channel.Admission, error) {
-	if m.ID == "boom@evil.example" {
-		var x map[string]int
-		x["boom"]++
-	}
-	return p.counting.Admit(ctx, prov, m)
-}
-
 // A message whose taking panics is skipped, \Seen, counted, and its log
 // line names its UID (never its text), so an operator can find it.
 func TestAPanicOnAMessageIsSkippedAndNamesItsUID(t *testing.T) {
 	s := servers(t, emailtest.Options{})
-	j := panicking{&counting{Journal: channeltest.NewJournal()}}
+	j := &counting{Journal: channeltest.NewJournal()}
+	boom := channeltest.Panicking{Admitter: j, Boom: func(m channel.Message) bool { return m.ID == "boom@evil.example" }}
 	var panics atomic.Int32
 	logged := &fakekit.Log{}
-	p, err := email.Open(config(s), channel.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
+	p, err := email.Open(config(s), channel.Env{ID: "mail", Admitter: boom, Kv: newKv(t), KeyPrefix: "/bot/default/",
 		Logger: slog.New(slog.NewTextHandler(logged, nil)), Panicked: func() { panics.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
