@@ -67,6 +67,23 @@ type Spec struct {
 	Decode func(body []byte) (Event, error)
 }
 
+// ErrBadWebhook is wrapped by every error of DecodeEnvelope (and of a
+// channel's own decoding of a webhook body).
+var ErrBadWebhook = errors.New("bad webhook")
+
+// DecodeEnvelope parses a webhook body from untrusted bytes as W, the
+// channel's event envelope, whose name (event) must not be empty.
+func DecodeEnvelope[W any](b []byte, event func(W) string) (W, error) {
+	var wh W
+	if err := json.Unmarshal(b, &wh); err != nil {
+		return wh, fmt.Errorf("%w: %v", ErrBadWebhook, err)
+	}
+	if event(wh) == "" {
+		return wh, fmt.Errorf("%w: no event", ErrBadWebhook)
+	}
+	return wh, nil
+}
+
 // Event is what a channel decoded of a webhook.
 type Event struct {
 	// Owner is the instance or session the event is of.
