@@ -547,12 +547,7 @@ func registered(t *testing.T, ch Channel) {
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		t.Fatalf("Config() returns %T, want a pointer to a struct with toml tags", cfg)
 	}
-	st := v.Elem().Type()
-	for i := range st.NumField() {
-		if f := st.Field(i); f.IsExported() && f.Tag.Get("toml") == "" {
-			t.Errorf("config field %s has no toml tag (its key, or \"-\" for Go callers only)", f.Name)
-		}
-	}
+	tagged(t, v.Elem().Type())
 	var keys []string
 	cfg.Check(channel.Setting{ID: "x", Listen: "127.0.0.1:8080"}, func(key, format string, args ...any) {
 		keys = append(keys, key)
@@ -563,6 +558,60 @@ func registered(t *testing.T, ch Channel) {
 	if len(keys) == 0 && ch.Unsigned == "" {
 		t.Errorf("an entry with only id and type passes Check; a channel has credentials to require")
 	}
+}
+
+// tagged checks that every exported field of the config struct st has a toml
+// tag; an embedded struct without one is a part of the entry (the decoder
+// reads its keys as the entry's own), whose fields are checked the same way.
+func tagged(t *testing.T, st reflect.Type) {
+	for i := range st.NumField() {
+		f := st.Field(i)
+		switch {
+		case !f.IsExported() || f.Tag.Get("toml") != "":
+		case f.Anonymous && f.Type.Kind() == reflect.Struct:
+			tagged(t, f.Type)
+		default:
+			t.Errorf("config field %s has no toml tag (its key, or \"-\" for Go callers only)", f.Name)
+		}
+	}
+}
+
+// Webhook returns a POST of the JSON body to path (a channel's
+// "/webhooks/<id>"), with header: names and values, in pairs.
+func Webhook(path string, body []byte, header ...string) *http.Request {
+	r := httptest.NewRequest("POST", path, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	return r
+}
+
+// Serve answers r with the routes of ch (its webhooks) and returns the
+// answer.
+func Serve(ch channel.Router, r *http.Request) *httptest.ResponseRecorder {
+	mux := http.NewServeMux()
+	ch.Routes(mux)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	return w
+}
+
+// Panicking is an Admitter that panics as a bug would (a write to a nil
+// map) on the messages Boom picks, and passes the others to Admitter: for
+// the tests that a panic on one message skips it and spares the rest.
+type Panicking struct {
+	channel.Admitter
+	Boom func(channel.Message) bool
+}
+
+// Admit implements channel.Admitter.
+func (p Panicking) Admit(ctx context.Context, prov string, m channel.Message) (channel.Admission, error) {
+	if p.Boom(m) {
+		var x map[string]int
+		x["boom"]++
+	}
+	return p.Admitter.Admit(ctx, prov, m)
 }
 
 // Recorder is an Admitter that admits every message, without deduplication,

@@ -38,12 +38,8 @@ func publicHex() string { return hex.EncodeToString(key.Public().(ed25519.Public
 
 // signed returns a webhook request for body, signed now.
 func signed(body []byte) *http.Request {
-	r := httptest.NewRequest("POST", "/webhooks/dc", bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	r.Header.Set(TimestampHeader, ts)
-	r.Header.Set(SignatureHeader, Sign(key, ts, body))
-	return r
+	return channeltest.Webhook("/webhooks/dc", body, TimestampHeader, ts, SignatureHeader, Sign(key, ts, body))
 }
 
 func newFake() *discordtest.API {
@@ -182,9 +178,5 @@ func setup(t *testing.T, kv durability.Kv) (*Provider, *discordtest.API, *admitt
 
 // serve delivers a signed webhook body and returns the answer.
 func serve(p *Provider, body []byte) *httptest.ResponseRecorder {
-	mux := http.NewServeMux()
-	p.Routes(mux)
-	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, signed(body))
-	return rec
+	return channeltest.Serve(p, signed(body))
 }

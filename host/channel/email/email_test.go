@@ -307,13 +307,21 @@ func TestAMessageIsSeenOnlyOnceJournaled(t *testing.T) {
 	fakekit.WaitFor(t, "seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 })
 }
 
-func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
+// oneAdmitted runs a provider on a fresh Kv over a mailbox holding one
+// message (v1@example.org) until it is admitted, and returns the stop of
+// that run.
+func oneAdmitted(t *testing.T) (*emailtest.Server, durability.Kv, *counting, func()) {
 	s := servers(t, emailtest.Options{})
 	kv := newKv(t)
 	j := &counting{Journal: channeltest.NewJournal()}
 	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one"))
 	stop := run(t, open(t, config(s), kv, j))
 	fakekit.WaitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
+	return s, kv, j, stop
+}
+
+func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
+	s, kv, j, stop := oneAdmitted(t)
 	stop()
 	if err := s.Renumber(); err != nil {
 		t.Fatal(err)
@@ -331,12 +339,7 @@ func TestUIDValidityChangeRescansDeduplicated(t *testing.T) {
 // journaled long ago (\Seen, and past the inbox's dedupe retention, here a
 // fresh journal) is not answered again.
 func TestUIDValidityChangeRescansOnlyUnread(t *testing.T) {
-	s := servers(t, emailtest.Options{})
-	kv := newKv(t)
-	j := &counting{Journal: channeltest.NewJournal()}
-	s.Append(emailtest.Mail("alice@example.org", "v1@example.org", "s", "one"))
-	stop := run(t, open(t, config(s), kv, j))
-	fakekit.WaitFor(t, "admitted", func() bool { return len(j.Admitted()) == 1 })
+	s, kv, _, stop := oneAdmitted(t)
 	fakekit.WaitFor(t, "seen", func() bool { seen, _ := s.Seen(); return len(seen) == 1 })
 	stop()
 	if err := s.Renumber(); err != nil {
@@ -754,25 +757,15 @@ func TestAutomaticMailIsNotAnswered(t *testing.T) {
 	}
 }
 
-// panicking panics on the message with the Message-ID "boom@evil.example".
-type panicking struct{ *counting }
-
-func (p panicking) Admit(ctx context.Context, prov string, m channel.Message) (channel.Admission, error) {
-	if m.ID == "boom@evil.example" {
-		var x map[string]int
-		x["boom"]++
-	}
-	return p.counting.Admit(ctx, prov, m)
-}
-
 // A message whose taking panics is skipped, \Seen, counted, and its log
 // line names its UID (never its text), so an operator can find it.
 func TestAPanicOnAMessageIsSkippedAndNamesItsUID(t *testing.T) {
 	s := servers(t, emailtest.Options{})
-	j := panicking{&counting{Journal: channeltest.NewJournal()}}
+	j := &counting{Journal: channeltest.NewJournal()}
+	boom := channeltest.Panicking{Admitter: j, Boom: func(m channel.Message) bool { return m.ID == "boom@evil.example" }}
 	var panics atomic.Int32
 	logged := &fakekit.Log{}
-	p, err := email.Open(config(s), channel.Env{ID: "mail", Admitter: j, Kv: newKv(t), KeyPrefix: "/bot/default/",
+	p, err := email.Open(config(s), channel.Env{ID: "mail", Admitter: boom, Kv: newKv(t), KeyPrefix: "/bot/default/",
 		Logger: slog.New(slog.NewTextHandler(logged, nil)), Panicked: func() { panics.Add(1) }})
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,6 @@ package evolution
 import (
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -182,7 +181,7 @@ func (p *Provider) checkAPIKey(got *string) error {
 }
 
 // ErrBadWebhook is wrapped by every DecodeWebhook and Messages error.
-var ErrBadWebhook = errors.New("bad webhook")
+var ErrBadWebhook = gateway.ErrBadWebhook
 
 // Webhook is the envelope of an Evolution event.
 type Webhook struct {
@@ -196,14 +195,7 @@ type Webhook struct {
 // DecodeWebhook parses an event's envelope from untrusted bytes; its data is
 // read by Messages, once the webhook is authenticated.
 func DecodeWebhook(b []byte) (Webhook, error) {
-	var wh Webhook
-	if err := json.Unmarshal(b, &wh); err != nil {
-		return wh, fmt.Errorf("%w: %v", ErrBadWebhook, err)
-	}
-	if wh.Event == "" {
-		return wh, fmt.Errorf("%w: no event", ErrBadWebhook)
-	}
-	return wh, nil
+	return gateway.DecodeEnvelope(b, func(wh Webhook) string { return wh.Event })
 }
 
 // Upsert is one message of a messages.upsert event.

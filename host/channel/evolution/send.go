@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/gateway"
 )
 
@@ -95,7 +96,7 @@ func mapError(status int, h http.Header, body []byte) error {
 	lower := strings.ToLower(text)
 	switch {
 	case status == http.StatusTooManyRequests:
-		return gateway.RateLimited(h, 5*time.Second, cause)
+		return httpkit.RateLimited(h, 5*time.Second, cause)
 	case status == http.StatusRequestEntityTooLarge:
 		return fmt.Errorf("%w: %w", channel.ErrPayloadTooLarge, cause)
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:

@@ -44,10 +44,7 @@ func open(t testing.TB, api, location string, env channel.Env) *Provider {
 
 // signed is a webhook request as GoHighLevel makes it.
 func signed(t testing.TB, body []byte) *http.Request {
-	r := httptest.NewRequest("POST", "/webhooks/ghl", bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set(SignatureHeader, gohighleveltest.Sign(body))
-	return r
+	return channeltest.Webhook("/webhooks/ghl", body, SignatureHeader, gohighleveltest.Sign(body))
 }
 
 // contract is the channel and its fake as the contract suite sees them.
@@ -151,15 +148,6 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
-// serve answers one webhook request with p.
-func serve(p *Provider, r *http.Request) int {
-	mux := http.NewServeMux()
-	p.Routes(mux)
-	w := httptest.NewRecorder()
-	mux.ServeHTTP(w, r)
-	return w.Code
-}
-
 // TestReplays: a webhook stamped more than 5 minutes from now is refused,
 // and so is a webhookId seen with another body, after a restart too (the
 // ids are in the Kv) until they are purged; the same body again is a
@@ -193,19 +181,19 @@ func TestReplays(t *testing.T) {
 		{"its redelivery", at(0, "w7"), 200},
 		{"its id with another body", at(time.Second, "w7"), 403},
 	} {
-		if got := serve(p, signed(t, tt.body)); got != tt.want {
+		if got := channeltest.Serve(p, signed(t, tt.body)).Code; got != tt.want {
 			t.Errorf("%s: HTTP %d, want %d", tt.name, got, tt.want)
 		}
 	}
 	restarted := open(t, "", location, env)
 	restarted.now = c.now
-	if got := serve(restarted, signed(t, at(2*time.Second, "w7"))); got != 403 {
+	if got := channeltest.Serve(restarted, signed(t, at(2*time.Second, "w7"))).Code; got != 403 {
 		t.Fatalf("after a restart, w7 with another body: HTTP %d, want 403", got)
 	}
 	if n, err := restarted.seen.purge(context.Background(), c.at.Add(Keep)); err != nil || n != 3 {
 		t.Fatalf("purge: %d, %v; want the 3 ids seen", n, err)
 	}
-	if got := serve(restarted, signed(t, at(3*time.Second, "w7"))); got != 200 {
+	if got := channeltest.Serve(restarted, signed(t, at(3*time.Second, "w7"))).Code; got != 200 {
 		t.Fatalf("w7 once forgotten: HTTP %d, want 200", got)
 	}
 	if b, v, _ := kv.Get(context.Background(), "bot/gohighlevel/ghl/webhook/w7"); v == 0 || len(b) != 32 {
@@ -214,7 +202,7 @@ func TestReplays(t *testing.T) {
 	mem := open(t, "", location, channel.Env{Admitter: &channeltest.Recorder{}})
 	mem.now = c.now
 	for i, want := range []int{200, 200, 403} {
-		if got := serve(mem, signed(t, at(time.Duration(i/2)*time.Second, "w8"))); got != want {
+		if got := channeltest.Serve(mem, signed(t, at(time.Duration(i/2)*time.Second, "w8"))).Code; got != want {
 			t.Fatalf("without a Kv, delivery %d of w8: HTTP %d, want %d", i+1, got, want)
 		}
 	}
@@ -227,7 +215,7 @@ func TestKvFailure(t *testing.T) {
 	api := gohighleveltest.New(token, location, contact)
 	rec := &channeltest.Recorder{}
 	p := open(t, "", location, channel.Env{Admitter: rec, Kv: failingKv{memory.NewKv()}})
-	if got := serve(p, signed(t, api.Inbound("wk1", "mk1", contact, "SMS", "hi"))); got != 429 || len(rec.Take()) != 0 {
+	if got := channeltest.Serve(p, signed(t, api.Inbound("wk1", "mk1", contact, "SMS", "hi"))).Code; got != 429 || len(rec.Take()) != 0 {
 		t.Fatalf("HTTP %d, want 429 and nothing admitted", got)
 	}
 }
@@ -246,24 +234,24 @@ func TestRetriesPastTheWindow(t *testing.T) {
 	p.now = c.now
 	body := api.Inbound("wr1", "mr1", contact, "SMS", "later")
 	admit.fail = true
-	if got := serve(p, signed(t, body)); got != 429 {
+	if got := channeltest.Serve(p, signed(t, body)).Code; got != 429 {
 		t.Fatalf("not admitted: HTTP %d, want 429", got)
 	}
 	admit.fail = false
 	c.at = c.at.Add(10 * time.Minute)
 	restarted := open(t, "", location, env)
 	restarted.now = c.now
-	if got := serve(restarted, signed(t, body)); got != 200 || len(admit.Take()) != 1 {
+	if got := channeltest.Serve(restarted, signed(t, body)).Code; got != 200 || len(admit.Take()) != 1 {
 		t.Fatalf("its retry 10 minutes later: HTTP %d, want 200 and the message admitted", got)
 	}
-	if got := serve(restarted, signed(t, api.Inbound("wr2", "mr2", contact, "SMS", "old"))); got != 401 {
+	if got := channeltest.Serve(restarted, signed(t, api.Inbound("wr2", "mr2", contact, "SMS", "old"))).Code; got != 401 {
 		t.Fatalf("a webhook 10 minutes old, never answered 429: HTTP %d, want 401", got)
 	}
 	c.at = c.at.Add(RetryKeep)
 	if n, err := restarted.seen.purge(context.Background(), c.now()); err != nil || n != 1 {
 		t.Fatalf("purge after RetryKeep: %d, %v", n, err)
 	}
-	if got := serve(restarted, signed(t, body)); got != 401 {
+	if got := channeltest.Serve(restarted, signed(t, body)).Code; got != 401 {
 		t.Fatalf("a retry after RetryKeep: HTTP %d, want 401", got)
 	}
 }
@@ -296,7 +284,7 @@ func TestInbound(t *testing.T) {
 	p := open(t, "", location, channel.Env{Admitter: rec})
 	body := api.Inbound("wi1", "mi1", contact, "TYPE_SMS", "look", "https://storage.googleapis.com/msgsndr/x/media/a.PNG",
 		"https://assets.cdn.filesafe.space/x/b.pdf", "https://x.leadconnectorhq.com/v.mp4")
-	if got := serve(p, signed(t, body)); got != 200 {
+	if got := channeltest.Serve(p, signed(t, body)).Code; got != 200 {
 		t.Fatalf("HTTP %d", got)
 	}
 	got := rec.Take()
@@ -437,7 +425,7 @@ func TestEd25519Signature(t *testing.T) {
 	body := api.Inbound("we1", "me1", contact, "TYPE_SMS", "hola")
 	r := httptest.NewRequest("POST", "/webhooks/ghl", bytes.NewReader(body))
 	r.Header.Set(Ed25519Header, base64.StdEncoding.EncodeToString(ed25519.Sign(priv, body)))
-	if got := serve(p, r); got != 200 || len(rec.Take()) != 1 {
+	if got := channeltest.Serve(p, r).Code; got != 200 || len(rec.Take()) != 1 {
 		t.Fatalf("an Ed25519-signed webhook: HTTP %d", got)
 	}
 	// Either signature admits the webhook (a rotated key does not stop the
@@ -445,14 +433,14 @@ func TestEd25519Signature(t *testing.T) {
 	other := api.Inbound("we2", "me2", contact, "TYPE_SMS", "hola")
 	r = signed(t, other)
 	r.Header.Set(Ed25519Header, base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("other"))))
-	if got := serve(p, r); got != 200 || len(rec.Take()) != 1 {
+	if got := channeltest.Serve(p, r).Code; got != 200 || len(rec.Take()) != 1 {
 		t.Fatalf("a bad X-GHL-Signature beside a good x-wh-signature: HTTP %d, want 200", got)
 	}
 	third := api.Inbound("we3", "me3", contact, "TYPE_SMS", "hola")
 	r = httptest.NewRequest("POST", "/webhooks/ghl", bytes.NewReader(third))
 	r.Header.Set(Ed25519Header, base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("other"))))
 	r.Header.Set(SignatureHeader, gohighleveltest.Sign([]byte("other")))
-	if got := serve(p, r); got != 403 || len(rec.Take()) != 0 {
+	if got := channeltest.Serve(p, r).Code; got != 403 || len(rec.Take()) != 0 {
 		t.Fatalf("two bad signatures: HTTP %d, want 403", got)
 	}
 	// public_key may be an Ed25519 key: it replaces the published one.

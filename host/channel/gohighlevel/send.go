@@ -123,12 +123,10 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 // mapError maps a GoHighLevel error answer ({"statusCode","message"}, the
 // message a string or a list of them) onto the taxonomy.
 func mapError(status int, header http.Header, body []byte) error {
-	what := httpkit.ErrorMessage(body)
-	cause := fmt.Errorf("HTTP %d: %s", status, what)
-	low := strings.ToLower(what)
+	cause, low := httpkit.ErrorAnswer(status, body)
 	switch {
 	case status == http.StatusTooManyRequests:
-		return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, DefaultRetryAfter), Err: cause}
+		return httpkit.RateLimited(header, DefaultRetryAfter, cause)
 	case status == http.StatusUnauthorized:
 		return &channel.PermanentError{Err: fmt.Errorf("%w (is token valid? location access tokens expire within a day; use a Private Integration token)", cause)}
 	case status == http.StatusForbidden:

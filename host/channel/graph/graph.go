@@ -126,7 +126,7 @@ func (c Codes) MapError(status int, header http.Header, body []byte) error {
 		err := fmt.Errorf("HTTP %d", status)
 		switch {
 		case status == http.StatusTooManyRequests:
-			return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, time.Second), Err: err}
+			return httpkit.RateLimited(header, time.Second, err)
 		case status == http.StatusUnauthorized, status == http.StatusForbidden:
 			return &channel.PermanentError{Err: err}
 		}
@@ -140,7 +140,7 @@ func (c Codes) MapError(status int, header http.Header, body []byte) error {
 		cause = fmt.Errorf("%w (%s)", cause, e.ErrorData.Details)
 	}
 	if wait, ok := c.RateLimits[e.Code]; ok {
-		return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, wait), Err: cause}
+		return httpkit.RateLimited(header, wait, cause)
 	}
 	if c.Classify == nil {
 		return cause

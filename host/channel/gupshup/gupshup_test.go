@@ -32,9 +32,7 @@ func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
 
 // signed is a webhook request as Gupshup makes it: the token in the URL.
 func signed(t testing.TB, body []byte) *http.Request {
-	r := httptest.NewRequest("POST", gupshuptest.WebhookURL("", "gs", token), bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	return r
+	return channeltest.Webhook(gupshuptest.WebhookURL("", "gs", token), body)
 }
 
 // contract is the channel and its fake as the contract suite sees them.

@@ -293,12 +293,10 @@ func list(l *abi.List, body string) (map[string]any, error) {
 // mapError maps a Gupshup error answer ({"status":"error","message":…})
 // onto the taxonomy.
 func mapError(status int, header http.Header, body []byte) error {
-	what := httpkit.ErrorMessage(body)
-	cause := fmt.Errorf("HTTP %d: %s", status, what)
-	low := strings.ToLower(what)
+	cause, low := httpkit.ErrorAnswer(status, body)
 	switch {
 	case status == http.StatusTooManyRequests:
-		return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, time.Second), Err: cause}
+		return httpkit.RateLimited(header, time.Second, cause)
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return &channel.PermanentError{Err: fmt.Errorf("%w (is api_key right?)", cause)}
 	case strings.Contains(low, "destination"):

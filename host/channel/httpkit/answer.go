@@ -3,6 +3,7 @@ package httpkit
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,12 +28,23 @@ func AdmitAndAnswer(w http.ResponseWriter, r *http.Request, admitter channel.Adm
 	w.WriteHeader(http.StatusOK)
 }
 
-// HeaderRetryAfter is an answer's Retry-After in whole seconds, or def.
-func HeaderRetryAfter(h http.Header, def time.Duration) time.Duration {
+// RateLimited is the error of a rate-limited answer (a 429, or the API's
+// own rate-limit error), cause: wait the answer's Retry-After (whole
+// seconds), else def.
+func RateLimited(h http.Header, def time.Duration, cause error) error {
+	wait := def
 	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
+		wait = time.Duration(s) * time.Second
 	}
-	return def
+	return &channel.RateLimitedError{RetryAfter: wait, Err: cause}
+}
+
+// ErrorAnswer reads a JSON error answer of the HTTP status for its mapping
+// onto the taxonomy: the cause, "HTTP <status>: <message>" (ErrorMessage),
+// and the message in lower case, to match the API's words against.
+func ErrorAnswer(status int, body []byte) (cause error, lower string) {
+	what := ErrorMessage(body)
+	return fmt.Errorf("HTTP %d: %s", status, what), strings.ToLower(what)
 }
 
 // ErrorMessage is the "message" of a JSON error answer: a string, or a list

@@ -1,6 +1,7 @@
 package httpkit
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,17 +22,32 @@ func TestErrorMessage(t *testing.T) {
 	}
 }
 
-func TestHeaderRetryAfter(t *testing.T) {
+// TestRateLimited: the wait is Retry-After in whole seconds, else the
+// default (a date is not read); the cause is kept.
+func TestRateLimited(t *testing.T) {
+	cause := errors.New("HTTP 429")
 	h := http.Header{}
-	if got := HeaderRetryAfter(h, time.Second); got != time.Second {
-		t.Fatalf("none: %s", got)
+	for _, tt := range []struct {
+		retryAfter string
+		def, want  time.Duration
+	}{
+		{"", time.Second, time.Second},
+		{"7", time.Second, 7 * time.Second},
+		{"Wed, 21 Oct 2026 07:28:00 GMT", 2 * time.Second, 2 * time.Second},
+	} {
+		h.Set("Retry-After", tt.retryAfter)
+		err := RateLimited(h, tt.def, cause)
+		if got := RetryAfter(err); got != tt.want || !errors.Is(err, cause) {
+			t.Fatalf("Retry-After %q: %v waits %s, want %s", tt.retryAfter, err, got, tt.want)
+		}
 	}
-	h.Set("Retry-After", "7")
-	if got := HeaderRetryAfter(h, time.Second); got != 7*time.Second {
-		t.Fatalf("7: %s", got)
-	}
-	h.Set("Retry-After", "Wed, 21 Oct 2026 07:28:00 GMT")
-	if got := HeaderRetryAfter(h, 2*time.Second); got != 2*time.Second {
-		t.Fatalf("a date: %s", got)
+}
+
+// TestErrorAnswer: the cause names the status and the message; the message
+// comes back in lower case.
+func TestErrorAnswer(t *testing.T) {
+	cause, low := ErrorAnswer(400, []byte(`{"status":"error","message":"Invalid Destination"}`))
+	if cause.Error() != "HTTP 400: Invalid Destination" || low != "invalid destination" {
+		t.Fatalf("%v, %q", cause, low)
 	}
 }

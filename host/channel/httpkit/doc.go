@@ -3,7 +3,7 @@
 // (the entry's id, the admitter, the logger, the API's base URL, the guarded
 // client and the webhook's answer); the guarded HTTP client (NewClient: no
 // private addresses, https-only redirects); API calls and downloads with the
-// channel error taxonomy (CallJSON, Download, HeaderRetryAfter,
+// channel error taxonomy (CallJSON, Download, RateLimited, ErrorAnswer,
 // ErrorMessage) and the classification of channel errors (Permanent,
 // MediaGone, RetryAfter); webhook reading, authentication and admission
 // (ReadWebhook, CheckQueryToken, AdmitAndAnswer, NotAdmitted); the checks of

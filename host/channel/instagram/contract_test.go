@@ -5,6 +5,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/graph/messaging"
 	"github.com/botrun/botrun/host/channel/graph/messaging/messagingtest"
 	"github.com/botrun/botrun/host/channel/instagram/instagramtest"
 )
@@ -17,7 +18,7 @@ const (
 )
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	return channeltest.Must[*Provider](t)(Open(Config{ID: "ig", Token: token, AppSecret: appSecret, VerifyToken: "verify-me", AccountID: accountID, APIURL: api}, channel.Env{Admitter: admit}))
+	return channeltest.Must[*Provider](t)(Open(Config{Config: messaging.Config{ID: "ig", AppSecret: appSecret, VerifyToken: "verify-me", APIURL: api}, Token: token, AccountID: accountID}, channel.Env{Admitter: admit}))
 }
 
 // contract is the channel and its fake as the contract suite sees them.

@@ -45,37 +45,27 @@ func init() {
 	channel.Register(channel.Type{Name: "instagram", Config: func() channel.Config { return &Config{} }})
 }
 
-// Config is a [[channels]] entry of type "instagram".
+// Config is a [[channels]] entry of type "instagram": the keys shared with
+// Messenger (id, app_secret, verify_token, api_url, default
+// https://graph.instagram.com/v21.0, media_ref_hosts) and Instagram's own.
 type Config struct {
-	// ID is the entry's id.
-	ID string `toml:"id"`
+	messaging.Config
 	// Token is the Instagram user access token (use ${ENV}).
 	Token string `toml:"token"`
-	// AppSecret verifies X-Hub-Signature-256 on every webhook (use ${ENV}).
-	AppSecret string `toml:"app_secret"`
-	// VerifyToken answers the hub.challenge subscription handshake.
-	VerifyToken string `toml:"verify_token"`
 	// AccountID is the professional account's id (IG_ID): the path of the
 	// Send API, and the entry id of the webhooks this channel handles.
 	AccountID string `toml:"account_id"`
-	// APIURL is the Instagram Graph API base URL with its version (default
-	// https://graph.instagram.com/v21.0).
-	APIURL string `toml:"api_url"`
-	// MediaRefHosts replaces MediaHosts.
-	MediaRefHosts []string `toml:"media_ref_hosts"`
 }
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	httpkit.Required(problem, "token", c.Token, "the Instagram user access token from the Meta app's Instagram > API setup with Instagram login (use ${ENV} to keep it out of the file)")
-	httpkit.Required(problem, "app_secret", c.AppSecret, "the Instagram app secret (Instagram > API setup with Instagram login > Business login settings), which signs every webhook (use ${ENV})")
-	httpkit.Required(problem, "verify_token", c.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
-	httpkit.Required(problem, "account_id", c.AccountID, "the professional account's id: user_id from GET /me?fields=user_id with the token")
-	if c.AccountID != "" && strings.Trim(c.AccountID, "0123456789") != "" {
-		problem("account_id", "%q is not an account id (digits only)", c.AccountID)
-	}
-	httpkit.CheckAPIURL(c.APIURL, problem)
-	messaging.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
+	c.Config.Check(problem, "the Instagram app secret (Instagram > API setup with Instagram login > Business login settings), which signs every webhook (use ${ENV})", func() {
+		httpkit.Required(problem, "account_id", c.AccountID, "the professional account's id: user_id from GET /me?fields=user_id with the token")
+		if c.AccountID != "" && strings.Trim(c.AccountID, "0123456789") != "" {
+			problem("account_id", "%q is not an account id (digits only)", c.AccountID)
+		}
+	})
 }
 
 // Open implements channel.Config.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/graph/messaging"
 	"github.com/botrun/botrun/host/channel/graph/messaging/messagingtest"
 	"github.com/botrun/botrun/host/channel/messenger/messengertest"
 )
@@ -17,7 +18,7 @@ const (
 )
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
-	return channeltest.Must[*Provider](t)(Open(Config{ID: "fb", PageToken: pageToken, AppSecret: appSecret, VerifyToken: "verify-me", PageID: pageID, APIURL: api}, channel.Env{Admitter: admit}))
+	return channeltest.Must[*Provider](t)(Open(Config{Config: messaging.Config{ID: "fb", AppSecret: appSecret, VerifyToken: "verify-me", APIURL: api}, PageToken: pageToken, PageID: pageID}, channel.Env{Admitter: admit}))
 }
 
 // contract is the channel and its fake as the contract suite sees them.

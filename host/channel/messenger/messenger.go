@@ -44,33 +44,23 @@ func init() {
 	channel.Register(channel.Type{Name: "messenger", Config: func() channel.Config { return &Config{} }})
 }
 
-// Config is a [[channels]] entry of type "messenger".
+// Config is a [[channels]] entry of type "messenger": the keys shared with
+// Instagram (id, app_secret, verify_token, api_url, default
+// https://graph.facebook.com/v21.0, media_ref_hosts) and Messenger's own.
 type Config struct {
-	// ID is the entry's id.
-	ID string `toml:"id"`
+	messaging.Config
 	// PageToken is the Page access token (use ${ENV}).
 	PageToken string `toml:"page_token"`
-	// AppSecret verifies X-Hub-Signature-256 on every webhook (use ${ENV}).
-	AppSecret string `toml:"app_secret"`
-	// VerifyToken answers the hub.challenge subscription handshake.
-	VerifyToken string `toml:"verify_token"`
 	// PageID is the Page's id: webhooks of other pages are ignored.
 	PageID string `toml:"page_id"`
-	// APIURL is the Graph API base URL with its version (default
-	// https://graph.facebook.com/v21.0).
-	APIURL string `toml:"api_url"`
-	// MediaRefHosts replaces MediaHosts.
-	MediaRefHosts []string `toml:"media_ref_hosts"`
 }
 
 // Check implements channel.Config.
 func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 	httpkit.Required(problem, "page_token", c.PageToken, "the Page access token from Messenger > Messenger API Settings (use ${ENV} to keep it out of the file)")
-	httpkit.Required(problem, "app_secret", c.AppSecret, "the Meta app's secret (App settings > Basic), which signs every webhook (use ${ENV})")
-	httpkit.Required(problem, "verify_token", c.VerifyToken, "a string of your choice, entered again as the webhook's verify token in the Meta app")
-	httpkit.Required(problem, "page_id", c.PageID, "the Facebook Page's id (GET /me with the page token answers it)")
-	httpkit.CheckAPIURL(c.APIURL, problem)
-	messaging.CheckHosts(problem, "media_ref_hosts", c.MediaRefHosts)
+	c.Config.Check(problem, "the Meta app's secret (App settings > Basic), which signs every webhook (use ${ENV})", func() {
+		httpkit.Required(problem, "page_id", c.PageID, "the Facebook Page's id (GET /me with the page token answers it)")
+	})
 }
 
 // Open implements channel.Config.

@@ -1,7 +1,6 @@
 package metawhatsapp
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -23,10 +22,7 @@ const (
 )
 
 func signed(t testing.TB, body []byte) *http.Request {
-	r := httptest.NewRequest("POST", "/webhooks/wa", bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set(SignatureHeader, Sign(appSecret, body))
-	return r
+	return channeltest.Webhook("/webhooks/wa", body, SignatureHeader, Sign(appSecret, body))
 }
 
 func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
@@ -90,10 +86,7 @@ func BenchmarkWebhook(b *testing.B) { channeltest.Bench(b, contract()) }
 // handshake (graph.Verify, tested in package graph).
 func TestVerificationHandshake(t *testing.T) {
 	p := newProvider(t, "http://127.0.0.1:1/v21.0", nil)
-	mux := http.NewServeMux()
-	p.Routes(mux)
-	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/webhooks/wa?hub.mode=subscribe&hub.verify_token=verify-me&hub.challenge=1158201444", nil))
+	rec := channeltest.Serve(p, httptest.NewRequest("GET", "/webhooks/wa?hub.mode=subscribe&hub.verify_token=verify-me&hub.challenge=1158201444", nil))
 	if rec.Code != 200 || rec.Body.String() != "1158201444" {
 		t.Fatalf("the handshake: %d %q", rec.Code, rec.Body.String())
 	}

@@ -1,11 +1,9 @@
 package telegram
 
 import (
-	"bytes"
 	"fmt"
 	"hash/fnv"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 
@@ -42,10 +40,7 @@ func contract() channeltest.Channel {
 			return p
 		},
 		Signed: func(t testing.TB, body []byte) *http.Request {
-			r := httptest.NewRequest("POST", "/webhooks/tg", bytes.NewReader(body))
-			r.Header.Set("Content-Type", "application/json")
-			r.Header.Set("X-Telegram-Bot-Api-Secret-Token", "s3cret_token")
-			return r
+			return channeltest.Webhook("/webhooks/tg", body, "X-Telegram-Bot-Api-Secret-Token", "s3cret_token")
 		},
 		SignatureHeader: "X-Telegram-Bot-Api-Secret-Token",
 		TextBody: func(msgID, text string) []byte {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/fakekit"
 	"github.com/botrun/botrun/host/channel/telegram/telegramtest"
@@ -276,27 +277,17 @@ func TestMediaRedirectsChecked(t *testing.T) {
 	}
 }
 
-// panickingAdmitter panics on the message with text "boom".
-type panickingAdmitter struct{ *admitter }
-
-func (a panickingAdmitter) Admit(ctx context.Context, prov string, m channel.Message) (channel.Admission, error) {
-	if m.Text == "boom" {
-		var x map[string]int
-		x["boom"]++
-	}
-	return a.admitter.Admit(ctx, prov, m)
-}
-
 // An update that panics in webhook mode is skipped, answered 200 (logged
 // with its update_id, counted), as poll mode skips it: answered 500,
 // Telegram would redeliver it first forever, and the updates after it
 // would wait behind it.
 func TestWebhookSkipsAnUpdateThatPanics(t *testing.T) {
-	a := panickingAdmitter{&admitter{seen: map[string]bool{}}}
+	a := &admitter{seen: map[string]bool{}}
+	boom := channeltest.Panicking{Admitter: a, Boom: func(m channel.Message) bool { return m.Text == "boom" }}
 	var panics int
 	var logged bytes.Buffer
 	p, err := Open(Config{ID: "tg", Token: token, SecretToken: "s3cret_token", Mode: "webhook", APIURL: "https://api.telegram.org"},
-		channel.Env{Admitter: a, Panicked: func() { panics++ }, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		channel.Env{Admitter: boom, Panicked: func() { panics++ }, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

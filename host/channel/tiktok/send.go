@@ -49,10 +49,10 @@ func mapCode(code int, message string) error {
 
 // mapStatus maps an HTTP answer other than 2xx (a gateway's, not the API's).
 func mapStatus(status int, header http.Header, body []byte) error {
-	cause := fmt.Errorf("HTTP %d: %s", status, httpkit.ErrorMessage(body))
+	cause, _ := httpkit.ErrorAnswer(status, body)
 	switch {
 	case status == http.StatusTooManyRequests:
-		return &channel.RateLimitedError{RetryAfter: httpkit.HeaderRetryAfter(header, RateLimitWait), Err: cause}
+		return httpkit.RateLimited(header, RateLimitWait, cause)
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return &channel.PermanentError{Err: fmt.Errorf("%w (is access_token right?)", cause)}
 	case status == http.StatusRequestEntityTooLarge:

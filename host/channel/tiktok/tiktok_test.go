@@ -34,10 +34,7 @@ func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
 }
 
 func signed(t testing.TB, body []byte) *http.Request {
-	r := httptest.NewRequest("POST", "/webhooks/tt", bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set(SignatureHeader, tiktoktest.Sign(secret, time.Now().Unix(), body))
-	return r
+	return channeltest.Webhook("/webhooks/tt", body, SignatureHeader, tiktoktest.Sign(secret, time.Now().Unix(), body))
 }
 
 func contract() channeltest.Channel {
@@ -92,15 +89,6 @@ func TestContract(t *testing.T) { channeltest.Run(t, contract()) }
 // BenchmarkWebhook: one text webhook read, verified, parsed and admitted.
 func BenchmarkWebhook(b *testing.B) { channeltest.Bench(b, contract()) }
 
-// serve runs one webhook request through p.
-func serve(p *Provider, r *http.Request) int {
-	mux := http.NewServeMux()
-	p.Routes(mux)
-	w := httptest.NewRecorder()
-	mux.ServeHTTP(w, r)
-	return w.Code
-}
-
 // TestSignature: a timestamp more than five minutes off either way, a
 // malformed header, another secret's signature: refused, nothing admitted.
 func TestSignature(t *testing.T) {
@@ -130,7 +118,7 @@ func TestSignature(t *testing.T) {
 		if tt.header != "" {
 			r.Header.Set(SignatureHeader, tt.header)
 		}
-		if got := serve(p, r); got != tt.want {
+		if got := channeltest.Serve(p, r).Code; got != tt.want {
 			t.Errorf("%s: HTTP %d, want %d", name, got, tt.want)
 		}
 	}
@@ -138,7 +126,7 @@ func TestSignature(t *testing.T) {
 		t.Fatalf("%d admitted, want the three good signatures'", n)
 	}
 	empty, _ := Open(Config{ID: "tt", AccessToken: token, BusinessID: business}, channel.Env{Admitter: rec})
-	if got := serve(empty, signed(t, body)); got != 403 {
+	if got := channeltest.Serve(empty, signed(t, body)).Code; got != 403 {
 		t.Fatalf("an entry without client_secret: HTTP %d, want 403", got)
 	}
 }
@@ -161,11 +149,11 @@ func TestStrictContent(t *testing.T) {
 		"outer not an object":   `"im_receive_msg"`,
 		"text body not astring": `{"event":"im_receive_msg","content":"{\"conversation_id\":\"c1\",\"message_id\":\"m1\",\"type\":\"text\",\"text\":{\"body\":1},\"from_user\":{\"id\":\"u1\"}}"}`,
 	} {
-		if got := serve(p, signed(t, []byte(body))); got != 400 {
+		if got := channeltest.Serve(p, signed(t, []byte(body))).Code; got != 400 {
 			t.Errorf("%s: HTTP %d, want 400", name, got)
 		}
 	}
-	if got := serve(p, signed(t, []byte(`{"event":"im_receive_msg","content":"`+good+`"}`))); got != 200 {
+	if got := channeltest.Serve(p, signed(t, []byte(`{"event":"im_receive_msg","content":"`+good+`"}`))).Code; got != 200 {
 		t.Fatalf("the good body: HTTP %d", got)
 	}
 	if got := rec.Take(); len(got) != 1 || got[0].ID != "m1" || got[0].Chat != "c1" || got[0].From != "u1" || got[0].Text != "hi" {
@@ -175,7 +163,7 @@ func TestStrictContent(t *testing.T) {
 	// something else, the message is admitted.
 	for i, ts := range []string{`1764412800000`, `\"1764412800000\"`, `{}`} {
 		c := `{\"conversation_id\":\"c1\",\"message_id\":\"t` + fmt.Sprint(i) + `\",\"timestamp\":` + ts + `,\"type\":\"text\",\"text\":{\"body\":\"hi\"},\"from_user\":{\"id\":\"u1\"}}`
-		if got := serve(p, signed(t, []byte(`{"event":"im_receive_msg","content":"`+c+`"}`))); got != 200 {
+		if got := channeltest.Serve(p, signed(t, []byte(`{"event":"im_receive_msg","content":"`+c+`"}`))).Code; got != 200 {
 			t.Errorf("timestamp %s: HTTP %d, want 200", ts, got)
 		}
 	}
@@ -193,7 +181,7 @@ func TestSticker(t *testing.T) {
 	defer srv.Close()
 	rec := &channeltest.Recorder{}
 	p := newProvider(t, srv.URL, rec)
-	if got := serve(p, signed(t, tiktoktest.Sticker("m-st", conv, user, tiktoktest.CDNURL(srv.URL, "st-1")))); got != 200 {
+	if got := channeltest.Serve(p, signed(t, tiktoktest.Sticker("m-st", conv, user, tiktoktest.CDNURL(srv.URL, "st-1")))).Code; got != 200 {
 		t.Fatalf("HTTP %d", got)
 	}
 	got := rec.Take()

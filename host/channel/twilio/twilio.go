@@ -267,11 +267,7 @@ func mapError(status int, header http.Header, body []byte) error {
 	cause := fmt.Errorf("HTTP %d: code %d: %s", status, e.Code, e.Message)
 	switch {
 	case status == http.StatusTooManyRequests || e.Code == 20429:
-		wait := time.Second
-		if s, err := strconv.Atoi(header.Get("Retry-After")); err == nil && s > 0 {
-			wait = time.Duration(s) * time.Second
-		}
-		return &channel.RateLimitedError{RetryAfter: wait, Err: cause}
+		return httpkit.RateLimited(header, time.Second, cause)
 	case e.Code == 21211, e.Code == 21614, e.Code == 21610:
 		return fmt.Errorf("%w: %w", channel.ErrRecipientUnreachable, cause)
 	case e.Code == 21617:

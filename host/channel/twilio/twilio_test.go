@@ -122,11 +122,8 @@ func TestMediaURLsOnlyFromTwilio(t *testing.T) {
 // (the same auth token reused) is refused.
 func TestWrongAccountRefused(t *testing.T) {
 	p := newProvider(t, "", nil)
-	mux := http.NewServeMux()
-	p.Routes(mux)
 	other := twiliotest.New("AC_other", authToken)
-	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, signed(t, []byte(other.Inbound("SM1", user, "hi").Encode())))
+	rec := channeltest.Serve(p, signed(t, []byte(other.Inbound("SM1", user, "hi").Encode())))
 	if rec.Code != 403 {
 		t.Fatalf("HTTP %d, want 403", rec.Code)
 	}

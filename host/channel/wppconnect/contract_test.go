@@ -1,9 +1,7 @@
 package wppconnect
 
 import (
-	"bytes"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -29,9 +27,7 @@ func newProvider(t testing.TB, api string, admit channel.Admitter) *Provider {
 
 // post is a webhook request for body on the URL with the webhook token.
 func post(body []byte) *http.Request {
-	r := httptest.NewRequest("POST", "/webhooks/wpp?"+TokenParameter+"="+hookToken, bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	return r
+	return channeltest.Webhook("/webhooks/wpp?"+TokenParameter+"="+hookToken, body)
 }
 
 // contract is the channel and its fake as the contract suite sees them.

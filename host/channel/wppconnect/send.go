@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/channel/internal/gateway"
 )
 
@@ -107,7 +108,7 @@ func mapError(status int, h http.Header, body []byte) error {
 	cause := fmt.Errorf("HTTP %d: %s %s", status, state, text)
 	switch {
 	case status == http.StatusTooManyRequests:
-		return gateway.RateLimited(h, 5*time.Second, cause)
+		return httpkit.RateLimited(h, 5*time.Second, cause)
 	case status == http.StatusRequestEntityTooLarge:
 		return fmt.Errorf("%w: %w", channel.ErrPayloadTooLarge, cause)
 	case status == http.StatusNotFound && state == "Disconnected":

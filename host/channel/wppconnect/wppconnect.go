@@ -23,7 +23,6 @@ package wppconnect
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -133,7 +132,7 @@ func decode(body []byte) (gateway.Event, error) {
 }
 
 // ErrBadWebhook is wrapped by every DecodeWebhook error.
-var ErrBadWebhook = errors.New("bad webhook")
+var ErrBadWebhook = gateway.ErrBadWebhook
 
 // JID is a WhatsApp id as WPPConnect writes it: a string, or an object with
 // _serialized. Anything else is "".
@@ -186,15 +185,9 @@ var messageEvents = map[string]bool{"onmessage": true, "unreadmessages": true}
 // DecodeWebhook parses an event from untrusted bytes; a message event
 // without an id or a sender is an error.
 func DecodeWebhook(b []byte) (Webhook, error) {
-	var wh Webhook
-	if err := json.Unmarshal(b, &wh); err != nil {
-		return wh, fmt.Errorf("%w: %v", ErrBadWebhook, err)
-	}
-	if wh.Event == "" {
-		return wh, fmt.Errorf("%w: no event", ErrBadWebhook)
-	}
-	if !messageEvents[wh.Event] {
-		return wh, nil
+	wh, err := gateway.DecodeEnvelope(b, func(wh Webhook) string { return wh.Event })
+	if err != nil || !messageEvents[wh.Event] {
+		return wh, err
 	}
 	var m Message
 	if err := json.Unmarshal(b, &m); err != nil {

@@ -184,15 +184,7 @@ func (f *API) Calls(kind string) int {
 // Texts returns the contents of the messages accepted in channel, channel
 // messages and follow-ups, in order.
 func (f *API) Texts(channel string) []string {
-	f.Lock()
-	defer f.Unlock()
-	var out []string
-	for _, m := range f.Sent {
-		if m.ChannelID == channel {
-			out = append(out, m.Content)
-		}
-	}
-	return out
+	return f.Collect(func(m *Message) (string, bool) { return m.Content, m.ChannelID == channel })
 }
 
 // Message returns a copy of the accepted message id, or nil.

@@ -83,9 +83,16 @@ func (k *Kit[S]) Record(s S) int {
 // Collect returns, in order, what read finds in the accepted sends: the
 // texts of the sends to one recipient, typically.
 func (k *Kit[S]) Collect(read func(S) (string, bool)) []string {
+	return Gather(k, read)
+}
+
+// Gather returns, in order, what read finds in k's accepted sends, of any
+// type: Collect for what is not a string (a fake's own records of the sends
+// to one recipient). It takes the lock.
+func Gather[S, T any](k *Kit[S], read func(S) (T, bool)) []T {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var out []string
+	var out []T
 	for _, s := range k.Sent {
 		if t, ok := read(s); ok {
 			out = append(out, t)

@@ -25,7 +25,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +65,23 @@ type Spec struct {
 	// Decode parses a webhook body (untrusted bytes) once its request is
 	// authenticated: an error is answered 400, or a Refusal's status.
 	Decode func(body []byte) (Event, error)
+}
+
+// ErrBadWebhook is wrapped by every error of DecodeEnvelope (and of a
+// channel's own decoding of a webhook body).
+var ErrBadWebhook = errors.New("bad webhook")
+
+// DecodeEnvelope parses a webhook body from untrusted bytes as W, the
+// channel's event envelope, whose name (event) must not be empty.
+func DecodeEnvelope[W any](b []byte, event func(W) string) (W, error) {
+	var wh W
+	if err := json.Unmarshal(b, &wh); err != nil {
+		return wh, fmt.Errorf("%w: %v", ErrBadWebhook, err)
+	}
+	if event(wh) == "" {
+		return wh, fmt.Errorf("%w: no event", ErrBadWebhook)
+	}
+	return wh, nil
 }
 
 // Event is what a channel decoded of a webhook.
@@ -187,16 +203,6 @@ func (c *Channel) request(ctx context.Context, method, path string, in any) (*ht
 	req.Header.Set("Accept", "application/json")
 	c.spec.Auth(req.Header)
 	return req, nil
-}
-
-// RateLimited is the error of a 429 answer: wait Retry-After (whole
-// seconds), else def.
-func RateLimited(h http.Header, def time.Duration, cause error) error {
-	wait := def
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		wait = time.Duration(s) * time.Second
-	}
-	return &channel.RateLimitedError{RetryAfter: wait, Err: cause}
 }
 
 // Timestamp is a message's time in seconds since the epoch, as the gateways

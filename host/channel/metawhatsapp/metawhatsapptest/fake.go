@@ -48,18 +48,13 @@ func New(token, phoneNumberID string, recipients ...string) *API {
 // Interactives returns the interactive objects of the accepted sends to a
 // recipient, in order.
 func (f *API) Interactives(to string) []Interactive {
-	f.Lock()
-	defer f.Unlock()
-	var out []Interactive
-	for _, s := range f.Sent {
-		if s["to"] == to && s["type"] == "interactive" {
-			var in Interactive
+	return fakekit.Gather(&f.Kit, func(s map[string]any) (in Interactive, ok bool) {
+		if ok = s["to"] == to && s["type"] == "interactive"; ok {
 			b, _ := json.Marshal(s["interactive"])
 			json.Unmarshal(b, &in)
-			out = append(out, in)
 		}
-	}
-	return out
+		return in, ok
+	})
 }
 
 // Texts returns the accepted text bodies sent to a recipient.

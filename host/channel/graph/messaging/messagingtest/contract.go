@@ -1,9 +1,10 @@
 package messagingtest
 
 import (
-	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/botrun/botrun/host/channel/channeltest"
 	"github.com/botrun/botrun/host/channel/graph"
 	"github.com/botrun/botrun/host/channel/graph/messaging"
+	"github.com/botrun/botrun/host/channel/httpkit"
 )
 
 // Contract is a Messenger Platform channel and its fake as the contract
@@ -42,10 +44,7 @@ const (
 
 // Signed returns a webhook request for body, signed with c.AppSecret.
 func (c Contract) Signed(t testing.TB, body []byte) *http.Request {
-	r := httptest.NewRequest("POST", "/webhooks/"+c.ID, bytes.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set(graph.SignatureHeader, graph.Sign(c.AppSecret, body))
-	return r
+	return channeltest.Webhook("/webhooks/"+c.ID, body, graph.SignatureHeader, graph.Sign(c.AppSecret, body))
 }
 
 // Channel is the contract suite's view: the failure classes the Send API's
@@ -97,6 +96,24 @@ func (c Contract) Channel() channeltest.Channel {
 			channeltest.Refusal("100 empty message", channel.Outbound{Chat: user}, channel.ErrUnsupportedContent),
 		},
 		Secrets: c.Secrets,
+	}
+}
+
+// Refused fails t unless a send through fake, a Send API that refuses the
+// channel's token or its path (a fake for another token or account), fails
+// permanently (it is not retried) with none of c.Secrets in its error.
+func (c Contract) Refused(t *testing.T, fake *API) {
+	t.Helper()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	_, err := c.New(t, srv.URL, nil).Send(context.Background(), channel.Outbound{Chat: c.User, Text: "x"})
+	if !httpkit.Permanent(err) {
+		t.Fatalf("a send the Send API refuses: %v, want a permanent failure", err)
+	}
+	for _, s := range c.Secrets {
+		if strings.Contains(err.Error(), s) {
+			t.Fatalf("a refused send's error shows a secret: %v", err)
+		}
 	}
 }
 

@@ -102,15 +102,7 @@ func New(opt Options, recipients ...string) *API {
 
 // Messages returns the accepted messages to a recipient, in order.
 func (f *API) Messages(to string) []Message {
-	f.Lock()
-	defer f.Unlock()
-	var out []Message
-	for _, s := range f.Sent {
-		if s.To == to {
-			out = append(out, s.Message)
-		}
-	}
-	return out
+	return fakekit.Gather(&f.Kit, func(s Sent) (Message, bool) { return s.Message, s.To == to })
 }
 
 // Texts returns the accepted texts to a recipient: message texts and button
