@@ -30,7 +30,6 @@ import (
 	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/browsertest"
-	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
 var screenshot = flag.String("screenshot", "", "write the console's screenshot (PNG) to this file (docs/console.png)")
@@ -175,7 +174,7 @@ func TestConsoleInBrowser(t *testing.T) {
 // and a hot reload the bot refused, which also reaches the live tail.
 func TestConsoleModuleHistoryInBrowser(t *testing.T) {
 	dir := t.TempDir()
-	echo, err := os.ReadFile(wasmbuild.Go(t, "../../examples/echo"))
+	echo, err := os.ReadFile(cEcho(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func upload(t *testing.T, base, tok string, module []byte) (int, string) {
 func TestDryRunAPI(t *testing.T) {
 	roomyDeadline(t)
 	base, echoWasm := consoleWithTraffic(t)
-	faulty, err := os.ReadFile(wasmbuild.Go(t, "../wasm/testdata/guests/faulty"))
+	faulty, err := os.ReadFile(cFaulty(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +84,8 @@ func TestDryRunInBrowser(t *testing.T) {
 	roomyDeadline(t)
 	base, _ := startConsole(t, echo{})
 	dryRunTraffic(t, base)
-	echoWasm := wasmbuild.Go(t, "../../examples/echo")
-	faulty := wasmbuild.Go(t, "../wasm/testdata/guests/faulty")
+	echoWasm := cEcho(t)
+	faulty := cFaulty(t)
 	ctx := browsertest.Tab(t)
 	browsertest.Do(t, ctx, "signing in",
 		chromedp.Navigate(base+"/admin/"),
@@ -99,7 +99,7 @@ func TestDryRunInBrowser(t *testing.T) {
 		chromedp.SetUploadFiles(chromedp.CSS("#dryrun-module"), []string{echoWasm}),
 		chromedp.Click(chromedp.CSS("#dryrun-btn")),
 		browsertest.WaitText("#dryrun-summary", "No change: 2 replayed, 2 identical, 0 changed, 0 new faults"),
-		browsertest.WaitText("#dryrun-report", "replayed 2 records with echo.wasm"))
+		browsertest.WaitText("#dryrun-report", "replayed 2 records with c-echo.wasm"))
 	browsertest.Do(t, ctx, "dry running a module that traps",
 		chromedp.SetUploadFiles(chromedp.CSS("#dryrun-module"), []string{faulty}),
 		chromedp.Click(chromedp.CSS("#dryrun-btn")),
@@ -134,16 +134,27 @@ func TestDryRunAPILimits(t *testing.T) {
 }
 
 // consoleWithTraffic starts a console on an echo bot told dryRunTraffic and
-// builds examples/echo: the console and the module its dry runs replay.
+// builds examples/c-echo: the console and the module its dry runs replay.
 func consoleWithTraffic(t *testing.T) (string, []byte) {
 	t.Helper()
 	base, _ := startConsole(t, echo{})
 	dryRunTraffic(t, base)
-	echoWasm, err := os.ReadFile(wasmbuild.Go(t, "../../examples/echo"))
+	echoWasm, err := os.ReadFile(cEcho(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return base, echoWasm
+}
+
+// cEcho builds examples/c-echo, and cFaulty testdata/faulty (an echo that
+// traps on "panic"): candidates that compile in milliseconds, where the Go
+// guests take tens of seconds under -race.
+func cEcho(t *testing.T) string {
+	return wasmbuild.C(t, "../../examples/c-echo", "echo.c", "../../guest-sdk/c/botrun.c")
+}
+
+func cFaulty(t *testing.T) string {
+	return wasmbuild.C(t, "testdata/faulty", "faulty.c", "../../../../guest-sdk/c/botrun.c")
 }
 
 // roomyDeadline gives t's dry runs a deadline a loaded machine compiling a Go

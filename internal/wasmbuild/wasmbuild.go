@@ -79,12 +79,24 @@ func C(t testing.TB, dir string, sources ...string) string {
 	a := abs(t, dir)
 	return cached(t, a+":"+filepath.Join(sources...), filepath.Base(a), func(out string) ([]byte, error) {
 		args := []string{"--target=wasm32-wasi", "--sysroot=/usr", "-O2", "-mexec-model=reactor", "-Wl,--strip-debug", "-Wall", "-Werror",
-			"-I", filepath.Join(a, "../../guest-sdk/c"), "-o", out}
+			"-I", cSDK(a), "-o", out}
 		for _, s := range sources {
 			args = append(args, filepath.Join(a, s))
 		}
 		return exec.Command(clang, args...).CombinedOutput()
 	})
+}
+
+// cSDK is the C SDK's directory (guest-sdk/c) of the repository dir is in.
+func cSDK(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "guest-sdk", "c", "botrun.h")); err == nil {
+			return filepath.Join(d, "guest-sdk", "c")
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(dir, "../../guest-sdk/c")
+		}
+	}
 }
 
 // Rust builds a Rust example (a cdylib at dir/src/lib.rs) against the SDK
