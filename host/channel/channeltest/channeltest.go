@@ -2,7 +2,9 @@
 // against its fake API. It covers inbound parsing, webhook verification and
 // deduplication, sends, every error class the channel maps, splitting at the
 // text limit, and durable media (serialize, rehydrate, load). RunInbound is
-// its inbound half, for a channel with no API of its own to fake (webchat).
+// its inbound half, for a channel with no API of its own to fake (webchat);
+// RunSend its outbound half, which Run runs over HTTP and a channel on
+// another transport (email, whatsapp-web) runs over its own fake.
 //
 // channeltest imports the standard library, the SPI (host/channel) and the
 // toolkit (host/channel/httpkit); the channels' tests and fakes import it.
@@ -11,7 +13,6 @@ package channeltest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -186,165 +187,31 @@ func Run(t *testing.T, ch Channel) {
 	a := NewJournal()
 	p := ch.New(t, api.URL, a)
 	serve := routes(t, p)
-	ctx := context.Background()
 	inbound(t, ch, a, serve)
 
-	t.Run("send/text-and-media", func(t *testing.T) {
-		before := len(ch.Texts(ch.Chat))
-		ref, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: "echo: hola"})
-		if err != nil || ref == "" {
-			t.Fatalf("send text: ref %q, %v", ref, err)
-		}
-		if got := ch.Texts(ch.Chat); len(got) != before+1 || got[before] != "echo: hola" {
-			t.Fatalf("the fake got %q", got)
-		}
-		m := ch.MediaOut
-		if ref, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: "look", Media: &m}); err != nil || ref == "" {
-			t.Fatalf("send media: ref %q, %v", ref, err)
-		}
-		if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Media: &channel.Media{Type: "hologram", Ref: "x"}}); !httpkit.Permanent(err) {
-			t.Fatalf("media of an unknown type: %v, want a permanent error", err)
-		}
-	})
-
-	t.Run("send/errors", func(t *testing.T) {
-		for _, f := range ch.Failures {
-			_, err := p.Send(ctx, f.Arrange())
-			switch {
-			case err == nil:
-				t.Errorf("%s: the send succeeded", f.Name)
-			case f.RetryAfter > 0:
-				if got := httpkit.RetryAfter(err); got != f.RetryAfter || httpkit.Permanent(err) {
-					t.Errorf("%s: %v: retry after %s (permanent %v), want %s", f.Name, err, got, httpkit.Permanent(err), f.RetryAfter)
-				}
-			case f.Is != nil && !errors.Is(err, f.Is):
-				t.Errorf("%s: %v, want %v", f.Name, err, f.Is)
-			case f.Permanent && !httpkit.Permanent(err):
-				t.Errorf("%s: %v is not permanent", f.Name, err)
+	RunSend(t, SendContract{
+		Channel:        p,
+		Chat:           ch.Chat,
+		MediaOut:       ch.MediaOut,
+		Texts:          ch.Texts,
+		Failures:       ch.Failures,
+		Down:           down.Store,
+		Secrets:        ch.Secrets,
+		Unlimited:      ch.Unlimited,
+		NoInboundMedia: ch.NoInboundMedia,
+		InboundImage: func(t *testing.T) channel.Media {
+			before := len(a.Admitted())
+			if code := serve(ch.Signed(t, ch.ImageBody(api.URL, "contract-image"))); code/100 != 2 {
+				t.Fatalf("image webhook: HTTP %d", code)
 			}
-		}
-		down.Store(true)
-		_, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: "while down"})
-		down.Store(false)
-		if err == nil || httpkit.Permanent(err) || httpkit.RetryAfter(err) > 0 {
-			t.Errorf("API unavailable (503): %v; want a plain retryable error", err)
-		}
-		for _, s := range ch.Secrets {
-			if err != nil && strings.Contains(err.Error(), s) {
-				t.Errorf("an error shows a credential: %v", err)
+			msgs := a.Admitted()
+			if len(msgs) != before+1 || len(msgs[before].Media) != 1 {
+				t.Fatalf("the image message was admitted as %+v", msgs[before:])
 			}
-		}
-	})
-
-	t.Run("send/split-at-the-text-limit", func(t *testing.T) {
-		if ch.Unlimited != "" {
-			t.Skip(ch.Unlimited)
-		}
-		l, ok := p.(channel.Limiter)
-		if !ok {
-			t.Fatal("the provider declares no text limit (channel.Limiter)")
-		}
-		runes, bytes := l.TextLimits(channel.Outbound{})
-		if runes > 0 && (bytes == 0 || 2*runes <= bytes) {
-			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: strings.Repeat("ñ", runes)}); err != nil {
-				t.Fatalf("a text of exactly the limit (%d characters): %v", runes, err)
-			}
-			over := strings.Repeat("ñ", runes+1)
-			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: over}); !errors.Is(err, channel.ErrPayloadTooLarge) {
-				t.Fatalf("a text of limit+1 (%d) characters: %v, want ErrPayloadTooLarge from the channel", runes+1, err)
-			}
-		}
-		if bytes > 0 {
-			// Two-byte characters, and one byte more when the limit is odd.
-			exact := strings.Repeat("ñ", bytes/2) + strings.Repeat("a", bytes%2)
-			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: exact}); err != nil {
-				t.Fatalf("a text of exactly the limit (%d bytes): %v", bytes, err)
-			}
-			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: exact + "a"}); !errors.Is(err, channel.ErrPayloadTooLarge) {
-				t.Fatalf("a text of limit+1 (%d) bytes: %v, want ErrPayloadTooLarge from the channel", bytes+1, err)
-			}
-		}
-		long := strings.Repeat("palabra ñandú 🦜 ", max(runes, bytes)/5)
-		before := len(ch.Texts(ch.Chat))
-		parts := httpkit.Split(long, runes, bytes)
-		if len(parts) < 2 {
-			t.Fatalf("%d characters split into %d parts", len([]rune(long)), len(parts))
-		}
-		for i, part := range parts {
-			if _, err := p.Send(ctx, channel.Outbound{Chat: ch.Chat, Text: part}); err != nil {
-				t.Fatalf("part %d of %d: %v", i+1, len(parts), err)
-			}
-		}
-		if got := strings.Join(ch.Texts(ch.Chat)[before:], ""); got != long {
-			t.Fatalf("the parts the fake got do not join into the text (%d of %d bytes)", len(got), len(long))
-		}
-	})
-
-	t.Run("media/serialize-rehydrate-load", func(t *testing.T) {
-		if ch.NoInboundMedia != "" {
-			t.Skip(ch.NoInboundMedia)
-		}
-		codec, ok := p.(channel.MediaRefCodec)
-		loader, ok2 := p.(channel.MediaLoader)
-		if !ok || !ok2 {
-			t.Fatal("the provider has no durable media (channel.MediaRefCodec and channel.MediaLoader)")
-		}
-		before := len(a.Admitted())
-		if code := serve(ch.Signed(t, ch.ImageBody(api.URL, "contract-image"))); code/100 != 2 {
-			t.Fatalf("image webhook: HTTP %d", code)
-		}
-		msgs := a.Admitted()
-		if len(msgs) != before+1 || len(msgs[before].Media) != 1 {
-			t.Fatalf("the image message was admitted as %+v", msgs[before:])
-		}
-		live := msgs[before].Media[0]
-		if live.Type != "image" || live.Ref == "" {
-			t.Fatalf("inbound image parsed as %+v", live)
-		}
-		stored, ok := codec.SerializeMediaRef(live)
-		if !ok || stored.V < 1 {
-			t.Fatalf("SerializeMediaRef(%+v) = %+v, %v", live, stored, ok)
-		}
-		js, _ := json.Marshal(stored)
-		for _, s := range ch.Secrets {
-			if bytes.Contains(js, []byte(s)) {
-				t.Fatalf("the stored ref %s holds a credential", js)
-			}
-		}
-		var back channel.StoredRef
-		if err := json.Unmarshal(js, &back); err != nil {
-			t.Fatal(err)
-		}
-		m, err := codec.RehydrateMediaRef(back)
-		if err != nil || m.Ref != live.Ref {
-			t.Fatalf("RehydrateMediaRef(%s) = %+v, %v; want ref %q", js, m, err, live.Ref)
-		}
-		got, err := loader.LoadMedia(ctx, m, 1<<20)
-		if err != nil || !bytes.Equal(got, ch.ImageBytes) {
-			t.Fatalf("LoadMedia: %d bytes, %v; want the fake's %d bytes", len(got), err, len(ch.ImageBytes))
-		}
-		if _, err := loader.LoadMedia(ctx, m, int64(len(ch.ImageBytes)-1)); !httpkit.MediaGone(err) {
-			t.Fatalf("LoadMedia over the size limit: %v, want the media unavailable (httpkit.MediaGone)", err)
-		}
-		if _, err := loader.LoadMedia(ctx, ch.GoneMedia(api.URL), 1<<20); !httpkit.MediaGone(err) {
-			t.Fatalf("LoadMedia of media the channel does not have: %v, want the media unavailable (httpkit.MediaGone)", err)
-		}
-		down.Store(true)
-		_, err = loader.LoadMedia(ctx, m, 1<<20)
-		down.Store(false)
-		if err == nil || httpkit.MediaGone(err) {
-			t.Fatalf("LoadMedia while the API is down: %v, want a retryable error", err)
-		}
-		for _, bad := range []channel.StoredRef{
-			{V: stored.V + 1, Data: stored.Data},
-			{V: stored.V, Data: json.RawMessage(`{}`)},
-			{V: stored.V, Data: json.RawMessage(`"not an object"`)},
-			{V: stored.V, Data: json.RawMessage(`{"file_id":"","media_id":"../x","url":"https://evil.example/x"}`)},
-		} {
-			if m, err := codec.RehydrateMediaRef(bad); err == nil {
-				t.Errorf("RehydrateMediaRef(%+v) accepted it as %+v", bad, m)
-			}
-		}
+			return msgs[before].Media[0]
+		},
+		ImageBytes: ch.ImageBytes,
+		GoneMedia:  func() channel.Media { return ch.GoneMedia(api.URL) },
 	})
 }
 
