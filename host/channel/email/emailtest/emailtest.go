@@ -93,6 +93,7 @@ type Server struct {
 	sent    []Sent
 	fail    func(stage string) *smtp.SMTPError
 	held    bool
+	down    bool
 	reached chan struct{}
 	release chan struct{}
 }
@@ -117,6 +118,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.imap = imapserver.New(&imapserver.Options{
 		NewSession: func(*imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
+			if s.isDown() {
+				return nil, nil, &imap.Error{Type: imap.StatusResponseTypeBye, Text: "service unavailable"}
+			}
 			return &session{SessionIMAP4rev2: mem.NewSession().(imapserver.SessionIMAP4rev2), s: s}, nil, nil
 		},
 		Caps:   caps,
@@ -209,6 +213,21 @@ func (s *Server) Fail(f func(stage string) *smtp.SMTPError) {
 	s.fail = f
 }
 
+// Down makes both servers refuse new sessions (true), as a mail service
+// that is down does, IMAP with a BYE greeting and SMTP with a 451 to EHLO,
+// or accept them again (false). Sessions already open go on.
+func (s *Server) Down(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
+func (s *Server) isDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.down
+}
+
 // Sent returns what the SMTP server accepted.
 func (s *Server) Sent() []Sent {
 	s.mu.Lock()
@@ -245,7 +264,12 @@ func (l literal) Size() int64 { return l.Reader.Size() }
 
 type backend struct{ s *Server }
 
-func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &submission{s: b.s}, nil }
+func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) {
+	if b.s.isDown() {
+		return nil, errors.New("service unavailable")
+	}
+	return &submission{s: b.s}, nil
+}
 
 // submission is one SMTP submission: AUTH PLAIN first, then one message.
 type submission struct {
