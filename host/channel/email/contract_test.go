@@ -53,10 +53,18 @@ func TestContract(t *testing.T) {
 			return channel.Outbound{Chat: chat, Text: "x"}
 		}, Is: is, Permanent: is == nil}
 	}
+	out := inbound(t, "contract-out@example.org")
+	// goneRef names a message the mailbox does not have.
+	var ref map[string]any
+	if err := json.Unmarshal([]byte(out.Ref), &ref); err != nil {
+		t.Fatal(err)
+	}
+	ref["mid"], ref["uid"] = "gone@example.org", 999999
+	goneRef, _ := json.Marshal(ref)
 	channeltest.RunSend(t, channeltest.SendContract{
 		Channel:  p,
 		Chat:     chat,
-		MediaOut: inbound(t, "contract-out@example.org"),
+		MediaOut: out,
 		Texts: func(chat string) []string {
 			var out []string
 			for _, m := range s.Sent() {
@@ -77,33 +85,13 @@ func TestContract(t *testing.T) {
 			channeltest.Refusal("buttons", channel.Outbound{Chat: chat, Text: "pick", Buttons: []abi.Button{{ID: "a", Title: "A"}}}, channel.ErrUnsupportedContent),
 			{Name: "empty text", Arrange: func() channel.Outbound { return channel.Outbound{Chat: chat} }, Permanent: true},
 		},
-		NoRateLimit:  "SMTP has no reply asking to wait a given time: a 4xx (421, 451) is a plain retry",
-		Down:         s.Down,
-		Secrets:      []string{emailtest.Password},
-		Unlimited:    "email declares no text limit: a submission server caps a message's size (552, mapped to ErrPayloadTooLarge), not its text",
-		InboundImage: func(t *testing.T) channel.Media { return inbound(t, "contract-image@example.org") },
-		ImageBytes:   png,
-		GoneMedia: func() channel.Media {
-			var ref map[string]any
-			if err := json.Unmarshal([]byte(inboundRef(t, j)), &ref); err != nil {
-				t.Fatal(err)
-			}
-			ref["mid"], ref["uid"] = "gone@example.org", 999999
-			b, _ := json.Marshal(ref)
-			return channel.Media{Type: "image", Ref: string(b)}
-		},
+		NoRateLimit:   "SMTP has no reply asking to wait a given time: a 4xx (421, 451) is a plain retry",
+		Down:          s.Down,
+		Secrets:       []string{emailtest.Password},
+		Unlimited:     "email declares no text limit: a submission server caps a message's size (552, mapped to ErrPayloadTooLarge), not its text",
+		InboundImage:  func(t *testing.T) channel.Media { return inbound(t, "contract-image@example.org") },
+		ImageBytes:    png,
+		GoneMedia:     func() channel.Media { return channel.Media{Type: "image", Ref: string(goneRef)} },
 		RefStoredAsIs: "an attachment's reference (its message's Message-ID and UID, its index and digest) is durable JSON without credentials",
 	})
-}
-
-// inboundRef returns the reference of the last attachment j admitted.
-func inboundRef(t *testing.T, j *counting) string {
-	msgs := j.Admitted()
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if len(msgs[i].Media) > 0 && strings.HasPrefix(msgs[i].Media[0].Ref, "{") {
-			return msgs[i].Media[0].Ref
-		}
-	}
-	t.Fatal("no attachment was admitted")
-	return ""
 }

@@ -98,6 +98,7 @@ type Network struct {
 	account      types.JID
 	linkAfter    int
 	phoneOffline bool
+	down         bool
 }
 
 // NewNetwork returns a fake WhatsApp whose phone links devices to account
@@ -137,6 +138,21 @@ func (n *Network) PhoneOffline(off bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.phoneOffline = off
+}
+
+// Down makes every client's calls answer whatsmeow.ErrNotConnected, as
+// whatsmeow does while its connection is lost (true), or not (false). The
+// clients emit no disconnection: the loss is between two keepalives.
+func (n *Network) Down(down bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down = down
+}
+
+func (n *Network) isDown() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.down
 }
 
 // Fail queues err as the answer of the next call of method ("SendMessage",
@@ -400,7 +416,7 @@ func (c *Client) ready() error {
 	if c.dev.ID == nil {
 		return whatsmeow.ErrNotLoggedIn
 	}
-	if !c.Connected() {
+	if !c.Connected() || c.net.isDown() {
 		return whatsmeow.ErrNotConnected
 	}
 	return nil
@@ -437,7 +453,7 @@ func (c *Client) SendMessage(ctx context.Context, to types.JID, msg *waE2E.Messa
 	if to.Server == types.GroupServer && !inGroup {
 		return whatsmeow.SendResponse{}, fmt.Errorf("failed to get group members: %w", whatsmeow.ErrGroupNotFound)
 	}
-	if !c.Connected() {
+	if !c.Connected() || c.net.isDown() {
 		return whatsmeow.SendResponse{}, fmt.Errorf("failed to send message node: %w", whatsmeow.ErrNotConnected)
 	}
 	if err := c.net.failed("SendMessage"); err != nil {
