@@ -17,6 +17,13 @@ import (
 // media. Run builds one for an HTTP channel from its Channel; a channel
 // on another transport (email, whatsapp-web) builds its own over its fake.
 type SendContract struct {
+	// Type, when set, is the channel's registered type name: RunSend then
+	// checks its registration too, as Run does with the inbound half.
+	Type string
+	// NoCredentials, set to the reason, is a channel whose entry needs no
+	// key beyond id and type (whatsapp-web pairs by QR code): its empty
+	// entry may pass Check.
+	NoCredentials string
 	// Channel is the provider under test, open on the fake.
 	Channel channel.Channel
 	// Chat is a chat the fake accepts sends to.
@@ -61,6 +68,9 @@ type SendContract struct {
 // RunSend runs the outbound half of the contract suite.
 func RunSend(t *testing.T, c SendContract) {
 	p, ctx := c.Channel, context.Background()
+	if c.Type != "" {
+		t.Run("registered", func(t *testing.T) { registered(t, Channel{Type: c.Type, Unsigned: c.NoCredentials}) })
+	}
 	t.Run("send/text-and-media", func(t *testing.T) {
 		before := len(c.Texts(c.Chat))
 		ref, err := p.Send(ctx, channel.Outbound{Chat: c.Chat, Text: "echo: hola"})

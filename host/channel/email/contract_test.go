@@ -62,6 +62,7 @@ func TestContract(t *testing.T) {
 	ref["mid"], ref["uid"] = "gone@example.org", 999999
 	goneRef, _ := json.Marshal(ref)
 	channeltest.RunSend(t, channeltest.SendContract{
+		Type:     "email",
 		Channel:  p,
 		Chat:     chat,
 		MediaOut: out,

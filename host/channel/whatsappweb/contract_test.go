@@ -13,6 +13,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/channeltest"
+	"github.com/botrun/botrun/host/channel/whatsappweb"
 )
 
 // TestContract runs the outbound half of the contract suite over the fake
@@ -38,9 +39,11 @@ func TestContract(t *testing.T) {
 	gone, path := inboundImage(t, b, c, "CONTRACT-GONE", false)
 	b.net.Expire(path, true)
 	channeltest.RunSend(t, channeltest.SendContract{
-		Channel:  b.p,
-		Chat:     alice.String(),
-		MediaOut: out,
+		Type:          whatsappweb.Type,
+		NoCredentials: "the device is linked by pairing (botrun pair, a QR code), its keys kept in the session store, not in the entry",
+		Channel:       b.p,
+		Chat:          alice.String(),
+		MediaOut:      out,
 		Texts: func(chat string) []string {
 			var texts []string
 			for _, s := range b.net.Sent() {
