@@ -179,6 +179,21 @@ session_lease = %q
 	sendOn(last, "s3", 8, true)
 	waitDelivered("after the failover")
 	waitSettled(t, bin, second.cfg, 12+16+8, 2*time.Minute)
+	// The sends settle too: one the dead leader delivered but did not mark
+	// may be claimed first by the standby, which hands it back to wait for
+	// the new leader's sweep (ProviderNotLeader, a short retry).
+	var unsent []string
+	if !waitfor.Every(200*time.Millisecond, 2*time.Minute, func() bool {
+		unsent = nil
+		for _, r := range list[durability.OutboxRecord](t, bin, second.cfg, "outbox") {
+			if r.State != durability.OutboxSent {
+				unsent = append(unsent, fmt.Sprintf("%s is %s (%s)", r.Key, r.State, r.Error))
+			}
+		}
+		return len(unsent) == 0
+	}) {
+		t.Fatalf("sends not sent after 2 minutes: %v", unsent)
+	}
 	statusLeader(t, bin, last.cfg, second.name, secondToken)
 
 	for _, r := range []*replica{second, last} {
