@@ -166,22 +166,27 @@ func sendFunc(name string) api.GoModuleFunc {
 				res, err = c.Env.Send(ctx, req)
 			}
 		})
-		switch {
-		case errors.Is(err, ErrTooLarge):
-			c.warn("send refused", "func", name, "err", err)
-			stack[0] = code(abi.CodeTooLarge)
-			return
-		case err != nil:
-			stack[0] = c.fail(err)
-			return
-		}
-		out, err := json.Marshal(res)
-		if err != nil {
-			stack[0] = c.fail(err)
-			return
-		}
-		stack[0] = c.setResult(out)
+		stack[0] = c.answer(res, err, "send refused", "func", name)
 	}
+}
+
+// answer is the code a journaling host function returns for its result res
+// or error err: TOO_LARGE for a refused size (warned as refused, with
+// attrs), the event's failure for another error, else 0 with res as the
+// pending JSON result.
+func (c *Call) answer(res any, err error, refused string, attrs ...any) uint64 {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		c.warn(refused, append(attrs, "err", err)...)
+		return code(abi.CodeTooLarge)
+	case err != nil:
+		return c.fail(err)
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return c.fail(err)
+	}
+	return c.setResult(out)
 }
 
 // payloadArg reads the (ptr, len) JSON argument of a host function called
@@ -235,21 +240,7 @@ func broadcast(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	var res abi.BroadcastResult
 	c.wait(func() { res, err = bc.Broadcast(ctx, req) })
-	switch {
-	case errors.Is(err, ErrTooLarge):
-		c.warn("broadcast refused", "err", err)
-		stack[0] = code(abi.CodeTooLarge)
-		return
-	case err != nil:
-		stack[0] = c.fail(err)
-		return
-	}
-	out, err := json.Marshal(res)
-	if err != nil {
-		stack[0] = c.fail(err)
-		return
-	}
-	stack[0] = c.setResult(out)
+	stack[0] = c.answer(res, err, "broadcast refused")
 }
 
 // channelOp is edit or typing (name): a channel call that is not journaled
