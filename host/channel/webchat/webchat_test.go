@@ -192,22 +192,41 @@ func TestGetListsSendsPerChatAfterSeq(t *testing.T) {
 
 func TestGetWaitsForTheNextSend(t *testing.T) {
 	p, _, srv := newServer(t)
-	got := make(chan listing, 1)
-	go func() { got <- get(t, srv.URL+"/webchat/web/messages?chat=c1&after=0&wait=10s") }()
-	time.Sleep(50 * time.Millisecond)
+	got := longPoll(t, p, srv.URL, "c1")
 	if _, err := p.Send(context.Background(), channel.Outbound{Chat: "c2", Text: "other chat"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Send(context.Background(), channel.Outbound{Chat: "c1", Text: "late"}); err != nil {
 		t.Fatal(err)
 	}
+	answered(t, got, "late")
+}
+
+// longPoll starts a long poll of chat's messages on the server at base and
+// returns once it waits for the next send.
+func longPoll(t *testing.T, p *Provider, base, chat string) <-chan listing {
+	t.Helper()
+	got := make(chan listing, 1)
+	go func() { got <- get(t, base+"/webchat/web/messages?chat="+chat+"&after=0&wait=60s") }()
+	fakekit.WaitFor(t, "the long poll of "+chat+" waiting", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.waiting[chat] != nil
+	})
+	return got
+}
+
+// answered fails t unless the long poll got answers with one message,
+// text.
+func answered(t *testing.T, got <-chan listing, text string) {
+	t.Helper()
 	select {
 	case l := <-got:
-		if len(l.Messages) != 1 || l.Messages[0].Text != "late" {
-			t.Fatalf("got %+v", l.Messages)
+		if len(l.Messages) != 1 || l.Messages[0].Text != text {
+			t.Fatalf("the long poll got %+v, want %q", l.Messages, text)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the long poll did not return after a send")
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the long poll did not return after a send of %q", text)
 	}
 }
 
@@ -307,8 +326,7 @@ func TestWebchatExposureLongPollOwnChat(t *testing.T) {
 	p.Routes(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	got := make(chan listing, 1)
-	go func() { got <- get(t, srv.URL+"/webchat/web/messages?chat=mine&after=0&wait=30s") }()
+	got := longPoll(t, p, srv.URL, "mine")
 	fakekit.WaitFor(t, "the long poll reading the transcript", func() bool { return tr.count("mine") > 0 })
 	p.mu.Lock()
 	mine := p.waiting["mine"].ch
@@ -326,14 +344,7 @@ func TestWebchatExposureLongPollOwnChat(t *testing.T) {
 	if _, err := p.Send(context.Background(), channel.Outbound{Chat: "mine", Text: "yours"}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case l := <-got:
-		if len(l.Messages) != 1 || l.Messages[0].Text != "yours" {
-			t.Fatalf("got %+v", l.Messages)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the long poll did not return after a send to its chat")
-	}
+	answered(t, got, "yours")
 	if n := tr.count("mine"); n != 2 {
 		t.Fatalf("the long poll read the transcript %d times, want 2 (before waiting, and once woken by its own chat)", n)
 	}

@@ -18,6 +18,7 @@ import (
 	"math/big"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emersion/go-imap/v2"
@@ -89,11 +90,13 @@ type Server struct {
 	imap *imapserver.Server
 	smtp *smtp.Server
 
+	// down makes both servers refuse new sessions (Down).
+	down atomic.Bool
+
 	mu      sync.Mutex
 	sent    []Sent
 	fail    func(stage string) *smtp.SMTPError
 	held    bool
-	down    bool
 	reached chan struct{}
 	release chan struct{}
 }
@@ -118,7 +121,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	s.imap = imapserver.New(&imapserver.Options{
 		NewSession: func(*imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
-			if s.isDown() {
+			if s.down.Load() {
 				return nil, nil, &imap.Error{Type: imap.StatusResponseTypeBye, Text: "service unavailable"}
 			}
 			return &session{SessionIMAP4rev2: mem.NewSession().(imapserver.SessionIMAP4rev2), s: s}, nil, nil
@@ -216,17 +219,7 @@ func (s *Server) Fail(f func(stage string) *smtp.SMTPError) {
 // Down makes both servers refuse new sessions (true), as a mail service
 // that is down does, IMAP with a BYE greeting and SMTP with a 451 to EHLO,
 // or accept them again (false). Sessions already open go on.
-func (s *Server) Down(down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = down
-}
-
-func (s *Server) isDown() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.down
-}
+func (s *Server) Down(down bool) { s.down.Store(down) }
 
 // Sent returns what the SMTP server accepted.
 func (s *Server) Sent() []Sent {
@@ -265,7 +258,7 @@ func (l literal) Size() int64 { return l.Reader.Size() }
 type backend struct{ s *Server }
 
 func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) {
-	if b.s.isDown() {
+	if b.s.down.Load() {
 		return nil, errors.New("service unavailable")
 	}
 	return &submission{s: b.s}, nil

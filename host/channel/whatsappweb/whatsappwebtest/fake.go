@@ -98,7 +98,8 @@ type Network struct {
 	account      types.JID
 	linkAfter    int
 	phoneOffline bool
-	down         bool
+	// down fails every client's calls (Down).
+	down atomic.Bool
 }
 
 // NewNetwork returns a fake WhatsApp whose phone links devices to account
@@ -143,17 +144,7 @@ func (n *Network) PhoneOffline(off bool) {
 // Down makes every client's calls answer whatsmeow.ErrNotConnected, as
 // whatsmeow does while its connection is lost (true), or not (false). The
 // clients emit no disconnection: the loss is between two keepalives.
-func (n *Network) Down(down bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.down = down
-}
-
-func (n *Network) isDown() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.down
-}
+func (n *Network) Down(down bool) { n.down.Store(down) }
 
 // Fail queues err as the answer of the next call of method ("SendMessage",
 // "IsOnWhatsApp", "Upload", "Download", "SendChatPresence", "MarkRead").
@@ -416,7 +407,7 @@ func (c *Client) ready() error {
 	if c.dev.ID == nil {
 		return whatsmeow.ErrNotLoggedIn
 	}
-	if !c.Connected() || c.net.isDown() {
+	if !c.Connected() || c.net.down.Load() {
 		return whatsmeow.ErrNotConnected
 	}
 	return nil
@@ -453,7 +444,7 @@ func (c *Client) SendMessage(ctx context.Context, to types.JID, msg *waE2E.Messa
 	if to.Server == types.GroupServer && !inGroup {
 		return whatsmeow.SendResponse{}, fmt.Errorf("failed to get group members: %w", whatsmeow.ErrGroupNotFound)
 	}
-	if !c.Connected() || c.net.isDown() {
+	if !c.Connected() || c.net.down.Load() {
 		return whatsmeow.SendResponse{}, fmt.Errorf("failed to send message node: %w", whatsmeow.ErrNotConnected)
 	}
 	if err := c.net.failed("SendMessage"); err != nil {
