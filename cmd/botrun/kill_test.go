@@ -349,7 +349,13 @@ token = %q
 		reps[i] = r
 	}
 
-	const chats, kills = 40, 20
+	// make test kills each run's processes 10 times (14 runs: 140 kills);
+	// make soak 20 times.
+	const chats = 40
+	kills := 10
+	if os.Getenv("BOTRUN_SOAK") != "" {
+		kills = 20
+	}
 	rng := rand.New(rand.NewPCG(20261129, uint64(len(channel+backend))))
 	var admitted sync.Map // text -> chat
 	var next atomic.Int64
