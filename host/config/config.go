@@ -31,6 +31,9 @@ type Config struct {
 	// Channels are the [[channels]] entries ([[providers]], the old name,
 	// is still accepted).
 	Channels []Channel `toml:"-"`
+	// APIs are the [[apis]] entries: the HTTP APIs a handler may call
+	// through the host (fetch).
+	APIs []API `toml:"apis"`
 	// Deprecations name what the file says in a way a later version will
 	// refuse, each with its line and the way out (botrun logs them at start
 	// and `botrun check` prints them).
@@ -87,9 +90,45 @@ type Bot struct {
 	// send hooks, in bytes of JSON (default 16MiB). A send or broadcast past
 	// it is refused (TOO_LARGE to the guest), nothing of it journaled.
 	MaxEventBytes Size `toml:"max_event_bytes"`
+	// MaxFetches caps the API calls (fetch) of one event (default 16);
+	// past it a call answers TOO_LARGE.
+	MaxFetches int `toml:"max_fetches"`
+	// MaxFetchWait caps the time one event's API calls may wait in all
+	// (default 2m); past it a call fails with a timeout. Waiting on an API
+	// counts neither against handler_timeout nor against instances.
+	MaxFetchWait Duration `toml:"max_fetch_wait"`
 	// DataDir holds the compilation cache and embedded backends' files, relative
 	// to the config file (default "data").
 	DataDir string `toml:"data_dir"`
+}
+
+// API is one [[apis]] entry: an HTTP API a handler may call through the
+// host. The host makes the call, adds the configured headers (the guest
+// never sees them) and an Idempotency-Key, and journals the answer before
+// the guest reads it, so a replayed turn reads the same answer.
+type API struct {
+	// Name is what the guest calls the API by.
+	Name string `toml:"name"`
+	// URL is the base every call's path goes under: http or https, a
+	// host, an optional path prefix.
+	URL string `toml:"url"`
+	// Headers are sent with every call, replacing the guest's of the same
+	// name (use ${ENV} for credentials); never journaled, never logged.
+	Headers map[string]string `toml:"headers"`
+	// Timeout bounds one call, its retries included (default 10s).
+	Timeout Duration `toml:"timeout"`
+	// MaxResponse caps a response's body (default 1MiB).
+	MaxResponse Size `toml:"max_response"`
+	// Retries is how many times a call is retried after a connection
+	// error, a 429 or a 5xx (default 2).
+	Retries *int `toml:"retries"`
+	// Journal commits each answer before the guest reads it, so a replay
+	// gets the same answer without calling again (default true); false
+	// is for reads that may be repeated, and costs no write.
+	Journal *bool `toml:"journal"`
+	// AllowPrivate lets the API be on a loopback, private or link-local
+	// address (default false: such a destination is refused).
+	AllowPrivate bool `toml:"allow_private"`
 }
 
 // HTTP is the [http] section.
@@ -290,6 +329,15 @@ func (c *Config) defaults(dir string) {
 	if b.MaxChatState == 0 {
 		b.MaxChatState = 4 << 20
 	}
+	if b.MaxFetches == 0 {
+		b.MaxFetches = 16
+	}
+	if b.MaxFetchWait == 0 {
+		b.MaxFetchWait = Duration(2 * time.Minute)
+	}
+	for i := range c.APIs {
+		c.APIs[i].defaults()
+	}
 	if b.DataDir == "" {
 		b.DataDir = "data"
 	}
@@ -384,4 +432,21 @@ func resolve(dir, p string) string {
 		return p
 	}
 	return filepath.Join(dir, p)
+}
+
+func (a *API) defaults() {
+	if a.Timeout == 0 {
+		a.Timeout = Duration(10 * time.Second)
+	}
+	if a.MaxResponse == 0 {
+		a.MaxResponse = 1 << 20
+	}
+	if a.Retries == nil {
+		two := 2
+		a.Retries = &two
+	}
+	if a.Journal == nil {
+		yes := true
+		a.Journal = &yes
+	}
 }

@@ -428,3 +428,50 @@ func TestEnvInAChannelEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIs: an [[apis]] entry's defaults, ${ENV} in its headers, and plain
+// http allowed on loopback or with allow_private.
+func TestAPIs(t *testing.T) {
+	t.Parallel()
+	src := `[bot]
+module = "b.wasm"
+[[channels]]
+id = "web"
+type = "webchat"
+
+[[apis]]
+name = "llm"
+url = "http://127.0.0.1:11434/v1"
+headers = { Authorization = "Bearer ${LLM_KEY}" }
+
+[[apis]]
+name = "crm"
+url = "http://10.0.0.5:8080"
+allow_private = true
+timeout = "30s"
+max_response = "4MiB"
+retries = 0
+journal = false
+`
+	cfg, err := Parse("bot.toml", src, env(map[string]string{"LLM_KEY": "sk-secret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Bot.MaxFetches != 16 || cfg.Bot.MaxFetchWait.D() != 2*time.Minute {
+		t.Errorf("bot.max_fetches %d, max_fetch_wait %s; want 16 and 2m", cfg.Bot.MaxFetches, cfg.Bot.MaxFetchWait.D())
+	}
+	llm, crm := cfg.APIs[0], cfg.APIs[1]
+	if llm.Headers["Authorization"] != "Bearer sk-secret" {
+		t.Errorf("headers: %q, want ${LLM_KEY} expanded", llm.Headers["Authorization"])
+	}
+	if llm.Timeout.D() != 10*time.Second || llm.MaxResponse != 1<<20 || *llm.Retries != 2 || !*llm.Journal || llm.AllowPrivate {
+		t.Errorf("llm defaults: %+v", llm)
+	}
+	if crm.Timeout.D() != 30*time.Second || crm.MaxResponse != 4<<20 || *crm.Retries != 0 || *crm.Journal || !crm.AllowPrivate {
+		t.Errorf("crm: %+v", crm)
+	}
+	_, err = Parse("bot.toml", src, env(nil))
+	if err == nil || !strings.Contains(err.Error(), "bot.toml:10: apis[0].headers.Authorization: environment variable LLM_KEY is not set") {
+		t.Errorf("unset ${LLM_KEY}: %v", err)
+	}
+}

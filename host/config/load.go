@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -246,6 +247,15 @@ func (p *parser) expand(v reflect.Value, key string, lookup func(string) (string
 		if !v.IsNil() {
 			p.expand(v.Elem(), key, lookup)
 		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			if e := v.MapIndex(k); e.Kind() == reflect.String {
+				x := reflect.New(e.Type()).Elem()
+				x.Set(e)
+				p.expand(x, key+"."+k.String(), lookup)
+				v.SetMapIndex(k, x)
+			}
+		}
 	case reflect.Slice:
 		for i := range v.Len() {
 			p.expand(v.Index(i), fmt.Sprintf("%s[%d]", key, i), lookup)
@@ -348,6 +358,7 @@ func (p *parser) validate(c *Config) {
 		p.add("admin.token", "shorter than 16 characters: use a long random token (e.g. openssl rand -hex 24) from ${ENV}")
 	}
 	p.validateAdminListen(c)
+	p.validateAPIs(c)
 	if t := c.Tracing; t.OTLPEndpoint != "" {
 		if u, err := url.Parse(t.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.add("tracing.otlp_endpoint", "%q: want the collector's OTLP/HTTP URL, e.g. http://127.0.0.1:4318/v1/traces", t.OTLPEndpoint)
@@ -476,4 +487,82 @@ func (p *parser) validateAdminListen(c *Config) {
 	if c.Admin.Token == "" {
 		p.add("admin.listen", "set without admin.token: the admin API is off without a token; set token (use ${ENV})")
 	}
+}
+
+var apiName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// headerName is an HTTP header name (a token, RFC 9110).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+// validateAPIs checks the [[apis]] entries: a unique name, a base URL a
+// call can go under, headers that can be sent, bounds that make sense.
+func (p *parser) validateAPIs(c *Config) {
+	if c.Bot.MaxFetches < 1 || c.Bot.MaxFetches > 1000 {
+		p.add("bot.max_fetches", "%d is outside 1..1000", c.Bot.MaxFetches)
+	}
+	if c.Bot.MaxFetchWait < Duration(time.Second) {
+		p.add("bot.max_fetch_wait", "%s is under 1s", c.Bot.MaxFetchWait.D())
+	}
+	seen := map[string]bool{}
+	for i, a := range c.APIs {
+		key := fmt.Sprintf("apis[%d]", i)
+		switch {
+		case !apiName.MatchString(a.Name):
+			p.add(key+".name", "%q: want 1 to 63 lower-case letters, digits, _ and - (the name the bot calls the API by)", a.Name)
+		case seen[a.Name]:
+			p.add(key+".name", "%q names two [[apis]] entries: give each its own name", a.Name)
+		}
+		seen[a.Name] = true
+		p.validateAPIURL(key+".url", a)
+		for _, name := range slices.Sorted(maps.Keys(a.Headers)) {
+			v := a.Headers[name]
+			if !headerName.MatchString(name) {
+				p.add(key+".headers", "%q is not a header name (letters, digits and !#$%%&'*+.^_`|~-)", name)
+			}
+			if strings.ContainsAny(v, "\r\n\x00") {
+				p.add(key+".headers", "the value of %s holds a line break or NUL: a header value is one line", name)
+			}
+			switch strings.ToLower(name) {
+			case "host", "content-length", "transfer-encoding", "connection", "idempotency-key":
+				p.add(key+".headers", "%s is set by the host, not by the config: remove it", name)
+			}
+		}
+		if a.Timeout < Duration(time.Millisecond) || a.Timeout > Duration(10*time.Minute) {
+			p.add(key+".timeout", "%s is outside 1ms..10m", a.Timeout.D())
+		}
+		if a.MaxResponse < 1 || a.MaxResponse > 64<<20 {
+			p.add(key+".max_response", "%d bytes is outside 1B..64MiB", a.MaxResponse)
+		}
+		if *a.Retries < 0 || *a.Retries > 10 {
+			p.add(key+".retries", "%d is outside 0..10", *a.Retries)
+		}
+	}
+}
+
+// validateAPIURL checks an API's base URL: http or https, a host, an
+// optional path prefix, and nothing that would not go under it.
+func (p *parser) validateAPIURL(key string, a API) {
+	raw := a.URL
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		p.add(key, "missing: the API's base URL, e.g. https://api.example.com/v1")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		p.add(key, "%q: want an http or https URL with a host, e.g. https://api.example.com/v1", raw)
+	case u.User != nil:
+		p.add(key, "the URL holds a user and password: put credentials in headers (with ${ENV}), never in the URL")
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(raw, "?") || strings.HasSuffix(raw, "#"):
+		p.add(key, "%q: the base URL takes no query or fragment (the bot adds its query to each call's path)", raw)
+	case u.Scheme == "http" && !a.AllowPrivate && !loopbackHost(u.Hostname()):
+		p.add(key, "%q: the headers (credentials) would cross the network in clear text: use https, or set allow_private = true for an API on your private network", raw)
+	}
+}
+
+// loopbackHost reports whether host names this machine.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
