@@ -98,6 +98,7 @@ FUZZ_TARGETS = \
 	./abi:FuzzDecodeSendRequest \
 	./abi:FuzzDecodeBroadcastRequest \
 	./abi:FuzzDecodeEditRequest \
+	./abi:FuzzDecodeFetchRequest \
 	./host/config:FuzzParse \
 	./host/channel/webchat:FuzzDecodePost \
 	./host/channel/httpchan:FuzzDecodeInbound \

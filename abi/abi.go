@@ -45,6 +45,7 @@ const (
 	FuncEdit        = "edit"
 	FuncTyping      = "typing"
 	FuncRewrite     = "rewrite"
+	FuncFetch       = "fetch"
 )
 
 // Status is what botrun_on_event returns.
@@ -80,6 +81,10 @@ const (
 	// failed: the event goes on; the pending result is {"error":…} (at most
 	// 1 KiB).
 	CodeChannelFailed Code = -9
+	// CodeFetchFailed answers fetch when the call got no response (refused
+	// destination, connection, timeout, a response over the API's
+	// max_response): the event goes on; the pending result is a FetchError.
+	CodeFetchFailed Code = -10
 )
 
 // String names the code as SPEC.md does.
@@ -103,6 +108,8 @@ func (c Code) String() string {
 		return "MEDIA_UNAVAILABLE"
 	case CodeChannelFailed:
 		return "CHANNEL_FAILED"
+	case CodeFetchFailed:
+		return "FETCH_FAILED"
 	}
 	return "UNKNOWN"
 }
