@@ -19,6 +19,10 @@ type Broadcaster = hostfuncs.Broadcaster
 // UNSUPPORTED).
 type Editor = hostfuncs.Editor
 
+// Fetcher is implemented by an Env that can call the configured APIs (the
+// ABI's fetch; without it the guest gets UNSUPPORTED).
+type Fetcher = hostfuncs.Fetcher
+
 // The errors an Env returns to answer the guest with a status rather than
 // fail the event.
 var (
@@ -36,4 +40,7 @@ var (
 	// ErrUnsupported is an Env's for a function it does not offer:
 	// UNSUPPORTED.
 	ErrUnsupported = hostfuncs.ErrUnsupported
+	// ErrNoAPI is Fetcher.Fetch's for an API no [[apis]] entry names:
+	// NOT_FOUND.
+	ErrNoAPI = hostfuncs.ErrNoAPI
 )

@@ -140,6 +140,14 @@ func (m *Module) acquire(ctx context.Context, p *pool) (*instance, error) {
 	return inst, nil
 }
 
+// slot is a call's place among p's running instances (hostfuncs.Call's
+// Slot): an API call gives it up while it waits and takes one back after,
+// so Workers bounds the instances computing, not those waiting.
+type slot struct{ p *pool }
+
+func (s slot) Pause()  { <-s.p.slots }
+func (s slot) Resume() { s.p.slots <- struct{}{} }
+
 // release returns a healthy instance to p, or closes a broken one.
 func (m *Module) release(ctx context.Context, p *pool, inst *instance, broken bool) {
 	m.mu.Lock()
@@ -237,7 +245,7 @@ func (m *Module) Handle(ctx context.Context, ev abi.Event, env Env) error {
 	inst.out.Begin(ev.ID)
 
 	callCtx, dl := startDeadline(ctx, m.engine.cfg.HandlerTimeout)
-	c.Deadline = dl
+	c.Deadline, c.Slot = dl, slot{&m.events}
 	res, callErr := inst.onEvent.Call(hostfuncs.WithCall(callCtx, c), uint64(len(payload)))
 	deadline := context.Cause(callCtx)
 	dl.stop()

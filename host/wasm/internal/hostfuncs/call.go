@@ -29,6 +29,11 @@ type Call struct {
 	Output *Output
 	// Deadline is the guest's clock, paused while a host call waits.
 	Deadline Deadline
+	// Slot, when set, is the instance's place among the module's running
+	// instances: a host call that waits long (an API call) gives it up
+	// (Pause) and takes one back (Resume, waiting while all are busy), so
+	// a waiting guest keeps no other from computing.
+	Slot Deadline
 	// Hook is the send hook export this call runs ("" for an event): a
 	// hook reads its SendHook with event_read and may log, but the event's
 	// functions answer it as outside an event.
@@ -68,6 +73,18 @@ func (c *Call) wait(f func()) {
 	c.Deadline.Pause()
 	defer c.Deadline.Resume()
 	f()
+}
+
+// waitIdle is wait for a call that may take seconds (an API call): the
+// guest also gives up its compute slot meanwhile.
+func (c *Call) waitIdle(f func()) {
+	c.wait(func() {
+		if c.Slot != nil {
+			c.Slot.Pause()
+			defer c.Slot.Resume()
+		}
+		f()
+	})
 }
 
 type callKey struct{}

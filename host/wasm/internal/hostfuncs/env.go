@@ -50,6 +50,19 @@ type Editor interface {
 	Typing(ctx context.Context, req abi.TypingRequest) error
 }
 
+// Fetcher is implemented by an Env that can call the configured APIs (the
+// ABI's fetch; without it the guest gets UNSUPPORTED). ErrNoAPI answers an
+// API the config does not name (NOT_FOUND), ErrTooLarge a call past
+// bot.max_fetches (TOO_LARGE), an *abi.FetchError a call that got no
+// response (FETCH_FAILED), an error wrapping abi.ErrBadPayload a request
+// the host refuses (BAD_PAYLOAD); any other error is a host failure.
+type Fetcher interface {
+	Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchResponse, error)
+}
+
+// ErrNoAPI is returned by Fetcher.Fetch for an API no [[apis]] entry names.
+var ErrNoAPI = errors.New("no [[apis]] entry has that name")
+
 // ErrTooLarge is returned by Env calls for a request over a host limit (a
 // broadcast to more chats than bot.max_broadcast, a send or broadcast past
 // bot.max_event_bytes); the guest sees TOO_LARGE.

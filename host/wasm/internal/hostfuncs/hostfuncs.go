@@ -57,6 +57,7 @@ func hostModule(rt wazero.Runtime) wazero.HostModuleBuilder {
 	fn(abi.FuncEdit, []api.ValueType{i32, i32}, []api.ValueType{i32}, channelOp(abi.FuncEdit))
 	fn(abi.FuncTyping, []api.ValueType{i32, i32}, []api.ValueType{i32}, channelOp(abi.FuncTyping))
 	fn(abi.FuncRewrite, []api.ValueType{i32, i32}, []api.ValueType{i32}, rewrite)
+	fn(abi.FuncFetch, []api.ValueType{i32, i32}, []api.ValueType{i32}, fetch)
 	return b
 }
 
@@ -293,6 +294,46 @@ func channelOp(name string) api.GoModuleFunc {
 		}
 	}
 }
+
+// fetch calls a configured API through the Env (a Fetcher). It answers
+// the FetchResponse's length; NOT_FOUND for an API the config does not
+// name; TOO_LARGE past bot.max_fetches; FETCH_FAILED with a FetchError
+// pending when the call got no response; HOST_ERROR when its answer could
+// not be journaled. The guest waits without its deadline running and
+// without holding a compute slot.
+var fetch = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+	if c := eventOf(ctx); c != nil {
+		if _, ok := c.Env.(Fetcher); !ok {
+			stack[0] = code(abi.CodeUnsupported)
+			return
+		}
+	}
+	c, b, ok := payloadArg(ctx, mod, stack)
+	if !ok {
+		return
+	}
+	req, err := abi.DecodeFetchRequest(b)
+	var res abi.FetchResponse
+	if err == nil {
+		c.waitIdle(func() { res, err = c.Env.(Fetcher).Fetch(ctx, req) })
+	}
+	var failed *abi.FetchError
+	switch {
+	case errors.Is(err, abi.ErrBadPayload):
+		c.warn("guest passed a bad payload", "func", abi.FuncFetch, "err", err)
+		stack[0] = code(abi.CodeBadPayload)
+	case errors.Is(err, ErrNoAPI):
+		c.warn("guest called an API the config does not name", "api", req.API)
+		stack[0] = code(abi.CodeNotFound)
+	case errors.As(err, &failed):
+		c.warn("the API call failed", "api", req.API, "reason", failed.Reason, "err", failed.Message)
+		out, _ := json.Marshal(failed)
+		c.setResult(out)
+		stack[0] = code(abi.CodeFetchFailed)
+	default:
+		stack[0] = c.answer(res, err, "fetch refused", "api", req.API)
+	}
+})
 
 // stateKey reads a state key argument, or returns the error code to answer.
 func stateKey(mod api.Module, ptr, n uint32) (string, abi.Code) {
