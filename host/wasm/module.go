@@ -151,7 +151,9 @@ func (s slot) Resume() { s.p.slots <- struct{}{} }
 // release returns a healthy instance to p, or closes a broken one.
 func (m *Module) release(ctx context.Context, p *pool, inst *instance, broken bool) {
 	m.mu.Lock()
-	if broken || m.closed {
+	// More instances than slots exist while guests wait on APIs (slot):
+	// the pool keeps at most one idle instance per slot.
+	if broken || m.closed || len(p.idle) >= cap(p.slots) {
 		m.mu.Unlock()
 		inst.mod.Close(ctx)
 	} else {
