@@ -138,6 +138,27 @@ func hostChannelOp(fn string, p unsafe.Pointer, n int32) int32 {
 func hostEdit(p unsafe.Pointer, n int32) int32   { return hostChannelOp("edit", p, n) }
 func hostTyping(p unsafe.Pointer, n int32) int32 { return hostChannelOp("typing", p, n) }
 
+// nativeFetcher is a nativeHost that also calls APIs; without it fetch is
+// UNSUPPORTED. A code of FETCH_FAILED comes with its result.
+type nativeFetcher interface {
+	fetch(req []byte) (result []byte, code int32)
+}
+
+func hostFetch(p unsafe.Pointer, n int32) int32 {
+	f, ok := native.(nativeFetcher)
+	if !ok {
+		return -4
+	}
+	res, code := f.fetch(bytesAt(p, n))
+	if res != nil {
+		pending = res
+	}
+	if code < 0 {
+		return code
+	}
+	return int32(len(pending))
+}
+
 func hostNowMs() int64          { return 0 }
 func hostMediaLoad(int32) int32 { return -4 }
 

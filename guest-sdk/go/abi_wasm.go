@@ -52,5 +52,8 @@ func hostEdit(p unsafe.Pointer, n int32) int32
 //go:wasmimport botrun typing
 func hostTyping(p unsafe.Pointer, n int32) int32
 
+//go:wasmimport botrun fetch
+func hostFetch(p unsafe.Pointer, n int32) int32
+
 //go:wasmimport botrun rewrite
 func hostRewrite(p unsafe.Pointer, n int32) int32

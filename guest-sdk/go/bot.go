@@ -174,11 +174,14 @@ const (
 	// CodeChannelFailed: the channel refused or failed an edit or a typing
 	// indicator; see ChannelError. The event goes on.
 	CodeChannelFailed Code = -9
+	// CodeFetchFailed: an API call got no response; see FetchError. The
+	// event goes on.
+	CodeFetchFailed Code = -10
 )
 
 var codeNames = map[Code]string{CodeBadPointer: "BAD_POINTER", CodeBadPayload: "BAD_PAYLOAD", CodeNotFound: "NOT_FOUND",
 	CodeUnsupported: "UNSUPPORTED", CodeTooLarge: "TOO_LARGE", CodeNoResult: "NO_RESULT", CodeHostError: "HOST_ERROR",
-	CodeMediaUnavailable: "MEDIA_UNAVAILABLE", CodeChannelFailed: "CHANNEL_FAILED"}
+	CodeMediaUnavailable: "MEDIA_UNAVAILABLE", CodeChannelFailed: "CHANNEL_FAILED", CodeFetchFailed: "FETCH_FAILED"}
 
 // String is the code's SPEC name, e.g. "TOO_LARGE", or the number for a code
 // this SDK does not know.
@@ -206,7 +209,7 @@ var (
 
 var codeErrs = map[Code]error{CodeBadPointer: ErrBadPointer, CodeBadPayload: ErrBadPayload, CodeNotFound: ErrNotFound,
 	CodeUnsupported: ErrUnsupported, CodeTooLarge: ErrTooLarge, CodeNoResult: ErrNoResult, CodeHostError: ErrHostError,
-	CodeMediaUnavailable: ErrMediaUnavailable, CodeChannelFailed: ErrChannelFailed}
+	CodeMediaUnavailable: ErrMediaUnavailable, CodeChannelFailed: ErrChannelFailed, CodeFetchFailed: ErrFetchFailed}
 
 // HostError is a negative code from a host function (see SPEC.md section
 // 4.1). errors.Is matches it against the code's sentinel (ErrTooLarge, ...);
@@ -224,12 +227,14 @@ func (e *HostError) Error() string { return "botrun." + e.Func + ": " + e.Code.S
 func (e *HostError) Is(target error) bool { return target != nil && codeErrs[e.Code] == target }
 
 // CodeOf is the host code err carries (a *HostError's, CodeMediaUnavailable
-// for a *MediaUnavailableError, CodeChannelFailed for a *ChannelError), or 0
+// for a *MediaUnavailableError, CodeChannelFailed for a *ChannelError,
+// CodeFetchFailed for a *FetchError), or 0
 // when it carries none.
 func CodeOf(err error) Code {
 	var he *HostError
 	var mu *MediaUnavailableError
 	var ce *ChannelError
+	var fe *FetchError
 	switch {
 	case errors.As(err, &he):
 		return he.Code
@@ -237,6 +242,8 @@ func CodeOf(err error) Code {
 		return CodeMediaUnavailable
 	case errors.As(err, &ce):
 		return CodeChannelFailed
+	case errors.As(err, &fe):
+		return CodeFetchFailed
 	}
 	return 0
 }
