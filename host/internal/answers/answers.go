@@ -1,0 +1,101 @@
+// Package answers is the journal of what a turn's API calls (fetch) got:
+// each answer, or the failure that stood for one, is committed before the
+// guest reads it, keyed by the inbound record's id and the call's index
+// with the request's fingerprint, so that a turn run again (a crash, a lost
+// lease, a failover, an operator's replay) reads the same answers without
+// calling the APIs again. It keeps them in the backend's Kv beside the
+// journals, and purges them with the inbox records' retention.
+//
+// answers imports abi and durability; it never imports host.
+package answers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
+)
+
+// Answer is one journaled call: what it got (Response, or Error when it
+// got no response) for the request whose fingerprint is Fingerprint.
+type Answer struct {
+	Fingerprint string             `json:"fp"`
+	Response    *abi.FetchResponse `json:"response,omitempty"`
+	Error       *abi.FetchError    `json:"error,omitempty"`
+	// At is when it was journaled, in Unix milliseconds: Purge goes by it.
+	At int64 `json:"at"`
+}
+
+// Journal keeps the answers of one bot's turns in a Kv.
+type Journal struct {
+	kv     durability.Kv
+	prefix string
+}
+
+// New returns the journal of the bot whose keys start with prefix (the
+// bot's scope, as the channels' Env.KeyPrefix).
+func New(kv durability.Kv, prefix string) *Journal {
+	return &Journal{kv: kv, prefix: prefix + "fetch/"}
+}
+
+// key is the answer of call n (1-based) of record; the index is padded so
+// that a record's answers sort in call order.
+func (j *Journal) key(record string, n int) string {
+	return j.prefix + record + "/" + fmt.Sprintf("%06d", n)
+}
+
+// Get returns the answer of call n of record; ok is false when none was
+// journaled.
+func (j *Journal) Get(ctx context.Context, record string, n int) (a Answer, ok bool, err error) {
+	b, _, err := j.kv.Get(ctx, j.key(record, n))
+	if err != nil || b == nil {
+		return Answer{}, false, err
+	}
+	if err := json.Unmarshal(b, &a); err != nil {
+		return Answer{}, false, fmt.Errorf("answers: the answer of call %d of %s is unreadable: %w", n, record, err)
+	}
+	return a, true, nil
+}
+
+// Put journals a as the answer of call n of record, replacing the one a
+// diverged run journaled before; it returns once the write is durable.
+func (j *Journal) Put(ctx context.Context, record string, n int, a Answer) error {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("answers: encode the answer of call %d of %s: %w", n, record, err)
+	}
+	at := a.At
+	if err := j.kv.Commit(ctx, []durability.Write{{Key: j.key(record, n), Version: durability.AnyVersion, Value: b,
+		Group: j.prefix, Order: &at}}); err != nil {
+		return fmt.Errorf("answers: journal the answer of call %d of %s: %w", n, record, err)
+	}
+	return nil
+}
+
+// Purge deletes the answers journaled before before (Unix milliseconds),
+// in batches of 500, and returns how many went.
+func (j *Journal) Purge(ctx context.Context, before int64) (int, error) {
+	n := 0
+	for {
+		ids, err := j.kv.Range(ctx, j.prefix, durability.IndexOrder, durability.IndexEntry{Score: math.MinInt64}, before-1, 500)
+		if err != nil || len(ids) == 0 {
+			return n, err
+		}
+		writes := make([]durability.Write, len(ids))
+		for i, id := range ids {
+			writes[i] = durability.Write{Key: id.Key, Version: durability.AnyVersion, Delete: true, Group: j.prefix}
+		}
+		if err := j.kv.Commit(ctx, writes); err != nil {
+			return n, fmt.Errorf("answers: purge: %w", err)
+		}
+		n += len(ids)
+	}
+}
+
+// Key is the Idempotency-Key of call n (1-based) of record when the guest
+// gives none: "<record>:fetch:<n>".
+func Key(record string, n int) string { return record + ":fetch:" + strconv.Itoa(n) }
