@@ -135,6 +135,15 @@ type Metrics struct {
 	// ReplaysOnNewModule counts records run again under another module than
 	// the one that ran them before.
 	ReplaysOnNewModule int64 `json:"replays_on_new_module"`
+	// FetchCalls … FetchAmbiguous count the API calls (fetch): made,
+	// failed without a response, answered from the journal, made anew
+	// for a diverged request, made again after a crash that may have
+	// made them.
+	FetchCalls     int64 `json:"fetch_calls"`
+	FetchFailed    int64 `json:"fetch_failed"`
+	FetchReplayed  int64 `json:"fetch_replayed"`
+	FetchDiverged  int64 `json:"fetch_diverged"`
+	FetchAmbiguous int64 `json:"fetch_ambiguous"`
 }
 
 // Counters are the durability counters the message path bumps (see
@@ -148,6 +157,10 @@ type Counters struct {
 	ProviderNotLeader                                                  atomic.Int64
 	// ReplaysOnNewModule counts records run again under another module.
 	ReplaysOnNewModule atomic.Int64
+	// The API calls (fetch): made, failed without a response, answered
+	// from the journal, made anew for another request, made again after a
+	// crash that may have made them.
+	FetchCalls, FetchFailed, FetchReplayed, FetchDiverged, FetchAmbiguous atomic.Int64
 }
 
 // counterDefs are the counters, exported as botrun_<name>_total: name is
@@ -175,6 +188,11 @@ var counterDefs = []struct {
 	{"modules_loaded", "Modules swapped in by hot reload.", func(m Metrics) int64 { return m.ModulesLoaded }},
 	{"modules_refused", "Changed modules refused by hot reload.", func(m Metrics) int64 { return m.ModulesRefused }},
 	{"replays_on_new_module", "Replays run by another module than the first run.", func(m Metrics) int64 { return m.ReplaysOnNewModule }},
+	{"fetch_calls", "API calls (fetch) made.", func(m Metrics) int64 { return m.FetchCalls }},
+	{"fetch_failed", "API calls that got no response (refused, connection, timeout, too large).", func(m Metrics) int64 { return m.FetchFailed }},
+	{"fetch_replayed", "API calls answered from the journal, not made again.", func(m Metrics) int64 { return m.FetchReplayed }},
+	{"fetch_diverged", "API calls a replay made anew because its request differed from the journaled one.", func(m Metrics) int64 { return m.FetchDiverged }},
+	{"fetch_ambiguous", "API calls a replay made again with nothing journaled: the crashed attempt may have made them (same Idempotency-Key).", func(m Metrics) int64 { return m.FetchAmbiguous }},
 }
 
 // New builds the bot's metrics over src and starts observing the
@@ -392,6 +410,8 @@ func (in *Observer) Metrics() Metrics {
 		OutboxBypassed: c.OutboxBypassed.Load(), StaleLeases: c.StaleLeases.Load(),
 		OutboxDiverged: c.Diverged.Load(), InboundRefused: c.InboundRefused.Load(),
 		ReplaysOnNewModule: c.ReplaysOnNewModule.Load(), OutboxAmbiguousResolved: c.OutboxAmbiguousResolved.Load(),
+		FetchCalls: c.FetchCalls.Load(), FetchFailed: c.FetchFailed.Load(), FetchReplayed: c.FetchReplayed.Load(),
+		FetchDiverged: c.FetchDiverged.Load(), FetchAmbiguous: c.FetchAmbiguous.Load(),
 		ProviderNotLeader: c.ProviderNotLeader.Load(),
 	}
 	if in.src.Reloads != nil {

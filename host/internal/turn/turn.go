@@ -24,6 +24,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/httpkit"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/answers"
 	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/internal/send"
@@ -40,6 +41,9 @@ type Caps struct {
 	MaxSends, MaxBroadcast      int
 	MaxChatState, MaxEventBytes int64
 	HandlerTimeout              time.Duration
+	// MaxFetches is bot.max_fetches, MaxFetchWait bot.max_fetch_wait.
+	MaxFetches   int
+	MaxFetchWait time.Duration
 }
 
 // Config is what the turns of a bot share.
@@ -54,7 +58,11 @@ type Config struct {
 	Caps     Caps
 	// Wake asks the sweeper for a sweep now.
 	Wake sweep.Wake
-	Log  *slog.Logger
+	// APIs are the [[apis]] entries by name; Answers journals their
+	// answers (nil: no journal, as on a backend without a Kv).
+	APIs    map[string]API
+	Answers *answers.Journal
+	Log     *slog.Logger
 }
 
 // New returns the turn of ev. mediaReasons say which of its media are
@@ -65,7 +73,8 @@ func New(c Config, ev abi.Event, mediaReasons []string, held func() error) *Turn
 		metrics: c.Counters, maxSends: c.Caps.MaxSends, maxBroadcast: c.Caps.MaxBroadcast, quota: c.Caps.MaxChatState,
 		maxBytes: c.Caps.MaxEventBytes, hookBudget: wasm.NewBudget(c.Caps.HandlerTimeout),
 		event: ev, writes: map[string]durability.StateWrite{}, hooks: c.Sender.Hooks(),
-		stored: map[string]int{}, usage: map[string]*stateUsage{}, held: held, mediaReasons: mediaReasons}
+		stored: map[string]int{}, usage: map[string]*stateUsage{}, held: held, mediaReasons: mediaReasons,
+		apis: c.APIs, answers: c.Answers, maxFetches: c.Caps.MaxFetches, fetchWait: c.Caps.MaxFetchWait}
 }
 
 // FlushPosted makes the sends the guest posted, in order (see flushPosted).
@@ -157,6 +166,13 @@ type Turn struct {
 	// hookBudget is what the hooks of the event's sends may use together.
 	hooks      send.Hooks
 	hookBudget *wasm.Budget
+	// apis are the APIs the guest may call, answers their journal;
+	// fetches counts the event's calls, waited their time, against
+	// maxFetches and fetchWait.
+	apis                map[string]API
+	answers             *answers.Journal
+	fetches, maxFetches int
+	waited, fetchWait   time.Duration
 	// held, when set, refuses sends once the record's lease expired by
 	// this process's clock (coordination: a replica frozen past its lease
 	// and thawed must not act on what it read before).

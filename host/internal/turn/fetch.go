@@ -1,0 +1,131 @@
+package turn
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/internal/answers"
+	"github.com/botrun/botrun/host/internal/fetch"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+// API is one [[apis]] entry as a turn calls it.
+type API struct {
+	Caller *fetch.Caller
+	// Journal commits each answer before the guest reads it (the entry's
+	// journal key).
+	Journal bool
+}
+
+// Fetch implements wasm.Fetcher: the n-th call of the event goes to its
+// API under the Idempotency-Key "<event id>:fetch:<n>" (or the guest's
+// key). With the API's journal on, an answer journaled for the same call
+// with the same fingerprint is answered again without calling
+// (fetch_replayed); another fingerprint is called anew (fetch_diverged);
+// a replayed event's call with nothing journaled is called again under the
+// same key (fetch_ambiguous: the crashed attempt may have made it). The
+// answer, or the failure, is journaled before the guest reads it.
+func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchResponse, error) {
+	api, ok := t.apis[req.API]
+	if !ok {
+		return abi.FetchResponse{}, fmt.Errorf("api %q: %w", req.API, wasm.ErrNoAPI)
+	}
+	if t.fetches >= t.maxFetches {
+		return abi.FetchResponse{}, fmt.Errorf("more than bot.max_fetches = %d API calls in one event: %w", t.maxFetches, wasm.ErrTooLarge)
+	}
+	if err := t.fence(); err != nil {
+		return abi.FetchResponse{}, err
+	}
+	t.fetches++
+	n := t.fetches
+	freq := fetch.Request{Method: req.Method, Path: req.Path, Header: req.Headers, Body: req.Bytes(), Key: req.Key}
+	if freq.Key == "" {
+		freq.Key = answers.Key(t.event.ID, n)
+	}
+	fp := fetch.Fingerprint(req.API, freq)
+	journal := api.Journal && t.answers != nil
+	if journal {
+		a, found, err := t.answers.Get(ctx, t.event.ID, n)
+		if err != nil {
+			return abi.FetchResponse{}, err
+		}
+		switch {
+		case found && a.Fingerprint == fp:
+			t.metrics.FetchReplayed.Add(1)
+			if a.Error != nil {
+				return abi.FetchResponse{}, a.Error
+			}
+			res := *a.Response
+			res.Replayed = true
+			return res, nil
+		case found:
+			t.metrics.FetchDiverged.Add(1)
+		case t.event.Attempt > 1:
+			t.metrics.FetchAmbiguous.Add(1)
+		}
+	}
+	res, ferr := t.call(ctx, api.Caller, freq)
+	if ferr != nil {
+		var failed *abi.FetchError
+		if !errors.As(ferr, &failed) {
+			return abi.FetchResponse{}, ferr
+		}
+	}
+	if journal {
+		a := answers.Answer{Fingerprint: fp, At: time.Now().UnixMilli()}
+		if ferr != nil {
+			a.Error = ferr.(*abi.FetchError)
+		} else {
+			a.Response = &res
+		}
+		if err := t.answers.Put(ctx, t.event.ID, n, a); err != nil {
+			return abi.FetchResponse{}, err
+		}
+	}
+	return res, ferr
+}
+
+// call makes one call within what is left of the event's bot.max_fetch_wait.
+// Its error is an *abi.FetchError (no response), one wrapping
+// abi.ErrBadPayload (a request the host refuses, nothing sent), or the
+// turn's context's.
+func (t *Turn) call(ctx context.Context, c *fetch.Caller, req fetch.Request) (abi.FetchResponse, error) {
+	t.metrics.FetchCalls.Add(1)
+	left := t.fetchWait - t.waited
+	if left <= 0 {
+		return abi.FetchResponse{}, &abi.FetchError{Reason: abi.FetchTimeout, Message: "the event's API calls used up bot.max_fetch_wait"}
+	}
+	cctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	start := time.Now()
+	r, err := c.Do(cctx, req)
+	t.waited += time.Since(start)
+	var failed *fetch.Error
+	switch {
+	case err == nil:
+	case errors.Is(err, fetch.ErrBadPath), errors.Is(err, fetch.ErrBadRequest):
+		return abi.FetchResponse{}, fmt.Errorf("%w: %w", abi.ErrBadPayload, err)
+	case errors.As(err, &failed):
+		t.metrics.FetchFailed.Add(1)
+		return abi.FetchResponse{}, &abi.FetchError{Reason: failed.Reason, Message: failed.Message}
+	case ctx.Err() != nil:
+		return abi.FetchResponse{}, err
+	case cctx.Err() != nil:
+		t.metrics.FetchFailed.Add(1)
+		return abi.FetchResponse{}, &abi.FetchError{Reason: abi.FetchTimeout, Message: "the event's API calls used up bot.max_fetch_wait"}
+	default:
+		return abi.FetchResponse{}, err
+	}
+	res := abi.FetchResponse{Status: r.Status, Headers: r.Header}
+	if utf8.Valid(r.Body) {
+		res.Body = string(r.Body)
+	} else {
+		res.BodyBase64 = base64.StdEncoding.EncodeToString(r.Body)
+	}
+	return res, nil
+}
