@@ -18,6 +18,7 @@ import (
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/internal/alertsink"
+	"github.com/botrun/botrun/host/internal/answers"
 	"github.com/botrun/botrun/host/internal/clock"
 	"github.com/botrun/botrun/host/internal/dispatch"
 	"github.com/botrun/botrun/host/internal/guard"
@@ -91,8 +92,10 @@ type Bot struct {
 	ownBackend bool
 	// kv is the backend's Kv, which channels keep their own data in (nil
 	// when the backend has none).
-	kv    durability.Kv
-	inbox durability.InboxJournal
+	kv durability.Kv
+	// answers journals the API calls' answers (nil without a Kv).
+	answers *answers.Journal
+	inbox   durability.InboxJournal
 	// coord serializes chats' turns across replicas (nil without
 	// [durability] coordination).
 	coord  *worker.Coordination
@@ -215,6 +218,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		Instance: b.policy.instanceID, Boot: b.boot, Poll: b.policy.poll, Retention: b.policy.retention,
 		InboxLease: b.policy.inboxLease, OutboxLease: b.policy.outboxLease, Workers: cfg.Bot.Workers,
 		Wake: b.wake, Log: b.log, Clock: b.clock})
+	if b.answers != nil {
+		b.sweeper.PurgeToo(b.answers)
+	}
 	sc := send.Config{Outbox: b.outbox, Channels: b.providers, Policy: b.policy.send(), Counters: &b.metrics,
 		Tracer: b.tr.Tracer(), SendTime: b.obs.SendObservers(ids), Log: b.log, Leases: b.leases,
 		Alerts: alertsink.SendAlerts{A: b.alerts}, Wake: b.wake, Sweeper: b.sweeper,
@@ -227,10 +233,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		sc.Queued = b.dispatch
 	}
 	b.sender = send.New(sc)
+	apis, err := buildAPIs(cfg.APIs)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
 	turnCfg := turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
-		Counters: &b.metrics,
+		Counters: &b.metrics, APIs: apis, Answers: b.answers,
 		Caps: turn.Caps{MaxSends: cfg.Bot.MaxSends, MaxBroadcast: cfg.Bot.MaxBroadcast, MaxChatState: int64(cfg.Bot.MaxChatState),
-			MaxEventBytes: int64(cfg.Bot.MaxEventBytes), HandlerTimeout: time.Duration(cfg.Bot.HandlerTimeout)},
+			MaxEventBytes: int64(cfg.Bot.MaxEventBytes), HandlerTimeout: time.Duration(cfg.Bot.HandlerTimeout),
+			MaxFetches: cfg.Bot.MaxFetches, MaxFetchWait: time.Duration(cfg.Bot.MaxFetchWait)},
 		Wake: b.wake, Log: b.log}
 	b.worker = worker.New(worker.Config{Inbox: b.inbox, Coord: b.coord, Leases: b.leases, Sender: b.sender, Turn: turnCfg,
 		Guest: b.guest, Channels: b.providers, Tracer: b.tr, Observer: b.obs, Counters: &b.metrics, Alerts: b.alerts,
@@ -267,6 +279,7 @@ func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) erro
 	b.inbox, b.outbox, b.state = j.Inbox, j.Outbox, j.State
 	if kvb, ok := b.backend.(interface{ Kv() durability.Kv }); ok {
 		b.kv = kvb.Kv()
+		b.answers = answers.New(b.kv, scope.ID()+"/")
 	}
 	if coordinated {
 		order, ok := j.Inbox.(durability.ChatOrder)

@@ -70,6 +70,8 @@ type Sweeper struct {
 	inboxBacklog atomic.Bool
 	// sweeps counts the sweeps Run has finished.
 	sweeps atomic.Int64
+	// also is what the retention purge deletes beside the journals.
+	also []Purger
 }
 
 // Sweeps is how many sweeps Run has finished: a test that checks nothing
@@ -207,6 +209,15 @@ func (s *Sweeper) queueLow() {
 	}
 }
 
+// Purger is more the retention purge deletes: what was kept before before
+// (Unix milliseconds) beside the journals (the API calls' answers).
+type Purger interface {
+	Purge(ctx context.Context, before int64) (int, error)
+}
+
+// PurgeToo adds p to the retention purge. Call it before Run.
+func (s *Sweeper) PurgeToo(p Purger) { s.also = append(s.also, p) }
+
 // Purge deletes the done inbound and sent outbound records completed more
 // than durability.retention ago; dead letters stay for the operator (botrun
 // purge --dead, POST /admin/purge-dead).
@@ -214,11 +225,16 @@ func (s *Sweeper) Purge(ctx context.Context) {
 	before := s.c.Clock.Now().Add(-s.c.Retention).UnixMilli()
 	in, err1 := s.c.Inbox.Purge(ctx, before)
 	out, err2 := s.c.Outbox.Purge(ctx, before)
-	if err := errors.Join(err1, err2); err != nil && ctx.Err() == nil {
+	errs, more := []error{err1, err2}, 0
+	for _, p := range s.also {
+		n, err := p.Purge(ctx, before)
+		errs, more = append(errs, err), more+n
+	}
+	if err := errors.Join(errs...); err != nil && ctx.Err() == nil {
 		s.c.Log.Error("retention purge failed", "err", err)
 		return
 	}
-	if in+out > 0 {
-		s.c.Log.Info("retention purge", "done_inbox", in, "sent_outbox", out)
+	if in+out+more > 0 {
+		s.c.Log.Info("retention purge", "done_inbox", in, "sent_outbox", out, "answers", more)
 	}
 }
