@@ -327,7 +327,11 @@ var fetch = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []u
 		stack[0] = code(abi.CodeNotFound)
 	case errors.As(err, &failed):
 		c.warn("the API call failed", "api", req.API, "reason", failed.Reason, "err", failed.Message)
-		out, _ := json.Marshal(failed)
+		e := *failed
+		if len(e.Message) > 160 { // the JSON stays under the 1 KiB SPEC.md promises
+			e.Message = strings.ToValidUTF8(e.Message[:160], "")
+		}
+		out, _ := json.Marshal(e)
 		c.setResult(out)
 		stack[0] = code(abi.CodeFetchFailed)
 	default:
