@@ -501,3 +501,20 @@ func TestDoIsSafeForConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestDoSpeaksTLSToTheNameItResolved(t *testing.T) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto+" "+r.TLS.ServerName)
+	}))
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
+	var lookups atomic.Int32
+	c := newCaller(t, "https://example.com:"+port, Options{LookupIP: lookup(&lookups, "127.0.0.1")}, nil)
+	c.client.Transport.(*http.Transport).TLSClientConfig = s.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	resp, err := do(t, c, Request{Path: "/"})
+	if err != nil || string(resp.Body) != "HTTP/2.0 example.com" {
+		t.Fatalf("Do = %q, %v; want HTTP/2 with the name example.com (the test certificate's)", resp.Body, err)
+	}
+}
