@@ -165,7 +165,7 @@ func New(api API, opts Options) (*Caller, error) {
 		c.lookupIP = lookupDefault
 	}
 	transport := &http.Transport{
-		Proxy:               nil,
+		Proxy:               nil, // never a proxy from the environment: the dial is what is checked
 		DialContext:         c.dialChecked,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 16,
