@@ -137,7 +137,7 @@ func TestLeaderOnlySession(t *testing.T) {
 	shared := memory.New()
 	net := &sessionNet{}
 	a := newTestBot(t, leaderConfig(t, "replica-a"), shared, replyOnce, &sessionChannel{id: "wa", replica: "replica-a", net: net})
-	if !waitFor(30*time.Second, func() bool { return net.holder() == "replica-a" }) {
+	if !waitFor(60*time.Second, func() bool { return net.holder() == "replica-a" }) {
 		t.Fatal("replica-a never led the session")
 	}
 	b := newTestBot(t, leaderConfig(t, "replica-b"), shared, replyOnce, &sessionChannel{id: "wa", replica: "replica-b", net: net})
@@ -247,7 +247,7 @@ func TestLeaderSessionWithoutAKvRunsHere(t *testing.T) {
 	net := &sessionNet{}
 	b := newTestBot(t, leaderConfig(t, "r"), noKv{memory.New()}, replyOnce, &sessionChannel{id: "wa", replica: "r", net: net})
 	defer b.stop(t)
-	if !waitFor(30*time.Second, func() bool { return net.holder() == "r" }) {
+	if !waitFor(60*time.Second, func() bool { return net.holder() == "r" }) {
 		t.Fatal("the session never ran")
 	}
 	if res, err := b.Send(context.Background(), "wa", "c", "hi", "k"); err != nil || res.Status != abi.SendSent {

@@ -114,14 +114,14 @@ func TestRetentionKeepsDeadLetters(t *testing.T) {
 	b.admit(t, "c1", "m1", "poison")
 	b.admit(t, "c2", "m2", "dead send")
 	b.admit(t, "c3", "m3", "fine")
-	if !waitFor(30*time.Second, func() bool {
+	if !waitFor(60*time.Second, func() bool {
 		in, err1 := b.inbox.Get(context.Background(), "web:m1")
 		out, err2 := b.outbox.Get(context.Background(), "web:m2:1")
 		return err1 == nil && err2 == nil && in.State == durability.InboxDead && out.State == durability.OutboxDead && ch.count("c3", "ok") == 1
 	}) {
 		t.Fatal("the dead letters and the reply did not settle")
 	}
-	if !waitFor(30*time.Second, func() bool {
+	if !waitFor(60*time.Second, func() bool {
 		b.sweeper.Purge(b.baseCtx)
 		_, err := b.inbox.Get(context.Background(), "web:m3")
 		return errors.Is(err, durability.ErrNotFound)
@@ -172,7 +172,7 @@ func TestScopeSeparatesTenantsAndEnvironments(t *testing.T) {
 		if adm, err := b.admit(t, "c1", "m1", "hi"); err != nil || adm.Duplicate {
 			t.Fatalf("%+v: the same message id in another scope is not new: %+v %v", s, adm, err)
 		}
-		if !b.quiet(1, 30*time.Second) {
+		if !b.quiet(1, 60*time.Second) {
 			t.Fatalf("%+v: did not settle", s)
 		}
 		if n := ch.count("c1", "reminder"); n != 1 {

@@ -44,7 +44,7 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			var key string
-			if !waitFor(30*time.Second, func() bool {
+			if !waitFor(60*time.Second, func() bool {
 				recs, _ := a.Operator().ListOutbox(context.Background(), durability.ListFilter{State: string(durability.OutboxScheduled)})
 				if len(recs) == 1 {
 					key = recs[0].Key
@@ -69,7 +69,7 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 			if since := time.Since(start); since < 1500*time.Millisecond {
 				t.Fatalf("the reminder went out %s after the message, before its 1.5 s", since)
 			}
-			if !waitFor(30*time.Second, func() bool { return b.outboxRecord(t, key).State == durability.OutboxSent }) {
+			if !waitFor(60*time.Second, func() bool { return b.outboxRecord(t, key).State == durability.OutboxSent }) {
 				t.Fatalf("reminder record %+v: want sent", b.outboxRecord(t, key))
 			}
 			if rec := b.outboxRecord(t, key); rec.CompletedAt < start.UnixMilli()+1500 {
@@ -115,7 +115,7 @@ func TestSendLaterAndDiscard(t *testing.T) {
 	if err != nil || res.Status != abi.SendDeferred {
 		t.Fatalf("SendLater now: %+v %v", res, err)
 	}
-	if !waitFor(30*time.Second, func() bool { return ch.count("c9", "now") == 1 }) {
+	if !waitFor(60*time.Second, func() bool { return ch.count("c9", "now") == 1 }) {
 		t.Fatal("the operator's send was not delivered")
 	}
 	if ch.count("c9", "cancel me") != 0 || ch.count("c9", "held") != 0 {
@@ -165,7 +165,7 @@ func TestBroadcastSendsEachChatOnce(t *testing.T) {
 	if err := b.Operator().ReplayInbound(context.Background(), "web:m1"); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(30*time.Second, func() bool { return b.inboxState(t, "web:m1").Attempts == 1 && b.quiet(1, time.Millisecond) }) {
+	if !waitFor(2*time.Minute, func() bool { return b.inboxState(t, "web:m1").Attempts == 1 && b.quiet(1, time.Millisecond) }) {
 		t.Fatal("the replay did not settle")
 	}
 	if len(ch.texts()) != 250 {
@@ -180,7 +180,7 @@ func TestBroadcastSendsEachChatOnce(t *testing.T) {
 	if _, err := big.admit(t, "c1", "m2", "go"); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(30*time.Second, func() bool { return big.inboxState(t, "web:m2").State == durability.InboxDead }) {
+	if !waitFor(60*time.Second, func() bool { return big.inboxState(t, "web:m2").State == durability.InboxDead }) {
 		t.Fatalf("a broadcast over max_broadcast: %+v", big.inboxState(t, "web:m2"))
 	}
 	if r := big.inboxState(t, "web:m2"); !strings.Contains(r.Error, "max_broadcast") {
@@ -229,7 +229,7 @@ func sendParts(t *testing.T, prov channel.Channel, ch *fakeChannel, req abi.Send
 	if _, err := b.admit(t, "c1", "m1", "go"); err != nil {
 		t.Fatal(err)
 	}
-	if !b.quiet(1, 30*time.Second) {
+	if !b.quiet(1, 60*time.Second) {
 		t.Fatal("not handled")
 	}
 	return ch.texts()

@@ -299,7 +299,7 @@ func TestAfterSendAtLeastOnceAfterACrash(t *testing.T) {
 	if _, h := g.afterRuns("k1"); h.Ref != "ref-9" || h.Event != "web:m0" || h.Text != "hi" {
 		t.Errorf("after_send saw %+v", h)
 	}
-	if !waitFor(30*time.Second, func() bool { return b.outboxRecord(t, rules.AfterSendKey("k1")).State == durability.OutboxSent }) {
+	if !waitFor(60*time.Second, func() bool { return b.outboxRecord(t, rules.AfterSendKey("k1")).State == durability.OutboxSent }) {
 		t.Fatalf("record %+v, want sent", b.outboxRecord(t, rules.AfterSendKey("k1")))
 	}
 	if m := b.Observer().Metrics(); m.OutboxAmbiguous != 0 {
@@ -338,7 +338,7 @@ func TestSignatureExample(t *testing.T) {
 	if len(got) != 2 || got[1] != "echo: bye\n-- botrun" {
 		t.Fatalf("replies %q, want the password's reply cancelled", got)
 	}
-	if !waitFor(30*time.Second, func() bool {
+	if !waitFor(60*time.Second, func() bool {
 		return strings.Contains(logs.String(), "delivered web:s3:1 to s as message ")
 	}) {
 		t.Fatalf("the after-send hook did not log the delivery of web:s3:1:\n%s", logs.String())

@@ -174,7 +174,7 @@ func TestWebchatExposureTranscriptPurgedWithRetention(t *testing.T) {
 	}
 	// The reply is in the transcript (or already purged); it must go.
 	var es []webchat.Entry
-	if !waitFor(30*time.Second, func() bool {
+	if !waitFor(60*time.Second, func() bool {
 		w := httptest.NewRecorder()
 		b.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/webchat/web/messages?chat=c1&after=0", nil))
 		var got struct{ Messages []webchat.Entry }

@@ -135,7 +135,7 @@ func TestWebchatButtons(t *testing.T) {
 		}
 	}
 	post(`{"chat":"c1","text":"menu","id":"m1"}`)
-	if !waitFor(30*time.Second, func() bool { return len(transcriptOf(t, b.Bot, "c1")) == 1 }) {
+	if !waitFor(60*time.Second, func() bool { return len(transcriptOf(t, b.Bot, "c1")) == 1 }) {
 		t.Fatal("no menu")
 	}
 	m := transcriptOf(t, b.Bot, "c1")[0]
@@ -143,7 +143,7 @@ func TestWebchatButtons(t *testing.T) {
 		t.Fatalf("menu entry %+v", m)
 	}
 	post(fmt.Sprintf(`{"chat":"c1","id":"p1","interaction":{"id":"yes","title":"Yes","message":"%d"}}`, m.Seq))
-	if !waitFor(30*time.Second, func() bool { return len(transcriptOf(t, b.Bot, "c1")) == 2 }) {
+	if !waitFor(60*time.Second, func() bool { return len(transcriptOf(t, b.Bot, "c1")) == 2 }) {
 		t.Fatal("no answer to the press")
 	}
 	if got := transcriptOf(t, b.Bot, "c1")[1].Text; got != "you chose yes (Yes) on 1; text Yes" {
@@ -190,7 +190,7 @@ func TestEditAndTypingThroughTheABI(t *testing.T) {
 		if _, err := b.admit(t, "c1", "m1", "edit"); err != nil {
 			t.Fatal(err)
 		}
-		if !b.quiet(1, 30*time.Second) {
+		if !b.quiet(1, 60*time.Second) {
 			t.Fatal("not handled")
 		}
 		return b
