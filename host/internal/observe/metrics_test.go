@@ -13,7 +13,8 @@ func TestMetrics_TheSeedsCountersAndOurs(t *testing.T) {
 	json.Unmarshal(b, &m)
 	want := []string{"inbound_journaled", "inbound_duplicates", "inbound_replayed", "inbound_dead", "outbox_journaled",
 		"outbox_deduped", "outbox_retried", "outbox_deferred", "outbox_dead", "outbox_ambiguous", "outbox_bypassed",
-		"stale_leases", "outbox_diverged", "inbound_refused", "modules_loaded", "modules_refused", "replays_on_new_module", "outbox_ambiguous_resolved", "provider_not_leader"}
+		"stale_leases", "outbox_diverged", "inbound_refused", "modules_loaded", "modules_refused", "replays_on_new_module", "outbox_ambiguous_resolved", "provider_not_leader",
+		"fetch_calls", "fetch_failed", "fetch_replayed", "fetch_diverged", "fetch_ambiguous"}
 	if len(m) != len(want) {
 		t.Fatalf("%d counters: %v", len(m), m)
 	}
