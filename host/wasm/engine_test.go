@@ -250,7 +250,7 @@ func TestLoadRefusesBadModules(t *testing.T) {
 		{"not wasm", notWasm, "is not a WebAssembly module"},
 		{"truncated", truncated, "does not compile"},
 		{"no marker", wasmbuild.Go(t, "testdata/guests/nomarker"), `is not a botrun ABI v1 module: missing export "botrun_abi_v1"`},
-		{"unknown import", wasmbuild.Go(t, "testdata/guests/badimport"), `unknown import "botrun"."sned" (known in "botrun": broadcast, edit, enqueue, event_read, log, media_load, now_ms, post, result_read, rewrite, send, state_delete, state_get, state_set, typing)`},
+		{"unknown import", wasmbuild.Go(t, "testdata/guests/badimport"), `unknown import "botrun"."sned" (known in "botrun": broadcast, edit, enqueue, event_read, fetch, log, media_load, now_ms, post, result_read, rewrite, send, state_delete, state_get, state_set, typing)`},
 		{"bad hook", wasmbuild.Go(t, "testdata/guests/badimport"), `export "botrun_before_send" has signature (i32) -> (), want (i32) -> (i32)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
