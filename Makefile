@@ -27,6 +27,9 @@ examples/buttons/buttons.wasm: $(wildcard examples/buttons/*.go examples/buttons
 examples/orders/orders.wasm: $(wildcard examples/orders/*.go examples/orders/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
 	cd examples/orders && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o orders.wasm .
 
+examples/assistant/assistant.wasm: $(wildcard examples/assistant/*.go examples/assistant/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
+	cd examples/assistant && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o assistant.wasm .
+
 C_GUEST = clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -Wl,--strip-debug -Wall -Werror -I guest-sdk/c
 examples/c-echo/echo.wasm: examples/c-echo/echo.c guest-sdk/c/botrun.c guest-sdk/c/botrun.h
 	$(C_GUEST) -o $@ examples/c-echo/echo.c guest-sdk/c/botrun.c
@@ -53,7 +56,7 @@ examples/as-%/echo.wasm examples/as-%/flow.wasm: node_modules/.bin/asc $(wildcar
 
 # Every example (C needs clang and wasi-libc, Rust Debian's rustc with the
 # wasm32 std, AssemblyScript npm: see .ci/run); make run needs only Go.
-GO_EXAMPLES = examples/echo/echo.wasm examples/flow/flow.wasm examples/buttons/buttons.wasm examples/orders/orders.wasm
+GO_EXAMPLES = examples/echo/echo.wasm examples/flow/flow.wasm examples/buttons/buttons.wasm examples/orders/orders.wasm examples/assistant/assistant.wasm
 C_EXAMPLES = examples/c-echo/echo.wasm examples/c-flow/flow.wasm
 RUST_EXAMPLES = examples/rust-echo/echo.wasm examples/rust-flow/flow.wasm examples/rust-buttons/buttons.wasm
 AS_EXAMPLES = examples/as-echo/echo.wasm examples/as-flow/flow.wasm

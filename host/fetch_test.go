@@ -3,6 +3,8 @@ package host
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -117,5 +119,153 @@ func TestFetchJournaledAndReplayed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// slowAPI holds every call until want calls are in flight at once (or a
+// minute passed), then answers them all: it sees how many guests wait on
+// it together.
+type slowAPI struct {
+	want     int
+	mu       sync.Mutex
+	inFlight int
+	most     int
+	all      chan struct{}
+}
+
+func (a *slowAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	a.inFlight++
+	a.most = max(a.most, a.inFlight)
+	if a.inFlight == a.want {
+		close(a.all)
+	}
+	a.mu.Unlock()
+	select {
+	case <-a.all:
+	case <-time.After(time.Minute):
+	}
+	a.mu.Lock()
+	a.inFlight--
+	a.mu.Unlock()
+	w.Write([]byte("shipped"))
+}
+
+// TestFetchWaitingHoldsNoInstance: 64 chats whose handlers each wait on an
+// API call all wait at once with the default 8 instances: a guest waiting
+// on the host gives up its instance's slot (and its handler_timeout does
+// not run: the calls outlast a 1 s handler_timeout).
+func TestFetchWaitingHoldsNoInstance(t *testing.T) {
+	module := wasmbuild.Go(t, "../examples/orders")
+	const chats = 64
+	api := &slowAPI{want: chats, all: make(chan struct{})}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	cfg := testConfig(t, "")
+	cfg.Bot.Module = module
+	cfg.Bot.Workers, cfg.Bot.Instances = chats, 8
+	cfg.Bot.HandlerTimeout = config.Duration(time.Second)
+	retries, journal := 0, false
+	cfg.APIs = []config.API{{Name: "orders", URL: srv.URL, Timeout: config.Duration(2 * time.Minute), MaxResponse: 1 << 20,
+		Retries: &retries, Journal: &journal, AllowPrivate: true}}
+	ch := newChannel()
+	b := newTestBot(t, cfg, memoryBackend(t), nil, ch)
+	defer b.stop(t)
+	for i := range chats {
+		b.admit(t, fmt.Sprint("c", i), fmt.Sprint("m", i), "order 42")
+	}
+	if !b.quiet(chats, 3*time.Minute) {
+		t.Fatal("the messages did not settle")
+	}
+	for i := range chats {
+		if n := ch.count(fmt.Sprint("c", i), "Order 42: shipped"); n != 1 {
+			t.Fatalf("chat c%d got %d answers: %q", i, n, ch.texts())
+		}
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.most != chats {
+		t.Fatalf("at most %d calls waited at once, want all %d: a waiting guest holds one of the 8 instances", api.most, chats)
+	}
+}
+
+// completions is a fake OpenAI-compatible /v1/chat/completions: it checks
+// the key and the request, and answers with how many messages it got (or
+// fails while down).
+type completions struct {
+	mu    sync.Mutex
+	got   [][]map[string]string
+	down  bool
+	model string
+}
+
+func (c *completions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" || r.Method != "POST" || r.Header.Get("Authorization") != "Bearer sk-test" {
+		http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusUnauthorized)
+		return
+	}
+	var req struct {
+		Model    string              `json:"model"`
+		Messages []map[string]string `json:"messages"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model == "" || len(req.Messages) == 0 || req.Messages[0]["role"] != "system" {
+		http.Error(w, `{"error":{"message":"malformed"}}`, http.StatusBadRequest)
+		return
+	}
+	c.mu.Lock()
+	c.got, c.model = append(c.got, req.Messages), req.Model
+	down := c.down
+	c.mu.Unlock()
+	if down {
+		http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
+		return
+	}
+	last := req.Messages[len(req.Messages)-1]["content"]
+	json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]string{
+		"role": "assistant", "content": fmt.Sprintf("(%d messages) you said %q", len(req.Messages), last)}}}})
+}
+
+// TestAssistantExample: the assistant example sends the chat's history to
+// the completions API and answers with the completion; an API that fails
+// gets a plain apology, and the history goes on without the failed turn.
+func TestAssistantExample(t *testing.T) {
+	module := wasmbuild.Go(t, "../examples/assistant")
+	llm := &completions{}
+	srv := httptest.NewServer(llm)
+	defer srv.Close()
+	cfg := testConfig(t, "")
+	cfg.Bot.Module = module
+	retries, journal := 0, true
+	cfg.APIs = []config.API{{Name: "llm", URL: srv.URL + "/v1", Headers: map[string]string{"Authorization": "Bearer sk-test"},
+		Timeout: config.Duration(time.Minute), MaxResponse: 1 << 20, Retries: &retries, Journal: &journal, AllowPrivate: true}}
+	ch := newChannel()
+	b := newTestBot(t, cfg, memoryBackend(t), nil, ch)
+	defer b.stop(t)
+	b.admit(t, "c1", "m1", "hello")
+	if !b.quiet(1, time.Minute) {
+		t.Fatal("m1 did not settle")
+	}
+	b.admit(t, "c1", "m2", "and again")
+	if !b.quiet(2, time.Minute) {
+		t.Fatal("m2 did not settle")
+	}
+	llm.mu.Lock()
+	llm.down = true
+	llm.mu.Unlock()
+	b.admit(t, "c1", "m3", "are you there?")
+	if !b.quiet(3, time.Minute) {
+		t.Fatal("m3 did not settle")
+	}
+	want := []string{`(2 messages) you said "hello"`, `(4 messages) you said "and again"`, "Sorry, I cannot think right now. Please try again in a minute."}
+	if got := ch.texts(); !slices.Equal(got, want) {
+		t.Fatalf("replies %q, want %q", got, want)
+	}
+	llm.mu.Lock()
+	defer llm.mu.Unlock()
+	if second := llm.got[1]; len(second) != 4 || second[1]["content"] != "hello" || second[2]["role"] != "assistant" {
+		t.Fatalf("the second request's messages %v: want the system prompt, the first exchange and the new message", second)
+	}
+	if third := llm.got[2]; len(third) != 6 {
+		t.Fatalf("the third request has %d messages, want 6", len(third))
 	}
 }

@@ -429,8 +429,8 @@ func TestEnvInAChannelEntry(t *testing.T) {
 	}
 }
 
-// TestAPIs: an [[apis]] entry's defaults, ${ENV} in its headers, and plain
-// http allowed on loopback or with allow_private.
+// TestAPIs: an [[apis]] entry's defaults, ${ENV} in its headers, and an
+// API on this machine or a private network allowed with allow_private.
 func TestAPIs(t *testing.T) {
 	t.Parallel()
 	src := `[bot]
@@ -443,6 +443,7 @@ type = "webchat"
 name = "llm"
 url = "http://127.0.0.1:11434/v1"
 headers = { Authorization = "Bearer ${LLM_KEY}" }
+allow_private = true
 
 [[apis]]
 name = "crm"
@@ -464,7 +465,7 @@ journal = false
 	if llm.Headers["Authorization"] != "Bearer sk-secret" {
 		t.Errorf("headers: %q, want ${LLM_KEY} expanded", llm.Headers["Authorization"])
 	}
-	if llm.Timeout.D() != 10*time.Second || llm.MaxResponse != 1<<20 || *llm.Retries != 2 || !*llm.Journal || llm.AllowPrivate {
+	if llm.Timeout.D() != 10*time.Second || llm.MaxResponse != 1<<20 || *llm.Retries != 2 || !*llm.Journal {
 		t.Errorf("llm defaults: %+v", llm)
 	}
 	if crm.Timeout.D() != 30*time.Second || crm.MaxResponse != 4<<20 || *crm.Retries != 0 || *crm.Journal || !crm.AllowPrivate {

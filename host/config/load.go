@@ -553,16 +553,19 @@ func (p *parser) validateAPIURL(key string, a API) {
 		p.add(key, "the URL holds a user and password: put credentials in headers (with ${ENV}), never in the URL")
 	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(raw, "?") || strings.HasSuffix(raw, "#"):
 		p.add(key, "%q: the base URL takes no query or fragment (the bot adds its query to each call's path)", raw)
-	case u.Scheme == "http" && !a.AllowPrivate && !loopbackHost(u.Hostname()):
-		p.add(key, "%q: the headers (credentials) would cross the network in clear text: use https, or set allow_private = true for an API on your private network", raw)
+	case !a.AllowPrivate && privateHost(u.Hostname()):
+		p.add(key, "%q is on this machine or a private network, which the host refuses to call unless the entry says allow_private = true", raw)
+	case u.Scheme == "http" && !a.AllowPrivate:
+		p.add(key, "%q: the headers (credentials) would cross the network in clear text: use https, or set allow_private = true for an API on this machine or your private network", raw)
 	}
 }
 
-// loopbackHost reports whether host names this machine.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
+// privateHost reports whether host is localhost or a loopback, private,
+// link-local or unspecified address.
+func privateHost(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified())
 }
