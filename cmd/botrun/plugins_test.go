@@ -97,9 +97,9 @@ func TestREADMEChannelTable(t *testing.T) {
 	}
 }
 
-// TestExampleChannels uncomments every channel of bot.toml.example: each one's
-// keys, as documented there, must load, and every channel type this program
-// registers must be there.
+// TestExampleChannels uncomments every channel (and API) of
+// bot.toml.example: each one's keys, as documented there, must load, and
+// every channel type this program registers must be there.
 func TestExampleChannels(t *testing.T) {
 	src, err := os.ReadFile("../../bot.toml.example")
 	if err != nil {
@@ -116,7 +116,7 @@ func TestExampleChannels(t *testing.T) {
 	if first < 0 {
 		t.Fatal("bot.toml.example has no [[channels]]")
 	}
-	key := regexp.MustCompile(`^# ([a-z_]+ = |\[\[channels\]\])`)
+	key := regexp.MustCompile(`^# ([a-z_]+ = |\[\[channels\]\]|\[\[apis\]\])`)
 	types := map[string]bool{"webchat": true} // the one left uncommented
 	for i := first + 1; i < len(lines); i++ {
 		if key.MatchString(lines[i]) {
@@ -138,6 +138,9 @@ func TestExampleChannels(t *testing.T) {
 	cfg, err := config.Parse("bot.toml.example", strings.Join(lines, "\n"), env)
 	if err != nil {
 		t.Fatalf("the example's channels do not load:\n%v", err)
+	}
+	if len(cfg.APIs) != 1 || cfg.APIs[0].Name != "orders" {
+		t.Errorf("the example's [[apis]] entry loads as %+v", cfg.APIs)
 	}
 	for _, typ := range channel.Types() {
 		if !types[typ] {
