@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/config"
+	"github.com/botrun/botrun/host/dryrun"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -110,6 +112,36 @@ func TestFetchJournaledAndReplayed(t *testing.T) {
 			}
 			if ch.count("c1", "Order 42: shipped") != 1 {
 				t.Fatalf("the replay sent its reply again: %q", ch.texts())
+			}
+			// A dry run answers the candidate's calls from the journal and
+			// never calls the API; a call the original did not make cannot
+			// be replayed.
+			j, jcfg, kv := b.DryRunSource()
+			for _, c := range []struct {
+				module string
+				want   dryrun.Outcome
+			}{{module, dryrun.Identical}, {wasmbuild.Go(t, "../examples/assistant"), dryrun.CannotReplay}} {
+				mod, err := os.ReadFile(c.module)
+				if err != nil {
+					t.Fatal(err)
+				}
+				calls := len(api.calls())
+				rep, err := dryrun.Run(context.Background(), dryrun.Options{Journals: j, Kv: kv, Config: jcfg, Module: mod, ModuleName: filepath.Base(c.module)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rep.Results {
+					want := c.want
+					if !journal && want == dryrun.Identical {
+						want = dryrun.CannotReplay // nothing journaled to answer from
+					}
+					if r.Outcome != want || (want == dryrun.CannotReplay && c.want == dryrun.Identical && !strings.Contains(r.Reason, "new API call: the candidate made call 1 (GET orders /orders/")) {
+						t.Errorf("dry run of %s, %s: %s (%s), want %s", filepath.Base(c.module), r.ID, r.Outcome, r.Reason, want)
+					}
+				}
+				if n := len(api.calls()); n != calls {
+					t.Fatalf("the dry run called the API %d times", n-calls)
+				}
 			}
 			b.stop(t)
 			stopped = true

@@ -61,9 +61,9 @@ func (b *Bot) Logger() *slog.Logger { return b.log }
 // the graceful stop does not wait for it.
 func (b *Bot) Draining() <-chan struct{} { return b.draining }
 
-// DryRunSource returns the bot's journals and config: what a dry run of a
-// candidate module reads (host/dryrun, from the console). It only reads
-// them.
-func (b *Bot) DryRunSource() (durability.Journals, *config.Config) {
-	return durability.Journals{Inbox: b.inbox, Outbox: b.outbox, State: b.state}, b.cfg
+// DryRunSource returns the bot's journals, config and Kv (where the API
+// calls' answers are; nil without one): what a dry run of a candidate
+// module reads (host/dryrun, from the console). It only reads them.
+func (b *Bot) DryRunSource() (durability.Journals, *config.Config, durability.Kv) {
+	return durability.Journals{Inbox: b.inbox, Outbox: b.outbox, State: b.state}, b.cfg, b.kv
 }

@@ -65,8 +65,12 @@ func cmdReplayDryRun(args []string, stdout, stderr io.Writer) int {
 		}
 		defer b.Close()
 		p := newProgress(stderr)
+		var kv durability.Kv
+		if kb, ok := b.(interface{ Kv() durability.Kv }); ok {
+			kv = kb.Kv()
+		}
 		rep, err := dryrun.Run(context.Background(), dryrun.Options{
-			Journals: j, Config: cfg, Module: wasmBytes, ModuleName: *module, Filter: filter, Progress: p.update,
+			Journals: j, Kv: kv, Config: cfg, Module: wasmBytes, ModuleName: *module, Filter: filter, Progress: p.update,
 		})
 		p.finish()
 		if err != nil {

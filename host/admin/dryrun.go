@@ -21,7 +21,7 @@ import (
 // dryRunSource is implemented by a Bot whose journals a dry run can read
 // (*host.Bot).
 type dryRunSource interface {
-	DryRunSource() (durability.Journals, *config.Config)
+	DryRunSource() (durability.Journals, *config.Config, durability.Kv)
 }
 
 // A console dry run answers within the server's write timeout (60 s) and
@@ -108,7 +108,7 @@ func (a *api) dryRun(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun admin: no module: send the .wasm file as the request body", http.StatusBadRequest)
 		return
 	}
-	j, cfg := src.DryRunSource()
+	j, cfg, kv := src.DryRunSource()
 	name := strings.TrimSpace(q.Get("name"))
 	if name == "" {
 		name = "uploaded module"
@@ -126,7 +126,7 @@ func (a *api) dryRun(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	rep, err := dryrun.Run(ctx, dryrun.Options{Journals: j, Config: cfg, Module: module, ModuleName: name,
+	rep, err := dryrun.Run(ctx, dryrun.Options{Journals: j, Kv: kv, Config: cfg, Module: module, ModuleName: name,
 		Filter: f, Workers: max(1, runtime.GOMAXPROCS(0)/2), MaxRecords: maxConsoleRecords, Logger: a.bot.Logger()})
 	stopped := ""
 	if err != nil && ctx.Err() != nil {

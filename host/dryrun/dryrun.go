@@ -23,6 +23,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/answers"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/unit"
@@ -70,8 +71,11 @@ func NewFilter(since, chat, provider string) (Filter, error) {
 
 // Options configure a Run.
 type Options struct {
-	// Journals are the bot's, opened for reading.
+	// Journals are the bot's, opened for reading; Kv is its backend's Kv,
+	// which holds the API calls' journaled answers (nil: a candidate's API
+	// call cannot be answered).
 	Journals durability.Journals
+	Kv       durability.Kv
 	// Config is the bot's: its handler timeout, memory and send limits.
 	Config *config.Config
 	// Module is the candidate module's bytes; ModuleName names it in
@@ -264,6 +268,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return rep, nil
 	}
 	rep.Digest = mod.Digest()
+	var calls *answers.Journal
+	if o.Kv != nil {
+		s := o.Config.Bot
+		calls = answers.New(o.Kv, durability.Scope{Tenant: s.Tenant, Environment: s.Environment, Bot: s.ID, Connection: s.Connection}.ID()+"/")
+	}
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
 	for range min(workers, max(len(recs), 1)) {
@@ -275,7 +284,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				if i >= len(recs) || ctx.Err() != nil {
 					return
 				}
-				replay(ctx, mod, o.Config, &recs[i], &rep.Results[i])
+				replay(ctx, mod, o.Config, calls, &recs[i], &rep.Results[i])
 				if ctx.Err() != nil {
 					rep.Results[i].Outcome = "" // cut short: not done
 					return
@@ -448,7 +457,7 @@ func derivedKey(inbound, key string) bool {
 }
 
 // replay runs one record through mod and fills res.
-func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *durability.InboxRecord, res *Result) {
+func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, calls *answers.Journal, rec *durability.InboxRecord, res *Result) {
 	if rec.State == durability.InboxPending || (rec.State == durability.InboxProcessing && len(rec.Inputs) == 0) {
 		res.Outcome, res.Reason = CannotReplay, "in flight without inputs (no attempt finished yet)"
 		return
@@ -482,6 +491,7 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 	}
 	ev.Attempt = max(rec.Attempts, 1)
 	e := newEnv(ev, in, cfg.Bot.MaxSends, cfg.Bot.MaxBroadcast)
+	e.answers, e.maxFetches = calls, cfg.Bot.MaxFetches
 	if before, _ := mod.Hooks(); before {
 		e.hooks = mod
 	}
@@ -489,6 +499,10 @@ func replay(ctx context.Context, mod *wasm.Module, cfg *config.Config, rec *dura
 	res.Would, res.Ops, res.MediaStandIn = e.sends, e.opsLog, e.standIn
 	if res.Would == nil {
 		res.Would = []Send{}
+	}
+	if e.newCall != "" {
+		res.Outcome, res.Reason = CannotReplay, "new API call: the candidate made "+e.newCall+", which the original turn did not make (or its API does not journal its answers); a dry run never calls an API"
+		return
 	}
 	if e.unknown != "" {
 		res.Outcome, res.Reason = CannotReplay, fmt.Sprintf("unknown input: the candidate read %s, which the original turn did not read (its value then is not known)", e.unknown)

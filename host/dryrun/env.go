@@ -6,6 +6,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/inputs"
+	"github.com/botrun/botrun/host/internal/answers"
 	"github.com/botrun/botrun/host/internal/rules"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -33,6 +34,12 @@ type env struct {
 	// hooks runs the candidate's botrun_before_send on each send, as the
 	// live host does (nil: no hooks).
 	hooks beforeSender
+	// answers holds the original turn's API calls' answers (nil: none);
+	// fetches counts the candidate's calls against maxFetches; newCall
+	// names the first call the original turn did not make.
+	answers             *answers.Journal
+	fetches, maxFetches int
+	newCall             string
 }
 
 // beforeSender runs a module's botrun_before_send (*wasm.Module).
@@ -234,4 +241,38 @@ func (e *env) LoadMedia(_ context.Context, index int) ([]byte, error) {
 		e.unknown = fmt.Sprintf("media %d", index)
 	}
 	return nil, &abi.MediaUnavailableError{Reason: abi.MediaRehydrateFailed, Message: "dry run: the original turn did not load this media"}
+}
+
+// Fetch implements wasm.Fetcher: the candidate's n-th call is answered
+// with what the original turn's n-th call got, when it asked the same
+// (its fingerprint); any other call is never made: the guest gets a
+// refusal and the record cannot be replayed.
+func (e *env) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchResponse, error) {
+	if e.fetches >= e.maxFetches {
+		return abi.FetchResponse{}, fmt.Errorf("more than bot.max_fetches = %d API calls in one event: %w", e.maxFetches, wasm.ErrTooLarge)
+	}
+	e.fetches++
+	_, fp := answers.Call(e.event.ID, e.fetches, req)
+	if e.answers != nil {
+		a, ok, err := e.answers.Get(ctx, e.event.ID, e.fetches)
+		if err != nil {
+			return abi.FetchResponse{}, err
+		}
+		if ok && a.Fingerprint == fp {
+			if a.Error != nil {
+				return abi.FetchResponse{}, a.Error
+			}
+			res := *a.Response
+			res.Replayed = true
+			return res, nil
+		}
+	}
+	if e.newCall == "" {
+		method := req.Method
+		if method == "" {
+			method = "GET"
+		}
+		e.newCall = fmt.Sprintf("call %d (%s %s %s)", e.fetches, method, req.API, req.Path)
+	}
+	return abi.FetchResponse{}, &abi.FetchError{Reason: abi.FetchRefused, Message: "a dry run makes no new API call"}
 }

@@ -6,7 +6,8 @@
 // calling the APIs again. It keeps them in the backend's Kv beside the
 // journals, and purges them with the inbox records' retention.
 //
-// answers imports abi and durability; it never imports host.
+// answers imports abi, durability and host/internal/fetch; it never
+// imports host.
 package answers
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/host/internal/fetch"
 )
 
 // Answer is one journaled call: what it got (Response, or Error when it
@@ -94,6 +96,17 @@ func (j *Journal) Purge(ctx context.Context, before int64) (int, error) {
 		}
 		n += len(ids)
 	}
+}
+
+// Call is call n (1-based) of record as the host makes it, and its
+// fingerprint: the live turn and the dry run map a guest's request the
+// same way.
+func Call(record string, n int, req abi.FetchRequest) (fetch.Request, string) {
+	r := fetch.Request{Method: req.Method, Path: req.Path, Header: req.Headers, Body: req.Bytes(), Key: req.Key}
+	if r.Key == "" {
+		r.Key = Key(record, n)
+	}
+	return r, fetch.Fingerprint(req.API, r)
 }
 
 // Key is the Idempotency-Key of call n (1-based) of record when the guest

@@ -43,11 +43,7 @@ func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchRespon
 	}
 	t.fetches++
 	n := t.fetches
-	freq := fetch.Request{Method: req.Method, Path: req.Path, Header: req.Headers, Body: req.Bytes(), Key: req.Key}
-	if freq.Key == "" {
-		freq.Key = answers.Key(t.event.ID, n)
-	}
-	fp := fetch.Fingerprint(req.API, freq)
+	freq, fp := answers.Call(t.event.ID, n, req)
 	journal := api.Journal && t.answers != nil
 	if journal {
 		a, found, err := t.answers.Get(ctx, t.event.ID, n)
