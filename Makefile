@@ -158,6 +158,8 @@ bench: examples
 	$(GO) test -run='^$$' -bench='^BenchmarkRestartBacklog$$' -benchtime=1x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkDurableEcho$$' -benchtime=20000x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkReplicas$$' -benchtime=10000x ./host/
+	$(GO) test -run='^$$' -bench='^BenchmarkFetch$$' -benchtime=2000x ./host/
+	$(GO) test -run='^$$' -bench='^BenchmarkFetchWaits$$' -benchtime=1x ./host/
 	$(GO) test -run='^$$' -bench='^BenchmarkReloadLatency$$' -benchtime=5x ./host/
 	$(GO) test -run='^$$' -bench=. -benchtime=20000x ./host/wasm/
 	$(GO) test -run='^$$' -bench='^BenchmarkWebhook$$' ./host/channel/telegram/ ./host/channel/metawhatsapp/ ./host/channel/twilio/ ./host/channel/discord/
