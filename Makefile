@@ -82,11 +82,8 @@ vet:
 	cd guest-sdk/go && $(GO) vet ./... && $(GUEST_ENV) $(GO) vet ./...
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt: the files above need formatting" && exit 1)
 
-# Three test binaries at a time on two cores: the suite waits on processes,
-# servers and disks more than it computes (one at a time per core left the
-# cores a third idle).
 test: vet available-examples
-	@start=$$(date +%s); $(GO) test -race -p 3 -count=1 -timeout 45m ./...; rc=$$?; \
+	@start=$$(date +%s); $(GO) test -race -count=1 -timeout 45m ./...; rc=$$?; \
 		echo "make test: go test -race ./... took $$(( $$(date +%s) - start )) s"; exit $$rc
 	cd guest-sdk/go && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
