@@ -71,8 +71,10 @@ func DecodeFetchRequest(b []byte) (FetchRequest, error) {
 	switch {
 	case r.API == "":
 		return bad("\"api\" is required: the name of an [[apis]] entry")
+	case len(r.API) > 64:
+		return bad("\"api\" is %d bytes: an [[apis]] name has at most 63", len(r.API))
 	case r.Path == "" || !strings.HasPrefix(r.Path, "/"):
-		return bad("\"path\" %q: want an absolute path such as \"/orders/42\"", r.Path)
+		return bad("\"path\" %q: want an absolute path such as \"/orders/42\"", cut(r.Path))
 	case r.Body != "" && r.BodyBase64 != "":
 		return bad("\"body\" and \"body_base64\" are both set: send one")
 	}
@@ -90,6 +92,14 @@ func DecodeFetchRequest(b []byte) (FetchRequest, error) {
 		}
 	}
 	return r, nil
+}
+
+// cut is s for a message: at most 64 bytes of it.
+func cut(s string) string {
+	if len(s) > 64 {
+		return strings.ToValidUTF8(s[:64], "") + "…"
+	}
+	return s
 }
 
 // Bytes is the request's body.

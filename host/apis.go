@@ -15,8 +15,8 @@ func buildAPIs(entries []config.API) (map[string]turn.API, error) {
 	apis := make(map[string]turn.API, len(entries))
 	for _, a := range entries {
 		base, err := url.Parse(a.URL)
-		if err != nil {
-			return nil, fmt.Errorf("apis %s: url: %w", a.Name, err)
+		if err != nil { // config.Load refused it already; the URL may hold a secret
+			return nil, fmt.Errorf("apis %s: url is not a URL", a.Name)
 		}
 		c, err := fetch.New(fetch.API{Name: a.Name, Base: base, Headers: a.Headers, Timeout: time.Duration(a.Timeout),
 			MaxResponse: int64(a.MaxResponse), Retries: *a.Retries, AllowPrivate: a.AllowPrivate}, fetch.Options{})

@@ -68,9 +68,13 @@ func (e *FetchError) Is(target error) bool { return target == ErrFetchFailed }
 // response; ErrNotFound for an api bot.toml does not name; ErrBadPayload
 // for a path that is not under the API's url or a header the host
 // refuses; ErrTooLarge past bot.max_fetches calls in one event or a body
-// over 1 MiB; ErrUnsupported from a host without fetch. While a flow
-// replays a step already taken, Fetch answers from the journal like any
-// replay.
+// over 1 MiB; ErrUnsupported from a host without fetch.
+//
+// In a flow, a step that calls Fetch is run again when a later message
+// continues the flow (the flow replays its steps): that run is another
+// event, so the call is made again under that event's key. Make the calls
+// of a flow's steps reads that may be repeated, or pass Key (a key of your
+// own that names the action, e.g. "booking:"+the booking's id).
 func (c *Context) Fetch(api string, req Request) (*Response, error) {
 	b := encodeFetchRequest(api, req)
 	n := hostFetch(ptr(b), int32(len(b)))

@@ -57,8 +57,10 @@ type Bot struct {
 	// 64). A turn waiting on the journal or a channel holds a worker (a
 	// goroutine), not a guest instance.
 	Workers int `toml:"workers"`
-	// Instances is how many guest instances may run at once (default 8);
-	// each holds its own memory. A handler's posted sends (Reply) are made
+	// Instances is how many guest instances may compute at once (default
+	// 8); each holds its own memory. A guest waiting on an API call
+	// (fetch) gives its place up while it waits, so up to bot.workers
+	// instances may be alive then, each with up to max_memory. A handler's posted sends (Reply) are made
 	// after it returns its instance; a waiting Send keeps it. A module's
 	// send hooks run on a second pool of the same size (so up to twice as
 	// many instances when the module exports them).

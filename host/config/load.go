@@ -514,16 +514,22 @@ func (p *parser) validateAPIs(c *Config) {
 		}
 		seen[a.Name] = true
 		p.validateAPIURL(key+".url", a)
+		seenHeader := map[string]string{}
 		for _, name := range slices.Sorted(maps.Keys(a.Headers)) {
 			v := a.Headers[name]
+			if other, ok := seenHeader[strings.ToLower(name)]; ok {
+				p.add(key+".headers", "%s and %s name one header (names are case-insensitive): keep one", other, name)
+			}
+			seenHeader[strings.ToLower(name)] = name
 			if !headerName.MatchString(name) {
 				p.add(key+".headers", "%q is not a header name (letters, digits and !#$%%&'*+.^_`|~-)", name)
 			}
 			if strings.ContainsAny(v, "\r\n\x00") {
 				p.add(key+".headers", "the value of %s holds a line break or NUL: a header value is one line", name)
 			}
-			switch strings.ToLower(name) {
-			case "host", "content-length", "transfer-encoding", "connection", "idempotency-key":
+			switch l := strings.ToLower(name); {
+			case l == "host", l == "content-length", l == "transfer-encoding", l == "connection", l == "idempotency-key",
+				l == "upgrade", l == "te", l == "trailer", strings.HasPrefix(l, "proxy-"):
 				p.add(key+".headers", "%s is set by the host, not by the config: remove it", name)
 			}
 		}
@@ -547,16 +553,18 @@ func (p *parser) validateAPIURL(key string, a API) {
 	switch {
 	case raw == "":
 		p.add(key, "missing: the API's base URL, e.g. https://api.example.com/v1")
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		p.add(key, "%q: want an http or https URL with a host, e.g. https://api.example.com/v1", raw)
+	case err != nil:
+		p.add(key, "not a URL: want an http or https URL with a host, e.g. https://api.example.com/v1")
 	case u.User != nil:
 		p.add(key, "the URL holds a user and password: put credentials in headers (with ${ENV}), never in the URL")
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		p.add(key, "want an http or https URL with a host, e.g. https://api.example.com/v1")
 	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(raw, "?") || strings.HasSuffix(raw, "#"):
-		p.add(key, "%q: the base URL takes no query or fragment (the bot adds its query to each call's path)", raw)
+		p.add(key, "the base URL takes no query or fragment (the bot adds its query to each call's path)")
 	case !a.AllowPrivate && privateHost(u.Hostname()):
-		p.add(key, "%q is on this machine or a private network, which the host refuses to call unless the entry says allow_private = true", raw)
+		p.add(key, "%s is on this machine or a private network, which the host refuses to call unless the entry says allow_private = true", u.Hostname())
 	case u.Scheme == "http" && !a.AllowPrivate:
-		p.add(key, "%q: the headers (credentials) would cross the network in clear text: use https, or set allow_private = true for an API on this machine or your private network", raw)
+		p.add(key, "plain http: the headers (credentials) would cross the network in clear text: use https, or set allow_private = true for an API on this machine or your private network")
 	}
 }
 

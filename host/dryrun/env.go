@@ -258,7 +258,7 @@ func (e *env) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchRespons
 		if err != nil {
 			return abi.FetchResponse{}, err
 		}
-		if ok && a.Fingerprint == fp {
+		if ok && a.Fingerprint == fp && (a.Response != nil || a.Error != nil) {
 			if a.Error != nil {
 				return abi.FetchResponse{}, a.Error
 			}

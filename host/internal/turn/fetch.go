@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -31,18 +32,20 @@ type API struct {
 // same key (fetch_ambiguous: the crashed attempt may have made it). The
 // answer, or the failure, is journaled before the guest reads it.
 func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchResponse, error) {
-	api, ok := t.apis[req.API]
-	if !ok {
-		return abi.FetchResponse{}, fmt.Errorf("api %q: %w", req.API, wasm.ErrNoAPI)
-	}
+	// Every call counts against bot.max_fetches, one to an API the config
+	// does not name too (the dry run numbers them the same way).
 	if t.fetches >= t.maxFetches {
 		return abi.FetchResponse{}, fmt.Errorf("more than bot.max_fetches = %d API calls in one event: %w", t.maxFetches, wasm.ErrTooLarge)
+	}
+	t.fetches++
+	n := t.fetches
+	api, ok := t.apis[req.API]
+	if !ok {
+		return abi.FetchResponse{}, wasm.ErrNoAPI
 	}
 	if err := t.fence(); err != nil {
 		return abi.FetchResponse{}, err
 	}
-	t.fetches++
-	n := t.fetches
 	freq, fp := answers.Call(t.event.ID, n, req)
 	journal := api.Journal && t.answers != nil
 	if journal {
@@ -51,7 +54,7 @@ func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchRespon
 			return abi.FetchResponse{}, err
 		}
 		switch {
-		case found && a.Fingerprint == fp:
+		case found && a.Fingerprint == fp && (a.Response != nil || a.Error != nil):
 			t.metrics.FetchReplayed.Add(1)
 			if a.Error != nil {
 				return abi.FetchResponse{}, a.Error
@@ -73,6 +76,12 @@ func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchRespon
 		}
 	}
 	if journal {
+		// The answer lands only while the turn still holds its record: a
+		// replica that lost it meanwhile must not overwrite the answer the
+		// new owner journaled.
+		if err := t.fence(); err != nil {
+			return abi.FetchResponse{}, err
+		}
 		a := answers.Answer{Fingerprint: fp, At: time.Now().UnixMilli()}
 		if ferr != nil {
 			a.Error = ferr.(*abi.FetchError)
@@ -91,7 +100,6 @@ func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchRespon
 // abi.ErrBadPayload (a request the host refuses, nothing sent), or the
 // turn's context's.
 func (t *Turn) call(ctx context.Context, c *fetch.Caller, req fetch.Request) (abi.FetchResponse, error) {
-	t.metrics.FetchCalls.Add(1)
 	left := t.fetchWait - t.waited
 	if left <= 0 {
 		return abi.FetchResponse{}, &abi.FetchError{Reason: abi.FetchTimeout, Message: "the event's API calls used up bot.max_fetch_wait"}
@@ -102,10 +110,19 @@ func (t *Turn) call(ctx context.Context, c *fetch.Caller, req fetch.Request) (ab
 	r, err := c.Do(cctx, req)
 	t.waited += time.Since(start)
 	var failed *fetch.Error
+	if err == nil || errors.As(err, &failed) || cctx.Err() != nil {
+		t.metrics.FetchCalls.Add(1) // made (or tried): not refused before sending
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, fetch.ErrBadPath), errors.Is(err, fetch.ErrBadRequest):
-		return abi.FetchResponse{}, fmt.Errorf("%w: %w", abi.ErrBadPayload, err)
+		// The message quotes the guest's path or header: at most 300
+		// bytes of it reach the log.
+		msg := err.Error()
+		if len(msg) > 300 {
+			msg = strings.ToValidUTF8(msg[:300], "") + "…"
+		}
+		return abi.FetchResponse{}, fmt.Errorf("%w: %s", abi.ErrBadPayload, msg)
 	case errors.As(err, &failed):
 		t.metrics.FetchFailed.Add(1)
 		return abi.FetchResponse{}, &abi.FetchError{Reason: failed.Reason, Message: failed.Message}

@@ -323,7 +323,7 @@ var fetch = api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []u
 		c.warn("guest passed a bad payload", "func", abi.FuncFetch, "err", err)
 		stack[0] = code(abi.CodeBadPayload)
 	case errors.Is(err, ErrNoAPI):
-		c.warn("guest called an API the config does not name", "api", req.API)
+		c.warn("guest called an API the config does not name", "api", req.API) // at most 64 bytes (abi.DecodeFetchRequest)
 		stack[0] = code(abi.CodeNotFound)
 	case errors.As(err, &failed):
 		c.warn("the API call failed", "api", req.API, "reason", failed.Reason, "err", failed.Message)
