@@ -127,7 +127,8 @@ FUZZ_TARGETS = \
 	./durability/file:FuzzDecodeLog \
 	./durability/file:FuzzDecodeSnapshot \
 	./eventjournal:FuzzDecodeRecord \
-	./durability/events:FuzzInboundEvent
+	./durability/events:FuzzInboundEvent \
+	./host/internal/fetch:FuzzJoinPath
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
