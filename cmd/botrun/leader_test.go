@@ -281,9 +281,12 @@ func statusLeader(t *testing.T, bin, cfg, leader string, token int64) {
 	if err != nil || json.Unmarshal(out, &st) != nil {
 		t.Fatalf("botrun status --json: %v\n%s", err, out)
 	}
-	if len(st.Sessions) != 1 || st.Sessions[0].Provider != "sess" || st.Sessions[0].Leader != leader || st.Sessions[0].Token != token {
-		t.Fatalf("botrun status: sessions %+v, want sess led by %s with token %d", st.Sessions, leader, token)
+	// A loaded machine may make the leader miss a renewal and take its
+	// session again under a new token: the token only grows.
+	if len(st.Sessions) != 1 || st.Sessions[0].Provider != "sess" || st.Sessions[0].Leader != leader || st.Sessions[0].Token < token {
+		t.Fatalf("botrun status: sessions %+v, want sess led by %s with token %d or later", st.Sessions, leader, token)
 	}
+	token = st.Sessions[0].Token
 	led := false
 	for _, r := range st.Replicas {
 		led = led || r.Owner == leader && len(r.Leads) == 1 && r.Leads[0] == "sess"
