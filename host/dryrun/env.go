@@ -258,13 +258,8 @@ func (e *env) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchRespons
 		if err != nil {
 			return abi.FetchResponse{}, err
 		}
-		if ok && a.Fingerprint == fp && (a.Response != nil || a.Error != nil) {
-			if a.Error != nil {
-				return abi.FetchResponse{}, a.Error
-			}
-			res := *a.Response
-			res.Replayed = true
-			return res, nil
+		if res, replayed, err := a.Replay(fp); ok && replayed {
+			return res, err
 		}
 	}
 	if e.newCall == "" {

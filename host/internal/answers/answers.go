@@ -32,6 +32,23 @@ type Answer struct {
 	At int64 `json:"at"`
 }
 
+// Replay is what a's call answers when it is made again with the request
+// whose fingerprint is fp: the journaled response (marked replayed) or
+// failure. ok is false when a is for another request, or holds neither.
+func (a Answer) Replay(fp string) (res abi.FetchResponse, ok bool, err error) {
+	switch {
+	case a.Fingerprint != fp:
+		return abi.FetchResponse{}, false, nil
+	case a.Error != nil:
+		return abi.FetchResponse{}, true, a.Error
+	case a.Response != nil:
+		res = *a.Response
+		res.Replayed = true
+		return res, true, nil
+	}
+	return abi.FetchResponse{}, false, nil
+}
+
 // Journal keeps the answers of one bot's turns in a Kv.
 type Journal struct {
 	kv     durability.Kv

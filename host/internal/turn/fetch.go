@@ -53,15 +53,11 @@ func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchRespon
 		if err != nil {
 			return abi.FetchResponse{}, err
 		}
-		switch {
-		case found && a.Fingerprint == fp && (a.Response != nil || a.Error != nil):
+		if res, ok, err := a.Replay(fp); found && ok {
 			t.metrics.FetchReplayed.Add(1)
-			if a.Error != nil {
-				return abi.FetchResponse{}, a.Error
-			}
-			res := *a.Response
-			res.Replayed = true
-			return res, nil
+			return res, err
+		}
+		switch {
 		case found:
 			t.metrics.FetchDiverged.Add(1)
 		case t.event.Attempt > 1:
