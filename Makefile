@@ -16,19 +16,19 @@ build:
 	$(GO) build -o bin/botrun ./cmd/botrun
 
 examples/echo/echo.wasm: $(wildcard examples/echo/*.go examples/echo/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
-	cd examples/echo && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o echo.wasm .
+	cd examples/echo && $(GUEST_ENV) $(GO) build -trimpath -buildmode=c-shared -o echo.wasm .
 
 examples/flow/flow.wasm: $(wildcard examples/flow/*.go examples/flow/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
-	cd examples/flow && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o flow.wasm .
+	cd examples/flow && $(GUEST_ENV) $(GO) build -trimpath -buildmode=c-shared -o flow.wasm .
 
 examples/buttons/buttons.wasm: $(wildcard examples/buttons/*.go examples/buttons/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
-	cd examples/buttons && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o buttons.wasm .
+	cd examples/buttons && $(GUEST_ENV) $(GO) build -trimpath -buildmode=c-shared -o buttons.wasm .
 
 examples/orders/orders.wasm: $(wildcard examples/orders/*.go examples/orders/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
-	cd examples/orders && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o orders.wasm .
+	cd examples/orders && $(GUEST_ENV) $(GO) build -trimpath -buildmode=c-shared -o orders.wasm .
 
 examples/assistant/assistant.wasm: $(wildcard examples/assistant/*.go examples/assistant/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
-	cd examples/assistant && $(GUEST_ENV) $(GO) build -buildmode=c-shared -o assistant.wasm .
+	cd examples/assistant && $(GUEST_ENV) $(GO) build -trimpath -buildmode=c-shared -o assistant.wasm .
 
 C_GUEST = clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -Wl,--strip-debug -Wall -Werror -I guest-sdk/c
 examples/c-echo/echo.wasm: examples/c-echo/echo.c guest-sdk/c/botrun.c guest-sdk/c/botrun.h

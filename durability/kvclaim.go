@@ -34,7 +34,7 @@ type claimRules[T, C any] struct {
 	// batch (the inbox) stops the scan past 4*limit candidates unless
 	// reclaiming, and claims the oldest limit of them in one commit (one by
 	// one only if another claimer took one since the scan). Without it (the
-	// outbox) the scan reads the whole due window, up to scanBudget, and the
+	// outbox) the scan reads the whole due window, up to scan.Budget(), and the
 	// candidates are claimed one by one, oldest first, past any another
 	// claimer took, until limit are claimed.
 	batch bool
@@ -81,7 +81,7 @@ func claimDue[T, C any](ctx context.Context, t *table[T], opts ClaimOptions, r *
 		// the ones kept; a failed or processing record's score is later
 		// than its creation, so one past the stop may be older: while
 		// reclaiming (a restart, when those are the backlog) the scan reads
-		// everything (up to scanBudget), and a chat's records are claimed
+		// everything (up to scan.Budget()), and a chat's records are claimed
 		// oldest first.
 		return !r.batch || opts.Reclaim != nil || len(cands) < 4*limit
 	})

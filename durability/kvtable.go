@@ -11,14 +11,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/botrun/botrun/durability/internal/scan"
 )
 
-const (
-	scanPage = 256
-	// scanBudget bounds how many index entries one scan (a ClaimDue, List
-	// or Purge) reads.
-	scanBudget = 20000
-)
+// scanPage is how many index entries one Range reads; scan.Budget() bounds
+// how many one scan (a ClaimDue, List or Purge) reads.
+const scanPage = 256
 
 // table stores records of type T in a Kv with their due and created scores.
 // It remembers the records it wrote last (a write-through cache): an update
@@ -50,7 +49,7 @@ type table[T any] struct {
 	cache *recordCache
 	// purgeAt is the creation index entry where the last Purge stopped
 	// reading (nil: from the oldest), so that successive purges move past
-	// more than scanBudget records retention keeps (dead letters, live
+	// more than scan.Budget() records retention keeps (dead letters, live
 	// records) at the front instead of reading only those.
 	purgeMu sync.Mutex
 	purgeAt *IndexEntry
@@ -248,7 +247,7 @@ func (t *table[T]) scan(ctx context.Context, ix Index, max int64, keep func(id s
 // the table's own, or one of its state indexes (whose keys end with the
 // record's id too).
 func (t *table[T]) scanFrom(ctx context.Context, group string, ix Index, from, max int64, keep func(id string, rec T, version int64) bool) error {
-	return t.walk(ctx, group, ix, from, max, scanBudget, keep)
+	return t.walk(ctx, group, ix, from, max, scan.Budget(), keep)
 }
 
 // walk is scanFrom reading up to budget index entries.
@@ -291,7 +290,7 @@ func (t *table[T]) walkAfter(ctx context.Context, group string, ix Index, cursor
 // list returns the records f selects, oldest created first. A state with an
 // index of its own is read from it; a live state from the due index, which
 // holds the live records only; anything else walks the creation index. Each
-// reads at most scanBudget index entries.
+// reads at most scan.Budget() index entries.
 func (t *table[T]) list(ctx context.Context, f ListFilter) ([]T, error) {
 	from := int64(math.MinInt64)
 	if f.Since > 0 {
@@ -373,7 +372,7 @@ func (t *table[T]) markAll(ctx context.Context) error {
 }
 
 // purgeDone is purgeAfter over the table's creation index, from where the last
-// purgeDone stopped reading it: each reads up to scanBudget entries, and the
+// purgeDone stopped reading it: each reads up to scan.Budget() entries, and the
 // one that reads the last starts the next from the oldest again.
 func (t *table[T]) purgeDone(ctx context.Context, before int64, purgeable func(*T) bool) ([]string, error) {
 	t.purgeMu.Lock()
@@ -391,7 +390,7 @@ func (t *table[T]) purgeDone(ctx context.Context, before int64, purgeable func(*
 
 // purgeAfter deletes the records of group's creation index (the table's
 // own, or one of its state indexes) created at or before before for which
-// purgeable returns true, reading up to scanBudget entries after cursor, and
+// purgeable returns true, reading up to scan.Budget() entries after cursor, and
 // returns their ids and the last entry read, nil once it read the last; a
 // record that changed since the scan stays.
 func (t *table[T]) purgeAfter(ctx context.Context, group string, cursor IndexEntry, before int64, purgeable func(*T) bool) ([]string, *IndexEntry, error) {
@@ -401,7 +400,7 @@ func (t *table[T]) purgeAfter(ctx context.Context, group string, cursor IndexEnt
 		rec T
 	}
 	var victims []victim
-	next, err := t.walkAfter(ctx, group, IndexOrder, cursor, before, scanBudget, func(id string, rec T, v int64) bool {
+	next, err := t.walkAfter(ctx, group, IndexOrder, cursor, before, scan.Budget(), func(id string, rec T, v int64) bool {
 		if purgeable(&rec) {
 			victims = append(victims, victim{id, v, rec})
 		}
@@ -427,7 +426,7 @@ func (t *table[T]) purgeAfter(ctx context.Context, group string, cursor IndexEnt
 
 // purgeIndexed deletes the records in the indexed states completed before
 // before (purgeable says which), reading each state's index (the creation
-// index while the store is not state-indexed) to its end, scanBudget
+// index while the store is not state-indexed) to its end, scan.Budget()
 // entries at a time, and returns their ids.
 func (t *table[T]) purgeIndexed(ctx context.Context, before int64, purgeable func(*T) bool) ([]string, error) {
 	var gone []string

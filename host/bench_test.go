@@ -64,7 +64,6 @@ func BenchmarkDurableEcho(b *testing.B) {
 			defer backend.Close()
 			cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
 			cfg.Bot.Module, cfg.Bot.Workers = module, benchWorkers()
-			cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 			ch := &counter{}
 			bot, err := New(context.Background(), cfg, Options{Backend: backend, Channels: []channel.Channel{ch}, Logger: discard})
 			if err != nil {
@@ -168,7 +167,6 @@ func BenchmarkReplicas(b *testing.B) {
 					defer backend.Close()
 					cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
 					cfg.Bot.Module, cfg.Bot.Workers = module, 32
-					cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 					cfg.Durability.InstanceID = fmt.Sprint("replica-", i)
 					bot, err := New(context.Background(), cfg, Options{Backend: backend, Channels: []channel.Channel{ch}, Logger: discard})
 					if err != nil {
@@ -286,7 +284,6 @@ func BenchmarkRestartBacklog(b *testing.B) {
 	cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
 	// The defaults of bot.toml: 64 chats in flight on 8 instances.
 	cfg.Bot.Module, cfg.Bot.Workers, cfg.Bot.Instances, cfg.Bot.MaxQueue = module, 64, 8, 2*backlog
-	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 	// The first process admits the backlog and dies before handling it.
 	backend := open()
 	p := parked{release: make(chan struct{})}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -44,7 +43,6 @@ func benchFetch(b *testing.B, waits bool) {
 		b.Cleanup(func() { backend.Close() })
 		cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
 		cfg.Bot.Module, cfg.Bot.Workers, cfg.Bot.Instances = module, workers, 8
-		cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 		retries := 2
 		cfg.APIs = []config.API{{Name: "orders", URL: srv.URL, Timeout: config.Duration(10 * time.Second), MaxResponse: 1 << 20,
 			Retries: &retries, Journal: &journal, AllowPrivate: true}}

@@ -33,7 +33,6 @@ func flowBot(t *testing.T, module string, hotReload bool, backend durability.Bac
 	t.Helper()
 	cfg := testConfig(t, `on_ambiguous = "skip"`)
 	cfg.Bot.Module, cfg.Bot.HotReload = module, hotReload
-	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 	if crash != nil {
 		return newTestBot(t, cfg, crash, nil, crashProvider{ch: ch, crash: crash})
 	}

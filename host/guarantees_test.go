@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"github.com/botrun/botrun/internal/waitfor"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -263,7 +261,6 @@ func TestGuaranteeRow5_PersistentFlowResumesWithoutRepeatingTheQuestion(t *testi
 			}
 			cfg := testConfig(t, "on_ambiguous = \""+map[bool]string{true: "resend", false: "skip"}[c.resend]+"\"\n")
 			cfg.Bot.Module = module
-			cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 			ch := newChannel()
 			a := newTestBot(t, cfg, crash, nil, crashProvider{ch: ch, crash: crash})
 			a.admit(t, "c1", "m1", "/signup")

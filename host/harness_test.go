@@ -176,6 +176,9 @@ func testConfigRaw(t testing.TB, extra string) *config.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The shared compile cache: each guest compiles once per machine, not
+	// once per bot (under -race a Go guest takes seconds to compile).
+	cfg.Bot.DataDir = filepath.Dir(testCacheDir)
 	return cfg
 }
 

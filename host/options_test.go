@@ -915,7 +915,6 @@ func TestSandbox_SendFloodIsCapped(t *testing.T) {
 	module := wasmbuild.Go(t, "wasm/testdata/guests/faulty")
 	cfg := testConfig(t, "[durability.inbox]\nmax_attempts = 2\n")
 	cfg.Bot.Module, cfg.Bot.MaxSends = module, 5
-	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 	ch := newChannel()
 	b := newTestBot(t, cfg, memory.New(), nil, ch)
 	defer b.stop(t)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,7 +58,6 @@ func TestPostedSendsFreeTheInstance(t *testing.T) {
 	module := wasmbuild.Go(t, "../examples/echo")
 	cfg := testConfig(t, "")
 	cfg.Bot.Module, cfg.Bot.Workers, cfg.Bot.Instances = module, 8, 1
-	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 	g := &slowChannel{fakeChannel: newChannel(), open: make(chan struct{})}
 	b := newTestBot(t, cfg, memory.New(), nil, g)
 	defer b.stop(t)
@@ -89,7 +86,6 @@ func TestPostedSendsKeepTheHandlersOrder(t *testing.T) {
 	module := wasmbuild.Go(t, "wasm/testdata/guests/faulty")
 	cfg := testConfig(t, "")
 	cfg.Bot.Module = module
-	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 	ch := newChannel()
 	b := newTestBot(t, cfg, memory.New(), nil, ch)
 	defer b.stop(t)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -52,7 +51,6 @@ func TestChannelOutageDefersNotDeadLetters(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(t, "retries = 1000\nbackoff = "+c.backoff+"\n")
 			cfg.Bot.Module = module
-			cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 			cfg.Bot.HandlerTimeout = config.Duration(c.handler)
 			inline := config.Duration(c.inline)
 			cfg.Durability.Outbox.InlineMax = &inline

@@ -228,7 +228,6 @@ func TestHotReloadUnderTrafficLosesNothing(t *testing.T) {
 	os.WriteFile(path, modules[0], 0o644)
 	cfg := testConfig(t, "")
 	cfg.Bot.Module, cfg.Bot.HotReload, cfg.Bot.Workers = path, true, 4
-	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 	ch := newChannel()
 	b := newTestBot(t, cfg, memory.New(), nil, ch)
 	defer b.stop(t)

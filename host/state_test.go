@@ -3,8 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -24,7 +22,6 @@ func TestStateWritesCapped(t *testing.T) {
 	module := wasmbuild.Go(t, "wasm/testdata/guests/hostile")
 	cfg := testConfig(t, "")
 	cfg.Bot.Module = module
-	cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data")
 	backend := memory.New()
 	ch := newChannel()
 	b := newTestBot(t, cfg, backend, nil, ch)

@@ -86,7 +86,7 @@ func Run(t *testing.T, nb NewBackend, opts ...Option) {
 	t.Run("chat order", func(t *testing.T) { runChatOrder(t, nb) })
 	t.Run("state lists", func(t *testing.T) {
 		if wholeRewrites && os.Getenv("BOTRUN_SOAK") == "" {
-			t.Skip("a backend that rewrites its whole state on every commit runs the 42,000-record state lists under make soak only (BOTRUN_SOAK=1)")
+			t.Skip("a backend that rewrites its whole state on every commit runs the state lists under make soak only (BOTRUN_SOAK=1)")
 		}
 		runStateLists(t, nb)
 	})

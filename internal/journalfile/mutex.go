@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,9 @@ func NewMutex(path string, stale, heartbeat time.Duration) *Mutex {
 	if heartbeat <= 0 {
 		heartbeat = stale / 3
 	}
-	return &Mutex{path: path + ".mutex", stale: stale, heartbeat: heartbeat}
+	m := &Mutex{path: path + ".mutex", stale: stale, heartbeat: heartbeat}
+	m.removeStrays()
+	return m
 }
 
 // Held is a taken Mutex.
@@ -59,16 +62,8 @@ func (m *Mutex) Lock(ctx context.Context) (*Held, error) {
 	mine := []byte(fmt.Sprintf("%d %s\n", os.Getpid(), hex.EncodeToString(nonce)))
 	wait := 50 * time.Microsecond
 	for {
-		f, err := os.OpenFile(m.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, FileMode)
+		err := m.create(mine, hex.EncodeToString(nonce))
 		if err == nil {
-			_, werr := f.Write(mine)
-			if cerr := f.Close(); werr == nil {
-				werr = cerr
-			}
-			if werr != nil {
-				os.Remove(m.path)
-				return nil, fmt.Errorf("journal mutex %s: %w", m.path, werr)
-			}
 			h := &Held{m: m, mine: mine, stop: make(chan struct{}), done: make(chan struct{}), start: time.Now()}
 			go h.beat()
 			return h, nil
@@ -86,6 +81,48 @@ func (m *Mutex) Lock(ctx context.Context) (*Held, error) {
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, 5*time.Millisecond)
+	}
+}
+
+// create makes the mutex file holding mine, failing with an os.IsExist error
+// if it exists. The file appears with its content (written to a file of its
+// own, then hard-linked into place), so a holder killed at any point leaves
+// its pid behind and is broken at once, never a nameless file that must age
+// out for Stale. Where the filesystem has no hard links it is created
+// exclusively and then written.
+func (m *Mutex) create(mine []byte, nonce string) error {
+	tmp := fmt.Sprintf("%s.tmp-%d-%s", m.path, os.Getpid(), nonce)
+	if err := os.WriteFile(tmp, mine, FileMode); err == nil {
+		err = os.Link(tmp, m.path)
+		os.Remove(tmp)
+		if err == nil || os.IsExist(err) {
+			return err
+		}
+	}
+	f, err := os.OpenFile(m.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, FileMode)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(mine)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(m.path)
+	}
+	return werr
+}
+
+// removeStrays removes the files create left behind in processes killed
+// between writing one and removing it.
+func (m *Mutex) removeStrays() {
+	strays, _ := filepath.Glob(m.path + ".tmp-*")
+	for _, f := range strays {
+		var pid int
+		var nonce string
+		if _, err := fmt.Sscanf(strings.TrimPrefix(f, m.path+".tmp-"), "%d-%s", &pid, &nonce); err == nil && pid > 0 && !ProcessAlive(pid) {
+			os.Remove(f)
+		}
 	}
 }
 

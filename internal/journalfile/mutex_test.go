@@ -3,10 +3,12 @@ package journalfile
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -102,4 +104,60 @@ func TestMutexLiveHolder(t *testing.T) {
 	if err := h2.Unlock(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestMutexHolderKilledAnywhereIsBrokenAtOnce: a process SIGKILLed at any
+// point of taking and releasing the mutex leaves a mutex the next process
+// takes at once (stale is an hour here): never a file without its holder's
+// pid, which would have to age out.
+func TestMutexHolderKilledAnywhereIsBrokenAtOnce(t *testing.T) {
+	if path := os.Getenv("BOTRUN_MUTEX_CHILD"); path != "" {
+		m := NewMutex(path, time.Hour, 0)
+		for i := 0; ; i++ {
+			h, err := m.Lock(context.Background())
+			if err != nil {
+				os.Exit(3)
+			}
+			if i == 100 {
+				os.WriteFile(path+".ready", nil, FileMode)
+			}
+			h.Unlock()
+		}
+	}
+	path := filepath.Join(t.TempDir(), "j")
+	for round := range 10 {
+		os.Remove(path + ".ready")
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMutexHolderKilledAnywhereIsBrokenAtOnce$")
+		cmd.Env = append(os.Environ(), "BOTRUN_MUTEX_CHILD="+path)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if !waitFile(path+".ready", 2*time.Minute) {
+			cmd.Process.Kill()
+			t.Fatal("the child never took the mutex 100 times")
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		h, err := NewMutex(path, time.Hour, 0).Lock(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: the killed holder's mutex was not broken: %v", round, err)
+		}
+		h.Unlock()
+	}
+	NewMutex(path, time.Hour, 0) // removes what the killed holders left
+	if left, _ := filepath.Glob(path + ".mutex.tmp-*"); len(left) > 0 {
+		t.Fatalf("a new mutex left the killed holders' files %v", left)
+	}
+}
+
+// waitFile waits until path exists or timeout passes.
+func waitFile(path string, timeout time.Duration) bool {
+	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+	}
+	return false
 }

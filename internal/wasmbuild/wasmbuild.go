@@ -2,7 +2,9 @@
 // SDKs document: Go (GOOS=wasip1 GOARCH=wasm, -buildmode=c-shared), C (clang
 // and wasi-libc), Rust (Debian's rustc) and AssemblyScript (asc from npm).
 // Each module is built once per test binary; a missing toolchain skips the
-// test, or fails it under CI=true.
+// test, or fails it under CI=true. The builds leave no path of the checkout in
+// a module, so a module's bytes, and with them its entry in the compilation
+// cache the tests share, are the same in every clone.
 package wasmbuild
 
 import (
@@ -61,7 +63,7 @@ func Go(t testing.TB, dir string) string {
 	t.Helper()
 	a := abs(t, dir)
 	return cached(t, a, filepath.Base(a), func(out string) ([]byte, error) {
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, ".")
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-trimpath", "-buildmode=c-shared", "-o", out, ".")
 		cmd.Dir = a
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "CGO_ENABLED=0")
 		return cmd.CombinedOutput()
@@ -79,7 +81,7 @@ func C(t testing.TB, dir string, sources ...string) string {
 	a := abs(t, dir)
 	return cached(t, a+":"+filepath.Join(sources...), filepath.Base(a), func(out string) ([]byte, error) {
 		args := []string{"--target=wasm32-wasi", "--sysroot=/usr", "-O2", "-mexec-model=reactor", "-Wl,--strip-debug", "-Wall", "-Werror",
-			"-I", cSDK(a), "-o", out}
+			"-ffile-prefix-map=" + filepath.Dir(filepath.Dir(cSDK(a))) + "=.", "-ffile-prefix-map=" + a + "=.", "-I", cSDK(a), "-o", out}
 		for _, s := range sources {
 			args = append(args, filepath.Join(a, s))
 		}
@@ -110,7 +112,8 @@ func Rust(t testing.TB, dir string) string {
 	}
 	a := abs(t, dir)
 	return cached(t, a, filepath.Base(a), func(out string) ([]byte, error) {
-		common := []string{"--edition", "2021", "--target", "wasm32-unknown-unknown", "-C", "opt-level=s", "-C", "panic=abort"}
+		common := []string{"--edition", "2021", "--target", "wasm32-unknown-unknown", "-C", "opt-level=s", "-C", "panic=abort",
+			"--remap-path-prefix", filepath.Clean(filepath.Join(a, "../..")) + "=."}
 		lib := filepath.Join(filepath.Dir(out), "libbotrun.rlib")
 		for _, args := range [][]string{
 			append(common, "--crate-type=rlib", "--crate-name", "botrun", "-o", lib, filepath.Join(a, "../../guest-sdk/rust/src/lib.rs")),
