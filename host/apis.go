@@ -11,7 +11,7 @@ import (
 )
 
 // buildAPIs makes a caller for each [[apis]] entry.
-func buildAPIs(entries []config.API) (map[string]turn.API, error) {
+func buildAPIs(entries []config.API, o fetch.Options) (map[string]turn.API, error) {
 	apis := make(map[string]turn.API, len(entries))
 	for _, a := range entries {
 		base, err := url.Parse(a.URL)
@@ -19,7 +19,7 @@ func buildAPIs(entries []config.API) (map[string]turn.API, error) {
 			return nil, fmt.Errorf("apis %s: url is not a URL", a.Name)
 		}
 		c, err := fetch.New(fetch.API{Name: a.Name, Base: base, Headers: a.Headers, Timeout: time.Duration(a.Timeout),
-			MaxResponse: int64(a.MaxResponse), Retries: *a.Retries, AllowPrivate: a.AllowPrivate}, fetch.Options{})
+			MaxResponse: int64(a.MaxResponse), Retries: *a.Retries, AllowPrivate: a.AllowPrivate}, o)
 		if err != nil {
 			return nil, fmt.Errorf("apis %s: %w", a.Name, err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/botrun/botrun/host/internal/answers"
 	"github.com/botrun/botrun/host/internal/clock"
 	"github.com/botrun/botrun/host/internal/dispatch"
+	"github.com/botrun/botrun/host/internal/fetch"
 	"github.com/botrun/botrun/host/internal/guard"
 	"github.com/botrun/botrun/host/internal/lease"
 	"github.com/botrun/botrun/host/internal/observe"
@@ -65,6 +66,10 @@ type Options struct {
 	// Clock is the time the message path reads: leases, retries, sweeps
 	// (nil: the wall clock; tests pass a clock.Fake).
 	Clock clock.Clock
+	// LookupIP resolves the host names of the [[apis]] URLs (nil: the
+	// system's resolver). Tests pass their own to prove that a name which
+	// resolves to a private address is refused, with nothing sent to it.
+	LookupIP func(ctx context.Context, host string) ([]net.IP, error)
 }
 
 // Bot is one running bot: its guest, providers, journals, dispatcher,
@@ -233,7 +238,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		sc.Queued = b.dispatch
 	}
 	b.sender = send.New(sc)
-	apis, err := buildAPIs(cfg.APIs)
+	apis, err := buildAPIs(cfg.APIs, fetch.Options{LookupIP: opts.LookupIP})
 	if err != nil {
 		b.close()
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,10 +14,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/botrun/botrun/durability/sqlite"
+	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/dryrun"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -298,5 +302,201 @@ func TestAssistantExample(t *testing.T) {
 	}
 	if third := llm.got[2]; len(third) != 6 {
 		t.Fatalf("the third request has %d messages, want 6", len(third))
+	}
+}
+
+// hostileAPI is the API the hostile guest calls: /v1/echo answers with the
+// X-Guest header it got in X-Echo, /v1/big with 4 KiB, /v1/away redirects
+// off the API's origin (to away), /v1/home redirects to /v1/echo, /v1/hang
+// never answers. It records every request's path and Authorization.
+type hostileAPI struct {
+	away  string
+	hang  chan struct{}
+	mu    sync.Mutex
+	paths []string
+	auths []string
+}
+
+func (a *hostileAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	a.paths = append(a.paths, r.URL.RequestURI())
+	a.auths = append(a.auths, r.Header.Get("Authorization"))
+	a.mu.Unlock()
+	switch r.URL.Path {
+	case "/v1/echo":
+		w.Header().Set("X-Echo", r.Header.Get("X-Guest"))
+		w.Write([]byte("echo"))
+	case "/v1/big":
+		w.Write(bytes.Repeat([]byte("x"), 4096))
+	case "/v1/away":
+		http.Redirect(w, r, a.away+"/steal", http.StatusFound)
+	case "/v1/home":
+		http.Redirect(w, r, "/v1/echo", http.StatusFound)
+	case "/v1/hang":
+		select {
+		case <-a.hang:
+		case <-r.Context().Done():
+		}
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (a *hostileAPI) seen() (paths, auths []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.paths), slices.Clone(a.auths)
+}
+
+// TestFetchHostileInputs: a guest's hostile calls, end to end through the
+// host function, each refused with an error that says what and why, and
+// nothing sent where it should not go: paths that escape the API's base,
+// headers that would replace the configured credentials, a name that
+// resolves to a private address (the test's resolver answers; nothing is
+// ever sent there), a redirect off the API's origin, a response over
+// max_response, more calls than bot.max_fetches, an API that never
+// answers. The credential reaches the API on every call, and no reply,
+// log line or journal holds it.
+func TestFetchHostileInputs(t *testing.T) {
+	module := wasmbuild.Go(t, "wasm/testdata/guests/fetcher")
+	var awayHits atomic.Int64
+	away := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { awayHits.Add(1) }))
+	defer away.Close()
+	api := &hostileAPI{away: away.URL, hang: make(chan struct{})}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	defer close(api.hang)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+
+	dbPath := filepath.Join(t.TempDir(), "bot.db")
+	backend, err := sqlite.Open(context.Background(), sqlite.Options{Path: dbPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	cfg := testConfig(t, "")
+	cfg.Bot.Module = module
+	cfg.Bot.MaxFetches = 3
+	zero, journal := 0, true
+	const secret = "Bearer s3cret-token"
+	cfg.APIs = []config.API{
+		{Name: "api", URL: srv.URL + "/v1", Headers: map[string]string{"Authorization": secret},
+			Timeout: config.Duration(2 * time.Second), MaxResponse: 1024, Retries: &zero, Journal: &journal, AllowPrivate: true},
+		// A public-looking name that resolves to loopback: refused at
+		// the dial, before any byte is sent.
+		{Name: "internal", URL: "https://orders.example.com:" + port + "/v1", Headers: map[string]string{"Authorization": secret},
+			Timeout: config.Duration(2 * time.Second), MaxResponse: 1024, Retries: &zero, Journal: &journal},
+	}
+	var logs syncBuffer
+	b, err := New(context.Background(), cfg, Options{
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Backend: backend, Channels: []channel.Channel{newChannel()},
+		LookupIP: func(_ context.Context, host string) ([]net.IP, error) {
+			if host == "orders.example.com" {
+				return []net.IP{net.ParseIP("127.0.0.1")}, nil
+			}
+			return nil, fmt.Errorf("no such host %s", host)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := b.providers["web"].(*fakeChannel)
+	b.Start()
+	stopped := false
+	defer func() {
+		if !stopped {
+			b.Stop(context.Background())
+		}
+	}()
+
+	cases := []struct {
+		name string
+		ask  string
+		want []string // each line of the reply holds its want
+	}{
+		{"dotdot", `{"api":"api","path":"/../admin"}`, []string{"ERROR", "BAD_PAYLOAD"}},
+		{"encoded-dotdot", `{"api":"api","path":"/%2e%2e/admin"}`, []string{"ERROR", "BAD_PAYLOAD"}},
+		{"scheme", `{"api":"api","path":"http://evil.example/x"}`, []string{"ERROR", "BAD_PAYLOAD"}},
+		{"other-host", `{"api":"api","path":"//evil.example/x"}`, []string{"ERROR", "BAD_PAYLOAD"}},
+		{"crlf", `{"api":"api","path":"/echo\r\nX-Injected: 1"}`, []string{"ERROR", "BAD_PAYLOAD"}},
+		{"credential-header", `{"api":"api","path":"/echo","headers":{"authorization":"Bearer guest","X-Guest":"hi"}}`, []string{"200 hi echo"}},
+		{"host-header", `{"api":"api","path":"/echo","headers":{"Host":"evil.example"}}`, []string{"ERROR", "BAD_PAYLOAD"}},
+		{"unknown-api", `{"api":"nope","path":"/echo"}`, []string{"ERROR", "NOT_FOUND"}},
+		{"private", `{"api":"internal","path":"/echo"}`, []string{"FAILED refused", "orders.example.com resolves to 127.0.0.1", "allow_private"}},
+		{"redirect-off-origin", `{"api":"api","path":"/away"}`, []string{"302 "}},
+		{"redirect-on-origin", `{"api":"api","path":"/home","headers":{"X-Guest":"again"}}`, []string{"200 again echo"}},
+		{"too-large", `{"api":"api","path":"/big"}`, []string{"FAILED too-large", "max_response"}},
+		{"too-many", `{"api":"api","path":"/echo","calls":4}`, []string{"200", "200", "200", "TOO_LARGE" /* the 4th */}},
+		{"never-answers", `{"api":"api","path":"/hang"}`, []string{"FAILED timeout"}},
+	}
+	for _, c := range cases {
+		if _, err := b.Admit(context.Background(), "web", channel.Message{ID: c.name, Chat: c.name, From: "u", Text: c.ask}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb := &testBot{Bot: b}
+	if !tb.quiet(len(cases), 2*time.Minute) {
+		t.Fatal("the hostile calls did not settle")
+	}
+	replies := map[string]string{}
+	ch.mu.Lock()
+	for _, d := range ch.delivered {
+		replies[d.Chat] = d.Text
+	}
+	ch.mu.Unlock()
+	for _, c := range cases {
+		got := replies[c.name]
+		// One line per call (a single call's want may name several
+		// parts of its line).
+		lines := strings.Split(got, "\n")
+		ok := true
+		for i, w := range c.want {
+			if len(c.want) > 1 && strings.HasPrefix(c.want[0], "200") {
+				ok = ok && i < len(lines) && strings.Contains(lines[i], w)
+			} else {
+				ok = ok && strings.Contains(lines[0], w)
+			}
+		}
+		if !ok {
+			t.Errorf("%s: reply %q, want lines holding %q", c.name, got, c.want)
+		}
+		if strings.Contains(got, "s3cret") {
+			t.Errorf("%s: the reply holds the credential: %q", c.name, got)
+		}
+	}
+
+	paths, auths := api.seen()
+	for _, p := range paths {
+		if !strings.HasPrefix(p, "/v1/") {
+			t.Errorf("the API got a request for %q, outside its base /v1", p)
+		}
+	}
+	for i, a := range auths {
+		if a != secret {
+			t.Errorf("request %s carried Authorization %q, not the configured one", paths[i], a)
+		}
+	}
+	// credential-header, redirect-on-origin (two hops), redirect-off,
+	// too-large, too-many (three made), never-answers: nothing else.
+	if want := 1 + 2 + 1 + 1 + 3 + 1; len(paths) != want {
+		t.Errorf("the API got %d requests %q, want %d", len(paths), paths, want)
+	}
+	if n := awayHits.Load(); n != 0 {
+		t.Errorf("the redirect off the API's origin was followed (%d requests)", n)
+	}
+	b.Stop(context.Background())
+	stopped = true
+	if strings.Contains(logs.String(), "s3cret") {
+		t.Error("a log line holds the credential")
+	}
+	for _, f := range []string{dbPath, dbPath + "-wal"} {
+		if raw, err := os.ReadFile(f); err == nil && bytes.Contains(raw, []byte("s3cret")) {
+			t.Errorf("%s holds the credential", filepath.Base(f))
+		}
+	}
+	for _, w := range []string{"/../admin", "max_fetches", "api=nope"} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("no log line names %q: an operator cannot tell what was refused", w)
+		}
 	}
 }
