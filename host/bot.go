@@ -244,7 +244,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		return nil, err
 	}
 	turnCfg := turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
-		Counters: &b.metrics, APIs: apis, Answers: b.answers,
+		Counters: &b.metrics, APIs: apis, Answers: b.answers, FetchTime: b.obs.FetchTime, Tracer: b.tr.Tracer(),
 		Caps: turn.Caps{MaxSends: cfg.Bot.MaxSends, MaxBroadcast: cfg.Bot.MaxBroadcast, MaxChatState: int64(cfg.Bot.MaxChatState),
 			MaxEventBytes: int64(cfg.Bot.MaxEventBytes), HandlerTimeout: time.Duration(cfg.Bot.HandlerTimeout),
 			MaxFetches: cfg.Bot.MaxFetches, MaxFetchWait: time.Duration(cfg.Bot.MaxFetchWait)},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/channel"
@@ -388,8 +392,12 @@ func TestFetchHostileInputs(t *testing.T) {
 			Timeout: config.Duration(2 * time.Second), MaxResponse: 1024, Retries: &zero, Journal: &journal},
 	}
 	var logs syncBuffer
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
 	b, err := New(context.Background(), cfg, Options{
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Backend: backend, Channels: []channel.Channel{newChannel()},
+		TracerProvider: tp,
 		LookupIP: func(_ context.Context, host string) ([]net.IP, error) {
 			if host == "orders.example.com" {
 				return []net.IP{net.ParseIP("127.0.0.1")}, nil
@@ -483,6 +491,47 @@ func TestFetchHostileInputs(t *testing.T) {
 	}
 	if n := awayHits.Load(); n != 0 {
 		t.Errorf("the redirect off the API's origin was followed (%d requests)", n)
+	}
+
+	// botrun_fetch_seconds counts the calls made, by API and outcome.
+	counts := map[string]uint64{}
+	families, err := b.Observer().Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "botrun_fetch_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			counts[labels["api"]+" "+labels["outcome"]] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	if want := map[string]uint64{"api 2xx": 5, "api 3xx": 1, "api too-large": 1, "api timeout": 1, "internal refused": 1}; !maps.Equal(counts, want) {
+		t.Errorf("botrun_fetch_seconds counts %v, want %v", counts, want)
+	}
+	// A span per call (made, refused or answered from the journal), with
+	// the API and the path, never a header or a body.
+	var fetchSpans int
+	for _, s := range exp.GetSpans() {
+		if s.Name != "botrun.fetch" {
+			continue
+		}
+		fetchSpans++
+		for _, a := range s.Attributes {
+			if strings.Contains(a.Value.Emit(), "s3cret") {
+				t.Errorf("span attribute %s holds the credential", a.Key)
+			}
+		}
+	}
+	// 18 calls, less the scheme and the Host header, which the ABI's
+	// decoder refuses before a call reaches the turn.
+	if fetchSpans != 16 {
+		t.Errorf("%d botrun.fetch spans, want one per call that reached the turn (16)", fetchSpans)
 	}
 	b.Stop(context.Background())
 	stopped = true

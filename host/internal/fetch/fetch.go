@@ -218,6 +218,9 @@ func origin(u *url.URL) string {
 // methods are the methods a guest may use.
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
+// Name is the API's name, as the guest calls it.
+func (c *Caller) Name() string { return c.api.Name }
+
 // Do makes the call req asks for and returns the API's answer, whatever its
 // status. Errors: ErrBadPath or ErrBadRequest (wrapped) for a request that
 // was not sent, *Error for a call that got no usable answer, and the

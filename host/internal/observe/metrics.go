@@ -60,6 +60,8 @@ type Observer struct {
 	admission, turn prometheus.Histogram
 	Guest           prometheus.Histogram
 	sendVec         *prometheus.HistogramVec
+	// fetchVec is the API calls' latency by API and outcome.
+	fetchVec *prometheus.HistogramVec
 	// commit and batch are the group commit's latency and batch size.
 	commit, batch prometheus.Histogram
 	stopCommit    func()
@@ -218,10 +220,13 @@ func New(src Sources) *Observer {
 			Help: "Writes per group commit of the journal; process-wide.", Buckets: ms(1, 10)}),
 		sendVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "botrun_send_seconds",
 			Help: "One call of a channel's send (an attempt), by provider.", Buckets: ms(0.001, 15)}, []string{"provider"}),
+		fetchVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "botrun_fetch_seconds",
+			Help:    "One API call (fetch) the host made for a guest, retries included, by API and outcome: the response's status class (2xx, 3xx, 4xx, 5xx) or why it got none (refused, connection, timeout, too-large). Answers read from the journal are not calls (botrun_fetch_replayed_total).",
+			Buckets: ms(0.005, 14)}, []string{"api", "outcome"}),
 		Panics:  newPanicCounter(),
 		Skipped: newSkipCounter(),
 	}
-	in.reg.MustRegister(in.admission, in.turn, in.Guest, in.commit, in.batch, in.sendVec, in.Panics, in.Skipped,
+	in.reg.MustRegister(in.admission, in.turn, in.Guest, in.commit, in.batch, in.sendVec, in.fetchVec, in.Panics, in.Skipped,
 		counterCollector{in}, depthCollector{in}, instanceCollector{in},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	in.stopCommit = groupcommit.Observe(func(size int, took time.Duration) {
@@ -239,6 +244,12 @@ func (in *Observer) SendObservers(providers []string) map[string]prometheus.Obse
 		out[p] = in.sendVec.WithLabelValues(p)
 	}
 	return out
+}
+
+// FetchTime observes one API call: its API, its outcome and how long it
+// took.
+func (in *Observer) FetchTime(api, outcome string, took time.Duration) {
+	in.fetchVec.WithLabelValues(api, outcome).Observe(took.Seconds())
 }
 
 // Close stops observing the group commits.

@@ -9,6 +9,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/host/internal/answers"
 	"github.com/botrun/botrun/host/internal/fetch"
@@ -31,7 +35,12 @@ type API struct {
 // a replayed event's call with nothing journaled is called again under the
 // same key (fetch_ambiguous: the crashed attempt may have made it). The
 // answer, or the failure, is journaled before the guest reads it.
-func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (abi.FetchResponse, error) {
+func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (res abi.FetchResponse, err error) {
+	if t.tracer != nil {
+		var span trace.Span
+		ctx, span = t.tracer.Start(ctx, "botrun.fetch")
+		defer func() { endFetchSpan(span, t.event.ID, req, res, err) }()
+	}
 	// Every call counts against bot.max_fetches, one to an API the config
 	// does not name too (the dry run numbers them the same way).
 	if t.fetches >= t.maxFetches {
@@ -104,10 +113,14 @@ func (t *Turn) call(ctx context.Context, c *fetch.Caller, req fetch.Request) (ab
 	defer cancel()
 	start := time.Now()
 	r, err := c.Do(cctx, req)
-	t.waited += time.Since(start)
+	took := time.Since(start)
+	t.waited += took
 	var failed *fetch.Error
 	if err == nil || errors.As(err, &failed) || cctx.Err() != nil {
 		t.metrics.FetchCalls.Add(1) // made (or tried): not refused before sending
+		if t.fetchTime != nil {
+			t.fetchTime(c.Name(), outcome(r.Status, failed, err), took)
+		}
 	}
 	switch {
 	case err == nil:
@@ -137,4 +150,48 @@ func (t *Turn) call(ctx context.Context, c *fetch.Caller, req fetch.Request) (ab
 		res.BodyBase64 = base64.StdEncoding.EncodeToString(r.Body)
 	}
 	return res, nil
+}
+
+// outcome is a call's label in botrun_fetch_seconds: the response's status
+// class (2xx...5xx), or the reason it got none (refused, connection,
+// timeout, too-large).
+func outcome(status int, failed *fetch.Error, err error) string {
+	switch {
+	case failed != nil:
+		return failed.Reason
+	case err != nil:
+		return abi.FetchTimeout // the event's bot.max_fetch_wait ran out
+	case status >= 100 && status < 600:
+		return string(rune('0'+status/100)) + "xx"
+	}
+	return "other"
+}
+
+// endFetchSpan ends a call's span: the record, the API, the method and
+// path (not the query, the headers or the bodies), and what it got.
+func endFetchSpan(span trace.Span, record string, req abi.FetchRequest, res abi.FetchResponse, err error) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	path, _, _ := strings.Cut(req.Path, "?")
+	if len(path) > 256 {
+		path = strings.ToValidUTF8(path[:256], "")
+	}
+	method := req.Method
+	if method == "" {
+		method = "GET"
+	}
+	span.SetAttributes(attribute.String("botrun.id", record), attribute.String("botrun.api", req.API),
+		attribute.String("http.request.method", method), attribute.String("url.path", path))
+	var failed *abi.FetchError
+	switch {
+	case err == nil:
+		span.SetAttributes(attribute.Int("http.response.status_code", res.Status), attribute.Bool("botrun.fetch.replayed", res.Replayed))
+	case errors.As(err, &failed):
+		span.SetAttributes(attribute.String("botrun.fetch.failed", failed.Reason))
+		span.SetStatus(codes.Error, failed.Reason)
+	default:
+		span.SetStatus(codes.Error, "refused")
+	}
 }

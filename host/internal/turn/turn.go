@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -62,7 +63,12 @@ type Config struct {
 	// answers (nil: no journal, as on a backend without a Kv).
 	APIs    map[string]API
 	Answers *answers.Journal
-	Log     *slog.Logger
+	// FetchTime observes each API call made: its API, its outcome (a
+	// status class or the reason it got no response) and how long it took
+	// (nil: not observed). Tracer traces each call (nil: tracing off).
+	FetchTime func(api, outcome string, took time.Duration)
+	Tracer    trace.Tracer
+	Log       *slog.Logger
 }
 
 // New returns the turn of ev. mediaReasons say which of its media are
@@ -74,7 +80,8 @@ func New(c Config, ev abi.Event, mediaReasons []string, held func() error) *Turn
 		maxBytes: c.Caps.MaxEventBytes, hookBudget: wasm.NewBudget(c.Caps.HandlerTimeout),
 		event: ev, writes: map[string]durability.StateWrite{}, hooks: c.Sender.Hooks(),
 		stored: map[string]int{}, usage: map[string]*stateUsage{}, held: held, mediaReasons: mediaReasons,
-		apis: c.APIs, answers: c.Answers, maxFetches: c.Caps.MaxFetches, fetchWait: c.Caps.MaxFetchWait}
+		apis: c.APIs, answers: c.Answers, maxFetches: c.Caps.MaxFetches, fetchWait: c.Caps.MaxFetchWait,
+		fetchTime: c.FetchTime, tracer: c.Tracer}
 }
 
 // FlushPosted makes the sends the guest posted, in order (see flushPosted).
@@ -173,6 +180,8 @@ type Turn struct {
 	answers             *answers.Journal
 	fetches, maxFetches int
 	waited, fetchWait   time.Duration
+	fetchTime           func(api, outcome string, took time.Duration)
+	tracer              trace.Tracer
 	// held, when set, refuses sends once the record's lease expired by
 	// this process's clock (coordination: a replica frozen past its lease
 	// and thawed must not act on what it read before).
