@@ -109,6 +109,18 @@ func TestFetchJournaledAndReplayed(t *testing.T) {
 			if !waitFor(60*time.Second, func() bool { return b.inboxState(t, "web:m1").Attempts == 1 && b.quiet(2, time.Millisecond) }) {
 				t.Fatal("the replay did not settle")
 			}
+			// The operator sees a journaled turn's calls: method, API, path,
+			// status, time and a preview; never the credentials.
+			shown, err := b.Operator().Calls(context.Background(), "web:m2")
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case !journal && len(shown) != 0:
+				t.Fatalf("calls of an API whose journal is off: %+v", shown)
+			case journal && (len(shown) != 1 || shown[0].N != 1 || shown[0].API != "orders" || shown[0].Method != "GET" ||
+				shown[0].Path != "/orders/7" || shown[0].Status != 404 || shown[0].At == 0 || !strings.HasPrefix(shown[0].Preview, "404 page not found")):
+				t.Fatalf("the operator's view of web:m2's calls: %+v", shown)
+			}
 			m := b.Observer().Metrics()
 			calls := api.calls()[before:]
 			if journal {

@@ -27,7 +27,7 @@ func operatorOptions(cfg *config.Config, j durability.Journals, kv durability.Kv
 	for _, p := range sessionProviders(cfg) {
 		sessions = append(sessions, p.ID)
 	}
-	return ops.Options{Journals: j, Kv: kv, Scope: Scope(cfg).ID() + "/", Sessions: sessions}
+	return ops.Options{Journals: j, Kv: kv, Scope: Scope(cfg).ID() + "/", Sessions: sessions, MaxFetches: cfg.Bot.MaxFetches}
 }
 
 // newOperator is b's operator (Bot.Operator).

@@ -112,6 +112,7 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 	mux.HandleFunc("GET /admin/status", a.auth(a.status))
 	mux.HandleFunc("GET /admin/inbox/{id}", a.auth(record(op.InboxRecord)))
 	mux.HandleFunc("GET /admin/outbox/{id}", a.auth(record(op.OutboxRecord)))
+	mux.HandleFunc("GET /admin/inbox/{id}/calls", a.auth(record(op.Calls)))
 	mux.HandleFunc("POST /admin/inbox/{id}/replay", a.auth(a.op("replay", op.ReplayInbound)))
 	mux.HandleFunc("POST /admin/outbox/{id}/retry", a.auth(a.op("retry", op.RetrySend)))
 	mux.HandleFunc("POST /admin/outbox/{id}/discard", a.auth(a.op("discard", op.Discard)))

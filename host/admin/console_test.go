@@ -37,11 +37,21 @@ var screenshot = flag.String("screenshot", "", "write the console's screenshot (
 func TestMain(m *testing.M) { os.Exit(browsertest.Run(m)) }
 
 // flaky fails every event while broken, and echoes otherwise.
-type flaky struct{ broken atomic.Bool }
+// flaky fails while broken; then it replies "echo: <text>", first calling
+// the API "orders" when fetch is set.
+type flaky struct {
+	broken atomic.Bool
+	fetch  bool
+}
 
 func (f *flaky) Handle(ctx context.Context, ev abi.Event, env wasm.Env) (string, error) {
 	if f.broken.Load() {
 		return f.Digest(), errors.New("flaky: the handler is broken")
+	}
+	if f.fetch {
+		if _, err := env.(wasm.Fetcher).Fetch(ctx, abi.FetchRequest{API: "orders", Path: "/orders/42?expand=items"}); err != nil {
+			return f.Digest(), err
+		}
 	}
 	_, err := env.Send(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
 	return f.Digest(), err
@@ -90,12 +100,20 @@ func startConsoleIn(t *testing.T, dir, bot string, g host.Guest) (string, string
 // TestConsoleInBrowser drives the console in Chromium: a wrong token is
 // refused and shows nothing; a dead inbound record shows up in the live tail
 // and the inbox; replaying it from its page, behind the confirmation, makes
-// the bot's reply appear in the chat's transcript; the action is logged with
-// the operator's address.
+// the bot's reply appear in the chat's transcript and its API call in the
+// record's calls; the action is logged with the operator's address.
 func TestConsoleInBrowser(t *testing.T) {
-	g := &flaky{}
+	g := &flaky{fetch: true}
 	g.broken.Store(true)
-	base, logs := startConsole(t, g)
+	orders := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte("order 42: shipped"))
+	}))
+	defer orders.Close()
+	base, logs := startConsoleIn(t, t.TempDir(), fmt.Sprintf("[bot]\nmodule = \"unused.wasm\"\n[[apis]]\nname = \"orders\"\nurl = %q\nallow_private = true\nheaders = { Authorization = \"Bearer s3cret\" }\n", orders.URL+"/v1"), g)
 	ctx := browsertest.Tab(t)
 
 	browsertest.Do(t, ctx, "signing in with a wrong token",
@@ -164,7 +182,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#confirm-yes")),
 		browsertest.WaitText("#transcript .msg.out", "echo: hello"),
 		browsertest.WaitText("#fields", "done"),
-		browsertest.WaitText("#fields", "flaky0123456789abcdef"))
+		browsertest.WaitText("#fields", "flaky0123456789abcdef"),
+		browsertest.WaitText("#calls li", "GET orders /orders/42 → 200"),
+		browsertest.WaitText("#calls li .preview", "order 42: shipped"))
+	if shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("calls").textContent`)); err != nil || strings.Contains(shown, "s3cret") || strings.Contains(shown, "expand") {
+		t.Fatalf("the record's calls show %q (%v): the query or a credential", shown, err)
+	}
 	if l, err := os.ReadFile(logs); err != nil || !bytes.Contains(l, []byte("action=replay remote=127.0.0.1:")) {
 		t.Fatalf("the replay is not logged with the operator's address (%v):\n%s", err, l)
 	}

@@ -68,6 +68,9 @@ type Options struct {
 	// Counters are the running bot's counters (inbound_replayed,
 	// outbox_journaled); nil with Live.
 	Counters *observe.Counters
+	// MaxFetches is bot.max_fetches: how many API calls of a record
+	// Calls looks for (0: 16).
+	MaxFetches int
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }

@@ -382,6 +382,8 @@ function showRecord(kind, id) {
   for (const b of ["replay", "retry", "discard"]) $(b).hidden = true;
   $("fields").replaceChildren();
   $("payload").textContent = "";
+  $("calls").replaceChildren();
+  $("calls-box").hidden = true;
   $("transcript").replaceChildren();
   renderRecord(kind, id);
   timers.push(setInterval(() => renderRecord(kind, id), 2000));
@@ -414,7 +416,27 @@ async function renderRecord(kind, id) {
   $("replay").hidden = !(kind === "inbox" && ["done", "failed", "dead"].includes(r.state));
   $("retry").hidden = !(kind === "outbox" && ["dead", "failed", "unknown"].includes(r.state));
   $("discard").hidden = kind !== "outbox";
+  if (kind === "inbox") calls(id); else $("calls-box").hidden = true;
   transcript(r.chat);
+}
+
+// calls lists an inbound record's journaled API calls: method, API, path,
+// status or failure, time, and a short preview of the answer.
+async function calls(id) {
+  const g = gen;
+  let list;
+  try { list = await api("/admin/inbox/" + encodeURIComponent(id) + "/calls"); } catch (err) { failed(err, "action-result"); return; }
+  if (g !== gen) return;
+  const box = $("calls");
+  box.replaceChildren();
+  for (const c of list || []) {
+    const outcome = c.failed ? "failed: " + c.failed + (c.message ? " (" + c.message + ")" : "") : String(c.status);
+    const li = el("li", c.method + " " + c.api + " " + c.path + " → " + outcome + " · " + c.took_ms + " ms · " + when(c.at), c.failed ? "error" : "");
+    li.value = c.n;
+    if (c.preview) li.append(el("pre", c.preview, "preview"));
+    box.append(li);
+  }
+  $("calls-box").hidden = !(list && list.length);
 }
 
 async function transcript(chat) {

@@ -30,6 +30,19 @@ type Answer struct {
 	Error       *abi.FetchError    `json:"error,omitempty"`
 	// At is when it was journaled, in Unix milliseconds: Purge goes by it.
 	At int64 `json:"at"`
+	// API, Method and Path (without its query, at most 256 bytes) name
+	// the call for an operator; TookMs is how long it took. Never its
+	// headers.
+	API    string `json:"api,omitempty"`
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	TookMs int64  `json:"took_ms,omitempty"`
+}
+
+// Numbered is call N (1-based) of a record and its answer.
+type Numbered struct {
+	N int `json:"n"`
+	Answer
 }
 
 // Replay is what a's call answers when it is made again with the request
@@ -78,6 +91,23 @@ func (j *Journal) Get(ctx context.Context, record string, n int) (a Answer, ok b
 		return Answer{}, false, fmt.Errorf("answers: the answer of call %d of %s is unreadable: %w", n, record, err)
 	}
 	return a, true, nil
+}
+
+// Calls returns the answers journaled for record's calls 1 to max, in call
+// order (a call refused before it was made, or to an API whose journal is
+// off, has none).
+func (j *Journal) Calls(ctx context.Context, record string, max int) ([]Numbered, error) {
+	var out []Numbered
+	for n := 1; n <= max; n++ {
+		a, ok, err := j.Get(ctx, record, n)
+		if err != nil {
+			return out, err
+		}
+		if ok {
+			out = append(out, Numbered{N: n, Answer: a})
+		}
+	}
+	return out, nil
 }
 
 // Put journals a as the answer of call n of record, replacing the one a

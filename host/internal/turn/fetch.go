@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -73,7 +74,9 @@ func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (res abi.FetchRe
 			t.metrics.FetchAmbiguous.Add(1)
 		}
 	}
+	start := time.Now()
 	res, ferr := t.call(ctx, api.Caller, freq)
+	took := time.Since(start)
 	if ferr != nil {
 		var failed *abi.FetchError
 		if !errors.As(ferr, &failed) {
@@ -87,7 +90,8 @@ func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (res abi.FetchRe
 		if err := t.fence(); err != nil {
 			return abi.FetchResponse{}, err
 		}
-		a := answers.Answer{Fingerprint: fp, At: time.Now().UnixMilli()}
+		a := answers.Answer{Fingerprint: fp, At: time.Now().UnixMilli(), API: req.API, Method: cmp.Or(freq.Method, "GET"), Path: shownPath(req.Path),
+			TookMs: took.Milliseconds()}
 		if ferr != nil {
 			a.Error = ferr.(*abi.FetchError)
 		} else {
@@ -174,10 +178,7 @@ func endFetchSpan(span trace.Span, record string, req abi.FetchRequest, res abi.
 	if !span.IsRecording() {
 		return
 	}
-	path, _, _ := strings.Cut(req.Path, "?")
-	if len(path) > 256 {
-		path = strings.ToValidUTF8(path[:256], "")
-	}
+	path := shownPath(req.Path)
 	method := req.Method
 	if method == "" {
 		method = "GET"
@@ -194,4 +195,14 @@ func endFetchSpan(span trace.Span, record string, req abi.FetchRequest, res abi.
 	default:
 		span.SetStatus(codes.Error, "refused")
 	}
+}
+
+// shownPath is a call's path as spans and the console show it: without
+// its query, at most 256 bytes.
+func shownPath(p string) string {
+	p, _, _ = strings.Cut(p, "?")
+	if len(p) > 256 {
+		p = strings.ToValidUTF8(p[:256], "")
+	}
+	return p
 }
