@@ -22,6 +22,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
@@ -35,6 +36,7 @@ import (
 type orderAPI struct {
 	mu   sync.Mutex
 	keys []string
+	reqs []string // "METHOD path"
 }
 
 func (a *orderAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -44,10 +46,13 @@ func (a *orderAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mu.Lock()
 	a.keys = append(a.keys, r.Header.Get("Idempotency-Key"))
+	a.reqs = append(a.reqs, r.Method+" "+r.URL.Path)
 	a.mu.Unlock()
-	switch r.URL.Path {
-	case "/v1/orders/42":
+	switch r.Method + " " + r.URL.Path {
+	case "GET /v1/orders/42":
 		w.Write([]byte("shipped\n"))
+	case "POST /v1/orders/42/cancel":
+		w.Write([]byte("cancelled"))
 	default:
 		http.NotFound(w, r)
 	}
@@ -170,6 +175,41 @@ func TestFetchJournaledAndReplayed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFetchFromAFlow: the orders example's lookup flow calls the API in
+// one step and asks a question; the next message replays that step, which
+// reads the kept answer: each call is made once, by the message that took
+// its step, under that message's key.
+func TestFetchFromAFlow(t *testing.T) {
+	module := wasmbuild.Go(t, "../examples/orders")
+	api := &orderAPI{}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	cfg := testConfig(t, "")
+	cfg.Bot.Module = module
+	zero, journal := 0, true
+	cfg.APIs = []config.API{{Name: "orders", URL: srv.URL + "/v1", Headers: map[string]string{"Authorization": "Bearer s3cret-token"},
+		Timeout: config.Duration(30 * time.Second), MaxResponse: 1 << 20, Retries: &zero, Journal: &journal, AllowPrivate: true}}
+	ch := newChannel()
+	b := newTestBot(t, cfg, memory.New(), nil, ch)
+	defer b.stop(t)
+	for i, text := range []string{"order", "42", "yes"} {
+		b.admit(t, "c1", fmt.Sprintf("f%d", i+1), text)
+		if !b.quiet(i+1, time.Minute) {
+			t.Fatalf("message %q did not settle", text)
+		}
+	}
+	want := []string{"Which order number?", "Order 42: shipped", "Shall I cancel order 42? (yes/no)", "Order 42 is cancelled."}
+	if got := ch.texts(); !slices.Equal(got, want) {
+		t.Fatalf("transcript %q, want %q", got, want)
+	}
+	api.mu.Lock()
+	reqs, keys := slices.Clone(api.reqs), slices.Clone(api.keys)
+	api.mu.Unlock()
+	if !slices.Equal(reqs, []string{"GET /v1/orders/42", "POST /v1/orders/42/cancel"}) || !slices.Equal(keys, []string{"web:f2:fetch:1", "web:f3:fetch:1"}) {
+		t.Fatalf("the API got %q under the keys %q: each call once, by the message that took its step", reqs, keys)
 	}
 }
 

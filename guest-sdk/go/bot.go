@@ -275,8 +275,10 @@ type Context struct {
 	Event Event
 
 	// replaying is set while a flow replays the steps it already took: its
-	// sends are not made (see Flow).
+	// sends are not made (see Flow). flowCalls keeps the answers of the
+	// flow's API calls (nil outside a flow).
 	replaying bool
+	flowCalls *flowCalls
 }
 
 // Handler handles one event. Returning an error reports it to the host, which

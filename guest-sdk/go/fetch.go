@@ -70,12 +70,35 @@ func (e *FetchError) Is(target error) bool { return target == ErrFetchFailed }
 // refuses; ErrTooLarge past bot.max_fetches calls in one event or a body
 // over 1 MiB; ErrUnsupported from a host without fetch.
 //
-// In a flow, a step that calls Fetch is run again when a later message
-// continues the flow (the flow replays its steps): that run is another
-// event, so the call is made again under that event's key. Make the calls
-// of a flow's steps reads that may be repeated, or pass Key (a key of your
-// own that names the action, e.g. "booking:"+the booking's id).
+// In a flow, a step's calls are kept with the flow (the chat's state key
+// "botrun.flow.calls", committed with each message): when a later message
+// replays the step, its calls are answered from there, marked Replayed,
+// and not made again, however many messages the flow takes. A call whose
+// API, method or path differs from the kept one at its place (the module
+// changed) is made anew. An answer too large for the chat's state is not
+// kept (logged): the replayed step calls again under that message's
+// Idempotency-Key. The other SDKs do not keep a flow's calls yet: there, a
+// step's call is made again on each later message of the flow.
 func (c *Context) Fetch(api string, req Request) (*Response, error) {
+	fc := c.flowCalls
+	if fc == nil {
+		return c.fetch(api, req)
+	}
+	id := api + " " + req.Method + " " + req.Path
+	if c.replaying {
+		if res, err, ok := fc.take(c, id); ok {
+			return res, err
+		}
+	}
+	res, err := c.fetch(api, req)
+	if !c.replaying {
+		fc.keep(id, res, err)
+	}
+	return res, err
+}
+
+// fetch makes the call through the host.
+func (c *Context) fetch(api string, req Request) (*Response, error) {
 	b := encodeFetchRequest(api, req)
 	n := hostFetch(ptr(b), int32(len(b)))
 	if Code(n) == CodeFetchFailed {

@@ -4,6 +4,7 @@ package bot
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -57,5 +58,112 @@ func TestFetch(t *testing.T) {
 	h.code, h.res = -3, ""
 	if _, err := ctx.Fetch("nope", Request{Path: "/"}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown api: %v", err)
+	}
+}
+
+// ordersHost answers fetch by path and records each call's path.
+type ordersHost struct {
+	*fakeHost
+	paths []string
+}
+
+func (h *ordersHost) fetch(req []byte) ([]byte, int32) {
+	var path string
+	d := decoder{b: req}
+	d.object(func(k string) error {
+		s, err := d.str()
+		if k == "path" {
+			path = s
+		}
+		return err
+	})
+	h.paths = append(h.paths, path)
+	switch path {
+	case "/orders/42":
+		return []byte(`{"status":200,"headers":{"Content-Type":"text/plain","X-Id":"42"},"body":"shipped"}`), 0
+	case "/orders/42/cancel":
+		return []byte(`{"reason":"timeout","message":"no answer within 10s"}`), int32(CodeFetchFailed)
+	}
+	return []byte(`{"status":404,"body":"no such order"}`), 0
+}
+
+// lookupFlow asks for an order, looks it up, then asks whether to cancel
+// it and tries to.
+var lookupFlow = NewFlow("lookup", func(f *FlowContext) error {
+	id, err := f.Ask("Which order?")
+	if err != nil {
+		return err
+	}
+	res, err := f.Fetch("orders", Request{Path: "/orders/" + id})
+	if err != nil {
+		return err
+	}
+	lookups = append(lookups, res)
+	if _, err := f.Reply("Order " + id + ": " + string(res.Body)); err != nil {
+		return err
+	}
+	yes, err := f.Ask("Cancel it?")
+	if err != nil || yes != "yes" {
+		return err
+	}
+	_, err = f.Fetch("orders", Request{Method: "POST", Path: "/orders/" + id + "/cancel"})
+	cancelErr = err
+	return nil
+})
+
+var (
+	lookups   []*Response
+	cancelErr error
+)
+
+// TestFlowKeepsItsCalls: a flow step's API call is made once, by the
+// message that takes the step; the later message that replays the step
+// gets the same answer from the flow's kept calls, marked replayed, with
+// no call to the host; a call that got no response is kept too; the
+// finished flow leaves no state.
+func TestFlowKeepsItsCalls(t *testing.T) {
+	h := &ordersHost{fakeHost: newFakeHost(t)}
+	native = h
+	lookups, cancelErr = nil, nil
+	run := func(id, text string) {
+		t.Helper()
+		h.event, h.n = id, 0
+		ctx := &Context{Event: Event{ID: id, Provider: "web", Chat: "c1", Text: text}}
+		var err error
+		if text == "/lookup" {
+			err = ctx.Start(lookupFlow)
+		} else {
+			_, err = ctx.Continue()
+		}
+		if err != nil {
+			t.Fatalf("message %q: %v", text, err)
+		}
+	}
+	run("web:1", "/lookup")
+	run("web:2", "42")
+	if len(h.paths) != 1 || len(lookups) != 1 || lookups[0].Replayed {
+		t.Fatalf("the step's first run: calls %q, lookups %+v", h.paths, lookups)
+	}
+	if _, ok := h.state[flowCallsKey]; !ok {
+		t.Fatal("the step's call was not kept with the flow")
+	}
+	run("web:3", "yes")
+	if want := []string{"/orders/42", "/orders/42/cancel"}; !reflect.DeepEqual(h.paths, want) {
+		t.Fatalf("the host got the calls %q, want %q: the replayed step called again", h.paths, want)
+	}
+	if r := lookups[1]; !r.Replayed || r.Status != 200 || string(r.Body) != "shipped" || r.Header["X-Id"] != "42" || r.Header["Content-Type"] != "text/plain" {
+		t.Fatalf("the replayed step's answer: %+v", r)
+	}
+	var fe *FetchError
+	if !errors.As(cancelErr, &fe) || fe.Reason != "timeout" || fe.API != "orders" {
+		t.Fatalf("the cancel: %v", cancelErr)
+	}
+	for _, k := range []string{flowKey, flowCallsKey} {
+		if _, ok := h.state[k]; ok {
+			t.Fatalf("the finished flow left %s", k)
+		}
+	}
+	if want := []string{"Which order?", "Order 42: shipped", "Cancel it?"}; !reflect.DeepEqual(h.delivered, want) {
+		t.Fatalf("transcript %q, want %q", h.delivered, want)
 	}
 }

@@ -2,7 +2,9 @@ package bot
 
 import (
 	"errors"
+	"sort"
 	"strconv"
+	"strings"
 )
 
 // A Flow is a persistent conversation: a function that asks questions and
@@ -77,28 +79,171 @@ var errFlowState = errors.New("not a sequence of netstrings")
 // decodeFlow reads a flow state; any value encodeFlow cannot have written is
 // an error.
 func decodeFlow(b []byte) (string, []string, error) {
-	var fields []string
-	for len(b) > 0 {
-		n, i := 0, 0
-		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-			if i > 0 && n == 0 {
-				return "", nil, errFlowState // a leading zero
-			}
-			n = n*10 + int(b[i]-'0')
-			if n > len(b) {
-				return "", nil, errFlowState
-			}
-		}
-		if i == 0 || i+1+n >= len(b) || b[i] != ':' || b[i+1+n] != ',' {
-			return "", nil, errFlowState
-		}
-		fields = append(fields, string(b[i+1:i+1+n]))
-		b = b[i+2+n:]
+	fields, err := splitNetstrings(b)
+	if err != nil {
+		return "", nil, err
 	}
 	if len(fields) == 0 {
 		return "", nil, errFlowState
 	}
 	return fields[0], fields[1:], nil
+}
+
+// splitNetstrings reads a sequence of netstrings.
+func splitNetstrings(b []byte) ([]string, error) {
+	var fields []string
+	for len(b) > 0 {
+		n, i := 0, 0
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			if i > 0 && n == 0 {
+				return nil, errFlowState // a leading zero
+			}
+			n = n*10 + int(b[i]-'0')
+			if n > len(b) {
+				return nil, errFlowState
+			}
+		}
+		if i == 0 || i+1+n >= len(b) || b[i] != ':' || b[i+1+n] != ',' {
+			return nil, errFlowState
+		}
+		fields = append(fields, string(b[i+1:i+1+n]))
+		b = b[i+2+n:]
+	}
+	return fields, nil
+}
+
+// flowCallsKey is the chat's state key that keeps the answers of a flow's
+// API calls (Fetch), beside the flow's own state (flowKey).
+const flowCallsKey = "botrun.flow.calls"
+
+// flowCalls are the calls of the steps a flow took, in order: each a
+// netstring sequence of its id ("api method path"), then "R", the status,
+// the header count, the headers' names and values and the body; or "E",
+// the reason and the message of a call that got no response.
+type flowCalls struct {
+	loaded bool
+	kept   []keptCall
+	// next is the kept call a replayed step's next Fetch reads; dirty says
+	// kept changed in this run.
+	next  int
+	dirty bool
+}
+
+type keptCall struct {
+	id  string
+	res *Response
+	err *FetchError
+}
+
+// load reads the kept calls once, when a replayed step first calls Fetch;
+// a state it cannot read is as none (the calls are made again).
+func (fc *flowCalls) load(c *Context) {
+	if fc.loaded {
+		return
+	}
+	fc.loaded = true
+	b, ok, err := c.StateGet(flowCallsKey)
+	if err != nil || !ok {
+		return
+	}
+	f, err := splitNetstrings(b)
+	for err == nil && len(f) >= 2 {
+		k := keptCall{id: f[0]}
+		switch {
+		case f[1] == "E" && len(f) >= 4:
+			k.err, f = &FetchError{Reason: f[2], Message: f[3]}, f[4:]
+		case f[1] == "R" && len(f) >= 5:
+			status, e1 := strconv.Atoi(f[2])
+			n, e2 := strconv.Atoi(f[3])
+			if e1 != nil || e2 != nil || n < 0 || len(f) < 5+2*n {
+				return
+			}
+			k.res = &Response{Status: status, Header: map[string]string{}}
+			for i := range n {
+				k.res.Header[f[4+2*i]] = f[5+2*i]
+			}
+			k.res.Body = []byte(f[4+2*n])
+			f = f[5+2*n:]
+		default:
+			return
+		}
+		fc.kept = append(fc.kept, k)
+	}
+}
+
+// take answers a replayed step's call from the kept one at its place, if
+// that one is the same call.
+func (fc *flowCalls) take(c *Context, id string) (*Response, error, bool) {
+	fc.load(c)
+	if fc.next >= len(fc.kept) || fc.kept[fc.next].id != id {
+		return nil, nil, false
+	}
+	k := fc.kept[fc.next]
+	fc.next++
+	if k.err != nil {
+		e := *k.err
+		e.API, _, _ = strings.Cut(id, " ")
+		return nil, &e, true
+	}
+	r := *k.res
+	r.Replayed = true
+	return &r, nil, true
+}
+
+// keep adds the answer of a call of the step this message takes: what
+// replayed steps did not read is dropped first (they no longer make it).
+func (fc *flowCalls) keep(id string, res *Response, err error) {
+	var failed *FetchError
+	if res == nil && !errors.As(err, &failed) {
+		return // no answer to keep: the host refused the call
+	}
+	fc.kept, fc.dirty = append(fc.kept[:fc.next], keptCall{id: id, res: res, err: failed}), true
+	fc.next = len(fc.kept)
+}
+
+// encode is the kept calls as the state holds them.
+func (fc *flowCalls) encode() []byte {
+	var b []byte
+	for _, k := range fc.kept {
+		b = appendNetstring(b, k.id)
+		if k.err != nil {
+			b = appendNetstring(appendNetstring(appendNetstring(b, "E"), k.err.Reason), k.err.Message)
+			continue
+		}
+		b = appendNetstring(appendNetstring(appendNetstring(b, "R"), strconv.Itoa(k.res.Status)), strconv.Itoa(len(k.res.Header)))
+		names := make([]string, 0, len(k.res.Header))
+		for name := range k.res.Header {
+			names = append(names, name)
+		}
+		sort.Strings(names) // the same answer, the same bytes
+		for _, name := range names {
+			b = appendNetstring(appendNetstring(b, name), k.res.Header[name])
+		}
+		b = appendNetstring(b, string(k.res.Body))
+	}
+	return b
+}
+
+// save writes the kept calls with the flow's state when this run changed
+// them; an answer over the chat's state limits is not kept (logged).
+func (fc *flowCalls) save(c *Context) error {
+	if !fc.dirty {
+		return nil
+	}
+	err := c.StateSet(flowCallsKey, fc.encode())
+	if errors.Is(err, ErrTooLarge) {
+		logf(LevelWarn, "botrun flow: the answers of the flow's API calls are too large for the chat's state (bot.max_chat_state): a later message of the flow calls its APIs again")
+		return c.StateDelete(flowCallsKey)
+	}
+	return err
+}
+
+// forget deletes the kept calls of a flow that ended, if it had any.
+func (fc *flowCalls) forget(c *Context) error {
+	if len(fc.kept) == 0 && !fc.dirty {
+		return nil
+	}
+	return c.StateDelete(flowCallsKey)
 }
 
 // Ask returns the answer to the question, or sends it and returns ErrWaiting
@@ -108,6 +253,10 @@ func (f *FlowContext) Ask(question string, opts ...SendOption) (string, error) {
 	if f.asked <= len(f.answers) {
 		if f.asked == len(f.answers) {
 			f.replaying = false // this message's answer: what follows is new
+			if fc := f.flowCalls; fc != nil && fc.next < len(fc.kept) {
+				// Kept calls the replayed steps no longer made.
+				fc.kept, fc.dirty = fc.kept[:fc.next], true
+			}
 		}
 		return f.answers[f.asked-1], nil
 	}
@@ -164,6 +313,9 @@ func (c *Context) Continue() (bool, error) {
 func (c *Context) runFlow(flow *Flow, answers []string) error {
 	f := &FlowContext{Context: c, answers: answers}
 	c.replaying = len(answers) > 0
+	fc := &flowCalls{loaded: len(answers) == 0} // a new flow starts with no calls
+	c.flowCalls = fc
+	defer func() { c.flowCalls = nil }()
 	err := flow.fn(f)
 	if c.replaying {
 		c.replaying = false
@@ -171,8 +323,14 @@ func (c *Context) runFlow(flow *Flow, answers []string) error {
 	}
 	switch {
 	case errors.Is(err, ErrWaiting):
+		if err := fc.save(c); err != nil {
+			return err
+		}
 		return c.StateSet(flowKey, encodeFlow(flow.name, answers))
 	case err != nil:
+		return err
+	}
+	if err := fc.forget(c); err != nil {
 		return err
 	}
 	return c.StateDelete(flowKey) // finished
