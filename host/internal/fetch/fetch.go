@@ -119,6 +119,7 @@ const (
 	defaultTimeout     = 10 * time.Second
 	defaultMaxResponse = 1 << 20
 	maxRedirects       = 5
+	maxResponseHeader  = 64 << 10
 	firstBackoff       = 250 * time.Millisecond
 	maxBackoff         = 4 * time.Second
 )
@@ -171,6 +172,8 @@ func New(api API, opts Options) (*Caller, error) {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
+		// The answer's headers are held in memory: bounded like its body.
+		MaxResponseHeaderBytes: maxResponseHeader,
 	}
 	c.client = &http.Client{Transport: transport, CheckRedirect: c.checkRedirect}
 	return c, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -421,6 +422,19 @@ func TestDoCapsTheResponse(t *testing.T) {
 	if n := s.hits.Load(); n != 2 {
 		t.Fatalf("the server got %d requests; a body over the cap is not retried", n)
 	}
+}
+
+// TestDoCapsTheResponseHeaders: an answer whose headers pass 64 KiB is no
+// answer (its headers are not held).
+func TestDoCapsTheResponseHeaders(t *testing.T) {
+	s := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		for i := range 40 {
+			w.Header().Set(fmt.Sprintf("X-Big-%d", i), strings.Repeat("x", 2048))
+		}
+	})
+	c := newCaller(t, s.URL, Options{}, func(a *API) { a.Retries = 0 })
+	_, err := do(t, c, Request{Path: "/"})
+	callError(t, err, ReasonConnection)
 }
 
 func TestNewChecksTheAPI(t *testing.T) {
