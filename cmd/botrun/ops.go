@@ -249,7 +249,8 @@ func cmdPurge(args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := opsFlags("purge", "Usage: botrun purge [-c bot.toml] --before DURATION\n"+
 		"       botrun purge [-c bot.toml] --dead (--before DURATION | --all)\n\n"+
 		"Deletes the done inbound records and the sent outbound records completed more than\n"+
-		"DURATION ago (\"7d\", \"12h\"), as durability.retention does. Dead letters (dead inbound\n"+
+		"DURATION ago (\"7d\", \"12h\"), and the API calls' answers journaled before then,\n"+
+		"as durability.retention does. Dead letters (dead inbound\n"+
 		"records, dead and unknown sends) are kept: --dead deletes them instead, those completed\n"+
 		"more than DURATION ago or, with --all, every one, each send with the later parts of its\n"+
 		"text (as botrun discard).", stderr)
@@ -305,7 +306,12 @@ func cmdPurge(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "botrun purge: %v (deleted %d done inbox records before it)\n", err, in)
 		return 1
 	}
-	fmt.Fprintf(stdout, "purged %d done inbox records and %d sent outbox records%s; dead letters are kept (botrun purge --dead deletes them)\n", in, out, since)
+	calls, err := op.PurgeAnswers(ctx, cut)
+	if err != nil {
+		fmt.Fprintf(stderr, "botrun purge: %v (deleted %d done inbox and %d sent outbox records before it)\n", err, in, out)
+		return 1
+	}
+	fmt.Fprintf(stdout, "purged %d done inbox records, %d sent outbox records and %d API answers%s; dead letters are kept (botrun purge --dead deletes them)\n", in, out, calls, since)
 	return 0
 }
 

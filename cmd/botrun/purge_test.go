@@ -45,7 +45,7 @@ func TestPurgeSaysWhatItDeletesAndDeadLettersNeedAsking(t *testing.T) {
 	b.Close()
 
 	code, out, errs := runCLI("purge", "-c", cfg, "--before", "7d")
-	if code != 0 || !strings.HasPrefix(out, "purged 1 done inbox records and 1 sent outbox records completed before ") ||
+	if code != 0 || !strings.HasPrefix(out, "purged 1 done inbox records, 1 sent outbox records and 0 API answers completed before ") ||
 		!strings.HasSuffix(out, "; dead letters are kept (botrun purge --dead deletes them)\n") {
 		t.Fatalf("purge --before 7d: %d %q %q", code, out, errs)
 	}

@@ -70,3 +70,13 @@ func preview(body string) string {
 	}
 	return strings.ToValidUTF8(body, "")
 }
+
+// PurgeAnswers deletes the API calls' answers journaled before before (Unix
+// ms), as durability.retention does beside the done records: botrun purge
+// --before runs it with the records' purge.
+func (op *Operator) PurgeAnswers(ctx context.Context, before int64) (int, error) {
+	if op.o.Kv == nil {
+		return 0, nil
+	}
+	return answers.New(op.o.Kv, op.o.Scope).Purge(ctx, before)
+}
