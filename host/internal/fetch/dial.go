@@ -98,12 +98,19 @@ var reserved = []struct {
 	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
 	{netip.MustParsePrefix("fec0::/10"), "site-local"},
+	// Teredo hides the IPv4 address it reaches (obfuscated); documentation,
+	// discard-only and local-use NAT64 prefixes are never a public API.
+	{netip.MustParsePrefix("2001::/32"), "Teredo tunnel"},
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
+	{netip.MustParsePrefix("100::/64"), "discard-only"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64"},
 }
 
 // nonPublic names the kind of a (loopback, private, link-local, which
 // includes the 169.254.169.254 metadata service, unspecified, multicast,
-// CGNAT, other reserved ranges, and the IPv4-mapped, NAT64 and 6to4 forms
-// of those), or "" for a public address.
+// CGNAT, other reserved ranges, Teredo, and the IPv4-mapped,
+// IPv4-compatible, NAT64 and 6to4 forms of those), or "" for a public
+// address.
 func nonPublic(a netip.Addr) string {
 	a = a.Unmap()
 	switch {
@@ -132,6 +139,8 @@ func nonPublic(a netip.Addr) string {
 			return embedded(netip.AddrFrom4([4]byte(b[12:16])))
 		case sixToFour.Contains(a):
 			return embedded(netip.AddrFrom4([4]byte(b[2:6])))
+		case compat.Contains(a):
+			return embedded(netip.AddrFrom4([4]byte(b[12:16])))
 		}
 	}
 	return ""
@@ -140,6 +149,8 @@ func nonPublic(a netip.Addr) string {
 var (
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
 	sixToFour = netip.MustParsePrefix("2002::/16")
+	// compat is the deprecated IPv4-compatible form (::a.b.c.d).
+	compat = netip.MustParsePrefix("::/96")
 )
 
 // embedded names the kind of an IPv4 address carried inside an IPv6 one.

@@ -196,6 +196,7 @@ func TestDoRefusesNonPublicAddresses(t *testing.T) {
 		{"fe80::1"}, {"0.0.0.0"}, {"::"}, {"100.64.0.1"}, {"fc00::1"}, {"fd12::1"}, {"::ffff:127.0.0.1"},
 		{"::ffff:10.0.0.1"}, {"::ffff:169.254.169.254"}, {"224.0.0.1"}, {"ff02::1"}, {"64:ff9b::a9fe:a9fe"},
 		{"2002:7f00:1::1"}, {"255.255.255.255"}, {"93.184.216.34", "10.0.0.1"},
+		{"::127.0.0.1"}, {"::a9fe:a9fe"}, {"2001:0:4136:e378:8000:63bf:3fff:fdd2"}, {"2001:db8::1"}, {"100::1"}, {"64:ff9b:1::a00:1"},
 	} {
 		var lookups, dials atomic.Int32
 		c := newCaller(t, "http://api.example.test:"+port, Options{LookupIP: lookup(&lookups, addrs...)}, func(a *API) {
@@ -221,7 +222,7 @@ func TestDoRefusesNonPublicAddresses(t *testing.T) {
 }
 
 func TestNonPublicLetsPublicThrough(t *testing.T) {
-	for _, a := range []string{"93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "100.128.0.1"} {
+	for _, a := range []string{"93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "100.128.0.1", "::808:808", "2001:4860::8888"} {
 		if kind := nonPublic(netip.MustParseAddr(a)); kind != "" {
 			t.Errorf("nonPublic(%s) = %q; want public", a, kind)
 		}

@@ -34,15 +34,16 @@ func joinPath(base *url.URL, p string) (*url.URL, error) {
 }
 
 // checkSegments refuses the segments of an escaped absolute path that are
-// "." or "..", or that decode to a "/", a "\" or a control character.
+// "." or ".." (also before a ";" parameter, which some servers strip:
+// "..;"), or that decode to a "/", a "\" or a control character.
 func checkSegments(escaped string) error {
 	for _, seg := range strings.Split(strings.TrimPrefix(escaped, "/"), "/") {
 		dec, err := url.PathUnescape(seg)
 		if err != nil {
 			return fmt.Errorf("segment %q: %w", seg, err)
 		}
-		if dec == "." || dec == ".." {
-			return fmt.Errorf("segment %q is a %q: name the resource without it", seg, dec)
+		if name, _, _ := strings.Cut(dec, ";"); name == "." || name == ".." {
+			return fmt.Errorf("segment %q is a %q: name the resource without it", seg, name)
 		}
 		for i := 0; i < len(dec); i++ {
 			if c := dec[i]; c < ' ' || c == 0x7f || c == '/' || c == '\\' {

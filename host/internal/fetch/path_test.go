@@ -11,7 +11,7 @@ import (
 // escapes are paths that try to leave the base or smuggle something in.
 var escapes = []string{
 	"", "x", "orders/42", "//evil.com/x", "http://x", "https://evil.com/x", "\\x", "/a\\b",
-	"/../x", "/a/../../x", "/./x", "/a/.", "/..", "/%2e%2e/x", "/%2E%2e/x", "/.%2e/x", "/%2e/x",
+	"/../x", "/a/../../x", "/./x", "/a/.", "/..", "/%2e%2e/x", "/%2E%2e/x", "/.%2e/x", "/%2e/x", "/..;/x", "/a/..;jsessionid=1/x", "/.;x/y", "/%2e%2e%3b/x",
 	"/a/%2F/b", "/a%2fb", "/a%5cb", "/a#b", "/a b", "/\x00", "/a\r\nHost: evil", "/a\tb",
 	"/%00", "/a%0d%0a", "/%zz", "/a%", "/é", "/a\x7f",
 }
