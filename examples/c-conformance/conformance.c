@@ -116,6 +116,63 @@ static void channel_outcome(int rc, const botrun_channel_error *why) {
   else snprintf(out, sizeof out, "ok");
 }
 
+/* fetch_request decodes the arguments of fetch in place: API PATH [METHOD]
+ * [BODY] [KEY] [NAME:VALUE...]; a BODY "hex:HEX" is those bytes. headers
+ * holds room for MAXARGS headers. */
+static void fetch_request(char **args, int argc, botrun_request *req, botrun_header *headers) {
+  memset(req, 0, sizeof *req);
+  req->path = argc > 2 ? arg(args[2]) : "";
+  req->method = argc > 3 ? arg(args[3]) : NULL;
+  req->key = argc > 5 ? arg(args[5]) : NULL;
+  if (argc > 4) {
+    char *body = arg(args[4]);
+    if (!strncmp(body, "hex:", 4)) {
+      size_t n = strlen(body + 4) / 2;
+      unsigned char *b = malloc(n + 1);
+      for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        sscanf(body + 4 + 2 * i, "%2x", &v);
+        b[i] = (unsigned char)v;
+      }
+      req->body = b, req->body_len = n;
+    } else {
+      req->body = body, req->body_len = strlen(body);
+    }
+  }
+  for (int i = 6; i < argc; i++) {
+    char *colon = strchr(args[i], ':');
+    if (colon) *colon++ = 0;
+    headers[req->nheaders].name = args[i];
+    headers[req->nheaders++].value = colon ? colon : "";
+  }
+  req->headers = headers;
+}
+
+/* fetch_outcome is the outcome line of botrun_fetch: a response's body's
+ * first 64 bytes as text when they are printable ASCII, else in hex. */
+static void fetch_outcome(int rc, const botrun_response *res, const botrun_fetch_error *why) {
+  if (rc == BOTRUN_FETCH_FAILED) {
+    snprintf(out, sizeof out, "fetch-failed %s %s", why->reason, why->message);
+    return;
+  }
+  if (rc) {
+    failure(rc);
+    return;
+  }
+  size_t n = res->body_len < 64 ? res->body_len : 64;
+  char body[160] = "";
+  int printable = 1;
+  for (size_t i = 0; i < n; i++) printable &= res->body[i] >= 0x20 && res->body[i] <= 0x7e;
+  if (printable) memcpy(body, res->body, n), body[n] = 0;
+  else {
+    strcpy(body, "hex:");
+    for (size_t i = 0; i < n; i++) snprintf(body + 4 + 2 * i, 3, "%02x", (unsigned char)res->body[i]);
+  }
+  const char *type = botrun_response_header(res, "Content-Type");
+  snprintf(out, sizeof out, "fetch %d replayed=%s headers=%zu type=%s len=%zu body=%s", res->status, res->replayed ? "true" : "false",
+           res->nheaders, type ? type : "", res->body_len, body);
+}
+
 int botrun_handle(botrun_ctx *ctx) {
   char *line = strdup(ctx->event.text);
   char *args[MAXARGS] = {0};
@@ -249,6 +306,17 @@ int botrun_handle(botrun_ctx *ctx) {
   } else if (!strcmp(cmd, "typing") && argc > 1) {
     botrun_channel_error why;
     channel_outcome(botrun_typing(ctx, arg(args[1]), &why), &why);
+  } else if ((!strcmp(cmd, "fetch") || !strcmp(cmd, "fail-fetch")) && argc > 2) {
+    botrun_request req;
+    botrun_header headers[MAXARGS];
+    fetch_request(args, argc, &req, headers);
+    botrun_response res;
+    botrun_fetch_error why;
+    int rc = botrun_fetch(arg(args[1]), &req, &res, &why);
+    fetch_outcome(rc, &res, &why);
+    botrun_response_free(&res);
+    /* fail-fetch: the SDK's error, returned as the handler's own. */
+    if (!strcmp(cmd, "fail-fetch")) handler_rc = rc;
   } else if (!strcmp(cmd, "flow-start")) {
     int typ = argc > 1 && !strcmp(args[1], "typist");
     int rc = botrun_flow_start(ctx, typ ? "typist" : "signup", typ ? typist : signup);

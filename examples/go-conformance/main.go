@@ -7,6 +7,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -30,13 +31,14 @@ func arg(s string) string {
 var sentinels = map[bot.Code]error{bot.CodeBadPointer: bot.ErrBadPointer, bot.CodeBadPayload: bot.ErrBadPayload,
 	bot.CodeNotFound: bot.ErrNotFound, bot.CodeUnsupported: bot.ErrUnsupported, bot.CodeTooLarge: bot.ErrTooLarge,
 	bot.CodeNoResult: bot.ErrNoResult, bot.CodeHostError: bot.ErrHostError, bot.CodeMediaUnavailable: bot.ErrMediaUnavailable,
-	bot.CodeChannelFailed: bot.ErrChannelFailed}
+	bot.CodeChannelFailed: bot.ErrChannelFailed, bot.CodeFetchFailed: bot.ErrFetchFailed}
 
 // failure is the outcome line of an error the SDK returned.
 func failure(err error) string {
 	var send *bot.SendError
 	var media *bot.MediaUnavailableError
 	var channel *bot.ChannelError
+	var fetch *bot.FetchError
 	switch {
 	case errors.As(err, &send):
 		r := send.Result
@@ -51,6 +53,11 @@ func failure(err error) string {
 			return "err SENTINEL-MISMATCH"
 		}
 		return "channel-failed " + channel.Message
+	case errors.As(err, &fetch):
+		if !errors.Is(err, bot.ErrFetchFailed) || bot.CodeOf(err) != bot.CodeFetchFailed {
+			return "err SENTINEL-MISMATCH"
+		}
+		return "fetch-failed " + fetch.Reason + " " + fetch.Message
 	}
 	code := bot.CodeOf(err)
 	if code == 0 {
@@ -164,6 +171,46 @@ var typist = bot.NewFlow("typist", func(f *bot.FlowContext) error {
 	}
 	return f.Edit(f.Event.Chat, "m-1", a)
 })
+
+// fetchRequest decodes the arguments of fetch: API PATH [METHOD] [BODY]
+// [KEY] [NAME:VALUE...]; a BODY "hex:HEX" is those bytes.
+func fetchRequest(args []string) (string, bot.Request) {
+	at := func(i int) string {
+		if i < len(args) {
+			return arg(args[i])
+		}
+		return ""
+	}
+	req := bot.Request{Path: at(2), Method: at(3), Key: at(5)}
+	if b, ok := strings.CutPrefix(at(4), "hex:"); ok {
+		req.Body, _ = hex.DecodeString(b)
+	} else {
+		req.Body = []byte(at(4))
+	}
+	for _, h := range args[min(6, len(args)):] {
+		name, value, _ := strings.Cut(h, ":")
+		if req.Header == nil {
+			req.Header = map[string]string{}
+		}
+		req.Header[name] = value
+	}
+	return at(1), req
+}
+
+// fetchOutcome is the outcome line of a response: its body's first 64
+// bytes as text when they are printable ASCII, else in hex.
+func fetchOutcome(r *bot.Response) string {
+	b := r.Body[:min(64, len(r.Body))]
+	body := string(b)
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e {
+			body = "hex:" + hex.EncodeToString(b)
+			break
+		}
+	}
+	return fmt.Sprintf("fetch %d replayed=%t headers=%d type=%s len=%d body=%s", r.Status, r.Replayed, len(r.Header),
+		r.Header["Content-Type"], len(r.Body), body)
+}
 
 // done is the outcome line of a call that returns only an error.
 func done(err error) string {
@@ -289,6 +336,15 @@ func run(ctx *bot.Context, args []string) (string, error) {
 		return done(err), err
 	case "typing":
 		return done(ctx.Typing(need(1))), nil
+	case "fetch", "fail-fetch":
+		res, err := ctx.Fetch(fetchRequest(args))
+		if err != nil {
+			if args[0] == "fail-fetch" {
+				return failure(err), err // the SDK's error, returned as the handler's own
+			}
+			return failure(err), nil
+		}
+		return fetchOutcome(res), nil
 	case "flow-start":
 		flow := signup
 		if len(args) > 1 && args[1] == "typist" {

@@ -24,6 +24,7 @@ IMPORT("media_load") int32_t host_media_load(int32_t index);
 IMPORT("broadcast") int32_t host_broadcast(const void *p, int32_t n);
 IMPORT("edit") int32_t host_edit(const void *p, int32_t n);
 IMPORT("typing") int32_t host_typing(const void *p, int32_t n);
+IMPORT("fetch") int32_t host_fetch(const void *p, int32_t n);
 IMPORT("rewrite") int32_t host_rewrite(const void *p, int32_t n);
 
 EXPORT("botrun_abi_v1") void botrun_abi_v1(void) {}
@@ -55,10 +56,11 @@ static void put(buf *o, const char *s, size_t n) {
 
 static void puts_(buf *o, const char *s) { put(o, s, strlen(s)); }
 
-static void put_json_string(buf *o, const char *s) {
+/* put_json_bytes puts the n bytes at s as a JSON string (NULs included). */
+static void put_json_bytes(buf *o, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
   put(o, "\"", 1);
-  for (; *s; s++) {
+  for (const char *end = s + n; s < end; s++) {
     unsigned char c = (unsigned char)*s;
     if (c == '"' || c == '\\') {
       char e[2] = {'\\', (char)c};
@@ -72,6 +74,8 @@ static void put_json_string(buf *o, const char *s) {
   }
   put(o, "\"", 1);
 }
+
+static void put_json_string(buf *o, const char *s) { put_json_bytes(o, s, strlen(s)); }
 
 /* ---- a JSON reader for the host's payloads ---- */
 typedef struct {
@@ -123,8 +127,9 @@ static int hex4(reader *r, unsigned *out) {
   return 1;
 }
 
-/* str reads a JSON string into a new malloc'd C string. */
-static char *str(reader *r) {
+/* strn reads a JSON string into a new malloc'd C string, its length (NULs
+ * included) in *len when len is not NULL. */
+static char *strn(reader *r, size_t *len) {
   ws(r);
   if (r->p >= r->end || *r->p != '"') return NULL;
   r->p++;
@@ -132,7 +137,10 @@ static char *str(reader *r) {
   put(&o, "", 0);
   while (r->p < r->end) {
     char c = *r->p++;
-    if (c == '"') return o.b;
+    if (c == '"') {
+      if (len) *len = o.n;
+      return o.b;
+    }
     if (c != '\\') {
       put(&o, &c, 1);
       continue;
@@ -163,6 +171,9 @@ bad:
   free(o.b);
   return NULL;
 }
+
+/* str reads a JSON string into a new malloc'd C string. */
+static char *str(reader *r) { return strn(r, NULL); }
 
 static int skip(reader *r);
 
@@ -556,6 +567,7 @@ const char *botrun_code_name(int code) {
   case BOTRUN_HOST_ERROR: return "HOST_ERROR";
   case BOTRUN_MEDIA_UNAVAILABLE: return "MEDIA_UNAVAILABLE";
   case BOTRUN_CHANNEL_FAILED: return "CHANNEL_FAILED";
+  case BOTRUN_FETCH_FAILED: return "FETCH_FAILED";
   case BOTRUN_WAITING: return "WAITING";
   case BOTRUN_NOT_SENT: return "NOT_SENT";
   case BOTRUN_BUFFER_TOO_SMALL: return "BUFFER_TOO_SMALL";
@@ -836,6 +848,232 @@ int botrun_post_ex(botrun_ctx *ctx, const char *chat, const char *text, const bo
 
 int botrun_enqueue_ex(botrun_ctx *ctx, const char *chat, const char *text, const botrun_send_opts *opts, botrun_send_result *out) {
   return send_ex(ENQUEUE, ctx, chat, text, opts, out);
+}
+
+/* ---- API calls (SPEC.md section 4.8) ---- */
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* put_base64 puts the n bytes at p in standard base64, padded. */
+static void put_base64(buf *o, const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i += 3) {
+    unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+    char e[4] = {b64[v >> 18], b64[(v >> 12) & 63], i + 1 < n ? b64[(v >> 6) & 63] : '=', i + 2 < n ? b64[v & 63] : '='};
+    put(o, e, 4);
+  }
+}
+
+/* unbase64 decodes standard padded base64 in place (s, n bytes) and returns
+ * the decoded length, or -1 when s is not base64. */
+static long unbase64(char *s, size_t n) {
+  if (n % 4) return -1;
+  size_t out = 0;
+  for (size_t i = 0; i < n; i += 4) {
+    unsigned v = 0;
+    int pad = 0;
+    for (int k = 0; k < 4; k++) {
+      char c = s[i + k];
+      const char *at = c ? strchr(b64, c) : NULL;
+      if (c == '=' && i + 4 == n && k >= 2 && (k == 3 || s[i + 3] == '=')) pad++, at = b64;
+      else if (!at || pad) return -1;
+      v = v << 6 | (unsigned)(at - b64);
+    }
+    s[out++] = (char)(v >> 16);
+    if (pad < 2) s[out++] = (char)(v >> 8);
+    if (pad < 1) s[out++] = (char)v;
+  }
+  return (long)out;
+}
+
+/* valid_utf8 reports whether the n bytes at s are UTF-8 (as Go's
+ * utf8.Valid: no overlong forms, surrogates or code points past U+10FFFF). */
+static int valid_utf8(const unsigned char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    unsigned c = s[i], cp, min;
+    size_t more;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    if (c >= 0xc2 && c <= 0xdf) more = 1, cp = c & 0x1f, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef) more = 2, cp = c & 0x0f, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4) more = 3, cp = c & 0x07, min = 0x10000;
+    else return 0;
+    if (n - i <= more) return 0;
+    for (size_t k = 1; k <= more; k++) {
+      if ((s[i + k] & 0xc0) != 0x80) return 0;
+      cp = cp << 6 | (s[i + k] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    i += more + 1;
+  }
+  return 1;
+}
+
+/* put_fetch_request puts the FetchRequest of api and req: the headers sorted
+ * by name (the same request, the same bytes), the body as text when it is
+ * UTF-8 and in base64 otherwise. */
+static void put_fetch_request(buf *o, const char *api, const botrun_request *req) {
+  puts_(o, "{\"api\":");
+  put_json_string(o, api ? api : "");
+  put_json_field(o, "method", req->method, 0, 0);
+  put_json_field(o, "path", req->path, 0, 1);
+  if (req->headers && req->nheaders) {
+    const botrun_header **hs = grow(NULL, sizeof *hs * req->nheaders);
+    for (size_t i = 0; i < req->nheaders; i++) {
+      /* an insertion sort: stable, so of a name given twice the host keeps the last */
+      size_t j = i;
+      for (; j > 0 && strcmp(hs[j - 1]->name ? hs[j - 1]->name : "", req->headers[i].name ? req->headers[i].name : "") > 0; j--)
+        hs[j] = hs[j - 1];
+      hs[j] = &req->headers[i];
+    }
+    puts_(o, ",\"headers\":{");
+    for (size_t i = 0; i < req->nheaders; i++) {
+      if (i) puts_(o, ",");
+      put_json_string(o, hs[i]->name ? hs[i]->name : "");
+      puts_(o, ":");
+      put_json_string(o, hs[i]->value ? hs[i]->value : "");
+    }
+    puts_(o, "}");
+    free(hs);
+  }
+  if (req->body && req->body_len) {
+    if (valid_utf8(req->body, req->body_len)) {
+      puts_(o, ",\"body\":");
+      put_json_bytes(o, req->body, req->body_len);
+    } else {
+      puts_(o, ",\"body_base64\":\"");
+      put_base64(o, req->body, req->body_len);
+      puts_(o, "\"");
+    }
+  }
+  put_json_field(o, "key", req->key, 0, 0);
+  puts_(o, "}");
+}
+
+static int header_field(reader *r, const char *k, void *dst) {
+  botrun_response *res = dst;
+  char *v = str(r);
+  if (!v) return 0;
+  res->headers = grow(res->headers, sizeof *res->headers * (res->nheaders + 1));
+  res->headers[res->nheaders].name = strcpy(grow(NULL, strlen(k) + 1), k);
+  res->headers[res->nheaders++].value = v;
+  return 1;
+}
+
+/* set_body sets res's body to s (n bytes and a NUL, malloc'd). */
+static void set_body(botrun_response *res, char *s, size_t n) {
+  free(res->body);
+  res->body = s;
+  res->body_len = n;
+}
+
+static int response_field(reader *r, const char *k, void *dst) {
+  botrun_response *res = dst;
+  if (!strcmp(k, "status")) {
+    ws(r);
+    if (r->p >= r->end || *r->p < '0' || *r->p > '9') return 0;
+    res->status = (int)num(r);
+    return 1;
+  }
+  if (!strcmp(k, "headers")) return null(r) || object(r, header_field, res);
+  if (!strcmp(k, "body") || !strcmp(k, "body_base64")) {
+    size_t n;
+    char *s = strn(r, &n);
+    if (!s) return 0;
+    if (k[4]) {
+      long m = unbase64(s, n);
+      if (m < 0) {
+        free(s);
+        return 0;
+      }
+      n = (size_t)m;
+      s[n] = 0;
+    }
+    set_body(res, s, n);
+    return 1;
+  }
+  if (!strcmp(k, "replayed")) {
+    ws(r);
+    res->replayed = r->end - r->p >= 4 && !strncmp(r->p, "true", 4);
+    return skip(r);
+  }
+  return skip(r);
+}
+
+static int fetch_error_field(reader *r, const char *k, void *dst) {
+  botrun_fetch_error *o = dst;
+  int ok = 1;
+  if (!strcmp(k, "reason")) copy_field(r, o->reason, sizeof o->reason, &ok);
+  else if (!strcmp(k, "message")) copy_field(r, o->message, sizeof o->message, &ok);
+  else ok = skip(r);
+  return ok;
+}
+
+void botrun_response_free(botrun_response *res) {
+  if (!res) return;
+  for (size_t i = 0; i < res->nheaders; i++) free((void *)res->headers[i].name), free((void *)res->headers[i].value);
+  free(res->headers);
+  free(res->body);
+  memset(res, 0, sizeof *res);
+}
+
+/* lower is c in lower case (ASCII only). */
+static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c; }
+
+const char *botrun_response_header(const botrun_response *res, const char *name) {
+  for (size_t i = 0; res && name && i < res->nheaders; i++) {
+    const char *a = res->headers[i].name, *b = name;
+    while (*a && lower(*a) == lower(*b)) a++, b++;
+    if (!*a && !*b) return res->headers[i].value;
+  }
+  return NULL;
+}
+
+int botrun_fetch(const char *api, const botrun_request *req, botrun_response *out, botrun_fetch_error *why) {
+  botrun_response tmp_res;
+  botrun_fetch_error tmp_why;
+  if (!out) out = &tmp_res;
+  if (!why) why = &tmp_why;
+  memset(out, 0, sizeof *out);
+  memset(why, 0, sizeof *why);
+  botrun_request none = {0};
+  buf o = {0};
+  put_fetch_request(&o, api, req ? req : &none);
+  int32_t n = host_fetch(o.b, (int32_t)o.n);
+  free(o.b);
+  if (n == BOTRUN_FETCH_FAILED) {
+    /* The host cuts the message to 160 bytes: the FetchError's JSON is at
+     * most 1 KiB. */
+    char res[4096];
+    int32_t got = host_result_read(res, sizeof res);
+    if (got < 0) return failed("result_read", got);
+    reader r = {res, res + got};
+    if (!object(&r, fetch_error_field, why) || !at_end(&r)) {
+      memset(why, 0, sizeof *why);
+      return failed("fetch", BOTRUN_BAD_RESULT);
+    }
+    last_code = BOTRUN_FETCH_FAILED;
+    snprintf(last_error, sizeof last_error, "botrun.fetch %s: FETCH_FAILED: %s%s%s", api ? api : "", why->reason,
+             why->message[0] ? ": " : "", why->message);
+    return BOTRUN_FETCH_FAILED;
+  }
+  if (n < 0) return failed("fetch", n);
+  char *res = malloc((size_t)n + 1);
+  if (!res) return failed("fetch", BOTRUN_NO_MEMORY);
+  if (host_result_read(res, n) != n) {
+    free(res);
+    return failed("result_read", BOTRUN_NO_RESULT);
+  }
+  reader r = {res, res + n};
+  int ok = object(&r, response_field, out) && at_end(&r);
+  free(res);
+  if (ok && !out->body) set_body(out, strcpy(grow(NULL, 1), ""), 0);
+  if (!ok) {
+    botrun_response_free(out);
+    return failed("fetch", BOTRUN_BAD_RESULT);
+  }
+  if (out == &tmp_res) botrun_response_free(out);
+  return 0;
 }
 
 int botrun_broadcast_media(botrun_ctx *ctx, const char *const *chats, size_t n, const char *text, const botrun_media *media,

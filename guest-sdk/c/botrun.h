@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Host error codes (SPEC.md 4.1), -1 to -9, and the SDK's own results, -100
+/* Host error codes (SPEC.md 4.1), -1 to -10, and the SDK's own results, -100
  * and below (never on the wire). */
 #define BOTRUN_OK 0
 #define BOTRUN_BAD_POINTER (-1)
@@ -38,6 +38,9 @@
 /* botrun_edit, botrun_typing: the channel refused or failed; the event goes
  * on, and botrun_channel_error has the channel's message. */
 #define BOTRUN_CHANNEL_FAILED (-9)
+/* botrun_fetch: the API call got no response; the event goes on, and
+ * botrun_fetch_error says why. */
+#define BOTRUN_FETCH_FAILED (-10)
 /* botrun_ask: the question was sent; return it from the flow to wait. */
 #define BOTRUN_WAITING (-100)
 /* A send that is dead or deferred. */
@@ -46,8 +49,8 @@
 #define BOTRUN_BUFFER_TOO_SMALL (-102)
 /* botrun_fail: the handler failed with a message of its own. */
 #define BOTRUN_FAILED (-103)
-/* The host's result (a SendResult, or MEDIA_UNAVAILABLE's reason) did not
- * parse. */
+/* The host's result (a SendResult, a FetchResponse, or MEDIA_UNAVAILABLE's
+ * reason) did not parse. */
 #define BOTRUN_BAD_RESULT (-104)
 /* The SDK could not allocate memory for a result (malloc failed). */
 #define BOTRUN_NO_MEMORY (-105)
@@ -306,6 +309,81 @@ int botrun_edit(botrun_ctx *ctx, const char *chat, const char *message, const ch
  * send; the codes are botrun_edit's (BOTRUN_UNSUPPORTED on Twilio). A bot
  * usually ignores them: the indicator is a courtesy. */
 int botrun_typing(botrun_ctx *ctx, const char *chat, botrun_channel_error *why);
+
+/* A header of an API call or of its answer. */
+typedef struct {
+  const char *name, *value;
+} botrun_header;
+
+/* One call of an API bot.toml names in an [[apis]] entry (botrun_fetch);
+ * zero-initialize it ({0}) and set what you need. */
+typedef struct {
+  /* GET (NULL or "": the default), HEAD, POST, PUT, PATCH or DELETE */
+  const char *method;
+  /* the path under the API's url, with its query: "/orders/42?expand=items" */
+  const char *path;
+  /* nheaders headers (NULL or 0: none), each name once; the headers bot.toml
+   * sets for the API replace those of the same name */
+  const botrun_header *headers;
+  size_t nheaders;
+  /* body_len bytes of body (NULL or 0: none), at most 1 MiB; sent as text
+   * when they are UTF-8, in base64 otherwise */
+  const void *body;
+  size_t body_len;
+  /* replaces the call's Idempotency-Key, "<event id>:fetch:<n>" for the
+   * event's n-th call (NULL or "": that one) */
+  const char *key;
+} botrun_request;
+
+/* The API's answer, whatever its status: a 404 or a 500 is a response, not an
+ * error. The SDK allocates headers and body: free them with
+ * botrun_response_free. */
+typedef struct {
+  int status;
+  /* the answer's headers (canonical names, the first value of each) */
+  botrun_header *headers;
+  size_t nheaders;
+  /* body_len bytes, followed by a NUL (so a text body is a C string); never
+   * NULL after a botrun_fetch that returned 0 */
+  char *body;
+  size_t body_len;
+  /* 1 when the answer came from the journal: the event is handled again
+   * (after a crash, a retry or a replay) and the call it made the first time
+   * is not made again */
+  int replayed;
+} botrun_response;
+
+/* Why botrun_fetch got no response (BOTRUN_FETCH_FAILED): reason is
+ * "refused" (the destination is not allowed: nothing was sent),
+ * "connection", "timeout" or "too-large" (the answer is over the API's
+ * max_response); message says more ("" when the host gave none). */
+typedef struct {
+  char reason[32];
+  char message[512];
+} botrun_fetch_error;
+
+/* Call api, an [[apis]] entry of bot.toml, through the host, which adds the
+ * entry's headers (the bot never sees them) and an Idempotency-Key. The
+ * answer is journaled before botrun_fetch returns: when the event is handled
+ * again, the same call gets the same answer (out->replayed) without calling
+ * the API again. Returns 0 with *out filled (free it with
+ * botrun_response_free), or BOTRUN_FETCH_FAILED (no response: why, which may
+ * be NULL, says why; the event goes on), BOTRUN_NOT_FOUND (bot.toml names no
+ * such API), BOTRUN_BAD_PAYLOAD (a path that is not under the API's url, a
+ * method or header the host refuses), BOTRUN_TOO_LARGE (past bot.max_fetches
+ * calls in one event, or a request over 1 MiB), BOTRUN_UNSUPPORTED (a host
+ * without fetch, or outside an event), BOTRUN_HOST_ERROR (the answer could
+ * not be journaled: the event's attempt fails), BOTRUN_BAD_RESULT or
+ * BOTRUN_NO_MEMORY; on an error *out is empty (botrun_response_free is
+ * harmless). A flow's step that calls it while the flow replays calls again,
+ * under this event's key: make such calls reads that may be repeated, or
+ * pass a key of your own. A module that never calls botrun_fetch does not
+ * import fetch, so it loads on a host without it. */
+int botrun_fetch(const char *api, const botrun_request *req, botrun_response *out, botrun_fetch_error *why);
+/* The value of the answer's header name (compared without case), or NULL. */
+const char *botrun_response_header(const botrun_response *res, const char *name);
+/* Free what botrun_fetch allocated in res and empty it. */
+void botrun_response_free(botrun_response *res);
 
 /* Log a line (BOTRUN_LOG_DEBUG, _INFO, _WARN or _ERROR). */
 void botrun_log(int level, const char *msg);

@@ -3,6 +3,8 @@ package wasm_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,6 +76,11 @@ type scripted struct {
 	// wasm.Editor, like a host that lacks edit and typing.
 	editErr, typingErr error
 	noEditor           bool
+	// fetch answers every Fetch (wasm.Fetcher; nil: 200, text/plain,
+	// "hello"). noFetcher hands the guest an Env without wasm.Fetcher, like
+	// a host that lacks fetch.
+	fetch     func(req abi.FetchRequest) (abi.FetchResponse, error)
+	noFetcher bool
 
 	n       int
 	calls   []string
@@ -210,6 +217,24 @@ func (e *scripted) Typing(_ context.Context, req abi.TypingRequest) error {
 type noEditor struct {
 	wasm.Env
 	wasm.Broadcaster
+}
+
+// Fetch records the call as "fetch <the FetchRequest as JSON>" (neither
+// numbered nor counted as a send) and answers fetch.
+func (e *scripted) Fetch(_ context.Context, req abi.FetchRequest) (abi.FetchResponse, error) {
+	e.calls = append(e.calls, "fetch "+exactJSON(req))
+	if e.fetch != nil {
+		return e.fetch(req)
+	}
+	return abi.FetchResponse{Status: 200, Headers: map[string]string{"Content-Type": "text/plain"}, Body: "hello"}, nil
+}
+
+// noFetcher is an Env without Fetch (with Broadcast, Edit and Typing): a
+// host that lacks it.
+type noFetcher struct {
+	wasm.Env
+	wasm.Broadcaster
+	wasm.Editor
 }
 
 func (e *scripted) StateGet(_ context.Context, key string) ([]byte, bool, error) {
@@ -610,9 +635,107 @@ var channelRows = []conformanceRow{
 
 var errEditRefused = errors.New("telegram: Bad Request: message to edit not found")
 
+// fetchAnswer scripts every Fetch to answer res.
+func fetchAnswer(res abi.FetchResponse) func(e *scripted) {
+	return func(e *scripted) { e.fetch = func(abi.FetchRequest) (abi.FetchResponse, error) { return res, nil } }
+}
+
+// fetchFails scripts every Fetch to fail with err.
+func fetchFails(err error) func(e *scripted) {
+	return func(e *scripted) {
+		e.fetch = func(abi.FetchRequest) (abi.FetchResponse, error) { return abi.FetchResponse{}, err }
+	}
+}
+
+// binaryBody is a body that is not UTF-8: the host sends it in base64.
+var binaryBody = []byte{0x00, 0xff, 0x80, 'a', '"'}
+
+// escapedBody is UTF-8 that the host's JSON escapes (\u003c for '<') or
+// that is not ASCII: the guest reports it in hex.
+const escapedBody = "\"q\" \\ <&>\n é😀"
+
+// fetchRows: fetch (SPEC.md section 4.8) reaches the Env as the guest gave
+// it (the method, headers, body and key included) and answers the
+// FetchResponse whatever its status; a call without a response is
+// FETCH_FAILED with its reason and message, never a fault; an API the
+// config does not name is NOT_FOUND, a call past bot.max_fetches
+// TOO_LARGE, a refused request BAD_PAYLOAD (logged); a host without fetch
+// is UNSUPPORTED.
+var fetchRows = []conformanceRow{
+	{name: "fetch/text", text: "fetch orders /orders/42", want: "fetch 200 replayed=false headers=1 type=text/plain len=5 body=hello",
+		calls: []string{`fetch {"api":"orders","path":"/orders/42"}`}, noLogs: []string{"level=WARN"}},
+	// A body that is not UTF-8 comes as body_base64.
+	{name: "fetch/binary", text: "fetch files /f/1", env: fetchAnswer(abi.FetchResponse{Status: 200,
+		Headers: map[string]string{"Content-Type": "application/octet-stream", "X-Request-Id": "r-1"}, BodyBase64: base64.StdEncoding.EncodeToString(binaryBody)}),
+		want: "fetch 200 replayed=false headers=2 type=application/octet-stream len=5 body=hex:" + hex.EncodeToString(binaryBody)},
+	// The host's JSON escapes quotes, backslashes, '<', '&', '>' and newlines;
+	// the SDKs decode them and keep UTF-8.
+	{name: "fetch/escaped", text: "fetch orders /x", env: fetchAnswer(abi.FetchResponse{Status: 200, Body: escapedBody}),
+		want: fmt.Sprintf("fetch 200 replayed=false headers=0 type= len=%d body=hex:%x", len(escapedBody), escapedBody)},
+	// An answer from the journal (a replayed event).
+	{name: "fetch/replayed", text: "fetch orders /orders/42", env: fetchAnswer(abi.FetchResponse{Status: 200,
+		Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"state":"shipped"}`, Replayed: true}),
+		want: `fetch 200 replayed=true headers=1 type=application/json len=19 body={"state":"shipped"}`},
+	// A 404 or a 503 is a response, not an error.
+	{name: "fetch/status-404", text: "fetch orders /orders/7", env: fetchAnswer(abi.FetchResponse{Status: 404,
+		Headers: map[string]string{"Content-Type": "text/plain"}, Body: "no such order"}),
+		want: "fetch 404 replayed=false headers=1 type=text/plain len=13 body=no such order", noLogs: []string{"level=WARN"}},
+	{name: "fetch/status-503-empty", text: "fetch orders /orders/7", env: fetchAnswer(abi.FetchResponse{Status: 503}),
+		want: "fetch 503 replayed=false headers=0 type= len=0 body="},
+	// A body larger than any fixed buffer of an SDK.
+	{name: "fetch/large", text: "fetch files /big", env: fetchAnswer(abi.FetchResponse{Status: 200, Body: strings.Repeat("x", 300_000) + "y"}),
+		want: "fetch 200 replayed=false headers=0 type= len=300001 body=" + strings.Repeat("x", 64)},
+	// The method, headers (sorted by name), text body and key reach the host
+	// as the guest gave them; a header's value may hold ':'.
+	{name: "fetch/request", text: `fetch orders /orders/42?expand=items POST {"qty":1} order:42 X-Trace:a:b Content-Type:application/json`,
+		want:  "fetch 200 replayed=false headers=1 type=text/plain len=5 body=hello",
+		calls: []string{`fetch {"api":"orders","method":"POST","path":"/orders/42?expand=items","headers":{"Content-Type":"application/json","X-Trace":"a:b"},"body":"{\"qty\":1}","key":"order:42"}`}},
+	// A body that is not UTF-8 goes as body_base64; UTF-8 (a control
+	// character included) as text.
+	{name: "fetch/binary-request", text: "fetch files /up PUT hex:00ff80", want: "fetch 200 replayed=false headers=1 type=text/plain len=5 body=hello",
+		calls: []string{`fetch {"api":"files","method":"PUT","path":"/up","body_base64":"AP+A"}`}},
+	{name: "fetch/utf8-request", text: "fetch files /up PUT é😀\x01\\\"", want: "fetch 200 replayed=false headers=1 type=text/plain len=5 body=hello",
+		calls: []string{`fetch {"api":"files","method":"PUT","path":"/up","body":"é😀\u0001\\\""}`}},
+	// No response: the reason and message reach the guest, the event goes on.
+	{name: "fetch/failed-timeout", text: "fetch orders /orders/42", env: fetchFails(&abi.FetchError{Reason: abi.FetchTimeout, Message: "no answer within 10s"}),
+		want: "fetch-failed timeout no answer within 10s", logs: []string{"the API call failed", "reason=timeout"}},
+	// The message is omitted from the JSON when empty.
+	{name: "fetch/failed-refused-no-message", text: "fetch orders /orders/42", env: fetchFails(&abi.FetchError{Reason: abi.FetchRefused}),
+		want: "fetch-failed refused "},
+	// The host cuts the message to 160 bytes, so its JSON stays within 1 KiB
+	// whatever it escapes.
+	{name: "fetch/failed-cut", text: "fetch orders /orders/42", env: fetchFails(&abi.FetchError{Reason: abi.FetchConnection, Message: strings.Repeat("<", 600)}),
+		want: "fetch-failed connection " + strings.Repeat("<", 160)},
+	{name: "fetch/unknown-api", text: "fetch nope /x", env: fetchFails(fmt.Errorf("%q: %w", "nope", wasm.ErrNoAPI)),
+		want: "err NOT_FOUND", calls: []string{`fetch {"api":"nope","path":"/x"}`}, logs: []string{"guest called an API the config does not name"}},
+	{name: "fetch/past-max-fetches", text: "fetch orders /x", env: fetchFails(fmt.Errorf("the event's call 17 is over bot.max_fetches (16): %w", wasm.ErrTooLarge)),
+		want: "err TOO_LARGE", logs: []string{"fetch refused"}},
+	// The host refuses a path that would leave the API's url.
+	{name: "fetch/bad-path", text: "fetch orders /orders/../admin", env: func(e *scripted) {
+		e.fetch = func(req abi.FetchRequest) (abi.FetchResponse, error) {
+			if strings.Contains(req.Path, "..") {
+				return abi.FetchResponse{}, fmt.Errorf("%w: fetch request: \"path\" %q has a dot segment", abi.ErrBadPayload, req.Path)
+			}
+			return abi.FetchResponse{Status: 200}, nil
+		}
+	}, want: "err BAD_PAYLOAD", logs: []string{"guest passed a bad payload", "func=fetch"}},
+	// Refused before the Env: a relative path, no API, over 1 MiB.
+	{name: "fetch/relative-path", text: "fetch orders orders/42", want: "err BAD_PAYLOAD", calls: []string{}, logs: []string{"guest passed a bad payload"}},
+	{name: "fetch/no-api", text: "fetch - /x", want: "err BAD_PAYLOAD", calls: []string{}},
+	{name: "fetch/too-large", text: "fetch files /up PUT @1048577", want: "err TOO_LARGE", calls: []string{}},
+	{name: "fetch/no-fetcher", text: "fetch orders /x", env: func(e *scripted) { e.noFetcher = true }, want: "err UNSUPPORTED", calls: []string{}},
+	{name: "fetch/host-error", text: "fetch orders /x", env: fetchFails(errJournalDown), want: "err HOST_ERROR", fault: wasm.FaultHost},
+	// The SDK's error returned as the handler's own: the same words in every SDK.
+	{name: "handler-error/fetch-failed", text: "fail-fetch orders /x", env: fetchFails(&abi.FetchError{Reason: abi.FetchTimeout, Message: "gone"}),
+		want: "fetch-failed timeout gone", handlerErr: "botrun.fetch orders: FETCH_FAILED: timeout: gone"},
+	{name: "handler-error/fetch-not-found", text: "fail-fetch nope /x", env: fetchFails(wasm.ErrNoAPI),
+		want: "err NOT_FOUND", handlerErr: "botrun.fetch: NOT_FOUND"},
+}
+
 func init() {
 	conformanceRows = append(conformanceRows, buttonRows...)
 	conformanceRows = append(conformanceRows, channelRows...)
+	conformanceRows = append(conformanceRows, fetchRows...)
 }
 
 // confLog is a log sink the test reads back.
@@ -675,6 +798,8 @@ func TestConformance(t *testing.T) {
 						host = noBroadcaster{env}
 					case env.noEditor:
 						host = noEditor{env, env}
+					case env.noFetcher:
+						host = noFetcher{env, env, env}
 					}
 					logs.take()
 					ev := abi.Event{ID: "ev", Provider: "web", Chat: "c1", From: "u1", Text: row.text, Attempt: 1, ReceivedAt: 1764412800000,
@@ -727,10 +852,10 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// TestConformanceImports: edit and typing are additive imports (SPEC.md
-// section 4.6). Every SDK's conformance guest, which calls them, imports
-// both; its echo example, which does not, imports neither, so it loads on a
-// host older than them.
+// TestConformanceImports: edit, typing (SPEC.md section 4.6) and fetch
+// (section 4.8) are additive imports. Every SDK's conformance guest, which
+// calls them, imports them; its echo example, which does not, imports none
+// of them, so it loads on a host older than them.
 func TestConformanceImports(t *testing.T) {
 	echoes := map[string]func(t *testing.T) string{
 		"go": func(t *testing.T) string { return wasmbuild.Go(t, "../../examples/echo") },
@@ -765,7 +890,7 @@ func TestConformanceImports(t *testing.T) {
 	for _, g := range conformanceGuests {
 		t.Run(g.lang, func(t *testing.T) {
 			conf, echo := imports(t, g.build(t)), imports(t, echoes[g.lang](t))
-			for _, fn := range []string{abi.FuncEdit, abi.FuncTyping} {
+			for _, fn := range []string{abi.FuncEdit, abi.FuncTyping, abi.FuncFetch} {
 				if !conf[fn] {
 					t.Errorf("the %s conformance guest does not import %q", g.lang, fn)
 				}

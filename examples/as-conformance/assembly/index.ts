@@ -2,7 +2,7 @@
 // command, which it runs through the SDK and whose outcome it posts, as one
 // line, to the chat "report" (examples/CONFORMANCE.md; host/wasm's
 // TestConformance drives it).
-import { Button, ChannelOutcome, Code, Context, Event, Flow, FlowContext, HookResult, Interaction, List, ListRow, ListSection, LOG_INFO, Media, MediaUnavailableError, Outcome, Outgoing, SendOptions, SendOutcome, WAITING, afterSend, beforeSend, codeName, log, nowMs, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
+import { Button, ChannelOutcome, Code, Context, Event, FetchError, FetchOutcome, Flow, FlowContext, HookResult, Interaction, List, ListRow, ListSection, LOG_INFO, Media, MediaUnavailableError, Outcome, Outgoing, Request, Response, SendOptions, SendOutcome, WAITING, afterSend, beforeSend, codeName, log, nowMs, setHandler } from "../../../guest-sdk/assemblyscript/assembly/index";
 export { botrun_abi_v1, botrun_on_event } from "../../../guest-sdk/assemblyscript/assembly/index";
 
 // arg decodes an argument: "-" is "", "@N" N bytes of 'x'.
@@ -65,6 +65,55 @@ function section(spec: string): ListSection {
     rows.push(new ListRow(arg(f[0]), arg(td[0]), arg(td[1])));
   }
   return new ListSection(arg(parts[0]), rows);
+}
+
+// argAt is the argument i decoded, or "" past the last.
+function argAt(args: string[], i: i32): string { return i < args.length ? arg(args[i]) : ""; }
+
+// hexBytes decodes hex.
+function hexBytes(h: string): ArrayBuffer {
+  const out = new Uint8Array(h.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = <u8>parseInt(h.substr(2 * i, 2), 16);
+  return out.buffer;
+}
+
+// fetchRequest decodes the arguments of fetch: API PATH [METHOD] [BODY]
+// [KEY] [NAME:VALUE...]; a BODY "hex:HEX" is those bytes.
+function fetchRequest(args: string[]): Request {
+  const req = new Request(argAt(args, 2));
+  req.method = argAt(args, 3);
+  const body = argAt(args, 4);
+  if (body.length > 0) req.body = body.startsWith("hex:") ? hexBytes(body.substr(4)) : String.UTF8.encode(body);
+  req.key = argAt(args, 5);
+  for (let i = 6; i < args.length; i++) {
+    const h = cut(args[i], ":");
+    req.headers.set(h[0], h[1]);
+  }
+  return req;
+}
+
+// fetchDone is the outcome line of fetch: a response's body's first 64
+// bytes as text when they are printable ASCII, else in hex.
+function fetchDone(o: FetchOutcome): string {
+  if (o.code == Code.FetchFailed && o.fetchError != null) {
+    const e = changetype<FetchError>(o.fetchError);
+    return "fetch-failed " + e.reason + " " + e.message;
+  }
+  if (!o.ok) return failure(o);
+  const r = changetype<Response>(o.response);
+  const b = Uint8Array.wrap(r.body);
+  const n = b.length < 64 ? b.length : 64;
+  let printable = true;
+  for (let i = 0; i < n; i++) if (b[i] < 0x20 || b[i] > 0x7e) printable = false;
+  let body = String.UTF8.decode(r.body.slice(0, n));
+  if (!printable) {
+    const parts: string[] = ["hex:"];
+    for (let i = 0; i < n; i++) parts.push((b[i] < 16 ? "0" : "") + (<i32>b[i]).toString(16));
+    body = parts.join("");
+  }
+  const type = r.header("Content-Type");
+  return "fetch " + r.status.toString() + " replayed=" + (r.replayed ? "true" : "false") + " headers=" + r.headers.size.toString() +
+    " type=" + (type != null ? changetype<string>(type) : "") + " len=" + r.body.byteLength.toString() + " body=" + body;
 }
 
 const signup = new Flow("signup", (f: FlowContext): string | null => {
@@ -186,6 +235,12 @@ function run(ctx: Context, args: string[]): string {
     return channelDone(o);
   }
   if (cmd == "typing") return channelDone(ctx.typing(arg(args[1])));
+  if (cmd == "fetch" || cmd == "fail-fetch") {
+    const o = ctx.fetch(argAt(args, 1), fetchRequest(args));
+    // fail-fetch: the SDK's error, returned as the handler's own.
+    if (cmd == "fail-fetch") handlerError = o.error();
+    return fetchDone(o);
+  }
   if (cmd == "flow-start") return done(ctx.start(args.length > 1 && args[1] == "typist" ? typist : signup));
   if (cmd == "flow-continue") {
     const o = ctx.continueFlow([signup, typist]);

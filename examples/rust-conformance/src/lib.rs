@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use botrun::{Button, Context, Error, List, ListRow, ListSection, Outgoing, SendOptions, SendResult, Verdict};
+use botrun::{Button, Context, Error, List, ListRow, ListSection, Outgoing, Request, Response, SendOptions, SendResult, Verdict};
 
 /// Decodes an argument: "-" is "", "@N" N bytes of 'x'.
 fn arg(s: &str) -> String {
@@ -22,6 +22,7 @@ fn failure(e: &Error) -> String {
         Error::NotSent(r) => format!("not-sent {} key={} ref={} error={}", r.status, r.key, r.r#ref, r.error),
         Error::MediaUnavailable(m) => format!("unavailable {} {}", m.reason, m.message),
         Error::ChannelFailed { message, .. } => format!("channel-failed {}", message),
+        Error::FetchFailed { reason, message, .. } => format!("fetch-failed {} {}", reason, message),
         e => match e.code() {
             Some(c) => format!("err {}", c.name()),
             None => format!("err {}", e),
@@ -77,6 +78,35 @@ fn section(spec: &str) -> ListSection {
         })
         .collect();
     ListSection { title, rows }
+}
+
+/// Decodes a BODY argument of fetch: "hex:HEX" is those bytes.
+fn body(s: &str) -> Vec<u8> {
+    match s.strip_prefix("hex:") {
+        Some(h) => (0..h.len() / 2).map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap_or(0)).collect(),
+        None => s.as_bytes().to_vec(),
+    }
+}
+
+/// The outcome line of a response: its body's first 64 bytes as text when
+/// they are printable ASCII, else in hex.
+fn fetch_outcome(r: &Response) -> String {
+    let b = &r.body[..r.body.len().min(64)];
+    let body = if b.iter().all(|&c| (0x20..=0x7e).contains(&c)) {
+        String::from_utf8_lossy(b).into_owned()
+    } else {
+        let hex: String = b.iter().map(|c| format!("{:02x}", c)).collect();
+        format!("hex:{}", hex)
+    };
+    format!(
+        "fetch {} replayed={} headers={} type={} len={} body={}",
+        r.status,
+        r.replayed,
+        r.headers.len(),
+        r.header("Content-Type").unwrap_or(""),
+        r.body.len(),
+        body
+    )
 }
 
 fn signup(f: &mut botrun::Flow) -> Result<(), Error> {
@@ -219,6 +249,18 @@ fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
             };
         }
         "typing" => ok(ctx.typing(&a(1))),
+        "fetch" | "fail-fetch" => {
+            // fetch API PATH [METHOD] [BODY] [KEY] [NAME:VALUE...]
+            let (path, method, b, key) = (a(2), a(3), body(&a(4)), a(5));
+            let headers: Vec<(&str, &str)> = args.iter().skip(6).map(|h| h.split_once(':').unwrap_or((h, ""))).collect();
+            let req = Request { method: &method, path: &path, headers: &headers, body: &b, key: &key };
+            match ctx.fetch(&a(1), &req) {
+                Ok(r) => fetch_outcome(&r),
+                // The SDK's error, returned as the handler's own.
+                Err(e) if args[0] == "fail-fetch" => return (failure(&e), Err(e)),
+                Err(e) => failure(&e),
+            }
+        }
         "flow-start" => ok(ctx.start(&flows(), if args.get(1) == Some(&"typist") { "typist" } else { "signup" })),
         "flow-continue" => match ctx.continue_flow(&flows()) {
             Ok(true) => "in-flow".to_string(),

@@ -28,6 +28,7 @@
 @external("botrun", "broadcast") declare function host_broadcast(p: usize, n: i32): i32;
 @external("botrun", "edit") declare function host_edit(p: usize, n: i32): i32;
 @external("botrun", "typing") declare function host_typing(p: usize, n: i32): i32;
+@external("botrun", "fetch") declare function host_fetch(p: usize, n: i32): i32;
 @external("botrun", "rewrite") declare function host_rewrite(p: usize, n: i32): i32;
 
 export class Media {
@@ -187,12 +188,15 @@ export enum Code {
   // edit, typing: the channel refused or failed (see ChannelOutcome); the
   // event goes on.
   ChannelFailed = -9,
+  // fetch: the API call got no response (see FetchOutcome); the event goes
+  // on.
+  FetchFailed = -10,
   // send: the send is dead or deferred (see SendOutcome.result).
   NotSent = -101,
   // a flow function returned an error of its own (see Outcome.message).
   Failed = -103,
-  // the host's result (a SendResult, or MEDIA_UNAVAILABLE's reason) did not
-  // parse.
+  // the host's result (a SendResult, a FetchResponse, or MEDIA_UNAVAILABLE's
+  // reason) did not parse.
   BadResult = -104,
 }
 
@@ -209,6 +213,7 @@ export function codeName(code: i32): string {
     case Code.HostError: return "HOST_ERROR";
     case Code.MediaUnavailable: return "MEDIA_UNAVAILABLE";
     case Code.ChannelFailed: return "CHANNEL_FAILED";
+    case Code.FetchFailed: return "FETCH_FAILED";
     case Code.NotSent: return "NOT_SENT";
     case Code.Failed: return "FAILED";
     case Code.BadResult: return "BAD_RESULT";
@@ -305,6 +310,74 @@ export class MediaResult extends Outcome {
   unavailable: MediaUnavailableError | null = null;
 }
 
+// Request is one call of an API bot.toml names in an [[apis]] entry
+// (Context.fetch): new Request("/orders/42"), then set what you need.
+export class Request {
+  // method is GET ("": the default), HEAD, POST, PUT, PATCH or DELETE.
+  method: string = "";
+  // path is the path under the API's url, with its query:
+  // "/orders/42?expand=items".
+  path: string;
+  // headers are the request's headers; the headers bot.toml sets for the
+  // API replace those of the same name.
+  headers: Map<string, string> = new Map<string, string>();
+  // body is the request's body (null: none), at most 1 MiB; sent as text
+  // when it is UTF-8, in base64 otherwise. String.UTF8.encode(text) makes
+  // one of a text.
+  body: ArrayBuffer | null = null;
+  // key replaces the call's Idempotency-Key, "<event id>:fetch:<n>" for the
+  // event's n-th call ("": that one).
+  key: string = "";
+  constructor(path: string = "") { this.path = path; }
+}
+
+// Response is the API's answer, whatever its status: a 404 or a 500 is a
+// Response, not an error.
+export class Response {
+  status: i32 = 0;
+  // headers are the answer's headers (canonical names, the first value of
+  // each); see header.
+  headers: Map<string, string> = new Map<string, string>();
+  body: ArrayBuffer = new ArrayBuffer(0);
+  // replayed is true when the answer came from the journal: the event is
+  // handled again (after a crash, a retry or a replay) and the call it made
+  // the first time is not made again.
+  replayed: bool = false;
+  // header is the value of the header name, compared without case, or null.
+  header(name: string): string | null {
+    const names = this.headers.keys();
+    const want = name.toLowerCase();
+    for (let i = 0; i < names.length; i++) {
+      if (names[i].toLowerCase() == want) return this.headers.get(names[i]);
+    }
+    return null;
+  }
+  // text is the body as text.
+  text(): string { return String.UTF8.decode(this.body); }
+}
+
+// FetchError says why fetch got no response: reason is "refused" (the
+// destination is not allowed: nothing was sent), "connection", "timeout" or
+// "too-large" (the answer is over the API's max_response); message says
+// more ("" when the host gave none).
+export class FetchError {
+  reason: string = "";
+  message: string = "";
+}
+
+// FetchOutcome answers fetch: response when code is OK; else code says why:
+// FetchFailed (fetchError says why; error() is "botrun.fetch <api>:
+// FETCH_FAILED: <reason>: <message>"; the event goes on), NotFound
+// (bot.toml names no such API), BadPayload (a path that is not under the
+// API's url, a method or header the host refuses), TooLarge (past
+// bot.max_fetches calls in one event, or a request over 1 MiB), Unsupported
+// (a host without fetch, or outside an event), HostError (the answer could
+// not be journaled: the event's attempt fails), BadResult.
+export class FetchOutcome extends Outcome {
+  response: Response | null = null;
+  fetchError: FetchError | null = null;
+}
+
 // ---- JSON: exactly the ABI's shapes; unknown fields are skipped ----
 // quote is s as a JSON string. It copies runs of plain characters whole, so
 // a 1 MiB text costs one pass (not a string concatenation per character).
@@ -348,26 +421,40 @@ class Reader {
     this.i++;
     return true;
   }
+  // str reads a string. It copies runs of plain characters whole, so a
+  // large body costs one pass (not a concatenation per character).
   str(): string {
     if (!this.expect(0x22)) return "";
-    let out = "";
+    const parts: string[] = [];
+    let run = this.i;
     while (this.i < this.s.length) {
-      const c = this.s.charCodeAt(this.i++);
-      if (c == 0x22) return out;
-      if (c != 0x5c) { out += String.fromCharCode(c); continue; }
+      const c = this.s.charCodeAt(this.i);
+      if (c != 0x22 && c != 0x5c) { this.i++; continue; }
+      if (this.i > run) parts.push(this.s.substring(run, this.i));
+      this.i++;
+      if (c == 0x22) return parts.join("");
       const e = this.s.charCodeAt(this.i++);
-      if (e == 0x6e) out += "\n";
-      else if (e == 0x74) out += "\t";
-      else if (e == 0x72) out += "\r";
-      else if (e == 0x62) out += "\b";
-      else if (e == 0x66) out += "\f";
+      if (e == 0x6e) parts.push("\n");
+      else if (e == 0x74) parts.push("\t");
+      else if (e == 0x72) parts.push("\r");
+      else if (e == 0x62) parts.push("\b");
+      else if (e == 0x66) parts.push("\f");
       else if (e == 0x75) {
-        out += String.fromCharCode(<i32>parseInt(this.s.substr(this.i, 4), 16));
+        parts.push(String.fromCharCode(<i32>parseInt(this.s.substr(this.i, 4), 16)));
         this.i += 4;
-      } else out += String.fromCharCode(e);
+      } else parts.push(String.fromCharCode(e));
+      run = this.i;
     }
     this.ok = false;
-    return out;
+    return parts.join("");
+  }
+  // readBool reads true or false.
+  readBool(): bool {
+    this.ws();
+    if (this.s.substr(this.i, 4) == "true") { this.i += 4; return true; }
+    if (this.s.substr(this.i, 5) == "false") { this.i += 5; return false; }
+    this.ok = false;
+    return false;
   }
   num(): i64 {
     this.ws();
@@ -551,6 +638,145 @@ function decodeChannelError(s: string): string | null {
     k = r.key(false);
   }
   return r.ok && r.peek() == -1 ? msg : null;
+}
+
+const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// base64 is b in standard base64, padded.
+function base64(buf: ArrayBuffer): string {
+  const b = Uint8Array.wrap(buf);
+  const out = new Uint8Array((b.length + 2) / 3 * 4);
+  let o = 0;
+  for (let i = 0; i < b.length; i += 3) {
+    const v = (<u32>b[i] << 16) | (i + 1 < b.length ? <u32>b[i + 1] << 8 : 0) | (i + 2 < b.length ? <u32>b[i + 2] : 0);
+    out[o++] = <u8>B64.charCodeAt(v >> 18);
+    out[o++] = <u8>B64.charCodeAt((v >> 12) & 63);
+    out[o++] = i + 1 < b.length ? <u8>B64.charCodeAt((v >> 6) & 63) : 0x3d;
+    out[o++] = i + 2 < b.length ? <u8>B64.charCodeAt(v & 63) : 0x3d;
+  }
+  return String.UTF8.decode(out.buffer);
+}
+
+// b64Value is the value of the base64 digit c, or -1.
+function b64Value(c: i32): i32 {
+  if (c >= 0x41 && c <= 0x5a) return c - 0x41;
+  if (c >= 0x61 && c <= 0x7a) return c - 0x61 + 26;
+  if (c >= 0x30 && c <= 0x39) return c - 0x30 + 52;
+  if (c == 0x2b) return 62;
+  if (c == 0x2f) return 63;
+  return -1;
+}
+
+// unbase64 decodes standard padded base64, or returns null when s is not
+// base64.
+function unbase64(s: string): ArrayBuffer | null {
+  const n = s.length;
+  if (n % 4 != 0) return null;
+  let pad = 0;
+  if (n > 0 && s.charCodeAt(n - 1) == 0x3d) pad++;
+  if (n > 1 && s.charCodeAt(n - 2) == 0x3d) pad++;
+  const out = new Uint8Array(n / 4 * 3 - pad);
+  let o = 0;
+  for (let i = 0; i < n; i += 4) {
+    let v: u32 = 0;
+    for (let k = 0; k < 4; k++) {
+      const at = i + k;
+      let d = 0;
+      if (at < n - pad) {
+        d = b64Value(s.charCodeAt(at));
+        if (d < 0) return null;
+      }
+      v = (v << 6) | <u32>d;
+    }
+    if (o < out.length) out[o++] = <u8>(v >> 16);
+    if (o < out.length) out[o++] = <u8>(v >> 8);
+    if (o < out.length) out[o++] = <u8>v;
+  }
+  return out.buffer;
+}
+
+// validUTF8 reports whether buf is UTF-8 (as Go's utf8.Valid: no overlong
+// forms, surrogates or code points past U+10FFFF).
+function validUTF8(buf: ArrayBuffer): bool {
+  const s = Uint8Array.wrap(buf);
+  const n = s.length;
+  let i = 0;
+  while (i < n) {
+    const c = <u32>s[i];
+    if (c < 0x80) { i++; continue; }
+    let more = 0;
+    let cp: u32 = 0;
+    let min: u32 = 0;
+    if (c >= 0xc2 && c <= 0xdf) { more = 1; cp = c & 0x1f; min = 0x80; }
+    else if (c >= 0xe0 && c <= 0xef) { more = 2; cp = c & 0x0f; min = 0x800; }
+    else if (c >= 0xf0 && c <= 0xf4) { more = 3; cp = c & 0x07; min = 0x10000; }
+    else return false;
+    if (n - i <= more) return false;
+    for (let k = 1; k <= more; k++) {
+      const d = <u32>s[i + k];
+      if ((d & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += more + 1;
+  }
+  return true;
+}
+
+// fetchRequest is the FetchRequest of req to api: the headers sorted by name
+// (the same request, the same bytes), the body as text when it is UTF-8 and
+// in base64 otherwise.
+function fetchRequest(api: string, req: Request): string {
+  const parts: string[] = ["{\"api\":" + quote(api)];
+  if (req.method.length > 0) parts.push(",\"method\":" + quote(req.method));
+  parts.push(",\"path\":" + quote(req.path));
+  const names = req.headers.keys();
+  if (names.length > 0) {
+    names.sort((a: string, b: string): i32 => a < b ? -1 : a > b ? 1 : 0);
+    parts.push(",\"headers\":{");
+    for (let i = 0; i < names.length; i++) {
+      if (i > 0) parts.push(",");
+      parts.push(quote(names[i]) + ":" + quote(req.headers.get(names[i])));
+    }
+    parts.push("}");
+  }
+  const body = req.body;
+  if (body != null && body.byteLength > 0) {
+    if (validUTF8(body)) parts.push(",\"body\":" + quote(String.UTF8.decode(body)));
+    else parts.push(",\"body_base64\":\"" + base64(body) + "\"");
+  }
+  if (req.key.length > 0) parts.push(",\"key\":" + quote(req.key));
+  parts.push("}");
+  return parts.join("");
+}
+
+// decodeFetchResponse parses a FetchResponse, or returns null when it does
+// not parse.
+function decodeFetchResponse(s: string): Response | null {
+  const res = new Response();
+  const r = new Reader(s);
+  let k = r.key(true);
+  while (k !== null) {
+    const key = changetype<string>(k);
+    if (key == "status") res.status = <i32>r.num();
+    else if (key == "headers" && r.peek() == 0x7b) {
+      let hk = r.key(true);
+      while (hk !== null) {
+        res.headers.set(changetype<string>(hk), r.str());
+        hk = r.key(false);
+      }
+    }
+    else if (key == "body") res.body = utf8(r.str());
+    else if (key == "body_base64") {
+      const b = unbase64(r.str());
+      if (b == null) return null;
+      res.body = changetype<ArrayBuffer>(b);
+    }
+    else if (key == "replayed") res.replayed = r.readBool();
+    else r.skip();
+    k = r.key(false);
+  }
+  return r.ok && r.peek() == -1 ? res : null;
 }
 
 // channelOp fills o, the answer of edit or typing (o.func), from the code n:
@@ -821,6 +1047,49 @@ export class Context {
     if (this.replaying) return o;
     const b = utf8("{\"chat\":" + quote(chat) + "}");
     return channelOp(o, host_typing(changetype<usize>(b), b.byteLength));
+  }
+
+  // fetch calls api, an [[apis]] entry of bot.toml, through the host, which
+  // adds the entry's headers (the bot never sees them) and an
+  // Idempotency-Key. The answer is journaled before fetch returns: when the
+  // event is handled again, the same call gets the same answer
+  // (Response.replayed) without calling the API again. See FetchOutcome for
+  // the codes. A flow's step that calls fetch calls again while the flow
+  // replays it, under this event's key: make such calls reads that may be
+  // repeated, or pass a key of your own. A module that never calls fetch
+  // does not import it, so it loads on a host without it.
+  fetch(api: string, req: Request): FetchOutcome {
+    const o = new FetchOutcome();
+    o.func = "fetch";
+    const b = utf8(fetchRequest(api, req));
+    const n = host_fetch(changetype<usize>(b), b.byteLength);
+    if (n == Code.FetchFailed) {
+      // The host cuts the message to 160 bytes: the FetchError's JSON is at
+      // most 1 KiB.
+      const buf = new ArrayBuffer(4096);
+      const got = host_result_read(changetype<usize>(buf), 4096);
+      if (got < 0) return failed(o, "result_read", got);
+      const u = decodeUnavailable(String.UTF8.decode(buf.slice(0, got)));
+      if (u == null) {
+        o.message = "botrun.fetch: bad result";
+        return failed(o, "fetch", Code.BadResult);
+      }
+      const e = new FetchError();
+      e.reason = changetype<MediaUnavailableError>(u).reason;
+      e.message = changetype<MediaUnavailableError>(u).message;
+      o.fetchError = e;
+      o.message = "botrun.fetch " + api + ": FETCH_FAILED: " + e.reason + (e.message.length > 0 ? ": " + e.message : "");
+      return failed(o, "fetch", Code.FetchFailed);
+    }
+    const out = pull(n);
+    if (out == null) return failed(o, "fetch", n < 0 ? n : Code.NoResult);
+    const res = decodeFetchResponse(String.UTF8.decode(changetype<ArrayBuffer>(out)));
+    if (res == null) {
+      o.message = "botrun.fetch: bad result";
+      return failed(o, "fetch", Code.BadResult);
+    }
+    o.response = res;
+    return o;
   }
 
   // loadMedia downloads the bytes of event.media[index] through the host.

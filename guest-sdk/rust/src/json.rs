@@ -1,7 +1,7 @@
 //! A small JSON codec for exactly the ABI's payloads (the SDK has no
 //! dependencies). Unknown fields are skipped.
 
-use crate::{BroadcastResult, Button, Event, Interaction, List, ListRow, ListSection, Media, Outgoing, SendResult, KIND_MESSAGE};
+use crate::{BroadcastResult, Button, Event, Interaction, List, ListRow, ListSection, Media, Outgoing, Request, Response, SendResult, KIND_MESSAGE};
 
 pub fn put_string(b: &mut String, s: &str) {
     b.push('"');
@@ -110,6 +110,18 @@ impl<'a> Reader<'a> {
                 Some(())
             }
         }
+    }
+
+    /// A JSON true or false.
+    fn boolean(&mut self) -> Option<bool> {
+        self.ws();
+        for (word, v) in [(&b"true"[..], true), (&b"false"[..], false)] {
+            if self.b.get(self.i..self.i + word.len()) == Some(word) {
+                self.i += word.len();
+                return Some(v);
+            }
+        }
+        None
     }
 
     /// Consumes a null, and reports whether there was one.
@@ -384,4 +396,121 @@ pub fn decode_outgoing(b: &[u8]) -> Option<Outgoing> {
         return None;
     }
     Some(o)
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// `b` in standard base64, padded.
+fn base64(b: &[u8]) -> String {
+    let mut out = String::with_capacity((b.len() + 2) / 3 * 4);
+    for c in b.chunks(3) {
+        let v = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        out.push(B64[(v >> 18) as usize] as char);
+        out.push(B64[(v >> 12 & 63) as usize] as char);
+        out.push(if c.len() > 1 { B64[(v >> 6 & 63) as usize] as char } else { '=' });
+        out.push(if c.len() > 2 { B64[(v & 63) as usize] as char } else { '=' });
+    }
+    out
+}
+
+/// Decodes standard padded base64; None when `s` is not base64.
+fn unbase64(s: &str) -> Option<Vec<u8>> {
+    let s = s.as_bytes();
+    if s.len() % 4 != 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(s.len() / 4 * 3);
+    for (i, q) in s.chunks(4).enumerate() {
+        let last = (i + 1) * 4 == s.len();
+        let pad = if last { q.iter().rev().take_while(|&&c| c == b'=').count() } else { 0 };
+        if pad > 2 {
+            return None;
+        }
+        let mut v = 0u32;
+        for &c in &q[..4 - pad] {
+            v = v << 6 | B64.iter().position(|&d| d == c)? as u32;
+        }
+        v <<= 6 * pad as u32;
+        out.push((v >> 16) as u8);
+        if pad < 2 {
+            out.push((v >> 8) as u8);
+        }
+        if pad < 1 {
+            out.push(v as u8);
+        }
+    }
+    Some(out)
+}
+
+/// The FetchRequest of `req` to `api`: the headers sorted by name (the same
+/// request, the same bytes), the body as text when it is UTF-8 and in base64
+/// otherwise.
+pub fn fetch_request(api: &str, req: &Request) -> String {
+    let mut b = String::from("{\"api\":");
+    put_string(&mut b, api);
+    if !req.method.is_empty() {
+        b.push_str(",\"method\":");
+        put_string(&mut b, req.method);
+    }
+    b.push_str(",\"path\":");
+    put_string(&mut b, req.path);
+    if !req.headers.is_empty() {
+        let mut hs: Vec<&(&str, &str)> = req.headers.iter().collect();
+        hs.sort_by(|a, b| a.0.cmp(b.0)); // stable: of a name given twice the host keeps the last
+        b.push_str(",\"headers\":{");
+        for (i, (k, v)) in hs.into_iter().enumerate() {
+            if i > 0 {
+                b.push(',');
+            }
+            put_string(&mut b, k);
+            b.push(':');
+            put_string(&mut b, v);
+        }
+        b.push('}');
+    }
+    if !req.body.is_empty() {
+        match std::str::from_utf8(req.body) {
+            Ok(text) => {
+                b.push_str(",\"body\":");
+                put_string(&mut b, text);
+            }
+            Err(_) => {
+                b.push_str(",\"body_base64\":\"");
+                b.push_str(&base64(req.body));
+                b.push('"');
+            }
+        }
+    }
+    if !req.key.is_empty() {
+        b.push_str(",\"key\":");
+        put_string(&mut b, req.key);
+    }
+    b.push('}');
+    b
+}
+
+/// A FetchResponse; None when it does not parse.
+pub fn decode_fetch_response(b: &[u8]) -> Option<Response> {
+    let mut res = Response::default();
+    let mut r = Reader { b, i: 0 };
+    r.object(|r, k| {
+        match k {
+            "status" => res.status = r.number()?,
+            "headers" if r.null() => {}
+            "headers" => r.object(|r, name| {
+                let v = r.string()?;
+                res.headers.insert(name.to_string(), v);
+                Some(())
+            })?,
+            "body" => res.body = r.string()?.into_bytes(),
+            "body_base64" => res.body = unbase64(&r.string()?)?,
+            "replayed" => res.replayed = r.boolean()?,
+            _ => r.skip()?,
+        }
+        Some(())
+    })?;
+    if r.peek().is_some() {
+        return None;
+    }
+    Some(res)
 }

@@ -52,6 +52,7 @@ extern "C" {
     fn broadcast(p: *const u8, n: i32) -> i32;
     fn edit(p: *const u8, n: i32) -> i32;
     fn typing(p: *const u8, n: i32) -> i32;
+    fn fetch(p: *const u8, n: i32) -> i32;
     fn rewrite(p: *const u8, n: i32) -> i32;
 }
 
@@ -188,6 +189,54 @@ pub struct BroadcastResult {
     pub replayed: bool,
 }
 
+/// One call of an API bot.toml names in an `[[apis]]` entry
+/// (`Context::fetch`); set what you need and leave the rest to `Default`:
+/// `Request { path: "/orders/42", ..Default::default() }`.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Request<'a> {
+    /// GET (the default when empty), HEAD, POST, PUT, PATCH or DELETE.
+    pub method: &'a str,
+    /// The path under the API's url, with its query:
+    /// "/orders/42?expand=items".
+    pub path: &'a str,
+    /// The request's headers, each name once; the headers bot.toml sets for
+    /// the API replace those of the same name.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// The request's body (empty: none), at most 1 MiB; sent as text when
+    /// it is UTF-8, in base64 otherwise.
+    pub body: &'a [u8],
+    /// Replaces the call's Idempotency-Key, `<event id>:fetch:<n>` for the
+    /// event's n-th call (empty: that one).
+    pub key: &'a str,
+}
+
+/// The API's answer, whatever its status: a 404 or a 500 is a `Response`,
+/// not an error.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Response {
+    pub status: i64,
+    /// The answer's headers (canonical names, the first value of each); see
+    /// `header`.
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+    /// The answer came from the journal: the event is handled again (after
+    /// a crash, a retry or a replay) and the call it made the first time is
+    /// not made again.
+    pub replayed: bool,
+}
+
+impl Response {
+    /// The value of the header `name`, compared without case.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text (invalid UTF-8 replaced by U+FFFD).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
 /// What a handler gets for one event. `Context::default()` has no event: in
 /// a send hook, where there is none, its sends and state calls answer
 /// `Error::Host` with UNSUPPORTED.
@@ -221,6 +270,9 @@ pub enum Code {
     /// -9: the channel refused or failed an `edit` or a `typing` (see
     /// `Error::ChannelFailed`); the event goes on.
     ChannelFailed,
+    /// -10: a `fetch` got no response (see `Error::FetchFailed`); the event
+    /// goes on.
+    FetchFailed,
     /// A code this SDK does not know.
     Other(i32),
 }
@@ -238,6 +290,7 @@ impl Code {
             -7 => Code::HostError,
             -8 => Code::MediaUnavailable,
             -9 => Code::ChannelFailed,
+            -10 => Code::FetchFailed,
             n => Code::Other(n),
         }
     }
@@ -254,6 +307,7 @@ impl Code {
             Code::HostError => -7,
             Code::MediaUnavailable => -8,
             Code::ChannelFailed => -9,
+            Code::FetchFailed => -10,
             Code::Other(n) => n,
         }
     }
@@ -270,6 +324,7 @@ impl Code {
             Code::HostError => "HOST_ERROR",
             Code::MediaUnavailable => "MEDIA_UNAVAILABLE",
             Code::ChannelFailed => "CHANNEL_FAILED",
+            Code::FetchFailed => "FETCH_FAILED",
             Code::Other(_) => "UNKNOWN",
         }
     }
@@ -303,13 +358,20 @@ pub enum Error {
     /// `edit` or `typing` (`func`): CHANNEL_FAILED, with the channel's
     /// message (the host cuts it to 512 bytes). The event goes on.
     ChannelFailed { func: &'static str, message: String },
+    /// `fetch` of `api`: FETCH_FAILED, the call got no response. `reason`
+    /// is "refused" (the destination is not allowed: nothing was sent),
+    /// "connection", "timeout" or "too-large" (the answer is over the API's
+    /// `max_response`); `message` says more ("" when the host gave none).
+    /// The event goes on.
+    FetchFailed { api: String, reason: String, message: String },
     /// `send`: the send is dead, or deferred (it stays journaled and the host
     /// keeps retrying it).
     NotSent(SendResult),
     /// A flow's `ask` sent its question: return it to wait for the answer.
     Waiting,
-    /// The host's result (a SendResult, or MEDIA_UNAVAILABLE's reason) did
-    /// not parse: the SDK's own error, with no host code.
+    /// The host's result (a SendResult, a FetchResponse, or
+    /// MEDIA_UNAVAILABLE's reason) did not parse: the SDK's own error, with
+    /// no host code.
     BadResult(&'static str),
     /// A handler's own error.
     Handler(String),
@@ -317,12 +379,14 @@ pub enum Error {
 
 impl Error {
     /// The host code the error carries, if any (MEDIA_UNAVAILABLE for
-    /// `MediaUnavailable`).
+    /// `MediaUnavailable`, CHANNEL_FAILED for `ChannelFailed`, FETCH_FAILED
+    /// for `FetchFailed`).
     pub fn code(&self) -> Option<Code> {
         match self {
             Error::Host { code, .. } => Some(*code),
             Error::MediaUnavailable(_) => Some(Code::MediaUnavailable),
             Error::ChannelFailed { .. } => Some(Code::ChannelFailed),
+            Error::FetchFailed { .. } => Some(Code::FetchFailed),
             _ => None,
         }
     }
@@ -336,6 +400,8 @@ impl std::fmt::Display for Error {
             Error::MediaUnavailable(e) => write!(f, "media unavailable: {}: {}", e.reason, e.message),
             Error::ChannelFailed { func, message } if message.is_empty() => write!(f, "botrun.{}: CHANNEL_FAILED", func),
             Error::ChannelFailed { func, message } => write!(f, "botrun.{}: CHANNEL_FAILED: {}", func, message),
+            Error::FetchFailed { api, reason, message } if message.is_empty() => write!(f, "botrun.fetch {}: FETCH_FAILED: {}", api, reason),
+            Error::FetchFailed { api, reason, message } => write!(f, "botrun.fetch {}: FETCH_FAILED: {}: {}", api, reason, message),
             Error::NotSent(r) => write!(f, "send {} {}: {}", r.key, r.status, r.error),
             Error::Waiting => write!(f, "{}", WAITING),
             Error::BadResult(func) => write!(f, "botrun.{}: bad result", func),
@@ -728,6 +794,45 @@ impl Context {
         json::put_string(&mut b, chat);
         b.push('}');
         channel_op("typing", unsafe { typing(b.as_ptr(), b.len() as i32) })
+    }
+
+    /// Calls `api`, an `[[apis]]` entry of bot.toml, through the host, which
+    /// adds the entry's headers (the bot never sees them) and an
+    /// Idempotency-Key. The answer is journaled before `fetch` returns: when
+    /// the event is handled again, the same call gets the same answer
+    /// (`Response::replayed`) without calling the API again.
+    ///
+    /// Errors: `Error::FetchFailed` when the call got no response (the event
+    /// goes on); `Error::Host` with NOT_FOUND (bot.toml names no such API),
+    /// BAD_PAYLOAD (a path that is not under the API's url, a method or
+    /// header the host refuses), TOO_LARGE (past `bot.max_fetches` calls in
+    /// one event, or a request over 1 MiB), UNSUPPORTED (a host without
+    /// fetch, or outside an event), HOST_ERROR (the answer could not be
+    /// journaled: the event's attempt fails).
+    ///
+    /// A flow's step that calls `fetch` calls again while the flow replays
+    /// it, under this event's key: make such calls reads that may be
+    /// repeated, or pass a `key` of your own. A module that never calls
+    /// `fetch` does not import it, so it loads on a host without it.
+    pub fn fetch(&self, api: &str, req: &Request) -> Result<Response, Error> {
+        let b = json::fetch_request(api, req);
+        let n = unsafe { fetch(b.as_ptr(), b.len() as i32) };
+        if Code::from_raw(n) == Code::FetchFailed {
+            // The host cuts the message to 160 bytes: the FetchError's JSON
+            // is at most 1 KiB.
+            let mut buf = vec![0u8; 4096];
+            let got = unsafe { result_read(buf.as_mut_ptr(), buf.len() as i32) };
+            if got < 0 {
+                return Err(host("result_read", got));
+            }
+            buf.truncate(got as usize);
+            return match json::decode_unavailable(&buf) {
+                Some(e) => Err(Error::FetchFailed { api: api.to_string(), reason: e.reason, message: e.message }),
+                None => Err(Error::BadResult("fetch")),
+            };
+        }
+        let out = result("fetch", n)?;
+        json::decode_fetch_response(&out).ok_or(Error::BadResult("fetch"))
     }
 
     /// Writes a line to the host log (LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR).
