@@ -25,7 +25,7 @@ func TestAnswersOnEveryBackend(t *testing.T) {
 				t.Fatalf("the %s backend keeps no Kv: its API answers cannot be journaled", name)
 			}
 			bot := uniquePrefix("answers")
-			j, other := answers.New(kvb.Kv(), bot), answers.New(kvb.Kv(), bot+"other/")
+			j, other := answers.New(kvb.Kv(), bot, nil), answers.New(kvb.Kv(), bot+"other/", nil)
 			if _, ok, err := j.Get(ctx, "web:m1", 1); ok || err != nil {
 				t.Fatalf("an empty journal: ok %v, err %v", ok, err)
 			}

@@ -284,7 +284,7 @@ func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) erro
 	b.inbox, b.outbox, b.state = j.Inbox, j.Outbox, j.State
 	if kvb, ok := b.backend.(interface{ Kv() durability.Kv }); ok {
 		b.kv = kvb.Kv()
-		b.answers = answers.New(b.kv, scope.ID()+"/")
+		b.answers = answers.New(b.kv, scope.ID()+"/", b.inbox)
 	}
 	if coordinated {
 		order, ok := j.Inbox.(durability.ChatOrder)

@@ -22,11 +22,13 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/dryrun"
+	"github.com/botrun/botrun/host/internal/answers"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
@@ -137,6 +139,30 @@ func TestFetchJournaledAndReplayed(t *testing.T) {
 			}
 			if ch.count("c1", "Order 42: shipped") != 1 {
 				t.Fatalf("the replay sent its reply again: %q", ch.texts())
+			}
+			if journal {
+				// The journal holds another request's answer for a call (the
+				// module changed since): the call is made anew, counted
+				// diverged, under a key of its own, so an API that honours
+				// the key does not answer it with the other one's answer.
+				stale := answers.Answer{Fingerprint: "another-request", Response: &abi.FetchResponse{Status: 200, Body: "stale"}, At: nowMs()}
+				if err := b.answers.Put(context.Background(), "web:m2", 1, stale); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Operator().ReplayInbound(context.Background(), "web:m2"); err != nil {
+					t.Fatal(err)
+				}
+				if !waitFor(60*time.Second, func() bool { return b.inboxState(t, "web:m2").Attempts == 1 && b.quiet(2, time.Millisecond) }) {
+					t.Fatal("the replay of web:m2 did not settle")
+				}
+				calls := api.calls()[before:]
+				last := calls[len(calls)-1]
+				if len(calls) != 3 || !strings.HasPrefix(last, "web:m2:fetch:1:") || len(last) != len("web:m2:fetch:1:")+12 {
+					t.Fatalf("the diverged call: the API saw the keys %q, want a third under web:m2:fetch:1:<12 of its fingerprint>", calls)
+				}
+				if m := b.Observer().Metrics(); m.FetchDiverged != 1 || ch.count("c1", "There is no order 7.") != 1 {
+					t.Fatalf("fetch_diverged %d (want 1); replies %q", m.FetchDiverged, ch.texts())
+				}
 			}
 			// A dry run answers the candidate's calls from the journal and
 			// never calls the API.

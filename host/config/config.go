@@ -129,8 +129,14 @@ type API struct {
 	// is for reads that may be repeated, and costs no write.
 	Journal *bool `toml:"journal"`
 	// AllowPrivate lets the API be on a loopback, private or link-local
-	// address (default false: such a destination is refused).
+	// address (default false: such a destination is refused). It also
+	// lets its url be plain http (the API is on this machine or a private
+	// network).
 	AllowPrivate bool `toml:"allow_private"`
+	// AllowHTTP lets the url be plain http while keeping the refusal of
+	// private destinations (default false: the headers, credentials
+	// included, would cross the network in clear text).
+	AllowHTTP bool `toml:"allow_http"`
 }
 
 // HTTP is the [http] section.

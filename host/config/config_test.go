@@ -429,8 +429,9 @@ func TestEnvInAChannelEntry(t *testing.T) {
 	}
 }
 
-// TestAPIs: an [[apis]] entry's defaults, ${ENV} in its headers, and an
-// API on this machine or a private network allowed with allow_private.
+// TestAPIs: an [[apis]] entry's defaults, ${ENV} in its headers, an API on
+// this machine or a private network allowed with allow_private, and a
+// public one on plain http with allow_http.
 func TestAPIs(t *testing.T) {
 	t.Parallel()
 	src := `[bot]
@@ -453,6 +454,11 @@ timeout = "30s"
 max_response = "4MiB"
 retries = 0
 journal = false
+
+[[apis]]
+name = "legacy"
+url = "http://legacy.example.com/api"
+allow_http = true
 `
 	cfg, err := Parse("bot.toml", src, env(map[string]string{"LLM_KEY": "sk-secret"}))
 	if err != nil {
@@ -470,6 +476,11 @@ journal = false
 	}
 	if crm.Timeout.D() != 30*time.Second || crm.MaxResponse != 4<<20 || *crm.Retries != 0 || *crm.Journal || !crm.AllowPrivate {
 		t.Errorf("crm: %+v", crm)
+	}
+	// Plain http to a public API with allow_http: private destinations
+	// stay refused (allow_private is still false).
+	if legacy := cfg.APIs[2]; !legacy.AllowHTTP || legacy.AllowPrivate {
+		t.Errorf("legacy: %+v", legacy)
 	}
 	_, err = Parse("bot.toml", src, env(nil))
 	if err == nil || !strings.Contains(err.Error(), "bot.toml:10: apis[0].headers.Authorization: environment variable LLM_KEY is not set") {

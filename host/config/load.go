@@ -563,8 +563,8 @@ func (p *parser) validateAPIURL(key string, a API) {
 		p.add(key, "the base URL takes no query or fragment (the bot adds its query to each call's path)")
 	case !a.AllowPrivate && privateHost(u.Hostname()):
 		p.add(key, "%s is on this machine or a private network, which the host refuses to call unless the entry says allow_private = true", u.Hostname())
-	case u.Scheme == "http" && !a.AllowPrivate:
-		p.add(key, "plain http: the headers (credentials) would cross the network in clear text: use https, or set allow_private = true for an API on this machine or your private network")
+	case u.Scheme == "http" && !a.AllowPrivate && !a.AllowHTTP:
+		p.add(key, "plain http: the headers (credentials) would cross the network in clear text: use https, or set allow_http = true to accept that, or allow_private = true for an API on this machine or your private network")
 	}
 }
 

@@ -271,7 +271,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var calls *answers.Journal
 	if o.Kv != nil {
 		s := o.Config.Bot
-		calls = answers.New(o.Kv, durability.Scope{Tenant: s.Tenant, Environment: s.Environment, Bot: s.ID, Connection: s.Connection}.ID()+"/")
+		calls = answers.New(o.Kv, durability.Scope{Tenant: s.Tenant, Environment: s.Environment, Bot: s.ID, Connection: s.Connection}.ID()+"/", nil)
 	}
 	var next, done atomic.Int64
 	var wg sync.WaitGroup

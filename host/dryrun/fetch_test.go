@@ -17,7 +17,7 @@ import (
 // "new API call"; past bot.max_fetches, TOO_LARGE.
 func TestFetchAnsweredFromTheJournal(t *testing.T) {
 	ctx := context.Background()
-	j := answers.New(memory.NewKv(), "bot/")
+	j := answers.New(memory.NewKv(), "bot/", nil)
 	order := abi.FetchRequest{API: "orders", Path: "/orders/42"}
 	_, fp := answers.Call("web:m1", 1, order)
 	if err := j.Put(ctx, "web:m1", 1, answers.Answer{Fingerprint: fp, Response: &abi.FetchResponse{Status: 200, Body: "shipped"}}); err != nil {

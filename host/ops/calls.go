@@ -43,7 +43,7 @@ func (op *Operator) Calls(ctx context.Context, id string) ([]Call, error) {
 	if max <= 0 {
 		max = 16
 	}
-	got, err := answers.New(op.o.Kv, op.o.Scope).Calls(ctx, id, max)
+	got, err := answers.New(op.o.Kv, op.o.Scope, op.in).Calls(ctx, id, max)
 	out := make([]Call, 0, len(got))
 	for _, a := range got {
 		c := Call{N: a.N, API: a.API, Method: a.Method, Path: a.Path, At: a.At, TookMs: a.TookMs}
@@ -78,5 +78,5 @@ func (op *Operator) PurgeAnswers(ctx context.Context, before int64) (int, error)
 	if op.o.Kv == nil {
 		return 0, nil
 	}
-	return answers.New(op.o.Kv, op.o.Scope).Purge(ctx, before)
+	return answers.New(op.o.Kv, op.o.Scope, op.in).Purge(ctx, before)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/internal/answers"
 )
@@ -17,7 +18,7 @@ import (
 func TestCallsAndPurgeAnswers(t *testing.T) {
 	ctx := context.Background()
 	kv := memory.NewKv()
-	j := answers.New(kv, "bot/")
+	j := answers.New(kv, "bot/", nil)
 	long := strings.Repeat("é", 200)
 	for _, p := range []struct {
 		rec string
@@ -52,5 +53,42 @@ func TestCallsAndPurgeAnswers(t *testing.T) {
 	}
 	if calls, _ := op.Calls(ctx, "web:m2"); len(calls) != 1 {
 		t.Fatalf("web:m2's answer, journaled after the cut, was purged: %+v", calls)
+	}
+}
+
+// TestPurgeAnswersKeepsThoseOfKeptRecords: the purge deletes the old
+// answers of records that are gone, and keeps those of a record the inbox
+// still holds (a dead letter a later replay reads them for).
+func TestPurgeAnswersKeepsThoseOfKeptRecords(t *testing.T) {
+	ctx := context.Background()
+	backend := memory.New()
+	scope := durability.Scope{Bot: "b"}
+	j, err := backend.Open(ctx, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := backend.(interface{ Kv() durability.Kv }).Kv()
+	l := durability.Lease{Owner: "i1", Now: 500, Until: 1500}
+	if _, _, err := j.Inbox.Put(ctx, durability.InboxPut{ID: "web:dead", Provider: "web", Chat: "c1", Payload: []byte(`{}`)}, 500, &l); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Inbox.Fail(ctx, "web:dead", 1, "trap", durability.FailOptions{Now: 600, Dead: true}); err != nil {
+		t.Fatal(err)
+	}
+	op := New(Options{Journals: j, Kv: kv, Scope: scope.ID() + "/"})
+	a := answers.New(kv, scope.ID()+"/", nil)
+	for _, rec := range []string{"web:dead", "web:gone/x"} {
+		if err := a.Put(ctx, rec, 1, answers.Answer{Fingerprint: "f", Response: &abi.FetchResponse{Status: 200}, At: 1000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := op.PurgeAnswers(ctx, 2000); err != nil || n != 1 {
+		t.Fatalf("PurgeAnswers = %d, %v; want 1 (web:gone/x's)", n, err)
+	}
+	if calls, _ := op.Calls(ctx, "web:dead"); len(calls) != 1 {
+		t.Fatal("the dead letter's answer was purged: its replay would call the API again")
+	}
+	if calls, _ := op.Calls(ctx, "web:gone/x"); len(calls) != 0 {
+		t.Fatal("the answer of a record that is gone was kept")
 	}
 }

@@ -13,9 +13,11 @@ package answers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
@@ -66,12 +68,16 @@ func (a Answer) Replay(fp string) (res abi.FetchResponse, ok bool, err error) {
 type Journal struct {
 	kv     durability.Kv
 	prefix string
+	// inbox, when set, keeps the answers of the records it still holds
+	// from Purge.
+	inbox durability.InboxJournal
 }
 
 // New returns the journal of the bot whose keys start with prefix (the
-// bot's scope, as the channels' Env.KeyPrefix).
-func New(kv durability.Kv, prefix string) *Journal {
-	return &Journal{kv: kv, prefix: prefix + "fetch/"}
+// bot's scope, as the channels' Env.KeyPrefix). With inbox, Purge keeps
+// the answers of the records inbox still holds.
+func New(kv durability.Kv, prefix string, inbox durability.InboxJournal) *Journal {
+	return &Journal{kv: kv, prefix: prefix + "fetch/", inbox: inbox}
 }
 
 // key is the answer of call n (1-based) of record; the index is padded so
@@ -125,24 +131,59 @@ func (j *Journal) Put(ctx context.Context, record string, n int, a Answer) error
 	return nil
 }
 
-// Purge deletes the answers journaled before before (Unix milliseconds),
-// in batches of 500, and returns how many went.
+// Purge deletes the answers journaled before before (Unix milliseconds)
+// whose inbound record is gone (purged by retention, or discarded), in
+// batches of 500, and returns how many went. An answer whose record is still
+// kept (a dead letter, a record completed after the cut) stays: a replay of
+// that record reads it rather than calling the API again.
 func (j *Journal) Purge(ctx context.Context, before int64) (int, error) {
 	n := 0
+	cursor := durability.IndexEntry{Score: math.MinInt64}
 	for {
-		ids, err := j.kv.Range(ctx, j.prefix, durability.IndexOrder, durability.IndexEntry{Score: math.MinInt64}, before-1, 500)
+		ids, err := j.kv.Range(ctx, j.prefix, durability.IndexOrder, cursor, before-1, 500)
 		if err != nil || len(ids) == 0 {
 			return n, err
 		}
-		writes := make([]durability.Write, len(ids))
-		for i, id := range ids {
-			writes[i] = durability.Write{Key: id.Key, Version: durability.AnyVersion, Delete: true, Group: j.prefix}
+		cursor = ids[len(ids)-1]
+		var writes []durability.Write
+		for _, id := range ids {
+			kept, err := j.recordKept(ctx, id.Key)
+			if err != nil {
+				return n, fmt.Errorf("answers: purge: %w", err)
+			}
+			if !kept {
+				writes = append(writes, durability.Write{Key: id.Key, Version: durability.AnyVersion, Delete: true, Group: j.prefix})
+			}
 		}
-		if err := j.kv.Commit(ctx, writes); err != nil {
-			return n, fmt.Errorf("answers: purge: %w", err)
+		if len(writes) > 0 {
+			if err := j.kv.Commit(ctx, writes); err != nil {
+				return n, fmt.Errorf("answers: purge: %w", err)
+			}
 		}
-		n += len(ids)
+		n += len(writes)
 	}
+}
+
+// recordKept says whether the inbound record of the answer at key is still
+// in the inbox (without an inbox, none is).
+func (j *Journal) recordKept(ctx context.Context, key string) (bool, error) {
+	if j.inbox == nil {
+		return false, nil
+	}
+	rest := strings.TrimPrefix(key, j.prefix)
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 {
+		return false, nil
+	}
+	record := rest[:i]
+	_, err := j.inbox.Get(ctx, record)
+	switch {
+	case errors.Is(err, durability.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // Call is call n (1-based) of record as the host makes it, and its
@@ -159,3 +200,11 @@ func Call(record string, n int, req abi.FetchRequest) (fetch.Request, string) {
 // Key is the Idempotency-Key of call n (1-based) of record when the guest
 // gives none: "<record>:fetch:<n>".
 func Key(record string, n int) string { return record + ":fetch:" + strconv.Itoa(n) }
+
+// DivergedKey is the Idempotency-Key of call n of record when the journal
+// holds another request's answer for it (a replay under a changed module):
+// Key with the new request's fingerprint, so that an API that honours the
+// key does not answer the new request with the first one's answer.
+func DivergedKey(record string, n int, fp string) string {
+	return Key(record, n) + ":" + fp[:min(12, len(fp))]
+}

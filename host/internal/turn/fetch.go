@@ -70,6 +70,11 @@ func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (res abi.FetchRe
 		switch {
 		case found:
 			t.metrics.FetchDiverged.Add(1)
+			if req.Key == "" {
+				// Another request than the journaled one: an API that
+				// honours the key must not take it for the first.
+				freq.Key = answers.DivergedKey(t.event.ID, n, fp)
+			}
 		case t.event.Attempt > 1:
 			t.metrics.FetchAmbiguous.Add(1)
 		}
