@@ -329,6 +329,7 @@ func (b *Bot) loadModule(ctx context.Context) error {
 		Engine: wasm.Config{
 			RandomSecret:   secret,
 			Workers:        b.cfg.Bot.Instances,
+			MaxIdle:        b.cfg.Bot.Workers,
 			HandlerTimeout: b.cfg.Bot.HandlerTimeout.D(),
 			MaxMemory:      int64(b.cfg.Bot.MaxMemory),
 			CacheDir:       filepath.Join(b.cfg.Bot.DataDir, "wasm-cache"),

@@ -23,6 +23,13 @@ import (
 type Config struct {
 	// Workers is how many instances may run at once (default 4).
 	Workers int
+	// MaxIdle is how many idle instances the event pool keeps (default
+	// Workers, and never fewer). More instances than Workers exist only
+	// while guests wait on API calls (they give up their slot, not their
+	// instance); keeping them idle spares each later event a new
+	// instance, whose start (a Go guest's runtime) costs milliseconds. The
+	// host sets it to bot.workers.
+	MaxIdle int
 	// HandlerTimeout is how long the guest may run for one event (default
 	// 10s). Time it waits on a channel in a send or a media download is not
 	// counted: outbox.inline_max bounds that.
@@ -48,6 +55,7 @@ func (c Config) withDefaults() Config {
 	if c.Workers <= 0 {
 		c.Workers = 4
 	}
+	c.MaxIdle = max(c.MaxIdle, c.Workers)
 	if c.HandlerTimeout <= 0 {
 		c.HandlerTimeout = 10 * time.Second
 	}
@@ -173,8 +181,8 @@ func (e *Engine) LoadBytes(ctx context.Context, name string, b []byte) (*Module,
 		name:     name,
 		digest:   hex.EncodeToString(sum[:]),
 		compiled: cm,
-		events:   pool{slots: make(chan struct{}, e.cfg.Workers)},
-		hooks:    pool{slots: make(chan struct{}, e.cfg.Workers)},
+		events:   pool{slots: make(chan struct{}, e.cfg.Workers), maxIdle: e.cfg.MaxIdle},
+		hooks:    pool{slots: make(chan struct{}, e.cfg.Workers), maxIdle: e.cfg.Workers},
 	}
 	exports := cm.ExportedFunctions()
 	_, m.before = exports[abi.ExportBeforeSend]

@@ -46,6 +46,8 @@ type Module struct {
 type pool struct {
 	slots chan struct{}
 	idle  []*instance
+	// maxIdle bounds idle (Config.MaxIdle).
+	maxIdle int
 }
 
 // Digest is the hex SHA-256 of the module's bytes.
@@ -152,8 +154,8 @@ func (s slot) Resume() { s.p.slots <- struct{}{} }
 func (m *Module) release(ctx context.Context, p *pool, inst *instance, broken bool) {
 	m.mu.Lock()
 	// More instances than slots exist while guests wait on APIs (slot):
-	// the pool keeps at most one idle instance per slot.
-	if broken || m.closed || len(p.idle) >= cap(p.slots) {
+	// the pool keeps up to maxIdle of them idle.
+	if broken || m.closed || len(p.idle) >= p.maxIdle {
 		m.mu.Unlock()
 		inst.mod.Close(ctx)
 	} else {
