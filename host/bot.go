@@ -98,8 +98,10 @@ type Bot struct {
 	// kv is the backend's Kv, which channels keep their own data in (nil
 	// when the backend has none).
 	kv durability.Kv
-	// answers journals the API calls' answers (nil without a Kv).
+	// answers journals the API calls' answers (nil without a Kv); apis
+	// are the [[apis]] entries' callers, closed with the bot.
 	answers *answers.Journal
+	apis    map[string]turn.API
 	inbox   durability.InboxJournal
 	// coord serializes chats' turns across replicas (nil without
 	// [durability] coordination).
@@ -243,6 +245,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.close()
 		return nil, err
 	}
+	b.apis = apis
 	turnCfg := turn.Config{Sender: b.sender, Outbox: b.outbox, State: b.state, Channels: b.providers,
 		Counters: &b.metrics, APIs: apis, Answers: b.answers, FetchTime: b.obs.FetchTime, Tracer: b.tr.Tracer(),
 		Caps: turn.Caps{MaxSends: cfg.Bot.MaxSends, MaxBroadcast: cfg.Bot.MaxBroadcast, MaxChatState: int64(cfg.Bot.MaxChatState),
@@ -547,6 +550,9 @@ func (b *Bot) close() {
 	}
 	if b.engine != nil {
 		b.engine.Close(context.Background())
+	}
+	for _, a := range b.apis {
+		a.Caller.Close()
 	}
 	if b.ownBackend {
 		b.backend.Close()

@@ -221,6 +221,10 @@ func origin(u *url.URL) string {
 // methods are the methods a guest may use.
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
 
+// Close closes the Caller's idle connections; a call made after it opens
+// new ones.
+func (c *Caller) Close() { c.client.CloseIdleConnections() }
+
 // Name is the API's name, as the guest calls it.
 func (c *Caller) Name() string { return c.api.Name }
 
