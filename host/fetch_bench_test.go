@@ -43,9 +43,10 @@ func benchFetch(b *testing.B, waits bool) {
 		b.Cleanup(func() { backend.Close() })
 		cfg := testConfig(b, "[durability]\npoll = \"1s\"\n")
 		cfg.Bot.Module, cfg.Bot.Workers, cfg.Bot.Instances = module, workers, 8
+		api := testAPI("orders", srv.URL, "", 10*time.Second, journal)
 		retries := 2
-		cfg.APIs = []config.API{{Name: "orders", URL: srv.URL, Timeout: config.Duration(10 * time.Second), MaxResponse: 1 << 20,
-			Retries: &retries, Journal: &journal, AllowPrivate: true}}
+		api.Retries = &retries
+		cfg.APIs = []config.API{api}
 		ch := &counter{}
 		bot, err := New(context.Background(), cfg, Options{Backend: backend, Channels: []channel.Channel{ch}, Logger: discard})
 		if err != nil {

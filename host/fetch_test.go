@@ -32,6 +32,19 @@ import (
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
+// testAPI is an [[apis]] entry of the tests: name at url, with the bearer
+// credential (none when ""), no retries, 1 MiB answers, its journal on or
+// off, on this machine (allow_private).
+func testAPI(name, url, bearer string, timeout time.Duration, journal bool) config.API {
+	retries := 0
+	a := config.API{Name: name, URL: url, Timeout: config.Duration(timeout), MaxResponse: 1 << 20, Retries: &retries,
+		Journal: &journal, AllowPrivate: true}
+	if bearer != "" {
+		a.Headers = map[string]string{"Authorization": "Bearer " + bearer}
+	}
+	return a
+}
+
 // orderAPI is an order-status API: GET /v1/orders/<id> with the bearer
 // token, 404 for an unknown order. It records each call's
 // Idempotency-Key.
@@ -88,9 +101,7 @@ func TestFetchJournaledAndReplayed(t *testing.T) {
 			defer backend.Close()
 			cfg := testConfig(t, "")
 			cfg.Bot.Module = module
-			retries := 0
-			cfg.APIs = []config.API{{Name: "orders", URL: srv.URL + "/v1", Headers: map[string]string{"Authorization": "Bearer s3cret-token"},
-				Timeout: config.Duration(30 * time.Second), MaxResponse: 1 << 20, Retries: &retries, Journal: &journal, AllowPrivate: true}}
+			cfg.APIs = []config.API{testAPI("orders", srv.URL+"/v1", "s3cret-token", 30*time.Second, journal)}
 			ch := newChannel()
 			b := newTestBot(t, cfg, backend, nil, ch)
 			stopped := false
@@ -215,9 +226,7 @@ func TestFetchFromAFlow(t *testing.T) {
 	defer srv.Close()
 	cfg := testConfig(t, "")
 	cfg.Bot.Module = module
-	zero, journal := 0, true
-	cfg.APIs = []config.API{{Name: "orders", URL: srv.URL + "/v1", Headers: map[string]string{"Authorization": "Bearer s3cret-token"},
-		Timeout: config.Duration(30 * time.Second), MaxResponse: 1 << 20, Retries: &zero, Journal: &journal, AllowPrivate: true}}
+	cfg.APIs = []config.API{testAPI("orders", srv.URL+"/v1", "s3cret-token", 30*time.Second, true)}
 	ch := newChannel()
 	b := newTestBot(t, cfg, memory.New(), nil, ch)
 	defer b.stop(t)
@@ -282,9 +291,7 @@ func TestFetchWaitingHoldsNoInstance(t *testing.T) {
 	cfg.Bot.Module = module
 	cfg.Bot.Workers, cfg.Bot.Instances = chats, 8
 	cfg.Bot.HandlerTimeout = config.Duration(time.Second)
-	retries, journal := 0, false
-	cfg.APIs = []config.API{{Name: "orders", URL: srv.URL, Timeout: config.Duration(2 * time.Minute), MaxResponse: 1 << 20,
-		Retries: &retries, Journal: &journal, AllowPrivate: true}}
+	cfg.APIs = []config.API{testAPI("orders", srv.URL, "", 2*time.Minute, false)}
 	ch := newChannel()
 	b := newTestBot(t, cfg, memoryBackend(t), nil, ch)
 	defer b.stop(t)
@@ -352,9 +359,7 @@ func TestAssistantExample(t *testing.T) {
 	defer srv.Close()
 	cfg := testConfig(t, "")
 	cfg.Bot.Module = module
-	retries, journal := 0, true
-	cfg.APIs = []config.API{{Name: "llm", URL: srv.URL + "/v1", Headers: map[string]string{"Authorization": "Bearer sk-test"},
-		Timeout: config.Duration(time.Minute), MaxResponse: 1 << 20, Retries: &retries, Journal: &journal, AllowPrivate: true}}
+	cfg.APIs = []config.API{testAPI("llm", srv.URL+"/v1", "sk-test", time.Minute, true)}
 	ch := newChannel()
 	b := newTestBot(t, cfg, memoryBackend(t), nil, ch)
 	defer b.stop(t)
@@ -459,16 +464,14 @@ func TestFetchHostileInputs(t *testing.T) {
 	cfg := testConfig(t, "")
 	cfg.Bot.Module = module
 	cfg.Bot.MaxFetches = 3
-	zero, journal := 0, true
 	const secret = "Bearer s3cret-token"
-	cfg.APIs = []config.API{
-		{Name: "api", URL: srv.URL + "/v1", Headers: map[string]string{"Authorization": secret},
-			Timeout: config.Duration(2 * time.Second), MaxResponse: 1024, Retries: &zero, Journal: &journal, AllowPrivate: true},
-		// A public-looking name that resolves to loopback: refused at
-		// the dial, before any byte is sent.
-		{Name: "internal", URL: "https://orders.example.com:" + port + "/v1", Headers: map[string]string{"Authorization": secret},
-			Timeout: config.Duration(2 * time.Second), MaxResponse: 1024, Retries: &zero, Journal: &journal},
-	}
+	direct := testAPI("api", srv.URL+"/v1", "s3cret-token", 2*time.Second, true)
+	// A public-looking name that resolves to loopback: refused at the
+	// dial, before any byte is sent.
+	internal := testAPI("internal", "https://orders.example.com:"+port+"/v1", "s3cret-token", 2*time.Second, true)
+	internal.AllowPrivate = false
+	direct.MaxResponse, internal.MaxResponse = 1024, 1024
+	cfg.APIs = []config.API{direct, internal}
 	var logs syncBuffer
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))

@@ -125,29 +125,15 @@ func TestFlowKeepsItsCalls(t *testing.T) {
 	h := &ordersHost{fakeHost: newFakeHost(t)}
 	native = h
 	lookups, cancelErr = nil, nil
-	run := func(id, text string) {
-		t.Helper()
-		h.event, h.n = id, 0
-		ctx := &Context{Event: Event{ID: id, Provider: "web", Chat: "c1", Text: text}}
-		var err error
-		if text == "/lookup" {
-			err = ctx.Start(lookupFlow)
-		} else {
-			_, err = ctx.Continue()
-		}
-		if err != nil {
-			t.Fatalf("message %q: %v", text, err)
-		}
-	}
-	run("web:1", "/lookup")
-	run("web:2", "42")
+	h.handle(t, "web:1", "/lookup")
+	h.handle(t, "web:2", "42")
 	if len(h.paths) != 1 || len(lookups) != 1 || lookups[0].Replayed {
 		t.Fatalf("the step's first run: calls %q, lookups %+v", h.paths, lookups)
 	}
 	if _, ok := h.state[flowCallsKey]; !ok {
 		t.Fatal("the step's call was not kept with the flow")
 	}
-	run("web:3", "yes")
+	h.handle(t, "web:3", "yes")
 	if want := []string{"/orders/42", "/orders/42/cancel"}; !reflect.DeepEqual(h.paths, want) {
 		t.Fatalf("the host got the calls %q, want %q: the replayed step called again", h.paths, want)
 	}

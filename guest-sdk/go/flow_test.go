@@ -67,13 +67,22 @@ func (h *fakeHost) log(level int32, msg string) {
 }
 
 // handle runs one message through a handler shaped like examples/flow.
+// startCommands are the messages that start a flow in handle; any other is
+// the chat's flow's answer, or echoed.
+var startCommands = map[string]*Flow{}
+
+func init() {
+	startCommands["/start"] = testFlow
+	startCommands["/lookup"] = lookupFlow
+}
+
 func (h *fakeHost) handle(t *testing.T, id, text string) {
 	t.Helper()
 	h.event, h.n = id, 0
 	ctx := &Context{Event: Event{ID: id, Provider: "web", Chat: "c1", Text: text}}
 	var err error
-	if text == "/start" {
-		err = ctx.Start(testFlow)
+	if flow, ok := startCommands[text]; ok {
+		err = ctx.Start(flow)
 	} else {
 		var inFlow bool
 		if inFlow, err = ctx.Continue(); !inFlow && err == nil {
