@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,10 +22,15 @@ import (
 
 // orderKeys is an order API that answers GET /orders/<id> with
 // "status-<id>" after a short wait (so kills land during calls), and
-// counts the calls per Idempotency-Key.
+// counts the calls per Idempotency-Key. A key it sees again is checked
+// against the bot's journal at that moment: if the journal already holds
+// that call's answer, the bot called again what it should have read back
+// (replayed), and the call is kept in journaled.
 type orderKeys struct {
-	mu   sync.Mutex
-	keys map[string]int
+	bot       string // the bot's address, for its console API
+	mu        sync.Mutex
+	keys      map[string]int
+	journaled []string
 }
 
 func (a *orderKeys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -33,9 +39,16 @@ func (a *orderKeys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "want GET /orders/<id> with an Idempotency-Key", http.StatusBadRequest)
 		return
 	}
+	key := r.Header.Get("Idempotency-Key")
 	a.mu.Lock()
-	a.keys[r.Header.Get("Idempotency-Key")]++
+	a.keys[key]++
+	again := a.keys[key] > 1
 	a.mu.Unlock()
+	if record, ok := strings.CutSuffix(key, ":fetch:1"); again && ok && answered(a.bot, record) {
+		a.mu.Lock()
+		a.journaled = append(a.journaled, key)
+		a.mu.Unlock()
+	}
 	time.Sleep(20 * time.Millisecond) // the API's own work: kills land in calls
 	w.Write([]byte("status-" + id))
 }
@@ -45,18 +58,19 @@ func (a *orderKeys) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // them on SQLite. Every message is answered exactly once, with the API's
 // answer for that message; the API sees each message's call under one
 // Idempotency-Key, and a key called twice belongs to a message a kill cut
-// short (its record was claimed again: the ambiguous window of a call).
+// short (its record was claimed again: the ambiguous window of a call)
+// whose answer was not yet journaled when the call was made again.
 func TestSIGKILLFetch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the SIGKILL test takes a while")
 	}
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/orders")
-	api := &orderKeys{keys: map[string]int{}}
-	srv := httptest.NewServer(api)
-	defer srv.Close()
 	dir := t.TempDir()
 	addr := freePort(t)
+	api := &orderKeys{bot: addr, keys: map[string]int{}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
 	cfgPath := filepath.Join(dir, "bot.toml")
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
 [bot]
@@ -171,10 +185,38 @@ allow_private = true
 			repeated++
 		}
 	}
+	for _, key := range api.journaled {
+		t.Errorf("the API was called again under %s while the bot's journal held that call's answer: a replay must read it back", key)
+	}
 	if len(api.keys) != messages {
 		t.Errorf("the API saw %d keys, want one per message (%d)", len(api.keys), messages)
 	}
 	fmt.Printf("SIGKILL fetch sqlite: kills %d, messages %d, API calls made again after a kill %d\n", kills, messages, repeated)
+}
+
+// answered says whether the running bot's journal holds an answer for the
+// first API call of record (false when the bot does not answer: it may
+// have just been killed).
+func answered(addr, record string) bool {
+	req, _ := http.NewRequest("GET", "http://"+addr+"/admin/inbox/"+url.PathEscape(record)+"/calls", nil)
+	req.Header.Set("Authorization", "Bearer "+killAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var calls []struct {
+		N int `json:"n"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&calls) != nil {
+		return false
+	}
+	for _, c := range calls {
+		if c.N == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // inboxAttempts reads each inbox record's attempts from the running bot.
