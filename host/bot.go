@@ -285,7 +285,7 @@ func (b *Bot) openBackend(ctx context.Context, injected durability.Backend) erro
 		return fmt.Errorf("durability: open %s backend: %w", b.cfg.Durability.Backend, err)
 	}
 	b.inbox, b.outbox, b.state = j.Inbox, j.Outbox, j.State
-	if kvb, ok := b.backend.(interface{ Kv() durability.Kv }); ok {
+	if kvb, ok := b.backend.(interface{ Kv() durability.Kv }); ok && kvb.Kv() != nil {
 		b.kv = kvb.Kv()
 		b.answers = answers.New(b.kv, scope.ID()+"/", b.inbox)
 	}

@@ -66,11 +66,12 @@ func (c *Crashable) Writes() []string {
 }
 
 var uncounted = map[string]bool{
-	"state.putIfAbsent": true, "inbox.extend": true, "outbox.extend": true, "inbox.claimDue": true, "outbox.claimDue": true,
+	"state.putIfAbsent": true, "kv.commit": true, "inbox.extend": true, "outbox.extend": true, "inbox.claimDue": true, "outbox.claimDue": true,
 }
 
 var reads = map[string]bool{
 	"inbox.get": true, "inbox.list": true, "outbox.get": true, "outbox.list": true, "state.get": true,
+	"kv.get": true, "kv.range": true,
 }
 
 // Call runs fn as the operation op under the crash plan; a crashable provider
@@ -118,6 +119,44 @@ func (c *Crashable) Open(ctx context.Context, scope durability.Scope) (durabilit
 
 // Close implements durability.Backend; the wrapped backend stays open.
 func (c *Crashable) Close() error { return nil }
+
+// Kv returns the wrapped backend's Kv (nil when it keeps none) under the
+// crash plan: its commits are the op "kv.commit" (not counted: the leader's
+// lease and coordination commit on timers), its reads run unless crashed.
+func (c *Crashable) Kv() durability.Kv {
+	kb, ok := c.inner.(interface{ Kv() durability.Kv })
+	if !ok || kb.Kv() == nil {
+		return nil
+	}
+	return &crashKv{c: c, kv: kb.Kv()}
+}
+
+type crashKv struct {
+	c  *Crashable
+	kv durability.Kv
+}
+
+func (w *crashKv) Get(ctx context.Context, key string) ([]byte, int64, error) {
+	var version int64
+	v, err := call1(w.c, "kv.get", func() ([]byte, error) {
+		var v []byte
+		var err error
+		v, version, err = w.kv.Get(ctx, key)
+		return v, err
+	})
+	return v, version, err
+}
+
+func (w *crashKv) Commit(ctx context.Context, writes []durability.Write) error {
+	return w.c.Call("kv.commit", func() error { return w.kv.Commit(ctx, writes) })
+}
+
+func (w *crashKv) Range(ctx context.Context, group string, ix durability.Index, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
+	return call1(w.c, "kv.range", func() ([]durability.IndexEntry, error) { return w.kv.Range(ctx, group, ix, after, max, limit) })
+}
+
+// Close leaves the wrapped Kv open, as Crashable.Close does the backend.
+func (w *crashKv) Close() error { return nil }
 
 // call1 runs a call returning one value under the crash plan.
 func call1[T any](c *Crashable, op string, fn func() (T, error)) (T, error) {
