@@ -77,14 +77,18 @@ func (e *FetchError) Is(target error) bool { return target == ErrFetchFailed }
 // API, method or path differs from the kept one at its place (the module
 // changed) is made anew. An answer too large for the chat's state is not
 // kept (logged): the replayed step calls again under that message's
-// Idempotency-Key. The other SDKs do not keep a flow's calls yet: there, a
-// step's call is made again on each later message of the flow.
+// Idempotency-Key. The kept calls' format is SPEC.md section 7's, shared
+// by every SDK.
 func (c *Context) Fetch(api string, req Request) (*Response, error) {
 	fc := c.flowCalls
 	if fc == nil {
 		return c.fetch(api, req)
 	}
-	id := api + " " + req.Method + " " + req.Path
+	method := req.Method
+	if method == "" {
+		method = "GET"
+	}
+	id := api + " " + method + " " + req.Path
 	if c.replaying {
 		if res, err, ok := fc.take(c, id); ok {
 			return res, err
