@@ -360,7 +360,7 @@ func TestAssistantExample(t *testing.T) {
 	cfg := testConfig(t, "")
 	cfg.Bot.Module = module
 	cfg.APIs = []config.API{testAPI("llm", srv.URL+"/v1", "sk-test", time.Minute, true)}
-	ch := newChannel()
+	ch := &typistChannel{fakeChannel: newChannel(), llm: llm}
 	b := newTestBot(t, cfg, memoryBackend(t), nil, ch)
 	defer b.stop(t)
 	b.admit(t, "c1", "m1", "hello")
@@ -390,6 +390,30 @@ func TestAssistantExample(t *testing.T) {
 	if third := llm.got[2]; len(third) != 6 {
 		t.Fatalf("the third request has %d messages, want 6", len(third))
 	}
+	// "typing…" shows in the chat before each call to the model.
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if want := []string{"c1 after 0 calls", "c1 after 1 calls", "c1 after 2 calls"}; !slices.Equal(ch.typed, want) {
+		t.Fatalf("typing shown %q, want %q", ch.typed, want)
+	}
+}
+
+// typistChannel is the fake channel with "typing…" (channel.Typist): it
+// records each chat it typed in and how many calls the model had had then.
+type typistChannel struct {
+	*fakeChannel
+	llm   *completions
+	typed []string
+}
+
+func (c *typistChannel) Typing(_ context.Context, chat, _ string) error {
+	c.llm.mu.Lock()
+	n := len(c.llm.got)
+	c.llm.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.typed = append(c.typed, fmt.Sprintf("%s after %d calls", chat, n))
+	return nil
 }
 
 // hostileAPI is the API the hostile guest calls: /v1/echo answers with the
