@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/crashpoint"
 	eventsdurability "github.com/botrun/botrun/durability/events"
 	"github.com/botrun/botrun/durability/file"
 	"github.com/botrun/botrun/durability/memory"
@@ -71,7 +71,7 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 	t.Helper()
 	shared := newBackend(t)
 	defer shared.Close()
-	crash := durabilitytest.NewCrashable(shared)
+	crash := crashpoint.New(shared)
 	switch {
 	case c.op == "":
 		crash.CrashAtWrite(c.nth, c.after)
@@ -337,7 +337,7 @@ func TestCrashMatrixRandom(t *testing.T) {
 
 func crashRandom(t *testing.T, nb func(t *testing.T) durability.Backend) {
 	// A clean run counts the writes the messages cause.
-	clean := durabilitytest.NewCrashable(nb(t))
+	clean := crashpoint.New(nb(t))
 	cfg := testConfig(t, "")
 	cfg.Bot.ID = uniquePrefix("bot")
 	ch := newChannel()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/crashpoint"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -38,7 +38,7 @@ func TestFetchCrashOnEveryBackend(t *testing.T) {
 					srv := httptest.NewServer(api)
 					defer srv.Close()
 					shared := nb(t)
-					crash := durabilitytest.NewCrashable(shared)
+					crash := crashpoint.New(shared)
 					if c.after {
 						crash.CrashAfter(c.op)
 					} else {

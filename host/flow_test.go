@@ -14,7 +14,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/crashpoint"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -29,7 +29,7 @@ func signupTranscript(name, city string) []string {
 // flowBot starts a bot running the module at path module on backend with the
 // fake channel ch, or, with crash set, on the crashable backend with ch behind
 // the crashable provider.
-func flowBot(t *testing.T, module string, hotReload bool, backend durability.Backend, crash *durabilitytest.Crashable, ch *fakeChannel) *testBot {
+func flowBot(t *testing.T, module string, hotReload bool, backend durability.Backend, crash *crashpoint.Backend, ch *fakeChannel) *testBot {
 	t.Helper()
 	cfg := testConfig(t, `on_ambiguous = "skip"`)
 	cfg.Bot.Module, cfg.Bot.HotReload = module, hotReload
@@ -78,7 +78,7 @@ func TestFlowRepliesNotRepeated(t *testing.T) {
 			})
 			t.Run("crash after the reply between the questions", func(t *testing.T) {
 				shared := memory.New()
-				crash := durabilitytest.NewCrashable(shared)
+				crash := crashpoint.New(shared)
 				ch := newChannel()
 				a := flowBot(t, module, false, nil, crash, ch)
 				a.say(t, 1, "m1", "/signup")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/crashpoint"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
@@ -81,7 +81,7 @@ func TestGuaranteeRow6_NonPersistentFlowLost_OnDivergedDecides(t *testing.T) {
 	for _, policy := range []string{"send", "skip"} {
 		t.Run(policy, func(t *testing.T) {
 			shared := memory.New()
-			crash := durabilitytest.NewCrashable(shared)
+			crash := crashpoint.New(shared)
 			crash.CrashBefore("inbox.complete")
 			cfg := testConfig(t, "on_diverged = \""+policy+"\"\n")
 			ch := newChannel()
@@ -133,7 +133,7 @@ func TestGuaranteeRow7_PoisonMessageDeadAfterMaxAttempts(t *testing.T) {
 	ch := newChannel()
 	runs := 0
 	for start := 0; ; start++ {
-		crash := durabilitytest.NewCrashable(shared)
+		crash := crashpoint.New(shared)
 		killer := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
 			runs++
 			crash.CrashBefore("outbox.put") // the handler takes the process down
@@ -253,7 +253,7 @@ func TestGuaranteeRow5_PersistentFlowResumesWithoutRepeatingTheQuestion(t *testi
 	for _, c := range []crashCase{{op: "inbox.complete"}, {op: "inbox.complete", after: true}, {op: "channel.send", after: true}} {
 		t.Run(c.String(), func(t *testing.T) {
 			shared := memory.New()
-			crash := durabilitytest.NewCrashable(shared)
+			crash := crashpoint.New(shared)
 			if c.after {
 				crash.CrashAfter(c.op)
 			} else {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/crashpoint"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/internal/observe"
@@ -132,7 +132,7 @@ func (l limited) TextLimits(channel.Outbound) (chars, bytes int) { return l.limi
 // ("channel.send"), and after the crash nothing goes out.
 type crashProvider struct {
 	ch    *fakeChannel
-	crash *durabilitytest.Crashable
+	crash *crashpoint.Backend
 }
 
 func (p crashProvider) ID() string { return p.ch.id }

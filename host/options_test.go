@@ -17,7 +17,7 @@ import (
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/durability/durabilitytest"
+	"github.com/botrun/botrun/durability/crashpoint"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/config"
@@ -630,7 +630,7 @@ func TestRestartRecoversEarlierLeasesAtOnce(t *testing.T) {
 	cfg := testConfig(t, "[durability.inbox]\nlease = \"1h\"\n")
 	ch := newChannel()
 	hang := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error { <-ctx.Done(); return ctx.Err() })
-	crash := durabilitytest.NewCrashable(shared)
+	crash := crashpoint.New(shared)
 	a := newTestBot(t, cfg, crash, hang, ch)
 	a.admit(t, "c1", "m1", "x")
 	waitFor(60*time.Second, func() bool { return a.inboxState(t, "web:m1").State == durability.InboxProcessing })

@@ -1,6 +1,6 @@
 // Package durabilitytest is the conformance suite every durability backend runs
-// unchanged (Run), and the crash harness (Crashable) that the host's crash
-// matrix drives. It imports only durability and the standard library.
+// unchanged (Run); the crash harness the host's crash matrix drives is
+// durability/crashpoint. It imports only durability and the standard library.
 package durabilitytest
 
 import (

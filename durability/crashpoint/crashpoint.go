@@ -1,4 +1,8 @@
-package durabilitytest
+// Package crashpoint wraps a durability backend so that a bot "dies" at a
+// chosen journal write: the host's crash tests and "botrun test --crash" use
+// it to run a conversation with a crash at every write and check that
+// nothing is lost or doubled after the restart.
+package crashpoint
 
 import (
 	"context"
@@ -10,11 +14,11 @@ import (
 	"github.com/botrun/botrun/durability"
 )
 
-// ErrCrashed is what every journal call returns once a Crashable has crashed:
+// ErrCrashed is what every journal call returns once a Backend has crashed:
 // the process it stands for is dead.
-var ErrCrashed = errors.New("durabilitytest: crashed")
+var ErrCrashed = errors.New("crashpoint: crashed")
 
-// Crashable wraps a backend so that a bot "dies" at a chosen journal write:
+// Backend wraps a backend so that a bot "dies" at a chosen journal write:
 // CrashBefore(op) fails that call without running it, CrashAfter(op) runs it
 // and then fails, and CrashAtWrite(n, after) does the same at the n-th counted
 // write. From then on every call fails with ErrCrashed, so the abandoned bot's
@@ -25,7 +29,7 @@ var ErrCrashed = errors.New("durabilitytest: crashed")
 // and so on (the SPI's method names). Counted writes are the writes a message
 // causes; lease extensions and claimDue sweeps are not counted, since their
 // number depends on timing.
-type Crashable struct {
+type Backend struct {
 	inner durability.Backend
 
 	mu      sync.Mutex
@@ -37,29 +41,29 @@ type Crashable struct {
 	log     []string
 }
 
-// NewCrashable wraps b.
-func NewCrashable(b durability.Backend) *Crashable { return &Crashable{inner: b} }
+// New wraps b.
+func New(b durability.Backend) *Backend { return &Backend{inner: b} }
 
 // CrashBefore crashes at the first call of op, before it runs.
-func (c *Crashable) CrashBefore(op string) { c.set(op, 0, false) }
+func (c *Backend) CrashBefore(op string) { c.set(op, 0, false) }
 
 // CrashAfter crashes at the first call of op, after it ran.
-func (c *Crashable) CrashAfter(op string) { c.set(op, 0, true) }
+func (c *Backend) CrashAfter(op string) { c.set(op, 0, true) }
 
 // CrashAtWrite crashes at the n-th counted write (1-based), before or after it.
-func (c *Crashable) CrashAtWrite(n int, after bool) { c.set("", n, after) }
+func (c *Backend) CrashAtWrite(n int, after bool) { c.set("", n, after) }
 
-func (c *Crashable) set(op string, n int, after bool) {
+func (c *Backend) set(op string, n int, after bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.op, c.nth, c.after = op, n, after
 }
 
 // Crashed reports whether the crash happened.
-func (c *Crashable) Crashed() bool { return c.crashed.Load() }
+func (c *Backend) Crashed() bool { return c.crashed.Load() }
 
 // Writes returns the counted writes so far and their ops, in order.
-func (c *Crashable) Writes() []string {
+func (c *Backend) Writes() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.log...)
@@ -76,7 +80,7 @@ var reads = map[string]bool{
 
 // Call runs fn as the operation op under the crash plan; a crashable provider
 // wraps its sends with it ("provider.send").
-func (c *Crashable) Call(op string, fn func() error) error {
+func (c *Backend) Call(op string, fn func() error) error {
 	if c.crashed.Load() {
 		return fmt.Errorf("%w (%s)", ErrCrashed, op)
 	}
@@ -105,7 +109,7 @@ func (c *Crashable) Call(op string, fn func() error) error {
 }
 
 // Open implements durability.Backend.
-func (c *Crashable) Open(ctx context.Context, scope durability.Scope) (durability.Journals, error) {
+func (c *Backend) Open(ctx context.Context, scope durability.Scope) (durability.Journals, error) {
 	j, err := c.inner.Open(ctx, scope)
 	if err != nil {
 		return j, err
@@ -118,12 +122,12 @@ func (c *Crashable) Open(ctx context.Context, scope durability.Scope) (durabilit
 }
 
 // Close implements durability.Backend; the wrapped backend stays open.
-func (c *Crashable) Close() error { return nil }
+func (c *Backend) Close() error { return nil }
 
 // Kv returns the wrapped backend's Kv (nil when it keeps none) under the
 // crash plan: its commits are the op "kv.commit" (not counted: the leader's
 // lease and coordination commit on timers), its reads run unless crashed.
-func (c *Crashable) Kv() durability.Kv {
+func (c *Backend) Kv() durability.Kv {
 	kb, ok := c.inner.(interface{ Kv() durability.Kv })
 	if !ok || kb.Kv() == nil {
 		return nil
@@ -132,7 +136,7 @@ func (c *Crashable) Kv() durability.Kv {
 }
 
 type crashKv struct {
-	c  *Crashable
+	c  *Backend
 	kv durability.Kv
 }
 
@@ -155,11 +159,11 @@ func (w *crashKv) Range(ctx context.Context, group string, ix durability.Index, 
 	return call1(w.c, "kv.range", func() ([]durability.IndexEntry, error) { return w.kv.Range(ctx, group, ix, after, max, limit) })
 }
 
-// Close leaves the wrapped Kv open, as Crashable.Close does the backend.
+// Close leaves the wrapped Kv open, as Backend.Close does the backend.
 func (w *crashKv) Close() error { return nil }
 
 // call1 runs a call returning one value under the crash plan.
-func call1[T any](c *Crashable, op string, fn func() (T, error)) (T, error) {
+func call1[T any](c *Backend, op string, fn func() (T, error)) (T, error) {
 	var v T
 	err := c.Call(op, func() error {
 		var err error
@@ -170,7 +174,7 @@ func call1[T any](c *Crashable, op string, fn func() (T, error)) (T, error) {
 }
 
 type crashInbox struct {
-	c *Crashable
+	c *Backend
 	j durability.InboxJournal
 }
 
@@ -202,7 +206,7 @@ func (w *crashInbox) Complete(ctx context.Context, id string, token int64, c dur
 func (w *crashInbox) CompleteWithSent(ctx context.Context, id string, token int64, c durability.Completion, sent []durability.SentMark) error {
 	cs, ok := w.j.(durability.CompleteSender)
 	if !ok {
-		return errors.New("durabilitytest: the wrapped inbox cannot complete with sends")
+		return errors.New("crashpoint: the wrapped inbox cannot complete with sends")
 	}
 	return w.c.Call("inbox.complete", func() error { return cs.CompleteWithSent(ctx, id, token, c, sent) })
 }
@@ -240,7 +244,7 @@ func (w *crashInbox) PurgeDead(ctx context.Context, before int64) ([]string, err
 }
 
 type crashOutbox struct {
-	c *Crashable
+	c *Backend
 	j durability.OutboxJournal
 }
 
@@ -304,7 +308,7 @@ func (w *crashOutbox) PurgeDead(ctx context.Context, before int64) ([]string, er
 }
 
 type crashState struct {
-	c *Crashable
+	c *Backend
 	s durability.StateStore
 }
 
@@ -323,7 +327,7 @@ func (w *crashState) Get(ctx context.Context, key string) ([]byte, bool, error) 
 func (w *crashState) PutIfAbsent(ctx context.Context, key string, value []byte) ([]byte, bool, error) {
 	sc, ok := w.s.(durability.StateCreator)
 	if !ok {
-		return nil, false, fmt.Errorf("durabilitytest: the wrapped state store (%T) has no PutIfAbsent", w.s)
+		return nil, false, fmt.Errorf("crashpoint: the wrapped state store (%T) has no PutIfAbsent", w.s)
 	}
 	var created bool
 	v, err := call1(w.c, "state.putIfAbsent", func() ([]byte, error) {
