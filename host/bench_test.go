@@ -297,7 +297,7 @@ func BenchmarkRestartBacklog(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	crashed.crash()
+	crashed.Kill()
 	close(p.release)
 	backend.Close()
 	// The restart.

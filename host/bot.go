@@ -236,9 +236,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 	if h, ok := b.guest.(send.Hooks); ok {
 		sc.Hooks = h
 	}
-	if b.coord != nil {
-		sc.Queued = b.dispatch
-	}
+	sc.Queued, sc.SettleInFlight = b.dispatch, b.coord != nil
 	b.sender = send.New(sc)
 	apis, err := buildAPIs(cfg.APIs, fetch.Options{LookupIP: opts.LookupIP})
 	if err != nil {
@@ -515,9 +513,11 @@ func (b *Bot) Stop(ctx context.Context) error {
 	return nil
 }
 
-// crash stops the bot without waiting for anything, as a crash would: its
-// goroutines are left to fail against a dead backend. For crash tests.
-func (b *Bot) crash() {
+// Kill stops the bot without waiting for anything, as a SIGKILL would: its
+// goroutines are abandoned, to fail against a backend that crashed
+// (durability/crashpoint). For crash tests: the host's own and botrun
+// test --crash. A bot started again on the same store recovers its work.
+func (b *Bot) Kill() {
 	b.mu.Lock()
 	b.stopping = true
 	b.mu.Unlock()

@@ -94,7 +94,7 @@ func runCrash(t *testing.T, newBackend func(t *testing.T) durability.Backend, c 
 	}
 	// Until the crash, or the end if the crash point is past the last write.
 	waitfor.Every(time.Millisecond, 60*time.Second, func() bool { return crash.Crashed() || a.settled(len(crashMessages)) })
-	a.crash()
+	a.Kill()
 	nextMilli(t) // B boots strictly after A's last lease
 
 	var bch channel.Channel = ch

@@ -56,7 +56,7 @@ func TestFetchCrashOnEveryBackend(t *testing.T) {
 					if !waitFor(60*time.Second, crash.Crashed) {
 						t.Fatalf("no crash at %s", what)
 					}
-					a.crash()
+					a.Kill()
 					nextMilli(t) // B boots strictly after A's last lease
 					b := newTestBot(t, cfg, shared, nil, ch)
 					defer b.stop(t)

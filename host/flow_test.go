@@ -89,7 +89,7 @@ func TestFlowRepliesNotRepeated(t *testing.T) {
 				if !waitFor(60*time.Second, crash.Crashed) {
 					t.Fatal("no crash")
 				}
-				a.crash()
+				a.Kill()
 				b := flowBot(t, module, false, shared, nil, ch)
 				defer b.stop(t)
 				b.say(t, 2, "m2", "Ana") // the channel redelivers; the record is replayed

@@ -102,7 +102,7 @@ func TestGuaranteeRow6_NonPersistentFlowLost_OnDivergedDecides(t *testing.T) {
 			if !waitfor.Every(time.Millisecond, 60*time.Second, crash.Crashed) {
 				t.Fatal("no crash")
 			}
-			a.crash()
+			a.Kill()
 			nextMilli(t)
 			b := newTestBot(t, cfg, shared, flow(false), ch)
 			defer b.stop(t)
@@ -160,7 +160,7 @@ func TestGuaranteeRow7_PoisonMessageDeadAfterMaxAttempts(t *testing.T) {
 			b.stop(t)
 			break
 		}
-		b.crash()
+		b.Kill()
 		nextMilli(t)
 		if start > 5 {
 			t.Fatal("the poison message never went dead")
@@ -267,7 +267,7 @@ func TestGuaranteeRow5_PersistentFlowResumesWithoutRepeatingTheQuestion(t *testi
 			if !waitFor(60*time.Second, crash.Crashed) {
 				t.Fatal("no crash")
 			}
-			a.crash()
+			a.Kill()
 			nextMilli(t)
 			b := newTestBot(t, cfg, shared, nil, ch)
 			defer b.stop(t)

@@ -635,7 +635,7 @@ func TestRestartRecoversEarlierLeasesAtOnce(t *testing.T) {
 	a.admit(t, "c1", "m1", "x")
 	waitFor(60*time.Second, func() bool { return a.inboxState(t, "web:m1").State == durability.InboxProcessing })
 	crash.CrashBefore("inbox.fail")
-	a.crash()
+	a.Kill()
 	nextMilli(t)
 	b := newTestBot(t, cfg, shared, reply("r: "), ch)
 	defer b.stop(t)

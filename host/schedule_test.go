@@ -59,7 +59,7 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 			if ch.count("c1", "later: tea") != 0 {
 				t.Fatal("the reminder went out before its time")
 			}
-			a.crash()
+			a.Kill()
 
 			b := newTestBot(t, cfg, shared, remind, ch)
 			defer b.stop(t)

@@ -43,6 +43,7 @@ Usage:
   botrun [run] bot.toml     run the bot described by bot.toml
   botrun check bot.toml     validate bot.toml and its module; exit 1 with the reasons
   botrun new --lang L DIR   scaffold a bot in go, rust, c or assemblyscript
+  botrun test [FILE|DIR]    run conversation tests against the module (-m bot.wasm, --crash, --json, -run, -update)
   botrun inbox list         list inbound records      (-c bot.toml, --state, --chat, --json)
   botrun outbox list        list sends                (-c bot.toml, --state, --chat, --json)
   botrun status             the sessions' leaders and each replica's leases (-c bot.toml, --json)
@@ -80,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "new":
 		return cmdNew(args[1:], stdout, stderr)
+	case "test":
+		return cmdTest(args[1:], stdout, stderr)
 	case "inbox":
 		return cmdInbox(args[1:], stdout, stderr)
 	case "outbox":
@@ -126,7 +129,8 @@ func flags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args; it returns an exit code when the command should stop.
+// parse parses args; it returns an exit code when the command should stop
+// (wantArgs < 0: any number of arguments).
 func parse(fs *flag.FlagSet, args []string, wantArgs int) (int, bool) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,7 +138,7 @@ func parse(fs *flag.FlagSet, args []string, wantArgs int) (int, bool) {
 		}
 		return 2, true
 	}
-	if fs.NArg() != wantArgs {
+	if wantArgs >= 0 && fs.NArg() != wantArgs {
 		fs.Usage()
 		return 2, true
 	}

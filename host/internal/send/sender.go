@@ -115,13 +115,18 @@ type Config struct {
 	// botrun_after_send hooks.
 	Hooks       Hooks
 	HookTimeout time.Duration
-	// Queued, with coordination on, hands over a send this process's
-	// sweeper claimed that waits in its chat's queue (the dispatcher), for
-	// the turn waiting on it to deliver it first (nil: coordination off,
-	// and a turn does not wait for a send in flight elsewhere).
+	// Queued hands over a send this process's sweeper claimed that waits
+	// in its chat's queue (the dispatcher), for the turn that meets it to
+	// deliver it first: a replay after a restart meets its own sends so
+	// (the restart's sweep settled them ambiguous and claimed them again).
 	Queued interface {
 		TakeSend(chatKey, key string) (dispatch.Job, bool)
 	}
+	// SettleInFlight, with coordination on, makes a turn that meets its
+	// send in flight elsewhere (another replica's) settle it before going
+	// on: the chat's next turn must not overtake it. Off, the turn answers
+	// such a send deferred.
+	SettleInFlight bool
 	// Boot is when this process started.
 	Boot    time.Time
 	Leaders Leaders
@@ -166,7 +171,7 @@ func New(c Config) *Sender {
 	return &Sender{outbox: c.Outbox, providers: c.Channels, policy: c.Policy, metrics: c.Counters,
 		tracer: c.Tracer, sendTime: c.SendTime, log: c.Log, leases: c.Leases, alerts: c.Alerts,
 		wake: c.Wake, hooks: c.Hooks, afterBudgets: newEventBudgets(c.HookTimeout),
-		settleInFlight: c.Queued != nil, queued: c.Queued, sweeper: c.Sweeper, boot: c.Boot.UnixMilli(),
+		settleInFlight: c.SettleInFlight, queued: c.Queued, sweeper: c.Sweeper, boot: c.Boot.UnixMilli(),
 		leaders: c.Leaders, channel: c.Guard, clock: clock.Or(c.Clock)}
 }
 
@@ -379,6 +384,12 @@ func (o *Sender) bypass(ctx context.Context, prov channel.Channel, s Spec, size 
 	return res
 }
 
+// claimedHere reports whether rec is in flight under a claim of this
+// process (not of this instance's earlier boot).
+func (o *Sender) claimedHere(rec durability.OutboxRecord) bool {
+	return rec.Owner == o.leases.Owner && rec.LeasedAt >= o.boot
+}
+
 // settleElsewhere waits for a send another owner has in flight to settle:
 // a live owner's until its lease ends; one whose lease expired (it died or
 // froze mid-send) is claimed ambiguous here and settled as a sweep would
@@ -390,7 +401,7 @@ func (o *Sender) settleElsewhere(ctx context.Context, rec durability.OutboxRecor
 	wait := 5 * time.Millisecond
 	// A sweep queues what it claimed at once: a claim of this process's
 	// not queued within queuedBy is not a sweep's.
-	queuedBy := o.clock.Now().Add(2 * time.Second)
+	queuedBy := time.Now().Add(2 * time.Second)
 	for rec.State == durability.OutboxSending && ok {
 		switch {
 		case rec.Owner == o.leases.Owner && rec.LeasedAt < o.boot:
@@ -400,11 +411,13 @@ func (o *Sender) settleElsewhere(ctx context.Context, rec durability.OutboxRecor
 			// This process's sweeper claimed it: deliver it now, ahead of
 			// the turn that waits for it in the queue (or, if the sweeper
 			// has not queued it yet, wait for that).
-			if o.queued == nil || o.clock.Now().After(queuedBy) {
+			if o.queued == nil || time.Now().After(queuedBy) {
 				return rec, nil // not the sweeper's (this turn's own key, sent twice)
 			}
 			if !o.runQueued(rec.Provider, rec.Chat, rec.Key) {
-				if !o.sleep(ctx, wait) {
+				// Real time: the sweep queues it within moments, on any
+				// clock (a test's stands still).
+				if !pause(ctx, wait) {
 					return rec, ctx.Err()
 				}
 				wait = min(2*wait, 100*time.Millisecond)
@@ -446,6 +459,18 @@ func (o *Sender) runQueued(channelID, chat, key string) bool {
 func (o *Sender) DeliverQueued(c durability.ClaimedSend) {
 	o.deliverClaimed(o.leases.Base, c)
 	o.sweeper.SendDelivered()
+}
+
+// pause waits d of real time; false when ctx ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // sleep waits d by the sender's clock; false when ctx ended first.
@@ -521,7 +546,7 @@ func (o *Sender) sendPart(ctx context.Context, prov channel.Channel, s Spec, p p
 			return o.sendPart(ctx, prov, s, p, hold)
 		}
 		for tries := 1; ; tries++ {
-			if rec.State == durability.OutboxSending && o.settleInFlight {
+			if rec.State == durability.OutboxSending && (o.settleInFlight || o.claimedHere(rec)) {
 				if rec, err = o.settleElsewhere(ctx, rec); err != nil {
 					return abi.SendResult{}, nil, fmt.Errorf("outbox journal: %w", err)
 				}

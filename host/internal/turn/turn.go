@@ -469,10 +469,17 @@ func (t *Turn) Typing(ctx context.Context, req abi.TypingRequest) error {
 // encoding is unambiguous: chat "v/x" with key "a" is never chat "v" with key
 // "x/a".
 func (t *Turn) stateScope(key string) (owner, rest string) {
+	return StateScope(t.event.Provider, t.event.Chat, t.event.From, key)
+}
+
+// StateScope is stateScope for an event of provider in chat from sender
+// from: what the journal's state store keeps a guest's key under (a test
+// reads a bot's state with it).
+func StateScope(provider, chat, from, key string) (owner, rest string) {
 	if rest, ok := strings.CutPrefix(key, "user/"); ok {
-		return "user/" + t.event.Provider + "/" + stateSegment.Replace(t.event.From) + "/", rest
+		return "user/" + provider + "/" + stateSegment.Replace(from) + "/", rest
 	}
-	return "chat/" + t.event.Provider + "/" + stateSegment.Replace(t.event.Chat) + "/", key
+	return "chat/" + provider + "/" + stateSegment.Replace(chat) + "/", key
 }
 
 // stateKey scopes a guest's state key (see stateScope).

@@ -1,0 +1,112 @@
+package convtest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// render is a reply as a test writes it, in a step whose chat is chat:
+// its line, and its indented line when it has buttons, a list or media.
+func (r Reply) render(chat string) []string {
+	head := "<"
+	if r.Edit {
+		head += "~"
+	}
+	if r.Chat != chat {
+		head += "@" + r.Chat
+	}
+	out := []string{head + " " + escape(r.Text)}
+	if r.Text == "" {
+		out[0] = head
+	}
+	if r.Extra != "" {
+		out = append(out, "  "+r.Extra)
+	}
+	return out
+}
+
+func (r Reply) equal(o Reply) bool {
+	return r.Chat == o.Chat && r.Text == o.Text && r.Edit == o.Edit && r.Extra == o.Extra
+}
+
+// compare checks got against want after step st; what names what got is
+// ("after this step the bot").
+func compare(file string, st Step, want, got []Reply, what string) *Failure {
+	same := len(want) == len(got)
+	for i := 0; same && i < len(want); i++ {
+		same = want[i].equal(got[i])
+	}
+	if same {
+		return nil
+	}
+	line := st.Line
+	msg := fmt.Sprintf("%s sent %d replies, want %d", what, len(got), len(want))
+	for i := range min(len(want), len(got)) {
+		if !want[i].equal(got[i]) {
+			if want[i].Line > 0 {
+				line = want[i].Line
+			}
+			msg = fmt.Sprintf("reply %d differs", i+1)
+			break
+		}
+	}
+	return &Failure{File: file, Line: line, Message: msg, Diff: diff(st.Chat, want, got)}
+}
+
+// diff shows want and got side by side, line by line: "  " where they agree,
+// "- " for what the test expects and "+ " for what the bot did.
+func diff(chat string, want, got []Reply) string {
+	var b strings.Builder
+	for i := range max(len(want), len(got)) {
+		switch {
+		case i < len(want) && i < len(got) && want[i].equal(got[i]):
+			for _, l := range want[i].render(chat) {
+				b.WriteString("    " + l + "\n")
+			}
+			continue
+		}
+		if i < len(want) {
+			for _, l := range want[i].render(chat) {
+				b.WriteString("  - " + l + "\n")
+			}
+		}
+		if i < len(got) {
+			for _, l := range got[i].render(chat) {
+				b.WriteString("  + " + l + "\n")
+			}
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// rewrite writes the file with each step's expected replies replaced by the
+// ones the bot made (runs[i] for step i); every other line stays.
+func (s *Script) rewrite(runs []stepRun) error {
+	var out []string
+	next := 0 // the next line of s.lines to copy
+	for i, st := range s.Steps {
+		// Copy up to and including the step's input line, then the
+		// replies, then skip the old ones (comments among them stay).
+		input := st.first // the line after the input
+		out = append(out, s.lines[next:input]...)
+		for _, r := range runs[i].replies {
+			out = append(out, r.render(st.Chat)...)
+		}
+		for j := input; j < st.end; j++ {
+			if t := strings.TrimSpace(s.lines[j]); t == "" || strings.HasPrefix(t, "#") || strings.HasPrefix(t, ":") {
+				out = append(out, s.lines[j])
+			}
+		}
+		next = st.end
+	}
+	out = append(out, s.lines[next:]...)
+	info, err := os.Stat(s.Path)
+	if err != nil {
+		return fmt.Errorf("update %s: %w", s.Path, err)
+	}
+	if err := os.WriteFile(s.Path, []byte(strings.Join(out, "\n")+"\n"), info.Mode().Perm()); err != nil {
+		return fmt.Errorf("update %s: %w", s.Path, err)
+	}
+	return nil
+}
