@@ -19,8 +19,8 @@ const channelID = "test"
 // once), so a crash around a send never loses or doubles it: what a
 // --crash run finds different is the bot's doing.
 type testChannel struct {
-	mu   sync.Mutex
-	got  []Reply
+	mu    sync.Mutex
+	got   []Reply
 	byKey map[string]string
 	// msgs are the messages sent, by ref, for presses and edits.
 	msgs map[string]*sent

@@ -70,10 +70,10 @@ type Reply struct {
 // StateWant is a ":state KEY VALUE" line: the chat's state KEY holds VALUE
 // (":state KEY" alone: it holds nothing).
 type StateWant struct {
-	Line        int
-	Chat, From  string
-	Key, Value  string
-	Absent      bool
+	Line       int
+	Chat, From string
+	Key, Value string
+	Absent     bool
 }
 
 // Stub is an ":api NAME METHOD PATH STATUS [BODY]" line: the bot's calls to
