@@ -48,7 +48,7 @@ func runBot(t *testing.T, module, extra string) (*Bot, string, *syncBuffer) {
 	t.Helper()
 	dir := t.TempDir()
 	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n%s\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
-		module, filepath.Join(os.TempDir(), "botrun-test-data"), extra)
+		module, wasmbuild.DataDir, extra)
 	cfg, err := config.Parse(filepath.Join(dir, "bot.toml"), src, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestFaultingChatDoesNotStopOthers(t *testing.T) {
 
 func TestNewRefusesBadModule(t *testing.T) {
 	dir := t.TempDir()
-	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", wasmbuild.Go(t, "wasm/testdata/guests/nomarker"), filepath.Join(os.TempDir(), "botrun-test-data"))
+	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", wasmbuild.Go(t, "wasm/testdata/guests/nomarker"), wasmbuild.DataDir)
 	cfg, err := config.Parse(filepath.Join(dir, "bot.toml"), src, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestWebchatSurvivesRestartOnSQLite(t *testing.T) {
 	module := wasmbuild.Go(t, "../examples/echo")
 	dir := t.TempDir()
 	src := fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n",
-		module, filepath.Join(os.TempDir(), "botrun-test-data"))
+		module, wasmbuild.DataDir)
 	for run := range 2 {
 		cfg, err := config.Parse(filepath.Join(dir, "bot.toml"), src, os.LookupEnv)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/botrun/botrun/host/internal/observe"
 	"github.com/botrun/botrun/host/wasm"
 	"github.com/botrun/botrun/internal/waitfor"
+	"github.com/botrun/botrun/internal/wasmbuild"
 	"github.com/botrun/botrun/unit"
 )
 
@@ -406,7 +406,7 @@ var discard = slog.New(slog.DiscardHandler)
 // testCacheDir is the wasm compilation cache of the engines the tests open
 // themselves; the bots of data_dir "botrun-test-data" share it too, so each
 // guest compiles once per machine, not once per test.
-var testCacheDir = filepath.Join(os.TempDir(), "botrun-test-data", "wasm-cache")
+var testCacheDir = wasmbuild.CacheDir
 
 // nowMs is the wall clock in Unix milliseconds.
 func nowMs() int64 { return time.Now().UnixMilli() }

@@ -42,7 +42,7 @@ func TestHotReloadSwapsAndRefusesBrokenModules(t *testing.T) {
 	dir := t.TempDir()
 	module := filepath.Join(dir, "bot.wasm")
 	os.WriteFile(module, echo, 0o644)
-	src := fmt.Sprintf("[bot]\nmodule = \"bot.wasm\"\nhot_reload = true\ndata_dir = %q\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", filepath.Join(os.TempDir(), "botrun-test-data"))
+	src := fmt.Sprintf("[bot]\nmodule = \"bot.wasm\"\nhot_reload = true\ndata_dir = %q\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n", wasmbuild.DataDir)
 	cfg, err := config.Parse(filepath.Join(dir, "bot.toml"), src, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)

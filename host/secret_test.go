@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -42,7 +41,7 @@ func TestGuestRandomSeededBySecret(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.Bot.Module = module
-		cfg.Bot.DataDir = filepath.Join(os.TempDir(), "botrun-test-data") // the shared compile cache
+		cfg.Bot.DataDir = wasmbuild.DataDir // the shared compile cache
 		b, err := New(context.Background(), cfg, Options{Logger: discard, Backend: backend})
 		if err != nil {
 			t.Error(err)

@@ -41,7 +41,7 @@ func (l *lockedBuffer) String() string {
 // testDataDir is the data_dir of the tests' bots: one compilation cache
 // for all, so that a module compiles once, not once per bot (under -race a
 // Go guest takes some 15 s).
-func testDataDir() string { return filepath.Join(os.TempDir(), "botrun-test-data") }
+func testDataDir() string { return wasmbuild.DataDir }
 
 func writeConfig(t *testing.T, module string) string {
 	t.Helper()

@@ -32,7 +32,8 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	crash := fs.Bool("crash", false, "also run each conversation with a crash at every journal write (replayed after each): fails on a reply lost, doubled or different")
 	asJSON := fs.Bool("json", false, "print one JSON object per file")
 	pattern := fs.String("run", "", "run only the files whose path matches this regular expression")
-	update := fs.Bool("update", false, "rewrite the expected replies with the bot's")
+	update := fs.Bool("update", false, "rewrite the expected replies (and :state values) with the bot's")
+	verbose := fs.Bool("v", false, "print what the bot logged (warnings and errors) for every file, not only for a failing one")
 	paths, code, stop := parseInterleaved(fs, args)
 	if stop {
 		return code
@@ -93,6 +94,7 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 			for _, f := range res.Failures {
 				fmt.Fprintf(stdout, "  %s\n", strings.ReplaceAll(f.Error(), "\n", "\n  "))
 			}
+			printLog(stdout, res.Log)
 		case res.Updated:
 			fmt.Fprintf(stdout, "updated %s\n", s.Path)
 		default:
@@ -101,6 +103,9 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 				crashes = fmt.Sprintf(", %d crash runs", res.CrashRuns)
 			}
 			fmt.Fprintf(stdout, "ok   %s (%d steps%s, %s)\n", s.Path, res.Steps, crashes, res.Took.Round(time.Millisecond))
+			if *verbose {
+				printLog(stdout, res.Log)
+			}
 		}
 	}
 	if !*asJSON {
@@ -114,6 +119,13 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// printLog prints what the bot logged, indented, if anything.
+func printLog(w io.Writer, log string) {
+	if log = strings.TrimSpace(log); log != "" {
+		fmt.Fprintf(w, "  the bot logged:\n    %s\n", strings.ReplaceAll(log, "\n", "\n    "))
+	}
 }
 
 // parseInterleaved parses flags that may come before or after the

@@ -81,26 +81,36 @@ func diff(chat string, want, got []Reply) string {
 }
 
 // rewrite writes the file with each step's expected replies replaced by the
-// ones the bot made (runs[i] for step i); every other line stays.
+// ones the bot made (runs[i] for step i) and each ":state" line by the value
+// the bot left; every other line stays where it was.
 func (s *Script) rewrite(runs []stepRun) error {
-	var out []string
-	next := 0 // the next line of s.lines to copy
+	drop := map[int]bool{}
+	insert := map[int][]string{}
+	states := map[int]string{}
 	for i, st := range s.Steps {
-		// Copy up to and including the step's input line, then the
-		// replies, then skip the old ones (comments among them stay).
-		input := st.first // the line after the input
-		out = append(out, s.lines[next:input]...)
-		for _, r := range runs[i].replies {
-			out = append(out, r.render(st.Chat)...)
-		}
-		for j := input; j < st.end; j++ {
-			if t := strings.TrimSpace(s.lines[j]); t == "" || strings.HasPrefix(t, "#") || strings.HasPrefix(t, ":") {
-				out = append(out, s.lines[j])
+		for j := st.first; j < st.end; j++ {
+			if l := s.lines[j]; strings.HasPrefix(l, "<") || (l != "" && (l[0] == ' ' || l[0] == '\t') && strings.TrimSpace(l) != "") {
+				drop[j] = true
 			}
 		}
-		next = st.end
+		for _, r := range runs[i].replies {
+			insert[st.first] = append(insert[st.first], r.render(st.Chat)...)
+		}
+		for _, w := range st.States {
+			states[w.Line-1] = runs[i].states[w.Line].line()
+		}
 	}
-	out = append(out, s.lines[next:]...)
+	var out []string
+	for j := 0; j <= len(s.lines); j++ {
+		out = append(out, insert[j]...)
+		switch {
+		case j == len(s.lines), drop[j]:
+		case states[j] != "":
+			out = append(out, states[j])
+		default:
+			out = append(out, s.lines[j])
+		}
+	}
 	info, err := os.Stat(s.Path)
 	if err != nil {
 		return fmt.Errorf("update %s: %w", s.Path, err)
@@ -109,4 +119,12 @@ func (s *Script) rewrite(runs []stepRun) error {
 		return fmt.Errorf("update %s: %w", s.Path, err)
 	}
 	return nil
+}
+
+// line is w as a test writes it.
+func (w StateWant) line() string {
+	if w.Absent {
+		return ":state " + w.Key
+	}
+	return ":state " + w.Key + " " + escape(w.Value)
 }

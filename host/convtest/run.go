@@ -40,7 +40,8 @@ type Options struct {
 	// Settle bounds the wait for the bot to finish one step (default one
 	// minute: the bot's work is on a loaded machine's clock).
 	Settle time.Duration
-	// Log receives the bot's logs (nil: warnings and errors to stderr).
+	// Log receives the bot's logs (nil: its warnings and errors go to
+	// each file's Result.Log).
 	Log *slog.Logger
 }
 
@@ -54,6 +55,7 @@ type Runner struct {
 	engine *wasm.Engine
 	guest  reload.Guest
 	log    *slog.Logger
+	logs   *logBuffer   // the bot's warnings and errors in the file's run
 	mute   *atomic.Bool // set during the crash runs
 	apis   *stubServer
 }
@@ -63,7 +65,8 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.Settle <= 0 {
 		opts.Settle = time.Minute
 	}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	logs := new(logBuffer)
+	var h slog.Handler = slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})
 	if opts.Log != nil {
 		h = opts.Log.Handler()
 	}
@@ -92,7 +95,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		engine.Close(ctx)
 		return nil, err
 	}
-	return &Runner{opts: opts, engine: engine, guest: guest, log: log, mute: mute, apis: apis}, nil
+	return &Runner{opts: opts, engine: engine, guest: guest, log: log, logs: logs, mute: mute, apis: apis}, nil
 }
 
 // Close releases the module and the stub server.
@@ -131,6 +134,9 @@ type Result struct {
 	// Updated is set when Update rewrote the file's expected replies.
 	Updated bool          `json:"updated,omitempty"`
 	Took    time.Duration `json:"took_ns"`
+	// Log holds the warnings and errors the bot and its module logged in
+	// the run without a crash.
+	Log string `json:"log,omitempty"`
 }
 
 // Run runs the conversation of s; with update, it rewrites s's file with
@@ -139,7 +145,8 @@ type Result struct {
 func (r *Runner) Run(ctx context.Context, s *Script, update bool) (res Result) {
 	start := time.Now()
 	res = Result{File: s.Path, Steps: len(s.Steps)}
-	defer func() { res.Passed = len(res.Failures) == 0; res.Took = time.Since(start) }()
+	r.logs.take()
+	defer func() { res.Passed = len(res.Failures) == 0; res.Took = time.Since(start); res.Log = r.logs.take() }()
 	clean, writes, fail := r.play(ctx, s, nil)
 	if fail != nil {
 		res.Failures = append(res.Failures, *fail)
@@ -158,9 +165,9 @@ func (r *Runner) Run(ctx context.Context, s *Script, update bool) (res Result) {
 				return res // the later steps depend on this one
 			}
 			for _, w := range st.States {
-				if got := clean[i].states[w.Line]; got != w.render() {
+				if got := clean[i].states[w.Line]; got.render() != w.render() {
 					res.Failures = append(res.Failures, Failure{File: s.Path, Line: w.Line,
-						Message: fmt.Sprintf("state %q: want %s, the bot left %s", w.Key, w.render(), got)})
+						Message: fmt.Sprintf("state %q: want %s, the bot left %s", w.Key, w.render(), got.render())})
 					return res
 				}
 			}
@@ -183,8 +190,8 @@ func (r *Runner) Run(ctx context.Context, s *Script, update bool) (res Result) {
 				f := compare(s.Path, st, clean[i].replies, got[i].replies, "after this step the bot")
 				if f == nil {
 					for _, w := range st.States {
-						if got[i].states[w.Line] != clean[i].states[w.Line] {
-							f = &Failure{File: s.Path, Line: w.Line, Message: fmt.Sprintf("state %q: %s without a crash, %s with it", w.Key, clean[i].states[w.Line], got[i].states[w.Line])}
+						if c, g := clean[i].states[w.Line].render(), got[i].states[w.Line].render(); c != g {
+							f = &Failure{File: s.Path, Line: w.Line, Message: fmt.Sprintf("state %q: %s without a crash, %s with it", w.Key, c, g)}
 						}
 					}
 				}
@@ -219,7 +226,7 @@ func (p *crashPlan) String() string {
 // its ":state" lines read (by line).
 type stepRun struct {
 	replies []Reply
-	states  map[int]string
+	states  map[int]StateWant
 }
 
 // play runs the conversation once, with the crash plan (nil: none). It
@@ -280,7 +287,7 @@ func (r *Runner) play(ctx context.Context, s *Script, plan *crashPlan) ([]stepRu
 			return nil, nil, f
 		}
 		out[i].replies, seen = p.ch.replies(seen)
-		out[i].states = map[int]string{}
+		out[i].states = map[int]StateWant{}
 		for _, w := range st.States {
 			v, err := p.state(ctx, w)
 			if err != nil {
@@ -396,18 +403,17 @@ func (p *player) settled(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// state reads the value a ":state" line checks.
-func (p *player) state(ctx context.Context, w StateWant) (string, error) {
+// state reads the value a ":state" line checks: w with the value the bot
+// left.
+func (p *player) state(ctx context.Context, w StateWant) (StateWant, error) {
 	j, _, _ := p.bot.DryRunSource()
 	owner, rest := turn.StateScope(channelID, w.Chat, w.From, w.Key)
 	v, ok, err := j.State.Get(ctx, owner+rest)
 	if err != nil {
-		return "", fmt.Errorf("reading state %q: %w", w.Key, err)
+		return w, fmt.Errorf("reading state %q: %w", w.Key, err)
 	}
-	if !ok {
-		return "nothing", nil
-	}
-	return fmt.Sprintf("%q", v), nil
+	w.Value, w.Absent = string(v), !ok
+	return w, nil
 }
 
 func (w StateWant) render() string {
@@ -510,4 +516,28 @@ func (m muted) WithAttrs(a []slog.Attr) slog.Handler {
 
 func (m muted) WithGroup(name string) slog.Handler {
 	return muted{Handler: m.Handler.WithGroup(name), mute: m.mute}
+}
+
+// logBuffer keeps what the bot logs until a file's run takes it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.b) < 1<<20 { // a bot that logs without end does not fill the memory
+		l.b = append(l.b, p...)
+	}
+	return len(p), nil
+}
+
+// take returns what was logged since the last take.
+func (l *logBuffer) take() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := string(l.b)
+	l.b = nil
+	return s
 }

@@ -16,6 +16,14 @@ import (
 	"testing"
 )
 
+// DataDir is the data_dir the tests' bots share, and CacheDir the wasm
+// compile cache in it: a guest compiles once per machine, not once per bot,
+// package or clone (under -race a Go guest takes seconds to compile).
+var (
+	DataDir  = filepath.Join(os.TempDir(), "botrun-test-data")
+	CacheDir = filepath.Join(DataDir, "wasm-cache")
+)
+
 var (
 	mu    sync.Mutex
 	built = map[string]string{}
