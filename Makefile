@@ -8,12 +8,19 @@ GUEST_ENV = GOOS=wasip1 GOARCH=wasm GOWORK=off CGO_ENABLED=0
 # Go 1.27).
 FUZZTIME ?= 20000x
 
-.PHONY: all build examples available-examples run test soak fuzz bench bench-peers bench-dryrun vet clean
+.PHONY: all build install examples available-examples run test soak fuzz bench bench-peers bench-dryrun vet clean
 
 all: build examples
 
 build:
 	$(GO) build -o bin/botrun ./cmd/botrun
+
+# botrun on your PATH: go install puts it in $(go env GOBIN), else $(go env GOPATH)/bin.
+install:
+	$(GO) install ./cmd/botrun
+	@dir=$$($(GO) env GOBIN); dir=$${dir:-$$($(GO) env GOPATH)/bin}; \
+		echo "installed $$dir/botrun"; \
+		case ":$$PATH:" in *":$$dir:"*) ;; *) echo "$$dir is not on your PATH: add it (export PATH=\"$$dir:\$$PATH\")";; esac
 
 examples/echo/echo.wasm: $(wildcard examples/echo/*.go examples/echo/go.mod guest-sdk/go/*.go guest-sdk/go/go.mod)
 	cd examples/echo && $(GUEST_ENV) $(GO) build -trimpath -buildmode=c-shared -o echo.wasm .

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/BurntSushi/toml v1.6.0
+	github.com/botrun/botrun/guest-sdk/go v0.0.0
 	github.com/chromedp/chromedp v0.23.1
 	github.com/coder/websocket v1.8.15
 	github.com/emersion/go-imap/v2 v2.0.0-beta.8
@@ -74,3 +75,6 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+// botrun new copies the Go guest SDK from this checkout into new projects.
+replace github.com/botrun/botrun/guest-sdk/go => ./guest-sdk/go

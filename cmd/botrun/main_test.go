@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -219,6 +220,8 @@ func chatMessages(t *testing.T, base, chat, wait string) ([]string, []byte) {
 // language that builds with one command (make) and passes botrun check.
 func TestNewScaffoldsProjectsThatBuild(t *testing.T) {
 	tools := map[string]string{"go": "go", "c": "clang", "rust": "/usr/bin/rustc", "assemblyscript": "node"}
+	bin := buildBotrun(t)
+	asc, _ := filepath.Abs("../../node_modules/.bin/asc") // npx would fetch the same pinned version
 	for _, lang := range langs {
 		t.Run(lang, func(t *testing.T) {
 			if _, err := exec.LookPath(tools[lang]); err != nil {
@@ -227,25 +230,51 @@ func TestNewScaffoldsProjectsThatBuild(t *testing.T) {
 				}
 				t.Skipf("SKIPPING: %s is not installed", tools[lang])
 			}
-			dir := filepath.Join(t.TempDir(), "my-bot")
-			if code, out, errs := runCLI("new", "--lang", lang, dir); code != 0 || !strings.Contains(out, "make && botrun bot.toml") {
+			made := filepath.Join(t.TempDir(), "my-bot")
+			// The flags may follow the directory.
+			if code, out, errs := runCLI("new", made, "--lang", lang); code != 0 || !strings.Contains(out, "make && make test && botrun bot.toml") {
 				t.Fatalf("new: %d %q %q", code, out, errs)
 			}
-			cmd := exec.Command("make")
-			cmd.Dir = dir
-			if b, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("make in the new %s project: %v\n%s", lang, err, b)
+			// The project builds and passes its test wherever it is moved:
+			// nothing in it points at this checkout.
+			dir := filepath.Join(t.TempDir(), "moved", "my-bot")
+			os.MkdirAll(filepath.Dir(dir), 0o755)
+			if err := os.Rename(made, dir); err != nil {
+				t.Fatal(err)
+			}
+			checkout, _ := filepath.Abs("../..")
+			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if b, _ := os.ReadFile(p); err == nil && !d.IsDir() && bytes.Contains(b, []byte(checkout)) {
+					t.Errorf("%s names the checkout %s", p, checkout)
+				}
+				return err
+			})
+			for _, target := range []string{"bot.wasm", "test"} {
+				cmd := exec.Command("make", target, "BOTRUN="+bin, "ASC="+asc)
+				cmd.Dir = dir
+				if b, err := cmd.CombinedOutput(); err != nil || (target == "test" && !strings.Contains(string(b), "PASS")) {
+					t.Fatalf("make %s in the new %s project: %v\n%s", target, lang, err, b)
+				}
 			}
 			// The built botrun checks it: the module compiles in a binary
 			// without the race detector, as a user's would.
-			check := exec.Command(buildBotrun(t), "check", filepath.Join(dir, "bot.toml"))
+			check := exec.Command(bin, "check", filepath.Join(dir, "bot.toml"))
 			if out, err := check.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "ok: ") {
 				t.Fatalf("check: %v %q", err, out)
 			}
 		})
 	}
-	if code, _, errs := runCLI("new", "--lang", "cobol", filepath.Join(t.TempDir(), "x")); code != 2 || !strings.Contains(errs, "want one of") {
-		t.Fatalf("unknown language: %d %q", code, errs)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"new", "--lang", "cobol", filepath.Join(t.TempDir(), "x")}, "want one of"},
+		{[]string{"new", "--lang", "go"}, "the project's directory is missing"},
+		{[]string{"new", "a", "b"}, "one directory, not 2"},
+	} {
+		if code, _, errs := runCLI(c.args...); code != 2 || !strings.Contains(errs, c.want) {
+			t.Fatalf("%q: %d %q, want %q", c.args, code, errs, c.want)
+		}
 	}
 }
 

@@ -6,10 +6,14 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"text/template"
+
+	guestsdk "github.com/botrun/botrun/guest-sdk"
+	bot "github.com/botrun/botrun/guest-sdk/go"
 )
 
 //go:embed templates
@@ -19,37 +23,22 @@ var langs = []string{"go", "rust", "c", "assemblyscript"}
 
 var projectName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 
-// findSDK locates guest-sdk/ of the botrun checkout: beside the executable's
-// directory (bin/botrun), or above the current directory.
-func findSDK() (string, error) {
-	var starts []string
-	if exe, err := os.Executable(); err == nil {
-		starts = append(starts, filepath.Dir(exe))
-	}
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	for _, dir := range starts {
-		for d := dir; ; d = filepath.Dir(d) {
-			if st, err := os.Stat(filepath.Join(d, "guest-sdk", "go", "bot.go")); err == nil && !st.IsDir() {
-				return filepath.Join(d, "guest-sdk"), nil
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return "", fmt.Errorf("cannot find the guest SDKs (guest-sdk/ of a botrun checkout): pass --sdk DIR")
-}
-
 func cmdNew(args []string, stdout, stderr io.Writer) int {
 	fs_ := flags("new", "Usage: botrun new --lang go|rust|c|assemblyscript DIR\n\nScaffolds a bot project in DIR that builds with make and runs with botrun bot.toml.", stderr)
 	lang := fs_.String("lang", "go", "the handler's language: "+strings.Join(langs, ", "))
-	sdk := fs_.String("sdk", "", "the guest-sdk directory of a botrun checkout (found automatically)")
-	if code, stop := parse(fs_, args, 1); stop {
+	pos, code, stop := parseInterleaved(fs_, args)
+	if stop {
 		return code
 	}
-	dir := fs_.Arg(0)
+	switch {
+	case len(pos) == 0:
+		fmt.Fprintf(stderr, "botrun new: the project's directory is missing: botrun new --lang %s my-bot\n", *lang)
+		return 2
+	case len(pos) > 1:
+		fmt.Fprintf(stderr, "botrun new: one directory, not %d (%s)\n", len(pos), strings.Join(pos, " "))
+		return 2
+	}
+	dir := pos[0]
 	name := filepath.Base(filepath.Clean(dir))
 	if !projectName.MatchString(name) {
 		fmt.Fprintf(stderr, "botrun new: %q: name the directory with lowercase letters, digits, '-' or '_'\n", name)
@@ -63,36 +52,11 @@ func cmdNew(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "botrun new: --lang %q: want one of %s\n", *lang, strings.Join(langs, ", "))
 		return 2
 	}
-	if *sdk == "" {
-		s, err := findSDK()
-		if err != nil {
-			fmt.Fprintln(stderr, "botrun new:", err)
-			return 1
-		}
-		*sdk = s
-	}
-	abs, err := filepath.Abs(*sdk)
-	if err != nil {
-		fmt.Fprintln(stderr, "botrun new:", err)
-		return 1
-	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		fmt.Fprintf(stderr, "botrun new: %s exists and is not empty\n", dir)
+		fmt.Fprintf(stderr, "botrun new: %s exists and is not empty: pick a new directory\n", dir)
 		return 1
 	}
-	// AssemblyScript imports only relative paths: the SDK as seen from
-	// DIR/assembly.
-	absDir, err := filepath.Abs(dir)
-	if err != nil {
-		fmt.Fprintln(stderr, "botrun new:", err)
-		return 1
-	}
-	rel, err := filepath.Rel(filepath.Join(absDir, "assembly"), abs)
-	if err != nil {
-		fmt.Fprintln(stderr, "botrun new:", err)
-		return 1
-	}
-	data := struct{ Name, SDK, SDKFromAssembly string }{name, abs, filepath.ToSlash(rel)}
+	data := struct{ Name string }{name}
 	write := func(src, dst string) error {
 		b, err := templates.ReadFile(src)
 		if err != nil {
@@ -113,20 +77,63 @@ func cmdNew(args []string, stdout, stderr io.Writer) int {
 		return t.Execute(f, data)
 	}
 	root := "templates/" + *lang
-	err = fs.WalkDir(templates, root, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(templates, root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
 		rel := strings.TrimSuffix(strings.TrimPrefix(p, root+"/"), ".tmpl")
 		return write(p, filepath.Join(dir, rel))
 	})
+	for _, f := range []string{"bot.toml", "tests/echo.chat"} {
+		if err == nil {
+			err = write("templates/"+f+".tmpl", filepath.Join(dir, f))
+		}
+	}
 	if err == nil {
-		err = write("templates/bot.toml.tmpl", filepath.Join(dir, "bot.toml"))
+		err = copySDK(*lang, filepath.Join(dir, "botrun-sdk"))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "botrun new:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "created %s (%s). Next:\n  cd %s && make && botrun bot.toml\n", dir, *lang, dir)
+	fmt.Fprintf(stdout, "created %s (%s). Next:\n  cd %s && make && make test && botrun bot.toml\n", dir, *lang, dir)
+	if _, err := exec.LookPath("botrun"); err != nil {
+		fmt.Fprintf(stdout, "botrun is not on your PATH: run make install in the botrun checkout (or go install ./cmd/botrun there)\n")
+	}
 	return 0
+}
+
+// copySDK writes the guest SDK of lang into dir, from the sources built
+// into this binary.
+func copySDK(lang, dir string) error {
+	var src fs.FS
+	var root string
+	switch lang {
+	case "go":
+		src, root = bot.Sources, "."
+	case "c":
+		src, root = guestsdk.Sources, "c"
+	case "rust":
+		src, root = guestsdk.Sources, "rust"
+	case "assemblyscript":
+		src, root = guestsdk.Sources, "assemblyscript"
+	}
+	return fs.WalkDir(src, root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.go") || p == "sources.go" {
+			return err
+		}
+		b, err := fs.ReadFile(src, p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
 }
