@@ -66,9 +66,13 @@ func Load(path string) (*Config, error) {
 	return Parse(path, string(src), os.LookupEnv)
 }
 
-// Parse is Load for a file already read; lookup resolves ${VAR}.
-func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error) {
-	p := &parser{file: path, lines: locate(src), section: "channels"}
+// parseOnce is one decoding of src (the file, or the file with the keys
+// whose values failed to decode taken out). It stops at the first value
+// that does not decode into its key's type and returns it (bad), for Parse
+// to report and take out; it reports line numbers of the file (p.lines).
+func (p *parser) parseOnce(src string, lookup func(string) (string, bool)) (cfg *Config, bad *valueError) {
+	p.src = src
+	path := p.file
 	var raw struct {
 		Config
 		Durability toml.Primitive   `toml:"durability"`
@@ -77,11 +81,13 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 	}
 	md, err := toml.Decode(src, &raw)
 	if err != nil {
-		return nil, Errors{p.decodeError(err)}
+		return nil, p.valueFailed(err)
 	}
-	cfg := raw.Config
-	cfg.File = path
-	if err := p.durability(md, raw.Durability, &cfg.Durability, lookup); err != nil {
+	c := raw.Config
+	c.File = path
+	if err, bad := p.durability(md, raw.Durability, &c.Durability, lookup); bad != nil {
+		return nil, bad
+	} else if err != nil {
 		p.errs = append(p.errs, err)
 	}
 	entries := raw.Channels
@@ -90,40 +96,36 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 		p.add("providers", "[[providers]] is the old name of [[channels]], and this file has both: rename every [[providers]] to [[channels]]")
 	case len(raw.Providers) > 0:
 		p.section, entries = "providers", raw.Providers
-		cfg.Deprecations = append(cfg.Deprecations, fmt.Sprintf("%s:%d: [[providers]] is deprecated: rename it to [[channels]] (same keys); [[providers]] will stop being accepted in a later version", path, p.line("providers")))
+		c.Deprecations = append(c.Deprecations, fmt.Sprintf("%s:%d: [[providers]] is deprecated: rename it to [[channels]] (same keys); [[providers]] will stop being accepted in a later version", path, p.line("providers")))
 	}
 	for i, prim := range entries {
-		prov, perr := p.provider(md, i, prim)
+		prov, perr, bad := p.provider(md, i, prim)
+		if bad != nil {
+			return nil, bad
+		}
 		if perr != nil {
 			p.errs = append(p.errs, perr)
 			continue
 		}
-		cfg.Channels = append(cfg.Channels, prov)
+		c.Channels = append(c.Channels, prov)
 		p.providerIndex = append(p.providerIndex, i)
 	}
-	for _, k := range md.Undecoded() {
-		key := k.String()
-		p.add(key, "unknown key (check the spelling; bot.toml.example lists every key)")
-	}
-	p.expand(reflect.ValueOf(&cfg).Elem(), "", lookup)
-	p.validateBackoff("durability.inbox.backoff", cfg.Durability.Inbox.Backoff)
-	p.validateBackoff("durability.outbox.backoff", cfg.Durability.Outbox.Backoff)
-	cfg.defaults(filepath.Dir(path))
-	p.validate(&cfg)
-	if len(p.errs) > 0 {
-		slices.SortStableFunc(p.errs, func(a, b *Error) int { return a.Line - b.Line })
-		return nil, p.errs
-	}
-	return &cfg, nil
+	p.unknownKeys(md, &c)
+	p.expand(reflect.ValueOf(&c).Elem(), "", lookup)
+	p.validateBackoff("durability.inbox.backoff", c.Durability.Inbox.Backoff)
+	p.validateBackoff("durability.outbox.backoff", c.Durability.Outbox.Backoff)
+	c.defaults(filepath.Dir(path))
+	p.validate(&c)
+	return &c, nil
 }
 
 // durability decodes the [durability] table: the common keys into d, and
 // the backend's own keys into the options of the driver d.Backend names.
-func (p *parser) durability(md toml.MetaData, prim toml.Primitive, d *Durability, lookup func(string) (string, bool)) *Error {
+func (p *parser) durability(md toml.MetaData, prim toml.Primitive, d *Durability, lookup func(string) (string, bool)) (*Error, *valueError) {
 	defined := md.IsDefined("durability")
 	if defined {
 		if err := md.PrimitiveDecode(prim, d); err != nil {
-			return p.decodeError(err)
+			return nil, p.valueFailed(err)
 		}
 	}
 	p.expand(reflect.ValueOf(&d.Backend).Elem(), "durability.backend", lookup)
@@ -132,8 +134,9 @@ func (p *parser) durability(md toml.MetaData, prim toml.Primitive, d *Durability
 	}
 	drv, ok := durability.LookupDriver(d.Backend)
 	if !ok {
+		p.skip = append(p.skip, "durability") // its backend's keys cannot be told from typos
 		return &Error{File: p.file, Line: p.line("durability.backend"), Key: "durability.backend",
-			Msg: fmt.Sprintf("unknown backend %q (want one of %s)", d.Backend, strings.Join(durability.Drivers(), ", "))}
+			Msg: fmt.Sprintf("unknown backend %q%s (want one of %s)", d.Backend, didYouMean(d.Backend, durability.Drivers()), strings.Join(durability.Drivers(), ", "))}, nil
 	}
 	d.Options, d.Shared = drv.Options(), drv.Shared
 	if d.Coordination && !drv.Coordination {
@@ -144,23 +147,32 @@ func (p *parser) durability(md toml.MetaData, prim toml.Primitive, d *Durability
 			}
 		}
 		return &Error{File: p.file, Line: p.line("durability.coordination"), Key: "durability.coordination",
-			Msg: fmt.Sprintf("backend %q cannot coordinate replicas: coordination needs a backend that replicas on several hosts share (%s); switch the backend, or remove coordination and route each chat to one replica", d.Backend, strings.Join(can, ", "))}
+			Msg: fmt.Sprintf("backend %q cannot coordinate replicas: coordination needs a backend that replicas on several hosts share (%s); switch the backend, or remove coordination and route each chat to one replica", d.Backend, strings.Join(can, ", "))}, nil
 	}
 	if defined {
 		if err := md.PrimitiveDecode(prim, d.Options); err != nil {
-			return p.decodeError(err)
+			return nil, p.valueFailed(err)
 		}
 	}
 	if s, ok := d.Options.(durability.Sharing); ok {
 		d.Shared = s.Shared()
 	}
-	return nil
+	return nil, nil
 }
 
 type parser struct {
 	file  string
 	lines map[string]int
 	errs  Errors
+	// src is the text being decoded: the file, or the file re-encoded
+	// without the values that failed (its lines are not the file's).
+	src string
+	// skip are the keys under which no key is reported unknown: an entry
+	// whose type is unknown, a [durability] whose backend is.
+	skip []string
+	// settings are the channels' config structs, by entry, for the keys
+	// an unknown key may have meant.
+	settings map[int]any
 	// section is the array of tables the channels are in: "channels", or
 	// "providers", its deprecated name.
 	section string
@@ -203,26 +215,33 @@ func (p *parser) decodeError(err error) *Error {
 	return &Error{File: p.file, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
 }
 
-func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Channel, *Error) {
+func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Channel, *Error, *valueError) {
 	key := fmt.Sprintf("%s[%d]", p.section, i)
 	var prov Channel
 	if err := md.PrimitiveDecode(prim, &prov); err != nil {
-		return Channel{}, p.decodeError(err)
+		return Channel{}, nil, p.valueFailed(err)
 	}
 	want := strings.Join(channel.Types(), ", ")
 	if prov.Type == "" {
-		return Channel{}, &Error{File: p.file, Line: p.line(key), Key: key + ".type", Msg: fmt.Sprintf("missing (want one of %s)", want)}
+		p.skip = append(p.skip, key)
+		return Channel{}, &Error{File: p.file, Line: p.line(key), Key: key + ".type", Msg: fmt.Sprintf("missing (want one of %s)", want)}, nil
 	}
 	t, ok := channel.Lookup(prov.Type)
 	if !ok {
-		return Channel{}, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type", Msg: fmt.Sprintf("unknown channel type %q (want one of %s)", prov.Type, want)}
+		p.skip = append(p.skip, key) // its keys cannot be told from typos
+		return Channel{}, &Error{File: p.file, Line: p.line(key + ".type"), Key: key + ".type",
+			Msg: fmt.Sprintf("unknown channel type %q%s (want one of %s)", prov.Type, didYouMean(prov.Type, channel.Types()), want)}, nil
 	}
 	prov.Settings = t.Config()
 	if err := md.PrimitiveDecode(prim, prov.Settings); err != nil {
-		return Channel{}, p.decodeError(err)
+		return Channel{}, nil, p.valueFailed(err)
 	}
+	if p.settings == nil {
+		p.settings = map[int]any{}
+	}
+	p.settings[i] = prov.Settings
 	p.types = append(p.types, t)
-	return prov, nil
+	return prov, nil, nil
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
