@@ -106,9 +106,6 @@ static int typist(botrun_flow *f) {
   return botrun_edit(f->ctx, f->ctx->event.chat, "m-1", a, NULL);
 }
 
-static const char *const names[] = {"signup", "typist"};
-static const botrun_flow_fn fns[] = {signup, typist};
-
 /* channel_outcome is the outcome line of edit and typing. */
 static void channel_outcome(int rc, const botrun_channel_error *why) {
   if (rc == BOTRUN_CHANNEL_FAILED) snprintf(out, sizeof out, "channel-failed %s", why->error);
@@ -172,6 +169,44 @@ static void fetch_outcome(int rc, const botrun_response *res, const botrun_fetch
   snprintf(out, sizeof out, "fetch %d replayed=%s headers=%zu type=%s len=%zu body=%s", res->status, res->replayed ? "true" : "false",
            res->nheaders, type ? type : "", res->body_len, body);
 }
+
+/* call_outcome calls api with req and puts fetch_outcome's line in line
+ * (cap bytes). */
+static void call_outcome(const char *api, const botrun_request *req, char *line, size_t cap) {
+  botrun_response res;
+  botrun_fetch_error why;
+  int rc = botrun_fetch(api, req, &res, &why);
+  fetch_outcome(rc, &res, &why);
+  botrun_response_free(&res);
+  snprintf(line, cap, "%s", out);
+}
+
+/* fetcher calls orders GET /orders/42 and replies its outcome, asks "next?",
+ * replies that outcome again, calls orders POST /orders/42/pay and replies
+ * its outcome, asks "last?" and replies the second outcome again. A replayed
+ * step's call is answered from the calls kept with the flow, marked
+ * replayed, and does not reach the host (abi/SPEC.md section 7). */
+static int fetcher(botrun_flow *f) {
+  static const botrun_request get = {.path = "/orders/42"}, pay = {.method = "POST", .path = "/orders/42/pay"};
+  char first[400], second[400], line[420];
+  const char *a;
+  int rc;
+  call_outcome("orders", &get, first, sizeof first);
+  snprintf(line, sizeof line, "first %s", first);
+  if ((rc = botrun_reply(f->ctx, line, NULL))) return rc;
+  if ((rc = botrun_ask(f, "next?", &a))) return rc;
+  snprintf(line, sizeof line, "had %s", first);
+  if ((rc = botrun_reply(f->ctx, line, NULL))) return rc;
+  call_outcome("orders", &pay, second, sizeof second);
+  snprintf(line, sizeof line, "paid %s", second);
+  if ((rc = botrun_reply(f->ctx, line, NULL))) return rc;
+  if ((rc = botrun_ask(f, "last?", &a))) return rc;
+  snprintf(line, sizeof line, "end %s", second);
+  return botrun_reply(f->ctx, line, NULL);
+}
+
+static const char *const names[] = {"signup", "typist", "fetcher"};
+static const botrun_flow_fn fns[] = {signup, typist, fetcher};
 
 int botrun_handle(botrun_ctx *ctx) {
   char *line = strdup(ctx->event.text);
@@ -318,12 +353,12 @@ int botrun_handle(botrun_ctx *ctx) {
     /* fail-fetch: the SDK's error, returned as the handler's own. */
     if (!strcmp(cmd, "fail-fetch")) handler_rc = rc;
   } else if (!strcmp(cmd, "flow-start")) {
-    int typ = argc > 1 && !strcmp(args[1], "typist");
-    int rc = botrun_flow_start(ctx, typ ? "typist" : "signup", typ ? typist : signup);
+    int i = argc > 1 && !strcmp(args[1], "typist") ? 1 : argc > 1 && !strcmp(args[1], "fetcher") ? 2 : 0;
+    int rc = botrun_flow_start(ctx, names[i], fns[i]);
     if (rc) failure(rc);
     else snprintf(out, sizeof out, "ok");
   } else if (!strcmp(cmd, "flow-continue")) {
-    int in_flow, rc = botrun_flow_continue(ctx, names, fns, 2, &in_flow);
+    int in_flow, rc = botrun_flow_continue(ctx, names, fns, 3, &in_flow);
     if (rc) failure(rc);
     else snprintf(out, sizeof out, in_flow ? "in-flow" : "not-in-flow");
   } else if (!strcmp(cmd, "flow-name")) {

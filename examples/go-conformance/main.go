@@ -172,6 +172,41 @@ var typist = bot.NewFlow("typist", func(f *bot.FlowContext) error {
 	return f.Edit(f.Event.Chat, "m-1", a)
 })
 
+// fetcher calls orders GET /orders/42 and replies its outcome, asks
+// "next?", replies that outcome again, calls orders POST /orders/42/pay and
+// replies its outcome, asks "last?" and replies the second outcome again. A
+// replayed step's call is answered from the calls kept with the flow,
+// marked replayed, and does not reach the host (abi/SPEC.md section 7).
+var fetcher = bot.NewFlow("fetcher", func(f *bot.FlowContext) error {
+	first := callOutcome(f.Fetch("orders", bot.Request{Path: "/orders/42"}))
+	if _, err := f.Reply("first " + first); err != nil {
+		return err
+	}
+	if _, err := f.Ask("next?"); err != nil {
+		return err
+	}
+	if _, err := f.Reply("had " + first); err != nil {
+		return err
+	}
+	second := callOutcome(f.Fetch("orders", bot.Request{Method: "POST", Path: "/orders/42/pay"}))
+	if _, err := f.Reply("paid " + second); err != nil {
+		return err
+	}
+	if _, err := f.Ask("last?"); err != nil {
+		return err
+	}
+	_, err := f.Reply("end " + second)
+	return err
+})
+
+// callOutcome is the outcome line of a fetch.
+func callOutcome(r *bot.Response, err error) string {
+	if err != nil {
+		return failure(err)
+	}
+	return fetchOutcome(r)
+}
+
 // fetchRequest decodes the arguments of fetch: API PATH [METHOD] [BODY]
 // [KEY] [NAME:VALUE...]; a BODY "hex:HEX" is those bytes.
 func fetchRequest(args []string) (string, bot.Request) {
@@ -349,6 +384,9 @@ func run(ctx *bot.Context, args []string) (string, error) {
 		flow := signup
 		if len(args) > 1 && args[1] == "typist" {
 			flow = typist
+		}
+		if len(args) > 1 && args[1] == "fetcher" {
+			flow = fetcher
 		}
 		if err := ctx.Start(flow); err != nil {
 			return failure(err), nil

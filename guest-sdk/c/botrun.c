@@ -1029,16 +1029,11 @@ const char *botrun_response_header(const botrun_response *res, const char *name)
   return NULL;
 }
 
-int botrun_fetch(const char *api, const botrun_request *req, botrun_response *out, botrun_fetch_error *why) {
-  botrun_response tmp_res;
-  botrun_fetch_error tmp_why;
-  if (!out) out = &tmp_res;
-  if (!why) why = &tmp_why;
-  memset(out, 0, sizeof *out);
-  memset(why, 0, sizeof *why);
-  botrun_request none = {0};
+/* fetch_host makes the call through the host: 0 with *out filled, or a code
+ * (BOTRUN_FETCH_FAILED with *why filled); out and why are empty. */
+static int fetch_host(const char *api, const botrun_request *req, botrun_response *out, botrun_fetch_error *why) {
   buf o = {0};
-  put_fetch_request(&o, api, req ? req : &none);
+  put_fetch_request(&o, api, req);
   int32_t n = host_fetch(o.b, (int32_t)o.n);
   free(o.b);
   if (n == BOTRUN_FETCH_FAILED) {
@@ -1072,8 +1067,281 @@ int botrun_fetch(const char *api, const botrun_request *req, botrun_response *ou
     botrun_response_free(out);
     return failed("fetch", BOTRUN_BAD_RESULT);
   }
-  if (out == &tmp_res) botrun_response_free(out);
   return 0;
+}
+
+/* ---- a flow's API calls: state "botrun.flow.calls" (SPEC.md section 7),
+ * netstrings: for each call the flow made, in order, its id "<api> <method>
+ * <path>", then "R", the status, the number of headers, each header's name
+ * and value (sorted by name) and the body; or "E", the reason and the
+ * message of a call that got no response ---- */
+#define FLOW_CALLS_KEY "botrun.flow.calls"
+
+static void put_netstring(buf *o, const char *s, size_t n) {
+  char len[24];
+  put(o, len, (size_t)snprintf(len, sizeof len, "%zu:", n));
+  put(o, s, n);
+  put(o, ",", 1);
+}
+
+/* netstring reads the netstring at s[*at], of the n bytes at s: its bytes
+ * at *f (*len of them), and *at moves past it. It returns 0 when there is
+ * none: not digits (a leading zero included), no ':', cut short, no ','. */
+static int netstring(const char *s, size_t n, size_t *at, const char **f, size_t *len) {
+  size_t l = 0, i = *at;
+  for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+    if (i > *at && l == 0) return 0; /* a leading zero */
+    if (l > n / 10) return 0;        /* longer than the value */
+    l = l * 10 + (size_t)(s[i] - '0');
+    if (l > n) return 0;
+  }
+  if (i == *at || i >= n || s[i] != ':' || l >= n - i - 1 || s[i + 1 + l] != ',') return 0;
+  *f = s + i + 1;
+  *len = l;
+  *at = i + 2 + l;
+  return 1;
+}
+
+/* decimal reads a number of the kept calls, the n bytes at f: 1 to 9
+ * digits, no leading zero. It returns -1 when they are not one. */
+static int decimal(const char *f, size_t n) {
+  if (n == 0 || n > 9 || (f[0] == '0' && n > 1)) return -1;
+  int v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (f[i] < '0' || f[i] > '9') return -1;
+    v = v * 10 + (f[i] - '0');
+  }
+  return v;
+}
+
+/* bytes_cmp compares the a_len bytes at a with the b_len bytes at b, in
+ * byte order. */
+static int bytes_cmp(const char *a, size_t a_len, const char *b, size_t b_len) {
+  int c = memcmp(a, b, a_len < b_len ? a_len : b_len);
+  return c ? c : a_len < b_len ? -1 : a_len > b_len;
+}
+
+/* A kept call, read in place: pointers into the kept calls' bytes. */
+typedef struct {
+  const char *id, *reason, *message, *body;
+  size_t id_len, reason_len, message_len, body_len;
+  int failed; /* "E": reason and message; else "R": the rest */
+  int status, nheaders;
+  size_t headers; /* where the headers' netstrings begin */
+} kept_call;
+
+/* read_call reads the call at s[*at] (of n bytes) into *c, and *at moves past
+ * it. It returns 0 when the bytes there are not a call the SDKs write: a
+ * field missing, a kind other than R or E, a number that is not decimal, the
+ * headers not sorted by name or a name twice. Every loop consumes bytes, so
+ * no number in the value makes it run longer than the value. */
+static int read_call(const char *s, size_t n, size_t *at, kept_call *c) {
+  const char *f, *prev = NULL;
+  size_t len, prev_len = 0;
+  memset(c, 0, sizeof *c);
+  if (!netstring(s, n, at, &c->id, &c->id_len) || !netstring(s, n, at, &f, &len) || len != 1) return 0;
+  if (f[0] == 'E') {
+    c->failed = 1;
+    return netstring(s, n, at, &c->reason, &c->reason_len) && netstring(s, n, at, &c->message, &c->message_len);
+  }
+  if (f[0] != 'R' || !netstring(s, n, at, &f, &len) || (c->status = decimal(f, len)) < 0 || !netstring(s, n, at, &f, &len) ||
+      (c->nheaders = decimal(f, len)) < 0)
+    return 0;
+  c->headers = *at;
+  for (int i = 0; i < c->nheaders; i++) {
+    const char *name, *value;
+    size_t name_len, value_len;
+    if (!netstring(s, n, at, &name, &name_len) || !netstring(s, n, at, &value, &value_len)) return 0;
+    if (prev && bytes_cmp(prev, prev_len, name, name_len) >= 0) return 0;
+    prev = name, prev_len = name_len;
+  }
+  return netstring(s, n, at, &c->body, &c->body_len);
+}
+
+/* The kept calls of the flow running now: enc holds them as the state does,
+ * ends[i] is where call i ends in it. */
+typedef struct {
+  botrun_ctx *ctx;
+  int loaded, dirty; /* dirty: the kept calls changed in this run */
+  buf enc;
+  size_t *ends;
+  size_t n, cap;
+  size_t next; /* the kept call a replayed step's next call reads */
+} flow_calls;
+
+/* running_calls are those of the flow running now; NULL outside a flow. */
+static flow_calls *running_calls;
+
+/* push_end records a kept call ending at end; 0 when memory is out. */
+static int push_end(flow_calls *fc, size_t end) {
+  if (fc->n == fc->cap) {
+    size_t cap = fc->cap ? fc->cap * 2 : 8;
+    size_t *e = realloc(fc->ends, sizeof *e * cap);
+    if (!e) return 0;
+    fc->ends = e, fc->cap = cap;
+  }
+  fc->ends[fc->n++] = end;
+  return 1;
+}
+
+/* drop_calls keeps the first n calls only. */
+static void drop_calls(flow_calls *fc, size_t n) {
+  fc->n = n;
+  fc->enc.n = n ? fc->ends[n - 1] : 0;
+}
+
+/* load_calls reads the kept calls once, when a replayed step first calls
+ * botrun_fetch. A value it cannot read, or that does not parse, is as none
+ * (the calls are made again): nothing of it is kept, not even a prefix. */
+static void load_calls(flow_calls *fc) {
+  if (fc->loaded) return;
+  fc->loaded = 1;
+  int32_t len = host_state_get(FLOW_CALLS_KEY, (int32_t)strlen(FLOW_CALLS_KEY));
+  if (len < 0) return;
+  char *s = malloc((size_t)len + 1);
+  if (!s) return;
+  if (len > 0 && host_result_read(s, len) != len) {
+    free(s);
+    return;
+  }
+  size_t at = 0;
+  kept_call c;
+  while (at < (size_t)len) {
+    if (!read_call(s, (size_t)len, &at, &c) || !push_end(fc, at)) {
+      fc->n = 0;
+      free(s);
+      return;
+    }
+  }
+  s[len] = 0;
+  fc->enc = (buf){s, (size_t)len, (size_t)len + 1};
+}
+
+/* dup_bytes is a malloc'd copy of the n bytes at s, and a NUL. */
+static char *dup_bytes(const char *s, size_t n) {
+  char *d = grow(NULL, n + 1);
+  memcpy(d, s, n);
+  d[n] = 0;
+  return d;
+}
+
+/* cut_copy copies the n bytes at s into dst (cap bytes), cut to fit its NUL. */
+static void cut_copy(char *dst, size_t cap, const char *s, size_t n) {
+  if (n > cap - 1) n = cap - 1;
+  memcpy(dst, s, n);
+  dst[n] = 0;
+}
+
+/* take_call answers a replayed step's call (api, its id) from the kept call
+ * at its place, if that one has the same id: 0 with *out filled and marked
+ * replayed, or BOTRUN_FETCH_FAILED with *why filled, as the host answered
+ * the message that took the step. It returns 1 when there is no such kept
+ * call: the call is made through the host. */
+static int take_call(flow_calls *fc, const char *api, const buf *id, botrun_response *out, botrun_fetch_error *why) {
+  load_calls(fc);
+  if (fc->next >= fc->n) return 1;
+  size_t at = fc->next ? fc->ends[fc->next - 1] : 0;
+  kept_call c;
+  if (!read_call(fc->enc.b, fc->ends[fc->next], &at, &c) || bytes_cmp(c.id, c.id_len, id->b, id->n)) return 1;
+  fc->next++;
+  if (c.failed) {
+    cut_copy(why->reason, sizeof why->reason, c.reason, c.reason_len);
+    cut_copy(why->message, sizeof why->message, c.message, c.message_len);
+    last_code = BOTRUN_FETCH_FAILED;
+    snprintf(last_error, sizeof last_error, "botrun.fetch %s: FETCH_FAILED: %s%s%s", api ? api : "", why->reason,
+             why->message[0] ? ": " : "", why->message);
+    return BOTRUN_FETCH_FAILED;
+  }
+  out->status = c.status;
+  out->headers = grow(NULL, sizeof *out->headers * ((size_t)c.nheaders + 1));
+  at = c.headers;
+  for (int i = 0; i < c.nheaders; i++) {
+    const char *f;
+    size_t len;
+    netstring(fc->enc.b, fc->enc.n, &at, &f, &len);
+    out->headers[i].name = dup_bytes(f, len);
+    netstring(fc->enc.b, fc->enc.n, &at, &f, &len);
+    out->headers[i].value = dup_bytes(f, len);
+    out->nheaders++;
+  }
+  out->body = dup_bytes(c.body, c.body_len);
+  out->body_len = c.body_len;
+  out->replayed = 1;
+  return 0;
+}
+
+/* keep_call appends the answer of a call of the step this message takes
+ * (rc: botrun_fetch's), after dropping what the replayed steps did not read
+ * (they no longer make it). A call the host refused (another code) got no
+ * answer and is not kept. */
+static void keep_call(flow_calls *fc, const buf *id, int rc, const botrun_response *res, const botrun_fetch_error *why) {
+  if (rc != 0 && rc != BOTRUN_FETCH_FAILED) return;
+  drop_calls(fc, fc->next);
+  buf *o = &fc->enc;
+  size_t start = o->n;
+  put_netstring(o, id->b, id->n);
+  if (rc) {
+    put_netstring(o, "E", 1);
+    put_netstring(o, why->reason, strlen(why->reason));
+    put_netstring(o, why->message, strlen(why->message));
+  } else {
+    char num[24];
+    put_netstring(o, "R", 1);
+    put_netstring(o, num, (size_t)snprintf(num, sizeof num, "%d", res->status));
+    put_netstring(o, num, (size_t)snprintf(num, sizeof num, "%zu", res->nheaders));
+    /* sorted by name (an insertion sort): the same answer, the same bytes */
+    const botrun_header **hs = grow(NULL, sizeof *hs * (res->nheaders + 1));
+    for (size_t i = 0; i < res->nheaders; i++) {
+      size_t j = i;
+      for (; j > 0 && strcmp(hs[j - 1]->name, res->headers[i].name) > 0; j--) hs[j] = hs[j - 1];
+      hs[j] = &res->headers[i];
+    }
+    for (size_t i = 0; i < res->nheaders; i++) {
+      put_netstring(o, hs[i]->name, strlen(hs[i]->name));
+      put_netstring(o, hs[i]->value, strlen(hs[i]->value));
+    }
+    free(hs);
+    put_netstring(o, res->body ? res->body : "", res->body_len);
+  }
+  if (!push_end(fc, o->n)) {
+    o->n = start; /* no memory to keep it: the replay calls again */
+    return;
+  }
+  fc->next = fc->n;
+  fc->dirty = 1;
+}
+
+int botrun_fetch(const char *api, const botrun_request *req, botrun_response *out, botrun_fetch_error *why) {
+  botrun_response tmp_res;
+  botrun_fetch_error tmp_why;
+  if (!out) out = &tmp_res;
+  if (!why) why = &tmp_why;
+  memset(out, 0, sizeof *out);
+  memset(why, 0, sizeof *why);
+  botrun_request none = {0};
+  if (!req) req = &none;
+  flow_calls *fc = running_calls;
+  int rc;
+  if (!fc) {
+    rc = fetch_host(api, req, out, why);
+  } else {
+    /* the call's id: "<api> <method> <path>", GET when the guest gave none */
+    buf id = {0};
+    put(&id, "", 0);
+    puts_(&id, api ? api : "");
+    puts_(&id, " ");
+    puts_(&id, req->method && *req->method ? req->method : "GET");
+    puts_(&id, " ");
+    puts_(&id, req->path ? req->path : "");
+    rc = fc->ctx->replaying ? take_call(fc, api, &id, out, why) : 1;
+    if (rc == 1) {
+      rc = fetch_host(api, req, out, why);
+      if (!fc->ctx->replaying) keep_call(fc, &id, rc, out, why);
+    }
+    free(id.b);
+  }
+  if (out == &tmp_res) botrun_response_free(out);
+  return rc;
 }
 
 int botrun_broadcast_media(botrun_ctx *ctx, const char *const *chats, size_t n, const char *text, const botrun_media *media,
@@ -1153,13 +1421,6 @@ int botrun_state_delete(const char *key) {
  * flow's name, then each answer in order ---- */
 #define FLOW_KEY "botrun.flow"
 
-static void put_netstring(buf *o, const char *s, size_t n) {
-  char len[24];
-  put(o, len, (size_t)snprintf(len, sizeof len, "%zu:", n));
-  put(o, s, n);
-  put(o, ",", 1);
-}
-
 static int save_flow(botrun_flow *f) {
   buf o = {0};
   put_netstring(&o, f->name, strlen(f->name));
@@ -1180,14 +1441,9 @@ static int parse_flow(char *s, size_t n, const char ***fields, size_t **lens) {
   *fields = NULL;
   *lens = NULL;
   while (at < n) {
-    size_t len = 0, i = at;
-    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
-      if (i > at && len == 0) goto bad; /* a leading zero */
-      if (len > n / 10) goto bad;       /* longer than the value */
-      len = len * 10 + (size_t)(s[i] - '0');
-      if (len > n) goto bad;
-    }
-    if (i == at || i >= n || s[i] != ':' || len >= n - i - 1 || s[i + 1 + len] != ',') goto bad;
+    const char *f;
+    size_t len;
+    if (!netstring(s, n, &at, &f, &len)) goto bad;
     const char **fs = realloc(*fields, sizeof **fields * (size_t)(count + 2));
     if (fs) *fields = fs;
     size_t *ls = realloc(*lens, sizeof **lens * (size_t)(count + 2));
@@ -1196,10 +1452,9 @@ static int parse_flow(char *s, size_t n, const char ***fields, size_t **lens) {
       count = BOTRUN_NO_MEMORY;
       goto bad;
     }
-    s[i + 1 + len] = 0;
-    (*fields)[count] = s + i + 1;
+    s[at - 1] = 0; /* the ',' */
+    (*fields)[count] = f;
     (*lens)[count++] = len;
-    at = i + 2 + len;
   }
   if (count > 0) return count;
 bad:
@@ -1210,9 +1465,26 @@ bad:
   return count == BOTRUN_NO_MEMORY ? BOTRUN_NO_MEMORY : -1;
 }
 
+/* save_calls writes the kept calls when this run changed them; an answer
+ * over the chat's state limits is not kept (logged). */
+static int save_calls(flow_calls *fc) {
+  if (!fc->dirty) return 0;
+  int rc = botrun_state_set(FLOW_CALLS_KEY, fc->enc.b ? fc->enc.b : "", fc->enc.n);
+  if (rc != BOTRUN_TOO_LARGE) return rc;
+  botrun_log(BOTRUN_LOG_WARN, "botrun flow: the answers of the flow's API calls are too large for the chat's state "
+                              "(bot.max_chat_state): a later message of the flow calls its APIs again");
+  return botrun_state_delete(FLOW_CALLS_KEY);
+}
+
 static int run_flow(botrun_flow *f, botrun_flow_fn fn) {
   f->ctx->replaying = f->nanswers > 0;
+  /* A new flow starts with no kept calls; a continued one reads them when a
+   * replayed step first calls botrun_fetch. */
+  flow_calls fc = {.ctx = f->ctx, .loaded = f->nanswers == 0};
+  flow_calls *outer = running_calls;
+  running_calls = &fc;
   int rc = fn(f);
+  running_calls = outer;
   if (f->ctx->replaying) {
     f->ctx->replaying = 0;
     char msg[512];
@@ -1222,15 +1494,30 @@ static int run_flow(botrun_flow *f, botrun_flow_fn fn) {
              f->name);
     botrun_log(BOTRUN_LOG_WARN, msg);
   }
-  if (rc == BOTRUN_WAITING) return save_flow(f);
-  if (rc != 0) return rc;
-  return botrun_state_delete(FLOW_KEY);
+  if (rc == BOTRUN_WAITING) {
+    rc = save_calls(&fc);
+    if (rc == 0) rc = save_flow(f);
+  } else if (rc == 0) {
+    /* finished: its kept calls go with it, if it had any */
+    if (fc.n || fc.dirty) rc = botrun_state_delete(FLOW_CALLS_KEY);
+    if (rc == 0) rc = botrun_state_delete(FLOW_KEY);
+  }
+  free(fc.enc.b);
+  free(fc.ends);
+  return rc;
 }
 
 int botrun_ask(botrun_flow *f, const char *question, const char **answer) {
   f->asked++;
   if (f->asked <= f->nanswers) {
-    if (f->asked == f->nanswers) f->ctx->replaying = 0; /* this message's answer: what follows is new */
+    if (f->asked == f->nanswers) {
+      f->ctx->replaying = 0; /* this message's answer: what follows is new */
+      flow_calls *fc = running_calls;
+      if (fc && fc->next < fc->n) {
+        drop_calls(fc, fc->next); /* kept calls the replayed steps no longer made */
+        fc->dirty = 1;
+      }
+    }
     *answer = f->answers[f->asked - 1];
     return 0;
   }

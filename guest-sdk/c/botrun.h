@@ -349,7 +349,8 @@ typedef struct {
   size_t body_len;
   /* 1 when the answer came from the journal: the event is handled again
    * (after a crash, a retry or a replay) and the call it made the first time
-   * is not made again */
+   * is not made again; or, in a flow, from the calls kept with it (a
+   * replayed step's call, see botrun_fetch) */
   int replayed;
 } botrun_response;
 
@@ -375,10 +376,18 @@ typedef struct {
  * without fetch, or outside an event), BOTRUN_HOST_ERROR (the answer could
  * not be journaled: the event's attempt fails), BOTRUN_BAD_RESULT or
  * BOTRUN_NO_MEMORY; on an error *out is empty (botrun_response_free is
- * harmless). A flow's step that calls it while the flow replays calls again,
- * under this event's key: make such calls reads that may be repeated, or
- * pass a key of your own. A module that never calls botrun_fetch does not
- * import fetch, so it loads on a host without it. */
+ * harmless). A module that never calls botrun_fetch does not import fetch,
+ * so it loads on a host without it.
+ *
+ * In a flow, a step's calls are kept with the flow (the chat's state key
+ * "botrun.flow.calls", committed with each message): when a later message
+ * replays the step, its calls are answered from there (out->replayed set,
+ * or BOTRUN_FETCH_FAILED with the kept reason), and not made again, however
+ * many messages the flow takes. A call whose API, method or path differs
+ * from the kept one at its place (the module changed) is made anew. An
+ * answer too large for the chat's state is not kept (logged): the replayed
+ * step calls again under that message's Idempotency-Key. The kept calls'
+ * format is SPEC.md section 7's, shared by every SDK. */
 int botrun_fetch(const char *api, const botrun_request *req, botrun_response *out, botrun_fetch_error *why);
 /* The value of the answer's header name (compared without case), or NULL. */
 const char *botrun_response_header(const botrun_response *res, const char *name);
@@ -475,9 +484,9 @@ int32_t botrun_run_after_send(int32_t len, botrun_send_hook fn);
  * message's answer) its sends are not made: they return 0 with status
  * "replayed", so a reply between two questions goes out once (botrun_edit
  * and botrun_typing return 0 without a call, a broadcast is marked
- * replayed). The state
- * format is abi/SPEC.md section 7, the same in every SDK; any number of
- * answers. */
+ * replayed), and its botrun_fetch calls are answered from the answers kept
+ * with the flow (see botrun_fetch). The state format is abi/SPEC.md section
+ * 7, the same in every SDK; any number of answers. */
 typedef struct botrun_flow botrun_flow;
 typedef int (*botrun_flow_fn)(botrun_flow *f);
 struct botrun_flow {

@@ -35,7 +35,8 @@ type Response struct {
 	Body   []byte
 	// Replayed is true when the answer came from the journal: the event is
 	// handled again (after a crash, a retry or a replay) and the call it
-	// made the first time is not made again.
+	// made the first time is not made again; or, in a flow, from the calls
+	// kept with it (a replayed step's call, see Fetch).
 	Replayed bool
 }
 

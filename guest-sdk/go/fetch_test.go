@@ -153,3 +153,34 @@ func TestFlowKeepsItsCalls(t *testing.T) {
 		t.Fatalf("transcript %q, want %q", h.delivered, want)
 	}
 }
+
+// TestDecodeFlowCalls: the kept calls' format (SPEC.md section 7) reads
+// back to the bytes it was written as; a value encode cannot have written
+// is no kept calls at all, not the calls of a prefix of it.
+func TestDecodeFlowCalls(t *testing.T) {
+	const ok = "21:orders GET /orders/42,1:R,3:200,1:2,12:Content-Type,10:text/plain,4:X-Id,2:42,5:\x00,1:x,"
+	const failed = "26:orders POST /orders/42/pay,1:E,7:timeout,0:,"
+	for _, v := range []string{"", ok, failed, ok + failed, "3:a b,1:R,1:0,1:0,0:,"} {
+		fc := &flowCalls{kept: decodeFlowCalls([]byte(v))}
+		if got := string(fc.encode()); got != v {
+			t.Errorf("%q reads back as %q", v, got)
+		}
+	}
+	for _, v := range []string{
+		ok + "junk",
+		ok + "3:abc,",                           // a call cut short
+		ok + "3:abc,1:E,7:timeout,",             // an E without its message
+		"3:abc,1:X,1:0,",                        // no such kind
+		"3:abc,1:R,4:0200,1:0,0:,",              // a leading zero
+		"3:abc,1:R,2:+2,1:0,0:,",                // a sign
+		"3:abc,1:R,10:2000000000,1:0,0:,",       // over 9 digits
+		"3:abc,1:R,3:200,9:999999999,0:,",       // more headers than fields
+		"3:abc,1:R,3:200,1:2,1:b,0:,1:a,0:,0:,", // not sorted
+		"3:abc,1:R,3:200,1:2,1:a,0:,1:a,0:,0:,", // a name twice
+		"99999999999999999999:x,",
+	} {
+		if kept := decodeFlowCalls([]byte(v)); kept != nil {
+			t.Errorf("%q reads as %d kept calls, want none", v, len(kept))
+		}
+	}
+}

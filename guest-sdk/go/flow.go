@@ -24,8 +24,9 @@ import (
 // went out with the message that took the step, so they return a SendResult
 // with status "replayed" and no host call. A reply between two questions thus
 // goes out once. Its Edit and Typing calls are skipped too (they return nil),
-// and a Broadcast answers Replayed. The flow's state has the format of abi/SPEC.md section 7, the
-// same in every SDK.
+// a Broadcast answers Replayed, and its Fetch calls are answered from the
+// calls kept with the flow (see Context.Fetch). The flow's state has the
+// format of abi/SPEC.md section 7, the same in every SDK.
 type Flow struct {
 	name string
 	fn   func(f *FlowContext) error
@@ -136,7 +137,8 @@ type keptCall struct {
 }
 
 // load reads the kept calls once, when a replayed step first calls Fetch;
-// a state it cannot read is as none (the calls are made again).
+// a state it cannot read, or that does not parse, is as none (the calls
+// are made again).
 func (fc *flowCalls) load(c *Context) {
 	if fc.loaded {
 		return
@@ -146,29 +148,72 @@ func (fc *flowCalls) load(c *Context) {
 	if err != nil || !ok {
 		return
 	}
+	fc.kept = decodeFlowCalls(b)
+}
+
+// decodeFlowCalls reads kept calls, or returns nil for a value encode cannot
+// have written: not netstrings, a call cut short, a kind other than R or E,
+// a number that is not decimal (digits, no leading zero, at most 9), headers
+// not sorted by name or a name given twice. Nothing of such a value is kept:
+// a prefix of it is not the flow's calls.
+func decodeFlowCalls(b []byte) []keptCall {
 	f, err := splitNetstrings(b)
-	for err == nil && len(f) >= 2 {
+	if err != nil {
+		return nil
+	}
+	var kept []keptCall
+	for len(f) > 0 {
+		if len(f) < 2 {
+			return nil
+		}
 		k := keptCall{id: f[0]}
-		switch {
-		case f[1] == "E" && len(f) >= 4:
-			k.err, f = &FetchError{Reason: f[2], Message: f[3]}, f[4:]
-		case f[1] == "R" && len(f) >= 5:
-			status, e1 := strconv.Atoi(f[2])
-			n, e2 := strconv.Atoi(f[3])
-			if e1 != nil || e2 != nil || n < 0 || len(f) < 5+2*n {
-				return
+		switch f[1] {
+		case "E":
+			if len(f) < 4 {
+				return nil
 			}
-			k.res = &Response{Status: status, Header: map[string]string{}}
+			k.err, f = &FetchError{Reason: f[2], Message: f[3]}, f[4:]
+		case "R":
+			if len(f) < 5 {
+				return nil
+			}
+			status, ok1 := decimal(f[2])
+			n, ok2 := decimal(f[3])
+			if !ok1 || !ok2 || n > (len(f)-5)/2 {
+				return nil
+			}
+			k.res = &Response{Status: status, Header: make(map[string]string, n)}
 			for i := range n {
-				k.res.Header[f[4+2*i]] = f[5+2*i]
+				name := f[4+2*i]
+				if i > 0 && name <= f[2+2*i] {
+					return nil // not sorted, or a name twice
+				}
+				k.res.Header[name] = f[5+2*i]
 			}
 			k.res.Body = []byte(f[4+2*n])
 			f = f[5+2*n:]
 		default:
-			return
+			return nil
 		}
-		fc.kept = append(fc.kept, k)
+		kept = append(kept, k)
 	}
+	return kept
+}
+
+// decimal reads a number of the kept calls: 1 to 9 ASCII digits, no leading
+// zero (strconv.Itoa's form, within every SDK's int).
+func decimal(s string) (int, bool) {
+	if len(s) == 0 || len(s) > 9 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, true
 }
 
 // take answers a replayed step's call from the kept one at its place, if

@@ -57,8 +57,10 @@ type scripted struct {
 	// maxSends fails the send, enqueue or post past it, like bot.max_sends.
 	maxSends int
 	state    map[string]string
-	// getErr, setErr and delErr answer every StateGet, StateSet, StateDelete.
+	// getErr, setErr and delErr answer every StateGet, StateSet, StateDelete;
+	// with setErrKey, setErr answers only the StateSet of that key.
 	getErr, setErr, delErr error
+	setErrKey              string
 	// media answers LoadMedia (default: 11 bytes at index 0, else ErrNoMedia).
 	media func(index int) ([]byte, error)
 	// journal holds the broadcast keys journaled so far: a key already in it
@@ -89,8 +91,11 @@ type scripted struct {
 
 var errSendCap = errors.New("the handler sent more than bot.max_sends")
 
+// short is s as the calls record it: in full up to 256 bytes (a flow's
+// state, botrun.flow.calls included, is checked byte for byte), else its
+// length.
 func short(s string) string {
-	if len(s) > 40 {
+	if len(s) > 256 {
 		return fmt.Sprintf("<%d bytes>", len(s))
 	}
 	return s
@@ -247,7 +252,7 @@ func (e *scripted) StateGet(_ context.Context, key string) ([]byte, bool, error)
 
 func (e *scripted) StateSet(_ context.Context, key string, value []byte) error {
 	e.calls = append(e.calls, fmt.Sprintf("state-set %s %s", key, short(string(value))))
-	if e.setErr != nil {
+	if e.setErr != nil && (e.setErrKey == "" || e.setErrKey == key) {
 		return e.setErr
 	}
 	e.state[key] = string(value)
@@ -732,10 +737,148 @@ var fetchRows = []conformanceRow{
 		want: "err NOT_FOUND", handlerErr: "botrun.fetch: NOT_FOUND"},
 }
 
+// The flow fetcher (examples/CONFORMANCE.md) calls orders GET /orders/42,
+// asks next?, calls orders POST /orders/42/pay and asks last?; its kept
+// calls (the state key botrun.flow.calls, abi/SPEC.md section 7) as every
+// SDK writes them, and what the guest makes of each answer.
+const (
+	flowGetCall = `fetch {"api":"orders","path":"/orders/42"}`
+	flowPayCall = `fetch {"api":"orders","method":"POST","path":"/orders/42/pay"}`
+	// The scripted host's answer to each, kept.
+	liveGet = "21:orders GET /orders/42,1:R,3:200,1:1,12:Content-Type,10:text/plain,5:hello,"
+	livePay = "26:orders POST /orders/42/pay,1:R,3:200,1:1,12:Content-Type,10:text/plain,5:hello,"
+	// Answers kept by the messages that took the steps.
+	keptGet       = "21:orders GET /orders/42,1:R,3:200,1:1,12:Content-Type,10:text/plain,7:shipped,"
+	keptGetFailed = "21:orders GET /orders/42,1:E,7:timeout,4:gone,"
+	keptPay       = "26:orders POST /orders/42/pay,1:R,3:200,1:1,12:Content-Type,10:text/plain,4:paid,"
+	// Raw bytes (a NUL, ',' and ':' in the body), two headers sorted by name.
+	keptGetBytes = "21:orders GET /orders/42,1:R,3:404,1:2,12:Content-Type,24:application/octet-stream,4:X-Id,2:42,5:\x00,1:x,"
+
+	liveOutcome          = "fetch 200 replayed=false headers=1 type=text/plain len=5 body=hello"
+	keptGetOutcome       = "fetch 200 replayed=true headers=1 type=text/plain len=7 body=shipped"
+	keptPayOutcome       = "fetch 200 replayed=true headers=1 type=text/plain len=4 body=paid"
+	keptGetBytesOutcome  = "fetch 404 replayed=true headers=2 type=application/octet-stream len=5 body=hex:002c313a78"
+	keptGetFailedOutcome = "fetch-failed timeout gone"
+)
+
+// fetcherState scripts the chat's flow state and kept calls ("": none).
+func fetcherState(flow, calls string) func(e *scripted) {
+	return func(e *scripted) {
+		e.state["botrun.flow"] = flow
+		if calls != "" {
+			e.state["botrun.flow.calls"] = calls
+		}
+	}
+}
+
+// fetcherReplay is what a message answering next? makes when the replay of
+// the first step read the kept call answered by replayed: the second call
+// reaches the host and is kept, after the first as the replay left it
+// (kept: "" when it was not kept).
+func fetcherReplay(replayed, kept string) []string {
+	return []string{"post c1 had " + replayed + " key=", flowPayCall, "post c1 paid " + liveOutcome + " key=", "post c1 last? key=",
+		"state-set botrun.flow.calls " + kept + livePay, "state-set botrun.flow 7:fetcher,13:flow-continue,"}
+}
+
+// fetcherCalledAgain is what a message answering next? makes when the
+// replay had no kept call for the first step: the call reaches the host
+// again and is not kept (it is a replayed step's); the second is.
+var fetcherCalledAgain = append([]string{flowGetCall}, fetcherReplay(liveOutcome, "")...)
+
+// flowCallRows: a flow's API calls (abi/SPEC.md section 7, "API calls of
+// replayed steps"). A step's call is made once, by the message that takes
+// the step, and kept in botrun.flow.calls with the exact bytes every SDK
+// writes; a later message replaying the step reads the kept answer (a
+// response marked replayed, or the FETCH_FAILED) without calling the host.
+var flowCallRows = []conformanceRow{
+	{name: "flow/fetcher-start", text: "flow-start fetcher", want: "ok", noLogs: []string{"level=WARN"},
+		calls: []string{flowGetCall, "post c1 first " + liveOutcome + " key=", "post c1 next? key=",
+			"state-set botrun.flow.calls " + liveGet, "state-set botrun.flow 7:fetcher,"}},
+	// A call that got no response is kept too, as E.
+	{name: "flow/fetcher-start-keeps-fetch-failed", text: "flow-start fetcher",
+		env: fetchFails(&abi.FetchError{Reason: abi.FetchTimeout, Message: "gone"}), want: "ok",
+		calls: []string{flowGetCall, "post c1 first " + keptGetFailedOutcome + " key=", "post c1 next? key=",
+			"state-set botrun.flow.calls " + keptGetFailed, "state-set botrun.flow 7:fetcher,"}},
+	// The state write of the calls refused (bot.max_chat_state): the key is
+	// deleted, a warning logged, and the flow's own state still written.
+	{name: "flow/fetcher-calls-too-large", text: "flow-start fetcher", env: func(e *scripted) {
+		e.setErr, e.setErrKey = wasm.ErrStateTooLarge, "botrun.flow.calls"
+	}, want: "ok", logs: []string{"level=WARN", "the answers of the flow's API calls are too large for the chat's state"},
+		calls: []string{flowGetCall, "post c1 first " + liveOutcome + " key=", "post c1 next? key=",
+			"state-set botrun.flow.calls " + liveGet, "state-delete botrun.flow.calls", "state-set botrun.flow 7:fetcher,"}},
+
+	// The replayed first step's call reads the kept answer: no fetch of it
+	// reaches the host.
+	{name: "flow/fetcher-replays-kept-response", text: "flow-continue", env: fetcherState("7:fetcher,", keptGet),
+		want: "in-flow", calls: fetcherReplay(keptGetOutcome, keptGet)},
+	{name: "flow/fetcher-replays-kept-fetch-failed", text: "flow-continue", env: fetcherState("7:fetcher,", keptGetFailed),
+		want: "in-flow", calls: fetcherReplay(keptGetFailedOutcome, keptGetFailed)},
+	// A call the host refused got no answer: it is not kept, and the kept
+	// calls, unchanged in this run, are not written.
+	{name: "flow/fetcher-refused-not-kept", text: "flow-continue", env: func(e *scripted) {
+		fetcherState("7:fetcher,", keptGet)(e)
+		fetchFails(fmt.Errorf("%q: %w", "orders", wasm.ErrNoAPI))(e)
+	}, want: "in-flow", calls: []string{"post c1 had " + keptGetOutcome + " key=", flowPayCall, "post c1 paid err NOT_FOUND key=",
+		"post c1 last? key=", "state-set botrun.flow 7:fetcher,13:flow-continue,"}},
+	{name: "flow/fetcher-replays-kept-bytes", text: "flow-continue", env: fetcherState("7:fetcher,", keptGetBytes),
+		want: "in-flow", calls: fetcherReplay(keptGetBytesOutcome, keptGetBytes)},
+	// Kept calls the replay did not read are dropped when the flow reaches
+	// this message's question: the live call is made and appended, never
+	// answered from the kept one of the same id.
+	{name: "flow/fetcher-drops-unread", text: "flow-continue", env: fetcherState("7:fetcher,", keptGet+keptPay),
+		want: "in-flow", calls: fetcherReplay(keptGetOutcome, keptGet)},
+	// The flow finishing: both replayed calls read, none made; its kept
+	// calls go with it.
+	{name: "flow/fetcher-finishes", text: "flow-continue", env: fetcherState("7:fetcher,13:flow-continue,", keptGet+keptPay),
+		want: "in-flow", calls: []string{"post c1 end " + keptPayOutcome + " key=", "state-delete botrun.flow.calls", "state-delete botrun.flow"}},
+	// A flow that had no kept calls deletes none.
+	{name: "flow/fetcher-finishes-nothing-kept", text: "flow-continue", env: fetcherState("7:fetcher,13:flow-continue,", ""),
+		want: "in-flow", calls: []string{flowGetCall, flowPayCall, "post c1 end " + liveOutcome + " key=", "state-delete botrun.flow"}},
+	{name: "flow/fetcher-no-kept-calls", text: "flow-continue", env: fetcherState("7:fetcher,", ""), want: "in-flow", calls: fetcherCalledAgain},
+}
+
 func init() {
 	conformanceRows = append(conformanceRows, buttonRows...)
 	conformanceRows = append(conformanceRows, channelRows...)
 	conformanceRows = append(conformanceRows, fetchRows...)
+	conformanceRows = append(conformanceRows, flowCallRows...)
+	// A kept call whose api, method or path differs (the module changed):
+	// the call is made through the host and not kept, and the kept one,
+	// unread, is dropped.
+	for _, c := range []struct{ name, kept string }{
+		{"path", "21:orders GET /orders/41,1:R,3:200,1:1,12:Content-Type,10:text/plain,7:shipped,"},
+		{"method", "22:orders HEAD /orders/42,1:R,3:200,1:1,12:Content-Type,10:text/plain,7:shipped,"},
+		{"api", "21:stocks GET /orders/42,1:E,7:timeout,4:gone,"},
+	} {
+		conformanceRows = append(conformanceRows, conformanceRow{name: "flow/fetcher-module-changed-" + c.name, text: "flow-continue",
+			env: fetcherState("7:fetcher,", c.kept), want: "in-flow", calls: fetcherCalledAgain})
+	}
+	// A value of botrun.flow.calls that does not parse is no kept calls,
+	// not even a prefix of it: the call is made again, and no SDK traps.
+	for _, c := range []struct{ name, calls string }{
+		{"empty", ""},
+		{"junk", "junk"},
+		{"trailing-junk", keptGet + "junk"},
+		{"call-cut-short", keptGet + "3:abc,"},
+		{"body-cut-short", keptGet[:len(keptGet)-1]},
+		{"fetch-failed-cut-short", "21:orders GET /orders/42,1:E,7:timeout,"},
+		{"no-such-kind", "21:orders GET /orders/42,1:X,7:shipped,"},
+		{"status-leading-zero", "21:orders GET /orders/42,1:R,4:0200,1:0,7:shipped,"},
+		{"status-signed", "21:orders GET /orders/42,1:R,4:+200,1:0,7:shipped,"},
+		{"status-over-9-digits", "21:orders GET /orders/42,1:R,10:2000000000,1:0,7:shipped,"},
+		{"headers-past-the-value", "21:orders GET /orders/42,1:R,3:200,9:999999999,7:shipped,"},
+		{"headers-not-sorted", "21:orders GET /orders/42,1:R,3:200,1:2,4:X-Id,2:42,12:Content-Type,10:text/plain,7:shipped,"},
+		{"header-twice", "21:orders GET /orders/42,1:R,3:200,1:2,4:X-Id,2:42,4:X-Id,2:43,7:shipped,"},
+		{"length-past-any-int", "99999999999999999999:x,"},
+		{"length-wraps-32-bits", "4294967297:x,"},
+		{"length-leading-zero", "021:orders GET /orders/42,1:E,7:timeout,4:gone,"},
+	} {
+		conformanceRows = append(conformanceRows, conformanceRow{name: "flow/fetcher-bad-calls-" + c.name, text: "flow-continue",
+			env: func(e *scripted) {
+				e.state["botrun.flow"] = "7:fetcher,"
+				e.state["botrun.flow.calls"] = c.calls
+			}, want: "in-flow", calls: fetcherCalledAgain})
+	}
 }
 
 // confLog is a log sink the test reads back.

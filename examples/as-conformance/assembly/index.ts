@@ -136,6 +136,27 @@ const typist = new Flow("typist", (f: FlowContext): string | null => {
   return f.ctx.edit(f.ctx.event.chat, "m-1", a).error();
 });
 
+// fetcher calls orders GET /orders/42 and replies its outcome, asks
+// "next?", replies that outcome again, calls orders POST /orders/42/pay and
+// replies its outcome, asks "last?" and replies the second outcome again. A
+// replayed step's call is answered from the calls kept with the flow,
+// marked replayed, and does not reach the host (abi/SPEC.md section 7).
+const fetcher = new Flow("fetcher", (f: FlowContext): string | null => {
+  const first = fetchDone(f.ctx.fetch("orders", new Request("/orders/42")));
+  let e = f.ctx.reply("first " + first).error();
+  if (e != null) return e;
+  if (f.ask("next?") == null) return WAITING;
+  e = f.ctx.reply("had " + first).error();
+  if (e != null) return e;
+  const pay = new Request("/orders/42/pay");
+  pay.method = "POST";
+  const second = fetchDone(f.ctx.fetch("orders", pay));
+  e = f.ctx.reply("paid " + second).error();
+  if (e != null) return e;
+  if (f.ask("last?") == null) return WAITING;
+  return f.ctx.reply("end " + second).error();
+});
+
 let handlerError: string | null = null;
 
 function run(ctx: Context, args: string[]): string {
@@ -241,9 +262,12 @@ function run(ctx: Context, args: string[]): string {
     if (cmd == "fail-fetch") handlerError = o.error();
     return fetchDone(o);
   }
-  if (cmd == "flow-start") return done(ctx.start(args.length > 1 && args[1] == "typist" ? typist : signup));
+  if (cmd == "flow-start") {
+    const name = args.length > 1 ? args[1] : "";
+    return done(ctx.start(name == "typist" ? typist : name == "fetcher" ? fetcher : signup));
+  }
   if (cmd == "flow-continue") {
-    const o = ctx.continueFlow([signup, typist]);
+    const o = ctx.continueFlow([signup, typist, fetcher]);
     if (!o.ok) return failure(o);
     return o.inFlow ? "in-flow" : "not-in-flow";
   }

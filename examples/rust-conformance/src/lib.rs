@@ -126,10 +126,36 @@ fn typist(f: &mut botrun::Flow) -> Result<(), Error> {
     f.ctx.edit(&chat, "m-1", &a)
 }
 
+/// The outcome line of a fetch.
+fn call_outcome(r: Result<Response, Error>) -> String {
+    match r {
+        Ok(r) => fetch_outcome(&r),
+        Err(e) => failure(&e),
+    }
+}
+
+/// Calls orders GET /orders/42 and replies its outcome, asks "next?",
+/// replies that outcome again, calls orders POST /orders/42/pay and replies
+/// its outcome, asks "last?" and replies the second outcome again. A
+/// replayed step's call is answered from the calls kept with the flow,
+/// marked replayed, and does not reach the host (abi/SPEC.md section 7).
+fn fetcher(f: &mut botrun::Flow) -> Result<(), Error> {
+    let first = call_outcome(f.ctx.fetch("orders", &Request { path: "/orders/42", ..Default::default() }));
+    f.ctx.reply(&format!("first {}", first))?;
+    f.ask("next?")?;
+    f.ctx.reply(&format!("had {}", first))?;
+    let second = call_outcome(f.ctx.fetch("orders", &Request { method: "POST", path: "/orders/42/pay", ..Default::default() }));
+    f.ctx.reply(&format!("paid {}", second))?;
+    f.ask("last?")?;
+    f.ctx.reply(&format!("end {}", second))?;
+    Ok(())
+}
+
 fn flows() -> botrun::Flows {
     let mut m: HashMap<&'static str, botrun::FlowFn> = HashMap::new();
     m.insert("signup", signup);
     m.insert("typist", typist);
+    m.insert("fetcher", fetcher);
     botrun::Flows(m)
 }
 
@@ -261,7 +287,14 @@ fn run(ctx: &mut Context, args: &[&str]) -> (String, Result<(), Error>) {
                 Err(e) => failure(&e),
             }
         }
-        "flow-start" => ok(ctx.start(&flows(), if args.get(1) == Some(&"typist") { "typist" } else { "signup" })),
+        "flow-start" => ok(ctx.start(
+            &flows(),
+            match args.get(1) {
+                Some(&"typist") => "typist",
+                Some(&"fetcher") => "fetcher",
+                _ => "signup",
+            },
+        )),
         "flow-continue" => match ctx.continue_flow(&flows()) {
             Ok(true) => "in-flow".to_string(),
             Ok(false) => "not-in-flow".to_string(),

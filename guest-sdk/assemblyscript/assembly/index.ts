@@ -341,7 +341,8 @@ export class Response {
   body: ArrayBuffer = new ArrayBuffer(0);
   // replayed is true when the answer came from the journal: the event is
   // handled again (after a crash, a retry or a replay) and the call it made
-  // the first time is not made again.
+  // the first time is not made again; or, in a flow, from the calls kept
+  // with it (a replayed step's call, see Context.fetch).
   replayed: bool = false;
   // header is the value of the header name, compared without case, or null.
   header(name: string): string | null {
@@ -880,6 +881,9 @@ export class Context {
   // replaying is set while a flow replays the steps it already took: its
   // sends are not made.
   replaying: bool = false;
+  // calls are the kept calls of the flow running now (null outside a flow):
+  // fetch answers a replayed step's calls from them.
+  calls: FlowCalls | null = null;
   constructor(e: Event) { this.event = e; }
 
   // send sends text to chat (key: "" for a derived key) and waits for the
@@ -1054,11 +1058,33 @@ export class Context {
   // Idempotency-Key. The answer is journaled before fetch returns: when the
   // event is handled again, the same call gets the same answer
   // (Response.replayed) without calling the API again. See FetchOutcome for
-  // the codes. A flow's step that calls fetch calls again while the flow
-  // replays it, under this event's key: make such calls reads that may be
-  // repeated, or pass a key of your own. A module that never calls fetch
-  // does not import it, so it loads on a host without it.
+  // the codes. A module that never calls fetch does not import it, so it
+  // loads on a host without it.
+  //
+  // In a flow, a step's calls are kept with the flow (the chat's state key
+  // "botrun.flow.calls", committed with each message): when a later message
+  // replays the step, its calls are answered from there (marked replayed, or
+  // the kept FetchFailed), and not made again, however many messages the
+  // flow takes. A call whose API, method or path differs from the kept one
+  // at its place (the module changed) is made anew. An answer too large for
+  // the chat's state is not kept (logged): the replayed step calls again
+  // under that message's Idempotency-Key. The kept calls' format is SPEC.md
+  // section 7's, shared by every SDK.
   fetch(api: string, req: Request): FetchOutcome {
+    if (this.calls == null) return this.fetchHost(api, req);
+    const calls = changetype<FlowCalls>(this.calls);
+    const id = utf8(api + " " + (req.method.length > 0 ? req.method : "GET") + " " + req.path);
+    if (this.replaying) {
+      const kept = calls.take(api, id);
+      if (kept != null) return changetype<FetchOutcome>(kept);
+    }
+    const o = this.fetchHost(api, req);
+    if (!this.replaying) calls.keep(id, o);
+    return o;
+  }
+
+  // fetchHost makes the call through the host.
+  private fetchHost(api: string, req: Request): FetchOutcome {
     const o = new FetchOutcome();
     o.func = "fetch";
     const b = utf8(fetchRequest(api, req));
@@ -1216,7 +1242,9 @@ export const REPLAYED = "replayed";
 // start for each message with the answers so far; while it replays the steps
 // it already took (up to the ask that returns this message's answer) its
 // sends are not made, so a reply between two questions goes out once (edit
-// and typing make no call and answer OK, a broadcast is marked replayed).
+// and typing make no call and answer OK, a broadcast is marked replayed), and
+// its fetch calls are answered from the answers kept with the flow (see
+// Context.fetch).
 export class FlowContext {
   ctx: Context;
   answers: string[];
@@ -1231,7 +1259,16 @@ export class FlowContext {
   ask(question: string): string | null {
     this.asked++;
     if (this.asked <= this.answers.length) {
-      if (this.asked == this.answers.length) this.ctx.replaying = false; // this message's answer: what follows is new
+      if (this.asked == this.answers.length) {
+        this.ctx.replaying = false; // this message's answer: what follows is new
+        if (this.ctx.calls != null) {
+          const calls = changetype<FlowCalls>(this.ctx.calls);
+          if (calls.next < calls.ends.length) {
+            calls.truncate(calls.next); // kept calls the replayed steps no longer made
+            calls.dirty = true;
+          }
+        }
+      }
       return this.answers[this.asked - 1];
     }
     const o = this.ctx.reply(question);
@@ -1246,64 +1283,335 @@ export class Flow {
   constructor(name: string, fn: (f: FlowContext) => string | null) { this.name = name; this.fn = fn; }
 }
 
-// decodeFlow returns the fields of a flow state (the name, then the answers),
-// or null when the value is not a non-empty sequence of netstrings.
-function decodeFlow(buf: ArrayBuffer): string[] | null {
-  const b = Uint8Array.wrap(buf);
-  const n = b.length;
-  const fields: string[] = [];
-  let at = 0;
-  while (at < n) {
+// Netstrings reads netstrings (SPEC.md section 7: no leading zero, nothing
+// cut short) from b, of n bytes, from at.
+class Netstrings {
+  b: Uint8Array;
+  n: i32;
+  at: i32;
+  // start and len are where the bytes of the netstring next read are.
+  start: i32 = 0;
+  len: i32 = 0;
+  constructor(b: Uint8Array, at: i32, n: i32) { this.b = b; this.at = at; this.n = n; }
+  // next reads the netstring at at, and at moves past it; false when there
+  // is none.
+  next(): bool {
+    const b = this.b, n = this.n, at = this.at;
     let len = 0;
     let i = at;
     for (; i < n && b[i] >= 0x30 && b[i] <= 0x39; i++) {
-      if (i > at && len == 0) return null; // a leading zero
-      if (len > n / 10) return null; // longer than the value
+      if (i > at && len == 0) return false; // a leading zero
+      if (len > n / 10) return false; // longer than the value
       len = len * 10 + <i32>(b[i] - 0x30);
-      if (len > n) return null;
+      if (len > n) return false;
     }
-    if (i == at || i >= n || b[i] != 0x3a || len >= n - i - 1 || b[i + 1 + len] != 0x2c) return null;
-    fields.push(String.UTF8.decode(buf.slice(i + 1, i + 1 + len)));
-    at = i + 2 + len;
+    if (i == at || i >= n || b[i] != 0x3a || len >= n - i - 1 || b[i + 1 + len] != 0x2c) return false;
+    this.start = i + 1;
+    this.len = len;
+    this.at = i + 2 + len;
+    return true;
+  }
+  // bytes are the bytes of the netstring read last.
+  bytes(): ArrayBuffer { return this.b.slice(this.start, this.start + this.len).buffer; }
+  text(): string { return String.UTF8.decode(this.bytes()); }
+}
+
+// decodeFlow returns the fields of a flow state (the name, then the answers),
+// or null when the value is not a non-empty sequence of netstrings.
+function decodeFlow(buf: ArrayBuffer): string[] | null {
+  const r = new Netstrings(Uint8Array.wrap(buf), 0, buf.byteLength);
+  const fields: string[] = [];
+  while (r.at < r.n) {
+    if (!r.next()) return null;
+    fields.push(r.text());
   }
   return fields.length > 0 ? fields : null;
 }
 
+// Bytes builds netstrings.
+class Bytes {
+  parts: ArrayBuffer[] = [];
+  total: i32 = 0;
+  add(b: ArrayBuffer): void {
+    this.parts.push(b);
+    this.total += b.byteLength;
+  }
+  netstring(v: ArrayBuffer): void {
+    this.add(utf8(v.byteLength.toString() + ":"));
+    this.add(v);
+    this.add(utf8(","));
+  }
+  join(): ArrayBuffer {
+    const out = new Uint8Array(this.total);
+    let at = 0;
+    for (let i = 0; i < this.parts.length; i++) {
+      out.set(Uint8Array.wrap(this.parts[i]), at);
+      at += this.parts[i].byteLength;
+    }
+    return out.buffer;
+  }
+}
+
 function encodeFlow(name: string, answers: string[]): ArrayBuffer {
-  const parts: ArrayBuffer[] = [];
-  let total = 0;
-  const all = [name].concat(answers);
-  for (let i = 0; i < all.length; i++) {
-    const v = utf8(all[i]);
-    const p = utf8(v.byteLength.toString() + ":");
-    parts.push(p);
-    parts.push(v);
-    parts.push(utf8(","));
-    total += p.byteLength + v.byteLength + 1;
+  const o = new Bytes();
+  o.netstring(utf8(name));
+  for (let i = 0; i < answers.length; i++) o.netstring(utf8(answers[i]));
+  return o.join();
+}
+
+// ---- a flow's API calls: state "botrun.flow.calls" (SPEC.md section 7),
+// netstrings: for each call the flow made, in order, its id "<api> <method>
+// <path>", then "R", the status, the number of headers, each header's name
+// and value (sorted by name, byte order) and the body; or "E", the reason
+// and the message of a call that got no response ----
+const FLOW_CALLS_KEY = "botrun.flow.calls";
+
+// decimal reads a number of the kept calls, the netstring r read last: 1 to
+// 9 digits, no leading zero; -1 when it is not one.
+function decimal(r: Netstrings): i32 {
+  const b = r.b, s = r.start, n = r.len;
+  if (n == 0 || n > 9 || (b[s] == 0x30 && n > 1)) return -1;
+  let v = 0;
+  for (let i = s; i < s + n; i++) {
+    if (b[i] < 0x30 || b[i] > 0x39) return -1;
+    v = v * 10 + <i32>(b[i] - 0x30);
   }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (let i = 0; i < parts.length; i++) {
-    out.set(Uint8Array.wrap(parts[i]), at);
-    at += parts[i].byteLength;
+  return v;
+}
+
+// compareBytes compares a[as, as+an) with b[bs, bs+bn) in byte order.
+function compareBytes(a: Uint8Array, as: i32, an: i32, b: Uint8Array, bs: i32, bn: i32): i32 {
+  const n = an < bn ? an : bn;
+  for (let i = 0; i < n; i++) {
+    if (a[as + i] != b[bs + i]) return a[as + i] < b[bs + i] ? -1 : 1;
   }
-  return out.buffer;
+  return an < bn ? -1 : an > bn ? 1 : 0;
+}
+
+// KeptCall is a kept call read in place: where its fields are in the kept
+// calls' bytes.
+class KeptCall {
+  idStart: i32 = 0;
+  idLen: i32 = 0;
+  // failed is "E" (reason and message); else "R" (the rest).
+  failed: bool = false;
+  reasonStart: i32 = 0;
+  reasonLen: i32 = 0;
+  messageStart: i32 = 0;
+  messageLen: i32 = 0;
+  status: i32 = 0;
+  nheaders: i32 = 0;
+  // headers is where the headers' netstrings begin.
+  headers: i32 = 0;
+  bodyStart: i32 = 0;
+  bodyLen: i32 = 0;
+}
+
+// readCall reads the call at r.at, and r.at moves past it; null when the
+// bytes there are not a call the SDKs write (a field missing, a kind other
+// than R or E, a number that is not decimal, the headers not sorted by name
+// or a name twice). Each header read consumes bytes, so no number in the
+// value makes it run longer than the value.
+function readCall(r: Netstrings): KeptCall | null {
+  const c = new KeptCall();
+  if (!r.next()) return null;
+  c.idStart = r.start;
+  c.idLen = r.len;
+  if (!r.next() || r.len != 1) return null;
+  const kind = r.b[r.start];
+  if (kind == 0x45) { // E
+    c.failed = true;
+    if (!r.next()) return null;
+    c.reasonStart = r.start;
+    c.reasonLen = r.len;
+    if (!r.next()) return null;
+    c.messageStart = r.start;
+    c.messageLen = r.len;
+    return c;
+  }
+  if (kind != 0x52) return null; // R
+  if (!r.next() || (c.status = decimal(r)) < 0) return null;
+  if (!r.next() || (c.nheaders = decimal(r)) < 0) return null;
+  c.headers = r.at;
+  let prevStart = -1, prevLen = 0;
+  for (let i = 0; i < c.nheaders; i++) {
+    if (!r.next()) return null;
+    if (prevStart >= 0 && compareBytes(r.b, prevStart, prevLen, r.b, r.start, r.len) >= 0) return null; // not sorted, or a name twice
+    prevStart = r.start;
+    prevLen = r.len;
+    if (!r.next()) return null;
+  }
+  if (!r.next()) return null;
+  c.bodyStart = r.start;
+  c.bodyLen = r.len;
+  return c;
+}
+
+// FlowCalls are the kept calls of the flow running now: enc holds them as
+// the state does, ends[i] is where call i ends in it.
+export class FlowCalls {
+  loaded: bool = false;
+  // dirty says the kept calls changed in this run.
+  dirty: bool = false;
+  enc: ArrayBuffer = new ArrayBuffer(0);
+  ends: i32[] = [];
+  // next is the kept call a replayed step's next call reads.
+  next: i32 = 0;
+
+  // truncate keeps the first n calls only.
+  truncate(n: i32): void {
+    const end = n > 0 ? this.ends[n - 1] : 0;
+    this.ends.length = n;
+    this.enc = this.enc.slice(0, end);
+  }
+
+  // load reads the kept calls once, when a replayed step first calls fetch.
+  // A value it cannot read, or that does not parse, is as none (the calls
+  // are made again): nothing of it is kept, not even a prefix.
+  load(): void {
+    if (this.loaded) return;
+    this.loaded = true;
+    const k = utf8(FLOW_CALLS_KEY);
+    const n = host_state_get(changetype<usize>(k), k.byteLength);
+    const st = pull(n);
+    if (st == null) return;
+    const b = changetype<ArrayBuffer>(st);
+    const r = new Netstrings(Uint8Array.wrap(b), 0, b.byteLength);
+    const ends: i32[] = [];
+    while (r.at < r.n) {
+      if (readCall(r) == null) return;
+      ends.push(r.at);
+    }
+    this.enc = b;
+    this.ends = ends;
+  }
+
+  // take answers a replayed step's call (id) from the kept call at its
+  // place, if that one has the same id, as the host answered the message
+  // that took the step; null when there is none: the call is made through
+  // the host.
+  take(api: string, id: ArrayBuffer): FetchOutcome | null {
+    this.load();
+    if (this.next >= this.ends.length) return null;
+    const b = Uint8Array.wrap(this.enc);
+    const r = new Netstrings(b, this.next > 0 ? this.ends[this.next - 1] : 0, this.ends[this.next]);
+    const kept = readCall(r);
+    if (kept == null) return null;
+    const c = changetype<KeptCall>(kept);
+    if (compareBytes(b, c.idStart, c.idLen, Uint8Array.wrap(id), 0, id.byteLength) != 0) return null;
+    this.next++;
+    const o = new FetchOutcome();
+    o.func = "fetch";
+    if (c.failed) {
+      const e = new FetchError();
+      e.reason = String.UTF8.decode(this.enc.slice(c.reasonStart, c.reasonStart + c.reasonLen));
+      e.message = String.UTF8.decode(this.enc.slice(c.messageStart, c.messageStart + c.messageLen));
+      o.fetchError = e;
+      o.message = "botrun.fetch " + api + ": FETCH_FAILED: " + e.reason + (e.message.length > 0 ? ": " + e.message : "");
+      return failed(o, "fetch", Code.FetchFailed);
+    }
+    const res = new Response();
+    res.status = c.status;
+    const h = new Netstrings(b, c.headers, this.enc.byteLength);
+    for (let i = 0; i < c.nheaders; i++) {
+      h.next();
+      const name = h.text();
+      h.next();
+      res.headers.set(name, h.text());
+    }
+    res.body = this.enc.slice(c.bodyStart, c.bodyStart + c.bodyLen);
+    res.replayed = true;
+    o.response = res;
+    return o;
+  }
+
+  // keep appends the answer of a call of the step this message takes (o),
+  // after dropping what the replayed steps did not read (they no longer make
+  // it). A call the host refused (another code) got no answer and is not
+  // kept.
+  keep(id: ArrayBuffer, o: FetchOutcome): void {
+    const out = new Bytes();
+    out.add(this.enc.slice(0, this.next > 0 ? this.ends[this.next - 1] : 0));
+    out.netstring(id);
+    if (o.ok && o.response != null) {
+      const res = changetype<Response>(o.response);
+      out.netstring(utf8("R"));
+      out.netstring(utf8(res.status.toString()));
+      out.netstring(utf8(res.headers.size.toString()));
+      // sorted by name, byte order (an insertion sort): the same answer,
+      // the same bytes
+      const names = res.headers.keys();
+      const raw: ArrayBuffer[] = [];
+      for (let i = 0; i < names.length; i++) raw.push(utf8(names[i]));
+      for (let i = 1; i < names.length; i++) {
+        const name = names[i], nb = raw[i];
+        let j = i;
+        for (; j > 0 && compareBytes(Uint8Array.wrap(raw[j - 1]), 0, raw[j - 1].byteLength, Uint8Array.wrap(nb), 0, nb.byteLength) > 0; j--) {
+          raw[j] = raw[j - 1];
+          names[j] = names[j - 1];
+        }
+        raw[j] = nb;
+        names[j] = name;
+      }
+      for (let i = 0; i < names.length; i++) {
+        out.netstring(raw[i]);
+        out.netstring(utf8(res.headers.get(names[i])));
+      }
+      out.netstring(res.body);
+    } else if (o.code == Code.FetchFailed && o.fetchError != null) {
+      const e = changetype<FetchError>(o.fetchError);
+      out.netstring(utf8("E"));
+      out.netstring(utf8(e.reason));
+      out.netstring(utf8(e.message));
+    } else return;
+    this.ends.length = this.next;
+    this.enc = out.join();
+    this.ends.push(this.enc.byteLength);
+    this.next = this.ends.length;
+    this.dirty = true;
+  }
+
+  // save writes the kept calls when this run changed them; an answer over
+  // the chat's state limits is not kept (logged).
+  save(ctx: Context): Outcome {
+    if (!this.dirty) return new Outcome();
+    const o = setState(utf8(FLOW_CALLS_KEY), this.enc);
+    if (o.code != Code.TooLarge) return o;
+    log(LOG_WARN, "botrun flow: the answers of the flow's API calls are too large for the chat's state (bot.max_chat_state): a later message of the flow calls its APIs again");
+    return ctx.stateDelete(FLOW_CALLS_KEY);
+  }
 }
 
 function runFlow(ctx: Context, flow: Flow, answers: string[]): Outcome {
   const f = new FlowContext(ctx, answers);
   ctx.replaying = answers.length > 0;
+  // A new flow starts with no kept calls; a continued one reads them when a
+  // replayed step first calls fetch.
+  const calls = new FlowCalls();
+  calls.loaded = answers.length == 0;
+  const outer = ctx.calls;
+  ctx.calls = calls;
   const err = flow.fn(f);
+  ctx.calls = outer;
   if (ctx.replaying) {
     ctx.replaying = false;
     log(LOG_WARN, "botrun flow: flow \"" + flow.name + "\" ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated");
   }
   if (f.failed != null) return changetype<Outcome>(f.failed);
-  if (err != null && changetype<string>(err) == WAITING) return setState(utf8(FLOW_KEY), encodeFlow(flow.name, answers));
+  if (err != null && changetype<string>(err) == WAITING) {
+    const s = calls.save(ctx);
+    if (!s.ok) return s;
+    return setState(utf8(FLOW_KEY), encodeFlow(flow.name, answers));
+  }
   if (err != null) {
     const o = failed(new Outcome(), "flow", Code.Failed);
     o.message = changetype<string>(err);
     return o;
+  }
+  // Finished: its kept calls go with it, if it had any.
+  if (calls.ends.length > 0 || calls.dirty) {
+    const d = ctx.stateDelete(FLOW_CALLS_KEY);
+    if (!d.ok) return d;
   }
   return ctx.stateDelete(FLOW_KEY);
 }

@@ -33,6 +33,7 @@
 
 mod json;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 #[link(wasm_import_module = "botrun")]
@@ -221,7 +222,8 @@ pub struct Response {
     pub body: Vec<u8>,
     /// The answer came from the journal: the event is handled again (after
     /// a crash, a retry or a replay) and the call it made the first time is
-    /// not made again.
+    /// not made again; or, in a flow, from the calls kept with it (a replayed
+    /// step's call, see `Context::fetch`).
     pub replayed: bool,
 }
 
@@ -246,6 +248,9 @@ pub struct Context {
     /// Set while a flow replays the steps it already took: sends, edits and
     /// typing are not made.
     replaying: bool,
+    /// The kept calls of the flow running now (None outside a flow): `fetch`
+    /// answers a replayed step's calls from them.
+    calls: RefCell<Option<FlowCalls>>,
 }
 
 /// A host function's negative result (abi/SPEC.md section 4.1).
@@ -810,11 +815,41 @@ impl Context {
     /// fetch, or outside an event), HOST_ERROR (the answer could not be
     /// journaled: the event's attempt fails).
     ///
-    /// A flow's step that calls `fetch` calls again while the flow replays
-    /// it, under this event's key: make such calls reads that may be
-    /// repeated, or pass a `key` of your own. A module that never calls
-    /// `fetch` does not import it, so it loads on a host without it.
+    /// A module that never calls `fetch` does not import it, so it loads on
+    /// a host without it.
+    ///
+    /// In a flow, a step's calls are kept with the flow (the chat's state
+    /// key "botrun.flow.calls", committed with each message): when a later
+    /// message replays the step, its calls are answered from there (marked
+    /// `replayed`, or the kept `Error::FetchFailed`), and not made again,
+    /// however many messages the flow takes. A call whose API, method or
+    /// path differs from the kept one at its place (the module changed) is
+    /// made anew. An answer too large for the chat's state is not kept
+    /// (logged): the replayed step calls again under that message's
+    /// Idempotency-Key. The kept calls' format is SPEC.md section 7's,
+    /// shared by every SDK.
     pub fn fetch(&self, api: &str, req: &Request) -> Result<Response, Error> {
+        let mut calls = self.calls.borrow_mut();
+        let fc = match calls.as_mut() {
+            Some(fc) => fc,
+            None => return self.fetch_host(api, req),
+        };
+        let method = if req.method.is_empty() { "GET" } else { req.method };
+        let id = format!("{} {} {}", api, method, req.path).into_bytes();
+        if self.replaying {
+            if let Some(kept) = fc.take(self, api, &id) {
+                return kept;
+            }
+        }
+        let res = self.fetch_host(api, req);
+        if !self.replaying {
+            fc.keep(&id, &res);
+        }
+        res
+    }
+
+    /// Makes the call through the host.
+    fn fetch_host(&self, api: &str, req: &Request) -> Result<Response, Error> {
         let b = json::fetch_request(api, req);
         let n = unsafe { fetch(b.as_ptr(), b.len() as i32) };
         if Code::from_raw(n) == Code::FetchFailed {
@@ -904,7 +939,9 @@ pub fn log(level: i32, msg: &str) {
 /// with status `REPLAYED`, so a reply between two questions goes out once
 /// (`edit` and `typing` return Ok(()) without a call, a broadcast is marked
 /// `replayed`).
-/// The state format is abi/SPEC.md section 7, the same in every SDK.
+/// Its `fetch` calls are answered from the answers kept with the flow (see
+/// `Context::fetch`). The state format is abi/SPEC.md section 7, the same in
+/// every SDK.
 pub struct Flow<'a> {
     pub ctx: &'a mut Context,
     answers: Vec<String>,
@@ -925,6 +962,12 @@ impl<'a> Flow<'a> {
         if self.asked <= self.answers.len() {
             if self.asked == self.answers.len() {
                 self.ctx.replaying = false; // this message's answer: what follows is new
+                if let Some(fc) = self.ctx.calls.borrow_mut().as_mut() {
+                    if fc.next < fc.ends.len() {
+                        fc.truncate(fc.next); // kept calls the replayed steps no longer made
+                        fc.dirty = true;
+                    }
+                }
             }
             return Ok(self.answers[self.asked - 1].clone());
         }
@@ -948,27 +991,35 @@ fn put_netstring(b: &mut Vec<u8>, s: &[u8]) {
     b.push(b',');
 }
 
-/// The fields of a flow state (the name, then the answers), or None when the
-/// value is not a non-empty sequence of netstrings.
-fn decode_flow(mut b: &[u8]) -> Option<Vec<&[u8]>> {
-    let mut fields = Vec::new();
-    while !b.is_empty() {
-        let (mut n, mut i) = (0usize, 0usize);
-        while i < b.len() && b[i].is_ascii_digit() {
-            if i > 0 && n == 0 {
-                return None; // a leading zero
-            }
-            n = n.checked_mul(10)?.checked_add((b[i] - b'0') as usize)?;
-            if n > b.len() {
-                return None;
-            }
-            i += 1;
+/// Reads the netstring at `b[*at..]` (SPEC.md section 7: no leading zero,
+/// nothing cut short): its bytes, and `*at` moves past it.
+fn netstring<'b>(b: &'b [u8], at: &mut usize) -> Option<&'b [u8]> {
+    let s = &b[*at..];
+    let (mut n, mut i) = (0usize, 0usize);
+    while i < s.len() && s[i].is_ascii_digit() {
+        if i > 0 && n == 0 {
+            return None; // a leading zero
         }
-        if i == 0 || i + 1 + n >= b.len() || b[i] != b':' || b[i + 1 + n] != b',' {
+        n = n.checked_mul(10)?.checked_add((s[i] - b'0') as usize)?;
+        if n > s.len() {
             return None;
         }
-        fields.push(&b[i + 1..i + 1 + n]);
-        b = &b[i + 2 + n..];
+        i += 1;
+    }
+    if i == 0 || i + 1 + n >= s.len() || s[i] != b':' || s[i + 1 + n] != b',' {
+        return None;
+    }
+    *at += i + 2 + n;
+    Some(&s[i + 1..i + 1 + n])
+}
+
+/// The fields of a flow state (the name, then the answers), or None when the
+/// value is not a non-empty sequence of netstrings.
+fn decode_flow(b: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut fields = Vec::new();
+    let mut at = 0;
+    while at < b.len() {
+        fields.push(netstring(b, &mut at)?);
     }
     if fields.is_empty() {
         None
@@ -977,17 +1028,192 @@ fn decode_flow(mut b: &[u8]) -> Option<Vec<&[u8]>> {
     }
 }
 
+const FLOW_CALLS_KEY: &str = "botrun.flow.calls";
+
+/// A number of the kept calls: 1 to 9 digits, no leading zero.
+fn decimal(f: &[u8]) -> Option<usize> {
+    if f.is_empty() || f.len() > 9 || (f[0] == b'0' && f.len() > 1) || !f.iter().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some(f.iter().fold(0, |n, c| n * 10 + (c - b'0') as usize))
+}
+
+/// The answer of a kept call, read in place.
+enum KeptAnswer<'b> {
+    /// "R": the status, the headers (sorted by name) and the body.
+    Response(usize, Vec<(&'b [u8], &'b [u8])>, &'b [u8]),
+    /// "E": the reason and the message of a call that got no response.
+    Failed(&'b [u8], &'b [u8]),
+}
+
+/// Reads the kept call at `b[*at..]`: its id and answer, and `*at` moves past
+/// it; None when the bytes there are not a call the SDKs write (a field
+/// missing, a kind other than R or E, a number that is not decimal, the
+/// headers not sorted by name or a name twice). Each header read consumes
+/// bytes, so no number in the value makes it run longer than the value.
+fn read_call<'b>(b: &'b [u8], at: &mut usize) -> Option<(&'b [u8], KeptAnswer<'b>)> {
+    let id = netstring(b, at)?;
+    match netstring(b, at)? {
+        b"E" => {
+            let reason = netstring(b, at)?;
+            Some((id, KeptAnswer::Failed(reason, netstring(b, at)?)))
+        }
+        b"R" => {
+            let status = decimal(netstring(b, at)?)?;
+            let n = decimal(netstring(b, at)?)?;
+            let mut headers: Vec<(&[u8], &[u8])> = Vec::new();
+            for _ in 0..n {
+                let name = netstring(b, at)?;
+                if let Some((prev, _)) = headers.last() {
+                    if *prev >= name {
+                        return None; // not sorted, or a name twice
+                    }
+                }
+                headers.push((name, netstring(b, at)?));
+            }
+            Some((id, KeptAnswer::Response(status, headers, netstring(b, at)?)))
+        }
+        _ => None,
+    }
+}
+
+/// The kept calls of the flow running now (SPEC.md section 7): `enc` holds
+/// them as the state does, `ends[i]` is where call i ends in it.
+#[derive(Default)]
+struct FlowCalls {
+    loaded: bool,
+    /// The kept calls changed in this run.
+    dirty: bool,
+    enc: Vec<u8>,
+    ends: Vec<usize>,
+    /// The kept call a replayed step's next call reads.
+    next: usize,
+}
+
+impl FlowCalls {
+    /// Keeps the first `n` calls only.
+    fn truncate(&mut self, n: usize) {
+        self.ends.truncate(n);
+        self.enc.truncate(if n > 0 { self.ends[n - 1] } else { 0 });
+    }
+
+    /// Reads the kept calls once, when a replayed step first calls `fetch`.
+    /// A value it cannot read, or that does not parse, is as none (the calls
+    /// are made again): nothing of it is kept, not even a prefix.
+    fn load(&mut self, ctx: &Context) {
+        if self.loaded {
+            return;
+        }
+        self.loaded = true;
+        let b = match ctx.state_get(FLOW_CALLS_KEY) {
+            Ok(Some(b)) => b,
+            _ => return,
+        };
+        let mut ends = Vec::new();
+        let mut at = 0;
+        while at < b.len() {
+            if read_call(&b, &mut at).is_none() {
+                return;
+            }
+            ends.push(at);
+        }
+        self.enc = b;
+        self.ends = ends;
+    }
+
+    /// Answers a replayed step's call (`id`) from the kept call at its place,
+    /// if that one has the same id, as the host answered the message that
+    /// took the step; None when there is none: the call is made through the
+    /// host.
+    fn take(&mut self, ctx: &Context, api: &str, id: &[u8]) -> Option<Result<Response, Error>> {
+        self.load(ctx);
+        if self.next >= self.ends.len() {
+            return None;
+        }
+        let mut at = if self.next > 0 { self.ends[self.next - 1] } else { 0 };
+        let (kept, answer) = read_call(&self.enc[..self.ends[self.next]], &mut at)?;
+        if kept != id {
+            return None;
+        }
+        self.next += 1;
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        Some(match answer {
+            KeptAnswer::Failed(reason, message) => Err(Error::FetchFailed { api: api.to_string(), reason: text(reason), message: text(message) }),
+            KeptAnswer::Response(status, headers, body) => Ok(Response {
+                status: status as i64,
+                headers: headers.into_iter().map(|(k, v)| (text(k), text(v))).collect(),
+                body: body.to_vec(),
+                replayed: true,
+            }),
+        })
+    }
+
+    /// Appends the answer of a call of the step this message takes, after
+    /// dropping what the replayed steps did not read (they no longer make
+    /// it). A call the host refused (another error) got no answer and is not
+    /// kept.
+    fn keep(&mut self, id: &[u8], res: &Result<Response, Error>) {
+        let mut b = Vec::new();
+        put_netstring(&mut b, id);
+        match res {
+            Ok(r) => {
+                put_netstring(&mut b, b"R");
+                put_netstring(&mut b, r.status.to_string().as_bytes());
+                put_netstring(&mut b, r.headers.len().to_string().as_bytes());
+                let mut names: Vec<&String> = r.headers.keys().collect();
+                names.sort(); // the same answer, the same bytes
+                for name in names {
+                    put_netstring(&mut b, name.as_bytes());
+                    put_netstring(&mut b, r.headers[name].as_bytes());
+                }
+                put_netstring(&mut b, &r.body);
+            }
+            Err(Error::FetchFailed { reason, message, .. }) => {
+                put_netstring(&mut b, b"E");
+                put_netstring(&mut b, reason.as_bytes());
+                put_netstring(&mut b, message.as_bytes());
+            }
+            Err(_) => return,
+        }
+        self.truncate(self.next);
+        self.enc.extend_from_slice(&b);
+        self.ends.push(self.enc.len());
+        self.next = self.ends.len();
+        self.dirty = true;
+    }
+
+    /// Writes the kept calls when this run changed them; an answer over the
+    /// chat's state limits is not kept (logged).
+    fn save(&self, ctx: &Context) -> Result<(), Error> {
+        if !self.dirty {
+            return Ok(());
+        }
+        match ctx.state_set(FLOW_CALLS_KEY, &self.enc) {
+            Err(Error::Host { code: Code::TooLarge, .. }) => {
+                ctx.log(LOG_WARN, "botrun flow: the answers of the flow's API calls are too large for the chat's state (bot.max_chat_state): a later message of the flow calls its APIs again");
+                ctx.state_delete(FLOW_CALLS_KEY)
+            }
+            r => r,
+        }
+    }
+}
+
 fn run_flow(ctx: &mut Context, flows: &Flows, name: &str, answers: Vec<String>) -> Result<(), Error> {
     let f = *flows.0.get(name).ok_or_else(|| Error::Handler(format!("no flow {}", name)))?;
     ctx.replaying = !answers.is_empty();
+    // A new flow starts with no kept calls; a continued one reads them when a
+    // replayed step first calls fetch.
+    let outer = ctx.calls.replace(Some(FlowCalls { loaded: answers.is_empty(), ..Default::default() }));
     let mut flow = Flow { ctx, answers, asked: 0 };
     let res = f(&mut flow);
+    let calls = flow.ctx.calls.replace(outer).unwrap_or_default();
     if flow.ctx.replaying {
         flow.ctx.replaying = false;
         flow.ctx.log(LOG_WARN, &format!("botrun flow: flow {:?} ended before the question this message answers (was the module changed?); sends of the steps it replayed were not repeated", name));
     }
     match res {
         Err(Error::Waiting) => {
+            calls.save(flow.ctx)?;
             let mut b = Vec::new();
             put_netstring(&mut b, name.as_bytes());
             for a in &flow.answers {
@@ -996,7 +1222,13 @@ fn run_flow(ctx: &mut Context, flows: &Flows, name: &str, answers: Vec<String>) 
             flow.ctx.state_set(FLOW_KEY, &b)
         }
         Err(e) => Err(e),
-        Ok(()) => flow.ctx.state_delete(FLOW_KEY),
+        Ok(()) => {
+            // Finished: its kept calls go with it, if it had any.
+            if !calls.ends.is_empty() || calls.dirty {
+                flow.ctx.state_delete(FLOW_CALLS_KEY)?;
+            }
+            flow.ctx.state_delete(FLOW_KEY)
+        }
     }
 }
 
@@ -1025,7 +1257,7 @@ pub fn run(len: i32, handler: fn(&mut Context) -> Result<(), Error>) -> i32 {
             return 1;
         }
     };
-    let mut ctx = Context { event, replaying: false };
+    let mut ctx = Context { event, replaying: false, calls: RefCell::new(None) };
     match handler(&mut ctx) {
         Ok(()) => 0,
         Err(e) => {
