@@ -357,6 +357,7 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
 			Alert:    func(name, detail string) { b.alerts.Emit(observe.Alert{Provider: id, Name: name, Error: detail}) },
+			Draining: b.draining,
 			Panicked: counted.Panicked, Skipped: counted.Skipped})
 		if err != nil {
 			return fmt.Errorf("%s: provider %q (%s): %w", b.cfg.File, pc.ID, pc.Type, err)

@@ -113,6 +113,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// printURLs tells the user where the chat page, the console and the
+// metrics are, and how to turn on what is off.
+func printURLs(w io.Writer, cfg *config.Config, main net.Addr, adminLn net.Listener) {
+	for _, c := range cfg.Channels {
+		if c.Type == "webchat" {
+			fmt.Fprintf(w, "botrun: chat page  http://%s/\n", main)
+			break
+		}
+	}
+	admin := main
+	if adminLn != nil {
+		admin = adminLn.Addr()
+	}
+	switch {
+	case cfg.Admin.Token != "":
+		fmt.Fprintf(w, "botrun: console    http://%s/admin/ (sign in with [admin] token)\n", admin)
+		fmt.Fprintf(w, "botrun: metrics    http://%s/metrics (bearer [admin] token%s)\n", admin, map[bool]string{true: " or none: metrics_public", false: ""}[cfg.Admin.MetricsPublic])
+	case cfg.Admin.MetricsPublic:
+		fmt.Fprintf(w, "botrun: metrics    http://%s/metrics\n", admin)
+		fmt.Fprintln(w, "botrun: console off: set [admin] token in bot.toml (use ${ENV})")
+	default:
+		fmt.Fprintln(w, "botrun: console and metrics off: set [admin] token in bot.toml (use ${ENV})")
+	}
+}
+
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir()
@@ -266,8 +291,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: http.listen %q: %v (is another botrun running? pick another port)\n", cfg.File, cfg.HTTP.Listen, err)
 		return 1
 	}
-	logger.Info("botrun is up", "chat", "http://"+ln.Addr().String()+"/", "config", cfg.File)
-	fmt.Fprintf(stdout, "botrun: chat page at http://%s/\n", ln.Addr())
+	logger.Info("botrun is up", "listen", ln.Addr().String(), "config", cfg.File)
+	printURLs(stdout, cfg, ln.Addr(), adminLn)
 	if err := bot.Run(ctx, ln, grace); err != nil {
 		logger.Error("stopped with an error", "err", err)
 		return 1

@@ -8,9 +8,11 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,15 +148,25 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no URL on stdout: %v\n%s", err, stderr.String())
+	// Startup prints where the chat page, the console and the metrics are.
+	out := bufio.NewReader(stdout)
+	var urls []string
+	for range 3 {
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no URLs on stdout (%q so far): %v\n%s", urls, err, stderr.String())
+		}
+		urls = append(urls, regexp.MustCompile(`http://\S+`).FindString(line))
 	}
-	base := strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(line, "botrun: chat page at ")), "/")
+	base := strings.TrimSuffix(urls[0], "/")
+	if urls[1] != base+"/admin/" || urls[2] != base+"/metrics" {
+		t.Fatalf("startup printed %q", urls)
+	}
 	webchatEcho(t, base)
-	// The admin API answers with the token from the environment, and only then.
+	// The admin API answers with the token from the environment, and only
+	// then; /metrics is /admin/metrics behind the same token.
 	for tok, want := range map[string]int{"": 401, "wrong": 401, adminToken: 200} {
-		req, _ := http.NewRequest("GET", base+"/admin/metrics", nil)
+		req, _ := http.NewRequest("GET", base+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -166,6 +178,25 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 			t.Fatalf("/admin/metrics with token %q: HTTP %d %s", tok, resp.StatusCode, b)
 		}
 	}
+	// A chat page's long poll is open when the bot is told to stop: it is
+	// answered at the drain, not when its 25 s are up, and the process
+	// exits 0 at once.
+	polled := make(chan int, 1)
+	sent := make(chan struct{})
+	go func() {
+		req, _ := http.NewRequest("GET", base+"/webchat/web/messages?chat=c1&after=99&wait=25s", nil)
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { close(sent) }}))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			polled <- 0
+			return
+		}
+		resp.Body.Close()
+		polled <- resp.StatusCode
+	}()
+	<-sent
+	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -177,9 +208,19 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("botrun did not stop after SIGTERM\n%s", stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "msg=stopped") {
-		t.Fatalf("no graceful stop in the log:\n%s", stderr.String())
+	took := time.Since(start)
+	select {
+	case code := <-polled:
+		if code != http.StatusOK {
+			t.Fatalf("the long poll open at the stop got %d, want 200 (answered at the drain)", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the long poll open at the stop was not answered at the drain")
 	}
+	if !strings.Contains(stderr.String(), "msg=stopped") || strings.Contains(stderr.String(), "stopped with an error") {
+		t.Fatalf("no clean stop in the log:\n%s", stderr.String())
+	}
+	fmt.Printf("SIGTERM with a long poll open: out in %s\n", took.Round(time.Millisecond))
 }
 
 // webchatEcho posts "hola" to the webchat "web" at base and waits for the

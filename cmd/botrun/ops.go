@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -9,6 +10,7 @@ import (
 	"github.com/botrun/botrun/abi"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -61,7 +63,7 @@ func openBackend(path string, stderr io.Writer) (*config.Config, durability.Jour
 // backend can (SQLite: no lock, no write), as any client of a server
 // otherwise. The config comes back with an error of the backend's.
 func openScope(path string, readOnly bool) (*config.Config, durability.Journals, durability.Backend, error) {
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadBackend(path)
 	if err != nil {
 		return nil, durability.Journals{}, nil, err
 	}
@@ -315,13 +317,53 @@ func cmdPurge(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// printJSON prints v for tools and people: an empty list as [], times
+// (the records' *_at and lease_until, Unix milliseconds inside) as RFC 3339,
+// and a payload that is JSON as JSON (not base64).
 func printJSON(w io.Writer, v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 1
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		return 1
+	}
+	if tree == nil && reflect.ValueOf(v).Kind() == reflect.Slice {
+		tree = []any{}
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	if err := enc.Encode(readable(tree)); err != nil {
 		return 1
 	}
 	return 0
+}
+
+// readable rewrites the times and payloads of a decoded JSON value.
+func readable(v any) any {
+	switch x := v.(type) {
+	case []any:
+		for i := range x {
+			x[i] = readable(x[i])
+		}
+	case map[string]any:
+		for k, e := range x {
+			switch n, isNum := e.(float64); {
+			case isNum && n > 0 && (strings.HasSuffix(k, "_at") || k == "lease_until"):
+				x[k] = time.UnixMilli(int64(n)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+			case k == "payload":
+				if s, ok := e.(string); ok {
+					if raw, err := base64.StdEncoding.DecodeString(s); err == nil && json.Valid(raw) {
+						x[k] = json.RawMessage(raw)
+					}
+				}
+			default:
+				x[k] = readable(e)
+			}
+		}
+	}
+	return v
 }
 
 func oneLine(s string) string {
@@ -387,7 +429,7 @@ func parseWhen(s string, now time.Time) (int64, error) {
 // checkProvider answers 0 when id is a [[channels]] id of the config at
 // path, else the exit code after saying why.
 func checkProvider(cmd, path, id string, stderr io.Writer) int {
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadBackend(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -432,7 +474,7 @@ func cmdBroadcast(args []string, stdout, stderr io.Writer) int {
 	if code := checkProvider("broadcast", *cfgPath, *provider, stderr); code != 0 {
 		return code
 	}
-	if cfg, err := config.Load(*cfgPath); err == nil && len(chats) > cfg.Bot.MaxBroadcast {
+	if cfg, err := config.LoadBackend(*cfgPath); err == nil && len(chats) > cfg.Bot.MaxBroadcast {
 		fmt.Fprintf(stderr, "botrun broadcast: %d chats, over bot.max_broadcast (%d): raise it in [bot] or split the list\n", len(chats), cfg.Bot.MaxBroadcast)
 		return 2
 	}
@@ -501,11 +543,7 @@ func cmdLog(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *asJSON {
-		if log == nil {
-			log = []ops.LogEntry{}
-		}
-		json.NewEncoder(stdout).Encode(log)
-		return 0
+		return printJSON(stdout, log)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tDIR\tPROVIDER\tID\tTEXT")

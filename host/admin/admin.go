@@ -91,13 +91,21 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 	token := opts.Token
 	obs := bot.Observer()
 	metrics := promhttp.HandlerFor(obs.Gatherer(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	// GET /metrics is where Prometheus looks: the same metrics, behind the
+	// same protection as /admin/metrics.
 	if opts.MetricsPublic {
 		mux.Handle("GET /admin/metrics", metrics)
+		mux.Handle("GET /metrics", metrics)
 	}
 	if token == "" {
 		mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "botrun: the admin API is off; set [admin] token in bot.toml (use ${ENV})", http.StatusNotFound)
 		})
+		if !opts.MetricsPublic {
+			mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "botrun: the metrics are off: set [admin] token in bot.toml (then scrape /metrics with it as a bearer token), or [admin] metrics_public = true", http.StatusNotFound)
+			})
+		}
 		return
 	}
 	op := bot.Operator()
@@ -106,6 +114,7 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 	consoleRoutes(mux, a)
 	if !opts.MetricsPublic {
 		mux.HandleFunc("GET /admin/metrics", a.auth(metrics.ServeHTTP))
+		mux.HandleFunc("GET /metrics", a.auth(metrics.ServeHTTP))
 	}
 	mux.HandleFunc("GET /admin/inbox", a.auth(a.listInbox))
 	mux.HandleFunc("GET /admin/outbox", a.auth(a.listOutbox))

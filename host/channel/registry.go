@@ -96,6 +96,10 @@ type Env struct {
 	// Panicked counts a panic Guard recovered in the channel (the host's
 	// botrun_channel_panics_total); nil counts nothing.
 	Panicked func()
+	// Draining is closed when the bot begins to stop: a request the
+	// channel holds open (a long poll) answers now, so the HTTP servers
+	// stop at once. Nil outside a bot.
+	Draining <-chan struct{}
 	// Skipped counts an input the channel took and, by design, did not
 	// admit, for reason (a fixed word: "automatic" is an email channel's
 	// auto-reply left unanswered); the host's

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -19,6 +20,34 @@ import (
 // around it are not reported unknown; an unknown key is reported with the
 // known key it is closest to.
 func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error) {
+	return parse(path, src, lookup, nil)
+}
+
+// LoadBackend is Load for the commands that work on the journals from
+// outside the bot (inbox list, outbox list, log, status, replay, send, …):
+// only the problems of the keys that say where the journals are (the bot's
+// scope and [durability]) stop it. A channel's secret that is not in this
+// shell's environment, or any other key the bot itself needs, does not.
+func LoadBackend(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return parse(path, string(src), os.LookupEnv, backendKey)
+}
+
+// backendKey reports whether an error at key stops LoadBackend.
+func backendKey(key string) bool {
+	switch {
+	case key == "", key == "providers", strings.HasPrefix(key, "durability"):
+		return true
+	}
+	return slices.Contains([]string{"bot.id", "bot.tenant", "bot.environment", "bot.connection", "bot.data_dir"}, key)
+}
+
+// parse is Parse; with keep, only the errors at the keys keep accepts stop
+// it (the config comes back with the others dropped).
+func parse(path, src string, lookup func(string) (string, bool), keep func(key string) bool) (*Config, error) {
 	lines := locate(src)
 	var tree map[string]any
 	if _, err := toml.Decode(src, &tree); err != nil {
@@ -33,6 +62,9 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 		cfg, failed := p.parseOnce(cur, lookup)
 		if failed == nil {
 			errs := oneMistake(append(bad, p.errs...))
+			if keep != nil {
+				errs = slices.DeleteFunc(errs, func(e *Error) bool { return !keep(e.Key) })
+			}
 			if len(errs) > 0 {
 				slices.SortStableFunc(errs, func(a, b *Error) int { return a.Line - b.Line })
 				return nil, errs
@@ -54,10 +86,14 @@ func Parse(path, src string, lookup func(string) (string, bool)) (*Config, error
 }
 
 // oneMistake drops a "missing" error for a key that an unknown key near it
-// was meant to be ("tokn": did you mean token?): the typo is the mistake.
+// was meant to be ("tokn": did you mean token?), or whose ${VAR} is not
+// set: the typo, or the variable, is the mistake.
 func oneMistake(errs Errors) Errors {
 	meant := map[string]bool{}
 	for _, e := range errs {
+		if strings.HasPrefix(e.Msg, "environment variable ") {
+			meant[e.Key] = true
+		}
 		if _, name, ok := strings.Cut(e.Msg, "did you mean "); ok && strings.HasPrefix(e.Msg, "unknown key") {
 			parent := ""
 			if i := strings.LastIndexByte(e.Key, '.'); i >= 0 {

@@ -138,6 +138,8 @@ type Provider struct {
 	store     Transcript
 	log       *slog.Logger
 	limit     *limiter
+	// draining is closed when the bot stops: long polls answer at once.
+	draining <-chan struct{}
 
 	mu sync.Mutex
 	// waiting holds, per chat with a long poll waiting, the channel closed
@@ -169,7 +171,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	default:
 		store = NewMemoryTranscript()
 	}
-	return &Provider{id: cfg.ID, cfg: cfg, retention: env.Retention, admit: env.Admitter, store: store, log: log,
+	return &Provider{id: cfg.ID, cfg: cfg, retention: env.Retention, admit: env.Admitter, store: store, log: log, draining: env.Draining,
 		limit: newLimiter(cfg.RateLimit, cfg.Burst), waiting: map[string]*waiters{}, typingFor: TypingFor}, nil
 }
 
@@ -515,6 +517,8 @@ func (p *Provider) get(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-changed:
 		case <-t.C:
+		case <-p.draining:
+			deadline = time.Now() // the bot stops: answer with what there is
 		case <-r.Context().Done():
 		}
 		t.Stop()
