@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 )
 
@@ -39,7 +40,7 @@ func NewOutput(logger *slog.Logger) *Output {
 	return &Output{
 		budget: b,
 		stdout: &guestOutput{logger: logger, stream: "stdout", budget: b},
-		stderr: &guestOutput{logger: logger, stream: "stderr", budget: b},
+		stderr: &guestOutput{logger: logger, stream: "stderr", budget: b, block: true},
 	}
 }
 
@@ -162,7 +163,9 @@ func (b *outputBudget) report(logger *slog.Logger, event string) {
 // guestOutput turns a guest's stdout or stderr into log lines tagged with the
 // module and the event being handled. A partial line is held (at most
 // MaxOutputLine bytes) until a newline, the line limit or the end of the
-// event.
+// event. stdout's lines are INFO records, one a line; stderr's lines of a
+// call are one WARN record at its end (a panic's trace is one record, not
+// one a line), within the same budget.
 type guestOutput struct {
 	mu     sync.Mutex
 	logger *slog.Logger
@@ -170,6 +173,9 @@ type guestOutput struct {
 	budget *outputBudget
 	event  string
 	buf    bytes.Buffer
+	// block holds the call's lines for one record (stderr).
+	block bool
+	held  []string
 }
 
 // Write implements io.Writer for WASI fd_write. p is a view of guest memory;
@@ -201,12 +207,21 @@ func (o *guestOutput) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// flush logs a trailing partial line and sets the event for the next lines.
+// flush logs a trailing partial line (and a block's record) and sets the
+// event for the next lines.
 func (o *guestOutput) flush(nextEvent string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.buf.Len() > 0 {
 		o.emit()
+	}
+	if len(o.held) > 0 {
+		attrs := []slog.Attr{slog.String("stream", o.stream), slog.String("event", o.event)}
+		if len(o.held) > 1 {
+			attrs = append(attrs, slog.String("more", strings.Join(o.held[1:], "\n")))
+		}
+		o.logger.LogAttrs(context.Background(), slog.LevelWarn, o.held[0], attrs...)
+		o.held = nil
 	}
 	o.event = nextEvent
 }
@@ -214,8 +229,12 @@ func (o *guestOutput) flush(nextEvent string) {
 // emit logs the held line, if a line is left in the budget, and empties it.
 func (o *guestOutput) emit() {
 	if o.budget.line(o.buf.Len()) {
-		o.logger.LogAttrs(context.Background(), slog.LevelInfo, o.buf.String(),
-			slog.String("stream", o.stream), slog.String("event", o.event))
+		if o.block {
+			o.held = append(o.held, o.buf.String())
+		} else {
+			o.logger.LogAttrs(context.Background(), slog.LevelInfo, o.buf.String(),
+				slog.String("stream", o.stream), slog.String("event", o.event))
+		}
 	}
 	o.buf.Reset()
 }

@@ -53,3 +53,28 @@ func TestOutputCutsLinesAndReportsTheDropOnce(t *testing.T) {
 		t.Errorf("the next call's output:\n%s\nwant its line logged with its event and no truncation", log.String())
 	}
 }
+
+// TestStderrIsOneRecordPerCall: what a call writes to stderr (a panic's
+// message and trace) is one WARN record at its end, its first line the
+// message and the rest in "more"; stdout stays one INFO record a line.
+func TestStderrIsOneRecordPerCall(t *testing.T) {
+	var log bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&log, nil))
+	o := NewOutput(logger)
+	o.Begin("ev1")
+	fmt.Fprint(o.Stderr(), "panic: boom\n\ngoroutine 1 [running]:\nmain.handle()\n")
+	fmt.Fprintln(o.Stdout(), "out 1")
+	fmt.Fprintln(o.Stdout(), "out 2")
+	o.End(logger, "ev1")
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d records, want 3 (two stdout lines, one stderr block):\n%s", len(lines), log.String())
+	}
+	last := lines[2]
+	if !strings.Contains(last, "level=WARN") || !strings.Contains(last, `msg="panic: boom"`) || !strings.Contains(last, `more="\ngoroutine 1 [running]:\nmain.handle()"`) || !strings.Contains(last, "event=ev1") {
+		t.Fatalf("the stderr record: %s", last)
+	}
+	if !strings.Contains(lines[0], "level=INFO") || !strings.Contains(lines[0], "msg=\"out 1\"") {
+		t.Fatalf("a stdout record: %s", lines[0])
+	}
+}
