@@ -188,21 +188,36 @@ func cmdOutbox(args []string, stdout, stderr io.Writer) int {
 	}, args, stdout, stderr)
 }
 
-// cmdOne runs an operator action on one record.
-func cmdOne(name, what, synopsis string, act func(op *ops.Operator, arg string) (string, error), args []string, stdout, stderr io.Writer) int {
+// cmdOne runs an operator action on one record; with wait, the command
+// takes --wait and waits up to it for the record's outcome.
+func cmdOne(name, what, synopsis string, act func(op *ops.Operator, arg string) (string, error), wait func(op *ops.Operator, arg string, d time.Duration) (string, error), args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := opsFlags(name, synopsis, stderr)
-	if code, stop := parse(fs, args, 1); stop {
+	var waitFor *time.Duration
+	if wait != nil {
+		waitFor = fs.Duration("wait", 0, "wait up to this long for the outcome and print it (e.g. 30s; 0: do not wait)")
+	}
+	pos, code, stop := parseInterleaved(fs, args)
+	if stop {
 		return code
 	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "botrun %s: want one %s, got %d (%s)\n", name, what, len(pos), strings.Join(pos, " "))
+		fs.Usage()
+		return 2
+	}
+	arg := pos[0]
 	op, _, done, ok := openOperator(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
-	msg, err := act(op, fs.Arg(0))
+	msg, err := act(op, arg)
+	if err == nil && waitFor != nil && *waitFor > 0 {
+		msg, err = wait(op, arg, *waitFor)
+	}
 	switch {
 	case errors.Is(err, durability.ErrNotFound):
-		fmt.Fprintf(stderr, "botrun %s: no %s %q (list them with botrun %s list)\n", name, what, fs.Arg(0), strings.Split(what, " ")[0])
+		fmt.Fprintf(stderr, "botrun %s: no %s %q (list them with botrun %s list)\n", name, what, arg, strings.Split(what, " ")[0])
 		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "botrun %s: %v\n", name, err)
@@ -212,29 +227,73 @@ func cmdOne(name, what, synopsis string, act func(op *ops.Operator, arg string) 
 	return 0
 }
 
+// settle reads a record every 50 ms until final says it settled, or d
+// passed; it returns the last one read and whether it settled.
+func settle[R any](d time.Duration, get func() (R, error), final func(R) bool) (R, bool, error) {
+	deadline := time.Now().Add(d)
+	for {
+		r, err := get()
+		if err != nil || final(r) {
+			return r, err == nil, err
+		}
+		if time.Now().After(deadline) {
+			return r, false, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sendOutcome waits up to d for the send key to settle and says how it did.
+func sendOutcome(op *ops.Operator, key string, d time.Duration) (string, error) {
+	rec, ok, err := settle(d, func() (durability.OutboxRecord, error) { return op.OutboxRecord(context.Background(), key) },
+		func(r durability.OutboxRecord) bool { return r.State.Terminal() })
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return fmt.Sprintf("%s %s: not settled within %s (is the bot running? its sweeper sends it)", rec.State, key, d), nil
+	case rec.State == durability.OutboxSent:
+		return fmt.Sprintf("sent %s (ref %s)", key, rec.Ref), nil
+	}
+	return fmt.Sprintf("%s %s: %s", rec.State, key, rec.Error), nil
+}
+
 func cmdReplay(args []string, stdout, stderr io.Writer) int {
 	for _, a := range args {
 		if a == "--dry-run" || a == "-dry-run" || a == "--dry-run=true" || a == "-dry-run=true" {
 			return cmdReplayDryRun(args, stdout, stderr)
 		}
 	}
-	return cmdOne("replay", "inbox record", "Usage: botrun replay [-c bot.toml] ID\n\nProcesses a done, failed or dead inbound record again with a fresh attempt budget;\nits sends are answered from the outbox where already sent.\n(botrun replay --dry-run --module NEW.wasm tests a new module against the journal instead.)",
+	return cmdOne("replay", "inbox record", "Usage: botrun replay [-c bot.toml] [--wait 30s] ID\n\nProcesses a done, failed or dead inbound record again with a fresh attempt budget;\nits sends are answered from the outbox where already sent. The running bot's sweeper\ntakes it (a record admitted less than durability.inbox.lease ago, once that lease has passed).\n(botrun replay --dry-run --module NEW.wasm tests a new module against the journal instead.)",
 		func(op *ops.Operator, id string) (string, error) {
 			if err := op.ReplayInbound(context.Background(), id); err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("replayed %s: the bot processes it on its next sweep", id), nil
+			return fmt.Sprintf("replayed %s: the running bot's sweeper processes it (--wait 30s waits for the outcome)", id), nil
+		},
+		func(op *ops.Operator, id string, d time.Duration) (string, error) {
+			rec, ok, err := settle(d, func() (durability.InboxRecord, error) { return op.InboxRecord(context.Background(), id) },
+				func(r durability.InboxRecord) bool { return r.State.Terminal() })
+			switch {
+			case err != nil:
+				return "", err
+			case !ok:
+				return fmt.Sprintf("%s %s: not processed within %s (is the bot running? a record admitted less than durability.inbox.lease ago waits for that lease)", rec.State, id, d), nil
+			case rec.State == durability.InboxDead:
+				return fmt.Sprintf("dead %s after %d attempts: %s", id, rec.Attempts, rec.Error), nil
+			}
+			return fmt.Sprintf("done %s (attempt %d)", id, rec.Attempts), nil
 		}, args, stdout, stderr)
 }
 
 func cmdRetry(args []string, stdout, stderr io.Writer) int {
-	return cmdOne("retry", "outbox record", "Usage: botrun retry [-c bot.toml] KEY\n\nSends a dead, failed or unknown send again.",
+	return cmdOne("retry", "outbox record", "Usage: botrun retry [-c bot.toml] [--wait 30s] KEY\n\nSends a dead, failed or unknown send again.",
 		func(op *ops.Operator, key string) (string, error) {
 			if err := op.RetrySend(context.Background(), key); err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("retrying %s: the bot sends it on its next sweep", key), nil
-		}, args, stdout, stderr)
+			return fmt.Sprintf("retrying %s: the running bot's sweeper sends it (--wait 30s waits for the outcome)", key), nil
+		}, sendOutcome, args, stdout, stderr)
 }
 
 func cmdDiscard(args []string, stdout, stderr io.Writer) int {
@@ -244,7 +303,7 @@ func cmdDiscard(args []string, stdout, stderr io.Writer) int {
 				return "", err
 			}
 			return "discarded " + key, nil
-		}, args, stdout, stderr)
+		}, nil, args, stdout, stderr)
 }
 
 func cmdPurge(args []string, stdout, stderr io.Writer) int {
@@ -385,8 +444,24 @@ func cmdSend(args []string, stdout, stderr io.Writer) int {
 	chat := fs.String("chat", "", "the chat to send to")
 	key := fs.String("key", "", "the idempotency key (default: a random one)")
 	at := fs.String("at", "", "when to send: an RFC 3339 time or a wait such as 10m (default: now)")
-	if code, stop := parse(fs, args, 1); stop {
+	wait := fs.Duration("wait", 10*time.Second, "wait up to this long for the running bot to deliver it and print the outcome (0: print journaled and return)")
+	pos, code, stop := parseInterleaved(fs, args)
+	if stop {
 		return code
+	}
+	switch {
+	case len(pos) == 0:
+		fmt.Fprintln(stderr, "botrun send: the text is missing: botrun send --provider web --chat c1 \"hello\"")
+		return 2
+	case len(pos) > 1:
+		fmt.Fprintf(stderr, "botrun send: one text, got %d words: quote it (\"%s\")\n", len(pos), strings.Join(pos, " "))
+		return 2
+	case *provider == "":
+		fmt.Fprintln(stderr, "botrun send: --provider is missing: the [[channels]] id to send on")
+		return 2
+	case *chat == "":
+		fmt.Fprintln(stderr, "botrun send: --chat is missing: the chat to send to")
+		return 2
 	}
 	when, err := parseWhen(*at, time.Now())
 	if err != nil {
@@ -401,12 +476,24 @@ func cmdSend(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer done()
-	res, err := op.SendLater(context.Background(), *provider, *chat, fs.Arg(0), *key, when)
+	res, err := op.SendLater(context.Background(), *provider, *chat, pos[0], *key, when)
 	if err != nil {
 		fmt.Fprintf(stderr, "botrun %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s %s\n", res.Status, res.Key)
+	switch {
+	case res.Status == abi.SendScheduled:
+		fmt.Fprintf(stdout, "scheduled %s for %s\n", res.Key, time.UnixMilli(when).UTC().Format(time.RFC3339))
+	case res.Status == abi.SendDeduped || res.Status == abi.SendDead || *wait <= 0:
+		fmt.Fprintf(stdout, "%s %s\n", map[bool]string{true: "journaled", false: string(res.Status)}[res.Status == abi.SendDeferred], res.Key)
+	default:
+		msg, err := sendOutcome(op, res.Key, *wait)
+		if err != nil {
+			fmt.Fprintf(stderr, "botrun send: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, msg)
+	}
 	return 0
 }
 
@@ -453,8 +540,13 @@ func cmdBroadcast(args []string, stdout, stderr io.Writer) int {
 	chatsFile := fs.String("chats", "", "a file with one chat id per line (- for stdin)")
 	prefix := fs.String("key-prefix", "", "the keys' prefix: each send's key is <prefix>:<chat>")
 	at := fs.String("at", "", "when to send: an RFC 3339 time or a wait such as 10m (default: now)")
-	if code, stop := parse(fs, args, 1); stop {
+	pos, code, stop := parseInterleaved(fs, args)
+	if stop {
 		return code
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "botrun broadcast: want one text (quote it), got %d words\n", len(pos))
+		return 2
 	}
 	when, err := parseWhen(*at, time.Now())
 	if err != nil {
@@ -466,7 +558,7 @@ func cmdBroadcast(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "botrun broadcast: --chats: %v\n", err)
 		return 2
 	}
-	req := abi.BroadcastRequest{Chats: chats, Text: fs.Arg(0), KeyPrefix: *prefix, At: when}
+	req := abi.BroadcastRequest{Chats: chats, Text: pos[0], KeyPrefix: *prefix, At: when}
 	if err := req.Check(); err != nil {
 		fmt.Fprintf(stderr, "botrun broadcast: %v\n", err)
 		return 2

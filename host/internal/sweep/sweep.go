@@ -185,7 +185,10 @@ func (s *Sweeper) sweep(ctx context.Context, first bool) {
 	recs, err := s.c.Inbox.ClaimDue(ctx, durability.ClaimOptions{
 		Lease:         l,
 		Limit:         room,
-		PendingBefore: max(s.c.Boot.UnixMilli(), now.Add(-s.c.InboxLease).UnixMilli()),
+		// Every pending record: admission journals a record already
+		// claimed (processing), so a pending one is an operator's replay
+		// (botrun replay from another process), due now.
+		PendingBefore: now.UnixMilli() + 1,
 		Reclaim:       reclaim,
 	})
 	if err != nil && ctx.Err() == nil {
