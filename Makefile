@@ -156,8 +156,8 @@ bench-peers: examples
 # count, latency at half load, 10,000 idle chats, a restart's backlog), then
 # durable end-to-end messages/s on every backend (PostgreSQL and Redis with 1
 # and 3 replicas: BOTRUN_TEST_POSTGRES_URL / BOTRUN_TEST_REDIS_URL, or servers
-# started from the machine's binaries), and the Go guest's share; the README's
-# performance section quotes these.
+# started from the machine's binaries), and the Go guest's share; docs/performance.md
+# quotes these.
 bench: examples
 	$(GO) test -run='^$$' -bench='^BenchmarkRealPath$$' -benchtime=1x -timeout 60m ./bench/
 	$(GO) test -run='^$$' -bench='^BenchmarkRestartBacklog$$' -benchtime=1x ./host/
@@ -171,7 +171,7 @@ bench: examples
 	$(MAKE) bench-dryrun
 
 # botrun replay --dry-run's engine: 10,000 journaled records (SQLite, read
-# only) through the C echo guest; the README quotes it.
+# only) through the C echo guest; docs/performance.md quotes it.
 bench-dryrun:
 	$(GO) test -run='^$$' -bench='^BenchmarkDryRun10k$$' -benchtime=1x ./host/dryrun/
 

@@ -7,95 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/channel/gohighlevel/gohighleveltest"
 	"github.com/botrun/botrun/host/config"
 )
-
-// section returns the part of md from the heading line to the next heading
-// of the same or a higher level.
-func section(t *testing.T, md, heading string) string {
-	t.Helper()
-	i := strings.Index(md, "\n"+heading+"\n")
-	if i < 0 {
-		t.Fatalf("README.md has no %q section", heading)
-	}
-	rest := md[i+len(heading)+2:]
-	level := heading[:strings.IndexByte(heading, ' ')+1]
-	for j := 0; j < len(rest); {
-		k := strings.Index(rest[j:], "\n#")
-		if k < 0 {
-			break
-		}
-		line := rest[j+k+1:]
-		if h := line[:strings.IndexAny(line, " \n")+1]; len(h) <= len(level) && strings.Trim(h, "# ") == "" {
-			return rest[:j+k]
-		}
-		j += k + 1
-	}
-	return rest
-}
-
-// TestREADMENamesEveryPlugin: the README documents every channel type and
-// every backend this program registers, so adding one without its docs fails.
-func TestREADMENamesEveryPlugin(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	md := string(b)
-	channels := section(t, md, "## Channels")
-	for _, typ := range channel.Types() {
-		if !strings.Contains(channels, "`type = \""+typ+"\"`") && !strings.Contains(channels, "- `"+typ+"`:") {
-			t.Errorf("README.md's Channels section does not document type %q (a heading with (`type = %q`) or an item \"- `%s`:\")", typ, typ, typ)
-		}
-	}
-	backends := section(t, md, "### Backends")
-	for _, name := range durability.Drivers() {
-		if !strings.Contains(backends, "| `"+name+"`") {
-			t.Errorf("README.md's Backends table has no row for %q", name)
-		}
-	}
-	if len(channel.Types()) < 5 || len(durability.Drivers()) < 5 {
-		t.Errorf("cmd/botrun registers %v and %v; the built-in set is larger", channel.Types(), durability.Drivers())
-	}
-}
-
-// TestREADMEChannelTable: the Channels section's at-a-glance table has a
-// row for every registered channel type, naming it as (`type`), with a
-// cell for each of its columns.
-func TestREADMEChannelTable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	channels := section(t, string(b), "## Channels")
-	const header = "| channel (type) | inbound verification | dedupe id | media ref | text limit | buttons | edits | typing |"
-	start := strings.Index(channels, header)
-	if start < 0 {
-		t.Fatalf("README.md's Channels section has no table headed %s", header)
-	}
-	rows := map[string]int{}
-	for _, line := range strings.Split(channels[start:], "\n")[2:] {
-		if !strings.HasPrefix(line, "|") {
-			break
-		}
-		cells := strings.Split(strings.Trim(line, "|"), " | ")
-		name := cells[0]
-		if i, j := strings.Index(name, "(`"), strings.Index(name, "`)"); i >= 0 && j > i {
-			rows[name[i+2:j]] = len(cells)
-		}
-	}
-	for _, typ := range channel.Types() {
-		switch n, ok := rows[typ]; {
-		case !ok:
-			t.Errorf("the channel table has no row for type %q (a first cell with (`%s`))", typ, typ)
-		case n != 8:
-			t.Errorf("the channel table's row for %q has %d cells, want 8", typ, n)
-		}
-	}
-}
 
 // TestExampleChannels uncomments every channel (and API) of
 // bot.toml.example: each one's keys, as documented there, must load, and

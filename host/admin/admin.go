@@ -140,7 +140,7 @@ func RoutesWith(mux *http.ServeMux, bot Bot, opts Options) {
 	mux.HandleFunc("GET /admin/debug/pprof/trace", a.auth(pprof.Trace))
 	mux.HandleFunc("GET /admin/debug/pprof/symbol", a.auth(pprof.Symbol))
 	mux.HandleFunc("/admin/", a.auth(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "botrun admin: no such endpoint; see the README's Operations section", http.StatusNotFound)
+		http.Error(w, "botrun admin: no such endpoint; see docs/operations.md", http.StatusNotFound)
 	}))
 }
 

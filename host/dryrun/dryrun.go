@@ -138,7 +138,7 @@ type Result struct {
 	Sent  []Send `json:"sent"`
 	Would []Send `json:"would"`
 	Ops   []Op   `json:"ops,omitempty"`
-	// MediaStandIn says a media_load got stand-in bytes (see README).
+	// MediaStandIn says a media_load got stand-in bytes (see docs/dry-run.md).
 	MediaStandIn bool  `json:"media_stand_in,omitempty"`
 	CreatedAt    int64 `json:"created_at"`
 	// Diff is the unified diff of Sent and Would (changed records).

@@ -112,7 +112,7 @@ func TestDiffAndKeyOrder(t *testing.T) {
 }
 
 // BenchmarkDryRun10k replays 10,000 journaled records (a SQLite journal,
-// opened read-only) through the C echo guest: the figure in the README.
+// opened read-only) through the C echo guest: the figure in docs/performance.md.
 // make bench-dryrun runs it.
 func BenchmarkDryRun10k(b *testing.B) {
 	const n = 10_000

@@ -84,7 +84,7 @@ func (c *Config) Check(_ channel.Setting, problem channel.Problem) {
 
 // ReplayWindow implements channel.Replayable: with jwt_key, a captured
 // webhook's token passes for ReplayWindow. Without it the body's apikey has
-// no time at all (see the README: replayable once its record is purged).
+// no time at all (see docs/security.md: replayable once its record is purged).
 func (c *Config) ReplayWindow() time.Duration {
 	if c.JWTKey == "" {
 		return 0
