@@ -387,6 +387,16 @@ func (b *Bot) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
+	// /readyz is a readiness probe: 503 once the bot begins to stop, so a
+	// load balancer sends no new traffic to a replica that drains.
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-b.draining:
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+		default:
+			w.Write([]byte("ready\n"))
+		}
+	})
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "botrun: no chat page here: add [[providers]] id = \"web\", type = \"webchat\" to serve one", http.StatusNotFound)
 	})

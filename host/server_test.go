@@ -187,3 +187,23 @@ func TestWebchatExposureTranscriptPurgedWithRetention(t *testing.T) {
 		t.Fatalf("after 30 s the transcript still has %+v; retention is 200ms", es)
 	}
 }
+
+// TestReadyzFailsWhileDraining: /readyz answers 200 while the bot runs and
+// 503 once it begins to stop (a load balancer's readiness probe), while
+// /healthz stays 200.
+func TestReadyzFailsWhileDraining(t *testing.T) {
+	b := newTestBot(t, testConfig(t, ""), memoryBackend(t), echoTwice, newChannel())
+	h := b.Handler()
+	get := func(path string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code
+	}
+	if get("/readyz") != 200 || get("/healthz") != 200 {
+		t.Fatalf("a running bot: /readyz %d, /healthz %d", get("/readyz"), get("/healthz"))
+	}
+	b.stop(t)
+	if get("/readyz") != 503 || get("/healthz") != 200 {
+		t.Fatalf("a stopped bot: /readyz %d (want 503), /healthz %d", get("/readyz"), get("/healthz"))
+	}
+}

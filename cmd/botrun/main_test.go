@@ -163,6 +163,9 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 		t.Fatalf("startup printed %q", urls)
 	}
 	webchatEcho(t, base)
+	if resp, err := http.Get(base + "/readyz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/readyz of a running bot: %v %v", resp, err)
+	}
 	// The admin API answers with the token from the environment, and only
 	// then; /metrics is /admin/metrics behind the same token.
 	for tok, want := range map[string]int{"": 401, "wrong": 401, adminToken: 200} {
