@@ -356,3 +356,34 @@ func TestSendFromTheCLIRunsTheSendHooks(t *testing.T) {
 		t.Fatalf("chat c9 got %s; want only the signed \"hi\"", b)
 	}
 }
+
+// TestStatusShowsTheRunningBot: botrun status on one SQLite bot shows the
+// running bot's module and uptime (asked over its admin API), its channels
+// and its queues from the journal; without the bot, it says nothing
+// answers.
+func TestStatusShowsTheRunningBot(t *testing.T) {
+	bin := buildBotrun(t)
+	module := wasmbuild.Go(t, "../../examples/echo")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bot.toml")
+	addr := freePort(t)
+	os.WriteFile(cfg, []byte(fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n[http]\nlisten = %q\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[admin]\ntoken = %q\n[[channels]]\nid = \"web\"\ntype = \"webchat\"\n",
+		module, testDataDir(), addr, killAdminToken)), 0o600)
+	cmd := startBotrun(t, bin, cfg, addr)
+	webchatEcho(t, "http://"+addr)
+	var code int
+	var out, errs string
+	waitfor.Every(50*time.Millisecond, time.Minute, func() bool { // the reply shows before its record completes
+		code, out, errs = runCLI("status", "-c", cfg)
+		return strings.Contains(out, "done 1")
+	})
+	if code != 0 || !regexp.MustCompile(`running +module [0-9a-f]{12}, up `).MatchString(out) || !strings.Contains(out, "channels   web (webchat)") ||
+		!strings.Contains(out, "inbox      pending 0, processing 0, done 1") {
+		t.Fatalf("status of a running bot: %d\n%s%s", code, out, errs)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if code, out, _ := runCLI("status", "-c", cfg); code != 0 || !strings.Contains(out, "no answer: is the bot running?") || !strings.Contains(out, "done 1") {
+		t.Fatalf("status of a stopped bot: %d\n%s", code, out)
+	}
+}

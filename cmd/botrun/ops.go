@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"github.com/botrun/botrun/abi"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"reflect"
 	"slices"
@@ -409,7 +411,7 @@ func readable(v any) any {
 	case map[string]any:
 		for k, e := range x {
 			switch n, isNum := e.(float64); {
-			case isNum && n > 0 && (strings.HasSuffix(k, "_at") || k == "lease_until"):
+			case isNum && n > 0 && (strings.HasSuffix(k, "_at") || k == "at" || k == "lease_until"):
 				x[k] = time.UnixMilli(int64(n)).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 			case k == "payload":
 				if s, ok := e.(string); ok {
@@ -653,31 +655,157 @@ func cmdLog(args []string, stdout, stderr io.Writer) int {
 // cmdStatus shows who holds what among the bot's replicas: botrun status.
 func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := opsFlags("status", "Usage: botrun status [-c bot.toml] [--json]\n\n"+
-		"Shows, from the bot's backend, the leader of each provider whose session is \"leader\" (the\n"+
-		"replica's instance id, the fencing token of its hold and when the hold expires unless renewed),\n"+
-		"and for each replica (lease owner) the sessions it leads and the records it holds leased: how\n"+
-		"many, how many past their lease (a replica that died or froze; another takes them over) and\n"+
-		"the earliest expiry. A replica that leads nothing and holds no lease is not listed. On a\n"+
-		"running bot with [admin] token, GET /admin/status answers the same as JSON.", stderr)
+		"Shows the bot: the running bot's module and uptime (asked over its admin API, with [admin]\n"+
+		"token), its channels, and from the journals its queues and dead letters; then the leader of\n"+
+		"each provider whose session is \"leader\" (the replica's instance id, the fencing token of its\n"+
+		"hold and when the hold expires unless renewed), and for each replica (lease owner) the sessions\n"+
+		"it leads and the records it holds leased: how many, how many past their lease (a replica that\n"+
+		"died or froze; another takes them over) and the earliest expiry.", stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if code, stop := parse(fs, args, 0); stop {
 		return code
 	}
-	op, _, done, ok := openOperator(*cfgPath, stderr)
+	cfg, j, kv, done, ok := openBackend(*cfgPath, stderr)
 	if !ok {
 		return 1
 	}
 	defer done()
-	st, err := op.Status(context.Background())
+	op := host.NewOperator(cfg, j, kv)
+	ctx := context.Background()
+	st, err := op.Status(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "botrun status: %v\n", err)
 		return 1
 	}
-	if *asJSON {
-		return printJSON(stdout, st)
+	bs := botStatus{Config: cfg.File, Backend: cfg.Durability.Backend, Status: st}
+	for _, c := range cfg.Channels {
+		bs.Channels = append(bs.Channels, c.ID+" ("+c.Type+")")
 	}
+	if bs.Inbox, bs.Outbox, err = queueCounts(ctx, op); err != nil {
+		fmt.Fprintf(stderr, "botrun status: %v\n", err)
+		return 1
+	}
+	bs.Running = askRunning(cfg)
+	if *asJSON {
+		return printJSON(stdout, bs)
+	}
+	printBot(stdout, bs)
 	printStatus(stdout, st)
 	return 0
+}
+
+// botStatus is what botrun status shows.
+type botStatus struct {
+	Config   string   `json:"config"`
+	Backend  string   `json:"backend"`
+	Channels []string `json:"channels"`
+	// Running is what the running bot says of itself.
+	Running running `json:"running"`
+	// Inbox and Outbox count the records in each state (up to 10,000).
+	Inbox  map[string]int `json:"inbox"`
+	Outbox map[string]int `json:"outbox"`
+	ops.Status
+}
+
+// running is the running bot as its admin API answers.
+type running struct {
+	// URL is where it was asked; Answer what happened ("" when it
+	// answered).
+	URL    string `json:"url,omitempty"`
+	Answer string `json:"answer,omitempty"`
+	Module string `json:"module,omitempty"`
+	// Since is when its module was first loaded (Unix ms): its start.
+	Since int64 `json:"since_at,omitempty"`
+}
+
+// askRunning asks the bot's admin API (GET /admin/overview) for its module
+// and start.
+func askRunning(cfg *config.Config) running {
+	addr := cfg.HTTP.Listen
+	if cfg.Admin.Listen != "" {
+		addr = cfg.Admin.Listen
+	}
+	if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "0.0.0.0" || h == "::") {
+		addr = net.JoinHostPort("127.0.0.1", p)
+	}
+	r := running{URL: "http://" + addr + "/admin/overview"}
+	if cfg.Admin.Token == "" {
+		r.Answer = "not asked: set [admin] token to see the running bot"
+		return r
+	}
+	req, _ := http.NewRequest("GET", r.URL, nil)
+	req.Header.Set("Authorization", "Bearer "+cfg.Admin.Token)
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		r.Answer = "no answer: is the bot running? (" + err.Error() + ")"
+		return r
+	}
+	defer resp.Body.Close()
+	var o struct {
+		Module  string `json:"module"`
+		Modules []struct {
+			At    int64  `json:"at"`
+			Event string `json:"event"`
+		} `json:"modules"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&o) != nil {
+		r.Answer = "answered " + resp.Status + " (is it this bot? is the token right?)"
+		return r
+	}
+	r.Module = o.Module
+	for _, m := range o.Modules {
+		if m.Event == "loaded" {
+			r.Since = m.At
+			break
+		}
+	}
+	return r
+}
+
+// queueCounts counts the inbox's and the outbox's records by state.
+func queueCounts(ctx context.Context, op *ops.Operator) (inbox, outbox map[string]int, err error) {
+	inbox, outbox = map[string]int{}, map[string]int{}
+	for _, st := range durability.InboxStates {
+		recs, err := op.ListInbox(ctx, durability.ListFilter{State: string(st), Limit: 10000})
+		if err != nil {
+			return nil, nil, err
+		}
+		inbox[string(st)] = len(recs)
+	}
+	for _, st := range durability.OutboxStates {
+		recs, err := op.ListOutbox(ctx, durability.ListFilter{State: string(st), Limit: 10000})
+		if err != nil {
+			return nil, nil, err
+		}
+		outbox[string(st)] = len(recs)
+	}
+	return inbox, outbox, nil
+}
+
+// printBot prints the bot's part of botrun status.
+func printBot(w io.Writer, bs botStatus) {
+	fmt.Fprintf(w, "bot        %s (%s backend)\n", bs.Config, bs.Backend)
+	switch r := bs.Running; {
+	case r.Answer != "":
+		fmt.Fprintf(w, "running    %s\n", r.Answer)
+	default:
+		since := time.UnixMilli(r.Since)
+		fmt.Fprintf(w, "running    module %.12s, up %s (since %s)\n", r.Module, time.Since(since).Round(time.Second), since.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, "channels   %s\n", strings.Join(bs.Channels, ", "))
+	counts := func(m map[string]int, states []string) string {
+		var parts []string
+		for _, s := range states {
+			parts = append(parts, fmt.Sprintf("%s %d", s, m[s]))
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(w, "inbox      %s\n", counts(bs.Inbox, states(durability.InboxStates)))
+	fmt.Fprintf(w, "outbox     %s\n", counts(bs.Outbox, states(durability.OutboxStates)))
+	if dead := bs.Inbox["dead"] + bs.Outbox["dead"] + bs.Outbox["unknown"]; dead > 0 {
+		fmt.Fprintf(w, "dead letters: %d (botrun inbox list --state dead, botrun outbox list --state dead)\n", dead)
+	}
+	fmt.Fprintln(w)
 }
 
 // printStatus writes st as two tables: sessions, then replicas.
