@@ -183,8 +183,8 @@ func (s *Sweeper) sweep(ctx context.Context, first bool) {
 	now := s.c.Clock.Now()
 	l := s.c.Leases.Lease(s.c.InboxLease)
 	recs, err := s.c.Inbox.ClaimDue(ctx, durability.ClaimOptions{
-		Lease:         l,
-		Limit:         room,
+		Lease: l,
+		Limit: room,
 		// Every pending record: admission journals a record already
 		// claimed (processing), so a pending one is an operator's replay
 		// (botrun replay from another process), due now.
