@@ -232,7 +232,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		Tracer: b.tr.Tracer(), SendTime: b.obs.SendObservers(ids), Log: b.log, Leases: b.leases,
 		Alerts: alertsink.SendAlerts{A: b.alerts}, Wake: b.wake, Sweeper: b.sweeper,
 		HookTimeout: time.Duration(cfg.Bot.HandlerTimeout), Boot: b.boot, Leaders: b.leaders,
-		Guard: b.guard.Env, Clock: b.clock}
+		Guard: b.guard.Env, Clock: b.clock, Draining: b.draining}
 	if h, ok := b.guest.(send.Hooks); ok {
 		sc.Hooks = h
 	}

@@ -1017,3 +1017,30 @@ func (b *testBot) journaled(t *testing.T) (records, bytes int) {
 	}
 	return len(out), bytes
 }
+
+// TestStopDuringAnInlineRetry: a send the channel keeps refusing is retried
+// inline (outbox.inline_max = 5m); the bot told to stop does not wait for
+// the retries: the send stays journaled for the sweeper after the restart,
+// and Stop returns long before inline_max (or its own grace) would end.
+func TestStopDuringAnInlineRetry(t *testing.T) {
+	cfg := testConfig(t, "[durability.outbox]\nretries = 1000\ninline_max = \"5m\"\nbackoff = { base = \"200ms\", cap = \"1s\", jitter = 0.0 }\n")
+	ch := newChannel()
+	ch.fail = func(int, channel.Outbound) error { return errors.New("503 service unavailable") }
+	b := newTestBot(t, cfg, memory.New(), reply("r: "), ch)
+	b.admit(t, "c1", "m1", "x")
+	if !waitFor(60*time.Second, func() bool { ch.mu.Lock(); defer ch.mu.Unlock(); return ch.calls >= 2 }) {
+		t.Fatal("the send was not retried")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Fatalf("Stop took %s: it waited for the inline retries", took)
+	}
+	if r := b.outboxRecord(t, "web:m1:1"); r.State.Terminal() {
+		t.Fatalf("the send retried at the stop is %s: it must stay journaled for the next start", r.State)
+	}
+}

@@ -122,6 +122,10 @@ type Config struct {
 	Queued interface {
 		TakeSend(chatKey, key string) (dispatch.Job, bool)
 	}
+	// Draining is closed when the bot begins to stop: a send retried inline
+	// stops waiting for its next try and is left to the sweeper (after the
+	// restart), so a retry does not hold the stop up.
+	Draining <-chan struct{}
 	// SettleInFlight, with coordination on, makes a turn that meets its
 	// send in flight elsewhere (another replica's) settle it before going
 	// on: the chat's next turn must not overtake it. Off, the turn answers
@@ -155,6 +159,7 @@ type Sender struct {
 	// settle it before going on (coordination: the chat's next turn must
 	// not overtake it).
 	settleInFlight bool
+	draining       <-chan struct{}
 	queued         interface {
 		TakeSend(chatKey, key string) (dispatch.Job, bool)
 	}
@@ -171,7 +176,7 @@ func New(c Config) *Sender {
 	return &Sender{outbox: c.Outbox, providers: c.Channels, policy: c.Policy, metrics: c.Counters,
 		tracer: c.Tracer, sendTime: c.SendTime, log: c.Log, leases: c.Leases, alerts: c.Alerts,
 		wake: c.Wake, hooks: c.Hooks, afterBudgets: newEventBudgets(c.HookTimeout),
-		settleInFlight: c.SettleInFlight, queued: c.Queued, sweeper: c.Sweeper, boot: c.Boot.UnixMilli(),
+		settleInFlight: c.SettleInFlight, draining: c.Draining, queued: c.Queued, sweeper: c.Sweeper, boot: c.Boot.UnixMilli(),
 		leaders: c.Leaders, channel: c.Guard, clock: clock.Or(c.Clock)}
 }
 
@@ -473,12 +478,15 @@ func pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// sleep waits d by the sender's clock; false when ctx ended first.
+// sleep waits d by the sender's clock; false when ctx ended, or the bot
+// began to stop, first.
 func (o *Sender) sleep(ctx context.Context, d time.Duration) bool {
 	t := o.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+		return false
+	case <-o.draining:
 		return false
 	case <-t.C():
 		return true
