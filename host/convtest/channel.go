@@ -3,6 +3,8 @@ package convtest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -26,6 +28,8 @@ type testChannel struct {
 	msgs map[string]*sent
 	last map[string]string // chat -> the ref of the latest message with choices
 	refs int
+	// dir is the test file's directory: an attachment's file is there.
+	dir string
 }
 
 type sent struct {
@@ -35,8 +39,25 @@ type sent struct {
 	list    *abi.List
 }
 
-func newTestChannel() *testChannel {
-	return &testChannel{byKey: map[string]string{}, msgs: map[string]*sent{}, last: map[string]string{}}
+func newTestChannel(dir string) *testChannel {
+	return &testChannel{byKey: map[string]string{}, msgs: map[string]*sent{}, last: map[string]string{}, dir: dir}
+}
+
+// LoadMedia implements channel.MediaLoader: an attachment's bytes are its
+// file's, beside the test; a file that is not there (or a path that leaves
+// the test's directory) is unavailable, as a channel's expired media is.
+func (c *testChannel) LoadMedia(_ context.Context, m channel.Media, max int64) ([]byte, error) {
+	if !filepath.IsLocal(m.Ref) {
+		return nil, fmt.Errorf("%w: %q is not a file beside the test", channel.ErrMediaUnavailable, m.Ref)
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, m.Ref))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", channel.ErrMediaUnavailable, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s is %d bytes, over the %d the bot may load", channel.ErrMediaTooLarge, m.Ref, len(b), max)
+	}
+	return b, nil
 }
 
 // ID implements channel.Channel.

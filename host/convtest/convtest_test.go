@@ -144,3 +144,29 @@ func TestParseErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachments: "> (TYPE FILE) caption" attaches the file beside the
+// test; the bot loads its bytes; a file that is not there, or a path out
+// of the test's directory, is unavailable to the bot, never read.
+func TestAttachments(t *testing.T) {
+	r := runner(t, wasmbuild.Go(t, "../../examples/echo"), true)
+	s := script(t, `> (document note.txt)
+< echo: [document, 5 bytes]
+  (document note.txt)
+> (image gone.png)
+< echo: [image, unavailable: rehydrate-failed]
+  (image gone.png)
+> (document ../../etc/passwd)
+< echo: [document, unavailable: rehydrate-failed]
+  (document ../../etc/passwd)
+`)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(s.Path), "note.txt"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.Run(context.Background(), s, false); !res.Passed {
+		t.Fatalf("%+v", res)
+	}
+	if _, err := Parse("t.chat", "> (image)\n"); err == nil || !strings.Contains(err.Error(), "an attachment is") {
+		t.Fatalf("an attachment without a file: %v", err)
+	}
+}

@@ -11,6 +11,7 @@
 //	> hello                  a message from the user
 //	< Hi! What's your name?  the bot's next reply, exactly
 //	> [Yes]                  a press of the button (or list row) titled Yes
+//	> (image cat.png) look   a message with an attachment (a file beside the test)
 //	< Done.                  (an indented line under a reply holds its
 //	  [Again] [Stop]          buttons, "{Menu: a | b}" a list, "(image URL)" media)
 //	<@alice You have mail.   a reply to another chat

@@ -238,7 +238,7 @@ func (r *Runner) play(ctx context.Context, s *Script, plan *crashPlan) ([]stepRu
 	if plan != nil {
 		crash.CrashAtWrite(plan.n, plan.after)
 	}
-	p := &player{r: r, s: s, clock: clock.NewFake(Start), ch: newTestChannel()}
+	p := &player{r: r, s: s, clock: clock.NewFake(Start), ch: newTestChannel(filepath.Dir(s.Path))}
 	r.mute.Store(plan != nil) // a crashed bot's complaints are the plan's doing
 	defer r.mute.Store(false)
 	bot, err := p.start(crash)
@@ -353,7 +353,11 @@ func (p *player) input(i int, st *Step) (*channel.Message, *Failure) {
 		}
 		return &channel.Message{ID: fmt.Sprintf("m%d", i+1), Chat: st.Chat, From: st.From, Text: st.Text, ReceivedAt: p.clock.Now(), Interaction: in}, nil
 	}
-	return &channel.Message{ID: fmt.Sprintf("m%d", i+1), Chat: st.Chat, From: st.From, Text: st.Text, ReceivedAt: p.clock.Now()}, nil
+	msg := &channel.Message{ID: fmt.Sprintf("m%d", i+1), Chat: st.Chat, From: st.From, Text: st.Text, ReceivedAt: p.clock.Now()}
+	if st.MediaType != "" {
+		msg.Media = []channel.Media{{Type: st.MediaType, Ref: st.MediaRef}}
+	}
+	return msg, nil
 }
 
 // settle waits until the bot finished what it was given: every inbound

@@ -39,6 +39,9 @@ type Step struct {
 	Chat, From string
 	// Text is the message's text, or the pressed title.
 	Text string
+	// MediaType and MediaRef are the message's attachment ("> (image
+	// cat.png) look"): its type and its file, relative to the test.
+	MediaType, MediaRef string
 	// By is the time Advance moves the clock.
 	By time.Duration
 	// Stubs are the API answers in force for this step's calls, the latest
@@ -121,6 +124,13 @@ func Parse(path, src string) (*Script, error) {
 			st := Step{Line: i + 1, Kind: Say, Chat: chat, From: from, Text: text, Stubs: stubs, first: i + 1, end: i + 1}
 			if t, ok := pressed(text); ok {
 				st.Kind, st.Text = Press, t
+			} else if strings.HasPrefix(text, "(") {
+				head, rest, ok := strings.Cut(text[1:], ")")
+				typ, ref, both := strings.Cut(head, " ")
+				if !ok || !both || typ == "" || ref == "" {
+					return nil, bad(i, "an attachment is \"> (TYPE FILE) caption\", e.g. \"> (image cat.png) look\" (FILE relative to the test)")
+				}
+				st.MediaType, st.MediaRef, st.Text = typ, ref, strings.TrimPrefix(rest, " ")
 			}
 			s.Steps = append(s.Steps, st)
 			cur = &s.Steps[len(s.Steps)-1]
