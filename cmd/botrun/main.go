@@ -46,14 +46,14 @@ Usage:
   botrun test [FILE|DIR]    run conversation tests against the module (-m bot.wasm, --crash, --json, -run, -update)
   botrun inbox list         list inbound records      (-c bot.toml, --state, --chat, --json)
   botrun outbox list        list sends                (-c bot.toml, --state, --chat, --json)
-  botrun status             the sessions' leaders and each replica's leases (-c bot.toml, --json)
-  botrun replay ID          process an inbound record again
+  botrun status             the running bot, its queues and dead letters, leaders and leases (-c bot.toml, --json)
+  botrun replay ID          process an inbound record again (--wait 30s prints the outcome)
   botrun replay --dry-run --module NEW.wasm
                             diff what NEW would send against the journal (--since, --chat, --provider, --json)
-  botrun retry KEY          send a dead, failed or unknown send again
+  botrun retry KEY          send a dead, failed or unknown send again (--wait 30s prints the outcome)
   botrun discard KEY        forget a send (cancels a scheduled one)
   botrun log --chat C       a chat's delivered messages, in and out (-c bot.toml, --limit, --json)
-  botrun send TEXT          journal a send for the running bot (-c, --provider, --chat, --key, --at)
+  botrun send TEXT          journal a send for the running bot and wait for it (-c, --provider, --chat, --key, --at, --wait)
   botrun broadcast TEXT     journal one send per chat of a file (-c, --provider, --chats, --key-prefix, --at)
   botrun purge --before D   delete done inbound and sent outbound records older than D
   botrun purge --dead       delete the dead letters: dead inbound records, dead and unknown sends (--before D or --all)
