@@ -56,15 +56,28 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if len(files) == 0 {
-		fmt.Fprintf(stderr, "botrun test: no *.chat file in %s (write one: docs/testing.md)\n", strings.Join(paths, ", "))
+		if match != nil {
+			fmt.Fprintf(stderr, "botrun test: no *.chat file in %s matches -run %q\n", strings.Join(paths, ", "), *pattern)
+		} else {
+			fmt.Fprintf(stderr, "botrun test: no *.chat file in %s (write one: docs/testing.md)\n", strings.Join(paths, ", "))
+		}
 		return 2
 	}
-	scripts := make([]*convtest.Script, len(files))
-	for i, f := range files {
-		if scripts[i], err = convtest.ParseFile(f); err != nil {
-			fmt.Fprintf(stderr, "botrun test: %v\n", err)
-			return 2
+	// A file that does not parse is reported (exit 2); the others run.
+	var scripts []*convtest.Script
+	bad := 0
+	for _, f := range files {
+		s, err := convtest.ParseFile(f)
+		if err != nil {
+			bad++
+			if *asJSON {
+				json.NewEncoder(stdout).Encode(convtest.Result{File: f, Failures: []convtest.Failure{{File: f, Message: err.Error()}}})
+			} else {
+				fmt.Fprintf(stderr, "botrun test: %v\n", err)
+			}
+			continue
 		}
+		scripts = append(scripts, s)
 	}
 	cache := ""
 	if dir, err := os.UserCacheDir(); err == nil {
@@ -110,15 +123,26 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*asJSON {
 		if failed > 0 {
-			fmt.Fprintf(stdout, "FAIL: %d of %d files (%s)\n", failed, len(scripts), time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(stdout, "FAIL: %d of %s (%s)\n", failed, fileCount(len(scripts)), time.Since(start).Round(time.Millisecond))
 		} else {
-			fmt.Fprintf(stdout, "PASS: %d files (%s)\n", len(scripts), time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(stdout, "PASS: %s (%s)\n", fileCount(len(scripts)), time.Since(start).Round(time.Millisecond))
 		}
 	}
-	if failed > 0 {
+	switch {
+	case bad > 0:
+		return 2
+	case failed > 0:
 		return 1
 	}
 	return 0
+}
+
+// fileCount is "1 file" or "n files".
+func fileCount(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
 }
 
 // printLog prints what the bot logged, indented, if anything.
@@ -147,18 +171,30 @@ func parseInterleaved(fs *flag.FlagSet, args []string) (rest []string, code int,
 // whatever its name), sorted, that match.
 func testFiles(paths []string, match *regexp.Regexp) ([]string, error) {
 	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[filepath.Clean(p)] {
+			seen[filepath.Clean(p)] = true
+			out = append(out, p)
+		}
+	}
 	for _, p := range paths {
 		st, err := os.Stat(p)
-		if err != nil {
+		switch {
+		case err != nil && p == "tests" && len(paths) == 1:
+			return nil, fmt.Errorf("no tests directory here: name the test files or directories (botrun test -m bot.wasm tests/)")
+		case err != nil:
 			return nil, err
-		}
-		if !st.IsDir() {
-			out = append(out, p)
+		case st.IsDir():
+		case !st.Mode().IsRegular():
+			return nil, fmt.Errorf("%s is not a file", p)
+		default:
+			add(p)
 			continue
 		}
 		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && strings.HasSuffix(path, ".chat") {
-				out = append(out, path)
+			if err == nil && d.Type().IsRegular() && strings.HasSuffix(path, ".chat") {
+				add(path)
 			}
 			return err
 		})

@@ -510,6 +510,9 @@ func (p *parser) validateAdminListen(c *Config) {
 
 var apiName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
+// ValidAPIName reports whether name may name an [[apis]] entry.
+func ValidAPIName(name string) bool { return apiName.MatchString(name) }
+
 // headerName is an HTTP header name (a token, RFC 9110).
 var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 

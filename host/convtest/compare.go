@@ -3,7 +3,10 @@ package convtest
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // render is a reply as a test writes it, in a step whose chat is chat:
@@ -14,7 +17,11 @@ func (r Reply) render(chat string) []string {
 		head += "~"
 	}
 	if r.Chat != chat {
-		head += "@" + r.Chat
+		name := r.Chat
+		if strings.ContainsAny(name, " \t\"\\") || !utf8.ValidString(name) {
+			name = strconv.Quote(name)
+		}
+		head += "@" + name
 	}
 	out := []string{head + " " + escape(r.Text)}
 	if r.Text == "" {
@@ -66,15 +73,24 @@ func diff(chat string, want, got []Reply) string {
 			}
 			continue
 		}
+		var w, g []string
 		if i < len(want) {
-			for _, l := range want[i].render(chat) {
-				b.WriteString("  - " + l + "\n")
-			}
+			w = want[i].render(chat)
 		}
 		if i < len(got) {
-			for _, l := range got[i].render(chat) {
-				b.WriteString("  + " + l + "\n")
-			}
+			g = got[i].render(chat)
+		}
+		if slices.Equal(w, g) {
+			// They print alike (bytes that are not UTF-8, a chat's name):
+			// show them quoted, where they differ.
+			w = []string{fmt.Sprintf("%q in chat %q", want[i].Text, want[i].Chat)}
+			g = []string{fmt.Sprintf("%q in chat %q", got[i].Text, got[i].Chat)}
+		}
+		for _, l := range w {
+			b.WriteString("  - " + l + "\n")
+		}
+		for _, l := range g {
+			b.WriteString("  + " + l + "\n")
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
@@ -87,17 +103,25 @@ func (s *Script) rewrite(runs []stepRun) error {
 	drop := map[int]bool{}
 	insert := map[int][]string{}
 	states := map[int]string{}
+	eol := ""
+	if s.crlf {
+		eol = "\r"
+	}
 	for i, st := range s.Steps {
-		for j := st.first; j < st.end; j++ {
-			if l := s.lines[j]; strings.HasPrefix(l, "<") || (l != "" && (l[0] == ' ' || l[0] == '\t') && strings.TrimSpace(l) != "") {
-				drop[j] = true
-			}
+		for _, j := range st.replies {
+			drop[j] = true
+		}
+		at := st.first
+		if len(st.replies) > 0 {
+			at = st.replies[0] // where the old replies began
 		}
 		for _, r := range runs[i].replies {
-			insert[st.first] = append(insert[st.first], r.render(st.Chat)...)
+			for _, l := range r.render(st.Chat) {
+				insert[at] = append(insert[at], l+eol)
+			}
 		}
 		for _, w := range st.States {
-			states[w.Line-1] = runs[i].states[w.Line].line()
+			states[w.Line-1] = runs[i].states[w.Line].line() + eol
 		}
 	}
 	var out []string
@@ -111,11 +135,15 @@ func (s *Script) rewrite(runs []stepRun) error {
 			out = append(out, s.lines[j])
 		}
 	}
+	text := strings.Join(out, "\n")
+	if !s.noFinalNewline {
+		text += "\n"
+	}
 	info, err := os.Stat(s.Path)
 	if err != nil {
 		return fmt.Errorf("update %s: %w", s.Path, err)
 	}
-	if err := os.WriteFile(s.Path, []byte(strings.Join(out, "\n")+"\n"), info.Mode().Perm()); err != nil {
+	if err := os.WriteFile(s.Path, []byte(text), info.Mode().Perm()); err != nil {
 		return fmt.Errorf("update %s: %w", s.Path, err)
 	}
 	return nil

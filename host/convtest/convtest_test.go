@@ -170,3 +170,38 @@ func TestAttachments(t *testing.T) {
 		t.Fatalf("an attachment without a file: %v", err)
 	}
 }
+
+// TestMessagesAsWritten: parentheses that are not an attachment, an
+// escaped bracket, and trailing blanks are read as a user means them; a
+// chat whose name has a space round-trips through -update; a CRLF file
+// stays CRLF.
+func TestMessagesAsWritten(t *testing.T) {
+	s, err := Parse("t.chat", "> (just kidding) hi\n> \\[Yes]\n> [Yes]  \n> a\\s\n> (image x.png) look\n<@\"a b\" hello\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		kind       StepKind
+		text, file string
+	}{{Say, "(just kidding) hi", ""}, {Say, "[Yes]", ""}, {Press, "Yes", ""}, {Say, "a ", ""}, {Say, "look", "x.png"}}
+	for i, w := range want {
+		if st := s.Steps[i]; st.Kind != w.kind || st.Text != w.text || st.MediaRef != w.file {
+			t.Errorf("step %d: %+v, want %+v", i+1, st, w)
+		}
+	}
+	if r := s.Steps[4].Want[0]; r.Chat != "a b" || r.Text != "hello" {
+		t.Errorf("<@\"a b\": %+v", r)
+	}
+	if got := (Reply{Chat: "a b", Text: "hi "}).render("chat"); got[0] != `<@"a b" hi\s` {
+		t.Errorf("rendered %q", got)
+	}
+	r := runner(t, wasmbuild.Go(t, "../../examples/echo"), false)
+	crlf := script(t, "# a CRLF file\r\n> hello\r\n< wrong\r\n  # kept\r\n> bye\r\n")
+	if res := r.Run(context.Background(), crlf, true); !res.Passed {
+		t.Fatalf("%+v", res)
+	}
+	b, _ := os.ReadFile(crlf.Path)
+	if want := "# a CRLF file\r\n> hello\r\n< echo: hello\r\n  # kept\r\n> bye\r\n< echo: bye\r\n"; string(b) != want {
+		t.Fatalf("updated %q, want %q", b, want)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,9 @@ var Start = time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 type Runner struct {
 	opts   Options
 	engine *wasm.Engine
-	guest  reload.Guest
+	// module is the module's bytes: each run loads it afresh (its own
+	// instances, as after a restart), from the engine's compile cache.
+	module []byte
 	log    *slog.Logger
 	logs   *logBuffer   // the bot's warnings and errors in the file's run
 	mute   *atomic.Bool // set during the crash runs
@@ -75,7 +78,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if _, err := os.Stat(opts.Module); err != nil {
 		return nil, fmt.Errorf("the module: %w (build the bot first, e.g. make build)", err)
 	}
-	engine, guest, _, err := reload.Load(ctx, reload.Config{Path: opts.Module, Log: log, Clock: clock.Real,
+	engine, _, _, err := reload.Load(ctx, reload.Config{Path: opts.Module, Log: log, Clock: clock.Real,
 		Engine: wasm.Config{
 			// A fixed secret: a conversation reads the same random bytes on
 			// every run.
@@ -95,7 +98,13 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		engine.Close(ctx)
 		return nil, err
 	}
-	return &Runner{opts: opts, engine: engine, guest: guest, log: log, logs: logs, mute: mute, apis: apis}, nil
+	module, err := os.ReadFile(opts.Module)
+	if err != nil {
+		engine.Close(ctx)
+		apis.close()
+		return nil, err
+	}
+	return &Runner{opts: opts, engine: engine, module: module, log: log, logs: logs, mute: mute, apis: apis}, nil
 }
 
 // Close releases the module and the stub server.
@@ -238,7 +247,12 @@ func (r *Runner) play(ctx context.Context, s *Script, plan *crashPlan) ([]stepRu
 	if plan != nil {
 		crash.CrashAtWrite(plan.n, plan.after)
 	}
-	p := &player{r: r, s: s, clock: clock.NewFake(Start), ch: newTestChannel(filepath.Dir(s.Path))}
+	mod, err := r.engine.LoadBytes(ctx, filepath.Base(r.opts.Module), r.module)
+	if err != nil {
+		return nil, nil, &Failure{File: s.Path, Line: 1, Message: err.Error()}
+	}
+	defer mod.Close(context.Background())
+	p := &player{r: r, s: s, clock: clock.NewFake(Start), ch: newTestChannel(filepath.Dir(s.Path)), guest: reload.Module{Module: mod}}
 	r.mute.Store(plan != nil) // a crashed bot's complaints are the plan's doing
 	defer r.mute.Store(false)
 	bot, err := p.start(crash)
@@ -286,6 +300,9 @@ func (r *Runner) play(ctx context.Context, s *Script, plan *crashPlan) ([]stepRu
 		if f := r.apis.failure(); f != nil {
 			return nil, nil, f
 		}
+		if m := unnamedAPI.FindStringSubmatch(r.logs.peek()); m != nil && plan == nil {
+			return nil, nil, &Failure{File: s.Path, Line: st.Line, Message: fmt.Sprintf("the bot called API %s, which no \":api\" line before this step names (add \":api %s METHOD PATH STATUS BODY\")", m[1], m[1])}
+		}
 		out[i].replies, seen = p.ch.replies(seen)
 		out[i].states = map[int]StateWant{}
 		for _, w := range st.States {
@@ -306,6 +323,8 @@ type player struct {
 	clock *clock.Fake
 	ch    *testChannel
 	bot   *host.Bot
+	// guest is this run's module: no instance of another run's.
+	guest reload.Module
 }
 
 // start starts a bot on backend.
@@ -314,7 +333,7 @@ func (p *player) start(backend durability.Backend) (*host.Bot, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := host.New(context.Background(), cfg, host.Options{Logger: p.r.log, Backend: backend, Guest: p.r.guest,
+	b, err := host.New(context.Background(), cfg, host.Options{Logger: p.r.log, Backend: backend, Guest: p.guest,
 		Channels: []channel.Channel{p.ch}, Clock: p.clock})
 	if err != nil {
 		return nil, err
@@ -389,8 +408,11 @@ func (p *player) settled(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	now := p.clock.Now().UnixMilli()
 	for _, rec := range in {
-		if !rec.State.Terminal() {
+		// A message whose handler failed waits for its retry on the
+		// test's clock (an :advance runs it): the step is over.
+		if !rec.State.Terminal() && !(rec.State == durability.InboxFailed && rec.RetryAt > now) {
 			return false, nil
 		}
 	}
@@ -398,7 +420,6 @@ func (p *player) settled(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	now := p.clock.Now().UnixMilli()
 	for _, rec := range out {
 		if !rec.State.Terminal() && rec.RetryAt <= now {
 			return false, nil
@@ -535,6 +556,17 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 		l.b = append(l.b, p...)
 	}
 	return len(p), nil
+}
+
+// unnamedAPI finds, in the bot's log, a call to an API the test's config
+// does not name (no :api line names it).
+var unnamedAPI = regexp.MustCompile(`msg="guest called an API the config does not name".* api=("[^"]*"|\S+)`)
+
+// peek returns what was logged since the last take, and keeps it.
+func (l *logBuffer) peek() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
 }
 
 // take returns what was logged since the last take.

@@ -3,10 +3,13 @@ package convtest
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/unit"
 )
 
@@ -16,6 +19,9 @@ type Script struct {
 	Path  string
 	lines []string
 	Steps []Step
+	// crlf and noFinalNewline are how the file ends its lines, for
+	// -update to write it back alike.
+	crlf, noFinalNewline bool
 }
 
 // StepKind is what a step does to the bot.
@@ -54,6 +60,9 @@ type Step struct {
 	// first and end are the lines (0-based, end exclusive) after the
 	// input that hold its expected replies, for -update.
 	first, end int
+	// replies are the lines (0-based) of its expected replies and their
+	// indented lines: what -update replaces.
+	replies []int
 }
 
 // Reply is one thing the bot did in a chat, as a test writes it.
@@ -89,6 +98,9 @@ type Stub struct {
 	Body         string
 }
 
+// maxAdvance is the most one :advance moves the clock.
+const maxAdvance = 100 * 365 * 24 * time.Hour
+
 // Default chat and sender of a conversation.
 const (
 	DefaultChat = "chat"
@@ -106,7 +118,9 @@ func ParseFile(path string) (*Script, error) {
 
 // Parse parses a conversation test; path names it in errors.
 func Parse(path, src string) (*Script, error) {
-	s := &Script{Path: path, lines: strings.Split(strings.TrimSuffix(src, "\n"), "\n")}
+	src = strings.TrimPrefix(src, "\ufeff") // a byte order mark some editors write
+	s := &Script{Path: path, lines: strings.Split(strings.TrimSuffix(src, "\n"), "\n"),
+		crlf: strings.Contains(src, "\r\n"), noFinalNewline: !strings.HasSuffix(src, "\n")}
 	chat, from := DefaultChat, DefaultFrom
 	var stubs []Stub
 	var cur *Step
@@ -120,17 +134,17 @@ func Parse(path, src string) (*Script, error) {
 		case trimmed == "" || strings.HasPrefix(trimmed, "#"):
 			continue
 		case strings.HasPrefix(line, "> ") || line == ">":
-			text := unescape(strings.TrimPrefix(strings.TrimPrefix(line, ">"), " "))
+			// Trailing blanks are not part of a message ("\s" writes one).
+			raw := strings.TrimRight(strings.TrimPrefix(strings.TrimPrefix(line, ">"), " "), " \t")
+			text := unescape(raw)
 			st := Step{Line: i + 1, Kind: Say, Chat: chat, From: from, Text: text, Stubs: stubs, first: i + 1, end: i + 1}
-			if t, ok := pressed(text); ok {
-				st.Kind, st.Text = Press, t
-			} else if strings.HasPrefix(text, "(") {
-				head, rest, ok := strings.Cut(text[1:], ")")
-				typ, ref, both := strings.Cut(head, " ")
-				if !ok || !both || typ == "" || ref == "" {
-					return nil, bad(i, "an attachment is \"> (TYPE FILE) caption\", e.g. \"> (image cat.png) look\" (FILE relative to the test)")
+			if t, ok := pressed(raw); ok {
+				st.Kind, st.Text = Press, unescape(t)
+			} else if typ, ref, caption, ok := attachment(raw); ok {
+				if ref == "" {
+					return nil, bad(i, "an attachment is \"> (%s FILE) caption\", e.g. \"> (image cat.png) look\" (FILE relative to the test)", typ)
 				}
-				st.MediaType, st.MediaRef, st.Text = typ, ref, strings.TrimPrefix(rest, " ")
+				st.MediaType, st.MediaRef, st.Text = typ, ref, unescape(caption)
 			}
 			s.Steps = append(s.Steps, st)
 			cur = &s.Steps[len(s.Steps)-1]
@@ -145,12 +159,14 @@ func Parse(path, src string) (*Script, error) {
 			r.Line = i + 1
 			cur.Want = append(cur.Want, r)
 			cur.end = i + 1
+			cur.replies = append(cur.replies, i)
 		case line[0] == ' ' || line[0] == '\t':
 			if cur == nil || len(cur.Want) == 0 || cur.end != i {
 				return nil, bad(i, "an indented line belongs right under a reply (\"< text\"): it holds that reply's buttons, list or media")
 			}
 			cur.Want[len(cur.Want)-1].Extra = trimmed
 			cur.end = i + 1
+			cur.replies = append(cur.replies, i)
 		case strings.HasPrefix(line, ":"):
 			word, rest, _ := strings.Cut(strings.TrimPrefix(trimmed, ":"), " ")
 			rest = strings.TrimSpace(rest)
@@ -167,8 +183,13 @@ func Parse(path, src string) (*Script, error) {
 				from = rest
 			case "advance":
 				d, err := unit.ParseDuration(rest)
-				if err != nil || d <= 0 {
+				switch {
+				case err != nil:
+					return nil, bad(i, ":advance needs a duration (\":advance 2h\", \":advance 90s\"): %v", err)
+				case d <= 0:
 					return nil, bad(i, ":advance needs a positive duration (\":advance 2h\", \":advance 90s\"), not %q", rest)
+				case d > maxAdvance:
+					return nil, bad(i, ":advance %s is more than %d years: a test's clock moves at most that far in one step", rest, maxAdvance/(365*24*time.Hour))
 				}
 				s.Steps = append(s.Steps, Step{Line: i + 1, Kind: Advance, Chat: chat, From: from, By: d, Stubs: stubs, first: i + 1, end: i + 1})
 				cur = &s.Steps[len(s.Steps)-1]
@@ -201,7 +222,26 @@ func Parse(path, src string) (*Script, error) {
 	return s, nil
 }
 
-// pressed reports whether a message's text is a press: "[Title]".
+// attachment reads "(TYPE FILE) caption", TYPE one of the ABI's media
+// types (any other text in parentheses is a message; "\(" writes one
+// that starts with a media type).
+func attachment(text string) (typ, ref, caption string, ok bool) {
+	if !strings.HasPrefix(text, "(") {
+		return "", "", "", false
+	}
+	head, rest, closed := strings.Cut(text[1:], ")")
+	typ, ref, _ = strings.Cut(head, " ")
+	if !slices.Contains(abi.MediaTypes, typ) {
+		return "", "", "", false
+	}
+	if !closed {
+		return typ, "", "", true
+	}
+	return typ, strings.TrimSpace(ref), strings.TrimPrefix(rest, " "), true
+}
+
+// pressed reports whether a message's text is a press: "[Title]" ("\["
+// writes a message that starts with a bracket).
 func pressed(text string) (string, bool) {
 	if len(text) > 2 && text[0] == '[' && text[len(text)-1] == ']' && !strings.ContainsAny(text[1:len(text)-1], "[]") {
 		return text[1 : len(text)-1], true
@@ -219,6 +259,15 @@ func parseReply(line, chat string) (Reply, error) {
 	}
 	if strings.HasPrefix(rest, "@") {
 		name, text, _ := strings.Cut(rest[1:], " ")
+		if strings.HasPrefix(rest[1:], `"`) {
+			// A quoted name: "<@\"a b\" hello".
+			q, err := strconv.QuotedPrefix(rest[1:])
+			if err != nil {
+				return r, fmt.Errorf("\"<@\" with a quoted chat name needs its closing quote: %v", err)
+			}
+			name, _ = strconv.Unquote(q)
+			text = strings.TrimPrefix(rest[1+len(q):], " ")
+		}
 		if name == "" {
 			return r, fmt.Errorf("\"<@\" needs the chat's name (\"<@alice hello\")")
 		}
@@ -237,9 +286,21 @@ func parseReply(line, chat string) (Reply, error) {
 
 // parseStub reads "NAME METHOD PATH STATUS [BODY]".
 func parseStub(s string) (Stub, error) {
-	f := strings.SplitN(s, " ", 5)
+	f := strings.Fields(s)
+	if len(f) > 4 {
+		// The body is the rest of the line, as written.
+		rest := s
+		for range 4 {
+			rest = strings.TrimLeft(rest, " \t")
+			rest = rest[strings.IndexAny(rest+" ", " \t"):]
+		}
+		f = append(f[:4], strings.TrimLeft(rest, " \t"))
+	}
 	if len(f) < 4 {
 		return Stub{}, fmt.Errorf(":api needs NAME METHOD PATH STATUS [BODY] (\":api orders GET /orders/42 200 {\\\"status\\\":\\\"shipped\\\"}\"), got %q", s)
+	}
+	if !config.ValidAPIName(f[0]) {
+		return Stub{}, fmt.Errorf(":api: %q is not an API name: want 1 to 63 lower-case letters, digits, _ and -, as [[apis]] name", f[0])
 	}
 	status, err := strconv.Atoi(f[3])
 	if err != nil || status < 100 || status > 599 {
@@ -256,7 +317,9 @@ func parseStub(s string) (Stub, error) {
 }
 
 // unescape reads a test's text: "\n" is a newline, "\r" a carriage
-// return, "\\" a backslash.
+// return, "\t" a tab, "\s" a space (one at the end of a message), "\\" a
+// backslash, and "\[" and "\(" a bracket and a parenthesis (a message
+// that starts with one is then not a press or an attachment).
 func unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
@@ -273,6 +336,18 @@ func unescape(s string) string {
 				b.WriteByte('\r')
 				i++
 				continue
+			case 't':
+				b.WriteByte('\t')
+				i++
+				continue
+			case 's':
+				b.WriteByte(' ')
+				i++
+				continue
+			case '[', '(':
+				b.WriteByte(s[i+1])
+				i++
+				continue
 			case '\\':
 				b.WriteByte('\\')
 				i++
@@ -286,7 +361,11 @@ func unescape(s string) string {
 
 // escape writes text as a test's line holds it.
 func escape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, "\r", `\r`).Replace(s)
+	s = strings.NewReplacer(`\`, `\\`, "\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s)
+	if strings.HasSuffix(s, " ") {
+		s = s[:len(s)-1] + `\s` // a trailing blank stays visible, and is read back
+	}
+	return s
 }
 
 func short(s string) string {
