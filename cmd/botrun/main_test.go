@@ -370,6 +370,7 @@ func TestStatusShowsTheRunningBot(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf("[bot]\nmodule = %q\ndata_dir = %q\n[http]\nlisten = %q\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[admin]\ntoken = %q\n[[channels]]\nid = \"web\"\ntype = \"webchat\"\n",
 		module, testDataDir(), addr, killAdminToken)), 0o600)
 	cmd := startBotrun(t, bin, cfg, addr)
+	defer cmd.Process.Kill()
 	webchatEcho(t, "http://"+addr)
 	var code int
 	var out, errs string

@@ -61,7 +61,7 @@ func parse(path, src string, lookup func(string) (string, bool), keep func(key s
 		p := &parser{file: path, lines: lines, section: "channels"}
 		cfg, failed := p.parseOnce(cur, lookup)
 		if failed == nil {
-			errs := oneMistake(append(bad, p.errs...))
+			errs := oneMistake(bad, p.errs)
 			if keep != nil {
 				errs = slices.DeleteFunc(errs, func(e *Error) bool { return !keep(e.Key) })
 			}
@@ -88,11 +88,16 @@ func parse(path, src string, lookup func(string) (string, bool), keep func(key s
 // oneMistake drops a "missing" error for a key that an unknown key near it
 // was meant to be ("tokn": did you mean token?), or whose ${VAR} is not
 // set: the typo, or the variable, is the mistake.
-func oneMistake(errs Errors) Errors {
+func oneMistake(bad, found Errors) Errors {
+	valued := map[string]bool{}
+	for _, e := range bad {
+		valued[e.Key] = true // a value that did not fit: the key is not missing
+	}
 	meant := map[string]bool{}
-	for _, e := range errs {
+	unset := map[string]bool{}
+	for _, e := range found {
 		if strings.HasPrefix(e.Msg, "environment variable ") {
-			meant[e.Key] = true
+			unset[e.Key] = true
 		}
 		if _, name, ok := strings.Cut(e.Msg, "did you mean "); ok && strings.HasPrefix(e.Msg, "unknown key") {
 			parent := ""
@@ -102,9 +107,15 @@ func oneMistake(errs Errors) Errors {
 			meant[parent+strings.TrimSuffix(strings.Fields(name)[0], "?")] = true
 		}
 	}
-	out := errs[:0]
-	for _, e := range errs {
-		if !(meant[e.Key] && strings.HasPrefix(e.Msg, "missing")) {
+	out := append(Errors{}, bad...)
+	for _, e := range found {
+		switch {
+		case valued[e.Key]:
+			// Its value was reported; what its absence breaks is not.
+		case meant[e.Key] && strings.HasPrefix(e.Msg, "missing"):
+		case unset[e.Key] && !strings.HasPrefix(e.Msg, "environment variable "):
+			// The variable is the mistake; what its empty value breaks is not.
+		default:
 			out = append(out, e)
 		}
 	}
@@ -122,12 +133,14 @@ type valueError struct {
 
 var (
 	lastKey   = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
-	fromTo    = regexp.MustCompile(`TOML value has type (\w+); destination has type (\w+)`)
+	fromTo    = regexp.MustCompile(`TOML value has type (\S+); destination has type (\w+)`)
 	arrayHead = regexp.MustCompile(`^\s*\[\[\s*([A-Za-z0-9_."-]+)\s*\]\]`)
 )
 
-// valueFailed turns a decode error into the value that caused it.
-func (p *parser) valueFailed(err error) *valueError {
+// valueFailed turns a decode error into the value that caused it. entry,
+// for an error decoding one [[array]] entry ("channels[1]"), is that entry:
+// the decoder's line for it is not the entry's.
+func (p *parser) valueFailed(err error, entry ...string) *valueError {
 	m := lastKey.FindStringSubmatch(err.Error())
 	if m == nil {
 		e := p.decodeError(err)
@@ -135,6 +148,10 @@ func (p *parser) valueFailed(err error) *valueError {
 	}
 	line, _ := strconv.Atoi(m[1])
 	path := p.indexed(m[2], line)
+	if len(entry) == 1 {
+		name, _, _ := strings.Cut(entry[0], "[")
+		path = entry[0] + strings.TrimPrefix(m[2], name)
+	}
 	return &valueError{path: path, raw: m[3], err: &Error{File: p.file, Line: p.line(path), Key: path}}
 }
 
@@ -153,7 +170,11 @@ func (p *parser) indexed(key string, line int) string {
 			count[name]++
 			current = name
 		} else if t := strings.TrimSpace(l); strings.HasPrefix(t, "[") {
-			current = ""
+			// A table inside the entry ([apis.headers]) keeps it.
+			name := unquote(strings.TrimSpace(strings.TrimPrefix(strings.SplitN(t, "]", 2)[0], "[")))
+			if current == "" || !strings.HasPrefix(name, current+".") {
+				current = ""
+			}
 		}
 	}
 	if current != "" && strings.HasPrefix(key, current+".") {
@@ -171,6 +192,9 @@ func (v *valueError) words(tree map[string]any) string {
 	}
 	want := kindWords(m[2])
 	got, ok := lookupPath(tree, v.path)
+	if _, isTable := got.(map[string]any); isTable && slices.Contains(arrays, v.path) {
+		return fmt.Sprintf("[%s] is one table: write [[%s]] (two brackets) above each entry", v.path, v.path)
+	}
 	if !ok {
 		return "want " + want
 	}
@@ -287,7 +311,14 @@ func (p *parser) unknownKeys(md toml.MetaData, c *Config) {
 	var tree map[string]any
 	toml.Decode(p.src, &tree) // it decoded once already
 	seen := map[string]bool{}
+	unknown := map[string]bool{}
 	for _, k := range md.Undecoded() {
+		unknown[k.String()] = true
+	}
+	for _, k := range md.Undecoded() {
+		if underUnknown(k, unknown) {
+			continue // its table is unknown: that is the one mistake
+		}
 		for _, path := range p.entries(tree, k) {
 			if seen[path] || p.skipped(path) {
 				continue
@@ -300,6 +331,16 @@ func (p *parser) unknownKeys(md toml.MetaData, c *Config) {
 			p.add(path, "unknown key%s (bot.toml.example lists every key)", didYouMean(name, p.known(parent, c)))
 		}
 	}
+}
+
+// underUnknown reports whether a table k is in is itself unknown.
+func underUnknown(k toml.Key, unknown map[string]bool) bool {
+	for i := 1; i < len(k); i++ {
+		if unknown[k[:i].String()] {
+			return true
+		}
+	}
+	return false
 }
 
 // entries are the paths of key in tree: with the index of each [[array]]

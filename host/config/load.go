@@ -219,7 +219,7 @@ func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Channel
 	key := fmt.Sprintf("%s[%d]", p.section, i)
 	var prov Channel
 	if err := md.PrimitiveDecode(prim, &prov); err != nil {
-		return Channel{}, nil, p.valueFailed(err)
+		return Channel{}, nil, p.valueFailed(err, key)
 	}
 	want := strings.Join(channel.Types(), ", ")
 	if prov.Type == "" {
@@ -234,7 +234,7 @@ func (p *parser) provider(md toml.MetaData, i int, prim toml.Primitive) (Channel
 	}
 	prov.Settings = t.Config()
 	if err := md.PrimitiveDecode(prim, prov.Settings); err != nil {
-		return Channel{}, nil, p.valueFailed(err)
+		return Channel{}, nil, p.valueFailed(err, key)
 	}
 	if p.settings == nil {
 		p.settings = map[int]any{}
@@ -277,7 +277,11 @@ func (p *parser) expand(v reflect.Value, key string, lookup func(string) (string
 		}
 	case reflect.Slice:
 		for i := range v.Len() {
-			p.expand(v.Index(i), fmt.Sprintf("%s[%d]", key, i), lookup)
+			n := i
+			if key == p.section && i < len(p.providerIndex) {
+				n = p.providerIndex[i] // the entry's place in the file (entries that failed are not in Channels)
+			}
+			p.expand(v.Index(i), fmt.Sprintf("%s[%d]", key, n), lookup)
 		}
 	case reflect.Struct:
 		t := v.Type()
