@@ -257,7 +257,7 @@ func metric(addr, name string) int64 {
 // settled, reading the shared backend through the CLI.
 func waitSettled(t *testing.T, bin, cfg string, want int, timeout time.Duration) {
 	t.Helper()
-	var recs []durability.InboxRecord
+	var recs []cliRecord
 	var err error
 	if !waitfor.Every(200*time.Millisecond, timeout, func() bool {
 		var out []byte
@@ -266,7 +266,7 @@ func waitSettled(t *testing.T, bin, cfg string, want int, timeout time.Duration)
 			return false
 		}
 		for _, r := range recs {
-			if !r.State.Terminal() {
+			if !durability.InboxState(r.State).Terminal() {
 				return false
 			}
 		}

@@ -557,6 +557,15 @@ func settled(addr string) bool {
 	return true
 }
 
+// cliRecord is an inbox or outbox record as botrun's --json prints it:
+// times in RFC 3339, a JSON payload as JSON.
+type cliRecord struct {
+	ID, Key, Provider, Chat, Owner, Ref, Error string
+	State                                      string
+	Attempts                                   int
+	Payload                                    json.RawMessage
+}
+
 func list[T any](t *testing.T, bin, cfg, what string) []T {
 	t.Helper()
 	out, err := exec.Command(bin, what, "list", "-c", cfg, "--json").Output()
@@ -589,15 +598,15 @@ func audit(t *testing.T, bin, cfg, channel string, delivered func(reply string) 
 		prefix = "web:"
 	}
 	done := map[string]bool{}
-	for _, r := range list[durability.InboxRecord](t, bin, cfg, "inbox") {
-		done[r.ID] = r.State == durability.InboxDone
+	for _, r := range list[cliRecord](t, bin, cfg, "inbox") {
+		done[r.ID] = r.State == string(durability.InboxDone)
 		if r.Attempts > 1 {
 			o.takenOver++
 		}
 	}
 	unknown := map[string]bool{}
-	for _, r := range list[durability.OutboxRecord](t, bin, cfg, "outbox") {
-		if r.State == durability.OutboxUnknown {
+	for _, r := range list[cliRecord](t, bin, cfg, "outbox") {
+		if r.State == string(durability.OutboxUnknown) {
 			var m struct{ Text string }
 			json.Unmarshal(r.Payload, &m)
 			unknown[r.Chat+"|"+m.Text] = true
@@ -733,11 +742,11 @@ secret = %q
 
 	unknown := map[string]bool{}
 	journaled := 0
-	for _, r := range list[durability.OutboxRecord](t, bin, cfgPath, "outbox") {
+	for _, r := range list[cliRecord](t, bin, cfgPath, "outbox") {
 		if strings.HasPrefix(r.Key, "news:1:") {
 			journaled++
 		}
-		if r.State == durability.OutboxUnknown {
+		if r.State == string(durability.OutboxUnknown) {
 			unknown[r.Chat] = true
 		}
 	}

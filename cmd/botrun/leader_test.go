@@ -185,8 +185,8 @@ session_lease = %q
 	var unsent []string
 	if !waitfor.Every(200*time.Millisecond, 2*time.Minute, func() bool {
 		unsent = nil
-		for _, r := range list[durability.OutboxRecord](t, bin, second.cfg, "outbox") {
-			if r.State != durability.OutboxSent {
+		for _, r := range list[cliRecord](t, bin, second.cfg, "outbox") {
+			if r.State != string(durability.OutboxSent) {
 				unsent = append(unsent, fmt.Sprintf("%s is %s (%s)", r.Key, r.State, r.Error))
 			}
 		}
@@ -200,11 +200,11 @@ session_lease = %q
 		r.cmd.Process.Signal(syscall.SIGTERM)
 		r.cmd.Wait()
 	}
-	outbox := list[durability.OutboxRecord](t, bin, second.cfg, "outbox")
-	byKey := map[string]durability.OutboxRecord{}
+	outbox := list[cliRecord](t, bin, second.cfg, "outbox")
+	byKey := map[string]cliRecord{}
 	for _, r := range outbox {
 		byKey[r.Key] = r
-		if r.State != durability.OutboxSent {
+		if r.State != string(durability.OutboxSent) {
 			t.Errorf("send %s is %s (%s), want sent", r.Key, r.State, r.Error)
 		}
 	}
@@ -276,7 +276,10 @@ func adminSend(t *testing.T, r *replica, key, chat, text string) {
 // session's leader, in JSON and in its table.
 func statusLeader(t *testing.T, bin, cfg, leader string, token int64) {
 	t.Helper()
-	var st ops.Status
+	var st struct {
+		Sessions []ops.SessionStatus
+		Replicas []ops.ReplicaStatus
+	}
 	out, err := exec.Command(bin, "status", "-c", cfg, "--json").Output()
 	if err != nil || json.Unmarshal(out, &st) != nil {
 		t.Fatalf("botrun status --json: %v\n%s", err, out)
