@@ -196,8 +196,12 @@ func goVersion() string {
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flags("check", "Usage: botrun check bot.toml\n\nValidates bot.toml and compiles and validates its module against ABI v1.\nExit status 0 when both are good, 1 with the reasons otherwise.", stderr)
-	if code, stop := parse(fs, args, 1); stop {
+	if code, stop := parse(fs, args, -1); stop {
 		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "botrun check: one config file, not %d: botrun check bot.toml\n", fs.NArg())
+		return 2
 	}
 	cfg, err := config.Load(fs.Arg(0))
 	if err != nil {

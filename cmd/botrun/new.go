@@ -39,7 +39,16 @@ func cmdNew(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	dir := pos[0]
-	name := filepath.Base(filepath.Clean(dir))
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "botrun new:", err)
+		return 1
+	}
+	name := filepath.Base(abs) // "." names the directory it is
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		fmt.Fprintf(stderr, "botrun new: %s is a file: pick a new directory\n", dir)
+		return 1
+	}
 	if !projectName.MatchString(name) {
 		fmt.Fprintf(stderr, "botrun new: %q: name the directory with lowercase letters, digits, '-' or '_'\n", name)
 		return 2
@@ -77,7 +86,7 @@ func cmdNew(args []string, stdout, stderr io.Writer) int {
 		return t.Execute(f, data)
 	}
 	root := "templates/" + *lang
-	err := fs.WalkDir(templates, root, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(templates, root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

@@ -113,9 +113,14 @@ type listing[R any] struct {
 func cmdList[R any](l listing[R], args []string, stdout, stderr io.Writer) int {
 	usage := "Usage: botrun " + l.name + " list [-c bot.toml] [--state S] [--chat C] [--limit N] [--json]"
 	if len(args) == 0 || args[0] != "list" {
-		fmt.Fprintln(stderr, usage)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		switch {
+		case len(args) > 0 && (args[0] == "-h" || args[0] == "--help"):
+			fmt.Fprintln(stderr, usage)
 			return 0
+		case len(args) == 0:
+			fmt.Fprintf(stderr, "botrun %s: what to do is missing: botrun %s list\n%s\n", l.name, l.name, usage)
+		default:
+			fmt.Fprintf(stderr, "botrun %s: unknown subcommand %q: botrun %s list\n%s\n", l.name, args[0], l.name, usage)
 		}
 		return 2
 	}
@@ -202,9 +207,13 @@ func cmdOne(name, what, synopsis string, act func(op *ops.Operator, arg string) 
 	if stop {
 		return code
 	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "botrun %s: want one %s, got %d (%s)\n", name, what, len(pos), strings.Join(pos, " "))
+	switch {
+	case len(pos) == 0:
+		fmt.Fprintf(stderr, "botrun %s: the %s is missing (botrun %s list shows them)\n", name, what, strings.Split(what, " ")[0])
 		fs.Usage()
+		return 2
+	case len(pos) > 1:
+		fmt.Fprintf(stderr, "botrun %s: one %s at a time, not %d (%s)\n", name, what, len(pos), strings.Join(pos, " "))
 		return 2
 	}
 	arg := pos[0]
@@ -266,7 +275,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 			return cmdReplayDryRun(args, stdout, stderr)
 		}
 	}
-	return cmdOne("replay", "inbox record", "Usage: botrun replay [-c bot.toml] [--wait 30s] ID\n\nProcesses a done, failed or dead inbound record again with a fresh attempt budget;\nits sends are answered from the outbox where already sent. The running bot's sweeper\ntakes it (a record admitted less than durability.inbox.lease ago, once that lease has passed).\n(botrun replay --dry-run --module NEW.wasm tests a new module against the journal instead.)",
+	return cmdOne("replay", "inbox record", "Usage: botrun replay [-c bot.toml] [--wait 30s] ID\n\nProcesses a done, failed or dead inbound record again with a fresh attempt budget;\nits sends are answered from the outbox where already sent. The running bot's sweeper\ntakes it on its next sweep.\n(botrun replay --dry-run --module NEW.wasm tests a new module against the journal instead.)",
 		func(op *ops.Operator, id string) (string, error) {
 			if err := op.ReplayInbound(context.Background(), id); err != nil {
 				return "", err
@@ -280,7 +289,7 @@ func cmdReplay(args []string, stdout, stderr io.Writer) int {
 			case err != nil:
 				return "", err
 			case !ok:
-				return fmt.Sprintf("%s %s: not processed within %s (is the bot running? a record admitted less than durability.inbox.lease ago waits for that lease)", rec.State, id, d), nil
+				return fmt.Sprintf("%s %s: not processed within %s (is the bot running?)", rec.State, id, d), nil
 			case rec.State == durability.InboxDead:
 				return fmt.Sprintf("dead %s after %d attempts: %s", id, rec.Attempts, rec.Error), nil
 			}
@@ -454,6 +463,9 @@ func cmdSend(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(pos) == 0:
 		fmt.Fprintln(stderr, "botrun send: the text is missing: botrun send --provider web --chat c1 \"hello\"")
+		return 2
+	case pos[0] == "":
+		fmt.Fprintln(stderr, "botrun send: the text is empty")
 		return 2
 	case len(pos) > 1:
 		fmt.Fprintf(stderr, "botrun send: one text, got %d words: quote it (\"%s\")\n", len(pos), strings.Join(pos, " "))
