@@ -37,7 +37,14 @@ func opsFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, *string) 
 // with a live bot; a file journal held by a live bot refuses; the memory
 // backend has nothing outside its process.
 func openOperator(path string, stderr io.Writer) (*ops.Operator, durability.Journals, func(), bool) {
-	cfg, j, kv, done, ok := openBackend(path, stderr)
+	return openOperatorFor(path, false, stderr)
+}
+
+// openOperatorFor is openOperator; readOnly opens the journals only to read
+// them where the backend can (SQLite: no lock, no write, and a file that is
+// not there is an error rather than a new empty journal).
+func openOperatorFor(path string, readOnly bool, stderr io.Writer) (*ops.Operator, durability.Journals, func(), bool) {
+	cfg, j, kv, done, ok := openBackendFor(path, readOnly, stderr)
 	if !ok {
 		return nil, j, done, ok
 	}
@@ -48,7 +55,11 @@ func openOperator(path string, stderr io.Writer) (*ops.Operator, durability.Jour
 // openOperator), and returns the config and the backend's Kv (nil when it
 // keeps none).
 func openBackend(path string, stderr io.Writer) (*config.Config, durability.Journals, durability.Kv, func(), bool) {
-	cfg, j, b, err := openScope(path, false)
+	return openBackendFor(path, false, stderr)
+}
+
+func openBackendFor(path string, readOnly bool, stderr io.Writer) (*config.Config, durability.Journals, durability.Kv, func(), bool) {
+	cfg, j, b, err := openScope(path, readOnly)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, durability.Journals{}, nil, nil, false
@@ -136,7 +147,7 @@ func cmdList[R any](l listing[R], args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "botrun: --state %q: want one of %s\n", *state, strings.Join(l.states, ", "))
 		return 2
 	}
-	op, _, done, ok := openOperator(*cfgPath, stderr)
+	op, _, done, ok := openOperatorFor(*cfgPath, true, stderr)
 	if !ok {
 		return 1
 	}
@@ -638,7 +649,7 @@ func cmdLog(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "botrun log: --chat is required")
 		return 2
 	}
-	op, _, done, ok := openOperator(*cfgPath, stderr)
+	op, _, done, ok := openOperatorFor(*cfgPath, true, stderr)
 	if !ok {
 		return 1
 	}
@@ -677,7 +688,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 	if code, stop := parse(fs, args, 0); stop {
 		return code
 	}
-	cfg, j, kv, done, ok := openBackend(*cfgPath, stderr)
+	cfg, j, kv, done, ok := openBackendFor(*cfgPath, true, stderr)
 	if !ok {
 		return 1
 	}
