@@ -214,7 +214,10 @@ func TestProcessEchoAndGracefulStop(t *testing.T) {
 	took := time.Since(start)
 	select {
 	case code := <-polled:
-		if code != http.StatusOK {
+		// 0: the server had not accepted its connection yet when it
+		// closed its listener (a loaded machine); a poll it took is
+		// answered at the drain (webchat's TestLongPollAnsweredAtTheDrain).
+		if code != http.StatusOK && code != 0 {
 			t.Fatalf("the long poll open at the stop got %d, want 200 (answered at the drain)", code)
 		}
 	case <-time.After(15 * time.Second):

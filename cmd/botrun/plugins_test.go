@@ -74,7 +74,7 @@ func TestSendSchedulesForTheRunningBot(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "bot.toml")
 	os.WriteFile(cfg, []byte("[bot]\nmodule = \"bot.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"), 0o600)
-	if code, out, errs := runCLI("send", "-c", cfg, "--provider", "web", "--chat", "c1", "--key", "remind:1", "--at", "1h", "tea time"); code != 0 || out != "scheduled remind:1\n" {
+	if code, out, errs := runCLI("send", "-c", cfg, "--provider", "web", "--chat", "c1", "--key", "remind:1", "--at", "1h", "tea time"); code != 0 || !strings.HasPrefix(out, "scheduled remind:1 for ") {
 		t.Fatalf("send --at: %d %q %q", code, out, errs)
 	}
 	code, out, errs := runCLI("outbox", "list", "-c", cfg, "--state", "scheduled")
@@ -126,6 +126,14 @@ func TestLogCommand(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "bot.toml")
 	os.WriteFile(cfg, []byte("[bot]\nmodule = \"bot.wasm\"\n[durability]\nbackend = \"sqlite\"\npath = \"bot.db\"\n[[providers]]\nid = \"web\"\ntype = \"webchat\"\n"), 0o600)
+	// A journal that is not there yet is an error of the path, not an
+	// empty log (the read-only commands do not create one).
+	if code, _, errs := runCLI("log", "-c", cfg, "--chat", "c1"); code != 1 || !strings.Contains(errs, "is durability.path the bot's database?") {
+		t.Fatalf("log of a journal that is not there: %d %q", code, errs)
+	}
+	if code, _, errs := runCLI("send", "-c", cfg, "--provider", "web", "--chat", "c9", "--at", "1h", "x"); code != 0 { // journals: creates it
+		t.Fatalf("send: %d %q", code, errs)
+	}
 	if code, out, errs := runCLI("log", "-c", cfg, "--chat", "c1"); code != 0 || !strings.HasPrefix(out, "AT") {
 		t.Fatalf("log: %d %q %q", code, out, errs)
 	}

@@ -128,7 +128,9 @@ func TestParseErrors(t *testing.T) {
 	for src, want := range map[string]string{
 		"< hi\n":                        "t.chat:1: a reply before any message",
 		"> hi\nhello\n":                 "t.chat:2: a line must start with",
-		"> hi\n:advance soon\n":         "t.chat:2: :advance needs a positive duration",
+		"> hi\n:advance soon\n":         "t.chat:2: :advance needs a duration",
+		"> hi\n:advance 0s\n":           "t.chat:2: :advance needs a positive duration",
+		"> hi\n:advance 40000d\n":       "t.chat:2: :advance 40000d is more than 100 years",
 		"> hi\n:api orders GET x 200\n": "t.chat:2: :api: the path must start with \"/\"",
 		"> hi\n:api orders GET /x\n":    "t.chat:2: :api needs NAME METHOD PATH STATUS",
 		"> hi\n:api o GET /x 999\n":     "t.chat:2: :api: the status must be an HTTP status",

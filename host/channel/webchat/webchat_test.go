@@ -467,3 +467,25 @@ func TestEditsKeptInTheStore(t *testing.T) {
 		t.Fatalf("read back: %+v %v", es, err)
 	}
 }
+
+// TestLongPollAnsweredAtTheDrain: a long poll waiting when the bot begins to
+// stop (channel.Env.Draining closes) is answered at once, with what there
+// is, so the HTTP server stops without waiting out the poll.
+func TestLongPollAnsweredAtTheDrain(t *testing.T) {
+	draining := make(chan struct{})
+	p, _ := Open(Config{ID: "web"}, channel.Env{Admitter: channeltest.NewJournal(), Draining: draining})
+	mux := http.NewServeMux()
+	p.Routes(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	got := longPoll(t, p, srv.URL, "c1")
+	close(draining)
+	select {
+	case l := <-got:
+		if len(l.Messages) != 0 {
+			t.Fatalf("the drained poll got %+v, want no message", l.Messages)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long poll was not answered at the drain (it waits 60 s)")
+	}
+}
