@@ -10,10 +10,12 @@ import (
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
-// TestExampleConversations: "botrun test" runs the examples' conversation
-// tests, with and without --crash, against the example in every language
-// that has it: the same conversation, the same replies.
+// TestExampleConversations: "botrun test" (the built binary, as a user
+// runs it) runs the examples' conversation tests, with and without
+// --crash, against the example in every language that has it: the same
+// conversation, the same replies.
 func TestExampleConversations(t *testing.T) {
+	bin := buildBotrun(t)
 	cSDK := "../../guest-sdk/c/botrun.c"
 	for _, c := range []struct {
 		name  string
@@ -37,12 +39,9 @@ func TestExampleConversations(t *testing.T) {
 			module := c.build(t)
 			dir := filepath.Join("../../examples", c.tests, "tests")
 			for _, args := range [][]string{{"test", "-m", module, dir}, {"test", "--crash", "-m", module, dir}} {
-				var out, errb bytes.Buffer
-				if code := run(args, &out, &errb); code != 0 {
-					t.Fatalf("botrun %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errb.String())
-				}
-				if !strings.Contains(out.String(), "PASS") {
-					t.Fatalf("botrun %s printed no PASS:\n%s", strings.Join(args, " "), out.String())
+				code, out, errs := runBinary(t, bin, args...)
+				if code != 0 || !strings.Contains(out, "PASS") {
+					t.Fatalf("botrun %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
 				}
 			}
 		})
