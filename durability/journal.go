@@ -27,8 +27,9 @@ type ClaimOptions struct {
 	Lease Lease
 	// Limit caps how many records are claimed (0 means 100).
 	Limit int
-	// PendingBefore: inbox pending records created before it are claimable
-	// (records this process admitted later are already queued in it).
+	// PendingBefore: inbox pending records created before it are claimable.
+	// The host's sweeper passes now: admission journals records already
+	// claimed, so a pending one is an operator's replay, due at once.
 	PendingBefore int64
 	// Reclaim, when set, also claims leases its Owner took before Before
 	// although they have not expired: a restarted instance's first sweep

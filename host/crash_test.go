@@ -20,7 +20,6 @@ import (
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/postgres"
 	"github.com/botrun/botrun/durability/redis"
-	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/eventjournal"
 	"github.com/botrun/botrun/host/channel"
 	"github.com/botrun/botrun/host/internal/observe"
@@ -194,11 +193,7 @@ func memoryBackend(*testing.T) durability.Backend { return memory.New() }
 var backends = map[string]func(t *testing.T) durability.Backend{
 	"memory": memoryBackend,
 	"sqlite": func(t *testing.T) durability.Backend {
-		b, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "bot.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
+		b, _ := sqliteAt(t)
 		return b
 	},
 	"postgres": func(t *testing.T) durability.Backend {

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/durability/memory"
 	"github.com/botrun/botrun/durability/sqlite"
 	"github.com/botrun/botrun/host/channel"
@@ -43,6 +44,20 @@ func testAPI(name, url, bearer string, timeout time.Duration, journal bool) conf
 		a.Headers = map[string]string{"Authorization": "Bearer " + bearer}
 	}
 	return a
+}
+
+// sqliteAt opens a SQLite backend in a file of the test's, closed at its
+// end, and returns it with the file's path (a test reads the file for what
+// must not be in it).
+func sqliteAt(t *testing.T) (durability.Backend, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bot.db")
+	b, err := sqlite.Open(context.Background(), sqlite.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, path
 }
 
 // orderAPI is an order-status API: GET /v1/orders/<id> with the bearer
@@ -93,12 +108,7 @@ func TestFetchJournaledAndReplayed(t *testing.T) {
 		name := map[bool]string{true: "journal", false: "no-journal"}[journal]
 		t.Run(name, func(t *testing.T) {
 			before := len(api.calls())
-			dbPath := filepath.Join(t.TempDir(), "bot.db")
-			backend, err := sqlite.Open(context.Background(), sqlite.Options{Path: dbPath})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer backend.Close()
+			backend, dbPath := sqliteAt(t)
 			cfg := testConfig(t, "")
 			cfg.Bot.Module = module
 			cfg.APIs = []config.API{testAPI("orders", srv.URL+"/v1", "s3cret-token", 30*time.Second, journal)}
@@ -479,12 +489,7 @@ func TestFetchHostileInputs(t *testing.T) {
 	defer close(api.hang)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 
-	dbPath := filepath.Join(t.TempDir(), "bot.db")
-	backend, err := sqlite.Open(context.Background(), sqlite.Options{Path: dbPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backend.Close()
+	backend, dbPath := sqliteAt(t)
 	cfg := testConfig(t, "")
 	cfg.Bot.Module = module
 	cfg.Bot.MaxFetches = 3

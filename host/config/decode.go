@@ -58,7 +58,7 @@ func parse(path, src string, lookup func(string) (string, bool), keep func(key s
 	var bad Errors
 	cur := src
 	for {
-		p := &parser{file: path, lines: lines, section: "channels"}
+		p := &parser{file: path, lines: lines, section: "channels", tree: tree}
 		cfg, failed := p.parseOnce(cur, lookup)
 		if failed == nil {
 			errs := oneMistake(bad, p.errs)
@@ -308,8 +308,7 @@ var arrays = []string{"channels", "providers", "apis"}
 // unknownKeys reports the keys nothing decoded, each at its entry
 // ("channels[2].tokn"), with the known key it is closest to.
 func (p *parser) unknownKeys(md toml.MetaData, c *Config) {
-	var tree map[string]any
-	toml.Decode(p.src, &tree) // it decoded once already
+	tree := p.tree
 	seen := map[string]bool{}
 	unknown := map[string]bool{}
 	for _, k := range md.Undecoded() {

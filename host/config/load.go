@@ -167,6 +167,9 @@ type parser struct {
 	// src is the text being decoded: the file, or the file re-encoded
 	// without the values that failed (its lines are not the file's).
 	src string
+	// tree is src decoded as plain TOML (Parse's, with the failed values
+	// taken out): where an unknown key's entries are found.
+	tree map[string]any
 	// skip are the keys under which no key is reported unknown: an entry
 	// whose type is unknown, a [durability] whose backend is.
 	skip []string

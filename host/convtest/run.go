@@ -266,6 +266,7 @@ func (r *Runner) play(ctx context.Context, s *Script, plan *crashPlan) ([]stepRu
 	}()
 	p.bot = bot
 	crashed := crash.Crashed // until the restart: then nothing crashes
+	logAt := 0               // what the bot logged before this step
 	out := make([]stepRun, len(s.Steps))
 	seen := 0
 	for i := range s.Steps {
@@ -300,7 +301,9 @@ func (r *Runner) play(ctx context.Context, s *Script, plan *crashPlan) ([]stepRu
 		if f := r.apis.failure(); f != nil {
 			return nil, nil, f
 		}
-		if m := unnamedAPI.FindStringSubmatch(r.logs.peek()); m != nil && plan == nil {
+		var logged string
+		logged, logAt = r.logs.since(logAt)
+		if m := unnamedAPI.FindStringSubmatch(logged); m != nil && plan == nil {
 			return nil, nil, &Failure{File: s.Path, Line: st.Line, Message: fmt.Sprintf("the bot called API %s, which no \":api\" line before this step names (add \":api %s METHOD PATH STATUS BODY\")", m[1], m[1])}
 		}
 		out[i].replies, seen = p.ch.replies(seen)
@@ -562,11 +565,13 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 // does not name (no :api line names it).
 var unnamedAPI = regexp.MustCompile(`msg="guest called an API the config does not name".* api=("[^"]*"|\S+)`)
 
-// peek returns what was logged since the last take, and keeps it.
-func (l *logBuffer) peek() string {
+// since returns what was logged after the first at bytes (since the last
+// take), and where that ends.
+func (l *logBuffer) since(at int) (string, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return string(l.b)
+	at = min(at, len(l.b))
+	return string(l.b[at:]), len(l.b)
 }
 
 // take returns what was logged since the last take.

@@ -467,26 +467,22 @@ func (o *Sender) DeliverQueued(c durability.ClaimedSend) {
 }
 
 // pause waits d of real time; false when ctx ended first.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func pause(ctx context.Context, d time.Duration) bool { return wait(ctx, clock.Real, nil, d) }
 
 // sleep waits d by the sender's clock; false when ctx ended, or the bot
 // began to stop, first.
 func (o *Sender) sleep(ctx context.Context, d time.Duration) bool {
-	t := o.clock.NewTimer(d)
+	return wait(ctx, o.clock, o.draining, d)
+}
+
+// wait waits d on c; false when ctx ended, or stop closed, first.
+func wait(ctx context.Context, c clock.Clock, stop <-chan struct{}, d time.Duration) bool {
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-o.draining:
+	case <-stop:
 		return false
 	case <-t.C():
 		return true
