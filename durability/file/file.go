@@ -35,6 +35,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/botrun/botrun/durability"
@@ -63,13 +64,18 @@ type Options struct {
 	// guarantees a single writer itself. The durability backend always
 	// locks.
 	NoLock bool
+	// FS is the file system the journal writes through (default
+	// journalfile.OS); tests inject faults with it.
+	FS journalfile.FS
 }
 
 // Store is a durability.Kv kept in memory and persisted to the file.
 type Store struct {
 	path string
 	opts Options
-	kv   *memory.Kv
+	// kv is the journal in memory: replaced whole when a failed write is
+	// undone (recover).
+	kv   atomic.Pointer[memory.Kv]
 	lock *journalfile.Lock
 
 	mu      sync.Mutex // orders apply + log line
@@ -78,14 +84,24 @@ type Store struct {
 	waiters []chan error
 	kick    chan struct{}
 
-	flushMu  sync.Mutex // held by the flusher while writing
-	log      *journalfile.Log
-	snapSeq  int64
-	closed   bool
-	stop     chan struct{}
-	done     chan struct{}
-	flushErr error
+	flushMu sync.Mutex // held by the flusher while writing
+	log     *journalfile.Log
+	snapSeq int64
+	closed  bool
+	stop    chan struct{}
+	done    chan struct{}
+	// broken is the error of a write that failed: memory is ahead of the
+	// disk, so commits are refused until recover reads the disk again
+	// (tried at most every recoverEvery, at a commit).
+	broken    error
+	lastTried time.Time
+	// compactErr is the last compaction's error, nil once one succeeds.
+	compactErr error
 }
+
+// recoverEvery is the least time between two attempts to recover from a
+// failed write: each reads the whole journal again.
+const recoverEvery = 100 * time.Millisecond
 
 // Backend is the journals over a Store.
 type Backend struct {
@@ -119,6 +135,9 @@ func (o Options) withDefaults() Options {
 	if o.CompactBytes <= 0 {
 		o.CompactBytes = 4 << 20
 	}
+	if o.FS == nil {
+		o.FS = journalfile.OS
+	}
 	return o
 }
 
@@ -148,12 +167,13 @@ func (s *Store) load() error {
 		}
 		s.lock = lock
 	}
-	kv, seq, log, err := loadFiles(s.path, !s.opts.NoFsync)
+	kv, seq, log, err := loadFiles(s.opts.FS, s.path, !s.opts.NoFsync)
 	if err != nil {
 		s.releaseLock()
 		return err
 	}
-	s.kv, s.seq, s.snapSeq, s.log = kv, seq.now, seq.snapshot, log
+	s.kv.Store(kv)
+	s.seq, s.snapSeq, s.log = seq.now, seq.snapshot, log
 	return nil
 }
 
@@ -164,7 +184,7 @@ type seqs struct{ snapshot, now int64 }
 // loadFiles reads the journal at path: its snapshot, then the entries of its
 // log the snapshot does not hold; a torn last line is trimmed. It returns the
 // log open for appending.
-func loadFiles(path string, fsync bool) (*memory.Kv, seqs, *journalfile.Log, error) {
+func loadFiles(fsys journalfile.FS, path string, fsync bool) (*memory.Kv, seqs, *journalfile.Log, error) {
 	var sq seqs
 	state := memory.State{}
 	if b, err := journalfile.ReadPrivate(path); err == nil {
@@ -198,7 +218,7 @@ func loadFiles(path string, fsync bool) (*memory.Kv, seqs, *journalfile.Log, err
 		}
 		sq.now = e.Seq
 	}
-	log, err := journalfile.OpenLog(logPath, int64(keep), lines, fsync)
+	log, err := journalfile.OpenLog(fsys, logPath, int64(keep), lines, fsync)
 	if err != nil {
 		return nil, sq, nil, fmt.Errorf("file journal %s: %w", logPath, err)
 	}
@@ -213,16 +233,19 @@ func (s *Store) releaseLock() {
 
 // Get implements durability.Kv.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
-	return s.kv.Get(ctx, key)
+	return s.kv.Load().Get(ctx, key)
 }
 
 // Range implements durability.Kv.
 func (s *Store) Range(ctx context.Context, group string, ix durability.Index, after durability.IndexEntry, max int64, limit int) ([]durability.IndexEntry, error) {
-	return s.kv.Range(ctx, group, ix, after, max, limit)
+	return s.kv.Load().Range(ctx, group, ix, after, max, limit)
 }
 
 // Commit implements durability.Kv: it applies the commit in memory, queues its
-// log line (or a snapshot), and returns once that is on disk.
+// log line (or a snapshot), and returns once that is on disk. After a write
+// failed (a full disk, an I/O error, a failed fsync) it first reads the
+// journal back from the disk (recover), so service resumes without a restart
+// once the disk takes writes again; until then it fails fast.
 func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 	// Every write gets its version here, so the log replays it exactly; the
 	// line is encoded before taking the lock, which orders only the apply and
@@ -240,17 +263,20 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 			return err
 		}
 	}
+	if err := s.recover(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return durability.ErrClosed
 	}
-	if s.flushErr != nil {
-		err := s.flushErr
+	if s.broken != nil {
+		err := s.broken
 		s.mu.Unlock()
 		return err
 	}
-	if err := s.kv.Commit(ctx, writes); err != nil {
+	if err := s.kv.Load().Commit(ctx, writes); err != nil {
 		s.mu.Unlock()
 		return err
 	}
@@ -294,20 +320,32 @@ func (s *Store) flush() {
 	waiters := s.waiters
 	s.waiters = nil
 	seq := s.seq
+	broken := s.broken
 	var state memory.State
-	if !s.opts.AppendLog && len(waiters) > 0 {
-		state = s.kv.Export()
+	if !s.opts.AppendLog && len(waiters) > 0 && broken == nil {
+		state = s.kv.Load().Export()
 	}
 	s.mu.Unlock()
 	if len(waiters) == 0 {
 		return
 	}
+	if broken != nil {
+		// Queued behind a write that failed: their changes sit on top of
+		// the failed one in memory, which recover throws away.
+		for _, w := range waiters {
+			w <- broken
+		}
+		return
+	}
 	start := time.Now()
 	var err error
 	if s.opts.AppendLog {
+		// A failed append leaves the log as it was (journalfile.Log).
 		err = s.log.Append(buf, len(waiters))
 		if err == nil && s.log.Full(s.opts.CompactEvery, s.opts.CompactBytes) {
-			err = s.compact()
+			// The lines are on disk: a failed compaction does not fail
+			// their commits; the log keeps growing until one succeeds.
+			s.compactErr = s.compact()
 		}
 	} else {
 		err = s.writeSnapshot(state, seq)
@@ -316,7 +354,7 @@ func (s *Store) flush() {
 	if err != nil {
 		err = fmt.Errorf("file journal %s: %w", s.path, err)
 		s.mu.Lock()
-		s.flushErr = err // memory is ahead of the disk: refuse further commits
+		s.broken = err // memory is ahead of the disk: refuse further commits
 		s.mu.Unlock()
 	}
 	for _, w := range waiters {
@@ -324,15 +362,70 @@ func (s *Store) flush() {
 	}
 }
 
+// recover undoes a failed write: it answers the commits queued behind it
+// with its error, cuts the log back to its last good line, and reads the
+// journal again from the disk, so memory holds exactly what was
+// acknowledged. It returns nil when the store is not broken (or is no
+// longer), and the write's error while the disk still refuses, or when it
+// was tried less than recoverEvery ago.
+func (s *Store) recover() error {
+	s.mu.Lock()
+	broken := s.broken
+	s.mu.Unlock()
+	if broken == nil {
+		return nil
+	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.broken == nil {
+		return nil // another commit recovered it
+	}
+	if s.closed {
+		return durability.ErrClosed
+	}
+	if time.Since(s.lastTried) < recoverEvery {
+		return s.broken
+	}
+	s.lastTried = time.Now()
+	for _, w := range s.waiters {
+		w <- s.broken
+	}
+	s.waiters = nil
+	s.pending.Reset()
+	if err := s.log.Rewind(); err != nil {
+		return fmt.Errorf("%w (recovering: %w)", s.broken, err)
+	}
+	kv, seq, log, err := loadFiles(s.opts.FS, s.path, !s.opts.NoFsync)
+	if err != nil {
+		return fmt.Errorf("%w (recovering: %w)", s.broken, err)
+	}
+	s.log.Close()
+	s.kv.Swap(kv).Close()
+	s.seq, s.snapSeq, s.log = seq.now, seq.snapshot, log
+	s.broken = nil
+	return nil
+}
+
 // compact folds the log into the snapshot: it snapshots everything applied
 // so far (with its sequence), then truncates the log. A crash in between is
 // harmless: replay skips the entries the snapshot holds.
 func (s *Store) compact() error {
 	s.mu.Lock()
-	state, seq := s.kv.Export(), s.seq
+	state, seq := s.kv.Load().Export(), s.seq
+	queued := bytes.Clone(s.pending.Bytes())
 	s.pending.Reset()
 	s.mu.Unlock()
 	if err := s.writeSnapshot(state, seq); err != nil {
+		// The lines queued meanwhile are not in a snapshot: put them back
+		// in front of those queued since.
+		s.mu.Lock()
+		rest := bytes.Clone(s.pending.Bytes())
+		s.pending.Reset()
+		s.pending.Write(queued)
+		s.pending.Write(rest)
+		s.mu.Unlock()
 		return err
 	}
 	// Lines queued meanwhile are in the snapshot already; their waiters are
@@ -345,7 +438,7 @@ func (s *Store) writeSnapshot(state memory.State, seq int64) error {
 	if err != nil {
 		return err
 	}
-	if err := journalfile.WriteSnapshot(s.path, b, !s.opts.NoFsync); err != nil {
+	if err := journalfile.WriteSnapshot(s.opts.FS, s.path, b, !s.opts.NoFsync); err != nil {
 		return err
 	}
 	s.snapSeq = seq
@@ -367,16 +460,16 @@ func (s *Store) Close() error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	var err error
-	if s.flushErr == nil {
+	if s.broken == nil {
 		s.mu.Lock()
-		state, seq := s.kv.Export(), s.seq
+		state, seq := s.kv.Load().Export(), s.seq
 		s.mu.Unlock()
 		if err = s.writeSnapshot(state, seq); err == nil {
 			err = s.log.Reset()
 		}
 	}
 	err = errors.Join(err, s.log.Close())
-	s.kv.Close()
+	s.kv.Load().Close()
 	s.releaseLock()
 	if err != nil {
 		return fmt.Errorf("file journal %s: close: %w", s.path, err)

@@ -90,7 +90,7 @@ func OpenSharedStore(path string, opts *SharedOptions) (*SharedStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := journalfile.OpenLog(path+".log", math.MaxInt64, 0, !o.NoFsync)
+	log, err := journalfile.OpenLog(o.FS, path+".log", math.MaxInt64, 0, !o.NoFsync)
 	if err != nil {
 		leave()
 		return nil, fmt.Errorf("shared journal %s: %w", path, err)
@@ -301,7 +301,7 @@ func (s *SharedStore) tail() error {
 		}
 		// A torn last line: its writer died holding the mutex, which we
 		// hold now. Cut it so the next line starts clean.
-		if err := os.Truncate(logPath, int64(keep)); err != nil {
+		if err := s.log.Cut(int64(keep)); err != nil {
 			return fmt.Errorf("shared journal %s: trimming a truncated last line: %w", logPath, err)
 		}
 	}
@@ -361,7 +361,7 @@ func (s *SharedStore) writeSnapshot(seq int64) error {
 	}
 	// A temp file per process: a holder declared abandoned that wakes up
 	// must not write into another's.
-	return journalfile.WriteSnapshot(s.path, b, !s.opts.NoFsync)
+	return journalfile.WriteSnapshot(s.opts.FS, s.path, b, !s.opts.NoFsync)
 }
 
 // Get implements durability.Kv.

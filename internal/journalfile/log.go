@@ -2,7 +2,9 @@ package journalfile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -70,18 +72,29 @@ func Scan[E any](name string, b []byte, parse func(line []byte) (E, int64, error
 
 // Log is an append log open for writing. Every write goes to the end of the
 // file (O_APPEND), also after another process truncated it.
+//
+// A write or a sync that fails leaves the log as it was before the append:
+// the bytes past Bytes are cut off and the cut is synced. After a failed
+// fsync the page cache cannot be trusted (the kernel may have dropped the
+// pages it could not write and report success at the next fsync), so the
+// appended lines are never kept on the hope that a later sync saves them.
+// If the cut itself fails, the log is broken: each Append tries the cut
+// again first, and fails while it fails.
 type Log struct {
-	f     *os.File
-	fsync bool
-	// Lines and Bytes measure the log since it was last emptied.
+	f      File
+	fsync  bool
+	broken error
+	// Lines and Bytes measure the log since it was last emptied: Bytes is
+	// where the good lines end.
 	Lines int
 	Bytes int64
 }
 
-// OpenLog opens (creating) the log at path for appending, cut to keep bytes
-// if it is longer (a torn last line), counting lines entries in it.
-func OpenLog(path string, keep int64, lines int, fsync bool) (*Log, error) {
-	f, err := OpenPrivate(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND)
+// OpenLog opens (creating) the log at path on fsys for appending, cut to
+// keep bytes if it is longer (a torn last line), counting lines entries in
+// it.
+func OpenLog(fsys FS, path string, keep int64, lines int, fsync bool) (*Log, error) {
+	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return nil, err
 	}
@@ -95,18 +108,55 @@ func OpenLog(path string, keep int64, lines int, fsync bool) (*Log, error) {
 }
 
 // Append writes buf, which holds lines complete lines, and syncs it unless
-// the log was opened without fsync.
+// the log was opened without fsync. On an error nothing of buf is kept.
 func (l *Log) Append(buf []byte, lines int) error {
-	if _, err := l.f.Write(buf); err != nil {
-		return err
-	}
-	if l.fsync {
-		if err := l.f.Sync(); err != nil {
+	if l.broken != nil {
+		if err := l.Rewind(); err != nil {
 			return err
 		}
 	}
+	n, err := l.f.Write(buf)
+	if err == nil && n < len(buf) {
+		err = io.ErrShortWrite
+	}
+	if err == nil && l.fsync {
+		if err = l.f.Sync(); err != nil {
+			err = fmt.Errorf("fsync: %w (the lines are cut off: after a failed fsync the data is not trusted to reach the disk)", err)
+		}
+	}
+	if err != nil {
+		if rerr := l.Rewind(); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
 	l.Lines += lines
 	l.Bytes += int64(len(buf))
+	return nil
+}
+
+// Rewind cuts the file back to Bytes, the end of its good lines, and syncs
+// the cut. Until it succeeds the log is broken.
+func (l *Log) Rewind() error {
+	err := l.f.Truncate(l.Bytes)
+	if err == nil && l.fsync {
+		err = l.f.Sync()
+	}
+	if err != nil {
+		l.broken = fmt.Errorf("%s is broken: the lines of a failed append could not be cut off (%w); the journal retries the cut", l.f.Name(), err)
+		return l.broken
+	}
+	l.broken = nil
+	return nil
+}
+
+// Cut cuts the file to n bytes (a torn last line another process left) and
+// makes n its end.
+func (l *Log) Cut(n int64) error {
+	if err := l.f.Truncate(n); err != nil {
+		return err
+	}
+	l.Bytes = n
 	return nil
 }
 
@@ -128,38 +178,41 @@ func (l *Log) Reset() error {
 // Close closes the file.
 func (l *Log) Close() error { return l.f.Close() }
 
-// WriteSnapshot replaces the file at path with b atomically: it writes a
-// temporary file of a random name next to it, created exclusively (a planted
-// file or link there is never written through), syncs it (with fsync), and
-// renames it over path; the rename replaces a link at path, never its
-// target. With fsync the directory is synced too, so the rename survives a
-// power loss.
-func WriteSnapshot(path string, b []byte, fsync bool) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+// WriteSnapshot replaces the file at path with b atomically, on fsys: it
+// writes a temporary file of a random name next to it, created exclusively
+// (a planted file or link there is never written through), syncs it (with
+// fsync), and renames it over path; the rename replaces a link at path,
+// never its target. With fsync the directory is synced too, so the rename
+// survives a power loss; a failed directory sync is an error (the rename
+// may not be durable), though path already holds b.
+func WriteSnapshot(fsys FS, path string, b []byte, fsync bool) error {
+	f, err := fsys.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	err = writeClose(f, b, fsync)
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = fsys.Rename(tmp, path)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		fsys.Remove(tmp)
 		return err
 	}
 	if fsync {
-		if d, err := os.Open(filepath.Dir(path)); err == nil {
-			d.Sync()
-			d.Close()
+		if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+			return fmt.Errorf("syncing the directory of %s after its rename: %w", path, err)
 		}
 	}
 	return nil
 }
 
 // writeClose writes b to f, syncs it with fsync, and closes it.
-func writeClose(f *os.File, b []byte, fsync bool) error {
-	_, err := f.Write(b)
+func writeClose(f File, b []byte, fsync bool) error {
+	n, err := f.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
 	if err == nil && fsync {
 		err = f.Sync()
 	}

@@ -1,0 +1,206 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/internal/journalfile"
+	"github.com/botrun/botrun/internal/journalfile/faultfs"
+)
+
+// faultKV is a file journal under test: the Store or the SharedStore.
+type faultKV interface {
+	durability.Kv
+	Close() error
+}
+
+// faultConfigs are the journal's shapes: every commit, compaction and
+// snapshot path is in one of them. The Store runs without its lock file, so
+// that a test can open the journal again in the same process after a
+// "power loss", the first store never closed.
+var faultConfigs = []struct {
+	name string
+	open func(path string, fsys *faultfs.FS) (faultKV, error)
+}{
+	{"store/log", func(path string, fsys *faultfs.FS) (faultKV, error) {
+		return OpenStore(path, &Options{AppendLog: true, CompactEvery: 3, FS: fsOrOS(fsys), NoLock: true})
+	}},
+	{"store/snapshot", func(path string, fsys *faultfs.FS) (faultKV, error) {
+		return OpenStore(path, &Options{FS: fsOrOS(fsys), NoLock: true})
+	}},
+	{"shared/log", func(path string, fsys *faultfs.FS) (faultKV, error) {
+		return OpenSharedStore(path, &SharedOptions{Options: Options{AppendLog: true, CompactEvery: 3, FS: fsOrOS(fsys)}})
+	}},
+	{"shared/snapshot", func(path string, fsys *faultfs.FS) (faultKV, error) {
+		return OpenSharedStore(path, &SharedOptions{Options: Options{FS: fsOrOS(fsys)}})
+	}},
+}
+
+// faultCommits is the workload's length: two compactions at CompactEvery 3.
+const faultCommits = 7
+
+// TestFaultAtEveryOperation fails each file operation of a workload in
+// turn (every write, fsync, truncate, create, rename and directory sync of
+// its commits, compactions and snapshots), with each fault that operation
+// can meet, then heals the disk. Every time: no acknowledged commit is
+// lost, the journal goes on taking commits in the same process (no
+// restart), what it serves is what the disk holds, and it reopens, also
+// after a power loss took what a failed fsync did not write.
+func TestFaultAtEveryOperation(t *testing.T) {
+	for _, c := range faultConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			// A dry run counts the workload's operations.
+			dry := &faultfs.FS{}
+			kv, err := c.open(filepath.Join(t.TempDir(), "j"), dry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened := len(dry.Ops())
+			commitAll(kv, nil)
+			ops := dry.Ops()[opened:]
+			kv.Close()
+			if len(ops) < faultCommits*2 {
+				t.Fatalf("the dry run counted %d operations: %v", len(ops), ops)
+			}
+			runs := 0
+			for i, op := range ops {
+				for _, fault := range faultsFor(op.Op) {
+					runs++
+					name := fmt.Sprintf("%s(%s)", op, fault)
+					faultRun(t, c.open, i+1, fault, name)
+				}
+			}
+			t.Logf("%d operations, %d faulty runs", len(ops), runs)
+		})
+	}
+}
+
+// faultsFor is the faults an operation is tried with.
+func faultsFor(op faultfs.Op) []faultfs.Fault {
+	switch op {
+	case faultfs.Write:
+		return []faultfs.Fault{faultfs.NoSpace, faultfs.Short}
+	case faultfs.Sync, faultfs.SyncDir:
+		return []faultfs.Fault{faultfs.EIO}
+	}
+	return []faultfs.Fault{faultfs.NoSpace}
+}
+
+// faultRun runs the workload with operation n failing with fault, heals,
+// and checks the journal.
+func faultRun(t *testing.T, open func(string, *faultfs.FS) (faultKV, error), n int, fault faultfs.Fault, name string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "j")
+	fsys := &faultfs.FS{}
+	kv, err := open(path, fsys)
+	if err != nil {
+		t.Fatalf("%s: open: %v", name, err)
+	}
+	fsys.FailAt(n, fault)
+	acked := map[string]bool{}
+	failures := commitAll(kv, acked)
+	if len(fsys.Failed()) != 1 {
+		t.Fatalf("%s: the fault was not met (failed %v)", name, fsys.Failed())
+	}
+	fsys.Heal()
+	// Service resumes without a restart.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := commit(kv, "after")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no commit succeeds after the disk healed: %v", name, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	acked["after"] = true
+	served := snapshotOf(t, kv)
+	for k := range acked {
+		if served[k] == "" {
+			t.Errorf("%s: acknowledged %s is not served after the fault (commit errors: %v)", name, k, failures)
+		}
+	}
+	// The machine loses power now: the journal is not closed (a close
+	// would fold memory into a new snapshot), and what a failed fsync did
+	// not write is gone.
+	if err := fsys.PowerLoss(); err != nil {
+		t.Fatal(err)
+	}
+	re, err := open(path, nil)
+	if err != nil {
+		t.Fatalf("%s: the journal does not reopen: %v", name, err)
+	}
+	defer func() {
+		if err := re.Close(); err != nil {
+			t.Errorf("%s: close: %v", name, err)
+		}
+	}()
+	onDisk := snapshotOf(t, re)
+	for k := range acked {
+		if onDisk[k] == "" {
+			t.Errorf("%s: acknowledged %s is lost after reopening", name, k)
+		}
+	}
+	if fmt.Sprint(onDisk) != fmt.Sprint(served) {
+		t.Errorf("%s: served %v, but the disk holds %v", name, served, onDisk)
+	}
+}
+
+func fsOrOS(f *faultfs.FS) journalfile.FS {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+// commitAll commits the workload's keys one by one; acked records those
+// whose commit succeeded. It returns the errors.
+func commitAll(kv durability.Kv, acked map[string]bool) []error {
+	var errs []error
+	for i := range faultCommits {
+		key := fmt.Sprintf("k%d", i)
+		if err := commit(kv, key); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if acked != nil {
+			acked[key] = true
+		}
+	}
+	return errs
+}
+
+func commit(kv durability.Kv, key string) error {
+	order := int64(len(key))
+	return kv.Commit(context.Background(), []durability.Write{{Key: key, Version: durability.AnyVersion, Value: []byte("v-" + key), Group: "g/", Order: &order}})
+}
+
+// snapshotOf reads every key the workload may have written.
+func snapshotOf(t *testing.T, kv durability.Kv) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for i := range faultCommits + 1 {
+		key := fmt.Sprintf("k%d", i)
+		if i == faultCommits {
+			key = "after"
+		}
+		v, _, err := kv.Get(context.Background(), key)
+		if errors.Is(err, durability.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("get %s: %v", key, err)
+		}
+		if v != nil {
+			out[key] = string(v)
+		}
+	}
+	return out
+}

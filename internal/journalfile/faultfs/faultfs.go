@@ -1,0 +1,328 @@
+// Package faultfs is a journalfile.FS that injects the faults of a real disk
+// at a chosen operation: a failed or short write, a full disk (ENOSPC), a
+// failed fsync, a failed truncate, create, rename or directory sync.
+//
+// A failed fsync also loses data, as a real one may: the bytes written to
+// the file since its last good sync never reach the disk, though the page
+// cache goes on showing them, and the writer is told nothing more (the
+// kernel marks the pages clean and the next fsync succeeds; PostgreSQL's
+// "fsyncgate"). PowerLoss then makes the files what the disk holds: zeros
+// where those bytes were. A journal that trusts what it reads back after a
+// failed fsync, or goes on appending, leaves a hole in its log that the
+// next open finds.
+//
+// Tests count a workload's operations with a dry run (Ops), then run it
+// again failing each one in turn (FailAt), or keep failing every operation
+// for a while (FailFrom, Heal) as a full disk does.
+package faultfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"syscall"
+
+	"github.com/botrun/botrun/internal/journalfile"
+)
+
+// Op is a kind of operation that can fail.
+type Op string
+
+// The operations counted.
+const (
+	Open     Op = "open"
+	Create   Op = "create"
+	Write    Op = "write"
+	Sync     Op = "sync"
+	Truncate Op = "truncate"
+	Rename   Op = "rename"
+	SyncDir  Op = "syncdir"
+)
+
+// Fault is what an operation does instead of succeeding.
+type Fault int
+
+// The faults.
+const (
+	// EIO fails the operation with an I/O error; a write writes nothing.
+	EIO Fault = iota + 1
+	// NoSpace fails it with ENOSPC; a write writes nothing.
+	NoSpace
+	// Short writes half of a write's bytes, then fails with ENOSPC (other
+	// operations fail with ENOSPC).
+	Short
+)
+
+func (f Fault) String() string {
+	switch f {
+	case EIO:
+		return "EIO"
+	case NoSpace:
+		return "ENOSPC"
+	case Short:
+		return "short write"
+	}
+	return fmt.Sprintf("Fault(%d)", int(f))
+}
+
+func (f Fault) err() error {
+	if f == EIO {
+		return syscall.EIO
+	}
+	return syscall.ENOSPC
+}
+
+// Event is one counted operation.
+type Event struct {
+	N    int // 1-based
+	Op   Op
+	Path string
+}
+
+func (e Event) String() string { return fmt.Sprintf("#%d %s %s", e.N, e.Op, e.Path) }
+
+// FS injects faults into journalfile.OS. The zero value injects none.
+type FS struct {
+	mu     sync.Mutex
+	n      int
+	ops    []Event
+	at     int
+	from   int
+	fault  Fault
+	failed []Event
+	// lost is, per file, the ranges a failed fsync did not write.
+	lost map[string][]span
+}
+
+// span is a byte range of a file.
+type span struct{ off, end int64 }
+
+// FailAt makes the n-th operation from now on (1 is the next) fail with
+// fault, once.
+func (f *FS) FailAt(n int, fault Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at, f.from, f.fault = f.n+n, 0, fault
+}
+
+// FailFrom makes every operation from the n-th from now on fail with fault,
+// until Heal.
+func (f *FS) FailFrom(n int, fault Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at, f.from, f.fault = 0, f.n+n, fault
+}
+
+// Heal stops injecting faults.
+func (f *FS) Heal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at, f.from, f.fault = 0, 0, 0
+}
+
+// PowerLoss makes the files what the disk holds after the machine lost
+// power: the bytes a failed fsync did not write are zeros. Call it with
+// the journal closed, before opening it again.
+func (f *FS) PowerLoss() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var errs []error
+	for path, spans := range f.lost {
+		for _, sp := range spans {
+			if err := zero(path, sp.off, sp.end); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	f.lost = nil
+	return errors.Join(errs...)
+}
+
+// lose records that off..end of path never reached the disk.
+func (f *FS) lose(path string, off, end int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lost == nil {
+		f.lost = map[string][]span{}
+	}
+	f.lost[path] = append(f.lost[path], span{off, end})
+}
+
+// cut forgets what lay past size in path: a truncate removed it.
+func (f *FS) cut(path string, size int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.lost[path]) == 0 {
+		return
+	}
+	var keep []span
+	for _, sp := range f.lost[path] {
+		if sp.off < size {
+			keep = append(keep, span{sp.off, min(sp.end, size)})
+		}
+	}
+	f.lost[path] = keep
+}
+
+// Ops returns the operations counted so far.
+func (f *FS) Ops() []Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Event(nil), f.ops...)
+}
+
+// Failed returns the operations that were made to fail.
+func (f *FS) Failed() []Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Event(nil), f.failed...)
+}
+
+// next counts an operation and returns the fault it gets, if any.
+func (f *FS) next(op Op, path string) Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	ev := Event{N: f.n, Op: op, Path: path}
+	f.ops = append(f.ops, ev)
+	if (f.at != 0 && f.n == f.at) || (f.from != 0 && f.n >= f.from) {
+		f.failed = append(f.failed, ev)
+		return f.fault
+	}
+	return 0
+}
+
+// OpenFile implements journalfile.FS.
+func (f *FS) OpenFile(path string, flag int) (journalfile.File, error) {
+	if ft := f.next(Open, path); ft != 0 {
+		return nil, &os.PathError{Op: "open", Path: path, Err: ft.err()}
+	}
+	inner, err := journalfile.OS.OpenFile(path, flag)
+	if err != nil {
+		return nil, err
+	}
+	return newFile(f, inner)
+}
+
+// CreateTemp implements journalfile.FS.
+func (f *FS) CreateTemp(dir, pattern string) (journalfile.File, error) {
+	if ft := f.next(Create, dir+"/"+pattern); ft != 0 {
+		return nil, &os.PathError{Op: "createtemp", Path: dir + "/" + pattern, Err: ft.err()}
+	}
+	inner, err := journalfile.OS.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return newFile(f, inner)
+}
+
+// Rename implements journalfile.FS.
+func (f *FS) Rename(from, to string) error {
+	if ft := f.next(Rename, to); ft != 0 {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: ft.err()}
+	}
+	return journalfile.OS.Rename(from, to)
+}
+
+// Remove implements journalfile.FS; it never fails by injection (removing
+// frees space).
+func (f *FS) Remove(path string) error { return journalfile.OS.Remove(path) }
+
+// SyncDir implements journalfile.FS.
+func (f *FS) SyncDir(dir string) error {
+	if ft := f.next(SyncDir, dir); ft != 0 {
+		return &os.PathError{Op: "sync", Path: dir, Err: ft.err()}
+	}
+	return journalfile.OS.SyncDir(dir)
+}
+
+// file is a journal file whose operations go through FS, and which knows
+// how much of it a sync made durable.
+type file struct {
+	fs     *FS
+	inner  journalfile.File
+	synced int64
+}
+
+func newFile(f *FS, inner journalfile.File) (*file, error) {
+	st, err := inner.Stat()
+	if err != nil {
+		inner.Close()
+		return nil, err
+	}
+	return &file{fs: f, inner: inner, synced: st.Size()}, nil
+}
+
+func (w *file) Name() string               { return w.inner.Name() }
+func (w *file) Stat() (fs.FileInfo, error) { return w.inner.Stat() }
+func (w *file) Close() error               { return w.inner.Close() }
+
+func (w *file) Write(b []byte) (int, error) {
+	switch ft := w.fs.next(Write, w.Name()); ft {
+	case 0:
+		return w.inner.Write(b)
+	case Short:
+		n, err := w.inner.Write(b[:len(b)/2])
+		if err != nil {
+			return n, err
+		}
+		return n, &os.PathError{Op: "write", Path: w.Name(), Err: ft.err()}
+	default:
+		return 0, &os.PathError{Op: "write", Path: w.Name(), Err: ft.err()}
+	}
+}
+
+func (w *file) Truncate(size int64) error {
+	if ft := w.fs.next(Truncate, w.Name()); ft != 0 {
+		return &os.PathError{Op: "truncate", Path: w.Name(), Err: ft.err()}
+	}
+	if err := w.inner.Truncate(size); err != nil {
+		return err
+	}
+	w.synced = min(w.synced, size)
+	w.fs.cut(w.Name(), size)
+	return nil
+}
+
+func (w *file) Sync() error {
+	st, err := w.inner.Stat()
+	if err != nil {
+		return err
+	}
+	if ft := w.fs.next(Sync, w.Name()); ft != 0 {
+		// The writeback failed: the disk keeps zeros where the unsynced
+		// bytes were, the cache keeps showing them, and the kernel will
+		// not try them again.
+		if st.Size() > w.synced {
+			w.fs.lose(w.Name(), w.synced, st.Size())
+		}
+		w.synced = st.Size()
+		return &os.PathError{Op: "sync", Path: w.Name(), Err: ft.err()}
+	}
+	if err := w.inner.Sync(); err != nil {
+		return err
+	}
+	w.synced = st.Size()
+	return nil
+}
+
+// zero overwrites the bytes of the file at path from off to end (or its
+// end, if shorter) with zeros.
+func zero(path string, off, end int64) error {
+	g, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if st, err := g.Stat(); err == nil {
+		end = min(end, st.Size())
+	}
+	if end > off {
+		_, err = g.WriteAt(make([]byte, end-off), off)
+	}
+	if cerr := g.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
