@@ -79,6 +79,11 @@ type Store struct {
 // caller of that batch behind the database file's fsync.
 const checkpointEvery = time.Second
 
+// walTruncateFrames is the WAL's length (in pages, 4 KiB each by default)
+// past which the checkpointer empties it (a TRUNCATE checkpoint, which
+// waits for readers and holds writers for as long as it copies).
+const walTruncateFrames = 1000
+
 type commit struct {
 	writes []durability.Write
 	err    chan error
@@ -280,7 +285,7 @@ func (s *Store) init(ctx context.Context, busyTimeout time.Duration) error {
 	}
 	// journal_size_limit: a WAL that grew under a burst is cut back once
 	// a checkpoint has copied it all.
-	for _, pragma := range []string{"PRAGMA wal_autocheckpoint = 0", "PRAGMA journal_size_limit = 67108864"} {
+	for _, pragma := range []string{"PRAGMA wal_autocheckpoint = 0", "PRAGMA journal_size_limit = 8388608"} {
 		if _, err := w.ExecContext(ctx, pragma); err != nil {
 			return fmt.Errorf("sqlite %s: %s: %w", s.path, pragma, err)
 		}
@@ -525,7 +530,19 @@ func (s *Store) checkpoints() {
 		if s.commits.Swap(0) == 0 {
 			continue
 		}
-		if _, err := s.db.Exec("PRAGMA wal_checkpoint(PASSIVE)"); err != nil && !s.closed.Load() {
+		var busy, frames, copied int
+		err := s.db.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
+		if err == nil && frames > walTruncateFrames {
+			// Readers that never all let go keep the WAL from restarting,
+			// so it grows with every commit (until it fills the disk,
+			// and then a checkpoint has no room to copy it): wait for
+			// them, copy the rest and empty the file.
+			err = s.db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &copied)
+			if err == nil && busy != 0 {
+				err = errors.New("the WAL is still in use")
+			}
+		}
+		if err != nil && !s.closed.Load() {
 			// The next tick tries again; the WAL only grows meanwhile.
 			s.commits.Add(1)
 		}
