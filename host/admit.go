@@ -25,6 +25,11 @@ var ErrStopping = errors.New("bot is stopping")
 // journaled, and the channel should redeliver after the wait.
 var ErrQueueFull = errors.New("admission queue full")
 
+// admitJournalTimeout bounds the inbox journal's write of one admission:
+// past it the message is refused (503 with Retry-After), and a write that
+// lands after all makes the redelivery a duplicate.
+const admitJournalTimeout = 5 * time.Second
+
 // queueFullRetry is the wait a refused admission asks for.
 const queueFullRetry = time.Second
 
@@ -103,7 +108,12 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	// and a crash leaves it to be reclaimed (one write instead of two).
 	l := b.leases.Lease(b.policy.inboxLease)
 	jctx, jspan := b.tr.Start(ctx, observe.SpanJournal)
+	// Bounded: a journal the network holds (a partition that drops
+	// packets) is answered as a refusal the channel redelivers, within
+	// its webhook timeout, not left hanging.
+	jctx, cancel := context.WithTimeout(jctx, admitJournalTimeout)
 	st, rec, err := b.inbox.Put(jctx, durability.InboxPut{ID: id, Provider: providerID, Chat: msg.Chat, Payload: payload}, l.Now, &l)
+	cancel()
 	observe.Fail(jspan, err)
 	jspan.End()
 	observe.Fail(span, err)

@@ -99,7 +99,7 @@ func (s *Store) claim(ctx context.Context, q, group string, o durability.ClaimOp
 	scan := 4*o.Limit + 256
 	sql := fmt.Sprintf(q, pgx.Identifier{s.table}.Sanitize())
 	var out []durability.ClaimedValue
-	err := s.retry(ctx, "claim", false, func() error {
+	err := s.retry(ctx, "claim", false, func(ctx context.Context) error {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, sql, group, window, scan, o.PendingBefore, o.Lease.Now, owner, before, o.Limit, o.Lease.Owner, o.Lease.Until)
 		if err != nil {

@@ -50,7 +50,20 @@ type Options struct {
 	// (no DDL): for readers beside a live bot, such as a dry run. A schema
 	// that is missing or of another version is an error.
 	ReadOnly bool
+	// OpTimeout bounds each attempt of an operation (default 5s): a
+	// partition that drops packets fails it then.
+	OpTimeout time.Duration
 }
+
+// Network defaults of a pool the store opens: how long a connection may
+// take, and the TCP keepalive that finds a silent peer (a blackholed
+// link) within keepIdle + keepCount×keepInterval on an idle connection.
+const (
+	connectTimeout = 5 * time.Second
+	keepIdle       = 5 * time.Second
+	keepInterval   = 5 * time.Second
+	keepCount      = 3
+)
 
 // Store is a durability.Kv in PostgreSQL.
 type Store struct {
@@ -59,6 +72,8 @@ type Store struct {
 	table   string
 	fn      string
 	log     *slog.Logger
+	// opTimeout bounds one attempt of an operation.
+	opTimeout time.Duration
 
 	gc     *groupcommit.Committer[*commit]
 	closed atomic.Bool
@@ -100,7 +115,10 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
 	}
-	s := &Store{pool: o.Pool, table: o.TablePrefix + "durable", fn: o.TablePrefix + "botrun_commit_v1", log: o.Logger}
+	if o.OpTimeout <= 0 {
+		o.OpTimeout = 5 * time.Second
+	}
+	s := &Store{pool: o.Pool, table: o.TablePrefix + "durable", fn: o.TablePrefix + "botrun_commit_v1", log: o.Logger, opTimeout: o.OpTimeout}
 	if s.pool == nil {
 		if o.URL == "" {
 			return nil, errors.New("postgres: set durability.url (or inject a pool)")
@@ -113,6 +131,11 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 		// A connection the server cut while idle is found at the next
 		// health check or query, logged, and replaced.
 		cfg.HealthCheckPeriod = 5 * time.Second
+		if cfg.ConnConfig.ConnectTimeout == 0 {
+			cfg.ConnConfig.ConnectTimeout = connectTimeout
+		}
+		d := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: keepIdle, Interval: keepInterval, Count: keepCount}}
+		cfg.ConnConfig.DialFunc = d.DialContext
 		if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}
@@ -250,13 +273,22 @@ func (s *Store) migrate(ctx context.Context) error {
 // dead connection (the server cut it while idle, or restarted) and hands out
 // a new one. Reads retry on any connection error; a commit only when the
 // request provably never reached the server.
-func (s *Store) retry(ctx context.Context, what string, read bool, fn func() error) error {
-	err := fn()
+func (s *Store) retry(ctx context.Context, what string, read bool, fn func(ctx context.Context) error) error {
+	err := s.attempt(ctx, fn)
 	if err != nil && ctx.Err() == nil && (pgconn.SafeToRetry(err) || read && isConnError(err)) {
 		s.log.Error("postgres connection lost; retrying on a new connection", "op", what, "err", err)
-		err = fn()
+		err = s.attempt(ctx, fn)
 	}
 	return err
+}
+
+// attempt runs fn once, within the store's OpTimeout: a connection the
+// network dropped without a word (no RST) fails the operation then, rather
+// than hanging it until TCP gives up.
+func (s *Store) attempt(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	return fn(ctx)
 }
 
 func isConnError(err error) bool {
@@ -273,7 +305,7 @@ func isConnError(err error) bool {
 func (s *Store) Get(ctx context.Context, key string) ([]byte, int64, error) {
 	var v []byte
 	var version int64
-	err := s.retry(ctx, "get", true, func() error {
+	err := s.retry(ctx, "get", true, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, `SELECT value, version FROM `+pgx.Identifier{s.table}.Sanitize()+` WHERE key = $1`, key).Scan(&v, &version)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -301,7 +333,7 @@ func (s *Store) Range(ctx context.Context, group string, ix durability.Index, af
 		WHERE grp = $1 AND ` + col + ` IS NOT NULL AND (` + col + `, key) > ($2, $3) AND ` + col + ` <= $4
 		ORDER BY ` + col + `, key LIMIT ` + lim
 	var out []durability.IndexEntry
-	err := s.retry(ctx, "range", true, func() error {
+	err := s.retry(ctx, "range", true, func(ctx context.Context) error {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, q, group, after.Score, after.Key, max)
 		if err != nil {
@@ -356,7 +388,15 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 	if err := s.gc.Submit(c); err != nil {
 		return durability.ErrClosed
 	}
-	return <-c.err
+	select {
+	case err := <-c.err:
+		return err
+	case <-ctx.Done():
+		// The caller gives up (an admission's bound) while its batch waits
+		// behind one the network holds: the commit goes on and may still
+		// land, as one whose answer a cut link lost.
+		return fmt.Errorf("postgres: commit: %w (it may still land)", ctx.Err())
+	}
 }
 
 // run sends a batch as one pipelined transaction: every commit is one call of
@@ -364,7 +404,7 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 func (s *Store) run(batch []*commit) {
 	ctx := context.Background()
 	results := make([]bool, len(batch))
-	err := s.retry(ctx, "commit", false, func() error {
+	err := s.retry(ctx, "commit", false, func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		for _, c := range batch {

@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -23,6 +25,7 @@ func dial(o Options) (goredis.UniversalClient, error) {
 			return nil, err
 		}
 		opts.ReadTimeout = max(opts.ReadTimeout, readTimeout(o))
+		opts.Dialer = dialer(opts.DialTimeout, opts.TLSConfig)
 		return goredis.NewClusterClient(opts), nil
 	case o.URL != "":
 		opts, err := goredis.ParseURL(o.URL)
@@ -30,9 +33,37 @@ func dial(o Options) (goredis.UniversalClient, error) {
 			return nil, fmt.Errorf("redis: url: %w", err)
 		}
 		opts.ReadTimeout = max(opts.ReadTimeout, readTimeout(o))
+		opts.Dialer = dialer(opts.DialTimeout, opts.TLSConfig)
 		return goredis.NewClient(opts), nil
 	}
 	return nil, errors.New("redis: set durability.url or durability.cluster (or inject a client)")
+}
+
+// Network defaults: how long a connection may take, and the TCP keepalive
+// that finds a silent peer (a blackholed link) on an idle connection within
+// keepIdle + keepCount×keepInterval; a busy one meets the read and write
+// timeouts first.
+const (
+	connectTimeout = 5 * time.Second
+	keepIdle       = 5 * time.Second
+	keepInterval   = 5 * time.Second
+	keepCount      = 3
+)
+
+// dialer is go-redis's dialer with our keepalive: a TCP connection, in TLS
+// when tlsConfig is set.
+func dialer(timeout time.Duration, tlsConfig *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if timeout <= 0 {
+		timeout = connectTimeout
+	}
+	d := &net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: keepIdle, Interval: keepInterval, Count: keepCount}}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil || tlsConfig == nil {
+			return c, err
+		}
+		return tls.Client(c, tlsConfig), nil
+	}
 }
 
 // readTimeout is go-redis's default 3s, or longer when a WAIT in a commit's

@@ -371,7 +371,14 @@ func (s *Store) Commit(ctx context.Context, writes []durability.Write) error {
 	if err := s.gc.Submit(c); err != nil {
 		return durability.ErrClosed
 	}
-	return <-c.err
+	select {
+	case err := <-c.err:
+		return err
+	case <-ctx.Done():
+		// The caller gives up (an admission's bound): the commit goes on
+		// and may still land, as one whose answer a cut link lost.
+		return fmt.Errorf("redis: commit: %w (it may still land)", ctx.Err())
+	}
 }
 
 // run sends a batch (one pipeline per master); the commits refused for a
