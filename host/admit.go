@@ -72,7 +72,7 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 	observe.IDAttr(span, id, providerID)
 	at := msg.ReceivedAt
 	if at.IsZero() {
-		at = time.Now()
+		at = b.clock.Now()
 	}
 	ev := abi.Event{
 		ID: id, Provider: providerID, Chat: msg.Chat, From: msg.From, Text: msg.Text,

@@ -1,0 +1,132 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/botrun/botrun/abi"
+	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/internal/clock"
+	"github.com/botrun/botrun/host/wasm"
+)
+
+// TestClockJumps runs a bot on an injected clock that NTP steps forward
+// and back by minutes while it works: forward past the lease of a turn in
+// flight (the sweeper takes the record over; the fence and the outbox's
+// keys keep its reply single), back by 20 minutes (new messages are
+// answered at once; a scheduled send is not sent early), then forward to
+// the scheduled time (each goes out once). Nothing is sent twice and
+// nothing is purged.
+func TestClockJumps(t *testing.T) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) { clockJumps(t, name) })
+	}
+}
+
+func clockJumps(t *testing.T, backend string) {
+	fake := clock.NewFake(time.Now())
+	entered := make(chan string, 16)
+	gate := make(chan struct{})
+	handler := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		if ev.Text == "slow" {
+			entered <- ev.ID
+			<-gate
+		}
+		if _, err := env.Enqueue(ctx, abi.SendRequest{Chat: ev.Chat, Text: "later: " + ev.Text, At: ev.ReceivedAt + time.Hour.Milliseconds()}); err != nil {
+			return err
+		}
+		_, err := env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
+		return err
+	})
+	cfg := testConfig(t, "")
+	cfg.Bot.ID = uniquePrefix("clock")
+	ch := newChannel()
+	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: backends[backend](t), Guest: handler, Channels: []channel.Channel{ch}, Clock: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := &testBot{Bot: b}
+	b.Start()
+	defer tb.stop(t)
+	admit := func(id, text string) {
+		t.Helper()
+		if _, err := tb.admit(t, "c-"+id, id, text); err != nil {
+			t.Fatalf("admit %s: %v", id, err)
+		}
+	}
+	once := func(texts ...string) {
+		t.Helper()
+		for _, text := range texts {
+			id := text[len("echo: "):]
+			if text[:6] == "later:" {
+				id = text[len("later: "):]
+			}
+			if n := ch.count("c-"+id, text); n != 1 {
+				t.Errorf("%q sent %d times, want once (sent: %v)", text, n, ch.texts())
+			}
+		}
+	}
+
+	for i := range 3 {
+		admit(fmt.Sprint("m", i), fmt.Sprint("m", i))
+	}
+	answered := func(ids ...string) bool {
+		for _, id := range ids {
+			if ch.count("c-"+id, "echo: "+id) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if !waitFor(time.Minute, func() bool { return answered("m0", "m1", "m2") }) {
+		t.Fatalf("the first messages were not answered: %v", ch.texts())
+	}
+	once("echo: m0", "echo: m1", "echo: m2")
+
+	// Forward 10 minutes while a turn is in flight: its lease looks
+	// expired; the record may be taken over and run again.
+	admit("slow", "slow")
+	<-entered
+	fake.Advance(10 * time.Minute)
+	tb.sweeps(t, 3)
+	close(gate)
+	if !waitFor(time.Minute, func() bool { return answered("slow") }) {
+		t.Fatalf("the slow message was not answered after the jump forward: %v", ch.texts())
+	}
+	tb.sweeps(t, 3)
+	once("echo: slow")
+	if n := tb.inboxState(t, "web:slow").Attempts; n < 2 || len(entered) == 0 {
+		t.Errorf("the jump forward did not make the sweeper take the turn in flight over (attempts %d): the run did not try the fence", n)
+	}
+
+	// Back 20 minutes: new messages are answered at once, and the
+	// scheduled sends (due an hour after their message) stay held.
+	fake.Advance(-20 * time.Minute)
+	for i := 3; i < 6; i++ {
+		admit(fmt.Sprint("m", i), fmt.Sprint("m", i))
+	}
+	if !waitFor(time.Minute, func() bool { return answered("m3", "m4", "m5") }) {
+		t.Fatalf("messages after the jump back were not answered: %v", ch.texts())
+	}
+	tb.sweeps(t, 3)
+	for _, text := range ch.texts() {
+		if len(text) > 6 && text[:6] == "later:" {
+			t.Errorf("%q was sent before its time", text)
+		}
+	}
+
+	// Forward past every scheduled time: each goes out once.
+	fake.Advance(2 * time.Hour)
+	if !tb.quiet(7, time.Minute) {
+		t.Fatalf("not settled after the jump past the scheduled times: %v", ch.texts())
+	}
+	once("echo: m0", "echo: m1", "echo: m2", "echo: slow", "echo: m3", "echo: m4", "echo: m5")
+	once("later: m0", "later: m1", "later: m2", "later: slow", "later: m3", "later: m4", "later: m5")
+	// Nothing was purged: every message is still in the inbox.
+	for _, id := range []string{"m0", "m1", "m2", "slow", "m3", "m4", "m5"} {
+		tb.inboxState(t, "web:"+id)
+	}
+}
