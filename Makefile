@@ -100,7 +100,8 @@ test: vet available-examples
 # 42,000-record state lists on the journals that rewrite a whole snapshot per
 # commit.
 soak: examples
-	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'CrashMatrix|SIGKILL|Failover' ./host/ ./cmd/botrun/
+	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'CrashMatrix|SIGKILL|Failover|Partition|FullDisk|ClockJumps' ./host/ ./cmd/botrun/
+	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run 'FaultAtEveryOperation' ./durability/file/
 	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'Conformance' ./durability/...
 
 # Every parser of untrusted bytes has a fuzz target; each runs FUZZTIME inputs.
