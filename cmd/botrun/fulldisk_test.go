@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,10 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -93,42 +90,6 @@ func (s *alertSink) has(substr string) bool {
 	return false
 }
 
-// refusals counts what a load generator met: 503s with and without
-// Retry-After, requests that got no answer in time, and the slowest
-// refusal.
-type refusals struct {
-	withRetryAfter, without, noAnswer atomic.Int64
-	slowest                           atomic.Int64 // ns
-}
-
-// deliverHonouring sends one message as a well-behaved channel does: it
-// reports whether it was admitted and, when refused with 503, waits the
-// Retry-After the bot asked for (capped at 2 s, to keep the test short).
-func deliverHonouring(client *http.Client, addr, text, chat string, r *refusals) bool {
-	start := time.Now()
-	body := fmt.Sprintf(`{"id":%q,"chat":%q,"from":"u","text":%q}`, text, chat, text)
-	resp, err := client.Post("http://"+addr+"/webchat/web/messages", "application/json", bytes.NewReader([]byte(body)))
-	if err != nil {
-		r.noAnswer.Add(1)
-		return false
-	}
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusServiceUnavailable {
-		if d := time.Since(start).Nanoseconds(); d > r.slowest.Load() {
-			r.slowest.Store(d)
-		}
-		secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-		if err != nil || secs < 1 {
-			r.without.Add(1)
-			return false
-		}
-		r.withRetryAfter.Add(1)
-		time.Sleep(min(time.Duration(secs)*time.Second, 2*time.Second))
-		return false
-	}
-	return resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusOK
-}
-
 // TestFullDisk runs botrun with its journal on a small tmpfs, fills the
 // disk in the middle of traffic, holds it full while messages keep coming,
 // then frees it. While full, admission answers 503 with Retry-After within
@@ -148,7 +109,6 @@ func TestFullDisk(t *testing.T) {
 
 func fullDisk(t *testing.T, bin, module, backend string) {
 	disk := tmpfs(t, 32<<20)
-	dir := t.TempDir()
 	sink := &alertSink{}
 	sinkSrv := httptest.NewServer(sink)
 	defer sinkSrv.Close()
@@ -156,144 +116,41 @@ func fullDisk(t *testing.T, bin, module, backend string) {
 	if backend == "file-log" {
 		keys += "\nappend_log = true\ncompact_every = 50"
 	}
-	addr := freePort(t)
-	cfg := filepath.Join(dir, "bot.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-[bot]
-module = %q
-workers = 8
-data_dir = %q
-[http]
-listen = %q
-[durability]
-%s
-poll = "50ms"
-[durability.inbox]
-lease = "3s"
-max_attempts = 50
-[durability.outbox]
-lease = "3s"
-[admin]
-token = %q
-[alerts]
-url = %q
-secret = "alerts-secret-0123456789"
-[[providers]]
-id = "web"
-type = "webchat"
-rate_limit = 0
-`, module, testDataDir(), addr, keys, killAdminToken, sinkSrv.URL)), 0o600)
-	stderr := &lockedBuffer{}
-	cmd := exec.Command(bin, cfg)
-	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-	}()
-	if err := waitHealthy(addr, 60*time.Second); err != nil {
-		t.Fatalf("botrun did not come up: %v\n%s", err, stderr)
-	}
-
+	f := startFleet(t, bin, module, []string{keys}, fmt.Sprintf("[alerts]\nurl = %q\nsecret = \"alerts-secret-0123456789\"", sinkSrv.URL))
 	// make soak fills and frees the disk 5 times, make test once.
 	cycles := 1
 	if os.Getenv("BOTRUN_SOAK") != "" {
 		cycles = 5
 	}
-	messages := 200 + 100*cycles
-	const chats = 20
-	var ref refusals
-	var admitted sync.Map // text -> chat
-	var count atomic.Int64
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			client := &http.Client{Timeout: 10 * time.Second}
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(messages) {
-					return
-				}
-				text := fmt.Sprintf("msg-%d", i)
-				chat := fmt.Sprintf("chat-%d", (int(i)+w)%chats)
-				waitfor.Every(20*time.Millisecond, 5*time.Minute, func() bool {
-					return deliverHonouring(client, addr, text, chat, &ref)
-				})
-				admitted.Store(text, chat)
-				count.Add(1)
-				time.Sleep(5 * time.Millisecond) // the traffic's pace
-			}
-		})
-	}
+	f.drive(200 + 100*cycles)
 	var atFull int64
 	var heldFor, resumed time.Duration
 	for cycle := range cycles {
-		before := count.Load()
-		if !waitfor.True(time.Minute, func() bool { return count.Load() >= before+60 }) {
-			t.Fatalf("cycle %d: 60 messages were not admitted before the disk filled: %d\n%s", cycle, count.Load()-before, stderr)
+		if !f.admittedMore(f.count.Load(), 60, time.Minute) {
+			t.Fatalf("cycle %d: 60 messages were not admitted before the disk filled\n%s", cycle, f.logs())
 		}
-		refused := ref.withRetryAfter.Load()
+		refused := f.ref.withRetryAfter.Load()
 		filler := fill(t, disk)
 		full := time.Now()
-		atFull = count.Load()
+		atFull = f.count.Load()
 		// Held full until admission refused 20 deliveries and the
 		// alert came.
 		if !waitfor.True(2*time.Minute, func() bool {
-			return ref.withRetryAfter.Load() >= refused+20 && sink.has("admission:failed")
+			return f.ref.withRetryAfter.Load() >= refused+20 && sink.has("admission:failed")
 		}) {
-			t.Fatalf("cycle %d, with the disk full: %d refusals with Retry-After, alert seen %v; want 20 and true\n%s", cycle, ref.withRetryAfter.Load()-refused, sink.has("admission:failed"), stderr)
+			t.Fatalf("cycle %d, with the disk full: %d refusals with Retry-After, alert seen %v; want 20 and true\n%s", cycle, f.ref.withRetryAfter.Load()-refused, sink.has("admission:failed"), f.logs())
 		}
 		heldFor = time.Since(full)
 		os.Remove(filler)
 		freed := time.Now()
-		at := count.Load()
-		if !waitfor.True(2*time.Minute, func() bool { return count.Load() > at }) {
+		if !f.admittedMore(f.count.Load(), 1, 2*time.Minute) {
 			ls, _ := exec.Command("ls", "-la", disk).CombinedOutput()
 			df, _ := exec.Command("df", disk).CombinedOutput()
-			t.Fatalf("cycle %d: nothing admitted 2 minutes after the disk was freed\n%s%s\n%s", cycle, ls, df, stderr)
+			t.Fatalf("cycle %d: nothing admitted 2 minutes after the disk was freed\n%s%s\n%s", cycle, ls, df, f.logs())
 		}
 		resumed = time.Since(freed)
 	}
-	if !waitfor.True(2*time.Minute, func() bool { return count.Load() == int64(messages) }) {
-		t.Fatalf("%d of %d messages admitted after the disk was freed\n%s", count.Load(), messages, stderr)
-	}
-
-	wg.Wait()
-	ls, _ := exec.Command("ls", "-la", disk).CombinedOutput()
-	t.Logf("the disk after the run:\n%s", ls)
-	if !waitfor.Every(200*time.Millisecond, 3*time.Minute, func() bool { return settled(addr) }) {
-		t.Fatalf("not settled after the disk was freed\n%s", stderr)
-	}
-	select {
-	case err := <-exited:
-		t.Fatalf("botrun exited during the test (%v): service must resume without a restart\n%s", err, stderr)
-	default:
-	}
-	all := map[string]string{}
-	admitted.Range(func(k, v any) bool { all[k.(string)] = v.(string); return true })
-	replies := transcript(t, addr, all)
-	// The file journals are the process's own: stop it before the CLI
-	// reads them.
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := <-exited; err != nil {
-		t.Errorf("botrun did not stop cleanly: %v\n%s", err, stderr)
-	}
-	exited <- nil
-	o := audit(t, bin, cfg, "webchat", replies, all)
-	if o.lost+o.duplicated+o.ambiguous > 0 {
-		t.Errorf("lost %d, duplicated %d, ambiguous %d; want 0, 0, 0", o.lost, o.duplicated, o.ambiguous)
-	}
-	if n := ref.without.Load(); n > 0 {
-		t.Errorf("%d refusals without a Retry-After", n)
-	}
-	if n := ref.noAnswer.Load(); n > 0 {
-		t.Errorf("%d deliveries got no answer within the client's 10 s timeout", n)
-	}
+	o := f.finish()
 	fmt.Printf("full disk %s: %d messages, %d fill(s) (the last at %d admitted, held full %s): %d refusals with Retry-After (slowest %s), alert sent; admitting again %s after freeing; lost %d, duplicated %d, ambiguous %d\n",
-		backend, messages, cycles, atFull, heldFor.Round(time.Millisecond), ref.withRetryAfter.Load(), time.Duration(ref.slowest.Load()).Round(time.Millisecond), resumed.Round(time.Millisecond), o.lost, o.duplicated, o.ambiguous)
+		backend, f.messages, cycles, atFull, heldFor.Round(time.Millisecond), f.ref.withRetryAfter.Load(), time.Duration(f.ref.slowest.Load()).Round(time.Millisecond), resumed.Round(time.Millisecond), o.lost, o.duplicated, o.ambiguous)
 }

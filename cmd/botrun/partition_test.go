@@ -2,18 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,13 +16,16 @@ import (
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
 
-// TestPartition runs botrun on PostgreSQL and on Redis through a TCP proxy
-// that cuts the link (RST), blackholes it (packets dropped: no RST, no
-// FIN) and slows it, in turn, during traffic. While the link is down,
-// admission answers 503 with Retry-After within the client's timeout (a
-// blackholed connection is given up after the store's timeouts, not waited
-// on); once it heals, the same process admits again; at the end every
-// message is answered exactly once. make soak runs a long random schedule
+// TestPartition runs botrun on PostgreSQL and on Redis with a TCP proxy
+// between each replica and the server that cuts the link (RST), blackholes
+// it (packets dropped: no RST, no FIN) and slows it, in turn, during
+// traffic: one replica alone, and two replicas with coordination on and
+// off, the fault on one of them or on both. While a link is down, admission
+// answers 503 with Retry-After within the client's timeout (a blackholed
+// connection is given up after the store's timeouts, not waited on), and
+// the load balancer's retries reach a replica whose link is up; once it
+// heals, the same processes admit again; at the end every message is
+// answered exactly once. make soak runs a long random schedule
 // (BOTRUN_SEED replays one).
 func TestPartition(t *testing.T) {
 	if testing.Short() {
@@ -37,28 +33,67 @@ func TestPartition(t *testing.T) {
 	}
 	bin := buildBotrun(t)
 	module := wasmbuild.Go(t, "../../examples/echo")
-	schedule := []faultnet.Mode{faultnet.Cut, faultnet.Blackhole, faultnet.Slow}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("BOTRUN_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	if os.Getenv("BOTRUN_SOAK") != "" || os.Getenv("BOTRUN_SEED") != "" {
-		rng := rand.New(rand.NewPCG(seed, 33))
-		modes := []faultnet.Mode{faultnet.Cut, faultnet.Blackhole, faultnet.Slow}
-		schedule = nil
-		for range 12 {
-			schedule = append(schedule, modes[rng.IntN(len(modes))])
+	modes := []faultnet.Mode{faultnet.Cut, faultnet.Blackhole, faultnet.Slow}
+	fixed := func(replicas int) []linkFault {
+		var s []linkFault
+		for _, m := range modes {
+			s = append(s, linkFault{mode: m, all: true})
+			if replicas > 1 && m != faultnet.Slow {
+				s = append(s, linkFault{mode: m})
+			}
 		}
-		fmt.Printf("partition schedule: seed %d (replay: BOTRUN_SEED=%d make soak): %v\n", seed, seed, schedule)
+		return s
+	}
+	random := func(replicas int) []linkFault { return nil }
+	if os.Getenv("BOTRUN_SOAK") != "" || os.Getenv("BOTRUN_SEED") != "" {
+		seed := uint64(time.Now().UnixNano())
+		if s := os.Getenv("BOTRUN_SEED"); s != "" {
+			seed, _ = strconv.ParseUint(s, 10, 64)
+		}
+		fmt.Printf("partition schedules: seed %d (replay: BOTRUN_SEED=%d go test -run TestPartition ./cmd/botrun)\n", seed, seed)
+		rng := rand.New(rand.NewPCG(seed, 33))
+		random = func(replicas int) []linkFault {
+			var s []linkFault
+			for range 12 {
+				s = append(s, linkFault{mode: modes[rng.IntN(len(modes))], all: replicas == 1 || rng.IntN(2) == 0})
+			}
+			return s
+		}
 	}
 	for _, backend := range []string{"postgres", "redis"} {
-		t.Run(backend, func(t *testing.T) { partition(t, bin, module, backend, schedule) })
+		for _, shape := range []struct {
+			name         string
+			replicas     int
+			coordination bool
+		}{{"one", 1, false}, {"two-coordinated", 2, true}, {"two", 2, false}} {
+			t.Run(backend+"/"+shape.name, func(t *testing.T) {
+				schedule := random(shape.replicas)
+				if schedule == nil {
+					schedule = fixed(shape.replicas)
+				}
+				partition(t, bin, module, backend, shape.replicas, shape.coordination, schedule)
+			})
+		}
 	}
 }
 
-// proxied is the backend's [durability] keys with its server behind a new
-// proxy.
-func proxied(t *testing.T, backend string) (string, *faultnet.Proxy) {
+// linkFault is one fault of a schedule: a mode on one replica's link (the
+// first) or on all.
+type linkFault struct {
+	mode faultnet.Mode
+	all  bool
+}
+
+func (f linkFault) String() string {
+	if f.all {
+		return f.mode.String() + " all"
+	}
+	return f.mode.String() + " one"
+}
+
+// proxied is the backend's [durability] keys for replicas replicas, each
+// reaching the server through a proxy of its own.
+func proxied(t *testing.T, backend string, replicas int) ([]string, []*faultnet.Proxy) {
 	t.Helper()
 	var raw string
 	switch backend {
@@ -69,180 +104,89 @@ func proxied(t *testing.T, backend string) (string, *faultnet.Proxy) {
 	default:
 		t.Fatalf("no proxy for %s", backend)
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faultnet.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	u.Host = p.Addr()
 	n := runs.Add(1)
-	if backend == "postgres" {
-		return fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"part%d_%d_\"", u.String(), os.Getpid(), n), p
+	var keys []string
+	var proxies []*faultnet.Proxy
+	for range replicas {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := faultnet.Start(u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		u.Host = p.Addr()
+		proxies = append(proxies, p)
+		if backend == "postgres" {
+			keys = append(keys, fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"part%d_%d_\"", u.String(), os.Getpid(), n))
+		} else {
+			keys = append(keys, fmt.Sprintf("backend = \"redis\"\nurl = %q\nprefix = \"part%d_%d\"", u.String(), os.Getpid(), n))
+		}
 	}
-	return fmt.Sprintf("backend = \"redis\"\nurl = %q\nprefix = \"part%d_%d\"", u.String(), os.Getpid(), n), p
+	return keys, proxies
 }
 
-func partition(t *testing.T, bin, module, backend string, schedule []faultnet.Mode) {
-	keys, proxy := proxied(t, backend)
-	dir := t.TempDir()
-	addr := freePort(t)
-	cfg := filepath.Join(dir, "bot.toml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`
-[bot]
-module = %q
-workers = 8
-data_dir = %q
-[http]
-listen = %q
-[durability]
-%s
-poll = "50ms"
-[durability.inbox]
-lease = "3s"
-max_attempts = 100
-[durability.outbox]
-lease = "3s"
-[admin]
-token = %q
-[[channels]]
-id = "web"
-type = "webchat"
-rate_limit = 0
-`, module, testDataDir(), addr, keys, killAdminToken)), 0o600)
-	stderr := &lockedBuffer{}
-	cmd := exec.Command(bin, cfg)
-	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Signal(syscall.SIGTERM)
-			<-exited
+func partition(t *testing.T, bin, module, backend string, replicas int, coordination bool, schedule []linkFault) {
+	keys, proxies := proxied(t, backend, replicas)
+	if coordination {
+		for i := range keys {
+			keys[i] += "\ncoordination = true"
 		}
-	}()
-	if err := waitHealthy(addr, 60*time.Second); err != nil {
-		t.Fatalf("botrun did not come up: %v\n%s", err, stderr)
 	}
-
-	messages := 100 + 60*len(schedule)
-	const chats = 20
-	var ref refusals
-	var admitted sync.Map
-	var count, next atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			client := &http.Client{Timeout: 10 * time.Second}
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(messages) {
-					return
-				}
-				text := fmt.Sprintf("msg-%d", i)
-				chat := fmt.Sprintf("chat-%d", (int(i)+w)%chats)
-				ok := waitfor.Every(20*time.Millisecond, 5*time.Minute, func() bool {
-					select {
-					case <-stop:
-						return true
-					default:
-					}
-					return deliverHonouring(client, addr, text, chat, &ref)
-				})
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if ok {
-					admitted.Store(text, chat)
-					count.Add(1)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		})
-	}
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}()
-
+	f := startFleet(t, bin, module, keys, "")
+	f.drive(100 + 60*len(schedule))
 	var report []string
-	for i, mode := range schedule {
-		// Some traffic on a healthy link first.
-		before := count.Load()
-		if !waitfor.True(2*time.Minute, func() bool { return count.Load() >= before+30 }) {
-			t.Fatalf("fault %d (%s): the link is up, but only %d messages were admitted in 2 minutes\n%s", i, mode, count.Load()-before, stderr)
+	for i, fault := range schedule {
+		// Some traffic on healthy links first.
+		if !f.admittedMore(f.count.Load(), 30, 2*time.Minute) {
+			t.Fatalf("fault %d (%s): the links are up, but 30 messages were not admitted in 2 minutes\n%s", i, fault, f.logs())
 		}
-		refused := ref.withRetryAfter.Load()
-		admittedAt := count.Load()
+		refused := f.ref.withRetryAfter.Load()
+		at := f.count.Load()
 		start := time.Now()
-		switch mode {
-		case faultnet.Cut:
-			proxy.Cut()
-		case faultnet.Blackhole:
-			proxy.Blackhole()
-		case faultnet.Slow:
-			proxy.Slow(30 * time.Millisecond)
+		hit := proxies[:1]
+		if fault.all {
+			hit = proxies
 		}
-		// Held until the bot showed it: refusals for a down link,
-		// admissions through a slow one.
-		held := waitfor.True(2*time.Minute, func() bool {
-			if mode == faultnet.Slow {
-				return count.Load() >= admittedAt+20
+		for _, p := range hit {
+			switch fault.mode {
+			case faultnet.Cut:
+				p.Cut()
+			case faultnet.Blackhole:
+				p.Blackhole()
+			case faultnet.Slow:
+				p.Slow(30 * time.Millisecond)
 			}
-			return ref.withRetryAfter.Load() >= refused+8
+		}
+		// Held until the bot showed it: refusals from a replica cut
+		// off (and, with a replica still linked, admissions through
+		// it), admissions through a slow link.
+		held := waitfor.True(2*time.Minute, func() bool {
+			switch {
+			case fault.mode == faultnet.Slow:
+				return f.count.Load() >= at+20
+			case fault.all:
+				return f.ref.withRetryAfter.Load() >= refused+8
+			default:
+				return f.ref.withRetryAfter.Load() >= refused+4 && f.count.Load() >= at+10
+			}
 		})
 		heldFor := time.Since(start)
-		proxy.Heal()
+		for _, p := range hit {
+			p.Heal()
+		}
 		if !held {
-			t.Fatalf("fault %d (%s): held 2 minutes without the bot refusing (or, slow, admitting): %d refusals, %d admitted\n%s", i, mode, ref.withRetryAfter.Load()-refused, count.Load()-admittedAt, stderr)
+			t.Fatalf("fault %d (%s): held 2 minutes without the bot refusing (or admitting): %d refusals, %d admitted\n%s", i, fault, f.ref.withRetryAfter.Load()-refused, f.count.Load()-at, f.logs())
 		}
 		healed := time.Now()
-		at := count.Load()
-		if !waitfor.True(2*time.Minute, func() bool { return count.Load() > at }) {
-			t.Fatalf("fault %d (%s): nothing admitted 2 minutes after the link healed\n%s", i, mode, stderr)
+		if !f.admittedMore(f.count.Load(), 1, 2*time.Minute) {
+			t.Fatalf("fault %d (%s): nothing admitted 2 minutes after the link healed\n%s", i, fault, f.logs())
 		}
-		report = append(report, fmt.Sprintf("%s %s (%d refused) resumed in %s", mode, heldFor.Round(100*time.Millisecond), ref.withRetryAfter.Load()-refused, time.Since(healed).Round(10*time.Millisecond)))
+		report = append(report, fmt.Sprintf("%s %s (%d refused, %d admitted) resumed in %s", fault, heldFor.Round(100*time.Millisecond), f.ref.withRetryAfter.Load()-refused, f.count.Load()-at, time.Since(healed).Round(10*time.Millisecond)))
 	}
-	if !waitfor.True(5*time.Minute, func() bool { return count.Load() == int64(messages) }) {
-		t.Fatalf("%d of %d messages admitted after the last fault\n%s", count.Load(), messages, stderr)
-	}
-	wg.Wait()
-	if !waitfor.Every(200*time.Millisecond, 3*time.Minute, func() bool { return settled(addr) }) {
-		t.Fatalf("not settled after the last fault\n%s", stderr)
-	}
-	select {
-	case err := <-exited:
-		t.Fatalf("botrun exited during the test (%v): service must resume without a restart\n%s", err, stderr)
-	default:
-	}
-	all := map[string]string{}
-	admitted.Range(func(k, v any) bool { all[k.(string)] = v.(string); return true })
-	replies := transcript(t, addr, all)
-	o := audit(t, bin, cfg, "webchat", replies, all)
-	if o.lost+o.duplicated+o.ambiguous > 0 {
-		t.Errorf("lost %d, duplicated %d, ambiguous %d; want 0, 0, 0", o.lost, o.duplicated, o.ambiguous)
-	}
-	if n := ref.without.Load(); n > 0 {
-		t.Errorf("%d refusals without a Retry-After", n)
-	}
-	if n := ref.noAnswer.Load(); n > 0 {
-		t.Errorf("%d deliveries got no answer within the client's 10 s timeout", n)
-	}
-	fmt.Printf("partition %s: %d messages; %s; slowest refusal %s; lost %d, duplicated %d, ambiguous %d\n",
-		backend, messages, strings.Join(report, "; "), time.Duration(ref.slowest.Load()).Round(time.Millisecond), o.lost, o.duplicated, o.ambiguous)
+	o := f.finish()
+	fmt.Printf("partition %s, %d replica(s), coordination %v: %d messages; %s; slowest refusal %s; lost %d, duplicated %d, ambiguous %d\n",
+		backend, replicas, coordination, f.messages, strings.Join(report, "; "), time.Duration(f.ref.slowest.Load()).Round(time.Millisecond), o.lost, o.duplicated, o.ambiguous)
 }
