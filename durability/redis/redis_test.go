@@ -153,21 +153,43 @@ func TestScriptFlushed(t *testing.T) {
 
 // TestClusterMasterKilled SIGKILLs, on a cluster of its own, the master that
 // holds a scope while 16 committers write to it: the commits stall until the
-// replica takes over, none fails, and none that returned is missing after it.
+// replica takes over, and none fails. With wait_replicas at its default (1:
+// a commit returns once a replica has it) none that returned is missing
+// after the failover; with wait_replicas = 0 (the store never waits) the
+// commits the master acknowledged but had not yet sent to its replica are
+// lost, and the test counts them (make soak kills the master 5 times).
 func TestClusterMasterKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the failover takes a while")
 	}
+	kills := 1
+	if os.Getenv("BOTRUN_SOAK") != "" {
+		kills = 5
+	}
+	for _, wait := range []int{0, -1} {
+		name := "wait_replicas=default"
+		if wait < 0 {
+			name = "wait_replicas=0"
+		}
+		t.Run(name, func(t *testing.T) {
+			for k := range kills {
+				masterKilled(t, wait, fmt.Sprintf("killed%d", k))
+			}
+		})
+	}
+}
+
+func masterKilled(t *testing.T, wait int, prefix string) {
 	cl := testserver.StartRedisCluster(t)
 	ctx := context.Background()
-	b, err := redis.Open(ctx, redis.Options{Cluster: cl.Addrs, Prefix: "killed"})
+	b, err := redis.Open(ctx, redis.Options{Cluster: cl.Addrs, Prefix: prefix, WaitReplicas: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cl.Addrs})
 	defer cc.Close()
-	m, err := cc.MasterForKey(ctx, "killed:{durable:s0}:v")
+	m, err := cc.MasterForKey(ctx, prefix+":{durable:s0}:v")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,11 +247,15 @@ func TestClusterMasterKilled(t *testing.T) {
 		}
 		return true
 	})
-	if lost > 0 && unreplicated == 0 {
+	if lost > 0 && unreplicated == 0 && wait >= 0 {
 		t.Errorf("%d commits acknowledged (each after its replica's WAIT) are missing after the failover", lost)
 	}
-	fmt.Printf("redis cluster master killed: commits %d, errors %d, longest commit %s, acknowledged but lost %d, replayed %d, unreplicated %d before the kill, %d after\n",
-		commits.Load(), errs.Load(), time.Duration(longest.Load()).Round(time.Millisecond), lost, b.Replayed(), unreplicated, b.Unreplicated()-unreplicated)
+	label := "default wait_replicas (1)"
+	if wait < 0 {
+		label = "wait_replicas = 0"
+	}
+	fmt.Printf("redis cluster master killed, %s: commits %d, errors %d, longest commit %s, acknowledged but lost %d, replayed %d, unreplicated %d before the kill, %d after\n",
+		label, commits.Load(), errs.Load(), time.Duration(longest.Load()).Round(time.Millisecond), lost, b.Replayed(), unreplicated, b.Unreplicated()-unreplicated)
 }
 
 // BenchmarkClusterCommit measures a commit on the cluster without and with
