@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/botrun/botrun/host/admin"
 	"github.com/botrun/botrun/host/channel/leadertest"
 	"github.com/botrun/botrun/host/ops"
+	"github.com/botrun/botrun/internal/faultnet"
 	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -38,28 +40,42 @@ const leaderAdminToken = "leader-test-admin-token"
 // delivered once, none dead, none charged as attempts for the standby's
 // refusals. The leader is SIGKILLed while messages flow: another replica
 // takes the session over within about one lease, and everything is
-// delivered.
+// delivered. In the "cut-off" runs the leader is not killed: its link to the
+// database is blackholed (a TCP proxy drops its packets), so it cannot renew
+// the session's lease; it must stop its session by its own clock before
+// the lease expires (no two sessions ever overlap), another replica takes
+// the session over, and once the link heals the old leader stands by.
 func TestLeaderFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the leader failover test takes a while")
 	}
 	bin := buildBotrun(t, "botrun_testchannels") // with leadertest's "leader-test"
 	module := wasmbuild.Go(t, "../../examples/echo")
+	same := func(keys string) []string { return []string{keys, keys, keys} }
 	t.Run("postgres", func(t *testing.T) {
-		leaderFailover(t, bin, module, fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"lt%d_\"", testserver.Postgres(t), os.Getpid()))
+		leaderFailover(t, bin, module, same(fmt.Sprintf("backend = \"postgres\"\nurl = %q\ntable_prefix = \"lt%d_\"", testserver.Postgres(t), os.Getpid())), nil)
 	})
 	t.Run("redis", func(t *testing.T) {
-		leaderFailover(t, bin, module, fmt.Sprintf("backend = \"redis\"\nurl = %q\nprefix = \"lt%d\"", testserver.Redis(t), os.Getpid()))
+		leaderFailover(t, bin, module, same(fmt.Sprintf("backend = \"redis\"\nurl = %q\nprefix = \"lt%d\"", testserver.Redis(t), os.Getpid())), nil)
 	})
+	for _, backend := range []string{"postgres", "redis"} {
+		t.Run(backend+"/cut-off", func(t *testing.T) {
+			keys, proxies := proxied(t, backend, 3)
+			leaderFailover(t, bin, module, keys, proxies)
+		})
+	}
 }
 
-func leaderFailover(t *testing.T, bin, module, backend string) {
+// leaderFailover runs the test on three replicas, each on its [durability]
+// keys; with proxies (each replica's link to the database) the leader is
+// cut off instead of killed.
+func leaderFailover(t *testing.T, bin, module string, backends []string, proxies []*faultnet.Proxy) {
 	dir := t.TempDir()
 	net := leadertest.NewNetwork()
 	srv := httptest.NewServer(net)
 	defer srv.Close()
-	mk := func(name string) *replica {
-		return newReplica(t, dir, name, module, backend, fmt.Sprintf(`# Few retries: a send charged for a standby's refusals would soon be dead.
+	mk := func(i int, name string) *replica {
+		return newReplica(t, dir, name, module, backends[i], fmt.Sprintf(`# Few retries: a send charged for a standby's refusals would soon be dead.
 retries = 2
 [admin]
 token = %q
@@ -71,7 +87,7 @@ session = "leader"
 session_lease = %q
 `, leaderAdminToken, srv.URL, leaderLease))
 	}
-	replicas := []*replica{mk("replica-a"), mk("replica-b"), mk("replica-c")}
+	replicas := []*replica{mk(0, "replica-a"), mk(1, "replica-b"), mk(2, "replica-c")}
 	byPID := map[int]*replica{}
 	for _, r := range replicas {
 		r.start(t, bin)
@@ -158,9 +174,18 @@ session_lease = %q
 	}) {
 		t.Fatal("nothing of the second batch was delivered")
 	}
-	first.cmd.Process.Signal(syscall.SIGKILL)
+	var heal func()
+	if proxies == nil {
+		first.cmd.Process.Signal(syscall.SIGKILL)
+	} else {
+		p := proxies[slices.Index(replicas, first)]
+		p.Blackhole()
+		heal = p.Heal
+	}
 	killed := time.Now()
-	first.cmd.Wait()
+	if heal == nil {
+		first.cmd.Wait()
+	}
 	second, secondToken := leader(first)
 	takeover := time.Since(killed)
 	if secondToken <= firstToken {
@@ -178,7 +203,23 @@ session_lease = %q
 	push("m3", 8, true)
 	sendOn(last, "s3", 8, true)
 	waitDelivered("after the failover")
-	waitSettled(t, bin, second.cfg, 12+16+8, 2*time.Minute)
+	alive := []*replica{second, last}
+	if heal != nil {
+		// The old leader's link heals: it stands by, and the session
+		// stays where it is.
+		heal()
+		alive = append(alive, first)
+		push("m4", 8, true)
+		waitDelivered("after the link healed")
+		if pid, _ := net.Holder(); byPID[pid] != second {
+			t.Errorf("the session moved after the old leader's link healed: held by pid %d", pid)
+		}
+	}
+	pushed := 12 + 16 + 8
+	if heal != nil {
+		pushed += 8
+	}
+	waitSettled(t, bin, second.cfg, pushed, 2*time.Minute)
 	// The sends settle too: one the dead leader delivered but did not mark
 	// may be claimed first by the standby, which hands it back to wait for
 	// the new leader's sweep (ProviderNotLeader, a short retry).
@@ -196,7 +237,7 @@ session_lease = %q
 	}
 	statusLeader(t, bin, last.cfg, second.name, secondToken)
 
-	for _, r := range []*replica{second, last} {
+	for _, r := range alive {
 		r.cmd.Process.Signal(syscall.SIGTERM)
 		r.cmd.Wait()
 	}
@@ -252,8 +293,12 @@ session_lease = %q
 	if refused == 0 {
 		t.Error("no standby counted a ProviderNotLeader refusal")
 	}
-	fmt.Printf("leader failover: lease %s, the session taken over %s after the SIGKILL (%s → %s); %d sends, %d refused on standbys, sessions %d\n",
-		leaderLease, takeover.Round(10*time.Millisecond), first.name, second.name, len(keys), refused, len(net.Sessions()))
+	how := "SIGKILL"
+	if heal != nil {
+		how = "leader's link was blackholed"
+	}
+	fmt.Printf("leader failover: lease %s, the session taken over %s after the %s (%s → %s); %d sends, %d refused on standbys, sessions %d, overlapping %d\n",
+		leaderLease, takeover.Round(10*time.Millisecond), how, first.name, second.name, len(keys), refused, len(net.Sessions()), net.Overlaps())
 }
 
 // adminSend journals a send on replica r through its admin API.
