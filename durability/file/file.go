@@ -355,6 +355,9 @@ func (s *Store) flush() {
 		err = fmt.Errorf("file journal %s: %w", s.path, err)
 		s.mu.Lock()
 		s.broken = err // memory is ahead of the disk: refuse further commits
+		// Undone now, so that no read serves the failed commits; if the
+		// disk refuses even that, the next commits try again.
+		s.recoverLocked()
 		s.mu.Unlock()
 	}
 	for _, w := range waiters {
@@ -362,12 +365,10 @@ func (s *Store) flush() {
 	}
 }
 
-// recover undoes a failed write: it answers the commits queued behind it
-// with its error, cuts the log back to its last good line, and reads the
-// journal again from the disk, so memory holds exactly what was
-// acknowledged. It returns nil when the store is not broken (or is no
-// longer), and the write's error while the disk still refuses, or when it
-// was tried less than recoverEvery ago.
+// recover finishes undoing a failed write that flush could not undo at
+// once (recoverLocked failed). It returns nil when the store is not broken
+// (or is no longer), and the write's error while the disk still refuses, or
+// when it was tried less than recoverEvery ago.
 func (s *Store) recover() error {
 	s.mu.Lock()
 	broken := s.broken
@@ -388,6 +389,15 @@ func (s *Store) recover() error {
 	if time.Since(s.lastTried) < recoverEvery {
 		return s.broken
 	}
+	return s.recoverLocked()
+}
+
+// recoverLocked undoes a failed write, with flushMu and mu held: it
+// answers the commits queued behind it with its error, cuts the log back to
+// its last good line, and reads the journal again from the disk, so memory
+// holds exactly what was acknowledged. Reads in between may have seen the
+// failed commits (as they may see any commit before it is acknowledged).
+func (s *Store) recoverLocked() error {
 	s.lastTried = time.Now()
 	for _, w := range s.waiters {
 		w <- s.broken
@@ -402,7 +412,9 @@ func (s *Store) recover() error {
 		return fmt.Errorf("%w (recovering: %w)", s.broken, err)
 	}
 	s.log.Close()
-	s.kv.Swap(kv).Close()
+	// The old memory is not closed: a read that loaded it just before
+	// the swap finishes on it.
+	s.kv.Store(kv)
 	s.seq, s.snapSeq, s.log = seq.now, seq.snapshot, log
 	s.broken = nil
 	return nil

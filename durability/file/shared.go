@@ -130,7 +130,12 @@ func (s *SharedStore) run(batch []*sharedOp) {
 		answer(fmt.Errorf("shared journal %s: %w", s.path, err))
 		return
 	}
-	err = s.refresh()
+	// A failed append whose lines could not be cut off: cut them now,
+	// before reading the log (they are not committed).
+	err = s.log.Repair()
+	if err == nil {
+		err = s.refresh()
+	}
 	if err == nil {
 		if pid := journalfile.LockHolder(s.path); pid != 0 {
 			err = fmt.Errorf("shared journal: %w: %s.lock is held by live process %d, which opened the file as a locked journal (stop it, or open the file shared everywhere)", ErrLocked, s.path, pid)
@@ -248,6 +253,7 @@ func (s *SharedStore) tail() error {
 	f, err := journalfile.OpenPrivate(logPath, os.O_RDONLY)
 	if os.IsNotExist(err) {
 		s.logOff, s.lines = 0, 0
+		s.log.Lines, s.log.Bytes = 0, 0
 		return nil
 	}
 	if err != nil {
@@ -341,13 +347,15 @@ func (s *SharedStore) persist(writes []durability.Write) error {
 	}
 	s.seq, s.logOff, s.lines = seq, s.logOff+int64(line.Len()), s.lines+1
 	if s.log.Full(s.opts.CompactEvery, s.opts.CompactBytes) {
+		// The line is on disk: a compaction that fails does not fail the
+		// commit; the log grows until one succeeds.
 		if err := s.writeSnapshot(seq); err != nil {
-			return err
+			return nil
 		}
 		// A crash here is harmless: replay skips the entries the
 		// snapshot holds.
 		if err := s.log.Reset(); err != nil {
-			return err
+			return nil
 		}
 		s.logOff, s.lines = 0, 0
 	}

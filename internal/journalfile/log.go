@@ -98,13 +98,18 @@ func OpenLog(fsys FS, path string, keep int64, lines int, fsync bool) (*Log, err
 	if err != nil {
 		return nil, err
 	}
-	if st, err := f.Stat(); err == nil && st.Size() > keep {
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.Size() > keep {
 		if err := f.Truncate(keep); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("trimming a truncated last line of %s: %w", path, err)
 		}
 	}
-	return &Log{f: f, fsync: fsync, Lines: lines, Bytes: keep}, nil
+	return &Log{f: f, fsync: fsync, Lines: lines, Bytes: min(keep, st.Size())}, nil
 }
 
 // Append writes buf, which holds lines complete lines, and syncs it unless
@@ -138,7 +143,12 @@ func (l *Log) Append(buf []byte, lines int) error {
 // Rewind cuts the file back to Bytes, the end of its good lines, and syncs
 // the cut. Until it succeeds the log is broken.
 func (l *Log) Rewind() error {
-	err := l.f.Truncate(l.Bytes)
+	st, err := l.f.Stat()
+	if err == nil && st.Size() > l.Bytes {
+		// Only ever shorter: a file found shorter than Bytes (emptied by
+		// another process) is left as it is.
+		err = l.f.Truncate(l.Bytes)
+	}
 	if err == nil && l.fsync {
 		err = l.f.Sync()
 	}
@@ -148,6 +158,17 @@ func (l *Log) Rewind() error {
 	}
 	l.broken = nil
 	return nil
+}
+
+// Repair retries the cut of a broken log (see Rewind); it returns nil at
+// once when the log is not broken. A reader of the file must call it
+// before reading: the lines of a failed append are still in the page
+// cache, and must not be read back as committed.
+func (l *Log) Repair() error {
+	if l.broken == nil {
+		return nil
+	}
+	return l.Rewind()
 }
 
 // Cut cuts the file to n bytes (a torn last line another process left) and

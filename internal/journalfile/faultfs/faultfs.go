@@ -7,9 +7,11 @@
 // cache goes on showing them, and the writer is told nothing more (the
 // kernel marks the pages clean and the next fsync succeeds; PostgreSQL's
 // "fsyncgate"). PowerLoss then makes the files what the disk holds: zeros
-// where those bytes were. A journal that trusts what it reads back after a
-// failed fsync, or goes on appending, leaves a hole in its log that the
-// next open finds.
+// where those bytes were, nothing past a file's last good sync, and every
+// rename not followed by a good sync of its directory undone. A journal
+// that trusts what it reads back after a failed fsync, goes on appending
+// after one, acknowledges bytes it never synced, or trusts a rename it did
+// not make durable, loses what it acknowledged at the next open.
 //
 // Tests count a workload's operations with a dry run (Ops), then run it
 // again failing each one in turn (FailAt), or keep failing every operation
@@ -21,6 +23,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 
@@ -90,10 +93,24 @@ type FS struct {
 	ops    []Event
 	at     int
 	from   int
+	only   Op
 	fault  Fault
 	failed []Event
 	// lost is, per file, the ranges a failed fsync did not write.
 	lost map[string][]span
+	// durable is, per file, the length its last good sync (or its state
+	// when first seen) made durable.
+	durable map[string]int64
+	// renames are the renames no good sync of their directory followed,
+	// oldest first.
+	renames []rename
+}
+
+// rename is one rename to undo at a power loss: what the target held.
+type rename struct {
+	dir, to string
+	old     []byte // nil: the target did not exist
+	durable int64
 }
 
 // span is a byte range of a file.
@@ -104,7 +121,7 @@ type span struct{ off, end int64 }
 func (f *FS) FailAt(n int, fault Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.at, f.from, f.fault = f.n+n, 0, fault
+	f.at, f.from, f.only, f.fault = f.n+n, 0, "", fault
 }
 
 // FailFrom makes every operation from the n-th from now on fail with fault,
@@ -112,14 +129,21 @@ func (f *FS) FailAt(n int, fault Fault) {
 func (f *FS) FailFrom(n int, fault Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.at, f.from, f.fault = 0, f.n+n, fault
+	f.at, f.from, f.only, f.fault = 0, f.n+n, "", fault
+}
+
+// FailOps makes every operation of kind op fail with fault, until Heal.
+func (f *FS) FailOps(op Op, fault Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at, f.from, f.only, f.fault = 0, f.n+1, op, fault
 }
 
 // Heal stops injecting faults.
 func (f *FS) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.at, f.from, f.fault = 0, 0, 0
+	f.at, f.from, f.only, f.fault = 0, 0, "", 0
 }
 
 // PowerLoss makes the files what the disk holds after the machine lost
@@ -129,6 +153,28 @@ func (f *FS) PowerLoss() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error
+	// Renames the directory never made durable are undone, newest first.
+	for i := len(f.renames) - 1; i >= 0; i-- {
+		r := f.renames[i]
+		if r.old == nil {
+			os.Remove(r.to)
+			delete(f.durable, r.to)
+			continue
+		}
+		if err := os.WriteFile(r.to, r.old, 0o600); err != nil {
+			errs = append(errs, err)
+		}
+		f.durable[r.to] = r.durable
+	}
+	f.renames = nil
+	// Nothing past a file's last good sync survives.
+	for path, n := range f.durable {
+		if st, err := os.Stat(path); err == nil && st.Size() > n {
+			if err := os.Truncate(path, n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for path, spans := range f.lost {
 		for _, sp := range spans {
 			if err := zero(path, sp.off, sp.end); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -140,6 +186,26 @@ func (f *FS) PowerLoss() error {
 	return errors.Join(errs...)
 }
 
+// seen records a file's length when the FS first meets it: what was there
+// before is durable.
+func (f *FS) seen(path string, size int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.durable == nil {
+		f.durable = map[string]int64{}
+	}
+	if _, ok := f.durable[path]; !ok {
+		f.durable[path] = size
+	}
+}
+
+// synced records that a good sync made path durable up to size.
+func (f *FS) synced(path string, size int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.durable[path] = size
+}
+
 // lose records that off..end of path never reached the disk.
 func (f *FS) lose(path string, off, end int64) {
 	f.mu.Lock()
@@ -148,6 +214,16 @@ func (f *FS) lose(path string, off, end int64) {
 		f.lost = map[string][]span{}
 	}
 	f.lost[path] = append(f.lost[path], span{off, end})
+}
+
+// truncated records a truncate of path to size (taken as durable: a cut
+// that a power loss undid would bring back old bytes, not lose new ones).
+func (f *FS) truncated(path string, size int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n, ok := f.durable[path]; ok && n > size {
+		f.durable[path] = size
+	}
 }
 
 // cut forgets what lay past size in path: a truncate removed it.
@@ -187,7 +263,7 @@ func (f *FS) next(op Op, path string) Fault {
 	f.n++
 	ev := Event{N: f.n, Op: op, Path: path}
 	f.ops = append(f.ops, ev)
-	if (f.at != 0 && f.n == f.at) || (f.from != 0 && f.n >= f.from) {
+	if (f.at != 0 && f.n == f.at) || (f.from != 0 && f.n >= f.from && (f.only == "" || f.only == op)) {
 		f.failed = append(f.failed, ev)
 		return f.fault
 	}
@@ -206,6 +282,9 @@ func (f *FS) OpenFile(path string, flag int) (journalfile.File, error) {
 	return newFile(f, inner)
 }
 
+// dirOf is the directory of path, as SyncDir is given it.
+func dirOf(path string) string { return filepath.Dir(path) }
+
 // CreateTemp implements journalfile.FS.
 func (f *FS) CreateTemp(dir, pattern string) (journalfile.File, error) {
 	if ft := f.next(Create, dir+"/"+pattern); ft != 0 {
@@ -223,7 +302,27 @@ func (f *FS) Rename(from, to string) error {
 	if ft := f.next(Rename, to); ft != 0 {
 		return &os.LinkError{Op: "rename", Old: from, New: to, Err: ft.err()}
 	}
-	return journalfile.OS.Rename(from, to)
+	old, err := os.ReadFile(to)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		old = nil
+	} else if old == nil {
+		old = []byte{}
+	}
+	if err := journalfile.OS.Rename(from, to); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.durable == nil {
+		f.durable = map[string]int64{}
+	}
+	f.renames = append(f.renames, rename{dir: dirOf(to), to: to, old: old, durable: f.durable[to]})
+	f.durable[to] = f.durable[from]
+	delete(f.durable, from)
+	return nil
 }
 
 // Remove implements journalfile.FS; it never fails by injection (removing
@@ -235,7 +334,19 @@ func (f *FS) SyncDir(dir string) error {
 	if ft := f.next(SyncDir, dir); ft != 0 {
 		return &os.PathError{Op: "sync", Path: dir, Err: ft.err()}
 	}
-	return journalfile.OS.SyncDir(dir)
+	if err := journalfile.OS.SyncDir(dir); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keep := f.renames[:0]
+	for _, r := range f.renames {
+		if r.dir != filepath.Clean(dir) {
+			keep = append(keep, r)
+		}
+	}
+	f.renames = keep
+	return nil
 }
 
 // file is a journal file whose operations go through FS, and which knows
@@ -252,6 +363,7 @@ func newFile(f *FS, inner journalfile.File) (*file, error) {
 		inner.Close()
 		return nil, err
 	}
+	f.seen(inner.Name(), st.Size())
 	return &file{fs: f, inner: inner, synced: st.Size()}, nil
 }
 
@@ -283,6 +395,7 @@ func (w *file) Truncate(size int64) error {
 	}
 	w.synced = min(w.synced, size)
 	w.fs.cut(w.Name(), size)
+	w.fs.truncated(w.Name(), size)
 	return nil
 }
 
@@ -305,6 +418,7 @@ func (w *file) Sync() error {
 		return err
 	}
 	w.synced = st.Size()
+	w.fs.synced(w.Name(), st.Size())
 	return nil
 }
 
