@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/botrun/botrun/internal/journalfile"
 )
@@ -95,6 +96,9 @@ type FS struct {
 	from   int
 	only   Op
 	fault  Fault
+	// delay slows every operation of kind slow.
+	slow  Op
+	delay time.Duration
 	failed []Event
 	// lost is, per file, the ranges a failed fsync did not write.
 	lost map[string][]span
@@ -139,11 +143,20 @@ func (f *FS) FailOps(op Op, fault Fault) {
 	f.at, f.from, f.only, f.fault = 0, f.n+1, op, fault
 }
 
+// Slow makes every operation of kind op take d longer (a slow disk),
+// until Heal: it widens the windows between operations.
+func (f *FS) Slow(op Op, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slow, f.delay = op, d
+}
+
 // Heal stops injecting faults.
 func (f *FS) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.at, f.from, f.only, f.fault = 0, 0, "", 0
+	f.slow, f.delay = "", 0
 }
 
 // PowerLoss makes the files what the disk holds after the machine lost
@@ -259,6 +272,12 @@ func (f *FS) Failed() []Event {
 // next counts an operation and returns the fault it gets, if any.
 func (f *FS) next(op Op, path string) Fault {
 	f.mu.Lock()
+	if op == f.slow && f.delay > 0 {
+		d := f.delay
+		f.mu.Unlock()
+		time.Sleep(d) // the slow disk under test
+		f.mu.Lock()
+	}
 	defer f.mu.Unlock()
 	f.n++
 	ev := Event{N: f.n, Op: op, Path: path}
