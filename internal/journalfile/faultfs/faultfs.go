@@ -89,16 +89,16 @@ func (e Event) String() string { return fmt.Sprintf("#%d %s %s", e.N, e.Op, e.Pa
 
 // FS injects faults into journalfile.OS. The zero value injects none.
 type FS struct {
-	mu     sync.Mutex
-	n      int
-	ops    []Event
-	at     int
-	from   int
-	only   Op
-	fault  Fault
+	mu    sync.Mutex
+	n     int
+	ops   []Event
+	at    int
+	from  int
+	only  Op
+	fault Fault
 	// delay slows every operation of kind slow.
-	slow  Op
-	delay time.Duration
+	slow   Op
+	delay  time.Duration
 	failed []Event
 	// lost is, per file, the ranges a failed fsync did not write.
 	lost map[string][]span
