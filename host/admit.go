@@ -124,7 +124,10 @@ func (b *Bot) Admit(ctx context.Context, providerID string, msg channel.Message)
 			b.log.Info("not admitted: the request ended before it was journaled; the channel must redeliver", "id", id, "err", err)
 			return channel.Admission{}, fmt.Errorf("inbox journal: %w", err)
 		}
-		if !b.policy.failOpen {
+		// A write cut off by its bound may still land (already claimed):
+		// dispatching it unjournaled too would answer it twice, so
+		// fail_open refuses it like fail-closed.
+		if !b.policy.failOpen || errors.Is(err, context.DeadlineExceeded) {
 			b.log.Error("not admitted: the inbox journal failed; the channel must redeliver", "id", id, "err", err)
 			b.admissionFailed.Refused(b.alerts, providerID, id, err)
 			return channel.Admission{}, fmt.Errorf("inbox journal: %w", err)

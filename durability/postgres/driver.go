@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/unit"
 )
 
 func init() {
@@ -18,6 +19,8 @@ type driverOptions struct {
 	URL string `toml:"url"`
 	// TablePrefix prefixes the table (default "botrun_").
 	TablePrefix string `toml:"table_prefix"`
+	// OpTimeout bounds each try of a query or commit (default 5s).
+	OpTimeout unit.Duration `toml:"op_timeout"`
 }
 
 func (o *driverOptions) Check(_ string, problem durability.Problem) {
@@ -27,14 +30,17 @@ func (o *driverOptions) Check(_ string, problem durability.Problem) {
 	if !prefixRE.MatchString(o.TablePrefix) {
 		problem("table_prefix", "%q: use letters, digits and '_'", o.TablePrefix)
 	}
+	if o.OpTimeout < 0 {
+		problem("op_timeout", "%s is negative: use e.g. \"5s\"", o.OpTimeout.D())
+	}
 }
 
 func (o *driverOptions) Open(ctx context.Context) (durability.Backend, error) {
-	return durability.Opened(Open(ctx, Options{URL: o.URL, TablePrefix: o.TablePrefix}))
+	return durability.Opened(Open(ctx, Options{URL: o.URL, TablePrefix: o.TablePrefix, OpTimeout: o.OpTimeout.D()}))
 }
 
 // OpenReadOnly implements durability.ReadOnlyOpener: the schema must be in
 // place (it is not created or migrated).
 func (o *driverOptions) OpenReadOnly(ctx context.Context) (durability.Backend, error) {
-	return durability.Opened(Open(ctx, Options{URL: o.URL, TablePrefix: o.TablePrefix, ReadOnly: true}))
+	return durability.Opened(Open(ctx, Options{URL: o.URL, TablePrefix: o.TablePrefix, OpTimeout: o.OpTimeout.D(), ReadOnly: true}))
 }
