@@ -80,9 +80,41 @@ type Store struct {
 const checkpointEvery = time.Second
 
 // walTruncateFrames is the WAL's length (in pages, 4 KiB each by default)
-// past which the checkpointer empties it (a TRUNCATE checkpoint, which
-// waits for readers and holds writers for as long as it copies).
-const walTruncateFrames = 1000
+// past which, walTruncateTicks checkpoints in a row, the checkpointer
+// empties it (a TRUNCATE checkpoint: it holds writers while it waits for
+// readers, at most truncateBusy, and while it copies).
+const (
+	walTruncateFrames = 1000
+	walTruncateTicks  = 3
+	truncateBusy      = 100 * time.Millisecond
+)
+
+// truncateWAL runs a TRUNCATE checkpoint on a connection of its own whose
+// busy timeout is truncateBusy: writers wait on it that long at most.
+func (s *Store) truncateWAL() error {
+	ctx := context.Background()
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var was int64
+	if err := c.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&was); err != nil {
+		return err
+	}
+	if _, err := c.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", truncateBusy.Milliseconds())); err != nil {
+		return err
+	}
+	defer c.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", was))
+	var busy, frames, copied int
+	if err := c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &copied); err != nil {
+		return err
+	}
+	if busy != 0 {
+		return errors.New("the WAL is still in use")
+	}
+	return nil
+}
 
 type commit struct {
 	writes []durability.Write
@@ -521,6 +553,7 @@ func (s *Store) checkpoints() {
 	defer close(s.checkpointed)
 	t := time.NewTicker(checkpointEvery)
 	defer t.Stop()
+	over := 0 // ticks in a row that left the WAL over walTruncateFrames
 	for {
 		select {
 		case <-s.stopCheckpoints:
@@ -533,14 +566,17 @@ func (s *Store) checkpoints() {
 		var busy, frames, copied int
 		err := s.db.QueryRow("PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
 		if err == nil && frames > walTruncateFrames {
+			over++
+		} else {
+			over = 0
+		}
+		if over >= walTruncateTicks {
 			// Readers that never all let go keep the WAL from restarting,
 			// so it grows with every commit (until it fills the disk,
 			// and then a checkpoint has no room to copy it): wait for
-			// them, copy the rest and empty the file.
-			err = s.db.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &copied)
-			if err == nil && busy != 0 {
-				err = errors.New("the WAL is still in use")
-			}
+			// them, briefly, copy the rest and empty the file.
+			over = 0
+			err = s.truncateWAL()
 		}
 		if err != nil && !s.closed.Load() {
 			// The next tick tries again; the WAL only grows meanwhile.
