@@ -72,6 +72,9 @@ type Sweeper struct {
 	sweeps atomic.Int64
 	// also is what the retention purge deletes beside the journals.
 	also []Purger
+	// started is when New ran, on the monotonic clock: how long this
+	// process has swept, which no step of the wall clock moves.
+	started time.Time
 }
 
 // Sweeps is how many sweeps Run has finished: a test that checks nothing
@@ -80,7 +83,7 @@ func (s *Sweeper) Sweeps() int64 { return s.sweeps.Load() }
 
 // New returns a sweeper of c; Run runs it.
 func New(c Config) *Sweeper {
-	s := &Sweeper{c: c, done: make(chan struct{})}
+	s := &Sweeper{c: c, done: make(chan struct{}), started: time.Now()}
 	c.Queue.SetOnLow(s.Batch()/4, s.queueLow)
 	return s
 }
@@ -148,8 +151,14 @@ func (s *Sweeper) SendDelivered() {
 }
 
 func (s *Sweeper) sweep(ctx context.Context, first bool) {
+	// The first lease after a start also reclaims what this instance id
+	// leased before Boot (a previous run of it). Measured on the monotonic
+	// clock, and never while the wall clock stands before Boot: a clock
+	// stepped back across the start would make this run's own leases look
+	// older than Boot, and reclaiming them again and again would charge
+	// messages in flight as crashes until they were dead-lettered.
 	var reclaim *durability.Reclaim
-	if first || s.c.Clock.Now().Sub(s.c.Boot) < max(s.c.InboxLease, s.c.OutboxLease) {
+	if (first || time.Since(s.started) < max(s.c.InboxLease, s.c.OutboxLease)) && !s.c.Clock.Now().Before(s.c.Boot) {
 		reclaim = &durability.Reclaim{Owner: s.c.Instance, Before: s.c.Boot.UnixMilli()}
 	}
 	// Due sends are delivered by the workers, each behind its chat's
