@@ -87,11 +87,7 @@ func TestClusterPartition(t *testing.T) {
 				err := s.Commit(ctx, []durability.Write{{Key: key, Version: 0, Value: []byte("x"), Group: fmt.Sprintf("s%d/in/", i%4)}})
 				took := time.Since(start)
 				cancel()
-				for d := int64(took); ; {
-					if old := slowest.Load(); d <= old || slowest.CompareAndSwap(old, d) {
-						break
-					}
-				}
+				storeMax(&slowest, int64(took))
 				if err != nil {
 					failed.Add(1)
 					time.Sleep(50 * time.Millisecond) // a refused client waits

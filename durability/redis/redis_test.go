@@ -210,11 +210,7 @@ func masterKilled(t *testing.T, wait int, prefix string) {
 				k := fmt.Sprintf("s0/in/%d-%d", g, i)
 				start := time.Now()
 				err := b.Commit(ctx, []durability.Write{{Key: k, Version: 0, Value: []byte("x"), Group: "s0/in/"}})
-				for d := int64(time.Since(start)); ; {
-					if old := longest.Load(); d <= old || longest.CompareAndSwap(old, d) {
-						break
-					}
-				}
+				storeMax(&longest, int64(time.Since(start)))
 				if err != nil {
 					errs.Add(1)
 					t.Errorf("commit %s: %v", k, err)
@@ -283,6 +279,15 @@ func BenchmarkClusterCommit(b *testing.B) {
 					}
 				})
 			})
+		}
+	}
+}
+
+// storeMax raises v to d if d is greater.
+func storeMax(v *atomic.Int64, d int64) {
+	for {
+		if old := v.Load(); d <= old || v.CompareAndSwap(old, d) {
+			return
 		}
 	}
 }
