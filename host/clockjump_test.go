@@ -210,7 +210,9 @@ func TestClockSkewBetweenReplicas(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatal("the admitted message was not run within a minute")
 			}
-			if who != "replica-0" {
+			// Two leases ahead, the second replica sees the new lease
+			// expired at once and may run the message first.
+			if who != "replica-0" && !c.takeover {
 				t.Fatalf("%s ran the message first, want replica-0 (it admitted it)", who)
 			}
 			if c.takeover {
