@@ -95,8 +95,6 @@ type Store struct {
 	// (tried at most every recoverEvery, at a commit).
 	broken    error
 	lastTried time.Time
-	// compactErr is the last compaction's error, nil once one succeeds.
-	compactErr error
 }
 
 // recoverEvery is the least time between two attempts to recover from a
@@ -345,7 +343,7 @@ func (s *Store) flush() {
 		if err == nil && s.log.Full(s.opts.CompactEvery, s.opts.CompactBytes) {
 			// The lines are on disk: a failed compaction does not fail
 			// their commits; the log keeps growing until one succeeds.
-			s.compactErr = s.compact()
+			s.compact()
 		}
 	} else {
 		err = s.writeSnapshot(state, seq)

@@ -219,32 +219,27 @@ func (f *FS) synced(path string, size int64) {
 	f.durable[path] = size
 }
 
-// lose records that off..end of path never reached the disk.
-func (f *FS) lose(path string, off, end int64) {
+// syncFailed records that the bytes of path past its last good sync, up
+// to size, never reached the disk.
+func (f *FS) syncFailed(path string, size int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.lost == nil {
-		f.lost = map[string][]span{}
+	if off := f.durable[path]; size > off {
+		if f.lost == nil {
+			f.lost = map[string][]span{}
+		}
+		f.lost[path] = append(f.lost[path], span{off, size})
 	}
-	f.lost[path] = append(f.lost[path], span{off, end})
 }
 
-// truncated records a truncate of path to size (taken as durable: a cut
-// that a power loss undid would bring back old bytes, not lose new ones).
+// truncated records a truncate of path to size: what lay past it is gone
+// (taken as durable: a cut that a power loss undid would bring back old
+// bytes, not lose new ones).
 func (f *FS) truncated(path string, size int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if n, ok := f.durable[path]; ok && n > size {
 		f.durable[path] = size
-	}
-}
-
-// cut forgets what lay past size in path: a truncate removed it.
-func (f *FS) cut(path string, size int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.lost[path]) == 0 {
-		return
 	}
 	var keep []span
 	for _, sp := range f.lost[path] {
@@ -252,7 +247,9 @@ func (f *FS) cut(path string, size int64) {
 			keep = append(keep, span{sp.off, min(sp.end, size)})
 		}
 	}
-	f.lost[path] = keep
+	if f.lost != nil {
+		f.lost[path] = keep
+	}
 }
 
 // Ops returns the operations counted so far.
@@ -368,12 +365,10 @@ func (f *FS) SyncDir(dir string) error {
 	return nil
 }
 
-// file is a journal file whose operations go through FS, and which knows
-// how much of it a sync made durable.
+// file is a journal file whose operations go through FS.
 type file struct {
-	fs     *FS
-	inner  journalfile.File
-	synced int64
+	fs    *FS
+	inner journalfile.File
 }
 
 func newFile(f *FS, inner journalfile.File) (*file, error) {
@@ -383,7 +378,7 @@ func newFile(f *FS, inner journalfile.File) (*file, error) {
 		return nil, err
 	}
 	f.seen(inner.Name(), st.Size())
-	return &file{fs: f, inner: inner, synced: st.Size()}, nil
+	return &file{fs: f, inner: inner}, nil
 }
 
 func (w *file) Name() string               { return w.inner.Name() }
@@ -412,8 +407,6 @@ func (w *file) Truncate(size int64) error {
 	if err := w.inner.Truncate(size); err != nil {
 		return err
 	}
-	w.synced = min(w.synced, size)
-	w.fs.cut(w.Name(), size)
 	w.fs.truncated(w.Name(), size)
 	return nil
 }
@@ -427,16 +420,12 @@ func (w *file) Sync() error {
 		// The writeback failed: the disk keeps zeros where the unsynced
 		// bytes were, the cache keeps showing them, and the kernel will
 		// not try them again.
-		if st.Size() > w.synced {
-			w.fs.lose(w.Name(), w.synced, st.Size())
-		}
-		w.synced = st.Size()
+		w.fs.syncFailed(w.Name(), st.Size())
 		return &os.PathError{Op: "sync", Path: w.Name(), Err: ft.err()}
 	}
 	if err := w.inner.Sync(); err != nil {
 		return err
 	}
-	w.synced = st.Size()
 	w.fs.synced(w.Name(), st.Size())
 	return nil
 }
