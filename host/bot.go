@@ -211,7 +211,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
 		b.alerts.Out = make(chan observe.Alert, 1024)
 		b.forward = &alertsink.Forwarder{Bot: Scope(cfg).ID(), Sink: sink, NewKey: send.RandomID, Wake: b.wake.Notify, Clock: b.clock, Log: b.log,
 			Journal: func(ctx context.Context, key, body string) error {
-				_, err := send.Enqueue(ctx, b.outbox, rules.AlertsChannel, "alerts", body, key, 0, time.Now().UnixMilli())
+				_, err := send.Enqueue(ctx, b.outbox, rules.AlertsChannel, "alerts", body, key, 0, clock.UnixMilli(b.clock))
 				return err
 			}}
 	}
@@ -354,7 +354,7 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 		}
 		id := pc.ID
 		counted := b.guard.Env(id)
-		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log,
+		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log, Now: b.clock.Now,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
 			Alert:    func(name, detail string) { b.alerts.Emit(observe.Alert{Provider: id, Name: name, Error: detail}) },
 			Draining: b.draining,

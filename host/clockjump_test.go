@@ -1,15 +1,23 @@
 package host
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/botrun/botrun/abi"
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/host/channel"
+	"github.com/botrun/botrun/host/channel/httpchan"
+	"github.com/botrun/botrun/host/channel/httpchan/httpchantest"
+	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/internal/clock"
 	"github.com/botrun/botrun/host/wasm"
 )
@@ -106,7 +114,7 @@ func clockJumps(t *testing.T, backend string) {
 	// expired; the record may be taken over and run again.
 	admit("slow", "slow")
 	<-entered
-	fake.Advance(10 * time.Minute)
+	fake.Step(10 * time.Minute)
 	tb.sweeps(t, 3)
 	// Either the sweeper saw the lease expired and took the record over,
 	// or the turn's heartbeat (its timer fired by the jump) extended the
@@ -130,7 +138,7 @@ func clockJumps(t *testing.T, backend string) {
 
 	// Back 20 minutes: new messages are answered at once, and the
 	// scheduled sends (due an hour after their message) stay held.
-	fake.Advance(-20 * time.Minute)
+	fake.Step(-20 * time.Minute)
 	for i := 3; i < 6; i++ {
 		admit(fmt.Sprint("m", i), fmt.Sprint("m", i))
 	}
@@ -147,7 +155,7 @@ func clockJumps(t *testing.T, backend string) {
 	}
 
 	// Forward past every scheduled time: each goes out once.
-	fake.Advance(2 * time.Hour)
+	fake.Step(2 * time.Hour)
 	if !tb.quiet(7, time.Minute) {
 		t.Fatalf("not settled after the jump past the scheduled times: %v", ch.texts())
 	}
@@ -238,5 +246,137 @@ func TestClockSkewBetweenReplicas(t *testing.T) {
 				t.Errorf("skew %s: the second replica took the record over: %v (attempts %d), want %v", c.skew, took, attempts, c.takeover)
 			}
 		})
+	}
+}
+
+// TestClockJumpsSignedWebhooks steps the wall clock of a bot with a signed
+// webhook channel (the generic HTTP channel, a 5-minute signature window,
+// retention 1 h): the window is judged by the bot's clock, so a request
+// signed at the real time is refused while the clock is off by more than
+// the window; and a clock stepped 2 h forward purges nothing early, so a
+// request captured before the step and replayed once the clock is back
+// (its signature in the window again) is still known and not answered
+// twice.
+func TestClockJumpsSignedWebhooks(t *testing.T) {
+	const secret = "a-gateway-secret-of-32-bytes-...."
+	gw := httpchantest.New(secret, "c1", "c2")
+	gwSrv := httptest.NewServer(gw)
+	defer gwSrv.Close()
+	src := "[bot]\nmodule = \"unused.wasm\"\nworkers = 2\n" + mergeTOML(fastDurability, "[durability]\nretention = \"1h\"") +
+		fmt.Sprintf("\n[[providers]]\nid = \"gw\"\ntype = \"http\"\nurl = %q\nsecret = %q\n", gwSrv.URL, secret)
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "bot.toml"), src, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bot.DataDir = filepath.Dir(testCacheDir)
+	cfg.Bot.ID = uniquePrefix("clocksig")
+	fake := clock.NewFake(time.Now())
+	handler := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		_, err := env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
+		return err
+	})
+	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: backends["sqlite"](t), Guest: handler, Clock: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := &testBot{Bot: b}
+	b.Start()
+	defer tb.stop(t)
+	ticking := make(chan struct{})
+	defer close(ticking)
+	go func() {
+		for {
+			select {
+			case <-ticking:
+				return
+			case <-time.After(20 * time.Millisecond):
+				fake.Advance(100 * time.Millisecond)
+			}
+		}
+	}()
+	srv := httptest.NewServer(b.Handler())
+	defer srv.Close()
+	// signed is a webhook as the gateway sends it: signed by its (real)
+	// clock at when; post posts one (a captured one again and again).
+	type webhook struct {
+		body   []byte
+		header http.Header
+	}
+	signed := func(id, chat string, when time.Time) webhook {
+		body, _ := json.Marshal(httpchan.Inbound{ID: id, Chat: chat, From: "u", Text: id})
+		h := http.Header{"Content-Type": {"application/json"}}
+		httpchan.SignRequest(h, []byte(secret), body, when)
+		return webhook{body, h}
+	}
+	post := func(w webhook) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/gw", bytes.NewReader(w.body))
+		req.Header = w.header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	echoes := func(chat, text string) int {
+		n := 0
+		for _, s := range gw.Texts(chat) {
+			if s == "echo: "+text {
+				n++
+			}
+		}
+		return n
+	}
+
+	captured := signed("m1", "c1", time.Now())
+	if got := post(captured); got/100 != 2 {
+		t.Fatalf("a webhook signed now: %d, want 2xx", got)
+	}
+	if !waitFor(time.Minute, func() bool { return echoes("c1", "m1") == 1 }) {
+		t.Fatalf("m1 was not answered: %v", gw.Texts("c1"))
+	}
+
+	// The clock is stepped 2 h forward: the retention purge (1 h) runs
+	// and deletes nothing (2 h of wall clock, seconds of real time); a
+	// request signed at the real time is outside the window by the bot's
+	// clock and refused, as the captured one is.
+	fake.Step(2 * time.Hour)
+	b.sweeper.Purge(context.Background())
+	if _, err := b.inbox.Get(context.Background(), "gw:m1"); err != nil {
+		t.Errorf("m1's record after the purge on a clock stepped 2 h forward: %v, want kept (retention 1 h, seconds old)", err)
+	}
+	if got := post(signed("m2", "c2", time.Now())); got != http.StatusUnauthorized {
+		t.Errorf("a webhook signed at the real time, the bot's clock 2 h ahead: %d, want 401", got)
+	}
+	if got := post(captured); got != http.StatusUnauthorized {
+		t.Errorf("the captured webhook, the bot's clock 2 h ahead: %d, want 401", got)
+	}
+
+	// Stepped back: the captured request's signature is in the window
+	// again, and its record is still there: a duplicate, not answered.
+	fake.Step(-2 * time.Hour)
+	if got := post(captured); got/100 != 2 {
+		t.Errorf("the captured webhook replayed once the clock is back: %d, want 2xx (a duplicate)", got)
+	}
+	if got := post(signed("m3", "c2", time.Now())); got/100 != 2 {
+		t.Errorf("a new webhook once the clock is back: %d, want 2xx", got)
+	}
+	if !waitFor(time.Minute, func() bool { return echoes("c2", "m3") == 1 }) {
+		t.Fatalf("m3 was not answered: %v", gw.Texts("c2"))
+	}
+	tb.sweeps(t, 3)
+	if n := echoes("c1", "m1"); n != 1 {
+		t.Errorf("m1 answered %d times, want once: the replay after the clock came back was taken as new", n)
+	}
+	if n := echoes("c2", "m2"); n != 0 {
+		t.Errorf("m2 (refused as stale) answered %d times", n)
+	}
+
+	// A clock stepped back 20 min: a request signed at the real time is
+	// 20 min in the future by the bot's clock and refused.
+	fake.Step(-20 * time.Minute)
+	if got := post(signed("m4", "c2", time.Now())); got != http.StatusUnauthorized {
+		t.Errorf("a webhook signed at the real time, the bot's clock 20 min behind: %d, want 401", got)
 	}
 }

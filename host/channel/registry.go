@@ -100,6 +100,10 @@ type Env struct {
 	// channel holds open (a long poll) answers now, so the HTTP servers
 	// stop at once. Nil outside a bot.
 	Draining <-chan struct{}
+	// Now is the bot's clock, the one its journals are stamped by; nil
+	// outside a bot (Env.Clock falls back to time.Now). A channel judges a
+	// signed timestamp's window by it.
+	Now func() time.Time
 	// Skipped counts an input the channel took and, by design, did not
 	// admit, for reason (a fixed word: "automatic" is an email channel's
 	// auto-reply left unanswered); the host's
@@ -113,6 +117,14 @@ func (e Env) CountSkipped(reason string) {
 	if e.Skipped != nil {
 		e.Skipped(reason)
 	}
+}
+
+// Clock is Now, or time.Now when the host set none.
+func (e Env) Clock() func() time.Time {
+	if e.Now != nil {
+		return e.Now
+	}
+	return time.Now
 }
 
 // RaiseAlert raises an operator alert through Alert when the host set one.

@@ -214,7 +214,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = ModeGateway
 	}
-	p := &Provider{guard: env.Guard, now: time.Now, followUp: map[string]followUpRef{}, mediaHosts: cfg.MediaRefHosts}
+	p := &Provider{guard: env.Guard, now: env.Clock(), followUp: map[string]followUpRef{}, mediaHosts: cfg.MediaRefHosts}
 	if err := p.Open("discord", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
 		return nil, err
 	}

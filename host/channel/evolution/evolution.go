@@ -109,7 +109,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.Instance == "" || cfg.APIKey == "" {
 		return nil, fmt.Errorf("evolution %s: instance and api_key are required", cfg.ID)
 	}
-	p := &Provider{cfg: cfg, now: time.Now}
+	p := &Provider{cfg: cfg, now: env.Clock()}
 	ch, err := gateway.New(gateway.Spec{Type: "evolution", ID: cfg.ID, APIURL: cfg.APIURL, Owner: cfg.Instance,
 		Auth: func(h http.Header) { h.Set("apikey", cfg.APIKey) }, MapError: mapError, Media: p.media, Decode: p.decode}, env)
 	if err != nil {

@@ -203,7 +203,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.MessageType == "" {
 		cfg.MessageType = "SMS"
 	}
-	p := &Provider{now: time.Now}
+	p := &Provider{now: env.Clock()}
 	if err := p.Open("gohighlevel", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
 		return nil, err
 	}

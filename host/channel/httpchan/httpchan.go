@@ -183,6 +183,7 @@ type Provider struct {
 	secret []byte
 	admit  channel.Admitter
 	client *http.Client
+	now    func() time.Time
 }
 
 // Open returns the channel posting to cfg.URL.
@@ -197,7 +198,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if err != nil || (gw.Scheme != "http" && gw.Scheme != "https") || gw.Host == "" {
 		return nil, fmt.Errorf("http channel %s: url %q is not an absolute http(s) URL", cfg.ID, cfg.URL)
 	}
-	return &Provider{cfg: cfg, secret: []byte(cfg.Secret), admit: env.Admitter, client: httpkit.NewClient(30*time.Second, gw, nil)}, nil
+	return &Provider{cfg: cfg, secret: []byte(cfg.Secret), admit: env.Admitter, client: httpkit.NewClient(30*time.Second, gw, nil), now: env.Clock()}, nil
 }
 
 // ID implements channel.Provider.
@@ -251,7 +252,7 @@ func (p *Provider) inbound(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body over %d bytes", MaxBody)})
 		return
 	}
-	if err := VerifyRequest(r.Header, p.secret, body, time.Now(), p.cfg.Window.D()); err != nil {
+	if err := VerifyRequest(r.Header, p.secret, body, p.now(), p.cfg.Window.D()); err != nil {
 		reply(w, http.StatusUnauthorized, map[string]string{"error": err.Error()})
 		return
 	}
@@ -302,7 +303,7 @@ func (p *Provider) Send(ctx context.Context, msg channel.Outbound) (string, erro
 	if p.cfg.Dedupes && msg.Key != "" {
 		req.Header.Set(IdempotencyKeyHeader, msg.Key)
 	}
-	SignRequest(req.Header, p.secret, body, time.Now())
+	SignRequest(req.Header, p.secret, body, p.now())
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("http channel %s: %w", p.cfg.ID, err)

@@ -128,7 +128,7 @@ type Provider struct {
 
 // Open returns the channel cfg describes.
 func Open(cfg Config, env channel.Env) (*Provider, error) {
-	p := &Provider{now: time.Now}
+	p := &Provider{now: env.Clock()}
 	if err := p.Open("tiktok", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,10 @@ type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that fires once d has passed.
 	NewTimer(d time.Duration) Timer
+	// Elapsed is a monotonic reading: how long the clock has run. A step
+	// of the wall clock (NTP setting the time) moves Now, not Elapsed, so
+	// the difference of two readings is the time that really passed.
+	Elapsed() time.Duration
 }
 
 // Timer is a time.Timer of a Clock.
@@ -39,6 +43,11 @@ func (real) Now() time.Time { return time.Now() }
 
 func (real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
+// origin is Real's zero of Elapsed.
+var origin = time.Now()
+
+func (real) Elapsed() time.Duration { return time.Since(origin) }
+
 type realTimer struct{ t *time.Timer }
 
 func (r realTimer) C() <-chan time.Time   { return r.t.C }
@@ -56,12 +65,16 @@ func Or(c Clock) Clock {
 // UnixMilli is c's time in Unix milliseconds, as the journals keep it.
 func UnixMilli(c Clock) int64 { return c.Now().UnixMilli() }
 
-// Fake is a clock that moves only when told (Advance, Set); its timers
-// fire as it passes their time. The zero value is not usable: NewFake.
+// Fake is a clock that moves only when told: Advance is time passing (its
+// timers fire as it passes their time), Step is the wall clock set (NTP
+// stepping it: Now moves, Elapsed and the timers do not, as with the real
+// clock, whose timers run on the monotonic clock). The zero value is not
+// usable: NewFake.
 type Fake struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
+	mu      sync.Mutex
+	now     time.Time
+	elapsed time.Duration
+	timers  []*fakeTimer
 }
 
 // NewFake returns a fake clock at now.
@@ -79,18 +92,38 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := &fakeTimer{f: f, c: make(chan time.Time, 1)}
-	t.at, t.armed = f.now.Add(d), true
+	t.left, t.armed = d, true
 	f.timers = append(f.timers, t)
 	f.fireLocked()
 	return t
 }
 
-// Advance moves the clock d forward, firing the timers it passes.
+// Advance is d passing: the wall clock and Elapsed move d forward, and the
+// timers d passes fire.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.now = f.now.Add(d)
+	f.elapsed += d
+	for _, t := range f.timers {
+		t.left -= d
+	}
 	f.fireLocked()
+}
+
+// Step sets the wall clock d forward (or back, d < 0) in one jump, as NTP
+// does: Now moves; Elapsed and the timers do not.
+func (f *Fake) Step(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+// Elapsed implements Clock: the sum of the Advances.
+func (f *Fake) Elapsed() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.elapsed
 }
 
 // Timers reports how many timers wait to fire (a test waits for a
@@ -109,7 +142,7 @@ func (f *Fake) Timers() int {
 
 func (f *Fake) fireLocked() {
 	for _, t := range f.timers {
-		if t.armed && !t.at.After(f.now) {
+		if t.armed && t.left <= 0 {
 			t.armed = false
 			select {
 			case t.c <- f.now:
@@ -120,9 +153,10 @@ func (f *Fake) fireLocked() {
 }
 
 type fakeTimer struct {
-	f     *Fake
-	c     chan time.Time
-	at    time.Time
+	f *Fake
+	c chan time.Time
+	// left is how much Advance remains before the timer fires.
+	left  time.Duration
 	armed bool
 }
 
@@ -131,7 +165,7 @@ func (t *fakeTimer) C() <-chan time.Time { return t.c }
 func (t *fakeTimer) Reset(d time.Duration) {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	t.at, t.armed = t.f.now.Add(d), true
+	t.left, t.armed = d, true
 	t.f.fireLocked()
 }
 

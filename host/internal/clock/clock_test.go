@@ -43,3 +43,31 @@ func TestFakeFiresTimersAsItPassesThem(t *testing.T) {
 		t.Error("Or: want Real for nil, else the clock given")
 	}
 }
+
+func TestFakeStepMovesTheWallClockOnly(t *testing.T) {
+	start := time.Unix(1000, 0)
+	f := NewFake(start)
+	timer := f.NewTimer(time.Minute)
+	f.Step(time.Hour)
+	if !f.Now().Equal(start.Add(time.Hour)) || f.Elapsed() != 0 {
+		t.Fatalf("after Step(1h): Now %v, Elapsed %v; want 1h on, 0", f.Now(), f.Elapsed())
+	}
+	select {
+	case <-timer.C():
+		t.Fatal("a step of the wall clock fired a timer")
+	default:
+	}
+	f.Step(-2 * time.Hour)
+	f.Advance(time.Minute)
+	if !f.Now().Equal(start.Add(-time.Hour+time.Minute)) || f.Elapsed() != time.Minute {
+		t.Fatalf("Now %v, Elapsed %v", f.Now(), f.Elapsed())
+	}
+	select {
+	case <-timer.C():
+	default:
+		t.Fatal("the timer did not fire after a minute passed")
+	}
+	if e := Real.Elapsed(); e <= 0 {
+		t.Errorf("Real.Elapsed = %v", e)
+	}
+}

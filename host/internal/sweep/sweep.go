@@ -72,9 +72,11 @@ type Sweeper struct {
 	sweeps atomic.Int64
 	// also is what the retention purge deletes beside the journals.
 	also []Purger
-	// started is when New ran, on the monotonic clock: how long this
-	// process has swept, which no step of the wall clock moves.
-	started time.Time
+	// startWall and started are the wall clock and the monotonic reading
+	// (Clock.Elapsed) when New ran: how long this process has swept, which
+	// no step of the wall clock moves.
+	startWall time.Time
+	started   time.Duration
 }
 
 // Sweeps is how many sweeps Run has finished: a test that checks nothing
@@ -83,7 +85,8 @@ func (s *Sweeper) Sweeps() int64 { return s.sweeps.Load() }
 
 // New returns a sweeper of c; Run runs it.
 func New(c Config) *Sweeper {
-	s := &Sweeper{c: c, done: make(chan struct{}), started: time.Now()}
+	c.Clock = clock.Or(c.Clock)
+	s := &Sweeper{c: c, done: make(chan struct{}), startWall: c.Clock.Now(), started: c.Clock.Elapsed()}
 	c.Queue.SetOnLow(s.Batch()/4, s.queueLow)
 	return s
 }
@@ -108,16 +111,18 @@ func (s *Sweeper) Run(ctx context.Context) {
 	defer close(s.done)
 	t := time.NewTicker(s.c.Poll)
 	defer t.Stop()
-	var lastPurge time.Time
+	// The purge runs every minute (or retention, if shorter) of monotonic
+	// time: a wall clock stepped back does not hold it off.
+	lastPurge := time.Duration(-1 << 62)
 	for first := true; ; first = false {
 		if s.stopping.Load() {
 			return
 		}
 		s.sweep(ctx, first)
 		s.sweeps.Add(1)
-		if s.c.Retention > 0 && s.c.Clock.Now().Sub(lastPurge) > min(s.c.Retention, time.Minute) {
+		if s.c.Retention > 0 && s.c.Clock.Elapsed()-lastPurge > min(s.c.Retention, time.Minute) {
 			s.Purge(ctx)
-			lastPurge = s.c.Clock.Now()
+			lastPurge = s.c.Clock.Elapsed()
 		}
 		select {
 		case <-t.C:
@@ -158,7 +163,7 @@ func (s *Sweeper) sweep(ctx context.Context, first bool) {
 	// older than Boot, and reclaiming them again and again would charge
 	// messages in flight as crashes until they were dead-lettered.
 	var reclaim *durability.Reclaim
-	if (first || time.Since(s.started) < max(s.c.InboxLease, s.c.OutboxLease)) && !s.c.Clock.Now().Before(s.c.Boot) {
+	if (first || s.c.Clock.Elapsed()-s.started < max(s.c.InboxLease, s.c.OutboxLease)) && !s.c.Clock.Now().Before(s.c.Boot) {
 		reclaim = &durability.Reclaim{Owner: s.c.Instance, Before: s.c.Boot.UnixMilli()}
 	}
 	// Due sends are delivered by the workers, each behind its chat's
@@ -233,8 +238,18 @@ func (s *Sweeper) PurgeToo(p Purger) { s.also = append(s.also, p) }
 // Purge deletes the done inbound and sent outbound records completed more
 // than durability.retention ago; dead letters stay for the operator (botrun
 // purge --dead, POST /admin/purge-dead).
+//
+// "Ago" is measured from the earlier of the wall clock and the wall clock
+// at the start plus the monotonic time since: a wall clock stepped forward
+// never purges early. (Purged early, a record whose request a channel
+// still accepts, once the clock is stepped back within the request's
+// signature window, would be admitted again as new and answered twice.)
 func (s *Sweeper) Purge(ctx context.Context) {
-	before := s.c.Clock.Now().Add(-s.c.Retention).UnixMilli()
+	now := s.c.Clock.Now()
+	if ran := s.startWall.Add(s.c.Clock.Elapsed() - s.started); ran.Before(now) {
+		now = ran
+	}
+	before := now.Add(-s.c.Retention).UnixMilli()
 	in, err1 := s.c.Inbox.Purge(ctx, before)
 	out, err2 := s.c.Outbox.Purge(ctx, before)
 	errs, more := []error{err1, err2}, 0

@@ -95,7 +95,7 @@ func (t *Turn) Fetch(ctx context.Context, req abi.FetchRequest) (res abi.FetchRe
 		if err := t.fence(); err != nil {
 			return abi.FetchResponse{}, err
 		}
-		a := answers.Answer{Fingerprint: fp, At: time.Now().UnixMilli(), API: req.API, Method: cmp.Or(freq.Method, "GET"), Path: shownPath(req.Path),
+		a := answers.Answer{Fingerprint: fp, At: t.sender.Now(), API: req.API, Method: cmp.Or(freq.Method, "GET"), Path: shownPath(req.Path),
 			TookMs: took.Milliseconds()}
 		if ferr != nil {
 			a.Error = ferr.(*abi.FetchError)
