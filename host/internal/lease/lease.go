@@ -30,7 +30,8 @@ type Leases struct {
 	// Base is cancelled when the bot stops or crashes: every heartbeat's
 	// context derives from it.
 	Base context.Context
-	// Stale counts the leases lost to another owner (stale_leases).
+	// Stale counts the leases lost to another owner, or expired
+	// unextended (stale_leases).
 	Stale *atomic.Int64
 	Log   *slog.Logger
 	Clock clock.Clock
@@ -49,34 +50,67 @@ func (l *Leases) Heartbeat(lease time.Duration, extend func(ctx context.Context,
 
 // HeartbeatAfter is Heartbeat whose first extension comes after first (a
 // lease taken earlier has less than its whole length left).
+//
+// An extension is not waited on past the lease's expiry, and once the lease
+// has expired by this process's clock without being extended (the backend
+// unreachable: a partition, a dead server), the work's context is
+// cancelled, as for a lease lost to another owner: the work stops by the
+// time another replica may claim the record.
 func (l *Leases) HeartbeatAfter(lease, first time.Duration, extend func(ctx context.Context, until int64) error) *Heartbeat {
 	ctx, cancel := context.WithCancel(l.Base)
 	h := &Heartbeat{ctx: ctx, cancel: cancel, clock: l.Clock, done: make(chan struct{}), exited: make(chan struct{})}
+	lose := func(msg string, err error) {
+		h.lost.Store(true)
+		l.Stale.Add(1)
+		l.Log.Warn(msg, "err", err)
+		cancel()
+	}
 	go func() {
 		defer close(h.exited)
 		t := l.Clock.NewTimer(max(first, time.Millisecond))
 		defer t.Stop()
+		// expiry checks the lease at its expiry (when known; until then,
+		// at every third).
+		expiry := l.Clock.NewTimer(max(first, time.Millisecond))
+		defer expiry.Stop()
 		for {
 			select {
 			case <-h.done:
 				return
 			case <-ctx.Done():
 				return
+			case <-expiry.C():
+				if err := h.Held(); err != nil {
+					lose("lease expired without an extension (the journal did not answer); stopping this work, which runs again once reclaimed", err)
+					return
+				}
+				expiry.Reset(h.left(max(lease/3, time.Millisecond)))
 			case <-t.C():
 				t.Reset(max(lease/3, time.Millisecond))
 				until := l.Clock.Now().Add(lease).UnixMilli()
-				err := extend(ctx, until)
+				// Not waited on past the expiry (a lease already
+				// expired by a clock stepped forward gets a third: the
+				// journal judges whether it is still this owner's).
+				wait := h.left(lease / 3)
+				if wait <= time.Millisecond {
+					wait = max(lease/3, time.Millisecond)
+				}
+				ectx, done := context.WithTimeout(ctx, wait)
+				err := extend(ectx, until)
+				done()
 				if err == nil {
 					h.until.Store(until)
+					expiry.Reset(h.left(0))
 				}
 				if errors.Is(err, durability.ErrStaleLease) {
-					h.lost.Store(true)
-					l.Stale.Add(1)
-					l.Log.Warn("lease lost to another owner; stopping this work", "err", err)
-					cancel()
+					lose("lease lost to another owner; stopping this work", err)
 					return
 				}
 				if err != nil && ctx.Err() == nil {
+					if held := h.Held(); held != nil {
+						lose("lease expired without an extension (the journal did not answer); stopping this work, which runs again once reclaimed", fmt.Errorf("%w (the extension: %w)", held, err))
+						return
+					}
 					l.Log.Warn("lease heartbeat failed", "err", err)
 				}
 			}
@@ -87,7 +121,8 @@ func (l *Leases) HeartbeatAfter(lease, first time.Duration, extend func(ctx cont
 
 // Heartbeat extends a lease every third of its length while work runs. If
 // the journal says the lease is stale (another owner claimed the record),
-// it counts it and cancels its context, so the work stops.
+// or the lease expires unextended, it counts it and cancels its context, so
+// the work stops.
 type Heartbeat struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -104,8 +139,19 @@ type Heartbeat struct {
 // Release is called.
 func (h *Heartbeat) Context() context.Context { return h.ctx }
 
-// Lost reports whether the journal said the lease passed to another owner.
+// Lost reports whether the journal said the lease passed to another owner,
+// or it expired unextended.
 func (h *Heartbeat) Lost() bool { return h.lost.Load() }
+
+// left is the time to the lease's expiry by this process's clock (at
+// least a millisecond), or unknown while the expiry is not known yet.
+func (h *Heartbeat) left(unknown time.Duration) time.Duration {
+	u := h.until.Load()
+	if u == 0 {
+		return unknown
+	}
+	return max(time.UnixMilli(u).Sub(h.clock.Now()), time.Millisecond)
+}
 
 // Extended notes the lease's expiry (Unix ms) as extended by its taker
 // before the heartbeat started.

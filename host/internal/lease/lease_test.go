@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -39,8 +40,8 @@ func TestHeartbeatExtendsUntilTheLeaseIsLost(t *testing.T) {
 		return nil
 	})
 	defer hb.Release()
-	if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 1 }) {
-		t.Fatal("the heartbeat never armed its timer")
+	if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
+		t.Fatal("the heartbeat never armed its timers")
 	}
 	fake.Advance(time.Second)
 	if until := <-extended; until != start.Add(4*time.Second).UnixMilli() {
@@ -50,8 +51,8 @@ func TestHeartbeatExtendsUntilTheLeaseIsLost(t *testing.T) {
 		t.Errorf("Held = %v within the lease", err)
 	}
 	refuse.Store(true)
-	if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 1 }) {
-		t.Fatal("the heartbeat never armed its next timer")
+	if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
+		t.Fatal("the heartbeat never armed its next timers")
 	}
 	fake.Advance(time.Second)
 	<-hb.Context().Done()
@@ -62,6 +63,67 @@ func TestHeartbeatExtendsUntilTheLeaseIsLost(t *testing.T) {
 	if err := hb.Held(); err == nil {
 		t.Error("Held = nil past the last extension")
 	}
+}
+
+// TestHeartbeatStopsTheWorkWhenTheLeaseExpiresUnextended: extensions that
+// fail (the journal unreachable) or hang (a blackholed connection) do not
+// keep the work running past its lease: its context is cancelled once the
+// lease has expired by the clock, and the loss is counted.
+func TestHeartbeatStopsTheWorkWhenTheLeaseExpiresUnextended(t *testing.T) {
+	t.Run("failing", func(t *testing.T) {
+		start := time.Unix(1000, 0)
+		fake := clock.NewFake(start)
+		var stale atomic.Int64
+		l := fakeLeases(fake, &stale)
+		hb := l.Heartbeat(3*time.Second, func(context.Context, int64) error { return errors.New("connection refused") })
+		defer hb.Release()
+		hb.Extended(start.Add(3 * time.Second).UnixMilli())
+		for range 2 {
+			if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
+				t.Fatal("the heartbeat never armed its timers")
+			}
+			fake.Advance(time.Second)
+			if hb.Context().Err() != nil {
+				t.Fatalf("the work was stopped at %s, within its lease", fake.Now().Sub(start))
+			}
+		}
+		if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
+			t.Fatal("the heartbeat never armed its timers")
+		}
+		fake.Advance(time.Second)
+		select {
+		case <-hb.Context().Done():
+		case <-time.After(time.Minute):
+			t.Fatal("the work still runs past its lease, every extension failed")
+		}
+		if !hb.Lost() || stale.Load() != 1 {
+			t.Errorf("lost %v, stale %d: want the loss noted and counted once", hb.Lost(), stale.Load())
+		}
+	})
+	t.Run("hanging", func(t *testing.T) {
+		var stale atomic.Int64
+		l := fakeLeases(clock.Real, &stale)
+		lease := 600 * time.Millisecond
+		start := time.Now()
+		hb := l.Heartbeat(lease, func(ctx context.Context, _ int64) error {
+			<-ctx.Done() // a blackholed connection: no answer, no error
+			return ctx.Err()
+		})
+		defer hb.Release()
+		until := start.Add(lease).UnixMilli()
+		hb.Extended(until)
+		select {
+		case <-hb.Context().Done():
+		case <-time.After(time.Minute):
+			t.Fatal("the work still runs a minute after its lease, its extension hanging")
+		}
+		if now := time.Now(); now.UnixMilli() < until {
+			t.Errorf("stopped after %s, before the lease (%s) expired", now.Sub(start), lease)
+		}
+		if !hb.Lost() {
+			t.Error("the loss was not noted")
+		}
+	})
 }
 
 // TestChatTurnsFenceAndRelease: a chat's turn is taken once; another
