@@ -55,6 +55,37 @@ func deliverHonouring(client *http.Client, addr, text, chat string, r *refusals)
 	return resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusOK
 }
 
+// faultLease and faultPoll are a fault test's inbox and outbox leases and
+// its durability.poll: the bound of a recovery after a fault ends.
+const (
+	faultLease = 3 * time.Second
+	faultPoll  = 50 * time.Millisecond
+)
+
+// probe posts a message (text, in a chat of its own) to replica r every
+// 50 ms until it is admitted, refusals or not, and reports how long after
+// since that was; false when it was not within 2 minutes. The message is
+// audited with the others.
+func (f *faultFleet) probe(r int, text string, since time.Time) (time.Duration, bool) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	body := fmt.Sprintf(`{"id":%q,"chat":%q,"from":"u","text":%q}`, text, text, text)
+	var took time.Duration
+	ok := waitfor.Every(50*time.Millisecond, 2*time.Minute, func() bool {
+		resp, err := client.Post("http://"+f.reps[r].addr+"/webchat/web/messages", "application/json", strings.NewReader(body))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+			return false
+		}
+		took = time.Since(since)
+		f.admitted.Store(text, text)
+		return true
+	})
+	return took, ok
+}
+
 // faultReplica is one botrun process of a fault test.
 type faultReplica struct {
 	addr, cfg string
@@ -99,12 +130,12 @@ listen = %q
 [durability]
 %s
 instance_id = "fault-%d"
-poll = "50ms"
+poll = %q
 [durability.inbox]
-lease = "3s"
+lease = %q
 max_attempts = 100
 [durability.outbox]
-lease = "3s"
+lease = %q
 [admin]
 token = %q
 [[channels]]
@@ -112,7 +143,7 @@ id = "web"
 type = "webchat"
 rate_limit = 0
 %s
-`, module, testDataDir(), r.addr, k, i, killAdminToken, extra)), 0o600)
+`, module, testDataDir(), r.addr, k, i, faultPoll, faultLease, faultLease, killAdminToken, extra)), 0o600)
 		r.cmd = exec.Command(bin, r.cfg)
 		r.cmd.Stdout, r.cmd.Stderr = io.Discard, r.stderr
 		if err := r.cmd.Start(); err != nil {

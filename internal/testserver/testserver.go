@@ -318,6 +318,22 @@ func StartRedisCluster(t testing.TB) *Cluster {
 	return c
 }
 
+// StartRedisClusterFronted is StartRedisCluster whose nodes announce the
+// addresses front returns for them (front is called with each node's own
+// address: a test starts a proxy there and returns its address), so every
+// client, and each replica's link to its master, goes through the fronts;
+// the cluster bus stays direct (a partition between a client and the
+// cluster does not make the nodes fail over). Addrs are the fronts.
+func StartRedisClusterFronted(t testing.TB, front func(addr string) (string, error)) *Cluster {
+	t.Helper()
+	c, err := retry(func() (*Cluster, error) { return startRedisClusterOnce(front) })
+	if err != nil {
+		unavailable(t, "Redis Cluster", err)
+	}
+	t.Cleanup(c.stop)
+	return c
+}
+
 // Kill SIGKILLs the node at addr.
 func (c *Cluster) Kill(addr string) error {
 	n, ok := c.nodes[addr]
@@ -330,13 +346,14 @@ func (c *Cluster) Kill(addr string) error {
 // startRedisCluster starts a cluster; a port picked free may be taken before
 // a node binds it, so it tries again on others.
 func startRedisCluster() (*Cluster, error) {
-	return retry(startRedisClusterOnce)
+	return retry(func() (*Cluster, error) { return startRedisClusterOnce(nil) })
 }
 
 // startRedisClusterOnce starts six cluster-enabled redis-servers with AOF,
 // joins them as three masters with a replica each and waits for
-// cluster_state:ok on every node.
-func startRedisClusterOnce() (*Cluster, error) {
+// cluster_state:ok on every node. With front, each node announces the
+// address front gives it (StartRedisClusterFronted).
+func startRedisClusterOnce(front func(addr string) (string, error)) (*Cluster, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("no redis-server (apt-get install redis-server)")
@@ -374,9 +391,25 @@ func startRedisClusterOnce() (*Cluster, error) {
 			stop()
 			return nil, err
 		}
-		cmd := exec.Command(bin, "--port", fmt.Sprint(ports[2*i]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+		args := []string{"--port", fmt.Sprint(ports[2*i]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
 			"--appendfsync", "everysec", "--dir", node, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(ports[2*i+1]),
-			"--cluster-node-timeout", "2000", "--cluster-config-file", "nodes.conf", "--logfile", "redis.log")
+			"--cluster-node-timeout", "2000", "--cluster-config-file", "nodes.conf", "--logfile", "redis.log"}
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[2*i])
+		if front != nil {
+			fa, err := front(addr)
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("fronting %s: %w", addr, err)
+			}
+			host, port, err := net.SplitHostPort(fa)
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("front of %s: %w", addr, err)
+			}
+			args = append(args, "--cluster-announce-ip", host, "--cluster-announce-port", port, "--cluster-announce-bus-port", fmt.Sprint(ports[2*i+1]))
+			addr = fa
+		}
+		cmd := exec.Command(bin, args...)
 		dieWithTest(cmd)
 		if err := cmd.Start(); err != nil {
 			stop()
@@ -384,8 +417,8 @@ func startRedisClusterOnce() (*Cluster, error) {
 		}
 		cmds = append(cmds, cmd)
 		go func() { exited <- cmd.Wait() }()
-		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", ports[2*i]))
-		nodes[addrs[i]] = cmd
+		addrs = append(addrs, addr)
+		nodes[addr] = cmd
 	}
 	for i, a := range addrs {
 		if err := waitFor(30*time.Second, func() bool {
