@@ -100,9 +100,9 @@ test: vet available-examples
 # 42,000-record state lists on the journals that rewrite a whole snapshot per
 # commit.
 soak: examples
-	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'CrashMatrix|SIGKILL|Failover|Partition|FullDisk|ClockJumps' ./host/ ./cmd/botrun/
-	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run 'FaultAtEveryOperation' ./durability/file/
-	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'Conformance' ./durability/...
+	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'CrashMatrix|SIGKILL|Failover|Partition|CutOff|FullDisk|ClockJumps' ./host/ ./cmd/botrun/
+	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 30m -run 'FaultAtEveryOperation|RandomFaults' ./durability/file/
+	BOTRUN_SOAK=1 $(GO) test -race -count=1 -timeout 90m -run 'Conformance|ClusterMasterKilled|ClusterPartition' ./durability/...
 
 # Every parser of untrusted bytes has a fuzz target; each runs FUZZTIME inputs.
 FUZZ_TARGETS = \

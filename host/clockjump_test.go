@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"github.com/botrun/botrun/host/config"
 	"github.com/botrun/botrun/host/internal/clock"
 	"github.com/botrun/botrun/host/wasm"
+	"github.com/botrun/botrun/internal/soak"
 )
 
 // TestClockJumps runs a bot on an injected clock that NTP steps forward
@@ -32,6 +35,136 @@ import (
 func TestClockJumps(t *testing.T) {
 	for _, name := range []string{"sqlite", "postgres"} {
 		t.Run(name, func(t *testing.T) { clockJumps(t, name) })
+	}
+	if soak.On() {
+		rng := soak.Rand(t, "./host")
+		for _, name := range []string{"sqlite", "postgres"} {
+			t.Run(name+"/random", func(t *testing.T) { clockJumpsRandom(t, name, rng) })
+		}
+	}
+}
+
+// clockJumpsRandom is make soak's clock schedule: 40 rounds of two
+// messages, each followed by a step of the wall clock drawn from rng
+// (forward up to 3 h, back up to 30 min); then the clock is set past every
+// scheduled send. Each message is answered once, each scheduled send goes
+// out once and never before its time by the bot's clock, and no record is
+// purged.
+func clockJumpsRandom(t *testing.T, backend string, rng *rand.Rand) {
+	fake := clock.NewFake(time.Now())
+	handler := native(func(ctx context.Context, ev abi.Event, env wasm.Env) error {
+		due := ev.ReceivedAt + time.Hour.Milliseconds()
+		if _, err := env.Enqueue(ctx, abi.SendRequest{Chat: ev.Chat, Text: fmt.Sprintf("later: %s @%d", ev.Text, due), At: due}); err != nil {
+			return err
+		}
+		_, err := env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
+		return err
+	})
+	cfg := testConfig(t, "")
+	cfg.Bot.ID = uniquePrefix("clockr")
+	ch := newChannel()
+	// dues are the scheduled sends' keys and times: each must be claimed
+	// (its lease's start, by the bot's clock) at or after its time. (Not
+	// judged at the channel: a send claimed when due may reach it after
+	// the clock stepped back.)
+	dues := map[string]int64{}
+	var maxDue int64
+	ch.fail = func(_ int, out channel.Outbound) error {
+		var id string
+		var due int64
+		if n, _ := fmt.Sscanf(out.Text, "later: %s @%d", &id, &due); n == 2 {
+			dues[out.Key] = due
+		}
+		return nil
+	}
+	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: backends[backend](t), Guest: handler, Channels: []channel.Channel{ch}, Clock: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := &testBot{Bot: b}
+	b.Start()
+	defer tb.stop(t)
+	ticking := make(chan struct{})
+	defer close(ticking)
+	go func() {
+		for {
+			select {
+			case <-ticking:
+				return
+			case <-time.After(20 * time.Millisecond):
+				fake.Advance(100 * time.Millisecond)
+			}
+		}
+	}()
+	var ids, steps []string
+	for round := range 40 {
+		for _, x := range []string{"a", "b"} {
+			id := fmt.Sprintf("r%d%s", round, x)
+			ids = append(ids, id)
+			if _, err := tb.admit(t, "c-"+id, id, id); err != nil {
+				t.Fatalf("admit %s: %v", id, err)
+			}
+			maxDue = max(maxDue, fake.Now().Add(time.Hour).UnixMilli())
+		}
+		if !waitFor(time.Minute, func() bool {
+			return ch.count("c-"+ids[len(ids)-1], "echo: "+ids[len(ids)-1]) > 0 && ch.count("c-"+ids[len(ids)-2], "echo: "+ids[len(ids)-2]) > 0
+		}) {
+			t.Fatalf("round %d (after %v): not answered: %v", round, steps, ch.texts())
+		}
+		step := time.Duration(rng.Int64N(int64(3*time.Hour))) + time.Minute
+		if rng.IntN(2) == 0 {
+			step = -time.Duration(rng.Int64N(int64(30*time.Minute))) - time.Minute
+		}
+		steps = append(steps, step.Round(time.Second).String())
+		fake.Step(step)
+		tb.sweeps(t, 2)
+	}
+	// Past every scheduled send (each was due an hour after its message,
+	// by the clock then).
+	if now := fake.Now().UnixMilli(); now <= maxDue {
+		fake.Step(time.Duration(maxDue-now)*time.Millisecond + time.Minute)
+	}
+	later := func(id string) int {
+		n := 0
+		for _, text := range ch.texts() {
+			var got string
+			var due int64
+			if k, _ := fmt.Sscanf(text, "later: %s @%d", &got, &due); k == 2 && got == id {
+				n++
+			}
+		}
+		return n
+	}
+	if !waitFor(2*time.Minute, func() bool {
+		for _, id := range ids {
+			if later(id) == 0 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("steps %v: scheduled sends missing: %v", steps, ch.texts())
+	}
+	tb.sweeps(t, 3)
+	t.Logf("steps %v", steps)
+	for _, id := range ids {
+		if n := ch.count("c-"+id, "echo: "+id); n != 1 {
+			t.Errorf("steps %v: echo %s sent %d times, want once", steps, id, n)
+		}
+		if n := later(id); n != 1 {
+			t.Errorf("steps %v: the scheduled send of %s went out %d times, want once", steps, id, n)
+		}
+		if _, err := b.inbox.Get(context.Background(), "web:"+id); err != nil {
+			t.Errorf("steps %v: %s's record: %v (purged?)", steps, id, err)
+		}
+	}
+	ch.mu.Lock()
+	claimed := maps.Clone(dues)
+	ch.mu.Unlock()
+	for key, due := range claimed {
+		if r := tb.outboxRecord(t, key); r.LeasedAt < due {
+			t.Errorf("steps %v: %s claimed %d ms before its time", steps, key, due-r.LeasedAt)
+		}
 	}
 }
 

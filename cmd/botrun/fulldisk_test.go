@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/botrun/botrun/internal/soak"
 	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
 )
@@ -117,28 +118,34 @@ func fullDisk(t *testing.T, bin, module, backend string) {
 		keys += "\nappend_log = true\ncompact_every = 50"
 	}
 	f := startFleet(t, bin, module, []string{keys}, fmt.Sprintf("[alerts]\nurl = %q\nsecret = \"alerts-secret-0123456789\"", sinkSrv.URL))
-	// make soak fills and frees the disk 5 times, make test once.
-	cycles := 1
-	if os.Getenv("BOTRUN_SOAK") != "" {
+	// make soak fills and frees the disk 5 times, after a random number
+	// of messages and held full for a random number of refusals (seed
+	// printed); make test once, after 60, for 20.
+	cycles, before, refusals := 1, func() int64 { return 60 }, func() int64 { return 20 }
+	if soak.On() {
+		rng := soak.Rand(t, "./cmd/botrun")
 		cycles = 5
+		before = func() int64 { return 1 + rng.Int64N(120) }
+		refusals = func() int64 { return 1 + rng.Int64N(40) }
 	}
-	f.drive(200 + 100*cycles)
+	f.drive(200 + 140*cycles)
 	var atFull int64
 	var heldFor, resumed time.Duration
 	for cycle := range cycles {
-		if !f.admittedMore(f.count.Load(), 60, time.Minute) {
-			t.Fatalf("cycle %d: 60 messages were not admitted before the disk filled\n%s", cycle, f.logs())
+		if n := before(); !f.admittedMore(f.count.Load(), n, time.Minute) {
+			t.Fatalf("cycle %d: %d messages were not admitted before the disk filled\n%s", cycle, n, f.logs())
 		}
 		refused := f.ref.withRetryAfter.Load()
 		filler := fill(t, disk)
 		full := time.Now()
 		atFull = f.count.Load()
-		// Held full until admission refused 20 deliveries and the
+		// Held full until admission refused some deliveries and the
 		// alert came.
+		hold := refusals()
 		if !waitfor.True(2*time.Minute, func() bool {
-			return f.ref.withRetryAfter.Load() >= refused+20 && sink.has("admission:failed")
+			return f.ref.withRetryAfter.Load() >= refused+hold && sink.has("admission:failed")
 		}) {
-			t.Fatalf("cycle %d, with the disk full: %d refusals with Retry-After, alert seen %v; want 20 and true\n%s", cycle, f.ref.withRetryAfter.Load()-refused, sink.has("admission:failed"), f.logs())
+			t.Fatalf("cycle %d, with the disk full: %d refusals with Retry-After, alert seen %v; want %d and true\n%s", cycle, f.ref.withRetryAfter.Load()-refused, sink.has("admission:failed"), hold, f.logs())
 		}
 		heldFor = time.Since(full)
 		os.Remove(filler)

@@ -3,15 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/botrun/botrun/internal/faultnet"
+	"github.com/botrun/botrun/internal/soak"
 	"github.com/botrun/botrun/internal/testserver"
 	"github.com/botrun/botrun/internal/waitfor"
 	"github.com/botrun/botrun/internal/wasmbuild"
@@ -48,13 +47,8 @@ func TestPartition(t *testing.T) {
 		return s
 	}
 	random := func(one bool) []linkFault { return nil }
-	if os.Getenv("BOTRUN_SOAK") != "" || os.Getenv("BOTRUN_SEED") != "" {
-		seed := uint64(time.Now().UnixNano())
-		if s := os.Getenv("BOTRUN_SEED"); s != "" {
-			seed, _ = strconv.ParseUint(s, 10, 64)
-		}
-		fmt.Printf("partition schedules: seed %d (replay: BOTRUN_SEED=%d go test -run TestPartition ./cmd/botrun)\n", seed, seed)
-		rng := rand.New(rand.NewPCG(seed, 33))
+	if soak.On() {
+		rng := soak.Rand(t, "./cmd/botrun")
 		random = func(one bool) []linkFault {
 			var s []linkFault
 			for range 12 {

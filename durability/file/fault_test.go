@@ -12,6 +12,7 @@ import (
 	"github.com/botrun/botrun/durability"
 	"github.com/botrun/botrun/internal/journalfile"
 	"github.com/botrun/botrun/internal/journalfile/faultfs"
+	"github.com/botrun/botrun/internal/soak"
 )
 
 // faultKV is a file journal under test: the Store or the SharedStore.
@@ -73,14 +74,50 @@ func TestFaultAtEveryOperation(t *testing.T) {
 				for _, fault := range faultsFor(op.Op) {
 					runs++
 					name := fmt.Sprintf("%s(%s)", op, fault)
-					faultRun(t, c.open, i+1, fault, false, name)
+					faultRun(t, c.open, func(fs *faultfs.FS) { fs.FailAt(i+1, fault) }, 1, name)
 				}
 				// The disk full from this operation on: the recovery's
 				// own operations fail too, until it heals.
 				runs++
-				faultRun(t, c.open, i+1, faultfs.NoSpace, true, fmt.Sprintf("%s(full from here)", op))
+				faultRun(t, c.open, func(fs *faultfs.FS) { fs.FailFrom(i+1, faultfs.NoSpace) }, -1, fmt.Sprintf("%s(full from here)", op))
 			}
 			t.Logf("%d operations, %d faulty runs", len(ops), runs)
+		})
+	}
+}
+
+// TestRandomFaults runs, under make soak, 200 workloads per journal shape
+// with 2 to 5 faults each, at operations and of kinds drawn at random (the
+// seed printed; BOTRUN_SEED replays it), with the checks of
+// TestFaultAtEveryOperation. make test runs TestFaultAtEveryOperation only.
+func TestRandomFaults(t *testing.T) {
+	if !soak.On() {
+		t.Skip("make soak runs random faults (BOTRUN_SOAK=1); make test runs TestFaultAtEveryOperation")
+	}
+	rng := soak.Rand(t, "./durability/file")
+	for _, c := range faultConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			dry := &faultfs.FS{}
+			kv, err := c.open(filepath.Join(t.TempDir(), "j"), dry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened := len(dry.Ops())
+			commitAll(kv, nil)
+			ops := dry.Ops()[opened:]
+			kv.Close()
+			for run := range 200 {
+				plan := map[int]faultfs.Fault{}
+				for range 2 + rng.IntN(4) {
+					i := rng.IntN(len(ops))
+					kinds := faultsFor(ops[i].Op)
+					plan[i+1] = kinds[rng.IntN(len(kinds))]
+				}
+				// A fault shifts the operations after it (a retry, a
+				// recovery), so a planned number may meet another kind
+				// of operation, or none: at least one is met.
+				faultRun(t, c.open, func(fs *faultfs.FS) { fs.FailEach(plan) }, -1, fmt.Sprintf("run %d %v", run, plan))
+			}
 		})
 	}
 }
@@ -96,9 +133,9 @@ func faultsFor(op faultfs.Op) []faultfs.Fault {
 	return []faultfs.Fault{faultfs.NoSpace}
 }
 
-// faultRun runs the workload with operation n failing with fault, heals,
-// and checks the journal.
-func faultRun(t *testing.T, open func(string, *faultfs.FS) (faultKV, error), n int, fault faultfs.Fault, persistent bool, name string) {
+// faultRun runs the workload with the faults inject plans (want of them
+// met; -1: at least one), heals, and checks the journal.
+func faultRun(t *testing.T, open func(string, *faultfs.FS) (faultKV, error), inject func(*faultfs.FS), want int, name string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "j")
 	fsys := &faultfs.FS{}
@@ -106,14 +143,10 @@ func faultRun(t *testing.T, open func(string, *faultfs.FS) (faultKV, error), n i
 	if err != nil {
 		t.Fatalf("%s: open: %v", name, err)
 	}
-	if persistent {
-		fsys.FailFrom(n, fault)
-	} else {
-		fsys.FailAt(n, fault)
-	}
+	inject(fsys)
 	acked := map[string]bool{}
 	failures := commitAll(kv, acked)
-	if f := len(fsys.Failed()); f == 0 || (f != 1 && !persistent) {
+	if f := len(fsys.Failed()); f == 0 || (want >= 0 && f != want) {
 		t.Fatalf("%s: the fault was not met as planned (failed %v)", name, fsys.Failed())
 	}
 	fsys.Heal()

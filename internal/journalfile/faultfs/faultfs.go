@@ -89,10 +89,12 @@ func (e Event) String() string { return fmt.Sprintf("#%d %s %s", e.N, e.Op, e.Pa
 
 // FS injects faults into journalfile.OS. The zero value injects none.
 type FS struct {
-	mu    sync.Mutex
-	n     int
-	ops   []Event
-	at    int
+	mu  sync.Mutex
+	n   int
+	ops []Event
+	at  int
+	// plan is FailEach's: an operation's number, and its fault.
+	plan  map[int]Fault
 	from  int
 	only  Op
 	fault Fault
@@ -128,6 +130,17 @@ func (f *FS) FailAt(n int, fault Fault) {
 	f.at, f.from, f.only, f.fault = f.n+n, 0, "", fault
 }
 
+// FailEach makes each operation of faults (the n-th from now on, as for
+// FailAt) fail once with its fault: several faults in one run.
+func (f *FS) FailEach(faults map[int]Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.plan = map[int]Fault{}
+	for n, fault := range faults {
+		f.plan[f.n+n] = fault
+	}
+}
+
 // FailFrom makes every operation from the n-th from now on fail with fault,
 // until Heal.
 func (f *FS) FailFrom(n int, fault Fault) {
@@ -156,6 +169,7 @@ func (f *FS) Heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.at, f.from, f.only, f.fault = 0, 0, "", 0
+	f.plan = nil
 	f.slow, f.delay = "", 0
 }
 
@@ -282,6 +296,10 @@ func (f *FS) next(op Op, path string) Fault {
 	if (f.at != 0 && f.n == f.at) || (f.from != 0 && f.n >= f.from && (f.only == "" || f.only == op)) {
 		f.failed = append(f.failed, ev)
 		return f.fault
+	}
+	if fault, ok := f.plan[f.n]; ok {
+		f.failed = append(f.failed, ev)
+		return fault
 	}
 	return 0
 }
