@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/botrun/botrun/durability"
+	"github.com/botrun/botrun/internal/netdial"
 	"github.com/botrun/botrun/internal/groupcommit"
 )
 
@@ -54,16 +55,6 @@ type Options struct {
 	// partition that drops packets fails it then.
 	OpTimeout time.Duration
 }
-
-// Network defaults of a pool the store opens: how long a connection may
-// take, and the TCP keepalive that finds a silent peer (a blackholed
-// link) within keepIdle + keepCount×keepInterval on an idle connection.
-const (
-	connectTimeout = 5 * time.Second
-	keepIdle       = 5 * time.Second
-	keepInterval   = 5 * time.Second
-	keepCount      = 3
-)
 
 // Store is a durability.Kv in PostgreSQL.
 type Store struct {
@@ -131,11 +122,12 @@ func OpenStore(ctx context.Context, o Options) (*Store, error) {
 		// A connection the server cut while idle is found at the next
 		// health check or query, logged, and replaced.
 		cfg.HealthCheckPeriod = 5 * time.Second
+		// A bounded connect and a keepalive that finds a silent peer
+		// (netdial).
 		if cfg.ConnConfig.ConnectTimeout == 0 {
-			cfg.ConnConfig.ConnectTimeout = connectTimeout
+			cfg.ConnConfig.ConnectTimeout = netdial.ConnectTimeout
 		}
-		d := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: keepIdle, Interval: keepInterval, Count: keepCount}}
-		cfg.ConnConfig.DialFunc = d.DialContext
+		cfg.ConnConfig.DialFunc = netdial.Dialer(cfg.ConnConfig.ConnectTimeout).DialContext
 		if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}

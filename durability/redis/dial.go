@@ -11,6 +11,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/botrun/botrun/internal/netdial"
 )
 
 // dial opens the client the options name: a single node by URL, or a
@@ -39,24 +41,10 @@ func dial(o Options) (goredis.UniversalClient, error) {
 	return nil, errors.New("redis: set durability.url or durability.cluster (or inject a client)")
 }
 
-// Network defaults: how long a connection may take, and the TCP keepalive
-// that finds a silent peer (a blackholed link) on an idle connection within
-// keepIdle + keepCount×keepInterval; a busy one meets the read and write
-// timeouts first.
-const (
-	connectTimeout = 5 * time.Second
-	keepIdle       = 5 * time.Second
-	keepInterval   = 5 * time.Second
-	keepCount      = 3
-)
-
-// dialer is go-redis's dialer with our keepalive: a TCP connection, in TLS
+// dialer is go-redis's dialer with netdial's timeout and keepalive: a TCP connection, in TLS
 // when tlsConfig is set.
 func dialer(timeout time.Duration, tlsConfig *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	if timeout <= 0 {
-		timeout = connectTimeout
-	}
-	d := &net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: keepIdle, Interval: keepInterval, Count: keepCount}}
+	d := netdial.Dialer(timeout)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil || tlsConfig == nil {
