@@ -31,8 +31,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/botrun/botrun/durability"
-	"github.com/botrun/botrun/internal/netdial"
 	"github.com/botrun/botrun/internal/groupcommit"
+	"github.com/botrun/botrun/internal/netdial"
 )
 
 // Options configure a Store: URL (the store opens and closes its own pool) or
