@@ -354,7 +354,7 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 		}
 		id := pc.ID
 		counted := b.guard.Env(id)
-		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log, Now: b.clock.Now,
+		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log, Now: b.clock.Now, Horizon: clock.NewHorizon(b.clock, b.policy.retention).Now,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
 			Alert:    func(name, detail string) { b.alerts.Emit(observe.Alert{Provider: id, Name: name, Error: detail}) },
 			Draining: b.draining,

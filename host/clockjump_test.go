@@ -60,7 +60,9 @@ func clockJumpsRandom(t *testing.T, backend string, rng *rand.Rand) {
 		_, err := env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
 		return err
 	})
-	cfg := testConfig(t, "")
+	// Retention 1 h: the steps forward (up to 3 h each) must purge
+	// nothing.
+	cfg := testConfig(t, "[durability]\nretention = \"1h\"")
 	cfg.Bot.ID = uniquePrefix("clockr")
 	ch := newChannel()
 	// dues are the scheduled sends' keys and times: each must be claimed
@@ -92,7 +94,7 @@ func clockJumpsRandom(t *testing.T, backend string, rng *rand.Rand) {
 			case <-ticking:
 				return
 			case <-time.After(20 * time.Millisecond):
-				fake.Advance(100 * time.Millisecond)
+				fake.Advance(20 * time.Millisecond)
 			}
 		}
 	}()
@@ -117,6 +119,7 @@ func clockJumpsRandom(t *testing.T, backend string, rng *rand.Rand) {
 		}
 		steps = append(steps, step.Round(time.Second).String())
 		fake.Step(step)
+		b.sweeper.Purge(context.Background())
 		tb.sweeps(t, 2)
 	}
 	// Past every scheduled send (each was due an hour after its message,
@@ -183,7 +186,8 @@ func clockJumps(t *testing.T, backend string) {
 		_, err := env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
 		return err
 	})
-	cfg := testConfig(t, "")
+	// Retention 1 h: the steps forward (2 h) must purge nothing.
+	cfg := testConfig(t, "[durability]\nretention = \"1h\"")
 	cfg.Bot.ID = uniquePrefix("clock")
 	ch := newChannel()
 	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: backends[backend](t), Guest: handler, Channels: []channel.Channel{ch}, Clock: fake})
@@ -193,9 +197,10 @@ func clockJumps(t *testing.T, backend string) {
 	tb := &testBot{Bot: b}
 	b.Start()
 	defer tb.stop(t)
-	// The clock moves on its own too, 100 ms every 20 ms (the jumps come
-	// on top): what waits on it (a backoff, a heartbeat) comes due, as on
-	// a real clock, and the scheduled sends (an hour away) stay far off.
+	// Time passes on the clock too, at about the real rate (the jumps
+	// are steps of the wall clock on top): what waits on it (a backoff, a
+	// heartbeat) comes due, as on a real clock, and the scheduled sends
+	// (an hour away) stay far off.
 	ticking := make(chan struct{})
 	defer close(ticking)
 	go func() {
@@ -204,7 +209,7 @@ func clockJumps(t *testing.T, backend string) {
 			case <-ticking:
 				return
 			case <-time.After(20 * time.Millisecond):
-				fake.Advance(100 * time.Millisecond)
+				fake.Advance(20 * time.Millisecond)
 			}
 		}
 	}()
@@ -294,7 +299,9 @@ func clockJumps(t *testing.T, backend string) {
 	}
 	once("echo: m0", "echo: m1", "echo: m2", "echo: slow", "echo: m3", "echo: m4", "echo: m5")
 	once("later: m0", "later: m1", "later: m2", "later: slow", "later: m3", "later: m4", "later: m5")
-	// Nothing was purged: every message is still in the inbox.
+	// Nothing was purged (a purge now, on the clock stepped 2 h past the
+	// 1 h retention): every message is still in the inbox.
+	b.sweeper.Purge(context.Background())
 	for _, id := range []string{"m0", "m1", "m2", "slow", "m3", "m4", "m5"} {
 		tb.inboxState(t, "web:"+id)
 	}
@@ -423,7 +430,7 @@ func TestClockJumpsSignedWebhooks(t *testing.T) {
 			case <-ticking:
 				return
 			case <-time.After(20 * time.Millisecond):
-				fake.Advance(100 * time.Millisecond)
+				fake.Advance(20 * time.Millisecond)
 			}
 		}
 	}()

@@ -101,8 +101,10 @@ func turnsStopWhenCutOff(t *testing.T, backend string) {
 		t.Fatalf("the turn still runs a minute after the journal was cut off (lease %s)", lease)
 	}
 	t.Logf("%s: the turn stopped %s after the cut (lease %s)", backend, at.Sub(cut).Round(time.Millisecond), lease)
-	if took := at.Sub(cut); took > 2*lease {
-		t.Errorf("the turn stopped %s after the cut, over twice its lease (%s)", took, lease)
+	// By its lease's expiry (the last extension came before the cut), plus
+	// a second for a loaded machine's scheduling.
+	if took := at.Sub(cut); took > lease+time.Second {
+		t.Errorf("the turn stopped %s after the cut, past its lease (%s)", took, lease)
 	}
 	proxy.Heal()
 	if !waitFor(time.Minute, func() bool { return ch.count("c1", "echo: m1") > 0 }) {

@@ -98,16 +98,22 @@ func proxied(t *testing.T, backend string, replicas int) ([]string, []*faultnet.
 	var raw string
 	switch backend {
 	case "redis-cluster":
-		var proxies []*faultnet.Proxy
+		// A start that failed (a port taken) is tried again with new
+		// fronts: the proxies are those of the cluster's addresses.
+		fronts := map[string]*faultnet.Proxy{}
 		c := testserver.StartRedisClusterFronted(t, func(addr string) (string, error) {
 			p, err := faultnet.Start(addr)
 			if err != nil {
 				return "", err
 			}
 			t.Cleanup(func() { p.Close() })
-			proxies = append(proxies, p)
+			fronts[p.Addr()] = p
 			return p.Addr(), nil
 		})
+		var proxies []*faultnet.Proxy
+		for _, a := range c.Addrs {
+			proxies = append(proxies, fronts[a])
+		}
 		seeds, _ := json.Marshal(c.Addrs)
 		n := runs.Add(1)
 		keys := make([]string, replicas)

@@ -104,6 +104,11 @@ type Env struct {
 	// outside a bot (Env.Clock falls back to time.Now). A channel judges a
 	// signed timestamp's window by it.
 	Now func() time.Time
+	// Horizon is the time a purge of what the channel keeps judges age by
+	// (never ahead of the time that really passed, when the wall clock is
+	// stepped forward); nil outside a bot (Env.PurgeClock falls back to
+	// time.Now).
+	Horizon func() time.Time
 	// Skipped counts an input the channel took and, by design, did not
 	// admit, for reason (a fixed word: "automatic" is an email channel's
 	// auto-reply left unanswered); the host's
@@ -123,6 +128,14 @@ func (e Env) CountSkipped(reason string) {
 func (e Env) Clock() func() time.Time {
 	if e.Now != nil {
 		return e.Now
+	}
+	return time.Now
+}
+
+// PurgeClock is Horizon, or time.Now when the host set none.
+func (e Env) PurgeClock() func() time.Time {
+	if e.Horizon != nil {
+		return e.Horizon
 	}
 	return time.Now
 }

@@ -196,6 +196,8 @@ type Provider struct {
 	seen   *seen
 	window *window
 	now    func() time.Time
+	// horizon is what the purge of expired webhookIds judges by.
+	horizon func() time.Time
 }
 
 // Open returns the channel cfg describes.
@@ -203,7 +205,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	if cfg.MessageType == "" {
 		cfg.MessageType = "SMS"
 	}
-	p := &Provider{now: env.Clock()}
+	p := &Provider{now: env.Clock(), horizon: env.PurgeClock()}
 	if err := p.Open("gohighlevel", cfg.ID, env, cfg.APIURL, DefaultAPI); err != nil {
 		return nil, err
 	}

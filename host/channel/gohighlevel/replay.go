@@ -161,7 +161,7 @@ func (s *seen) purge(ctx context.Context, now time.Time) (int, error) {
 // expired are forgotten.
 func (p *Provider) Run(ctx context.Context) {
 	httpkit.Every(ctx, time.Minute, func() {
-		if _, err := p.seen.purge(ctx, p.now()); err != nil && ctx.Err() == nil {
+		if _, err := p.seen.purge(ctx, p.horizon()); err != nil && ctx.Err() == nil {
 			p.Log.Error("gohighlevel: forgetting expired webhookIds failed", "provider", p.cfg.ID, "err", err)
 		}
 	})

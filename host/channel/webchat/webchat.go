@@ -132,8 +132,10 @@ func (c *Config) Open(env channel.Env) (channel.Channel, error) {
 type Provider struct {
 	id  string
 	cfg Config
-	// retention is how long the transcript keeps entries (0: forever).
+	// retention is how long the transcript keeps entries (0: forever),
+	// judged by horizon.
 	retention time.Duration
+	horizon   func() time.Time
 	admit     channel.Admitter
 	store     Transcript
 	log       *slog.Logger
@@ -171,7 +173,7 @@ func Open(cfg Config, env channel.Env) (*Provider, error) {
 	default:
 		store = NewMemoryTranscript()
 	}
-	return &Provider{id: cfg.ID, cfg: cfg, retention: env.Retention, admit: env.Admitter, store: store, log: log, draining: env.Draining,
+	return &Provider{id: cfg.ID, cfg: cfg, retention: env.Retention, horizon: env.PurgeClock(), admit: env.Admitter, store: store, log: log, draining: env.Draining,
 		limit: newLimiter(cfg.RateLimit, cfg.Burst), waiting: map[string]*waiters{}, typingFor: TypingFor}, nil
 }
 
@@ -186,7 +188,7 @@ func (p *Provider) Run(ctx context.Context) {
 		return
 	}
 	httpkit.Every(ctx, min(p.retention, time.Minute), func() {
-		n, err := p.store.Purge(ctx, time.Now().Add(-p.retention))
+		n, err := p.store.Purge(ctx, p.horizon().Add(-p.retention))
 		switch {
 		case err != nil && ctx.Err() == nil:
 			p.log.Error("webchat: transcript retention purge failed", "provider", p.id, "err", err)

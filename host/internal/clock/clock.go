@@ -77,8 +77,10 @@ type Fake struct {
 	timers  []*fakeTimer
 }
 
-// NewFake returns a fake clock at now.
-func NewFake(now time.Time) *Fake { return &Fake{now: now} }
+// NewFake returns a fake clock at now. Its times carry no monotonic
+// reading (as times from time.Now do), so comparing them compares wall
+// clocks, the way Step moves them.
+func NewFake(now time.Time) *Fake { return &Fake{now: now.Round(0)} }
 
 // Now implements Clock.
 func (f *Fake) Now() time.Time {
@@ -162,9 +164,12 @@ type fakeTimer struct {
 
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
 
+// Reset and Stop drop a value the timer sent and nobody received, as
+// time.Timer's do since Go 1.23.
 func (t *fakeTimer) Reset(d time.Duration) {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
+	t.drain()
 	t.left, t.armed = d, true
 	t.f.fireLocked()
 }
@@ -172,7 +177,63 @@ func (t *fakeTimer) Reset(d time.Duration) {
 func (t *fakeTimer) Stop() bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
+	t.drain()
 	was := t.armed
 	t.armed = false
 	return was
+}
+
+func (t *fakeTimer) drain() {
+	select {
+	case <-t.c:
+	default:
+	}
+}
+
+// Horizon is the time a purge judges age by: the earlier of c's wall clock
+// and the wall clock at the horizon's start plus the monotonic time since.
+// A wall clock stepped forward thus never makes a record look older than it
+// is (purged early, a record a channel still needs to recognise a replayed
+// request would let it in again). A wall clock that stays ahead for longer
+// than hold is taken as right (it was behind at the start, or the host
+// slept): the horizon catches up with it then, when whatever was written
+// before the step is really older than hold.
+type Horizon struct {
+	c    Clock
+	hold time.Duration
+	mu   sync.Mutex
+	// wall and elapsed are the anchor: a wall clock reading (Unix ms) and
+	// the Elapsed reading at the same moment.
+	wall    int64
+	elapsed time.Duration
+	// ahead is the Elapsed reading when the wall clock was first seen
+	// ahead of the anchor's count; -1 while it is not.
+	ahead time.Duration
+}
+
+// NewHorizon returns the horizon of c (nil: Real) from now, catching up
+// with a wall clock ahead for longer than hold.
+func NewHorizon(c Clock, hold time.Duration) *Horizon {
+	c = Or(c)
+	return &Horizon{c: c, hold: hold, wall: c.Now().UnixMilli(), elapsed: c.Elapsed(), ahead: -1}
+}
+
+// Now is the horizon's time.
+func (h *Horizon) Now() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now, el := h.c.Now().UnixMilli(), h.c.Elapsed()
+	ran := h.wall + (el - h.elapsed).Milliseconds()
+	if now <= ran {
+		h.ahead = -1
+		return time.UnixMilli(now)
+	}
+	if h.ahead < 0 {
+		h.ahead = el
+	}
+	if el-h.ahead >= h.hold {
+		h.wall, h.elapsed, h.ahead = now, el, -1
+		return time.UnixMilli(now)
+	}
+	return time.UnixMilli(ran)
 }

@@ -71,3 +71,32 @@ func TestFakeStepMovesTheWallClockOnly(t *testing.T) {
 		t.Errorf("Real.Elapsed = %v", e)
 	}
 }
+
+func TestHorizonLagsAStepForwardThenCatchesUp(t *testing.T) {
+	start := time.Unix(1000, 0)
+	f := NewFake(start)
+	h := NewHorizon(f, time.Hour)
+	f.Advance(time.Minute)
+	if got := h.Now(); !got.Equal(start.Add(time.Minute)) {
+		t.Fatalf("a minute on: %v, want the clock", got)
+	}
+	f.Step(3 * time.Hour)
+	if got := h.Now(); !got.Equal(start.Add(time.Minute)) {
+		t.Fatalf("after a step of 3 h: %v, want a minute on (the monotonic count)", got)
+	}
+	f.Advance(59 * time.Minute)
+	if got := h.Now(); !got.Equal(start.Add(time.Hour)) {
+		t.Fatalf("59 min later: %v, want an hour on", got)
+	}
+	f.Advance(time.Minute)
+	if got := h.Now(); !got.Equal(f.Now()) {
+		t.Fatalf("ahead for an hour (hold): %v, want the wall clock %v", got, f.Now())
+	}
+	f.Step(-30 * time.Minute)
+	if got := h.Now(); !got.Equal(f.Now()) {
+		t.Fatalf("stepped back: %v, want the wall clock %v", got, f.Now())
+	}
+	if later := time.Now().Add(time.Hour); NewHorizon(nil, time.Hour).Now().After(later) {
+		t.Error("the real clock's horizon is ahead of the real clock")
+	}
+}

@@ -58,6 +58,9 @@ type ChatTurn struct {
 	until atomic.Int64
 }
 
+// Until is the turn's expiry (Unix ms) as of its last write.
+func (t *ChatTurn) Until() int64 { return t.until.Load() }
+
 // Held reports an error once the turn has expired by this process's clock:
 // another replica may hold it now, so the record running under it makes no
 // more sends and does not complete.

@@ -10,6 +10,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,11 +52,13 @@ func (l *Leases) Heartbeat(lease time.Duration, extend func(ctx context.Context,
 // HeartbeatAfter is Heartbeat whose first extension comes after first (a
 // lease taken earlier has less than its whole length left).
 //
-// An extension is not waited on past the lease's expiry, and once the lease
-// has expired by this process's clock without being extended (the backend
-// unreachable: a partition, a dead server), the work's context is
-// cancelled, as for a lease lost to another owner: the work stops by the
-// time another replica may claim the record.
+// The lease's expiry, as this process counts it, is on the monotonic clock
+// (Clock.Elapsed): set by Extended, then a lease from the moment each
+// successful extension was sent. An extension is not waited on past it,
+// and once it has passed without an extension (the journal unreachable: a
+// partition, a dead server) the work's context is cancelled, as for a lease
+// lost to another owner: the work stops by the time another replica may
+// claim the record. A step of the wall clock moves none of this.
 func (l *Leases) HeartbeatAfter(lease, first time.Duration, extend func(ctx context.Context, until int64) error) *Heartbeat {
 	ctx, cancel := context.WithCancel(l.Base)
 	h := &Heartbeat{ctx: ctx, cancel: cancel, clock: l.Clock, done: make(chan struct{}), exited: make(chan struct{})}
@@ -65,12 +68,13 @@ func (l *Leases) HeartbeatAfter(lease, first time.Duration, extend func(ctx cont
 		l.Log.Warn(msg, "err", err)
 		cancel()
 	}
+	const expired = "lease expired without an extension (the journal did not answer); stopping this work, which runs again once reclaimed"
 	go func() {
 		defer close(h.exited)
 		t := l.Clock.NewTimer(max(first, time.Millisecond))
 		defer t.Stop()
-		// expiry checks the lease at its expiry (when known; until then,
-		// at every third).
+		// expiry fires at the lease's expiry (while it is not known, it
+		// looks again every third).
 		expiry := l.Clock.NewTimer(max(first, time.Millisecond))
 		defer expiry.Stop()
 		for {
@@ -80,35 +84,39 @@ func (l *Leases) HeartbeatAfter(lease, first time.Duration, extend func(ctx cont
 			case <-ctx.Done():
 				return
 			case <-expiry.C():
-				if err := h.Held(); err != nil {
-					lose("lease expired without an extension (the journal did not answer); stopping this work, which runs again once reclaimed", err)
+				left, known := h.left()
+				if known && left <= 0 {
+					lose(expired, fmt.Errorf("%w: no extension for %s", durability.ErrStaleLease, lease))
 					return
 				}
-				expiry.Reset(h.left(max(lease/3, time.Millisecond)))
+				expiry.Reset(max(cmp.Or(left, lease/3), time.Millisecond))
 			case <-t.C():
 				t.Reset(max(lease/3, time.Millisecond))
-				until := l.Clock.Now().Add(lease).UnixMilli()
-				// Not waited on past the expiry (a lease already
-				// expired by a clock stepped forward gets a third: the
-				// journal judges whether it is still this owner's).
-				wait := h.left(lease / 3)
-				if wait <= time.Millisecond {
-					wait = max(lease/3, time.Millisecond)
+				wait, known := h.left()
+				if !known {
+					wait = lease / 3
+				} else if wait <= 0 {
+					lose(expired, fmt.Errorf("%w: no extension for %s", durability.ErrStaleLease, lease))
+					return
 				}
+				sent := l.Clock.Elapsed()
+				until := l.Clock.Now().Add(lease).UnixMilli()
 				ectx, done := context.WithTimeout(ctx, wait)
 				err := extend(ectx, until)
 				done()
 				if err == nil {
 					h.until.Store(until)
-					expiry.Reset(h.left(0))
+					h.deadline.Store(int64(sent + lease))
+					left, _ := h.left()
+					expiry.Reset(max(left, time.Millisecond))
 				}
 				if errors.Is(err, durability.ErrStaleLease) {
 					lose("lease lost to another owner; stopping this work", err)
 					return
 				}
 				if err != nil && ctx.Err() == nil {
-					if held := h.Held(); held != nil {
-						lose("lease expired without an extension (the journal did not answer); stopping this work, which runs again once reclaimed", fmt.Errorf("%w (the extension: %w)", held, err))
+					if left, known := h.left(); known && left <= 0 {
+						lose(expired, fmt.Errorf("%w: the last extension: %w", durability.ErrStaleLease, err))
 						return
 					}
 					l.Log.Warn("lease heartbeat failed", "err", err)
@@ -131,8 +139,11 @@ type Heartbeat struct {
 	once   sync.Once
 	done   chan struct{}
 	exited chan struct{}
-	// until is the lease's expiry as of its last extension (Unix ms).
-	until atomic.Int64
+	// until is the lease's expiry as of its last extension (Unix ms);
+	// deadline is the same on the monotonic clock (a Clock.Elapsed
+	// reading; 0: not known yet).
+	until    atomic.Int64
+	deadline atomic.Int64
 }
 
 // Context is the work's context: cancelled once the lease is lost, or
@@ -143,19 +154,28 @@ func (h *Heartbeat) Context() context.Context { return h.ctx }
 // or it expired unextended.
 func (h *Heartbeat) Lost() bool { return h.lost.Load() }
 
-// left is the time to the lease's expiry by this process's clock (at
-// least a millisecond), or unknown while the expiry is not known yet.
-func (h *Heartbeat) left(unknown time.Duration) time.Duration {
-	u := h.until.Load()
-	if u == 0 {
-		return unknown
+// left is the time to the lease's expiry on the monotonic clock; known is
+// false until Extended or an extension set it.
+func (h *Heartbeat) left() (left time.Duration, known bool) {
+	d := h.deadline.Load()
+	if d == 0 {
+		return 0, false
 	}
-	return max(time.UnixMilli(u).Sub(h.clock.Now()), time.Millisecond)
+	return time.Duration(d) - h.clock.Elapsed(), true
 }
 
-// Extended notes the lease's expiry (Unix ms) as extended by its taker
-// before the heartbeat started.
-func (h *Heartbeat) Extended(until int64) { h.until.Store(until) }
+// Extended notes the lease's expiry (Unix ms) as its taker set it (the
+// claim, or an extension before the heartbeat started); the heartbeat
+// counts the time left to it on the monotonic clock from now. 0 (not known)
+// is ignored.
+func (h *Heartbeat) Extended(until int64) {
+	if until <= 0 {
+		return // not known
+	}
+	h.until.Store(until)
+	left := time.Duration(until-h.clock.Now().UnixMilli()) * time.Millisecond
+	h.deadline.Store(int64(h.clock.Elapsed() + left))
+}
 
 // Held reports an error once the lease has expired by this process's clock
 // (its extensions stopped: the process was frozen, or the backend did not

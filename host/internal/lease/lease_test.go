@@ -73,23 +73,31 @@ func TestHeartbeatStopsTheWorkWhenTheLeaseExpiresUnextended(t *testing.T) {
 	t.Run("failing", func(t *testing.T) {
 		start := time.Unix(1000, 0)
 		fake := clock.NewFake(start)
-		var stale atomic.Int64
+		var stale, calls atomic.Int64
 		l := fakeLeases(fake, &stale)
-		hb := l.Heartbeat(3*time.Second, func(context.Context, int64) error { return errors.New("connection refused") })
+		hb := l.Heartbeat(3*time.Second, func(context.Context, int64) error {
+			defer calls.Add(1)
+			return errors.New("connection refused")
+		})
 		defer hb.Release()
 		hb.Extended(start.Add(3 * time.Second).UnixMilli())
-		for range 2 {
+		// Two extensions (at 1 s and 2 s) fail: the work goes on.
+		for k := range int64(2) {
 			if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
 				t.Fatal("the heartbeat never armed its timers")
 			}
 			fake.Advance(time.Second)
+			if !waitfor.True(time.Minute, func() bool { return calls.Load() == k+1 }) {
+				t.Fatalf("extension %d was never tried", k+1)
+			}
+			if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
+				t.Fatal("the heartbeat did not go on after a failed extension")
+			}
 			if hb.Context().Err() != nil {
 				t.Fatalf("the work was stopped at %s, within its lease", fake.Now().Sub(start))
 			}
 		}
-		if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
-			t.Fatal("the heartbeat never armed its timers")
-		}
+		// At 3 s the lease has expired unextended.
 		fake.Advance(time.Second)
 		select {
 		case <-hb.Context().Done():
@@ -98,6 +106,28 @@ func TestHeartbeatStopsTheWorkWhenTheLeaseExpiresUnextended(t *testing.T) {
 		}
 		if !hb.Lost() || stale.Load() != 1 {
 			t.Errorf("lost %v, stale %d: want the loss noted and counted once", hb.Lost(), stale.Load())
+		}
+	})
+	t.Run("wall clock stepped", func(t *testing.T) {
+		start := time.Unix(1000, 0)
+		fake := clock.NewFake(start)
+		var stale atomic.Int64
+		l := fakeLeases(fake, &stale)
+		hb := l.Heartbeat(3*time.Second, func(context.Context, int64) error { return nil })
+		defer hb.Release()
+		hb.Extended(start.Add(3 * time.Second).UnixMilli())
+		if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
+			t.Fatal("the heartbeat never armed its timers")
+		}
+		// An hour forward on the wall clock, no time passing: the lease
+		// (counted on the monotonic clock) has not expired.
+		fake.Step(time.Hour)
+		fake.Advance(time.Second)
+		if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
+			t.Fatal("the heartbeat did not go on")
+		}
+		if hb.Context().Err() != nil || hb.Lost() {
+			t.Error("a step of the wall clock stopped work whose journal answers")
 		}
 	})
 	t.Run("hanging", func(t *testing.T) {

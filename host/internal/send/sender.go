@@ -699,6 +699,7 @@ func (o *Sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref st
 	hb = o.leases.Heartbeat(o.policy.Lease, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
+	hb.Extended(rec.LeaseUntil)
 	if err := o.leaders.Refuse(rec.Provider); err != nil {
 		return "", hb, false, err
 	}

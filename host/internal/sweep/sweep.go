@@ -72,11 +72,11 @@ type Sweeper struct {
 	sweeps atomic.Int64
 	// also is what the retention purge deletes beside the journals.
 	also []Purger
-	// startWall and started are the wall clock and the monotonic reading
-	// (Clock.Elapsed) when New ran: how long this process has swept, which
-	// no step of the wall clock moves.
-	startWall time.Time
-	started   time.Duration
+	// started is the monotonic reading (Clock.Elapsed) when New ran: how
+	// long this process has swept, which no step of the wall clock moves.
+	started time.Duration
+	// horizon is the time the retention purge judges age by.
+	horizon *clock.Horizon
 }
 
 // Sweeps is how many sweeps Run has finished: a test that checks nothing
@@ -86,7 +86,7 @@ func (s *Sweeper) Sweeps() int64 { return s.sweeps.Load() }
 // New returns a sweeper of c; Run runs it.
 func New(c Config) *Sweeper {
 	c.Clock = clock.Or(c.Clock)
-	s := &Sweeper{c: c, done: make(chan struct{}), startWall: c.Clock.Now(), started: c.Clock.Elapsed()}
+	s := &Sweeper{c: c, done: make(chan struct{}), started: c.Clock.Elapsed(), horizon: clock.NewHorizon(c.Clock, c.Retention)}
 	c.Queue.SetOnLow(s.Batch()/4, s.queueLow)
 	return s
 }
@@ -163,7 +163,7 @@ func (s *Sweeper) sweep(ctx context.Context, first bool) {
 	// older than Boot, and reclaiming them again and again would charge
 	// messages in flight as crashes until they were dead-lettered.
 	var reclaim *durability.Reclaim
-	if (first || s.c.Clock.Elapsed()-s.started < max(s.c.InboxLease, s.c.OutboxLease)) && !s.c.Clock.Now().Before(s.c.Boot) {
+	if (first || s.c.Clock.Elapsed()-s.started < max(s.c.InboxLease, s.c.OutboxLease)) && s.c.Clock.Now().UnixMilli() >= s.c.Boot.UnixMilli() {
 		reclaim = &durability.Reclaim{Owner: s.c.Instance, Before: s.c.Boot.UnixMilli()}
 	}
 	// Due sends are delivered by the workers, each behind its chat's
@@ -239,17 +239,12 @@ func (s *Sweeper) PurgeToo(p Purger) { s.also = append(s.also, p) }
 // than durability.retention ago; dead letters stay for the operator (botrun
 // purge --dead, POST /admin/purge-dead).
 //
-// "Ago" is measured from the earlier of the wall clock and the wall clock
-// at the start plus the monotonic time since: a wall clock stepped forward
-// never purges early. (Purged early, a record whose request a channel
-// still accepts, once the clock is stepped back within the request's
-// signature window, would be admitted again as new and answered twice.)
+// "Ago" is measured on a clock.Horizon: a wall clock stepped forward never
+// purges early. (Purged early, a record whose request a channel still
+// accepts, once the clock is stepped back within the request's signature
+// window, would be admitted again as new and answered twice.)
 func (s *Sweeper) Purge(ctx context.Context) {
-	now := s.c.Clock.Now()
-	if ran := s.startWall.Add(s.c.Clock.Elapsed() - s.started); ran.Before(now) {
-		now = ran
-	}
-	before := now.Add(-s.c.Retention).UnixMilli()
+	before := s.horizon.Now().Add(-s.c.Retention).UnixMilli()
 	in, err1 := s.c.Inbox.Purge(ctx, before)
 	out, err2 := s.c.Outbox.Purge(ctx, before)
 	errs, more := []error{err1, err2}, 0

@@ -7,7 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/botrun/botrun/internal/netdial"
+	"github.com/botrun/botrun/internal/netdial/netdialtest"
 	"github.com/botrun/botrun/internal/testserver"
 )
 
@@ -40,7 +40,7 @@ func TestConnectionsKeepAlive(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := netdial.Check(c); err != nil {
+		if err := netdialtest.Check(c); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 		c.Close()

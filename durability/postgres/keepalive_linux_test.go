@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/botrun/botrun/internal/netdial"
+	"github.com/botrun/botrun/internal/netdial/netdialtest"
 	"github.com/botrun/botrun/internal/testserver"
 )
 
@@ -24,7 +24,7 @@ func TestConnectionsKeepAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Release()
-	if err := netdial.Check(c.Conn().PgConn().Conn()); err != nil {
+	if err := netdialtest.Check(c.Conn().PgConn().Conn()); err != nil {
 		t.Error(err)
 	}
 }

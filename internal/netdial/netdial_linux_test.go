@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"testing"
@@ -91,17 +92,27 @@ func silentNamespace(t *testing.T) *namespace {
 		}
 		t.Skip(msg)
 	}
-	id := os.Getpid() % 100000
-	n := &namespace{name: fmt.Sprintf("botrun-ka-%d", id), link: fmt.Sprintf("bka%d", id),
-		host: fmt.Sprintf("10.231.%d.1", id%250), peer: fmt.Sprintf("10.231.%d.2", id%250)}
+	pid := os.Getpid()
+	n := &namespace{name: fmt.Sprintf("botrun-ka-%d", pid), link: fmt.Sprintf("bka%d", pid),
+		host: fmt.Sprintf("10.231.%d.1", pid%250), peer: fmt.Sprintf("10.231.%d.2", pid%250)}
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v\n%s", args, err, out)
 		}
 	}
-	exec.Command("ip", "netns", "del", n.name).Run() // a run killed before its cleanup
-	exec.Command("ip", "link", "del", n.link+"h").Run()
+	// What runs killed before their cleanup left (their process gone).
+	left, _ := filepath.Glob("/run/netns/botrun-ka-*")
+	for _, path := range left {
+		var old int
+		if _, err := fmt.Sscanf(filepath.Base(path), "botrun-ka-%d", &old); err != nil {
+			continue
+		}
+		if old == pid || syscall.Kill(old, 0) == syscall.ESRCH {
+			exec.Command("ip", "link", "del", fmt.Sprintf("bka%dh", old)).Run()
+			exec.Command("ip", "netns", "del", filepath.Base(path)).Run()
+		}
+	}
 	run("netns", "add", n.name)
 	t.Cleanup(func() {
 		exec.Command("ip", "link", "del", n.link+"h").Run()
