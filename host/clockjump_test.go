@@ -25,7 +25,8 @@ import (
 	"github.com/botrun/botrun/internal/soak"
 )
 
-// TestClockJumps runs a bot on an injected clock that NTP steps forward
+// TestClockJumps runs a bot (on SQLite, PostgreSQL, Redis and the file
+// journal) on an injected clock that NTP steps forward
 // and back by minutes while it works: forward past the lease of a turn in
 // flight (the sweeper takes the record over; the fence and the outbox's
 // keys keep its reply single), back by 20 minutes (new messages are
@@ -33,12 +34,12 @@ import (
 // the scheduled time (each goes out once). Nothing is sent twice and
 // nothing is purged.
 func TestClockJumps(t *testing.T) {
-	for _, name := range []string{"sqlite", "postgres"} {
+	for _, name := range []string{"sqlite", "postgres", "redis", "file"} {
 		t.Run(name, func(t *testing.T) { clockJumps(t, name) })
 	}
 	if soak.On() {
 		rng := soak.Rand(t, "./host")
-		for _, name := range []string{"sqlite", "postgres"} {
+		for _, name := range []string{"sqlite", "postgres", "redis", "file"} {
 			t.Run(name+"/random", func(t *testing.T) { clockJumpsRandom(t, name, rng) })
 		}
 	}
