@@ -156,6 +156,11 @@ type Bot struct {
 	baseCtx   context.Context
 }
 
+// channelKeep is the least a channel's purge horizon waits before it takes a
+// wall clock stepped forward as right: longer than anything a channel keeps
+// regardless of durability.retention (GoHighLevel's webhookIds, 2 h).
+const channelKeep = 24 * time.Hour
+
 // New builds a bot from cfg: it opens the journals, loads the module and builds
 // the providers. Run starts it.
 func New(ctx context.Context, cfg *config.Config, opts Options) (*Bot, error) {
@@ -354,7 +359,7 @@ func (b *Bot) buildProviders(injected []channel.Channel) error {
 		}
 		id := pc.ID
 		counted := b.guard.Env(id)
-		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log, Now: b.clock.Now, Horizon: clock.NewHorizon(b.clock, b.policy.retention).Now,
+		p, err := pc.Settings.Open(channel.Env{ID: id, Admitter: b, Logger: b.log, Now: b.clock.Now, Horizon: clock.NewHorizon(b.clock, max(b.policy.retention, channelKeep)).Now,
 			Kv: b.kv, KeyPrefix: Scope(b.cfg).ID() + "/", Retention: b.policy.retention,
 			Alert:    func(name, detail string) { b.alerts.Emit(observe.Alert{Provider: id, Name: name, Error: detail}) },
 			Draining: b.draining,

@@ -212,7 +212,9 @@ type Horizon struct {
 }
 
 // NewHorizon returns the horizon of c (nil: Real) from now, catching up
-// with a wall clock ahead for longer than hold.
+// with a wall clock ahead for longer than hold (never, when hold ≤ 0). hold
+// is at least as long as the purge keeps anything. The horizon lives in
+// memory: a process started after a step forward counts from its start.
 func NewHorizon(c Clock, hold time.Duration) *Horizon {
 	c = Or(c)
 	return &Horizon{c: c, hold: hold, wall: c.Now().UnixMilli(), elapsed: c.Elapsed(), ahead: -1}
@@ -231,7 +233,7 @@ func (h *Horizon) Now() time.Time {
 	if h.ahead < 0 {
 		h.ahead = el
 	}
-	if el-h.ahead >= h.hold {
+	if h.hold > 0 && el-h.ahead >= h.hold {
 		h.wall, h.elapsed, h.ahead = now, el, -1
 		return time.UnixMilli(now)
 	}

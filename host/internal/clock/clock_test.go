@@ -96,7 +96,30 @@ func TestHorizonLagsAStepForwardThenCatchesUp(t *testing.T) {
 	if got := h.Now(); !got.Equal(f.Now()) {
 		t.Fatalf("stepped back: %v, want the wall clock %v", got, f.Now())
 	}
-	if later := time.Now().Add(time.Hour); NewHorizon(nil, time.Hour).Now().After(later) {
-		t.Error("the real clock's horizon is ahead of the real clock")
+}
+
+func TestHorizonWithoutHoldNeverCatchesUp(t *testing.T) {
+	start := time.Unix(1000, 0)
+	f := NewFake(start)
+	h := NewHorizon(f, 0)
+	f.Step(3 * time.Hour)
+	h.Now()
+	f.Advance(24 * time.Hour)
+	if got := h.Now(); !got.Equal(start.Add(24 * time.Hour)) {
+		t.Fatalf("a day after a step of 3 h, hold 0: %v, want the monotonic count %v", got, start.Add(24*time.Hour))
+	}
+	// An offset that ends before the hold resets the count.
+	g := NewFake(start)
+	hg := NewHorizon(g, time.Hour)
+	g.Step(time.Minute)
+	hg.Now()
+	g.Advance(50 * time.Minute)
+	g.Step(-time.Minute)
+	hg.Now() // back in line: the count restarts
+	g.Step(time.Minute)
+	hg.Now()
+	g.Advance(50 * time.Minute)
+	if got := hg.Now(); got.Equal(g.Now()) {
+		t.Fatalf("ahead 50 min twice (the hold is 1 h): caught up at %v", got)
 	}
 }

@@ -10,7 +10,6 @@
 package lease
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,24 +43,39 @@ func (l *Leases) Lease(d time.Duration) durability.Lease {
 	return durability.Lease{Owner: l.Owner, Now: now.UnixMilli(), Until: now.Add(d).UnixMilli()}
 }
 
-// Heartbeat extends a lease of length lease through extend until stopped.
-func (l *Leases) Heartbeat(lease time.Duration, extend func(ctx context.Context, until int64) error) *Heartbeat {
-	return l.HeartbeatAfter(lease, lease/3, extend)
+// Heartbeat extends a lease of length lease, taken to expire at until
+// (Unix ms; 0: not known), through extend until stopped.
+func (l *Leases) Heartbeat(lease time.Duration, until int64, extend func(ctx context.Context, until int64) error) *Heartbeat {
+	return l.HeartbeatAfter(lease, lease/3, until, extend)
 }
 
 // HeartbeatAfter is Heartbeat whose first extension comes after first (a
-// lease taken earlier has less than its whole length left).
+// lease taken earlier has less than its whole length left), at most a third
+// of the lease, and before half the time left to until.
 //
 // The lease's expiry, as this process counts it, is on the monotonic clock
-// (Clock.Elapsed): set by Extended, then a lease from the moment each
-// successful extension was sent. An extension is not waited on past it,
-// and once it has passed without an extension (the journal unreachable: a
-// partition, a dead server) the work's context is cancelled, as for a lease
-// lost to another owner: the work stops by the time another replica may
-// claim the record. A step of the wall clock moves none of this.
-func (l *Leases) HeartbeatAfter(lease, first time.Duration, extend func(ctx context.Context, until int64) error) *Heartbeat {
+// (Clock.Elapsed): the time left to until when the heartbeat starts (at
+// most a lease), then a lease from the moment each successful extension was
+// sent, each less a tenth of the lease (a margin against other replicas'
+// clocks and a send in flight). An extension is not waited on past it, and
+// once it has passed with the last extension failed (the journal
+// unreachable: a partition, a dead server) the work's context is cancelled,
+// as for a lease lost to another owner: the work stops before another
+// replica may claim the record. Passed with no failure (until was stale),
+// an extension is tried at once and decides. A step of the wall clock moves
+// none of this.
+func (l *Leases) HeartbeatAfter(lease, first time.Duration, until int64, extend func(ctx context.Context, until int64) error) *Heartbeat {
 	ctx, cancel := context.WithCancel(l.Base)
 	h := &Heartbeat{ctx: ctx, cancel: cancel, clock: l.Clock, done: make(chan struct{}), exited: make(chan struct{})}
+	margin := lease / 10
+	first = min(first, lease/3)
+	if until > 0 {
+		left := min(time.Duration(until-l.Clock.Now().UnixMilli())*time.Millisecond, lease) - margin
+		h.until.Store(until)
+		h.deadline.Store(int64(l.Clock.Elapsed() + left))
+		h.known.Store(true)
+		first = min(first, left/2)
+	}
 	lose := func(msg string, err error) {
 		h.lost.Store(true)
 		l.Stale.Add(1)
@@ -75,8 +89,40 @@ func (l *Leases) HeartbeatAfter(lease, first time.Duration, extend func(ctx cont
 		defer t.Stop()
 		// expiry fires at the lease's expiry (while it is not known, it
 		// looks again every third).
-		expiry := l.Clock.NewTimer(max(first, time.Millisecond))
+		expiry := l.Clock.NewTimer(h.untilExpiry(lease / 3))
 		defer expiry.Stop()
+		// failed is set while the last extension failed.
+		var failed error
+		// try extends the lease, waiting at most wait: it reports false
+		// once the work must stop.
+		try := func(wait time.Duration) bool {
+			sent := l.Clock.Elapsed()
+			until := l.Clock.Now().Add(lease).UnixMilli()
+			ectx, done := context.WithTimeout(ctx, max(wait, time.Millisecond))
+			err := extend(ectx, until)
+			done()
+			switch {
+			case err == nil:
+				failed = nil
+				h.until.Store(until)
+				h.deadline.Store(int64(sent + lease - margin))
+				h.known.Store(true)
+				expiry.Reset(h.untilExpiry(lease / 3))
+			case errors.Is(err, durability.ErrStaleLease):
+				lose("lease lost to another owner; stopping this work", err)
+				return false
+			case ctx.Err() != nil:
+				return false
+			default:
+				failed = err
+				if left, known := h.left(); known && left <= 0 {
+					lose(expired, fmt.Errorf("%w: the last extension: %w", durability.ErrStaleLease, err))
+					return false
+				}
+				l.Log.Warn("lease heartbeat failed", "err", err)
+			}
+			return true
+		}
 		for {
 			select {
 			case <-h.done:
@@ -85,41 +131,23 @@ func (l *Leases) HeartbeatAfter(lease, first time.Duration, extend func(ctx cont
 				return
 			case <-expiry.C():
 				left, known := h.left()
-				if known && left <= 0 {
-					lose(expired, fmt.Errorf("%w: no extension for %s", durability.ErrStaleLease, lease))
+				switch {
+				case !known || left > 0:
+					expiry.Reset(h.untilExpiry(lease / 3))
+				case failed != nil:
+					lose(expired, fmt.Errorf("%w: the last extension: %w", durability.ErrStaleLease, failed))
+					return
+				case !try(margin):
 					return
 				}
-				expiry.Reset(max(cmp.Or(left, lease/3), time.Millisecond))
 			case <-t.C():
 				t.Reset(max(lease/3, time.Millisecond))
 				wait, known := h.left()
 				if !known {
 					wait = lease / 3
-				} else if wait <= 0 {
-					lose(expired, fmt.Errorf("%w: no extension for %s", durability.ErrStaleLease, lease))
+				}
+				if !try(wait) {
 					return
-				}
-				sent := l.Clock.Elapsed()
-				until := l.Clock.Now().Add(lease).UnixMilli()
-				ectx, done := context.WithTimeout(ctx, wait)
-				err := extend(ectx, until)
-				done()
-				if err == nil {
-					h.until.Store(until)
-					h.deadline.Store(int64(sent + lease))
-					left, _ := h.left()
-					expiry.Reset(max(left, time.Millisecond))
-				}
-				if errors.Is(err, durability.ErrStaleLease) {
-					lose("lease lost to another owner; stopping this work", err)
-					return
-				}
-				if err != nil && ctx.Err() == nil {
-					if left, known := h.left(); known && left <= 0 {
-						lose(expired, fmt.Errorf("%w: the last extension: %w", durability.ErrStaleLease, err))
-						return
-					}
-					l.Log.Warn("lease heartbeat failed", "err", err)
 				}
 			}
 		}
@@ -140,10 +168,11 @@ type Heartbeat struct {
 	done   chan struct{}
 	exited chan struct{}
 	// until is the lease's expiry as of its last extension (Unix ms);
-	// deadline is the same on the monotonic clock (a Clock.Elapsed
-	// reading; 0: not known yet).
+	// deadline is this process's count of it on the monotonic clock (a
+	// Clock.Elapsed reading, less the margin), known once set.
 	until    atomic.Int64
 	deadline atomic.Int64
+	known    atomic.Bool
 }
 
 // Context is the work's context: cancelled once the lease is lost, or
@@ -155,35 +184,31 @@ func (h *Heartbeat) Context() context.Context { return h.ctx }
 func (h *Heartbeat) Lost() bool { return h.lost.Load() }
 
 // left is the time to the lease's expiry on the monotonic clock; known is
-// false until Extended or an extension set it.
+// false until the taker's until or an extension set it.
 func (h *Heartbeat) left() (left time.Duration, known bool) {
-	d := h.deadline.Load()
-	if d == 0 {
+	if !h.known.Load() {
 		return 0, false
 	}
-	return time.Duration(d) - h.clock.Elapsed(), true
+	return time.Duration(h.deadline.Load()) - h.clock.Elapsed(), true
 }
 
-// Extended notes the lease's expiry (Unix ms) as its taker set it (the
-// claim, or an extension before the heartbeat started); the heartbeat
-// counts the time left to it on the monotonic clock from now. 0 (not known)
-// is ignored.
-func (h *Heartbeat) Extended(until int64) {
-	if until <= 0 {
-		return // not known
+// untilExpiry is the time left to the expiry, at least a millisecond, or
+// unknown while it is not known.
+func (h *Heartbeat) untilExpiry(unknown time.Duration) time.Duration {
+	left, known := h.left()
+	if !known {
+		left = unknown
 	}
-	h.until.Store(until)
-	left := time.Duration(until-h.clock.Now().UnixMilli()) * time.Millisecond
-	h.deadline.Store(int64(h.clock.Elapsed() + left))
+	return max(left, time.Millisecond)
 }
 
-// Held reports an error once the lease has expired by this process's clock
+// Held reports an error once the lease has expired by this process's count
 // (its extensions stopped: the process was frozen, or the backend did not
 // answer), so work that must not outlive the lease stops before acting,
 // even before the heartbeat learns of the loss.
 func (h *Heartbeat) Held() error {
-	if u := h.until.Load(); u != 0 && h.clock.Now().UnixMilli() >= u {
-		return fmt.Errorf("%w: the lease expired at %s by this process's clock", durability.ErrStaleLease, time.UnixMilli(u).Format(time.RFC3339Nano))
+	if left, known := h.left(); known && left <= 0 {
+		return fmt.Errorf("%w: the lease (until %s) expired by this process's count", durability.ErrStaleLease, time.UnixMilli(h.until.Load()).Format(time.RFC3339Nano))
 	}
 	return nil
 }

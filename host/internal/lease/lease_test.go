@@ -32,7 +32,7 @@ func TestHeartbeatExtendsUntilTheLeaseIsLost(t *testing.T) {
 	}
 	extended := make(chan int64, 10)
 	var refuse atomic.Bool
-	hb := l.Heartbeat(3*time.Second, func(_ context.Context, until int64) error {
+	hb := l.Heartbeat(3*time.Second, start.Add(3*time.Second).UnixMilli(), func(_ context.Context, until int64) error {
 		if refuse.Load() {
 			return durability.ErrStaleLease
 		}
@@ -68,19 +68,20 @@ func TestHeartbeatExtendsUntilTheLeaseIsLost(t *testing.T) {
 // TestHeartbeatStopsTheWorkWhenTheLeaseExpiresUnextended: extensions that
 // fail (the journal unreachable) or hang (a blackholed connection) do not
 // keep the work running past its lease: its context is cancelled once the
-// lease has expired by the clock, and the loss is counted.
+// lease has expired by this process's count (on the monotonic clock, less
+// a tenth), before the journal's expiry; a step of the wall clock, or a
+// stale expiry from the taker, stops nothing while the journal answers.
 func TestHeartbeatStopsTheWorkWhenTheLeaseExpiresUnextended(t *testing.T) {
 	t.Run("failing", func(t *testing.T) {
 		start := time.Unix(1000, 0)
 		fake := clock.NewFake(start)
 		var stale, calls atomic.Int64
 		l := fakeLeases(fake, &stale)
-		hb := l.Heartbeat(3*time.Second, func(context.Context, int64) error {
+		hb := l.Heartbeat(3*time.Second, start.Add(3*time.Second).UnixMilli(), func(context.Context, int64) error {
 			defer calls.Add(1)
 			return errors.New("connection refused")
 		})
 		defer hb.Release()
-		hb.Extended(start.Add(3 * time.Second).UnixMilli())
 		// Two extensions (at 1 s and 2 s) fail: the work goes on.
 		for k := range int64(2) {
 			if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
@@ -97,58 +98,91 @@ func TestHeartbeatStopsTheWorkWhenTheLeaseExpiresUnextended(t *testing.T) {
 				t.Fatalf("the work was stopped at %s, within its lease", fake.Now().Sub(start))
 			}
 		}
-		// At 3 s the lease has expired unextended.
-		fake.Advance(time.Second)
+		// At 2.7 s (the lease less a tenth) it has expired unextended.
+		fake.Advance(800 * time.Millisecond)
 		select {
 		case <-hb.Context().Done():
 		case <-time.After(time.Minute):
 			t.Fatal("the work still runs past its lease, every extension failed")
 		}
-		if !hb.Lost() || stale.Load() != 1 {
-			t.Errorf("lost %v, stale %d: want the loss noted and counted once", hb.Lost(), stale.Load())
+		if !hb.Lost() || stale.Load() != 1 || hb.Held() == nil {
+			t.Errorf("lost %v, stale %d, held %v: want the loss noted, counted once, and Held refusing", hb.Lost(), stale.Load(), hb.Held())
 		}
 	})
 	t.Run("wall clock stepped", func(t *testing.T) {
 		start := time.Unix(1000, 0)
 		fake := clock.NewFake(start)
-		var stale atomic.Int64
+		var stale, calls atomic.Int64
 		l := fakeLeases(fake, &stale)
-		hb := l.Heartbeat(3*time.Second, func(context.Context, int64) error { return nil })
+		hb := l.Heartbeat(3*time.Second, start.Add(3*time.Second).UnixMilli(), func(context.Context, int64) error {
+			calls.Add(1)
+			return nil
+		})
 		defer hb.Release()
-		hb.Extended(start.Add(3 * time.Second).UnixMilli())
+		// An hour forward on the wall clock, no time passing: the lease,
+		// counted on the monotonic clock, holds.
+		fake.Step(time.Hour)
+		if err := hb.Held(); err != nil {
+			t.Errorf("Held = %v after a step of the wall clock, no time passed", err)
+		}
 		if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
 			t.Fatal("the heartbeat never armed its timers")
 		}
-		// An hour forward on the wall clock, no time passing: the lease
-		// (counted on the monotonic clock) has not expired.
-		fake.Step(time.Hour)
 		fake.Advance(time.Second)
+		if !waitfor.True(time.Minute, func() bool { return calls.Load() == 1 && fake.Timers() == 2 }) {
+			t.Fatal("the heartbeat did not extend and go on")
+		}
+		if hb.Context().Err() != nil || hb.Lost() || hb.Held() != nil {
+			t.Error("a step of the wall clock stopped work whose journal answers")
+		}
+	})
+	t.Run("stale expiry", func(t *testing.T) {
+		start := time.Unix(1000, 0)
+		fake := clock.NewFake(start)
+		var stale, calls atomic.Int64
+		l := fakeLeases(fake, &stale)
+		// The taker's expiry is already (nearly) past: the heartbeat
+		// extends at once instead of giving up.
+		hb := l.Heartbeat(3*time.Second, start.Add(100*time.Millisecond).UnixMilli(), func(context.Context, int64) error {
+			calls.Add(1)
+			return nil
+		})
+		defer hb.Release()
 		if !waitfor.True(time.Minute, func() bool { return fake.Timers() == 2 }) {
+			t.Fatal("the heartbeat never armed its timers")
+		}
+		fake.Advance(time.Millisecond)
+		if !waitfor.True(time.Minute, func() bool { return calls.Load() >= 1 && fake.Timers() == 2 }) {
+			t.Fatal("no extension was tried at once")
+		}
+		fake.Advance(2 * time.Second)
+		if !waitfor.True(time.Minute, func() bool { return calls.Load() >= 2 && fake.Timers() == 2 }) {
 			t.Fatal("the heartbeat did not go on")
 		}
 		if hb.Context().Err() != nil || hb.Lost() {
-			t.Error("a step of the wall clock stopped work whose journal answers")
+			t.Error("a stale expiry from the taker stopped work whose journal answers")
 		}
 	})
 	t.Run("hanging", func(t *testing.T) {
 		var stale atomic.Int64
 		l := fakeLeases(clock.Real, &stale)
-		lease := 600 * time.Millisecond
+		lease := 3 * time.Second
 		start := time.Now()
-		hb := l.Heartbeat(lease, func(ctx context.Context, _ int64) error {
+		until := start.Add(lease).UnixMilli()
+		hb := l.Heartbeat(lease, until, func(ctx context.Context, _ int64) error {
 			<-ctx.Done() // a blackholed connection: no answer, no error
 			return ctx.Err()
 		})
 		defer hb.Release()
-		until := start.Add(lease).UnixMilli()
-		hb.Extended(until)
 		select {
 		case <-hb.Context().Done():
 		case <-time.After(time.Minute):
 			t.Fatal("the work still runs a minute after its lease, its extension hanging")
 		}
-		if now := time.Now(); now.UnixMilli() < until {
-			t.Errorf("stopped after %s, before the lease (%s) expired", now.Sub(start), lease)
+		took := time.Since(start)
+		t.Logf("stopped after %s (lease %s)", took.Round(time.Millisecond), lease)
+		if took < lease*9/10-10*time.Millisecond {
+			t.Errorf("stopped after %s, before the lease less its margin (%s)", took, lease*9/10)
 		}
 		if !hb.Lost() {
 			t.Error("the loss was not noted")

@@ -169,7 +169,7 @@ func (o *Sender) runAfterSend(ctx context.Context, rec durability.OutboxRecord) 
 	h.Ref, h.Time = first.Ref, sent
 	// The hook may wait for an instance: the record's lease is kept
 	// meanwhile, so no other owner runs it at the same time.
-	hb := o.leases.Heartbeat(o.policy.Lease, func(ctx context.Context, until int64) error {
+	hb := o.leases.Heartbeat(o.policy.Lease, rec.LeaseUntil, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
 	hctx := hb.Context()
@@ -253,7 +253,7 @@ func (o *Sender) hookOperatorSend(ctx context.Context, rec durability.OutboxReco
 		h := HookOf(s)
 		h.Time = rec.CreatedAt
 		// The hook may wait for an instance: the send's lease is kept.
-		hb := o.leases.Heartbeat(o.policy.Lease, func(ctx context.Context, until int64) error {
+		hb := o.leases.Heartbeat(o.policy.Lease, rec.LeaseUntil, func(ctx context.Context, until int64) error {
 			return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 		})
 		hctx := hb.Context()

@@ -696,10 +696,9 @@ func toOutbound(chat string, m rules.OutboxMessage, key string) channel.Outbound
 // with the record marked sent: marked is then true, and the caller writes no
 // MarkSent.
 func (o *Sender) call(prov channel.Channel, rec durability.OutboxRecord) (ref string, hb *lease.Heartbeat, marked bool, err error) {
-	hb = o.leases.Heartbeat(o.policy.Lease, func(ctx context.Context, until int64) error {
+	hb = o.leases.Heartbeat(o.policy.Lease, rec.LeaseUntil, func(ctx context.Context, until int64) error {
 		return o.outbox.Extend(ctx, rec.Key, rec.Token, until)
 	})
-	hb.Extended(rec.LeaseUntil)
 	if err := o.leaders.Refuse(rec.Provider); err != nil {
 		return "", hb, false, err
 	}

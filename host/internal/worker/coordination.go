@@ -54,8 +54,7 @@ func (w *Worker) park(ctx context.Context, rec *durability.InboxRecord, due int6
 // that, is parked behind it.
 func (w *Worker) runChat(j dispatch.Job, rec *durability.InboxRecord, t *lease.ChatTurn) {
 	ctx := w.c.Base
-	hb := w.c.Leases.Heartbeat(w.c.Coord.Turns.TTL(), t.Extend)
-	hb.Extended(t.Until())
+	hb := w.c.Leases.Heartbeat(w.c.Coord.Turns.TTL(), t.Until(), t.Extend)
 	defer hb.Release()
 	pending := true // rec has not run yet
 	ran := map[string]bool{}

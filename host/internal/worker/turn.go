@@ -267,10 +267,9 @@ func (w *Worker) turnLease(ctx context.Context, rec *durability.InboxRecord) (*l
 		rec.LeaseUntil, first = until, length/3
 	}
 	id, token := rec.ID, rec.Token
-	hb := w.c.Leases.HeartbeatAfter(length, first, func(ctx context.Context, until int64) error {
+	hb := w.c.Leases.HeartbeatAfter(length, first, rec.LeaseUntil, func(ctx context.Context, until int64) error {
 		return w.c.Inbox.Extend(ctx, id, token, until)
 	})
-	hb.Extended(rec.LeaseUntil)
 	return hb, true
 }
 
