@@ -54,8 +54,10 @@ type ChatTurn struct {
 	version int64
 	rec     turnRecord
 	// until is rec.Until, read by Held from the turn's worker while the
-	// heartbeat writes.
-	until atomic.Int64
+	// heartbeat writes; deadline is the same on the monotonic clock (a
+	// Clock.Elapsed reading).
+	until    atomic.Int64
+	deadline atomic.Int64
 }
 
 // Until is the turn's expiry (Unix ms) as of its last write.
@@ -64,9 +66,12 @@ func (t *ChatTurn) Until() int64 { return t.until.Load() }
 // Held reports an error once the turn has expired by this process's clock:
 // another replica may hold it now, so the record running under it makes no
 // more sends and does not complete.
+//
+// The expiry is counted on the monotonic clock from each write (a step of
+// the wall clock does not end a turn this process still holds).
 func (t *ChatTurn) Held() error {
-	if u := t.until.Load(); t.c.clock.Now().UnixMilli() >= u {
-		return fmt.Errorf("%w: the chat's turn %s expired at %s by this process's clock", durability.ErrStaleLease, t.key, time.UnixMilli(u).Format(time.RFC3339Nano))
+	if t.c.clock.Elapsed() >= time.Duration(t.deadline.Load()) {
+		return fmt.Errorf("%w: the chat's turn %s (until %s) expired by this process's count", durability.ErrStaleLease, t.key, time.UnixMilli(t.until.Load()).Format(time.RFC3339Nano))
 	}
 	return nil
 }
@@ -114,6 +119,7 @@ func (c *ChatTurns) Acquire(ctx context.Context, channelID, chat string) (t *Cha
 // not the turn's).
 func (t *ChatTurn) write(ctx context.Context, r turnRecord) error {
 	b, _ := json.Marshal(r)
+	sent, left := t.c.clock.Elapsed(), time.Duration(r.Until-t.c.clock.Now().UnixMilli())*time.Millisecond
 	next := max(t.version+1, t.c.clock.Now().UnixNano())
 	until := r.Until
 	w := durability.Write{Key: t.key, Version: t.version, Next: next, Value: b, Group: t.c.prefix, Order: &until}
@@ -123,6 +129,7 @@ func (t *ChatTurn) write(ctx context.Context, r turnRecord) error {
 	t.version = next
 	t.rec = r
 	t.until.Store(r.Until)
+	t.deadline.Store(int64(sent + left))
 	return nil
 }
 
