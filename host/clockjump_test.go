@@ -45,6 +45,27 @@ func TestClockJumps(t *testing.T) {
 	}
 }
 
+// passing makes time pass on fake at about the real rate until t ends
+// (the jumps are steps of the wall clock on top): what waits on it (a
+// backoff, a heartbeat) comes due, as on a real clock, and the scheduled
+// sends (an hour away) stay far off.
+func passing(t *testing.T, fake *clock.Fake) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				fake.Advance(20 * time.Millisecond)
+			}
+		}
+	}()
+}
+
 // clockJumpsRandom is make soak's clock schedule: 40 rounds of two
 // messages, each followed by a step of the wall clock drawn from rng
 // (forward up to 3 h, back up to 30 min); then the clock is set past every
@@ -87,18 +108,7 @@ func clockJumpsRandom(t *testing.T, backend string, rng *rand.Rand) {
 	tb := &testBot{Bot: b}
 	b.Start()
 	defer tb.stop(t)
-	ticking := make(chan struct{})
-	defer close(ticking)
-	go func() {
-		for {
-			select {
-			case <-ticking:
-				return
-			case <-time.After(20 * time.Millisecond):
-				fake.Advance(20 * time.Millisecond)
-			}
-		}
-	}()
+	passing(t, fake)
 	var ids, steps []string
 	for round := range 40 {
 		for _, x := range []string{"a", "b"} {
@@ -198,22 +208,7 @@ func clockJumps(t *testing.T, backend string) {
 	tb := &testBot{Bot: b}
 	b.Start()
 	defer tb.stop(t)
-	// Time passes on the clock too, at about the real rate (the jumps
-	// are steps of the wall clock on top): what waits on it (a backoff, a
-	// heartbeat) comes due, as on a real clock, and the scheduled sends
-	// (an hour away) stay far off.
-	ticking := make(chan struct{})
-	defer close(ticking)
-	go func() {
-		for {
-			select {
-			case <-ticking:
-				return
-			case <-time.After(20 * time.Millisecond):
-				fake.Advance(20 * time.Millisecond)
-			}
-		}
-	}()
+	passing(t, fake)
 	admit := func(id, text string) {
 		t.Helper()
 		if _, err := tb.admit(t, "c-"+id, id, text); err != nil {
@@ -423,18 +418,7 @@ func TestClockJumpsSignedWebhooks(t *testing.T) {
 	tb := &testBot{Bot: b}
 	b.Start()
 	defer tb.stop(t)
-	ticking := make(chan struct{})
-	defer close(ticking)
-	go func() {
-		for {
-			select {
-			case <-ticking:
-				return
-			case <-time.After(20 * time.Millisecond):
-				fake.Advance(20 * time.Millisecond)
-			}
-		}
-	}()
+	passing(t, fake)
 	srv := httptest.NewServer(b.Handler())
 	defer srv.Close()
 	// signed is a webhook as the gateway sends it: signed by its (real)

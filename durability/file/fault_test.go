@@ -56,16 +56,7 @@ const faultCommits = 7
 func TestFaultAtEveryOperation(t *testing.T) {
 	for _, c := range faultConfigs {
 		t.Run(c.name, func(t *testing.T) {
-			// A dry run counts the workload's operations.
-			dry := &faultfs.FS{}
-			kv, err := c.open(filepath.Join(t.TempDir(), "j"), dry)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opened := len(dry.Ops())
-			commitAll(kv, nil)
-			ops := dry.Ops()[opened:]
-			kv.Close()
+			ops := dryRun(t, c.open)
 			if len(ops) < faultCommits*2 {
 				t.Fatalf("the dry run counted %d operations: %v", len(ops), ops)
 			}
@@ -97,15 +88,7 @@ func TestRandomFaults(t *testing.T) {
 	rng := soak.Rand(t, "./durability/file")
 	for _, c := range faultConfigs {
 		t.Run(c.name, func(t *testing.T) {
-			dry := &faultfs.FS{}
-			kv, err := c.open(filepath.Join(t.TempDir(), "j"), dry)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opened := len(dry.Ops())
-			commitAll(kv, nil)
-			ops := dry.Ops()[opened:]
-			kv.Close()
+			ops := dryRun(t, c.open)
 			for run := range 200 {
 				plan := map[int]faultfs.Fault{}
 				for range 2 + rng.IntN(4) {
@@ -120,6 +103,22 @@ func TestRandomFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dryRun runs the workload without a fault and returns the operations its
+// commits made (opening the journal not counted).
+func dryRun(t *testing.T, open func(string, *faultfs.FS) (faultKV, error)) []faultfs.Event {
+	t.Helper()
+	dry := &faultfs.FS{}
+	kv, err := open(filepath.Join(t.TempDir(), "j"), dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := len(dry.Ops())
+	commitAll(kv, nil)
+	ops := dry.Ops()[opened:]
+	kv.Close()
+	return ops
 }
 
 // faultsFor is the faults an operation is tried with.
