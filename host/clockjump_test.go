@@ -101,12 +101,7 @@ func clockJumpsRandom(t *testing.T, backend string, rng *rand.Rand) {
 		}
 		return nil
 	}
-	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: backends[backend](t), Guest: handler, Channels: []channel.Channel{ch}, Clock: fake})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := &testBot{Bot: b}
-	b.Start()
+	tb := newTestBotWith(t, cfg, Options{Backend: backends[backend](t), Guest: handler, Channels: []channel.Channel{ch}, Clock: fake})
 	defer tb.stop(t)
 	passing(t, fake)
 	var ids, steps []string
@@ -130,7 +125,7 @@ func clockJumpsRandom(t *testing.T, backend string, rng *rand.Rand) {
 		}
 		steps = append(steps, step.Round(time.Second).String())
 		fake.Step(step)
-		b.sweeper.Purge(context.Background())
+		tb.sweeper.Purge(context.Background())
 		tb.sweeps(t, 2)
 	}
 	// Past every scheduled send (each was due an hour after its message,
@@ -168,7 +163,7 @@ func clockJumpsRandom(t *testing.T, backend string, rng *rand.Rand) {
 		if n := later(id); n != 1 {
 			t.Errorf("steps %v: the scheduled send of %s went out %d times, want once", steps, id, n)
 		}
-		if _, err := b.inbox.Get(context.Background(), "web:"+id); err != nil {
+		if _, err := tb.inbox.Get(context.Background(), "web:"+id); err != nil {
 			t.Errorf("steps %v: %s's record: %v (purged?)", steps, id, err)
 		}
 	}
@@ -201,12 +196,7 @@ func clockJumps(t *testing.T, backend string) {
 	cfg := testConfig(t, "[durability]\nretention = \"1h\"")
 	cfg.Bot.ID = uniquePrefix("clock")
 	ch := newChannel()
-	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: backends[backend](t), Guest: handler, Channels: []channel.Channel{ch}, Clock: fake})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := &testBot{Bot: b}
-	b.Start()
+	tb := newTestBotWith(t, cfg, Options{Backend: backends[backend](t), Guest: handler, Channels: []channel.Channel{ch}, Clock: fake})
 	defer tb.stop(t)
 	passing(t, fake)
 	admit := func(id, text string) {
@@ -297,7 +287,7 @@ func clockJumps(t *testing.T, backend string) {
 	once("later: m0", "later: m1", "later: m2", "later: slow", "later: m3", "later: m4", "later: m5")
 	// Nothing was purged (a purge now, on the clock stepped 2 h past the
 	// 1 h retention): every message is still in the inbox.
-	b.sweeper.Purge(context.Background())
+	tb.sweeper.Purge(context.Background())
 	for _, id := range []string{"m0", "m1", "m2", "slow", "m3", "m4", "m5"} {
 		tb.inboxState(t, "web:"+id)
 	}
@@ -411,15 +401,10 @@ func TestClockJumpsSignedWebhooks(t *testing.T) {
 		_, err := env.Post(ctx, abi.SendRequest{Chat: ev.Chat, Text: "echo: " + ev.Text})
 		return err
 	})
-	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: backends["sqlite"](t), Guest: handler, Clock: fake})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := &testBot{Bot: b}
-	b.Start()
+	tb := newTestBotWith(t, cfg, Options{Backend: backends["sqlite"](t), Guest: handler, Clock: fake})
 	defer tb.stop(t)
 	passing(t, fake)
-	srv := httptest.NewServer(b.Handler())
+	srv := httptest.NewServer(tb.Handler())
 	defer srv.Close()
 	// signed is a webhook as the gateway sends it: signed by its (real)
 	// clock at when; post posts one (a captured one again and again).
@@ -467,8 +452,8 @@ func TestClockJumpsSignedWebhooks(t *testing.T) {
 	// request signed at the real time is outside the window by the bot's
 	// clock and refused, as the captured one is.
 	fake.Step(2 * time.Hour)
-	b.sweeper.Purge(context.Background())
-	if _, err := b.inbox.Get(context.Background(), "gw:m1"); err != nil {
+	tb.sweeper.Purge(context.Background())
+	if _, err := tb.inbox.Get(context.Background(), "gw:m1"); err != nil {
 		t.Errorf("m1's record after the purge on a clock stepped 2 h forward: %v, want kept (retention 1 h, seconds old)", err)
 	}
 	if got := post(signed("m2", "c2", time.Now())); got != http.StatusUnauthorized {

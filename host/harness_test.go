@@ -253,12 +253,14 @@ type testBot struct {
 
 func newTestBot(t testing.TB, cfg *config.Config, backend durability.Backend, h Guest, provs ...channel.Channel) *testBot {
 	t.Helper()
-	b, err := New(context.Background(), cfg, Options{
-		Logger:   slog.New(slog.DiscardHandler),
-		Backend:  backend,
-		Guest:    h,
-		Channels: provs,
-	})
+	return newTestBotWith(t, cfg, Options{Backend: backend, Guest: h, Channels: provs})
+}
+
+// newTestBotWith starts a bot of cfg with opts (its logs discarded).
+func newTestBotWith(t testing.TB, cfg *config.Config, opts Options) *testBot {
+	t.Helper()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	b, err := New(context.Background(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"log/slog"
 	"net/url"
 	"testing"
 	"time"
@@ -76,12 +75,7 @@ func turnsStopWhenCutOff(t *testing.T, backend string) {
 	cfg := testConfig(t, "")
 	cfg.Bot.ID = uniquePrefix("cutoff")
 	ch := newChannel()
-	b, err := New(context.Background(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Backend: store, Guest: handler, Channels: []channel.Channel{ch}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := &testBot{Bot: b}
-	b.Start()
+	tb := newTestBotWith(t, cfg, Options{Backend: store, Guest: handler, Channels: []channel.Channel{ch}})
 	defer tb.stop(t)
 	if _, err := tb.admit(t, "c1", "m1", "m1"); err != nil {
 		t.Fatal(err)

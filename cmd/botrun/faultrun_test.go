@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,13 +26,19 @@ type refusals struct {
 	slowest                           atomic.Int64 // ns
 }
 
+// postMessage posts a message (its id and text are text) in chat to the
+// webchat of the replica at addr.
+func postMessage(client *http.Client, addr, text, chat string) (*http.Response, error) {
+	body := fmt.Sprintf(`{"id":%q,"chat":%q,"from":"u","text":%q}`, text, chat, text)
+	return client.Post("http://"+addr+"/webchat/web/messages", "application/json", strings.NewReader(body))
+}
+
 // deliverHonouring sends one message as a well-behaved channel does: it
 // reports whether it was admitted and, when refused with 503, waits the
 // Retry-After the bot asked for (capped at 2 s, to keep the test short).
 func deliverHonouring(client *http.Client, addr, text, chat string, r *refusals) bool {
 	start := time.Now()
-	body := fmt.Sprintf(`{"id":%q,"chat":%q,"from":"u","text":%q}`, text, chat, text)
-	resp, err := client.Post("http://"+addr+"/webchat/web/messages", "application/json", bytes.NewReader([]byte(body)))
+	resp, err := postMessage(client, addr, text, chat)
 	if err != nil {
 		r.noAnswer.Add(1)
 		return false
@@ -68,10 +73,9 @@ const (
 // audited with the others.
 func (f *faultFleet) probe(r int, text string, since time.Time) (time.Duration, bool) {
 	client := &http.Client{Timeout: 10 * time.Second}
-	body := fmt.Sprintf(`{"id":%q,"chat":%q,"from":"u","text":%q}`, text, text, text)
 	var took time.Duration
 	ok := waitfor.Every(50*time.Millisecond, 2*time.Minute, func() bool {
-		resp, err := client.Post("http://"+f.reps[r].addr+"/webchat/web/messages", "application/json", strings.NewReader(body))
+		resp, err := postMessage(client, f.reps[r].addr, text, text)
 		if err != nil {
 			return false
 		}
