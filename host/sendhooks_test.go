@@ -779,10 +779,12 @@ func TestOperatorSendRefusedByAHookErrorIsADeadLetter(t *testing.T) {
 				return false
 			}
 		}
-		return true
+		// The metric is counted once the dead letter is journaled.
+		return b.metrics.OutboxDead.Load() > 0
 	}) {
 		t.Fatal("the operator's sends were not settled dead")
 	}
+	b.sweeps(t, 3)
 	if n := b.metrics.OutboxDead.Load(); n != 1 {
 		t.Errorf("outbox_dead = %d, want 1 (the hook's error; not the cancel)", n)
 	}
